@@ -1,0 +1,176 @@
+// Package engine is the per-record pipeline shared by replay and the live
+// job: decode, pick the time that windows the event, feed the window
+// operator, advance the watermark. It performs no I/O and reads no clock:
+// records, processing time and the output sink come in from the caller
+// (stream/), which is what makes a replay and a live run of the same records
+// produce the same outputs.
+package engine
+
+import (
+	"fmt"
+
+	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/rules"
+	"github.com/riskstream/riskstream/sink"
+	"github.com/riskstream/riskstream/watermark"
+	"github.com/riskstream/riskstream/windows"
+)
+
+// Output receives everything the engine emits.
+type Output interface {
+	windows.Output
+	// Late receives an event every window of which was already purged.
+	Late(raw []byte, wm int64, p *sink.Provenance)
+	// DLQ receives a record that is not a valid event.
+	DLQ(raw []byte, reason string, p *sink.Provenance)
+}
+
+// Options configure an Engine.
+type Options struct {
+	// Config is the validated rules file. Required.
+	Config *rules.Config
+	// Backend stores window state beyond the cache. Required.
+	Backend windows.Backend
+	// Output receives the records the engine emits. Required.
+	Output Output
+	// CacheSlots is the operator's write-back cache size; see
+	// windows.Options.
+	CacheSlots int
+}
+
+// Record is one input record.
+type Record struct {
+	Value     []byte
+	Partition int32
+	// Reference is the record's reference time in ms (its Kafka timestamp)
+	// when HasReference; files give it as the event's ingest_ts instead.
+	Reference    int64
+	HasReference bool
+	Prov         sink.Provenance
+}
+
+// Stats count what became of the records.
+type Stats struct {
+	Records   int64
+	Accepted  int64
+	Unmatched int64
+	Late      int64
+	Invalid   int64
+	// Decisions counts decisions per rule, in rules file order.
+	Decisions    []int64
+	WindowsFired int64
+}
+
+// Engine runs records through decoding, watermarks and the window operator.
+type Engine struct {
+	cfg   *rules.Config
+	out   Output
+	dec   *event.Decoder
+	ev    event.Event
+	wm    *watermark.Combined
+	op    *windows.Operator
+	stats Stats
+	count countingOutput
+}
+
+// New builds an engine for opts.Config.
+func New(opts Options) (*Engine, error) {
+	if opts.Config == nil || opts.Backend == nil || opts.Output == nil {
+		return nil, fmt.Errorf("engine: Config, Backend and Output are required")
+	}
+	schema, err := event.NewSchema(windows.Fields(opts.Config))
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	e := &Engine{
+		cfg: opts.Config,
+		out: opts.Output,
+		dec: event.NewDecoder(schema),
+		wm: watermark.NewCombined(opts.Config.Watermark.OutOfOrderness.Milliseconds(),
+			opts.Config.Watermark.IdleTimeout.Milliseconds()),
+	}
+	e.stats.Decisions = make([]int64, len(opts.Config.Rules))
+	e.count = countingOutput{Output: opts.Output, e: e}
+	e.op, err = windows.New(opts.Config, schema, opts.Backend, &e.count, windows.Options{CacheSlots: opts.CacheSlots})
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	return e, nil
+}
+
+// countingOutput counts decisions per rule on their way out.
+type countingOutput struct {
+	Output
+	e *Engine
+}
+
+func (c *countingOutput) Decision(d *windows.Decision) {
+	c.e.stats.Decisions[c.e.ruleIndex(d.Rule)]++
+	c.Output.Decision(d)
+}
+
+func (e *Engine) ruleIndex(r *rules.Rule) int {
+	for i := range e.cfg.Rules {
+		if &e.cfg.Rules[i] == r {
+			return i
+		}
+	}
+	return 0
+}
+
+// Process runs one record at processing time now (ms). Invalid records go to
+// the dlq output and late events to the late output; an error comes only
+// from the state backend and is fatal to the run.
+func (e *Engine) Process(rec *Record, now int64) error {
+	e.stats.Records++
+	ev := &e.ev
+	if err := e.dec.Decode(rec.Value, ev); err != nil {
+		e.stats.Invalid++
+		e.out.DLQ(rec.Value, err.Error(), &rec.Prov)
+		return nil
+	}
+	t := ev.TS
+	res, err := e.op.ProcessElement(ev, t, false)
+	if err != nil {
+		return err
+	}
+	switch res {
+	case windows.Accepted:
+		e.stats.Accepted++
+	case windows.Unmatched:
+		e.stats.Unmatched++
+	case windows.Late:
+		e.stats.Late++
+		e.out.Late(rec.Value, e.op.Watermark(), &rec.Prov)
+	}
+	return e.op.AdvanceWatermark(e.wm.OnEvent(rec.Partition, t, now))
+}
+
+// AddPartition registers an input partition before its first record, so it
+// holds the watermark back until it has data or turns idle.
+func (e *Engine) AddPartition(id int32, now int64) { e.wm.AddPartition(id, now) }
+
+// Tick lets the watermark notice idle partitions at processing time now.
+func (e *Engine) Tick(now int64) error {
+	return e.op.AdvanceWatermark(e.wm.Advance(now))
+}
+
+// Finish ends the input: the watermark goes to +infinity, windows that have
+// not fired fire once, and state is flushed to the backend.
+func (e *Engine) Finish() error {
+	if err := e.op.AdvanceWatermark(e.wm.Finish()); err != nil {
+		return err
+	}
+	return e.op.Flush()
+}
+
+// Watermark returns the job's watermark.
+func (e *Engine) Watermark() int64 { return e.op.Watermark() }
+
+// Stats returns the counts so far.
+func (e *Engine) Stats() Stats {
+	s := e.stats
+	s.Decisions = append([]int64(nil), s.Decisions...)
+	s.WindowsFired = e.op.WindowsFired()
+	return s
+}

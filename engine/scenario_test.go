@@ -1,0 +1,164 @@
+package engine
+
+import (
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/datadriven"
+	"github.com/riskstream/riskstream/rules"
+	"github.com/riskstream/riskstream/sink"
+	"github.com/riskstream/riskstream/state"
+	"github.com/riskstream/riskstream/windows"
+)
+
+// recorder is an Output that renders every record as the sinks would, one
+// line each, prefixed with the output's name.
+type recorder struct {
+	enc *sink.Encoder
+	buf []byte
+	sb  strings.Builder
+}
+
+func (r *recorder) line(name string, b []byte) {
+	r.sb.WriteString(name)
+	r.sb.WriteByte(' ')
+	r.sb.Write(b)
+}
+
+func (r *recorder) Decision(d *windows.Decision) {
+	r.buf = r.enc.AppendDecision(r.buf[:0], d)
+	r.line("decision", r.buf)
+}
+
+func (r *recorder) Heatmap(h *windows.HeatmapWindow) {
+	r.buf = r.enc.AppendHeatmap(r.buf[:0], h)
+	r.line("heatmap", r.buf)
+}
+
+func (r *recorder) Late(raw []byte, wm int64, p *sink.Provenance) {
+	r.line("late", sink.AppendLate(nil, raw, wm, p))
+}
+
+func (r *recorder) DLQ(raw []byte, reason string, p *sink.Provenance) {
+	r.line("dlq", sink.AppendDLQ(nil, raw, reason, p))
+}
+
+func (r *recorder) take() string {
+	s := r.sb.String()
+	r.sb.Reset()
+	return s
+}
+
+// backends are the state configurations every scenario runs under: all
+// state in the cache, and a one-slot cache over Pebble on disk, which
+// forces every slot through encoding and storage. Outputs must not differ.
+var backends = []struct {
+	name  string
+	slots int
+	open  func(t *testing.T) windows.Backend
+}{
+	{"memory", 0, func(*testing.T) windows.Backend { return windows.NewMemBackend() }},
+	{"pebble-cache1", 1, func(t *testing.T) windows.Backend {
+		db, err := state.Open(state.Options{Dir: t.TempDir(), DisableWAL: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}},
+}
+
+// TestScenarios runs the window-semantics scenarios in testdata/scenarios.
+// Commands:
+//
+//	rules            input: a rules file; output: ok or the problems
+//	events [partition=N] [now=MS]
+//	                 input: one record per line; output: what was emitted,
+//	                 then the watermark
+//	tick now=MS      lets idle partitions go; output as for events
+//	finish           end of input
+//	stats            the engine's counters
+func TestScenarios(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			datadriven.Walk(t, filepath.Join("..", "testdata", "scenarios"), func(t *testing.T, path string) {
+				runScenario(t, path, b.slots, b.open)
+			})
+		})
+	}
+}
+
+func runScenario(t *testing.T, path string, slots int, open func(*testing.T) windows.Backend) {
+	var e *Engine
+	rec := &recorder{enc: sink.NewEncoder()}
+	line := int64(0)
+	datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+		switch d.Cmd {
+		case "rules":
+			cfg, err := rules.Parse("rules.yaml", []byte(d.Input))
+			if err != nil {
+				return err.Error() + "\n"
+			}
+			e, err = New(Options{Config: cfg, Backend: open(t), Output: rec, CacheSlots: slots})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return "ok\n"
+		case "events":
+			partition, now := int64(0), int64(0)
+			for _, arg := range d.CmdArgs {
+				v, err := strconv.ParseInt(arg.Vals[0], 10, 64)
+				if err != nil {
+					t.Fatalf("%s: %v", d.Pos, err)
+				}
+				switch arg.Key {
+				case "partition":
+					partition = v
+				case "now":
+					now = v
+				}
+			}
+			for _, l := range strings.Split(d.Input, "\n") {
+				line++
+				r := Record{Value: []byte(l), Partition: int32(partition), Prov: sink.Provenance{File: "in.jsonl", Line: line}}
+				if err := e.Process(&r, now); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return rec.take() + wmLine(e)
+		case "tick":
+			var now int64
+			d.ScanArgs(t, "now", &now)
+			if err := e.Tick(now); err != nil {
+				t.Fatal(err)
+			}
+			return rec.take() + wmLine(e)
+		case "finish":
+			if err := e.Finish(); err != nil {
+				t.Fatal(err)
+			}
+			return rec.take()
+		case "stats":
+			s := e.Stats()
+			return fmt.Sprintf("records=%d accepted=%d unmatched=%d late=%d invalid=%d decisions=%v fired=%d\n",
+				s.Records, s.Accepted, s.Unmatched, s.Late, s.Invalid, s.Decisions, s.WindowsFired)
+		default:
+			t.Fatalf("%s: unknown command %q", d.Pos, d.Cmd)
+			return ""
+		}
+	})
+}
+
+func wmLine(e *Engine) string {
+	switch wm := e.Watermark(); wm {
+	case windows.MinWatermark:
+		return "wm=-inf\n"
+	case windows.MaxWatermark:
+		return "wm=+inf\n"
+	default:
+		return fmt.Sprintf("wm=%d\n", wm)
+	}
+}

@@ -1,0 +1,208 @@
+// Package heatmap accumulates the latency distribution of one window and key:
+// count, exact min and max, per-bucket counts for the configured upper bounds,
+// and a DDSketch for quantiles with a bounded relative error. Accumulators are
+// mergeable, which is what lets sliding windows be built from panes.
+package heatmap
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/DataDog/sketches-go/ddsketch"
+	"github.com/DataDog/sketches-go/ddsketch/mapping"
+	"github.com/DataDog/sketches-go/ddsketch/store"
+)
+
+// RelativeAccuracy is the sketch's guaranteed relative error on quantiles, the
+// SPEC's bound of 1%.
+const RelativeAccuracy = 0.01
+
+// indexMapping is shared by every sketch: they must agree to merge, and
+// encoding omits it.
+var indexMapping = func() mapping.IndexMapping {
+	m, err := mapping.NewLogarithmicMapping(RelativeAccuracy)
+	if err != nil {
+		panic(err) // a constant accuracy in range never fails
+	}
+	return m
+}()
+
+// Acc is the distribution of a numeric field within one pane or window.
+type Acc struct {
+	Count    int64
+	Min      float64
+	Max      float64
+	Degraded int64
+	// Buckets[i] counts values v with bounds[i-1] < v <= bounds[i]; the last
+	// element is the +Inf bucket.
+	Buckets []int64
+	sketch  *ddsketch.DDSketch
+}
+
+// New returns an empty accumulator for a heatmap with nBounds finite bucket
+// bounds.
+func New(nBounds int) *Acc {
+	return &Acc{
+		Buckets: make([]int64, nBounds+1),
+		sketch:  ddsketch.NewDDSketch(indexMapping, store.NewDenseStore(), store.NewDenseStore()),
+	}
+}
+
+// Add records one value; degraded marks an event that was re-timed by
+// processing time. bounds are the heatmap's bucket upper bounds.
+func (a *Acc) Add(v float64, degraded bool, bounds []float64) {
+	if a.Count == 0 || v < a.Min {
+		a.Min = v
+	}
+	if a.Count == 0 || v > a.Max {
+		a.Max = v
+	}
+	a.Count++
+	if degraded {
+		a.Degraded++
+	}
+	a.Buckets[bucketIndex(v, bounds)]++
+	// Values beyond the sketch's range (|v| > ~1e307) are clamped by the
+	// sketch itself; Min and Max stay exact.
+	_ = a.sketch.Add(clampForSketch(v))
+}
+
+// bucketIndex returns the first bucket whose upper bound is >= v.
+func bucketIndex(v float64, bounds []float64) int {
+	if len(bounds) <= 16 {
+		for i, le := range bounds {
+			if v <= le {
+				return i
+			}
+		}
+		return len(bounds)
+	}
+	return sort.SearchFloat64s(bounds, v)
+}
+
+func clampForSketch(v float64) float64 {
+	limit := indexMapping.MaxIndexableValue()
+	switch {
+	case v > limit:
+		return limit
+	case v < -limit:
+		return -limit
+	}
+	return v
+}
+
+// Merge adds b's values into a.
+func (a *Acc) Merge(b *Acc) {
+	if b.Count == 0 {
+		return
+	}
+	if a.Count == 0 || b.Min < a.Min {
+		a.Min = b.Min
+	}
+	if a.Count == 0 || b.Max > a.Max {
+		a.Max = b.Max
+	}
+	a.Count += b.Count
+	a.Degraded += b.Degraded
+	for i, n := range b.Buckets {
+		a.Buckets[i] += n
+	}
+	_ = a.sketch.MergeWith(b.sketch) // same mapping everywhere: cannot fail
+}
+
+// Reset empties a for reuse.
+func (a *Acc) Reset() {
+	a.Count, a.Min, a.Max, a.Degraded = 0, 0, 0, 0
+	clear(a.Buckets)
+	a.sketch.Clear()
+}
+
+// Quantile returns the value at quantile q (0..1) within the sketch's
+// relative accuracy, clamped to the exact [Min, Max]. It is 0 when empty.
+func (a *Acc) Quantile(q float64) float64 {
+	if a.Count == 0 {
+		return 0
+	}
+	v, err := a.sketch.GetValueAtQuantile(q)
+	if err != nil {
+		return 0
+	}
+	return math.Min(math.Max(v, a.Min), a.Max)
+}
+
+// AppendBinary appends a's encoding to dst, for the state store.
+func (a *Acc) AppendBinary(dst []byte) []byte {
+	dst = binary.AppendVarint(dst, a.Count)
+	dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(a.Min))
+	dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(a.Max))
+	dst = binary.AppendVarint(dst, a.Degraded)
+	dst = binary.AppendUvarint(dst, uint64(len(a.Buckets)))
+	for _, n := range a.Buckets {
+		dst = binary.AppendVarint(dst, n)
+	}
+	var sk []byte
+	a.sketch.Encode(&sk, true)
+	dst = binary.AppendUvarint(dst, uint64(len(sk)))
+	return append(dst, sk...)
+}
+
+// ErrCorrupt reports an encoding that cannot be decoded.
+var ErrCorrupt = errors.New("heatmap: corrupt encoding")
+
+// Decode reads an accumulator written by AppendBinary from b and returns the
+// rest of b.
+func Decode(b []byte) (*Acc, []byte, error) {
+	a := &Acc{}
+	var ok bool
+	if a.Count, b, ok = varint(b); !ok {
+		return nil, nil, ErrCorrupt
+	}
+	if len(b) < 16 {
+		return nil, nil, ErrCorrupt
+	}
+	a.Min = math.Float64frombits(binary.LittleEndian.Uint64(b))
+	a.Max = math.Float64frombits(binary.LittleEndian.Uint64(b[8:]))
+	b = b[16:]
+	if a.Degraded, b, ok = varint(b); !ok {
+		return nil, nil, ErrCorrupt
+	}
+	n, b, ok := uvarint(b)
+	if !ok || n > uint64(len(b)) {
+		return nil, nil, ErrCorrupt
+	}
+	a.Buckets = make([]int64, n)
+	for i := range a.Buckets {
+		if a.Buckets[i], b, ok = varint(b); !ok {
+			return nil, nil, ErrCorrupt
+		}
+	}
+	skLen, b, ok := uvarint(b)
+	if !ok || skLen > uint64(len(b)) {
+		return nil, nil, ErrCorrupt
+	}
+	sk, err := ddsketch.DecodeDDSketch(b[:skLen], store.DefaultProvider, indexMapping)
+	if err != nil {
+		return nil, nil, fmt.Errorf("heatmap: decode sketch: %w", err)
+	}
+	a.sketch = sk
+	return a, b[skLen:], nil
+}
+
+func varint(b []byte) (int64, []byte, bool) {
+	v, n := binary.Varint(b)
+	if n <= 0 {
+		return 0, nil, false
+	}
+	return v, b[n:], true
+}
+
+func uvarint(b []byte) (uint64, []byte, bool) {
+	v, n := binary.Uvarint(b)
+	if n <= 0 {
+		return 0, nil, false
+	}
+	return v, b[n:], true
+}

@@ -1,0 +1,186 @@
+// Package rules defines the rules file: the watermark and skew settings, the
+// decision rules and the latency heatmaps a job evaluates. Load and Parse read
+// the YAML form and report every problem at once, each with its file and line,
+// so that a bad file is refused before the job starts.
+package rules
+
+import (
+	"time"
+)
+
+// Config is a validated rules file. Durations are whole milliseconds, the
+// resolution of event time.
+type Config struct {
+	// File is the path the config was read from ("" when parsed from memory).
+	File      string
+	Watermark WatermarkConfig
+	Skew      SkewConfig
+	Rules     []Rule
+	Heatmaps  []Heatmap
+}
+
+// WatermarkConfig controls event-time progress.
+type WatermarkConfig struct {
+	// OutOfOrderness bounds how far behind the largest timestamp seen an
+	// event may arrive and still be on time. The default value is 2s.
+	OutOfOrderness time.Duration
+	// IdleTimeout is how long a partition may stay silent before it stops
+	// holding the job's watermark back. The default value is 10s.
+	IdleTimeout time.Duration
+	// AllowedLateness keeps a window's state after it fired, so that late
+	// events still update it. The default value is 0s.
+	AllowedLateness time.Duration
+}
+
+// Scope says which sources are re-timed when one source's clock is skewed.
+type Scope uint8
+
+const (
+	// ScopeSource re-times only the skewed source.
+	ScopeSource Scope = iota
+	// ScopeJob re-times every source while any source is skewed.
+	ScopeJob
+)
+
+// String returns the scope as the rules file spells it.
+func (s Scope) String() string {
+	if s == ScopeJob {
+		return "job"
+	}
+	return "source"
+}
+
+// SkewConfig controls clock-skew detection.
+type SkewConfig struct {
+	// Threshold is the |skew| above which a source is degraded. The default
+	// value is 15ms.
+	Threshold time.Duration
+	// RecoverAfter is how long (in reference time) the skew must stay under
+	// the threshold before a degraded source recovers. The default value is 5s.
+	RecoverAfter time.Duration
+	// Scope is source or job. The default value is source.
+	Scope Scope
+}
+
+// WindowType is the kind of event-time window.
+type WindowType uint8
+
+const (
+	// Tumbling windows are fixed, non-overlapping and aligned to the epoch.
+	Tumbling WindowType = iota
+	// Sliding windows have a fixed size and start every slide.
+	Sliding
+	// Session windows grow while events of a key keep arriving within gap.
+	Session
+)
+
+// String returns the window type as the rules file spells it.
+func (t WindowType) String() string {
+	switch t {
+	case Sliding:
+		return "sliding"
+	case Session:
+		return "session"
+	default:
+		return "tumbling"
+	}
+}
+
+// Window describes a window assigner. Size is set for tumbling and sliding,
+// Slide for sliding, Gap for session windows; all are positive.
+type Window struct {
+	Type  WindowType
+	Size  time.Duration
+	Slide time.Duration
+	Gap   time.Duration
+}
+
+// AggregateKind is the function a rule computes over its window.
+type AggregateKind uint8
+
+const (
+	// Count counts the events in the window.
+	Count AggregateKind = iota
+	// Sum adds up a numeric field.
+	Sum
+	// Distinct counts the distinct values of a field.
+	Distinct
+)
+
+// String returns the aggregate's function name as the rules file spells it.
+func (k AggregateKind) String() string {
+	switch k {
+	case Sum:
+		return "sum"
+	case Distinct:
+		return "distinct"
+	default:
+		return "count"
+	}
+}
+
+// Aggregate is a rule's aggregate function; Field is empty for Count.
+type Aggregate struct {
+	Kind  AggregateKind
+	Field string
+}
+
+// ScalarKind is the JSON type of a filter value.
+type ScalarKind uint8
+
+const (
+	// String is a JSON string.
+	String ScalarKind = iota
+	// Number is a JSON number.
+	Number
+	// Bool is true or false.
+	Bool
+)
+
+// Scalar is one value a filter accepts.
+type Scalar struct {
+	Kind ScalarKind
+	// Text is the value's canonical JSON text: a quoted, escaped string for
+	// String (`"/pay"`), `true` or `false` for Bool, the number's text for
+	// Number. Events are compared against it byte for byte, except numbers,
+	// which compare by value (Num).
+	Text string
+	Num  float64
+}
+
+// Filter accepts an event whose attribute Field equals any of Values.
+type Filter struct {
+	Field  string
+	Values []Scalar
+}
+
+// Rule turns a windowed aggregate into decisions: every event that brings a
+// window of its key above Threshold is given Action.
+type Rule struct {
+	Name string
+	// Line is where the rule starts in the file, for messages.
+	Line      int
+	Where     []Filter
+	Key       []string
+	Window    Window
+	Aggregate Aggregate
+	Threshold float64
+	Action    string
+}
+
+// Heatmap measures the distribution of a numeric field per window and key.
+type Heatmap struct {
+	Name string
+	// Line is where the heatmap starts in the file, for messages.
+	Line   int
+	Where  []Filter
+	Key    []string
+	Field  string
+	Window Window
+	// Buckets are the strictly increasing upper bounds of the histogram;
+	// +Inf is implied after the last one.
+	Buckets []float64
+}
+
+// Reserved are the event fields that cannot be rule attributes.
+var Reserved = []string{"id", "ts", "ingest_ts"}

@@ -1,0 +1,234 @@
+// Package sink writes the job's four outputs (decisions, heatmaps, late,
+// dlq) as one JSON object per record, to files in replay and to Kafka topics
+// live. Encoding is hand-written with strconv.Append* into reused buffers:
+// an output record costs no allocation.
+package sink
+
+import (
+	"encoding/base64"
+	"math"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/windows"
+)
+
+// Provenance says where an input record came from: a file and line in
+// replay, a partition and offset live.
+type Provenance struct {
+	File      string
+	Line      int64
+	Partition int32
+	Offset    int64
+}
+
+func (p *Provenance) append(dst []byte) []byte {
+	if p.File != "" {
+		dst = append(dst, `,"file":`...)
+		dst = event.AppendString(dst, []byte(p.File))
+		dst = append(dst, `,"line":`...)
+		return strconv.AppendInt(dst, p.Line, 10)
+	}
+	dst = append(dst, `,"partition":`...)
+	dst = strconv.AppendInt(dst, int64(p.Partition), 10)
+	dst = append(dst, `,"offset":`...)
+	return strconv.AppendInt(dst, p.Offset, 10)
+}
+
+// Encoder turns outputs into JSON. It caches the encoded names of rules and
+// heatmaps, so it is not safe for concurrent use.
+type Encoder struct {
+	names map[string][]byte
+}
+
+// NewEncoder returns an Encoder.
+func NewEncoder() *Encoder { return &Encoder{names: make(map[string][]byte)} }
+
+// quoted returns s as a JSON string, encoded once.
+func (e *Encoder) quoted(s string) []byte {
+	q, ok := e.names[s]
+	if !ok {
+		q = event.AppendString(nil, []byte(s))
+		e.names[s] = q
+	}
+	return q
+}
+
+// AppendDecision appends a decision record (SPEC "Outputs").
+func (e *Encoder) AppendDecision(dst []byte, d *windows.Decision) []byte {
+	rule := e.quoted(d.Rule.Name)
+	dst = append(dst, `{"id":`...)
+	dst = append(dst, d.EventID[:len(d.EventID)-1]...)
+	dst = append(dst, '/')
+	dst = append(dst, rule[1:]...)
+	dst = append(dst, `,"event_id":`...)
+	dst = append(dst, d.EventID...)
+	dst = append(dst, `,"event_ts":`...)
+	dst = strconv.AppendInt(dst, d.EventTS, 10)
+	dst = append(dst, `,"rule":`...)
+	dst = append(dst, rule...)
+	dst = append(dst, `,"action":`...)
+	dst = append(dst, e.quoted(d.Rule.Action)...)
+	dst = append(dst, `,"key":`...)
+	dst = e.appendKey(dst, d.Rule.Key, d.Key)
+	dst = appendWindow(dst, d.Start, d.End)
+	dst = append(dst, `,"value":`...)
+	dst = AppendNumber(dst, d.Value)
+	dst = append(dst, `,"threshold":`...)
+	dst = AppendNumber(dst, d.Rule.Threshold)
+	if d.Processing {
+		dst = append(dst, `,"time_domain":"processing"}`...)
+	} else {
+		dst = append(dst, `,"time_domain":"event"}`...)
+	}
+	return append(dst, '\n')
+}
+
+// AppendHeatmap appends a heatmap record (SPEC "Outputs").
+func (e *Encoder) AppendHeatmap(dst []byte, h *windows.HeatmapWindow) []byte {
+	a := h.Acc
+	dst = append(dst, `{"heatmap":`...)
+	dst = append(dst, e.quoted(h.Heatmap.Name)...)
+	dst = append(dst, `,"key":`...)
+	dst = e.appendKey(dst, h.Heatmap.Key, h.Key)
+	dst = appendWindow(dst, h.Start, h.End)
+	dst = append(dst, `,"revision":`...)
+	dst = strconv.AppendInt(dst, int64(h.Revision), 10)
+	dst = append(dst, `,"count":`...)
+	dst = strconv.AppendInt(dst, a.Count, 10)
+	dst = append(dst, `,"min":`...)
+	dst = AppendNumber(dst, a.Min)
+	for _, q := range quantiles {
+		dst = append(dst, q.field...)
+		dst = appendQuantile(dst, a.Quantile(q.q))
+	}
+	dst = append(dst, `,"max":`...)
+	dst = AppendNumber(dst, a.Max)
+	dst = append(dst, `,"buckets":[`...)
+	for i, n := range a.Buckets {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"le":`...)
+		if i < len(h.Heatmap.Buckets) {
+			dst = AppendNumber(dst, h.Heatmap.Buckets[i])
+		} else {
+			dst = append(dst, `"+Inf"`...)
+		}
+		dst = append(dst, `,"count":`...)
+		dst = strconv.AppendInt(dst, n, 10)
+		dst = append(dst, '}')
+	}
+	dst = append(dst, `],"degraded_events":`...)
+	dst = strconv.AppendInt(dst, a.Degraded, 10)
+	return append(dst, "}\n"...)
+}
+
+var quantiles = []struct {
+	field string
+	q     float64
+}{{`,"p50":`, 0.50}, {`,"p95":`, 0.95}, {`,"p99":`, 0.99}}
+
+// appendQuantile writes a sketch estimate with 6 significant digits: the
+// sketch is only 1% accurate, so more digits would be noise.
+func appendQuantile(dst []byte, v float64) []byte {
+	return AppendNumber(dst, roundSignificant(v, 6))
+}
+
+func roundSignificant(v float64, digits int) float64 {
+	if v == 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+		return v
+	}
+	var buf [32]byte
+	s := strconv.AppendFloat(buf[:0], v, 'g', digits, 64)
+	r, err := strconv.ParseFloat(string(s), 64)
+	if err != nil {
+		return v
+	}
+	return r
+}
+
+// AppendLate appends a late record: the original event, the watermark that
+// made it late, and where it came from.
+func AppendLate(dst, raw []byte, wm int64, p *Provenance) []byte {
+	dst = append(dst, `{"event":`...)
+	dst = append(dst, trimSpace(raw)...)
+	dst = append(dst, `,"watermark":`...)
+	dst = strconv.AppendInt(dst, wm, 10)
+	dst = append(dst, `,"reason":"late"`...)
+	dst = p.append(dst)
+	return append(dst, "}\n"...)
+}
+
+// AppendDLQ appends a dead-letter record: why the input was refused and its
+// bytes, as text when they are UTF-8 and as base64 otherwise.
+func AppendDLQ(dst, raw []byte, reason string, p *Provenance) []byte {
+	dst = append(dst, `{"reason":`...)
+	dst = event.AppendString(dst, []byte(reason))
+	if utf8.Valid(raw) {
+		dst = append(dst, `,"raw":`...)
+		dst = event.AppendString(dst, raw)
+	} else {
+		dst = append(dst, `,"raw_base64":"`...)
+		dst = base64.StdEncoding.AppendEncode(dst, raw)
+		dst = append(dst, '"')
+	}
+	dst = p.append(dst)
+	return append(dst, "}\n"...)
+}
+
+func (e *Encoder) appendKey(dst []byte, names []string, key string) []byte {
+	dst = append(dst, '{')
+	windows.KeyParts(key, func(i int, text string) {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, e.quoted(names[i])...)
+		dst = append(dst, ':')
+		dst = append(dst, text...)
+	})
+	return append(dst, '}')
+}
+
+func appendWindow(dst []byte, start, end int64) []byte {
+	dst = append(dst, `,"window":{"start":`...)
+	dst = strconv.AppendInt(dst, start, 10)
+	dst = append(dst, `,"end":`...)
+	dst = strconv.AppendInt(dst, end, 10)
+	return append(dst, '}')
+}
+
+// AppendNumber appends f as a JSON number in its shortest form, as
+// encoding/json does: plain decimals, exponents only for very large or small
+// magnitudes. Infinities and NaN, which JSON lacks, become null.
+func AppendNumber(dst []byte, f float64) []byte {
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return append(dst, "null"...)
+	}
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	dst = strconv.AppendFloat(dst, f, format, -1, 64)
+	if format == 'e' {
+		// e-09 → e-9, as encoding/json writes it.
+		if n := len(dst); n >= 4 && dst[n-4] == 'e' && dst[n-3] == '-' && dst[n-2] == '0' {
+			dst[n-2] = dst[n-1]
+			dst = dst[:n-1]
+		}
+	}
+	return dst
+}
+
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && isSpace(b[0]) {
+		b = b[1:]
+	}
+	for len(b) > 0 && isSpace(b[len(b)-1]) {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }

@@ -1,0 +1,234 @@
+// Package state keeps the job's window state in Pebble. It implements the
+// windows.Backend the operator's write-back cache spills to, batching
+// writes: an evicted slot costs an entry in an indexed batch, and the batch
+// is committed when it grows past BatchBytes or on Commit (a checkpoint).
+package state
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Key prefixes partition the keyspace: slot state, and metadata such as the
+// rules fingerprint (docs/format/state.md).
+const (
+	prefixSlot = 's'
+	prefixMeta = 'm'
+)
+
+// ErrClosed is returned by operations on a closed DB.
+var ErrClosed = errors.New("state: closed")
+
+// Options configure a DB.
+type Options struct {
+	// Dir is the Pebble directory; it is created if missing. Required.
+	Dir string
+	// DisableWAL skips Pebble's write-ahead log, for runs whose state need
+	// not survive a crash (replay). The default value is false.
+	DisableWAL bool
+	// BatchBytes is the size at which pending writes are committed. The
+	// default value is 8 MiB.
+	BatchBytes int
+	// CacheBytes is Pebble's block cache size. The default value is 64 MiB.
+	CacheBytes int64
+	// Logger receives Pebble's own messages at debug level. The default
+	// value is slog.Default().
+	Logger *slog.Logger
+}
+
+// EnsureDefaults fills in zero fields with their default values.
+func (o *Options) EnsureDefaults() {
+	if o.BatchBytes <= 0 {
+		o.BatchBytes = 8 << 20
+	}
+	if o.CacheBytes <= 0 {
+		o.CacheBytes = 64 << 20
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Validate reports options that cannot work.
+func (o *Options) Validate() error {
+	if o.Dir == "" {
+		return errors.New("state: Options.Dir is required")
+	}
+	return nil
+}
+
+// DB is the Pebble-backed state store.
+type DB struct {
+	db    *pebble.DB
+	opts  Options
+	batch *pebble.Batch
+	key   []byte
+	val   []byte
+}
+
+// Open opens (creating if needed) the state database in opts.Dir.
+func Open(opts Options) (*DB, error) {
+	opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	cache := pebble.NewCache(opts.CacheBytes)
+	defer cache.Unref()
+	db, err := pebble.Open(opts.Dir, &pebble.Options{
+		Cache:      cache,
+		DisableWAL: opts.DisableWAL,
+		Logger:     pebbleLogger{opts.Logger},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("state: open %s: %w", opts.Dir, err)
+	}
+	return &DB{db: db, opts: opts, batch: db.NewIndexedBatch()}, nil
+}
+
+func (d *DB) slotKey(key []byte) []byte {
+	d.key = append(append(d.key[:0], prefixSlot), key...)
+	return d.key
+}
+
+// Get implements windows.Backend, reading through the pending batch.
+func (d *DB) Get(key []byte) ([]byte, bool, error) {
+	if d.db == nil {
+		return nil, false, ErrClosed
+	}
+	v, closer, err := d.batch.Get(d.slotKey(key))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("state: get: %w", err)
+	}
+	d.val = append(d.val[:0], v...)
+	closer.Close()
+	return d.val, true, nil
+}
+
+// Set implements windows.Backend.
+func (d *DB) Set(key, value []byte) error {
+	if d.db == nil {
+		return ErrClosed
+	}
+	if err := d.batch.Set(d.slotKey(key), value, nil); err != nil {
+		return fmt.Errorf("state: set: %w", err)
+	}
+	return d.maybeCommit()
+}
+
+// Delete implements windows.Backend.
+func (d *DB) Delete(key []byte) error {
+	if d.db == nil {
+		return ErrClosed
+	}
+	if err := d.batch.Delete(d.slotKey(key), nil); err != nil {
+		return fmt.Errorf("state: delete: %w", err)
+	}
+	return d.maybeCommit()
+}
+
+// SetMeta stores a metadata value (checkpointed offsets, watermarks, the
+// rules fingerprint) in the pending batch.
+func (d *DB) SetMeta(name string, value []byte) error {
+	if d.db == nil {
+		return ErrClosed
+	}
+	key := append([]byte{prefixMeta}, name...)
+	if err := d.batch.Set(key, value, nil); err != nil {
+		return fmt.Errorf("state: set %s: %w", name, err)
+	}
+	return nil
+}
+
+// Meta returns a metadata value, or found false.
+func (d *DB) Meta(name string) (value []byte, found bool, err error) {
+	if d.db == nil {
+		return nil, false, ErrClosed
+	}
+	v, closer, err := d.batch.Get(append([]byte{prefixMeta}, name...))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("state: get %s: %w", name, err)
+	}
+	defer closer.Close()
+	return append([]byte(nil), v...), true, nil
+}
+
+func (d *DB) maybeCommit() error {
+	if d.batch.Len() < d.opts.BatchBytes {
+		return nil
+	}
+	return d.commit(pebble.NoSync)
+}
+
+// Commit writes the pending batch atomically; sync makes it durable before
+// returning (a checkpoint).
+func (d *DB) Commit(sync bool) error {
+	if d.db == nil {
+		return ErrClosed
+	}
+	if sync {
+		return d.commit(pebble.Sync)
+	}
+	return d.commit(pebble.NoSync)
+}
+
+func (d *DB) commit(o *pebble.WriteOptions) error {
+	if d.batch.Empty() {
+		return nil
+	}
+	if err := d.batch.Commit(o); err != nil {
+		return fmt.Errorf("state: commit: %w", err)
+	}
+	if err := d.batch.Close(); err != nil {
+		return fmt.Errorf("state: close batch: %w", err)
+	}
+	d.batch = d.db.NewIndexedBatch()
+	return nil
+}
+
+// DiskBytes is the size of the database on disk, for metrics.
+func (d *DB) DiskBytes() uint64 {
+	if d.db == nil {
+		return 0
+	}
+	return d.db.Metrics().DiskSpaceUsage()
+}
+
+// Close commits pending writes and closes the database.
+func (d *DB) Close() error {
+	if d.db == nil {
+		return ErrClosed
+	}
+	err := d.commit(pebble.NoSync)
+	d.batch.Close()
+	if cerr := d.db.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("state: close: %w", cerr)
+	}
+	d.db = nil
+	return err
+}
+
+// pebbleLogger sends Pebble's messages to slog at debug level; Fatalf is
+// Pebble reporting corruption, which it expects to end the process.
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any) {
+	p.l.Debug(fmt.Sprintf(format, args...), "component", "pebble")
+}
+
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
+}
+
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
+	panic(fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,142 @@
+// Package watermark tracks event-time progress the way Flink does: one
+// bounded-out-of-orderness generator per input partition, combined into the
+// job's watermark as the minimum over partitions that are not idle. It is a
+// pure state machine: time comes in as arguments (event times from records,
+// processing time as now), so replay and live runs compute the same values.
+package watermark
+
+import "math"
+
+// Min is the watermark before any event: nothing is late yet.
+const Min int64 = math.MinInt64
+
+// Max is the watermark at the end of input: every window fires.
+const Max int64 = math.MaxInt64
+
+// Generator is the bounded-out-of-orderness watermark of one partition:
+// max event time seen - out_of_orderness - 1 ms (Flink's
+// BoundedOutOfOrdernessWatermarks), updated on every event.
+type Generator struct {
+	ooo   int64
+	maxTS int64
+	seen  bool
+}
+
+// NewGenerator returns a generator allowing events outOfOrderness ms behind
+// the largest timestamp seen.
+func NewGenerator(outOfOrderness int64) Generator {
+	return Generator{ooo: outOfOrderness}
+}
+
+// OnEvent observes an event time.
+func (g *Generator) OnEvent(ts int64) {
+	if !g.seen || ts > g.maxTS {
+		g.maxTS, g.seen = ts, true
+	}
+}
+
+// Current returns the watermark, Min before any event.
+func (g *Generator) Current() int64 {
+	if !g.seen {
+		return Min
+	}
+	return g.maxTS - g.ooo - 1
+}
+
+// partition is one input's generator and activity.
+type partition struct {
+	id         int32
+	gen        Generator
+	lastActive int64 // processing time of the last event, or of registration
+}
+
+// Combined is the job's watermark over several partitions. A partition that
+// has been silent for idleTimeout (processing time) stops holding the
+// watermark back until it receives an event again; the combined watermark
+// never goes back.
+type Combined struct {
+	ooo     int64
+	idle    int64
+	parts   []partition
+	current int64
+}
+
+// NewCombined returns a combined watermark with the given out-of-orderness
+// and idle timeout, in milliseconds.
+func NewCombined(outOfOrderness, idleTimeout int64) *Combined {
+	return &Combined{ooo: outOfOrderness, idle: idleTimeout, current: Min}
+}
+
+// AddPartition registers a partition before its first event, so that it
+// holds the watermark back until it is idle; now is processing time in ms.
+// Adding a known partition does nothing.
+func (c *Combined) AddPartition(id int32, now int64) {
+	c.part(id, now)
+}
+
+func (c *Combined) part(id int32, now int64) *partition {
+	for i := range c.parts {
+		if c.parts[i].id == id {
+			return &c.parts[i]
+		}
+	}
+	c.parts = append(c.parts, partition{id: id, gen: NewGenerator(c.ooo), lastActive: now})
+	return &c.parts[len(c.parts)-1]
+}
+
+// OnEvent observes an event time ts on a partition at processing time now
+// and returns the job's watermark.
+func (c *Combined) OnEvent(id int32, ts, now int64) int64 {
+	p := c.part(id, now)
+	p.gen.OnEvent(ts)
+	p.lastActive = now
+	return c.Advance(now)
+}
+
+// Advance recomputes the watermark at processing time now, letting idle
+// partitions go, and returns it. Call it periodically when no events come,
+// so that idleness is noticed.
+func (c *Combined) Advance(now int64) int64 {
+	wm, active := Max, false
+	for i := range c.parts {
+		p := &c.parts[i]
+		if now-p.lastActive >= c.idle {
+			continue
+		}
+		active = true
+		wm = min(wm, p.gen.Current())
+	}
+	if active && wm > c.current {
+		c.current = wm
+	}
+	return c.current
+}
+
+// Current returns the job's watermark.
+func (c *Combined) Current() int64 { return c.current }
+
+// Idle reports whether partition id is idle at processing time now.
+func (c *Combined) Idle(id int32, now int64) bool {
+	for i := range c.parts {
+		if c.parts[i].id == id {
+			return now-c.parts[i].lastActive >= c.idle
+		}
+	}
+	return false
+}
+
+// Partition returns the watermark of one partition.
+func (c *Combined) Partition(id int32) int64 {
+	for i := range c.parts {
+		if c.parts[i].id == id {
+			return c.parts[i].gen.Current()
+		}
+	}
+	return Min
+}
+
+// Finish moves the watermark to Max: the input has ended.
+func (c *Combined) Finish() int64 {
+	c.current = Max
+	return Max
+}

@@ -1,0 +1,487 @@
+package windows
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/heatmap"
+	"github.com/riskstream/riskstream/rules"
+)
+
+// Options configure an Operator.
+type Options struct {
+	// CacheSlots is how many (rule, key) states are kept decoded in memory;
+	// the least recently used beyond it are written to the Backend and read
+	// back on demand. The default value is 1<<20.
+	CacheSlots int
+}
+
+// EnsureDefaults fills in zero fields with their default values.
+func (o *Options) EnsureDefaults() {
+	if o.CacheSlots <= 0 {
+		o.CacheSlots = 1 << 20
+	}
+}
+
+// Operator is the window operator: it assigns events to the windows of every
+// rule and heatmap, makes decisions on arrival, and fires and purges windows
+// as the watermark advances. It is a plain state machine: no goroutines, no
+// clock; its caller feeds it events and watermarks in order, and the same
+// sequence of calls always produces the same outputs.
+type Operator struct {
+	specs  []*spec
+	out    Output
+	cache  *cache
+	timers timerQueue
+	wm     int64
+
+	keyBuf   []byte
+	dec      Decision
+	hw       HeatmapWindow
+	scratch  []*heatmap.Acc   // per spec: the merge of a sliding window's panes
+	counts   map[uint64]int32 // distinct values in the window being swept
+	windowed int64            // heatmap windows emitted, revisions included
+}
+
+// New returns an operator for cfg. Events must be decoded with a schema
+// built from Fields(cfg).
+func New(cfg *rules.Config, schema *event.Schema, backend Backend, out Output, opts Options) (*Operator, error) {
+	opts.EnsureDefaults()
+	specs, err := compile(cfg, schema)
+	if err != nil {
+		return nil, err
+	}
+	op := &Operator{
+		specs:   specs,
+		out:     out,
+		cache:   newCache(opts.CacheSlots, backend, specs),
+		wm:      MinWatermark,
+		scratch: make([]*heatmap.Acc, len(specs)),
+		counts:  make(map[uint64]int32),
+	}
+	for _, sp := range specs {
+		if sp.hm != nil {
+			op.scratch[sp.index] = heatmap.New(len(sp.bounds))
+		}
+	}
+	return op, nil
+}
+
+// Watermark returns the current event-time watermark.
+func (op *Operator) Watermark() int64 { return op.wm }
+
+// WindowsFired counts heatmap records emitted, revisions included.
+func (op *Operator) WindowsFired() int64 { return op.windowed }
+
+// ProcessElement adds ev to the windows of every rule and heatmap it matches
+// and emits the decisions it causes. t is the time that windows the event:
+// its ts, or its reference time when processing is set (its source's clock
+// is skewed). An error comes only from the Backend.
+func (op *Operator) ProcessElement(ev *event.Event, t int64, processing bool) (Result, error) {
+	matched, accepted := false, false
+	for _, sp := range op.specs {
+		if !sp.matches(ev) {
+			continue
+		}
+		matched = true
+		op.keyBuf = sp.appendSlotKey(op.keyBuf[:0], ev)
+		var ok bool
+		var err error
+		if sp.wtype == rules.Session {
+			ok, err = op.addToSession(sp, ev, t, processing)
+		} else {
+			ok, err = op.addToPane(sp, ev, t, processing)
+		}
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", sp.name(), err)
+		}
+		accepted = accepted || ok
+	}
+	switch {
+	case !matched:
+		return Unmatched, nil
+	case !accepted:
+		return Late, nil
+	}
+	return Accepted, nil
+}
+
+func (op *Operator) addToPane(sp *spec, ev *event.Event, t int64, processing bool) (bool, error) {
+	last := sp.lastStart(t)
+	first := max(sp.firstStart(t), sp.firstLiveStart(op.wm))
+	if first > last {
+		return false, nil // every window containing t is purged
+	}
+	s, err := op.cache.get(op.keyBuf, true)
+	if err != nil {
+		return false, err
+	}
+	s.purge(op.wm)
+	p := s.paneAt(floorTo(t, sp.pane))
+	op.addTo(sp, &p.acc, ev, processing)
+	s.dirty = true
+	if sp.hm != nil {
+		// Windows the watermark already passed fire again right away, as
+		// Flink's EventTimeTrigger does for late elements.
+		// Every window with content that the watermark passed has fired, so
+		// these fire again (or, if they were empty then, for the first time).
+		for ws := first; ws <= last && ws+sp.size-1 <= op.wm; ws += sp.slide {
+			s.firedEnd = max(s.firedEnd, ws+sp.size)
+			op.fireWindow(s, ws, s.bumpFired(ws))
+		}
+	} else {
+		start, v := op.bestWindow(sp, s.panes, first, last)
+		op.decide(sp, ev, s, start, start+sp.size, v, processing)
+	}
+	op.schedule(s)
+	return true, nil
+}
+
+func (op *Operator) addToSession(sp *spec, ev *event.Event, t int64, processing bool) (bool, error) {
+	ns, ne := t, t+sp.gap
+	onTime := sp.cleanup(ne) > op.wm
+	s, err := op.cache.get(op.keyBuf, onTime)
+	if err != nil || s == nil {
+		return false, err
+	}
+	s.purge(op.wm)
+	ss := s.sessions
+	i := 0
+	for i < len(ss) && ss[i].end < ns {
+		i++
+	}
+	j := i
+	for j < len(ss) && ss[j].start <= ne {
+		j++
+	}
+	switch {
+	case i == j:
+		if !onTime {
+			return false, nil // would only merge with purged sessions
+		}
+		s.sessions = insertAt(ss, i, session{start: ns, end: ne})
+	case j == i+1 && ss[i].start <= ns && ne <= ss[i].end:
+		// Inside an existing session: the same window.
+	default:
+		// A merged session is a window of its own (Flink's MergingWindowSet):
+		// it has not fired, whatever the sessions it absorbed did.
+		m := session{start: min(ns, ss[i].start), end: max(ne, ss[j-1].end), acc: ss[i].acc}
+		for k := i + 1; k < j; k++ {
+			m.acc.merge(&ss[k].acc)
+		}
+		ss[i] = m
+		s.sessions = append(ss[:i+1], ss[j:]...)
+		clear(ss[len(s.sessions):j])
+	}
+	se := &s.sessions[i]
+	op.addTo(sp, &se.acc, ev, processing)
+	s.dirty = true
+	if sp.hm != nil {
+		switch {
+		case se.fired:
+			se.rev++
+			op.fireSession(s, se)
+		case se.end-1 <= op.wm:
+			se.fired = true
+			op.fireSession(s, se)
+		}
+	} else {
+		op.decide(sp, ev, s, se.start, se.end, se.acc.value(sp.agg), processing)
+	}
+	op.schedule(s)
+	return true, nil
+}
+
+func insertAt[T any](xs []T, i int, x T) []T {
+	xs = append(xs, x)
+	copy(xs[i+1:], xs[i:])
+	xs[i] = x
+	return xs
+}
+
+func (op *Operator) addTo(sp *spec, a *acc, ev *event.Event, processing bool) {
+	a.n++
+	if sp.hm != nil {
+		if a.hm == nil {
+			a.hm = heatmap.New(len(sp.bounds))
+		}
+		a.hm.Add(ev.Attrs[sp.aggAttr].Num, processing, sp.bounds)
+		return
+	}
+	switch sp.agg {
+	case rules.Sum:
+		a.sum += ev.Attrs[sp.aggAttr].Num
+	case rules.Distinct:
+		a.addDistinct(xxhash.Sum64(ev.Attrs[sp.aggAttr].Text))
+	}
+}
+
+func (op *Operator) decide(sp *spec, ev *event.Event, s *slot, start, end int64, v float64, processing bool) {
+	if !(v > sp.rule.Threshold) {
+		return
+	}
+	op.dec = Decision{
+		Rule:       sp.rule,
+		EventID:    ev.ID,
+		EventTS:    ev.TS,
+		Key:        slotKeyText(s.key),
+		Start:      start,
+		End:        end,
+		Value:      v,
+		Processing: processing,
+	}
+	op.out.Decision(&op.dec)
+}
+
+// slotKeyText is the key part of a slot key, without the spec index.
+func slotKeyText(key string) string { return key[2:] }
+
+// bestWindow returns the window with the highest aggregate among those
+// starting in [first, last], ties going to the earliest. Between two starts
+// where no pane enters or leaves the aggregate is constant, so it jumps from
+// one such change to the next: the cost follows the number of panes, not
+// size/slide.
+func (op *Operator) bestWindow(sp *spec, panes []pane, first, last int64) (int64, float64) {
+	lo := 0
+	for lo < len(panes) && panes[lo].start < first {
+		lo++
+	}
+	hi := lo
+	var n int64
+	var sum float64
+	distinct := 0
+	add := func(p *pane, sign int64) {
+		n += sign * p.n
+		sum += float64(sign) * p.sum
+		for _, h := range p.distinct {
+			c := op.counts[h] + int32(sign)
+			switch {
+			case c == 0:
+				delete(op.counts, h)
+				distinct--
+			case c == 1 && sign > 0:
+				distinct++
+				op.counts[h] = c
+			default:
+				op.counts[h] = c
+			}
+		}
+	}
+	best, bestStart := math.Inf(-1), first
+	for ws := first; ; {
+		for lo < hi && panes[lo].start < ws {
+			add(&panes[lo], -1)
+			lo++
+		}
+		for hi < len(panes) && panes[hi].start < ws+sp.size {
+			add(&panes[hi], 1)
+			hi++
+		}
+		var v float64
+		switch sp.agg {
+		case rules.Sum:
+			v = sum
+		case rules.Distinct:
+			v = float64(distinct)
+		default:
+			v = float64(n)
+		}
+		if v > best {
+			best, bestStart = v, ws
+		}
+		next := MaxWatermark
+		if lo < hi {
+			next = ceilTo(panes[lo].start+1, sp.slide)
+		}
+		if hi < len(panes) {
+			next = min(next, ceilTo(panes[hi].start-sp.size+1, sp.slide))
+		}
+		if next > last {
+			break
+		}
+		ws = next
+	}
+	if sp.agg == rules.Distinct {
+		clear(op.counts)
+	}
+	return bestStart, best
+}
+
+// AdvanceWatermark moves event time to wm (a watermark never goes back) and
+// runs every timer due: heatmap windows fire at end-1 and state is purged at
+// end-1+allowed_lateness, in time order.
+func (op *Operator) AdvanceWatermark(wm int64) error {
+	if wm <= op.wm {
+		return nil
+	}
+	op.wm = wm
+	for op.timers.Len() > 0 && op.timers.peek().at <= wm {
+		t := op.timers.pop()
+		s, err := op.cache.lookup(t.key)
+		if err != nil {
+			return err
+		}
+		if s == nil || s.timerAt != t.at {
+			continue // superseded by an earlier timer of the same slot
+		}
+		if err := op.onTimer(s, t.at); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (op *Operator) onTimer(s *slot, at int64) error {
+	s.timerAt = noTimer
+	sp := s.sp
+	switch {
+	case sp.rule != nil:
+		s.purge(op.wm)
+	case sp.wtype == rules.Session:
+		for i := range s.sessions {
+			se := &s.sessions[i]
+			if !se.fired && se.end-1 <= at {
+				se.fired = true
+				op.fireSession(s, se)
+			}
+		}
+		s.purge(at)
+	default:
+		for {
+			end := s.nextFireEnd()
+			if end == noTimer || end-1 > at {
+				break
+			}
+			s.firedEnd = end
+			if sp.lateness > 0 {
+				op.fireWindow(s, end-sp.size, s.bumpFired(end-sp.size))
+			} else {
+				op.fireWindow(s, end-sp.size, 0)
+			}
+		}
+		s.purge(at)
+	}
+	s.dirty = true
+	if s.empty() {
+		return op.cache.remove(s)
+	}
+	op.schedule(s)
+	return nil
+}
+
+// nextFireEnd is the end of the earliest window of a pane-based heatmap that
+// has content and has not fired, or noTimer.
+func (s *slot) nextFireEnd() int64 {
+	sp := s.sp
+	after := ceilTo(clampWM(s.firedEnd)-sp.size+1, sp.slide) // first start ending past firedEnd
+	for i := range s.panes {
+		p := s.panes[i].start
+		ws := max(ceilTo(p-sp.size+1, sp.slide), after)
+		if ws <= floorTo(p, sp.slide) {
+			return ws + sp.size
+		}
+	}
+	return noTimer
+}
+
+// nextAction is when the slot next needs its timer: for heatmaps the earliest
+// firing or cleanup; for rules, whose purges nobody sees, the time the whole
+// slot can go, which keeps timers to about one per key and window size.
+func (s *slot) nextAction() int64 {
+	sp := s.sp
+	next := noTimer
+	switch {
+	case sp.wtype == rules.Session:
+		if n := len(s.sessions); n > 0 && sp.rule != nil {
+			return sp.cleanup(s.sessions[n-1].end)
+		}
+		for i := range s.sessions {
+			se := &s.sessions[i]
+			if se.fired {
+				next = min(next, sp.cleanup(se.end))
+			} else {
+				next = min(next, se.end-1)
+			}
+		}
+	case sp.rule != nil:
+		if n := len(s.panes); n > 0 {
+			return sp.paneCleanup(s.panes[n-1].start)
+		}
+	default:
+		if e := s.nextFireEnd(); e != noTimer {
+			next = e - 1
+		}
+		if len(s.panes) > 0 {
+			next = min(next, sp.paneCleanup(s.panes[0].start))
+		}
+		if len(s.fired) > 0 {
+			next = min(next, sp.cleanup(s.fired[0].start+sp.size))
+		}
+	}
+	return next
+}
+
+func (op *Operator) schedule(s *slot) {
+	next := s.nextAction()
+	if next == noTimer {
+		return
+	}
+	if s.sp.rule != nil && s.timerAt != noTimer {
+		return // the pending timer re-registers when it finds work left
+	}
+	if next < s.timerAt {
+		s.timerAt = next
+		s.dirty = true
+		op.timers.push(next, s.key)
+	}
+}
+
+func (op *Operator) fireWindow(s *slot, start int64, rev int32) {
+	sp := s.sp
+	var a *heatmap.Acc
+	if sp.size == sp.pane {
+		// A tumbling window is a single pane.
+		for i := range s.panes {
+			if s.panes[i].start == start {
+				a = s.panes[i].hm
+				break
+			}
+		}
+	} else {
+		a = op.scratch[sp.index]
+		a.Reset()
+		for i := range s.panes {
+			p := &s.panes[i]
+			if p.start >= start && p.start < start+sp.size && p.hm != nil {
+				a.Merge(p.hm)
+			}
+		}
+	}
+	if a == nil || a.Count == 0 {
+		return
+	}
+	op.emitHeatmap(s, start, start+sp.size, rev, a)
+}
+
+func (op *Operator) fireSession(s *slot, se *session) {
+	op.emitHeatmap(s, se.start, se.end, se.rev, se.hm)
+}
+
+func (op *Operator) emitHeatmap(s *slot, start, end int64, rev int32, a *heatmap.Acc) {
+	op.hw = HeatmapWindow{
+		Heatmap:  s.sp.hm,
+		Key:      slotKeyText(s.key),
+		Start:    start,
+		End:      end,
+		Revision: rev,
+		Acc:      a,
+	}
+	op.windowed++
+	op.out.Heatmap(&op.hw)
+}
+
+// Flush writes every changed state to the Backend, as a checkpoint or at the
+// end of a run.
+func (op *Operator) Flush() error { return op.cache.flush() }

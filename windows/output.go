@@ -1,0 +1,55 @@
+package windows
+
+import (
+	"github.com/riskstream/riskstream/heatmap"
+	"github.com/riskstream/riskstream/rules"
+)
+
+// Output receives what the operator emits, as Flink's Collector does. The
+// values passed are reused by the operator and valid only during the call.
+type Output interface {
+	// Decision is called when an event brings a window of a rule above its
+	// threshold.
+	Decision(*Decision)
+	// Heatmap is called when a heatmap window fires, or fires again with a
+	// higher revision after a late event.
+	Heatmap(*HeatmapWindow)
+}
+
+// Decision is a rule's verdict on one event.
+type Decision struct {
+	Rule *rules.Rule
+	// EventID is the event's id as canonical JSON string text.
+	EventID []byte
+	EventTS int64
+	// Key holds the texts of the rule's key attributes, each followed by a 0
+	// byte; KeyParts splits it.
+	Key        string
+	Start, End int64
+	Value      float64
+	// Processing is set when the event was windowed by its reference time
+	// because its source's clock is skewed.
+	Processing bool
+}
+
+// HeatmapWindow is the latency distribution of one fired window.
+type HeatmapWindow struct {
+	Heatmap *rules.Heatmap
+	// Key is encoded as in Decision.
+	Key        string
+	Start, End int64
+	Revision   int32
+	Acc        *heatmap.Acc
+}
+
+// Result says what became of an event.
+type Result uint8
+
+const (
+	// Accepted means the event updated at least one window.
+	Accepted Result = iota
+	// Unmatched means no rule or heatmap applies to the event.
+	Unmatched
+	// Late means every window the event belongs to is already purged.
+	Late
+)

@@ -1,0 +1,243 @@
+package windows
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/rules"
+)
+
+// spec is a rule or heatmap compiled against the event schema: attribute
+// indexes instead of names, window parameters in milliseconds.
+type spec struct {
+	index int
+	rule  *rules.Rule    // set for decision rules
+	hm    *rules.Heatmap // set for heatmaps
+
+	wtype    rules.WindowType
+	size     int64 // tumbling and sliding
+	slide    int64 // sliding; equals size for tumbling
+	pane     int64 // gcd(size, slide)
+	gap      int64 // session
+	lateness int64
+
+	filters  []filter
+	keyAttrs []int
+	agg      rules.AggregateKind
+	aggAttr  int // -1 for count
+	bounds   []float64
+}
+
+type filter struct {
+	attr   int
+	values []rules.Scalar
+}
+
+// Fields lists the event attributes cfg uses and how, to build the decoder's
+// schema: keys, filters and distinct fields are scalars, summed and measured
+// fields numbers.
+func Fields(cfg *rules.Config) []event.Field {
+	var fields []event.Field
+	scalars := func(names []string) {
+		for _, n := range names {
+			fields = append(fields, event.Field{Name: n, Use: event.UseScalar})
+		}
+	}
+	where := func(fs []rules.Filter) {
+		for _, f := range fs {
+			scalars([]string{f.Field})
+		}
+	}
+	for _, r := range cfg.Rules {
+		where(r.Where)
+		scalars(r.Key)
+		switch r.Aggregate.Kind {
+		case rules.Sum:
+			fields = append(fields, event.Field{Name: r.Aggregate.Field, Use: event.UseNumber})
+		case rules.Distinct:
+			scalars([]string{r.Aggregate.Field})
+		}
+	}
+	for _, h := range cfg.Heatmaps {
+		where(h.Where)
+		scalars(h.Key)
+		fields = append(fields, event.Field{Name: h.Field, Use: event.UseNumber})
+	}
+	return fields
+}
+
+func compile(cfg *rules.Config, schema *event.Schema) ([]*spec, error) {
+	attr := func(name string) (int, error) {
+		i, ok := schema.Index(name)
+		if !ok {
+			return 0, fmt.Errorf("windows: attribute %q is not in the event schema", name)
+		}
+		return i, nil
+	}
+	lateness := cfg.Watermark.AllowedLateness.Milliseconds()
+	var specs []*spec
+	build := func(where []rules.Filter, key []string, w rules.Window) (*spec, error) {
+		sp := &spec{index: len(specs), wtype: w.Type, lateness: lateness, aggAttr: -1}
+		switch w.Type {
+		case rules.Tumbling:
+			sp.size, sp.slide = w.Size.Milliseconds(), w.Size.Milliseconds()
+		case rules.Sliding:
+			sp.size, sp.slide = w.Size.Milliseconds(), w.Slide.Milliseconds()
+		case rules.Session:
+			sp.gap = w.Gap.Milliseconds()
+		}
+		if w.Type != rules.Session {
+			if sp.size <= 0 || sp.slide <= 0 {
+				return nil, fmt.Errorf("windows: window %v has no size", w)
+			}
+			sp.pane = gcd(sp.size, sp.slide)
+		} else if sp.gap <= 0 {
+			return nil, fmt.Errorf("windows: session window without gap")
+		}
+		for _, f := range where {
+			i, err := attr(f.Field)
+			if err != nil {
+				return nil, err
+			}
+			sp.filters = append(sp.filters, filter{attr: i, values: f.Values})
+		}
+		for _, k := range key {
+			i, err := attr(k)
+			if err != nil {
+				return nil, err
+			}
+			sp.keyAttrs = append(sp.keyAttrs, i)
+		}
+		return sp, nil
+	}
+	for i := range cfg.Rules {
+		r := &cfg.Rules[i]
+		sp, err := build(r.Where, r.Key, r.Window)
+		if err != nil {
+			return nil, fmt.Errorf("rule %q: %w", r.Name, err)
+		}
+		sp.rule, sp.agg = r, r.Aggregate.Kind
+		if r.Aggregate.Kind != rules.Count {
+			if sp.aggAttr, err = attr(r.Aggregate.Field); err != nil {
+				return nil, fmt.Errorf("rule %q: %w", r.Name, err)
+			}
+		}
+		specs = append(specs, sp)
+	}
+	for i := range cfg.Heatmaps {
+		h := &cfg.Heatmaps[i]
+		sp, err := build(h.Where, h.Key, h.Window)
+		if err != nil {
+			return nil, fmt.Errorf("heatmap %q: %w", h.Name, err)
+		}
+		sp.hm, sp.bounds = h, h.Buckets
+		if sp.aggAttr, err = attr(h.Field); err != nil {
+			return nil, fmt.Errorf("heatmap %q: %w", h.Name, err)
+		}
+		specs = append(specs, sp)
+	}
+	if len(specs) > 1<<16 {
+		return nil, fmt.Errorf("windows: %d rules and heatmaps, at most %d", len(specs), 1<<16)
+	}
+	return specs, nil
+}
+
+// matches reports whether ev passes the filters and has every attribute the
+// spec needs; an event lacking one simply does not match.
+func (sp *spec) matches(ev *event.Event) bool {
+	for i := range sp.filters {
+		f := &sp.filters[i]
+		v := &ev.Attrs[f.attr]
+		if v.Kind == event.Missing || !f.accepts(v) {
+			return false
+		}
+	}
+	for _, a := range sp.keyAttrs {
+		if ev.Attrs[a].Kind == event.Missing {
+			return false
+		}
+	}
+	if sp.aggAttr >= 0 {
+		v := &ev.Attrs[sp.aggAttr]
+		if v.Kind == event.Missing || (sp.agg != rules.Distinct && v.Kind != event.Number) {
+			return false
+		}
+	}
+	return true
+}
+
+func (f *filter) accepts(v *event.Value) bool {
+	for i := range f.values {
+		s := &f.values[i]
+		switch s.Kind {
+		case rules.Number:
+			if v.Kind == event.Number && v.Num == s.Num {
+				return true
+			}
+		case rules.String:
+			if v.Kind == event.String && string(v.Text) == s.Text {
+				return true
+			}
+		case rules.Bool:
+			if v.Kind == event.Bool && string(v.Text) == s.Text {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// appendSlotKey appends the state key of ev's group for this spec: the spec
+// index, then each key attribute's canonical text followed by a 0 byte, which
+// canonical JSON text never contains.
+func (sp *spec) appendSlotKey(dst []byte, ev *event.Event) []byte {
+	dst = append(dst, byte(sp.index>>8), byte(sp.index))
+	for _, a := range sp.keyAttrs {
+		dst = append(dst, ev.Attrs[a].Text...)
+		dst = append(dst, 0)
+	}
+	return dst
+}
+
+// KeyParts splits the key part of a slot key into the texts of its
+// attributes, in the order of the rule's key.
+func KeyParts(key string, fn func(i int, text string)) {
+	for i := 0; len(key) > 0; i++ {
+		j := strings.IndexByte(key, 0)
+		if j < 0 {
+			return
+		}
+		fn(i, key[:j])
+		key = key[j+1:]
+	}
+}
+
+// name is the rule or heatmap name, for messages.
+func (sp *spec) name() string {
+	if sp.rule != nil {
+		return sp.rule.Name
+	}
+	return sp.hm.Name
+}
+
+// cleanup is when the state of a window ending at end is purged.
+func (sp *spec) cleanup(end int64) int64 { return end - 1 + sp.lateness }
+
+// lastStart is the start of the latest window containing t.
+func (sp *spec) lastStart(t int64) int64 { return floorTo(t, sp.slide) }
+
+// firstStart is the start of the earliest window containing t.
+func (sp *spec) firstStart(t int64) int64 { return floorTo(t-sp.size, sp.slide) + sp.slide }
+
+// firstLiveStart is the start of the earliest window whose state is not yet
+// purged at watermark wm: s + size - 1 + lateness > wm.
+func (sp *spec) firstLiveStart(wm int64) int64 {
+	return floorTo(clampWM(wm)-sp.size+1-sp.lateness, sp.slide) + sp.slide
+}
+
+// paneCleanup is when a pane starting at p can be purged: the cleanup time of
+// the latest window that contains it.
+func (sp *spec) paneCleanup(p int64) int64 {
+	return sp.cleanup(sp.lastStart(p) + sp.size)
+}

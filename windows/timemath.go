@@ -1,0 +1,43 @@
+package windows
+
+import "math"
+
+// Watermark bounds. A watermark of MinWatermark means no event was seen yet;
+// MaxWatermark is the end of input, when every window fires.
+const (
+	MinWatermark int64 = math.MinInt64
+	MaxWatermark int64 = math.MaxInt64
+)
+
+// safeLimit keeps watermark arithmetic away from overflow: event times lie
+// within ±2^53 ms and durations within 100 years (~2^42 ms), so a watermark
+// clamped to ±2^62 orders the same against every window bound.
+const safeLimit = int64(1) << 62
+
+// clampWM maps a watermark into the range where window arithmetic is safe.
+func clampWM(wm int64) int64 {
+	return min(max(wm, -safeLimit), safeLimit)
+}
+
+// floorDiv is division rounding toward negative infinity, so that window
+// starts are aligned for negative timestamps too (Go's / truncates).
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if (a%b != 0) && ((a < 0) != (b < 0)) {
+		q--
+	}
+	return q
+}
+
+// floorTo returns the largest multiple of m that is <= t.
+func floorTo(t, m int64) int64 { return floorDiv(t, m) * m }
+
+// ceilTo returns the smallest multiple of m that is >= t.
+func ceilTo(t, m int64) int64 { return -floorDiv(-t, m) * m }
+
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
