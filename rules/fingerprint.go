@@ -1,0 +1,67 @@
+package rules
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Fingerprint is a hex SHA-256 of everything in the config that shapes the
+// state a job keeps: the watermark settings and, in file order, every rule's
+// and heatmap's name, filters, key, window, aggregate, field and buckets. A
+// state directory records it, so that a job started with different rules does
+// not misread state written under others.
+//
+// Thresholds, actions and skew settings are left out: they change what is
+// decided from the state, not the state, so tuning them keeps the state
+// usable. So are the file's name, layout and comments, and the order of
+// filters and of their values, which do not change what matches.
+func (c *Config) Fingerprint() string {
+	var b strings.Builder
+	b.WriteString("riskstream rules v1\n")
+	wm := c.Watermark
+	fmt.Fprintf(&b, "watermark %d %d %d\n", wm.OutOfOrderness.Milliseconds(), wm.IdleTimeout.Milliseconds(), wm.AllowedLateness.Milliseconds())
+	for _, r := range c.Rules {
+		fmt.Fprintf(&b, "rule %q where %s key %q window %s aggregate %s %q\n",
+			r.Name, canonicalWhere(r.Where), r.Key, r.Window, r.Aggregate.Kind, r.Aggregate.Field)
+	}
+	for _, h := range c.Heatmaps {
+		fmt.Fprintf(&b, "heatmap %q where %s key %q field %q window %s buckets %s\n",
+			h.Name, canonicalWhere(h.Where), h.Key, h.Field, h.Window, formatFloats(h.Buckets))
+	}
+	sum := sha256.Sum256([]byte(b.String()))
+	return hex.EncodeToString(sum[:])
+}
+
+// canonicalWhere renders filters sorted by field, each with its values sorted
+// and numbers by value, so that equivalent filters render the same.
+func canonicalWhere(filters []Filter) string {
+	parts := make([]string, 0, len(filters))
+	for _, f := range filters {
+		values := make([]string, 0, len(f.Values))
+		for _, v := range f.Values {
+			text := v.Text
+			if v.Kind == Number {
+				text = strconv.FormatFloat(v.Num, 'g', -1, 64)
+			}
+			values = append(values, strconv.Itoa(int(v.Kind))+":"+text)
+		}
+		slices.Sort(values)
+		values = slices.Compact(values)
+		parts = append(parts, fmt.Sprintf("%q=%q", f.Field, values))
+	}
+	slices.Sort(parts)
+	return "[" + strings.Join(parts, " ") + "]"
+}
+
+// formatFloats renders numbers exactly, space-separated in brackets.
+func formatFloats(fs []float64) string {
+	parts := make([]string, len(fs))
+	for i, f := range fs {
+		parts[i] = strconv.FormatFloat(f, 'g', -1, 64)
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}

@@ -1,0 +1,62 @@
+package rules
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// render prints a config compactly for scenario files: one line per setting,
+// an indented line per part of a rule or heatmap.
+func render(cfg *Config) string {
+	var b strings.Builder
+	wm, sk := cfg.Watermark, cfg.Skew
+	fmt.Fprintf(&b, "watermark out_of_orderness=%s idle_timeout=%s allowed_lateness=%s\n",
+		formatDuration(wm.OutOfOrderness), formatDuration(wm.IdleTimeout), formatDuration(wm.AllowedLateness))
+	fmt.Fprintf(&b, "skew threshold=%s recover_after=%s scope=%s\n",
+		formatDuration(sk.Threshold), formatDuration(sk.RecoverAfter), sk.Scope)
+	for _, r := range cfg.Rules {
+		fmt.Fprintf(&b, "rule %s (line %d)\n", r.Name, r.Line)
+		renderWhere(&b, r.Where)
+		fmt.Fprintf(&b, "  key %s\n", strings.Join(r.Key, ", "))
+		fmt.Fprintf(&b, "  window %s\n", r.Window)
+		agg := r.Aggregate.Kind.String()
+		if r.Aggregate.Field != "" {
+			agg += ":" + r.Aggregate.Field
+		}
+		fmt.Fprintf(&b, "  aggregate %s\n", agg)
+		fmt.Fprintf(&b, "  threshold %s\n", strconv.FormatFloat(r.Threshold, 'g', -1, 64))
+		fmt.Fprintf(&b, "  action %s\n", r.Action)
+	}
+	for _, h := range cfg.Heatmaps {
+		fmt.Fprintf(&b, "heatmap %s (line %d)\n", h.Name, h.Line)
+		renderWhere(&b, h.Where)
+		fmt.Fprintf(&b, "  key %s\n", strings.Join(h.Key, ", "))
+		fmt.Fprintf(&b, "  field %s\n", h.Field)
+		fmt.Fprintf(&b, "  window %s\n", h.Window)
+		fmt.Fprintf(&b, "  buckets %s\n", formatFloats(h.Buckets))
+	}
+	return b.String()
+}
+
+// renderWhere prints one line per filter, each value with its kind; numbers
+// show their value too when it reads differently from their text.
+func renderWhere(b *strings.Builder, filters []Filter) {
+	for _, f := range filters {
+		values := make([]string, len(f.Values))
+		for i, v := range f.Values {
+			switch v.Kind {
+			case String:
+				values[i] = "string " + v.Text
+			case Bool:
+				values[i] = "bool " + v.Text
+			default:
+				values[i] = "number " + v.Text
+				if num := strconv.FormatFloat(v.Num, 'g', -1, 64); num != v.Text {
+					values[i] += " (=" + num + ")"
+				}
+			}
+		}
+		fmt.Fprintf(b, "  where %s in [%s]\n", f.Field, strings.Join(values, ", "))
+	}
+}

@@ -1,0 +1,169 @@
+package rules
+
+import (
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// ruleFields and heatmapFields are the fields of a rule and of a heatmap, in
+// the order messages list them.
+var (
+	ruleFields    = []string{"name", "where", "key", "window", "aggregate", "threshold", "action"}
+	heatmapFields = []string{"name", "where", "key", "field", "window", "buckets"}
+)
+
+// rule reads one item of the rules list. names maps the rule names seen so
+// far to their lines, to refuse duplicates.
+func (c *checker) rule(item *yaml.Node, names map[string]int) Rule {
+	r := Rule{Line: item.Line}
+	n := resolve(item)
+	fs, ok := c.mapping(n, "rule", ruleFields...)
+	if !ok {
+		return r
+	}
+	c.require(n, fs, "rule", "name", "key", "window", "aggregate", "threshold", "action")
+	if f, ok := fs["name"]; ok {
+		r.Name = c.name(f, "rule", r.Line, names)
+	}
+	if f, ok := fs["where"]; ok {
+		r.Where = c.where(f)
+	}
+	if f, ok := fs["key"]; ok {
+		r.Key = c.key(f)
+	}
+	if f, ok := fs["window"]; ok {
+		r.Window = c.window(f)
+	}
+	if f, ok := fs["aggregate"]; ok {
+		r.Aggregate = c.aggregate(f)
+	}
+	if f, ok := fs["threshold"]; ok {
+		r.Threshold = c.threshold(f)
+	}
+	if f, ok := fs["action"]; ok {
+		r.Action = c.nonEmpty(f)
+	}
+	return r
+}
+
+// heatmap reads one item of the heatmaps list; names is as for rule.
+func (c *checker) heatmap(item *yaml.Node, names map[string]int) Heatmap {
+	h := Heatmap{Line: item.Line}
+	n := resolve(item)
+	fs, ok := c.mapping(n, "heatmap", heatmapFields...)
+	if !ok {
+		return h
+	}
+	c.require(n, fs, "heatmap", "name", "key", "field", "window", "buckets")
+	if f, ok := fs["name"]; ok {
+		h.Name = c.name(f, "heatmap", h.Line, names)
+	}
+	if f, ok := fs["where"]; ok {
+		h.Where = c.where(f)
+	}
+	if f, ok := fs["key"]; ok {
+		h.Key = c.key(f)
+	}
+	if f, ok := fs["field"]; ok {
+		h.Field, _ = c.attr(f.val, "field")
+	}
+	if f, ok := fs["window"]; ok {
+		h.Window = c.window(f)
+	}
+	if f, ok := fs["buckets"]; ok {
+		h.Buckets = c.buckets(f)
+	}
+	return h
+}
+
+// name reads the name of a rule or heatmap (kind), which outputs and metrics
+// identify it by, so it must be unique among its kind.
+func (c *checker) name(f field, kind string, line int, names map[string]int) string {
+	name := c.nonEmpty(f)
+	if name == "" {
+		return ""
+	}
+	if first, dup := names[name]; dup {
+		c.addf(f.val.Line, "duplicate %s name %q (first at line %d)", kind, name, first)
+	} else {
+		names[name] = line
+	}
+	return name
+}
+
+// aggregate reads count, sum:FIELD or distinct:FIELD.
+func (c *checker) aggregate(f field) Aggregate {
+	s, ok := c.str(f)
+	if !ok {
+		return Aggregate{}
+	}
+	line := f.val.Line
+	kind, attr, hasField := strings.Cut(s, ":")
+	var a Aggregate
+	switch kind {
+	case "count":
+		if hasField {
+			c.addf(line, "aggregate: count takes no field, got %q", s)
+		}
+		return a
+	case "sum":
+		a.Kind = Sum
+	case "distinct":
+		a.Kind = Distinct
+	default:
+		c.addf(line, "aggregate must be count, sum:FIELD or distinct:FIELD, got %q", s)
+		return a
+	}
+	if !hasField || attr == "" {
+		c.addf(line, "aggregate: %s needs a field, e.g. %s:amount", kind, kind)
+		return a
+	}
+	if p := attrProblem(attr); p != "" {
+		c.addf(line, "aggregate: %s", p)
+	}
+	a.Field = attr
+	return a
+}
+
+// threshold reads the value a rule's aggregate must exceed.
+func (c *checker) threshold(f field) float64 {
+	v, ok := c.number(f.val, "threshold")
+	if !ok {
+		return 0
+	}
+	if v < 0 {
+		c.addf(f.val.Line, "threshold must not be negative, got %s", f.val.Value)
+		return 0
+	}
+	if v == 0 {
+		// -0 would render differently from 0 in the fingerprint.
+		return 0
+	}
+	return v
+}
+
+// buckets reads a heatmap's histogram upper bounds.
+func (c *checker) buckets(f field) []float64 {
+	n := f.val
+	if n.Kind != yaml.SequenceNode || len(n.Content) == 0 {
+		c.addf(n.Line, "buckets must be a non-empty list of increasing numbers, got %s", describeEmpty(n))
+		return nil
+	}
+	var bounds []float64
+	var prev *yaml.Node
+	for _, item := range n.Content {
+		item = resolve(item)
+		v, ok := c.number(item, "each bucket bound")
+		if !ok {
+			continue
+		}
+		if len(bounds) > 0 && v <= bounds[len(bounds)-1] {
+			c.addf(item.Line, "buckets must be strictly increasing: %s is not above %s", item.Value, prev.Value)
+			continue
+		}
+		bounds = append(bounds, v)
+		prev = item
+	}
+	return bounds
+}
