@@ -1,0 +1,368 @@
+package gen
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// line is one output line as a consumer would see it.
+type line struct {
+	raw    string
+	reason string // why a consumer must reject it; "" when valid
+	wire
+	ts int64 // valid records only
+}
+
+// wire is a record's fields; those that the generator breaks on purpose are
+// left untyped.
+type wire struct {
+	ID       *string  `json:"id"`
+	TS       any      `json:"ts"`
+	Source   string   `json:"source"`
+	User     any      `json:"user"`
+	Device   string   `json:"device"`
+	API      string   `json:"api"`
+	Channel  *string  `json:"channel"`
+	Merchant *string  `json:"merchant"`
+	Region   string   `json:"region"`
+	Latency  any      `json:"latency_ms"`
+	Status   *int     `json:"status"`
+	Amount   *float64 `json:"amount"`
+	Ingest   *int64   `json:"ingest_ts"`
+}
+
+// user returns the user of a valid record.
+func (l *line) user() string { return l.User.(string) }
+
+// parse reads every line of data and classifies it independently of the
+// generator's own bookkeeping.
+func parse(t *testing.T, data []byte) []line {
+	t.Helper()
+	var lines []line
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 1<<16), 1<<20)
+	for sc.Scan() {
+		l := line{raw: sc.Text()}
+		if err := json.Unmarshal(sc.Bytes(), &l.wire); err != nil {
+			l.reason = "not json"
+			if !errors.As(err, new(*json.SyntaxError)) {
+				l.reason = err.Error()
+			}
+		} else {
+			l.reason, l.ts = l.classify()
+		}
+		lines = append(lines, l)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return lines
+}
+
+func (l *line) classify() (reason string, ts int64) {
+	if l.ID == nil {
+		return "missing id", 0
+	}
+	switch v := l.TS.(type) {
+	case nil:
+		return "missing ts", 0
+	case float64:
+		ts = int64(v)
+	case string:
+		tt, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return "bad ts string", 0
+		}
+		ts = tt.UnixMilli()
+	default:
+		return "ts not a time", 0
+	}
+	if _, ok := l.User.(string); !ok {
+		return "user not a string", 0
+	}
+	if _, ok := l.Latency.(float64); !ok {
+		return "latency not a number", 0
+	}
+	if l.Status == nil || l.Ingest == nil || l.Source == "" || l.Device == "" || l.API == "" || l.Region == "" {
+		return "missing field", 0
+	}
+	return "", ts
+}
+
+func generate(t testing.TB, o Options) ([]byte, Stats) {
+	t.Helper()
+	var buf bytes.Buffer
+	st, err := Generate(&buf, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes(), st
+}
+
+func TestDeterministic(t *testing.T) {
+	o := DefaultOptions()
+	o.Events = 20_000
+	o.Batching = 10 * time.Millisecond
+	o.InvalidFraction = 0.01
+	o.Clocks = []Clock{{Source: "gw-1", Offset: 20 * time.Millisecond, DriftPPM: 30}}
+	a, _ := generate(t, o)
+	b, _ := generate(t, o)
+	if !bytes.Equal(a, b) {
+		t.Fatal("same options, different bytes")
+	}
+	o.Seed = 2
+	c, _ := generate(t, o)
+	if bytes.Equal(a, c) {
+		t.Fatal("seeds 1 and 2 gave the same bytes")
+	}
+}
+
+func TestRecords(t *testing.T) {
+	o := DefaultOptions()
+	o.Events = 100_000
+	o.InvalidFraction = 0.01
+	o.LateFraction = 0.002
+	o.Batching = 20 * time.Millisecond
+	data, st := generate(t, o)
+	lines := parse(t, data)
+	n := len(lines)
+	if n != o.Events || st.Records != n {
+		t.Fatalf("%d lines, Stats.Records %d, want %d", n, st.Records, o.Events)
+	}
+
+	ids := make(map[string]bool, n)
+	reasons := map[string]int{}
+	var invalid, late, rfc, valid, pays int
+	var minTS, maxTS int64 = math.MaxInt64, math.MinInt64
+	var lastIngest int64
+	bound := (o.Jitter + o.Batching).Milliseconds()
+	regionOf := map[string]string{}
+	for i, l := range lines {
+		if l.Ingest != nil {
+			if *l.Ingest < lastIngest {
+				t.Fatalf("line %d: ingest_ts %d after %d", i+1, *l.Ingest, lastIngest)
+			}
+			lastIngest = *l.Ingest
+		}
+		if l.ID != nil {
+			if ids[*l.ID] {
+				t.Fatalf("line %d: duplicate id %s", i+1, *l.ID)
+			}
+			ids[*l.ID] = true
+		}
+		if l.reason != "" {
+			invalid++
+			reasons[l.reason]++
+			continue
+		}
+		valid++
+		if len(*l.ID) != len("r-000000001") || !strings.HasPrefix(*l.ID, "r-") {
+			t.Fatalf("line %d: id %q is not r- and 9 digits", i+1, *l.ID)
+		}
+		if !strings.HasPrefix(l.raw, `{"id":`) || !strings.Contains(l.raw, `,"ingest_ts":`) {
+			t.Fatalf("line %d: fields out of order: %s", i+1, l.raw)
+		}
+		if _, ok := l.TS.(string); ok {
+			rfc++
+		}
+		minTS, maxTS = min(minTS, l.ts), max(maxTS, l.ts)
+		switch d := *l.Ingest - l.ts; {
+		case d >= 3000 && d <= 30000:
+			late++
+		case d < 0 || d > bound:
+			t.Fatalf("line %d: ingest_ts - ts = %d ms, want within [0, %d] or late: %s", i+1, d, bound, l.raw)
+		}
+		user := l.user()
+		if r, ok := regionOf[user]; ok && r != l.Region {
+			t.Fatalf("user %s in regions %s and %s", user, r, l.Region)
+		}
+		regionOf[user] = l.Region
+		api := l.API
+		hasChannel, hasMerchant, hasAmount := l.Channel != nil, l.Merchant != nil, l.Amount != nil
+		if api == "/pay" {
+			pays++
+		}
+		if hasChannel != (api == "/pay") || hasAmount != (api == "/pay") || hasMerchant != (api == "/pay" || api == "/cart") {
+			t.Fatalf("line %d: wrong optional fields for %s: %s", i+1, api, l.raw)
+		}
+		dev := l.Device
+		if !strings.HasPrefix(dev, "dbot-") && !strings.HasPrefix(dev, "d"+user[1:]+"-") {
+			t.Fatalf("line %d: device %s is not %s's", i+1, dev, user)
+		}
+	}
+	t.Logf("stats %+v, invalid reasons %v", st, reasons)
+
+	if invalid != st.Invalid {
+		t.Errorf("parsed %d invalid lines, Stats.Invalid %d", invalid, st.Invalid)
+	}
+	within(t, "invalid", invalid, o.InvalidFraction*float64(n))
+	for _, r := range []string{"not json", "missing id", "missing ts", "ts not a time", "user not a string", "latency not a number"} {
+		if reasons[r] == 0 {
+			t.Errorf("no invalid record of kind %q", r)
+		}
+	}
+	if late != st.Late || late == 0 {
+		t.Errorf("parsed %d late records, Stats.Late %d", late, st.Late)
+	}
+	within(t, "late", late, o.LateFraction*float64(n))
+	within(t, "rfc3339", rfc, o.RFC3339Fraction*float64(valid))
+	within(t, "/pay", pays, apis[apiPay].weight*float64(valid))
+	if st.FirstTS != minTS || st.LastTS != maxTS {
+		t.Errorf("Stats ts range [%d, %d], parsed [%d, %d]", st.FirstTS, st.LastTS, minTS, maxTS)
+	}
+	// 100,000 events at 20,000/s span about 5 s of event time.
+	if span := maxTS - minTS; span < 4500 || span > 5500 {
+		t.Errorf("ts span %d ms, want about 5 s", span)
+	}
+}
+
+// within fails unless got is within 5 standard deviations (binomial, at least
+// 5) of want.
+func within(t *testing.T, what string, got int, want float64) {
+	t.Helper()
+	if tol := max(5, 5*math.Sqrt(want)); math.Abs(float64(got)-want) > tol {
+		t.Errorf("%d %s records, want %.0f ± %.0f", got, what, want, tol)
+	}
+}
+
+// payBursters counts the users with more than 5 valid /pay events within
+// 60 s of ts, by brute force.
+func payBursters(lines []line) int {
+	pays := map[string][]int64{}
+	for _, l := range lines {
+		if l.reason == "" && l.API == "/pay" {
+			pays[l.user()] = append(pays[l.user()], l.ts)
+		}
+	}
+	n := 0
+	for _, ts := range pays {
+		slices.Sort(ts)
+		for i := 0; i+5 < len(ts); i++ {
+			if ts[i+5]-ts[i] < 60_000 {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
+func TestAnomalies(t *testing.T) {
+	o := DefaultOptions()
+	o.Rate = 1_000
+	o.Events = 60_000 // 60 s
+	o.ScrapeRate = 0.2
+	data, st := generate(t, o)
+	lines := parse(t, data)
+
+	// Hot users trip the burst rule on their own; bursts must add their
+	// (mostly cold) users on top.
+	quiet := o
+	quiet.BurstRate = 0
+	quietData, _ := generate(t, quiet)
+	with, without := payBursters(lines), payBursters(parse(t, quietData))
+	t.Logf("%d bursts; %d users over the burst threshold, %d without bursts", st.Bursts, with, without)
+	if st.Bursts < 80 || with-without < st.Bursts*3/4 {
+		t.Errorf("%d bursts made only %d more users over the threshold", st.Bursts, with-without)
+	}
+
+	events := map[string][]int64{}
+	for _, l := range lines {
+		if l.reason == "" {
+			if d := l.Device; strings.HasPrefix(d, "dbot-") {
+				events[d] = append(events[d], l.ts)
+			}
+		}
+	}
+	if len(events) != st.Scrapes || st.Scrapes == 0 {
+		t.Fatalf("%d scraping devices, Stats.Scrapes %d", len(events), st.Scrapes)
+	}
+	long := 0
+	for _, ts := range events {
+		slices.Sort(ts)
+		run, best := 1, 1
+		for i := 1; i < len(ts); i++ {
+			if ts[i]-ts[i-1] < 30_000 {
+				run++
+			} else {
+				run = 1
+			}
+			best = max(best, run)
+		}
+		if best > 200 {
+			long++
+		}
+	}
+	if long < st.Scrapes-2 { // the last ones may be cut short
+		t.Errorf("only %d of %d scrapes have a session of more than 200 events", long, st.Scrapes)
+	}
+}
+
+func TestEdgeCases(t *testing.T) {
+	o := DefaultOptions()
+	o.Events = 0
+	data, st := generate(t, o)
+	if len(data) != 0 || st != (Stats{}) {
+		t.Errorf("0 events: wrote %q, %+v", data, st)
+	}
+
+	o = DefaultOptions()
+	o.Events = 1000
+	o.Users, o.Sources = 1, 1
+	o.Jitter = 0
+	for _, l := range parse(t, mustGenerate(t, o)) {
+		late := l.reason == "" && *l.Ingest-l.ts >= 3000
+		if l.reason == "" && !late && (l.user() != "u0" || l.Source != "gw-0" || *l.Ingest != l.ts) {
+			t.Fatalf("one user, one source, no jitter: %s", l.raw)
+		}
+	}
+
+	if _, err := Generate(&bytes.Buffer{}, Options{}); err == nil {
+		t.Error("zero Options accepted")
+	}
+	o = DefaultOptions()
+	o.Events = 10_000
+	if _, err := Generate(failingWriter{}, o); !errors.Is(err, errWrite) {
+		t.Errorf("write error not returned: %v", err)
+	}
+}
+
+func mustGenerate(t *testing.T, o Options) []byte {
+	data, _ := generate(t, o)
+	return data
+}
+
+var errWrite = errors.New("disk full")
+
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errWrite }
+
+func BenchmarkGenerate(b *testing.B) {
+	o := DefaultOptions()
+	o.Events = 200_000
+	o.Batching = 5 * time.Millisecond
+	var bytes int64
+	for b.Loop() {
+		st, err := Generate(countingWriter{&bytes}, o)
+		if err != nil || st.Records != o.Events {
+			b.Fatal(st, err)
+		}
+	}
+	b.ReportMetric(float64(b.N*o.Events)/b.Elapsed().Seconds(), "events/s")
+	b.ReportMetric(float64(bytes)/float64(b.N*o.Events), "B/event")
+}
+
+type countingWriter struct{ n *int64 }
+
+func (w countingWriter) Write(p []byte) (int, error) {
+	*w.n += int64(len(p))
+	return len(p), nil
+}
