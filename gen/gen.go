@@ -15,7 +15,7 @@
 //     error, if any (see Clock). This is the event time a consumer windows by.
 //   - ingest_ts, the broker's append time: t, plus the wait for the source's
 //     next producer flush (Options.Batching), plus a transport delay uniform
-//     in [0, Options.Jitter). Late records instead arrive 3–30 s after t. The
+//     in [0, Options.Jitter). Late records instead arrive 35–90 s after t. The
 //     broker's clock is the reference, so clock errors do not affect it.
 //
 // Records are written in delivery order, by ingest_ts (ties by generation
@@ -44,7 +44,7 @@ type Stats struct {
 	Records int
 	// Invalid is the number of lines a consumer must reject.
 	Invalid int
-	// Late is the number of valid records delivered 3–30 s after their true
+	// Late is the number of valid records delivered 35–90 s after their true
 	// time.
 	Late int
 	// Bursts and Scrapes count the payment bursts and scraping sessions that
@@ -63,7 +63,7 @@ const (
 	// never is a time after every request.
 	never = math.MaxInt64
 
-	minLateDelay, maxLateDelay = int64(3 * time.Second), int64(30 * time.Second)
+	minLateDelay, maxLateDelay = int64(35 * time.Second), int64(90 * time.Second)
 	nsPerMs                    = int64(time.Millisecond)
 )
 

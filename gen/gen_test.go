@@ -174,7 +174,7 @@ func TestRecords(t *testing.T) {
 		}
 		minTS, maxTS = min(minTS, l.ts), max(maxTS, l.ts)
 		switch d := *l.Ingest - l.ts; {
-		case d >= 3000 && d <= 30000:
+		case d >= 35000 && d <= 90000:
 			late++
 		case d < 0 || d > bound:
 			t.Fatalf("line %d: ingest_ts - ts = %d ms, want within [0, %d] or late: %s", i+1, d, bound, l.raw)
@@ -284,9 +284,15 @@ func TestAnomalies(t *testing.T) {
 	if len(events) != st.Scrapes || st.Scrapes == 0 {
 		t.Fatalf("%d scraping devices, Stats.Scrapes %d", len(events), st.Scrapes)
 	}
-	long := 0
+	long, finished := 0, 0
 	for _, ts := range events {
 		slices.Sort(ts)
+		// A scrape lasts at most 400 requests × 100 ms: one that began
+		// later than that before the end was cut short by the event budget.
+		if ts[0] > st.LastTS-40_000 {
+			continue
+		}
+		finished++
 		run, best := 1, 1
 		for i := 1; i < len(ts); i++ {
 			if ts[i]-ts[i-1] < 30_000 {
@@ -300,8 +306,8 @@ func TestAnomalies(t *testing.T) {
 			long++
 		}
 	}
-	if long < st.Scrapes-2 { // the last ones may be cut short
-		t.Errorf("only %d of %d scrapes have a session of more than 200 events", long, st.Scrapes)
+	if finished == 0 || long < finished {
+		t.Errorf("only %d of %d finished scrapes have a session of more than 200 events", long, finished)
 	}
 }
 
@@ -318,7 +324,7 @@ func TestEdgeCases(t *testing.T) {
 	o.Users, o.Sources = 1, 1
 	o.Jitter = 0
 	for _, l := range parse(t, mustGenerate(t, o)) {
-		late := l.reason == "" && *l.Ingest-l.ts >= 3000
+		late := l.reason == "" && *l.Ingest-l.ts >= 35000
 		if l.reason == "" && !late && (l.user() != "u0" || l.Source != "gw-0" || *l.Ingest != l.ts) {
 			t.Fatalf("one user, one source, no jitter: %s", l.raw)
 		}

@@ -18,7 +18,7 @@ type Options struct {
 	// bursts and scrapes included.
 	Events int
 	// Users is the population size. User ids are u0..u{Users-1}; normal
-	// traffic picks them by a Zipf law (s = 1.1), so u0, u1, ... are hot.
+	// traffic picks them by a Zipf law (s = 1.1, v = 50), so u0, u1, ... are hot.
 	Users int
 	// Sources is the number of gateway nodes gw-0..gw-{Sources-1} that stamp
 	// ts. Each event is stamped by a source chosen uniformly.
@@ -35,7 +35,7 @@ type Options struct {
 	// next flush, every Batching, before transport. Each source has its own
 	// phase. 0 sends each record at once.
 	Batching time.Duration
-	// LateFraction is the share of records delivered 3–30 s after their true
+	// LateFraction is the share of records delivered 35–90 s after their true
 	// time: beyond a 2 s out-of-orderness bound, so a watermark has passed
 	// them by the time they arrive.
 	LateFraction float64

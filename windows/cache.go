@@ -19,28 +19,32 @@ type Backend interface {
 }
 
 // cache is the write-back cache of decoded slots in front of the Backend:
-// a slot is encoded and written when evicted or flushed, not per event. It
-// is an LRU list threaded through the slots.
+// a slot is encoded and written when evicted or flushed, not per event.
+// Eviction is CLOCK (second chance): an access only sets the slot's
+// referenced bit, which matters with hundreds of thousands of slots, where
+// the pointer updates of an LRU list cost a cache miss each.
 type cache struct {
 	m       map[string]*slot
-	lru     slot // sentinel: lru.next is the most recently used
+	ring    []*slot // every cached slot; s.ringIdx is its position
+	hand    int
 	cap     int
 	backend Backend
-	specs   []*spec
-	buf     []byte
+	// stored counts the slots the Backend may hold: while it is zero, a
+	// miss is a new key and costs no Backend read.
+	stored int
+	specs  []*spec
+	buf    []byte
 }
 
 func newCache(capacity int, backend Backend, specs []*spec) *cache {
-	c := &cache{m: make(map[string]*slot), cap: capacity, backend: backend, specs: specs}
-	c.lru.next, c.lru.prev = &c.lru, &c.lru
-	return c
+	return &cache{m: make(map[string]*slot), cap: capacity, backend: backend, specs: specs}
 }
 
 // get returns the slot for key, loading it from the Backend, or creating it
 // when create is set; nil when it does not exist.
 func (c *cache) get(key []byte, create bool) (*slot, error) {
 	if s, ok := c.m[string(key)]; ok {
-		c.touch(s)
+		s.referenced = true
 		return s, nil
 	}
 	return c.load(string(key), create)
@@ -49,7 +53,7 @@ func (c *cache) get(key []byte, create bool) (*slot, error) {
 // lookup is get for a key held as a string, never creating.
 func (c *cache) lookup(key string) (*slot, error) {
 	if s, ok := c.m[key]; ok {
-		c.touch(s)
+		s.referenced = true
 		return s, nil
 	}
 	return c.load(key, false)
@@ -60,59 +64,68 @@ func (c *cache) load(key string, create bool) (*slot, error) {
 		return nil, fmt.Errorf("windows: slot key %q names no rule", key)
 	}
 	sp := c.specs[int(key[0])<<8|int(key[1])]
-	val, found, err := c.backend.Get([]byte(key))
-	if err != nil {
-		return nil, fmt.Errorf("windows: load state: %w", err)
-	}
 	var s *slot
-	switch {
-	case found:
-		if s, err = decodeSlot(key, sp, val); err != nil {
+	if c.stored > 0 {
+		val, found, err := c.backend.Get([]byte(key))
+		if err != nil {
+			return nil, fmt.Errorf("windows: load state: %w", err)
+		}
+		if found {
+			if s, err = decodeSlot(key, sp, val); err != nil {
+				return nil, err
+			}
+			s.persisted = true
+		}
+	}
+	if s == nil {
+		if !create {
+			return nil, nil
+		}
+		s = newSlot(key, sp)
+	}
+	for len(c.m) >= c.cap {
+		if err := c.evictOne(); err != nil {
 			return nil, err
 		}
-		s.persisted = true
-	case create:
-		s = newSlot(key, sp)
-	default:
-		return nil, nil
 	}
 	c.m[key] = s
-	c.link(s)
-	for len(c.m) > c.cap {
-		if err := c.evict(c.lru.prev); err != nil {
-			return nil, err
-		}
-	}
+	s.ringIdx = len(c.ring)
+	c.ring = append(c.ring, s)
 	return s, nil
 }
 
-func (c *cache) link(s *slot) {
-	s.prev, s.next = &c.lru, c.lru.next
-	s.next.prev, c.lru.next = s, s
-}
-
-func (c *cache) unlink(s *slot) {
-	s.prev.next, s.next.prev = s.next, s.prev
-	s.prev, s.next = nil, nil
-}
-
-func (c *cache) touch(s *slot) {
-	if c.lru.next != s {
-		c.unlink(s)
-		c.link(s)
+// evictOne sweeps the clock hand to a slot not referenced since the last
+// sweep and evicts it.
+func (c *cache) evictOne() error {
+	for {
+		if c.hand >= len(c.ring) {
+			c.hand = 0
+		}
+		s := c.ring[c.hand]
+		if s.referenced {
+			s.referenced = false
+			c.hand++
+			continue
+		}
+		if err := c.writeBack(s); err != nil {
+			return err
+		}
+		c.drop(s) // writeBack of an empty slot already removed it
+		return nil
 	}
 }
 
-// evict writes s back if it changed and drops it from memory.
-func (c *cache) evict(s *slot) error {
-	if err := c.writeBack(s); err != nil {
-		return err
+// drop forgets a cached slot, moving the last ring entry into its place.
+func (c *cache) drop(s *slot) {
+	if s.ringIdx < 0 {
+		return
 	}
-	if _, ok := c.m[s.key]; ok { // writeBack removes empty slots itself
-		delete(c.m, s.key)
-		c.unlink(s)
-	}
-	return nil
+	delete(c.m, s.key)
+	last := c.ring[len(c.ring)-1]
+	c.ring[s.ringIdx], last.ringIdx = last, s.ringIdx
+	c.ring[len(c.ring)-1] = nil
+	c.ring = c.ring[:len(c.ring)-1]
+	s.ringIdx = -1
 }
 
 func (c *cache) writeBack(s *slot) error {
@@ -126,21 +139,23 @@ func (c *cache) writeBack(s *slot) error {
 	if err := c.backend.Set([]byte(s.key), c.buf); err != nil {
 		return fmt.Errorf("windows: write state: %w", err)
 	}
-	s.dirty, s.persisted = false, true
+	if !s.persisted {
+		s.persisted = true
+		c.stored++
+	}
+	s.dirty = false
 	return nil
 }
 
 // remove forgets a slot whose windows are all purged.
 func (c *cache) remove(s *slot) error {
-	if _, ok := c.m[s.key]; ok {
-		delete(c.m, s.key)
-		c.unlink(s)
-	}
+	c.drop(s)
 	if s.persisted {
 		if err := c.backend.Delete([]byte(s.key)); err != nil {
 			return fmt.Errorf("windows: delete state: %w", err)
 		}
 		s.persisted = false
+		c.stored--
 	}
 	s.dirty = false
 	return nil
@@ -149,12 +164,11 @@ func (c *cache) remove(s *slot) error {
 // flush writes back every changed slot, keeping them cached.
 func (c *cache) flush() error {
 	var errs []error
-	for s := c.lru.next; s != &c.lru; {
-		next := s.next
+	// Iterate over a copy: writing back an empty slot removes it.
+	for _, s := range append([]*slot(nil), c.ring...) {
 		if err := c.writeBack(s); err != nil {
 			errs = append(errs, err)
 		}
-		s = next
 	}
 	return errors.Join(errs...)
 }

@@ -173,7 +173,7 @@ func (op *Operator) addToSession(sp *spec, ev *event.Event, t int64, processing 
 		}
 		ss[i] = m
 		s.sessions = append(ss[:i+1], ss[j:]...)
-		clear(ss[len(s.sessions):j])
+		clear(ss[len(s.sessions):]) // drop references held by the shifted-out tail
 	}
 	se := &s.sessions[i]
 	op.addTo(sp, &se.acc, ev, processing)

@@ -47,14 +47,14 @@ type slot struct {
 	// timerAt is the time of this slot's pending timer in the queue.
 	timerAt int64
 
-	dirty     bool // changed since last written to the Backend
-	persisted bool // the Backend may hold a copy
-	prev      *slot
-	next      *slot
+	dirty      bool // changed since last written to the Backend
+	persisted  bool // the Backend may hold a copy
+	referenced bool // used since the clock hand last passed
+	ringIdx    int  // position in the cache's ring, -1 when not cached
 }
 
 func newSlot(key string, sp *spec) *slot {
-	return &slot{key: key, sp: sp, firedEnd: MinWatermark, timerAt: noTimer}
+	return &slot{key: key, sp: sp, firedEnd: MinWatermark, timerAt: noTimer, ringIdx: -1}
 }
 
 func (s *slot) empty() bool {
