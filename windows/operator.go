@@ -123,12 +123,13 @@ func (op *Operator) addToPane(sp *spec, ev *event.Event, t int64, processing boo
 	op.addTo(sp, &p.acc, ev, processing)
 	s.dirty = true
 	if sp.hm != nil {
-		// Windows the watermark already passed fire again right away, as
+		// Windows the watermark has passed are done: the timers fired those
+		// that had content. This event must not make the timers fire the
+		// others, purged or not; those it belongs to and that are kept for
+		// allowed lateness fire again (or for the first time) right away, as
 		// Flink's EventTimeTrigger does for late elements.
-		// Every window with content that the watermark passed has fired, so
-		// these fire again (or, if they were empty then, for the first time).
+		s.firedEnd = max(s.firedEnd, floorTo(clampWM(op.wm)-sp.size+1, sp.slide)+sp.size)
 		for ws := first; ws <= last && ws+sp.size-1 <= op.wm; ws += sp.slide {
-			s.firedEnd = max(s.firedEnd, ws+sp.size)
 			op.fireWindow(s, ws, s.bumpFired(ws))
 		}
 	} else {
