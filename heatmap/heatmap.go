@@ -183,7 +183,7 @@ func Decode(b []byte) (*Acc, []byte, error) {
 	if !ok || skLen > uint64(len(b)) {
 		return nil, nil, ErrCorrupt
 	}
-	sk, err := ddsketch.DecodeDDSketch(b[:skLen], store.DefaultProvider, indexMapping)
+	sk, err := ddsketch.DecodeDDSketch(b[:skLen], store.DenseStoreConstructor, indexMapping)
 	if err != nil {
 		return nil, nil, fmt.Errorf("heatmap: decode sketch: %w", err)
 	}

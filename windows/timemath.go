@@ -19,21 +19,19 @@ func clampWM(wm int64) int64 {
 	return min(max(wm, -safeLimit), safeLimit)
 }
 
-// floorDiv is division rounding toward negative infinity, so that window
-// starts are aligned for negative timestamps too (Go's / truncates).
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if (a%b != 0) && ((a < 0) != (b < 0)) {
-		q--
+// floorTo returns the largest multiple of m (> 0) that is <= t. It rounds
+// toward negative infinity, so windows align for negative timestamps too
+// (Go's % truncates toward zero). One division: it is on the hot path.
+func floorTo(t, m int64) int64 {
+	r := t % m
+	if r < 0 {
+		r += m
 	}
-	return q
+	return t - r
 }
 
-// floorTo returns the largest multiple of m that is <= t.
-func floorTo(t, m int64) int64 { return floorDiv(t, m) * m }
-
-// ceilTo returns the smallest multiple of m that is >= t.
-func ceilTo(t, m int64) int64 { return -floorDiv(-t, m) * m }
+// ceilTo returns the smallest multiple of m (> 0) that is >= t.
+func ceilTo(t, m int64) int64 { return -floorTo(-t, m) }
 
 func gcd(a, b int64) int64 {
 	for b != 0 {

@@ -1,0 +1,92 @@
+package heatmap
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+var bounds = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000}
+
+// TestQuantileError checks the SPEC's bound: quantiles within 1% of the
+// exact value at rank floor(q·(n−1)), over lognormal latencies.
+func TestQuantileError(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, n := range []int{1, 2, 3, 10, 1000, 100_000} {
+		a := New(len(bounds))
+		vals := make([]float64, n)
+		for i := range vals {
+			vals[i] = math.Round(math.Exp(2.5+1.2*r.NormFloat64())*10) / 10
+			a.Add(vals[i], false, bounds)
+		}
+		slices.Sort(vals)
+		for _, q := range []float64{0, 0.5, 0.95, 0.99, 1} {
+			exact := vals[int(q*float64(n-1))]
+			got := a.Quantile(q)
+			if math.Abs(got-exact) > RelativeAccuracy*math.Abs(exact)+1e-9 {
+				t.Errorf("n=%d q=%v: %v, exact %v", n, q, got, exact)
+			}
+		}
+		if a.Min != vals[0] || a.Max != vals[n-1] || a.Count != int64(n) {
+			t.Errorf("n=%d: min %v max %v count %d", n, a.Min, a.Max, a.Count)
+		}
+	}
+}
+
+// TestBuckets: per bucket, not cumulative; v counts in (previous le, le].
+func TestBuckets(t *testing.T) {
+	a := New(3)
+	b := []float64{1, 2, 5}
+	for _, v := range []float64{-3, 0, 1, 1.0001, 2, 5, 5.5, 1e9} {
+		a.Add(v, false, b)
+	}
+	if want := []int64{3, 2, 1, 2}; !slices.Equal(a.Buckets, want) {
+		t.Fatalf("buckets %v, want %v", a.Buckets, want)
+	}
+}
+
+// TestMergeAndCodec: merging panes equals adding every value to one
+// accumulator, and survives the state encoding.
+func TestMergeAndCodec(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	whole, merged := New(len(bounds)), New(len(bounds))
+	for range 20 {
+		part := New(len(bounds))
+		for range r.IntN(50) {
+			v := r.Float64() * 300
+			degraded := r.IntN(10) == 0
+			part.Add(v, degraded, bounds)
+			whole.Add(v, degraded, bounds)
+		}
+		dec, rest, err := Decode(part.AppendBinary(nil))
+		if err != nil || len(rest) != 0 {
+			t.Fatalf("decode: %v, %d bytes left", err, len(rest))
+		}
+		merged.Merge(dec)
+	}
+	if merged.Count != whole.Count || merged.Min != whole.Min || merged.Max != whole.Max ||
+		merged.Degraded != whole.Degraded || !slices.Equal(merged.Buckets, whole.Buckets) {
+		t.Fatalf("merged %+v, whole %+v", merged, whole)
+	}
+	for _, q := range []float64{0.5, 0.95, 0.99} {
+		if merged.Quantile(q) != whole.Quantile(q) {
+			t.Errorf("q=%v: merged %v, whole %v", q, merged.Quantile(q), whole.Quantile(q))
+		}
+	}
+	merged.Reset()
+	if merged.Count != 0 || merged.Quantile(0.5) != 0 || slices.Max(merged.Buckets) != 0 {
+		t.Fatal("Reset left data")
+	}
+}
+
+func TestDecodeCorrupt(t *testing.T) {
+	a := New(2)
+	a.Add(3, false, []float64{1, 2})
+	b := a.AppendBinary(nil)
+	for i := range len(b) - 1 {
+		if _, _, err := Decode(b[:i]); err == nil {
+			t.Fatalf("truncated to %d bytes: no error", i)
+		}
+	}
+}

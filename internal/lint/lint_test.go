@@ -1,0 +1,91 @@
+// Package lint holds tests that keep the code base's rules, in the style of
+// Pebble's internal/lint: they fail the build instead of relying on review.
+package lint
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// pure are the packages that must stay deterministic state machines: no
+// goroutines, no wall clock, no Kafka, files or network. Time comes in as
+// data (event times) or as an argument (processing time).
+var pure = []string{"event", "rules", "windows", "watermark", "heatmap", "engine"}
+
+var forbiddenCalls = map[string]bool{
+	"time.Now": true, "time.Since": true, "time.Until": true, "time.Sleep": true,
+	"time.After": true, "time.AfterFunc": true, "time.NewTimer": true, "time.NewTicker": true, "time.Tick": true,
+}
+
+var forbiddenImports = []string{"os", "net", "net/http", "github.com/segmentio/kafka-go", "github.com/cockroachdb/pebble"}
+
+func TestPureCore(t *testing.T) {
+	for _, pkg := range pure {
+		dir := filepath.Join("..", "..", pkg)
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("%s: no files (%v)", pkg, err)
+		}
+		for _, path := range files {
+			if strings.HasSuffix(path, "_test.go") {
+				continue
+			}
+			checkFile(t, path)
+		}
+	}
+}
+
+func checkFile(t *testing.T, path string) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, path, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, imp := range f.Imports {
+		p := strings.Trim(imp.Path.Value, `"`)
+		for _, bad := range forbiddenImports {
+			if p == bad || strings.HasPrefix(p, bad+"/") {
+				if !(path == filepath.Join("..", "..", "rules", "load.go") && p == "os") {
+					t.Errorf("%s imports %s: I/O belongs at the edges (stream/, state/, sink/, cmd/)", fset.Position(imp.Pos()), p)
+				}
+			}
+		}
+	}
+	ast.Inspect(f, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.GoStmt:
+			t.Errorf("%s: go statement in a pure package", fset.Position(n.Pos()))
+		case *ast.SelectorExpr:
+			if id, ok := n.X.(*ast.Ident); ok && forbiddenCalls[id.Name+"."+n.Sel.Name] {
+				t.Errorf("%s: %s.%s in a pure package: inject time instead", fset.Position(n.Pos()), id.Name, n.Sel.Name)
+			}
+		}
+		return true
+	})
+}
+
+// TestNoDefaultRegistry: metrics go to an injected registry, never the
+// global one.
+func TestNoDefaultRegistry(t *testing.T) {
+	root := filepath.Join("..", "..")
+	filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.Contains(path, "internal/lint") {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, bad := range []string{"prometheus.MustRegister(", "prometheus.DefaultRegisterer", "promauto.New"} {
+			if strings.Contains(string(b), bad) {
+				t.Errorf("%s uses %s: register on an injected prometheus.Registerer", path, bad)
+			}
+		}
+		return nil
+	})
+}
