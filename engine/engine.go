@@ -63,14 +63,15 @@ type Stats struct {
 
 // Engine runs records through decoding, watermarks and the window operator.
 type Engine struct {
-	cfg   *rules.Config
-	out   Output
-	dec   *event.Decoder
-	ev    event.Event
-	wm    *watermark.Combined
-	op    *windows.Operator
-	stats Stats
-	count countingOutput
+	cfg    *rules.Config
+	out    Output
+	schema *event.Schema
+	dec    *event.Decoder
+	ev     event.Event
+	wm     *watermark.Combined
+	op     *windows.Operator
+	stats  Stats
+	count  countingOutput
 }
 
 // New builds an engine for opts.Config.
@@ -83,9 +84,10 @@ func New(opts Options) (*Engine, error) {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	e := &Engine{
-		cfg: opts.Config,
-		out: opts.Output,
-		dec: event.NewDecoder(schema),
+		cfg:    opts.Config,
+		out:    opts.Output,
+		schema: schema,
+		dec:    event.NewDecoder(schema),
 		wm: watermark.NewCombined(opts.Config.Watermark.OutOfOrderness.Milliseconds(),
 			opts.Config.Watermark.IdleTimeout.Milliseconds()),
 	}
@@ -122,11 +124,22 @@ func (e *Engine) ruleIndex(r *rules.Rule) int {
 // the dlq output and late events to the late output; an error comes only
 // from the state backend and is fatal to the run.
 func (e *Engine) Process(rec *Record, now int64) error {
+	err := e.dec.Decode(rec.Value, &e.ev)
+	return e.ProcessDecoded(rec, &e.ev, err, now)
+}
+
+// NewDecoder returns a decoder for this engine's records, for a pipeline
+// that decodes on another goroutine (one decoder per goroutine) and hands
+// the results to ProcessDecoded.
+func (e *Engine) NewDecoder() *event.Decoder { return event.NewDecoder(e.schema) }
+
+// ProcessDecoded is Process for a record already decoded into ev, with
+// decodeErr the decoder's verdict on it.
+func (e *Engine) ProcessDecoded(rec *Record, ev *event.Event, decodeErr error, now int64) error {
 	e.stats.Records++
-	ev := &e.ev
-	if err := e.dec.Decode(rec.Value, ev); err != nil {
+	if decodeErr != nil {
 		e.stats.Invalid++
-		e.out.DLQ(rec.Value, err.Error(), &rec.Prov)
+		e.out.DLQ(rec.Value, decodeErr.Error(), &rec.Prov)
 		return nil
 	}
 	t := ev.TS

@@ -122,26 +122,33 @@ func Replay(ctx context.Context, opts ReplayOptions) (*Summary, error) {
 		return nil, err
 	}
 
+	// Three stages: read (and gunzip), decode, process. The engine's order
+	// of records is the files' order, whatever the stages' timing.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	chunks, free := make(chan *chunk, 4), make(chan *chunk, 8)
-	go readInputs(ctx, opts.Inputs, opts.Stdin, chunks, free)
+	chunks, freeChunks := make(chan *chunk, 4), make(chan *chunk, 8)
+	batches, freeBatches := make(chan *batch, 2), make(chan *batch, 4)
+	go readInputs(ctx, opts.Inputs, opts.Stdin, chunks, freeChunks)
+	go decodeChunks(ctx, e.NewDecoder(), chunks, batches, freeBatches)
 
 	prog := newProgress(opts.Progress, opts.Now)
 	var rec engine.Record
-	for c := range chunks {
-		if c.err != nil {
-			return nil, fmt.Errorf("input %s: %w", c.file, c.err)
+	for b := range batches {
+		if b.c.err != nil {
+			return nil, fmt.Errorf("input %s: %w", b.c.file, b.c.err)
 		}
-		rec.Prov.File = c.file
-		err := forEachLine(c, func(line []byte, n int64) error {
-			rec.Value, rec.Prov.Line = line, n
-			return e.Process(&rec, 0)
-		})
-		if err != nil {
-			return nil, err
+		rec.Prov.File = b.c.file
+		for i, line := range b.lines {
+			rec.Value, rec.Prov.Line = line, b.lineNo[i]
+			if err := e.ProcessDecoded(&rec, &b.events[i], b.errs[i], 0); err != nil {
+				return nil, err
+			}
 		}
-		recycle(free, c)
+		recycle(freeChunks, b.c)
+		select {
+		case freeBatches <- b:
+		default:
+		}
 		prog.update(e)
 		if err := ctx.Err(); err != nil {
 			return nil, err
