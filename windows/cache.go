@@ -3,6 +3,7 @@ package windows
 import (
 	"errors"
 	"fmt"
+	"hash/maphash"
 )
 
 // Backend stores encoded slot state outside memory. state.Pebble is the real
@@ -24,7 +25,13 @@ type Backend interface {
 // referenced bit, which matters with hundreds of thousands of slots, where
 // the pointer updates of an LRU list cost a cache miss each.
 type cache struct {
-	m       map[string]*slot
+	// m finds slots by a 128-bit hash of their key rather than the key
+	// itself: comparing keys would cost a cache miss on the key's bytes per
+	// lookup. Two keys of a run collide with probability n²/2¹²⁹ (below
+	// 1e-20 for a billion keys), and the seeds are random per process, so
+	// no input can be crafted to collide.
+	m       map[slotID]*slot
+	seeds   [2]maphash.Seed
 	ring    []*slot // every cached slot; s.ringIdx is its position
 	hand    int
 	cap     int
@@ -36,30 +43,49 @@ type cache struct {
 	buf    []byte
 }
 
+// slotID is the hash a slot is found by in the cache.
+type slotID [2]uint64
+
 func newCache(capacity int, backend Backend, specs []*spec) *cache {
-	return &cache{m: make(map[string]*slot), cap: capacity, backend: backend, specs: specs}
+	return &cache{
+		m:       make(map[slotID]*slot),
+		seeds:   [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
+		cap:     capacity,
+		backend: backend,
+		specs:   specs,
+	}
+}
+
+func (c *cache) idOf(key []byte) slotID {
+	return slotID{maphash.Bytes(c.seeds[0], key), maphash.Bytes(c.seeds[1], key)}
+}
+
+func (c *cache) idOfString(key string) slotID {
+	return slotID{maphash.String(c.seeds[0], key), maphash.String(c.seeds[1], key)}
 }
 
 // get returns the slot for key, loading it from the Backend, or creating it
 // when create is set; nil when it does not exist.
 func (c *cache) get(key []byte, create bool) (*slot, error) {
-	if s, ok := c.m[string(key)]; ok {
+	id := c.idOf(key)
+	if s, ok := c.m[id]; ok {
 		s.referenced = true
 		return s, nil
 	}
-	return c.load(string(key), create)
+	return c.load(id, string(key), create)
 }
 
 // lookup is get for a key held as a string, never creating.
 func (c *cache) lookup(key string) (*slot, error) {
-	if s, ok := c.m[key]; ok {
+	id := c.idOfString(key)
+	if s, ok := c.m[id]; ok {
 		s.referenced = true
 		return s, nil
 	}
-	return c.load(key, false)
+	return c.load(id, key, false)
 }
 
-func (c *cache) load(key string, create bool) (*slot, error) {
+func (c *cache) load(id slotID, key string, create bool) (*slot, error) {
 	if len(key) < 2 || int(key[0])<<8|int(key[1]) >= len(c.specs) {
 		return nil, fmt.Errorf("windows: slot key %q names no rule", key)
 	}
@@ -88,7 +114,8 @@ func (c *cache) load(key string, create bool) (*slot, error) {
 			return nil, err
 		}
 	}
-	c.m[key] = s
+	c.m[id] = s
+	s.id = id
 	s.ringIdx = len(c.ring)
 	c.ring = append(c.ring, s)
 	return s, nil
@@ -120,12 +147,15 @@ func (c *cache) drop(s *slot) {
 	if s.ringIdx < 0 {
 		return
 	}
-	delete(c.m, s.key)
+	delete(c.m, s.id)
 	last := c.ring[len(c.ring)-1]
 	c.ring[s.ringIdx], last.ringIdx = last, s.ringIdx
 	c.ring[len(c.ring)-1] = nil
 	c.ring = c.ring[:len(c.ring)-1]
 	s.ringIdx = -1
+	// A timer may still point at the dropped slot: let its state go now,
+	// the timer reloads it by key.
+	s.panes, s.sessions, s.fired = nil, nil, nil
 }
 
 func (c *cache) writeBack(s *slot) error {

@@ -146,14 +146,14 @@ func decodeSlot(key string, sp *spec, b []byte) (*slot, error) {
 	s.firedEnd = d.varint()
 	s.timerAt = d.varint()
 	if n := d.count(2); n > 0 {
-		s.panes = make([]pane, n)
+		s.panes = sized(s.panes, n)
 		for i := range s.panes {
 			s.panes[i].start = d.varint()
 			d.acc(&s.panes[i].acc)
 		}
 	}
 	if n := d.count(4); n > 0 {
-		s.sessions = make([]session, n)
+		s.sessions = sized(s.sessions, n)
 		for i := range s.sessions {
 			se := &s.sessions[i]
 			se.start = d.varint()
@@ -173,8 +173,18 @@ func decodeSlot(key string, sp *spec, b []byte) (*slot, error) {
 	if d.err == nil && len(d.b) != 0 {
 		d.fail()
 	}
+	s.purgeAt = MinWatermark // not stored: the first purge computes it
 	if d.err != nil {
 		return nil, fmt.Errorf("windows: state of %q: %w", key, d.err)
 	}
 	return s, nil
+}
+
+// sized returns xs (empty, inline storage) grown to n elements, allocating
+// only when its capacity is too small.
+func sized[T any](xs []T, n int) []T {
+	if n <= cap(xs) {
+		return xs[:n]
+	}
+	return make([]T, n)
 }

@@ -41,6 +41,7 @@ type Operator struct {
 	dec      Decision
 	hw       HeatmapWindow
 	scratch  []*heatmap.Acc   // per spec: the merge of a sliding window's panes
+	horizons []horizon        // per spec: window bounds derived from the watermark
 	counts   map[uint64]int32 // distinct values in the window being swept
 	windowed int64            // heatmap windows emitted, revisions included
 }
@@ -54,12 +55,13 @@ func New(cfg *rules.Config, schema *event.Schema, backend Backend, out Output, o
 		return nil, err
 	}
 	op := &Operator{
-		specs:   specs,
-		out:     out,
-		cache:   newCache(opts.CacheSlots, backend, specs),
-		wm:      MinWatermark,
-		scratch: make([]*heatmap.Acc, len(specs)),
-		counts:  make(map[uint64]int32),
+		specs:    specs,
+		out:      out,
+		cache:    newCache(opts.CacheSlots, backend, specs),
+		wm:       MinWatermark,
+		scratch:  make([]*heatmap.Acc, len(specs)),
+		horizons: make([]horizon, len(specs)),
+		counts:   make(map[uint64]int32),
 	}
 	for _, sp := range specs {
 		if sp.hm != nil {
@@ -109,8 +111,23 @@ func (op *Operator) ProcessElement(ev *event.Event, t int64, processing bool) (R
 }
 
 func (op *Operator) addToPane(sp *spec, ev *event.Event, t int64, processing bool) (bool, error) {
-	last := sp.lastStart(t)
-	first := max(sp.firstStart(t), sp.firstLiveStart(op.wm))
+	// Divisions are a good part of the cost here: tumbling windows (pane ==
+	// slide == size) need one.
+	var p, last, first int64
+	if sp.pane == sp.slide {
+		p = floorTo(t, sp.pane)
+		last = p
+	} else {
+		p = floorTo(t, sp.pane)
+		last = floorTo(p, sp.slide)
+	}
+	if sp.size == sp.slide {
+		first = last
+	} else {
+		first = sp.firstStart(t)
+	}
+	live := op.horizon(sp)
+	first = max(first, live.firstLive)
 	if first > last {
 		return false, nil // every window containing t is purged
 	}
@@ -119,8 +136,9 @@ func (op *Operator) addToPane(sp *spec, ev *event.Event, t int64, processing boo
 		return false, err
 	}
 	s.purge(op.wm)
-	p := s.paneAt(floorTo(t, sp.pane))
-	op.addTo(sp, &p.acc, ev, processing)
+	pn := s.paneAt(p)
+	s.added(sp.cleanup(last + sp.size)) // the pane's cleanup: its latest window's
+	op.addTo(sp, &pn.acc, ev, processing)
 	s.dirty = true
 	if sp.hm != nil {
 		// Windows the watermark has passed are done: the timers fired those
@@ -128,7 +146,7 @@ func (op *Operator) addToPane(sp *spec, ev *event.Event, t int64, processing boo
 		// others, purged or not; those it belongs to and that are kept for
 		// allowed lateness fire again (or for the first time) right away, as
 		// Flink's EventTimeTrigger does for late elements.
-		s.firedEnd = max(s.firedEnd, floorTo(clampWM(op.wm)-sp.size+1, sp.slide)+sp.size)
+		s.firedEnd = max(s.firedEnd, live.passedEnd)
 		for ws := first; ws <= last && ws+sp.size-1 <= op.wm; ws += sp.slide {
 			op.fireWindow(s, ws, s.bumpFired(ws))
 		}
@@ -177,6 +195,7 @@ func (op *Operator) addToSession(sp *spec, ev *event.Event, t int64, processing 
 		clear(ss[len(s.sessions):]) // drop references held by the shifted-out tail
 	}
 	se := &s.sessions[i]
+	s.added(sp.cleanup(se.end))
 	op.addTo(sp, &se.acc, ev, processing)
 	s.dirty = true
 	if sp.hm != nil {
@@ -193,6 +212,29 @@ func (op *Operator) addToSession(sp *spec, ev *event.Event, t int64, processing 
 	}
 	op.schedule(s)
 	return true, nil
+}
+
+// horizon holds what a pane-based spec derives from the watermark, computed
+// once per watermark value instead of once per event.
+type horizon struct {
+	wm        int64
+	valid     bool
+	firstLive int64 // start of the earliest window not yet purged
+	passedEnd int64 // end of the latest window the watermark has passed
+}
+
+func (op *Operator) horizon(sp *spec) *horizon {
+	h := &op.horizons[sp.index]
+	if !h.valid || h.wm != op.wm {
+		wm := clampWM(op.wm)
+		*h = horizon{
+			wm:        op.wm,
+			valid:     true,
+			firstLive: sp.firstLiveStart(wm),
+			passedEnd: floorTo(wm-sp.size+1, sp.slide) + sp.size,
+		}
+	}
+	return h
 }
 
 func insertAt[T any](xs []T, i int, x T) []T {
@@ -318,18 +360,24 @@ func (op *Operator) AdvanceWatermark(wm int64) error {
 		return nil
 	}
 	op.wm = wm
-	for op.timers.Len() > 0 && op.timers.peek().at <= wm {
-		t := op.timers.pop()
-		s, err := op.cache.lookup(t.key)
-		if err != nil {
-			return err
+	for op.timers.Len() > 0 && op.timers.next() <= wm {
+		b := op.timers.popBucket()
+		for _, e := range b.entries {
+			s := e.s
+			if s.ringIdx < 0 { // evicted since: load it again
+				var err error
+				if s, err = op.cache.lookup(e.key); err != nil {
+					return err
+				}
+			}
+			if s == nil || s.timerAt != b.at {
+				continue // superseded by an earlier timer of the same slot, or gone
+			}
+			if err := op.onTimer(s, b.at); err != nil {
+				return err
+			}
 		}
-		if s == nil || s.timerAt != t.at {
-			continue // superseded by an earlier timer of the same slot
-		}
-		if err := op.onTimer(s, t.at); err != nil {
-			return err
-		}
+		op.timers.recycle(b)
 	}
 	return nil
 }
@@ -424,18 +472,26 @@ func (s *slot) nextAction() int64 {
 	return next
 }
 
+// ruleTimerGrain coarsens rule timers: nobody sees when a rule's state is
+// purged (decisions only consider windows the watermark has not passed), so
+// a purge may come up to a second late, and timers of many keys share a time.
+const ruleTimerGrain = 1000
+
 func (op *Operator) schedule(s *slot) {
 	next := s.nextAction()
 	if next == noTimer {
 		return
 	}
-	if s.sp.rule != nil && s.timerAt != noTimer {
-		return // the pending timer re-registers when it finds work left
+	if s.sp.rule != nil {
+		if s.timerAt != noTimer {
+			return // the pending timer re-registers when it finds work left
+		}
+		next = min(ceilTo(next, ruleTimerGrain), noTimer-1)
 	}
 	if next < s.timerAt {
 		s.timerAt = next
 		s.dirty = true
-		op.timers.push(next, s.key)
+		op.timers.push(next, s)
 	}
 }
 

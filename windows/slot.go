@@ -36,25 +36,38 @@ type firedWin struct {
 // slot is the state of one (rule or heatmap, key): its panes or sessions and
 // its timer. Slots live in the cache and, when evicted, in the Backend.
 type slot struct {
-	key      string
+	// Hot fields first, then the inline storage they usually point into,
+	// so that an access touches as few cache lines as possible.
 	sp       *spec
 	panes    []pane    // tumbling and sliding, sorted by start
 	sessions []session // session windows, sorted by start (and so by end)
-	fired    []firedWin
+	// purgeAt is at most the earliest cleanup time of anything in the slot,
+	// so that purge, run on every access, mostly returns at once.
+	purgeAt int64
+	// timerAt is the time of this slot's pending timer in the queue.
+	timerAt int64
 	// firedEnd is the end of the last pane-based window the watermark fired:
 	// every window with content ending at or before it has fired.
 	firedEnd int64
-	// timerAt is the time of this slot's pending timer in the queue.
-	timerAt int64
+	fired    []firedWin
 
 	dirty      bool // changed since last written to the Backend
 	persisted  bool // the Backend may hold a copy
 	referenced bool // used since the clock hand last passed
 	ringIdx    int  // position in the cache's ring, -1 when not cached
+	key        string
+	id         slotID // the key's hash in the cache
+
+	// Most keys have one session or pane at a time: keeping it in the slot
+	// saves an allocation and, more to the point, a cache miss per access.
+	inlineSession [1]session
+	inlinePane    [1]pane
 }
 
 func newSlot(key string, sp *spec) *slot {
-	return &slot{key: key, sp: sp, firedEnd: MinWatermark, timerAt: noTimer, ringIdx: -1}
+	s := &slot{key: key, sp: sp, firedEnd: MinWatermark, timerAt: noTimer, purgeAt: MaxWatermark, ringIdx: -1}
+	s.panes, s.sessions = s.inlinePane[:0:1], s.inlineSession[:0:1]
+	return s
 }
 
 func (s *slot) empty() bool {
@@ -89,13 +102,20 @@ func (s *slot) paneAt(start int64) *pane {
 
 // purge drops the windows whose state is due for cleanup at t.
 func (s *slot) purge(t int64) {
+	if t < s.purgeAt {
+		return
+	}
 	sp := s.sp
+	s.purgeAt = MaxWatermark
 	if sp.wtype == rules.Session {
 		i := 0
 		for i < len(s.sessions) && sp.cleanup(s.sessions[i].end) <= t {
 			i++
 		}
 		s.sessions = dropFront(s.sessions, i)
+		if len(s.sessions) > 0 {
+			s.purgeAt = sp.cleanup(s.sessions[0].end) // ends are sorted too
+		}
 		return
 	}
 	i := 0
@@ -108,6 +128,17 @@ func (s *slot) purge(t int64) {
 		j++
 	}
 	s.fired = dropFront(s.fired, j)
+	if len(s.panes) > 0 {
+		s.purgeAt = sp.paneCleanup(s.panes[0].start)
+	}
+	if len(s.fired) > 0 {
+		s.purgeAt = min(s.purgeAt, sp.cleanup(s.fired[0].start+sp.size))
+	}
+}
+
+// added lowers purgeAt for content that can be purged at cleanup.
+func (s *slot) added(cleanup int64) {
+	s.purgeAt = min(s.purgeAt, cleanup)
 }
 
 // dropFront removes the first n elements, reusing the backing array.
@@ -139,5 +170,6 @@ func (s *slot) bumpFired(start int64) int32 {
 		return 0
 	})
 	s.fired = slices.Insert(s.fired, i, firedWin{start: start})
+	s.added(s.sp.cleanup(start + s.sp.size))
 	return 0
 }

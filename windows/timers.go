@@ -1,61 +1,112 @@
 package windows
 
-// timer asks for a slot's onTimer at time at.
-type timer struct {
-	at  int64
-	seq uint64
+// timerBucket holds the timers due at one time, in the order they were set.
+type timerBucket struct {
+	at      int64
+	entries []timerEntry
+}
+
+// timerEntry asks for a slot's onTimer. The slot pointer saves a cache
+// lookup when the slot is still cached; the key finds it otherwise.
+type timerEntry struct {
 	key string
+	s   *slot
 }
 
 // timerQueue is the operator's single ordered timer structure (Flink's
-// InternalTimerService): a min-heap on (at, seq). seq keeps the order of
-// timers due at the same time deterministic: the order they were set in.
+// InternalTimerService): a min-heap of the distinct times that have timers,
+// each with a bucket of the timers due then. Many timers share a time (the
+// cleanup of every key's pane at a second boundary), so the heap stays small
+// and setting a timer is mostly an append. Timers due at the same time run in
+// the order they were set, which keeps firing order deterministic.
 type timerQueue struct {
-	h   []timer
-	seq uint64
+	times  []int64 // min-heap
+	byTime map[int64]*timerBucket
+	last   *timerBucket // the bucket pushed to last: consecutive timers often share it
+	spare  []*timerBucket
+	n      int // timers pending
 }
 
-func (q *timerQueue) Len() int { return len(q.h) }
+// Len is the number of timers pending.
+func (q *timerQueue) Len() int { return q.n }
 
-func (q *timerQueue) peek() *timer { return &q.h[0] }
+// next returns the earliest time with a timer; the queue must not be empty.
+func (q *timerQueue) next() int64 { return q.times[0] }
 
-func (q *timerQueue) less(i, j int) bool {
-	a, b := &q.h[i], &q.h[j]
-	return a.at < b.at || (a.at == b.at && a.seq < b.seq)
+func (q *timerQueue) push(at int64, s *slot) {
+	b := q.last
+	if b == nil || b.at != at {
+		if q.byTime == nil {
+			q.byTime = make(map[int64]*timerBucket)
+		}
+		if b = q.byTime[at]; b == nil {
+			if n := len(q.spare); n > 0 {
+				b, q.spare = q.spare[n-1], q.spare[:n-1]
+			} else {
+				b = &timerBucket{}
+			}
+			b.at = at
+			q.byTime[at] = b
+			q.pushTime(at)
+		}
+		q.last = b
+	}
+	b.entries = append(b.entries, timerEntry{key: s.key, s: s})
+	q.n++
 }
 
-func (q *timerQueue) push(at int64, key string) {
-	q.seq++
-	q.h = append(q.h, timer{at: at, seq: q.seq, key: key})
-	for i := len(q.h) - 1; i > 0; {
+// popBucket removes and returns the bucket of the earliest time. The caller
+// hands it back with recycle once done with its entries.
+func (q *timerQueue) popBucket() *timerBucket {
+	at := q.popTime()
+	b := q.byTime[at]
+	delete(q.byTime, at)
+	if q.last == b {
+		q.last = nil
+	}
+	q.n -= len(b.entries)
+	return b
+}
+
+func (q *timerQueue) recycle(b *timerBucket) {
+	clear(b.entries)
+	b.entries = b.entries[:0]
+	q.spare = append(q.spare, b)
+}
+
+func (q *timerQueue) pushTime(at int64) {
+	h := append(q.times, at)
+	for i := len(h) - 1; i > 0; {
 		parent := (i - 1) / 2
-		if !q.less(i, parent) {
+		if h[parent] <= h[i] {
 			break
 		}
-		q.h[i], q.h[parent] = q.h[parent], q.h[i]
+		h[i], h[parent] = h[parent], h[i]
 		i = parent
 	}
+	q.times = h
 }
 
-func (q *timerQueue) pop() timer {
-	top := q.h[0]
-	last := len(q.h) - 1
-	q.h[0] = q.h[last]
-	q.h[last] = timer{}
-	q.h = q.h[:last]
+func (q *timerQueue) popTime() int64 {
+	h := q.times
+	top := h[0]
+	last := len(h) - 1
+	h[0] = h[last]
+	h = h[:last]
 	for i := 0; ; {
 		l, r, m := 2*i+1, 2*i+2, i
-		if l < len(q.h) && q.less(l, m) {
+		if l < len(h) && h[l] < h[m] {
 			m = l
 		}
-		if r < len(q.h) && q.less(r, m) {
+		if r < len(h) && h[r] < h[m] {
 			m = r
 		}
 		if m == i {
 			break
 		}
-		q.h[i], q.h[m] = q.h[m], q.h[i]
+		h[i], h[m] = h[m], h[i]
 		i = m
 	}
+	q.times = h
 	return top
 }

@@ -6,29 +6,32 @@ import (
 	"testing"
 )
 
-// TestTimerQueueOrder pops timers by time, and timers of equal time in the
-// order they were pushed, which is what makes firing order deterministic.
+// TestTimerQueueOrder runs timers by time, and timers of equal time in the
+// order they were set, which is what makes firing order deterministic.
 func TestTimerQueueOrder(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	var q timerQueue
-	type pushed struct {
+	type set struct {
 		at  int64
-		seq int
+		key string
 	}
-	var want []pushed
+	var want []set
 	for i := range 5000 {
 		at := r.Int64N(50)
-		q.push(at, "")
-		want = append(want, pushed{at, i})
+		s := newSlot(string(rune('a'+i%26))+string(rune(i)), nil)
+		q.push(at, s)
+		want = append(want, set{at, s.key})
 	}
-	slices.SortStableFunc(want, func(a, b pushed) int { return int(a.at - b.at) })
-	for i, w := range want {
-		got := q.pop()
-		if got.at != w.at || got.seq != uint64(w.seq+1) {
-			t.Fatalf("pop %d = (%d, seq %d), want (%d, seq %d)", i, got.at, got.seq, w.at, w.seq+1)
+	slices.SortStableFunc(want, func(a, b set) int { return int(a.at - b.at) })
+	var got []set
+	for q.Len() > 0 {
+		b := q.popBucket()
+		for _, e := range b.entries {
+			got = append(got, set{b.at, e.key})
 		}
+		q.recycle(b)
 	}
-	if q.Len() != 0 {
-		t.Fatal("queue not empty")
+	if !slices.Equal(got, want) {
+		t.Fatal("timers ran out of order")
 	}
 }

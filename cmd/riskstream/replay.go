@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/stream"
@@ -13,7 +14,7 @@ import (
 func newReplayCmd() *cobra.Command {
 	var rulesFile string
 	opts := stream.ReplayOptions{}
-	var progress string
+	var progress, cpuProfile string
 	cmd := &cobra.Command{
 		Use:   "replay --rules FILE [--out DIR] INPUT...",
 		Short: "Run the job offline over recorded .jsonl or .jsonl.gz files (- for stdin)",
@@ -37,6 +38,17 @@ func newReplayCmd() *cobra.Command {
 			default:
 				return fmt.Errorf("--progress: want auto, on or off, not %q", progress)
 			}
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
 			sum, err := stream.Replay(cmd.Context(), opts)
 			if err != nil {
 				return err
@@ -51,6 +63,7 @@ func newReplayCmd() *cobra.Command {
 	f.StringVar(&opts.StateDir, "state-dir", "", "Pebble state folder (default: a temporary folder, removed at the end)")
 	f.IntVar(&opts.CacheSlots, "cache-slots", 0, "window states kept decoded in memory (default 1048576); the rest live in Pebble")
 	f.StringVar(&progress, "progress", "auto", "progress line on stderr: auto (on a terminal), on, off")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) to this file")
 	cmd.MarkFlagRequired("rules")
 	return cmd
 }
