@@ -2,7 +2,9 @@ package engine
 
 import (
 	"bytes"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/riskstream/riskstream/gen"
 	"github.com/riskstream/riskstream/rules"
@@ -43,16 +45,25 @@ func BenchmarkEngine(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	events := 0
+	var samples []time.Duration
 	for b.Loop() {
 		e, err := New(Options{Config: cfg, Backend: windows.NewMemBackend(), Output: &discard{enc: sink.NewEncoder()}})
 		if err != nil {
 			b.Fatal(err)
 		}
 		var rec Record
-		for _, l := range lines {
+		for i, l := range lines {
 			rec.Value = l
+			// Every 16th event is timed on its own, for the percentiles.
+			var t0 time.Time
+			if i%16 == 0 {
+				t0 = time.Now()
+			}
 			if err := e.Process(&rec, 0); err != nil {
 				b.Fatal(err)
+			}
+			if i%16 == 0 {
+				samples = append(samples, time.Since(t0))
 			}
 		}
 		if err := e.Finish(); err != nil {
@@ -62,4 +73,11 @@ func BenchmarkEngine(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(events), "ns/event")
 	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
+	slices.Sort(samples)
+	for _, p := range []struct {
+		name string
+		q    float64
+	}{{"p50-ns", 0.50}, {"p99-ns", 0.99}, {"p99.9-ns", 0.999}} {
+		b.ReportMetric(float64(samples[int(p.q*float64(len(samples)-1))].Nanoseconds()), p.name)
+	}
 }

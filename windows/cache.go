@@ -30,7 +30,10 @@ type cache struct {
 	// lookup. Two keys of a run collide with probability n²/2¹²⁹ (below
 	// 1e-20 for a billion keys), and the seeds are random per process, so
 	// no input can be crafted to collide.
-	m       map[slotID]*slot
+	// There is one map per rule or heatmap: a heatmap keyed by api has a
+	// handful of keys whose map stays in the CPU cache, however many users
+	// the other rules track.
+	m       []map[slotID]*slot
 	seeds   [2]maphash.Seed
 	ring    []*slot // every cached slot; s.ringIdx is its position
 	hand    int
@@ -48,13 +51,16 @@ type slotID [2]uint64
 
 func newCache(capacity int, backend Backend, specs []*spec) *cache {
 	return &cache{
-		m:       make(map[slotID]*slot),
+		m:       make([]map[slotID]*slot, len(specs)),
 		seeds:   [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
 		cap:     capacity,
 		backend: backend,
 		specs:   specs,
 	}
 }
+
+// specOf is the index of the rule or heatmap a slot key belongs to.
+func specOf[K string | []byte](key K) int { return int(key[0])<<8 | int(key[1]) }
 
 func (c *cache) idOf(key []byte) slotID {
 	return slotID{maphash.Bytes(c.seeds[0], key), maphash.Bytes(c.seeds[1], key)}
@@ -68,7 +74,7 @@ func (c *cache) idOfString(key string) slotID {
 // when create is set; nil when it does not exist.
 func (c *cache) get(key []byte, create bool) (*slot, error) {
 	id := c.idOf(key)
-	if s, ok := c.m[id]; ok {
+	if s, ok := c.m[specOf(key)][id]; ok {
 		s.referenced = true
 		return s, nil
 	}
@@ -77,8 +83,11 @@ func (c *cache) get(key []byte, create bool) (*slot, error) {
 
 // lookup is get for a key held as a string, never creating.
 func (c *cache) lookup(key string) (*slot, error) {
+	if len(key) < 2 || specOf(key) >= len(c.specs) {
+		return nil, fmt.Errorf("windows: slot key %q names no rule", key)
+	}
 	id := c.idOfString(key)
-	if s, ok := c.m[id]; ok {
+	if s, ok := c.m[specOf(key)][id]; ok {
 		s.referenced = true
 		return s, nil
 	}
@@ -86,10 +95,7 @@ func (c *cache) lookup(key string) (*slot, error) {
 }
 
 func (c *cache) load(id slotID, key string, create bool) (*slot, error) {
-	if len(key) < 2 || int(key[0])<<8|int(key[1]) >= len(c.specs) {
-		return nil, fmt.Errorf("windows: slot key %q names no rule", key)
-	}
-	sp := c.specs[int(key[0])<<8|int(key[1])]
+	sp := c.specs[specOf(key)]
 	var s *slot
 	if c.stored > 0 {
 		val, found, err := c.backend.Get([]byte(key))
@@ -109,12 +115,17 @@ func (c *cache) load(id slotID, key string, create bool) (*slot, error) {
 		}
 		s = newSlot(key, sp)
 	}
-	for len(c.m) >= c.cap {
+	for len(c.ring) >= c.cap {
 		if err := c.evictOne(); err != nil {
 			return nil, err
 		}
 	}
-	c.m[id] = s
+	m := c.m[specOf(key)]
+	if m == nil {
+		m = make(map[slotID]*slot)
+		c.m[specOf(key)] = m
+	}
+	m[id] = s
 	s.id = id
 	s.ringIdx = len(c.ring)
 	c.ring = append(c.ring, s)
@@ -147,7 +158,7 @@ func (c *cache) drop(s *slot) {
 	if s.ringIdx < 0 {
 		return
 	}
-	delete(c.m, s.id)
+	delete(c.m[s.sp.index], s.id)
 	last := c.ring[len(c.ring)-1]
 	c.ring[s.ringIdx], last.ringIdx = last, s.ringIdx
 	c.ring[len(c.ring)-1] = nil
