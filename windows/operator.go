@@ -84,7 +84,7 @@ func (op *Operator) WindowsFired() int64 { return op.windowed }
 func (op *Operator) ProcessElement(ev *event.Event, t int64, processing bool) (Result, error) {
 	matched, accepted := false, false
 	for _, sp := range op.specs {
-		if !sp.matches(ev) {
+		if !sp.matches(ev) || sp.inGap(t) {
 			continue
 		}
 		matched = true

@@ -236,6 +236,13 @@ func (sp *spec) firstLiveStart(wm int64) int64 {
 	return floorTo(clampWM(wm)-sp.size+1-sp.lateness, sp.slide) + sp.slide
 }
 
+// inGap reports whether t falls between the windows of a sliding spec whose
+// slide exceeds its size. Such an event belongs to no window of the rule: as
+// in Flink, the rule ignores it (it is not late: no watermark made it so).
+func (sp *spec) inGap(t int64) bool {
+	return sp.slide > sp.size && sp.wtype != rules.Session && t-floorTo(t, sp.slide) >= sp.size
+}
+
 // paneCleanup is when a pane starting at p can be purged: the cleanup time of
 // the latest window that contains it.
 func (sp *spec) paneCleanup(p int64) int64 {
