@@ -1,0 +1,196 @@
+// Package broker runs an embedded, in-process Kafka-protocol broker for
+// development: `riskstream run` starts one when no --brokers are given, so
+// the live path can be tried without a Kafka installation. It wraps
+// github.com/twmb/franz-go/pkg/kfake as a single-node cluster.
+//
+// It is not a production broker: one node, no replication, and kfake's
+// feature coverage (good for produce, fetch, consumer groups and
+// transactions) rather than Kafka's.
+package broker
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"log/slog"
+	"net"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// DefaultAddr is where the broker listens when Options.Addr is empty.
+const DefaultAddr = "127.0.0.1:9092"
+
+// Options configures Start. The zero value is a usable, in-memory broker on
+// DefaultAddr with no topics.
+type Options struct {
+	// Addr is the TCP host:port to listen on; default DefaultAddr. Port 0
+	// picks a free port (see Broker.Addr). The host is also what the broker
+	// advertises in metadata, so it must be reachable by clients: do not
+	// use an unspecified address such as 0.0.0.0.
+	Addr string
+	// Topics maps topic names to partition counts, created at start. A
+	// topic that already exists (reloaded from DataDir) is kept as is.
+	Topics map[string]int32
+	// LogAppendTime lists topics whose record timestamps the broker sets to
+	// its own append time (message.timestamp.type=LogAppendTime), making
+	// the record timestamp a trustworthy reference clock for skew
+	// detection. Topics named here but not in Topics are not created.
+	LogAppendTime []string
+	// DataDir, when set, makes the broker persist topics, records, group
+	// offsets and configs there and reload them on the next Start; empty
+	// keeps everything in memory.
+	DataDir string
+	// Logger receives the broker's warnings and errors; default
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Broker is a running embedded broker. Close it to stop listening.
+type Broker struct {
+	cluster *kfake.Cluster
+	addr    string
+}
+
+// Start starts a single-node broker listening on opts.Addr over TCP and
+// creates opts.Topics. It returns once the broker accepts connections.
+func Start(opts Options) (*Broker, error) {
+	addr := opts.Addr
+	if addr == "" {
+		addr = DefaultAddr
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	kopts := []kfake.Opt{
+		kfake.NumBrokers(1),
+		kfake.ClusterID("riskstream-dev"),
+		kfake.WithLogger(slogLogger{logger}),
+		kfake.DefaultNumPartitions(1),
+		// kfake always listens on 127.0.0.1:<port>; the listen function
+		// lets us honour the host of opts.Addr too.
+		kfake.ListenFn(func(network, _ string) (net.Listener, error) {
+			return net.Listen(network, addr)
+		}),
+	}
+	if opts.DataDir != "" {
+		kopts = append(kopts, kfake.DataDir(opts.DataDir))
+	}
+	c, err := kfake.NewCluster(kopts...)
+	if err != nil {
+		return nil, fmt.Errorf("start broker on %s: %w", addr, err)
+	}
+	appendTime := make(map[string]bool, len(opts.LogAppendTime))
+	for _, t := range opts.LogAppendTime {
+		appendTime[t] = true
+	}
+	for topic, parts := range opts.Topics {
+		var cfg map[string]string
+		if appendTime[topic] {
+			cfg = map[string]string{"message.timestamp.type": "LogAppendTime"}
+		}
+		if err := c.CreateTopic(topic, parts, cfg); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			c.Close()
+			return nil, fmt.Errorf("start broker: create topic %s: %w", topic, err)
+		}
+	}
+	if len(appendTime) > 0 {
+		// Produce v13+ names topics by ID; collect them now, because the
+		// control hook runs on the cluster's loop and must not call back
+		// into the cluster.
+		appendTimeIDs := make(map[[16]byte]bool)
+		for t := range appendTime {
+			if info := c.TopicInfo(t); info != nil {
+				appendTimeIDs[info.TopicID] = true
+			}
+		}
+		// kfake accepts the message.timestamp.type config but only stamps
+		// the append time on batches whose producer already flagged them
+		// as LogAppendTime; it never applies the topic config itself. So
+		// flag the batches of those topics on the way in, as a real broker
+		// would rewrite them.
+		// Returning "not handled" keeps the hook installed and lets the
+		// cluster process the (now flagged) request as usual.
+		c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+			if pr, ok := req.(*kmsg.ProduceRequest); ok {
+				for i := range pr.Topics {
+					t := &pr.Topics[i]
+					if !appendTime[t.Topic] && !appendTimeIDs[t.TopicID] {
+						continue
+					}
+					for j := range t.Partitions {
+						markLogAppendTime(t.Partitions[j].Records)
+					}
+				}
+			}
+			return nil, nil, false
+		})
+	}
+	return &Broker{cluster: c, addr: c.ListenAddrs()[0]}, nil
+}
+
+// Addr returns the host:port the broker listens on, with the actual port
+// when Options.Addr asked for port 0.
+func (b *Broker) Addr() string { return b.addr }
+
+// Close stops the broker, flushing its data to DataDir if one was set. It
+// is safe to call more than once.
+func (b *Broker) Close() { b.cluster.Close() }
+
+// Record batch v2 layout (Kafka protocol): baseOffset int64, batchLength
+// int32, partitionLeaderEpoch int32, magic int8, crc uint32, attributes
+// int16, ... The CRC-32C covers everything from attributes to the end.
+const (
+	batchLengthOff = 8
+	magicOff       = 16
+	crcOff         = 17
+	attrsOff       = 21
+	timestampType  = 0x0008 // attributes bit: LogAppendTime
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// markLogAppendTime sets the LogAppendTime attribute on every v2 batch in
+// records, in place, and fixes each batch's CRC. Anything it does not
+// understand is left for the broker to reject.
+func markLogAppendTime(records []byte) {
+	for len(records) >= attrsOff+2 {
+		n := int(int32(binary.BigEndian.Uint32(records[batchLengthOff:]))) + 12
+		if n < attrsOff+2 || n > len(records) || records[magicOff] != 2 {
+			return
+		}
+		batch := records[:n]
+		attrs := binary.BigEndian.Uint16(batch[attrsOff:])
+		if attrs&timestampType == 0 {
+			binary.BigEndian.PutUint16(batch[attrsOff:], attrs|timestampType)
+			binary.BigEndian.PutUint32(batch[crcOff:], crc32.Checksum(batch[attrsOff:], castagnoli))
+		}
+		records = records[n:]
+	}
+}
+
+// slogLogger adapts kfake's printf-style logger to slog. kfake logs every
+// request at info, far too chatty for a development broker that runs next
+// to the job, so its info and debug go to slog's debug.
+type slogLogger struct{ l *slog.Logger }
+
+func (s slogLogger) Logf(level kfake.LogLevel, format string, args ...any) {
+	var l slog.Level
+	switch level {
+	case kfake.LogLevelError:
+		l = slog.LevelError
+	case kfake.LogLevelWarn:
+		l = slog.LevelWarn
+	default:
+		l = slog.LevelDebug
+	}
+	if !s.l.Enabled(context.Background(), l) {
+		return
+	}
+	s.l.Log(context.Background(), l, fmt.Sprintf(format, args...), "component", "broker")
+}

@@ -1,0 +1,130 @@
+package broker
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// roundTrip writes msgs to topic and reads the same number back from
+// partition 0 with kafka-go over TCP.
+func roundTrip(t *testing.T, addr, topic string, msgs ...kafka.Message) []kafka.Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if len(msgs) > 0 {
+		w := &kafka.Writer{Addr: kafka.TCP(addr), Topic: topic, BatchTimeout: 5 * time.Millisecond, RequiredAcks: kafka.RequireAll}
+		if err := w.WriteMessages(ctx, msgs...); err != nil {
+			t.Fatalf("write: %v", err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatalf("close writer: %v", err)
+		}
+	}
+	return readN(t, ctx, addr, topic, 3)
+}
+
+func readN(t *testing.T, ctx context.Context, addr, topic string, n int) []kafka.Message {
+	t.Helper()
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{addr}, Topic: topic, Partition: 0, MaxWait: 50 * time.Millisecond})
+	defer r.Close()
+	var got []kafka.Message
+	for len(got) < n {
+		m, err := r.ReadMessage(ctx)
+		if err != nil {
+			t.Fatalf("read after %d messages: %v", len(got), err)
+		}
+		got = append(got, m)
+	}
+	return got
+}
+
+func TestProduceConsume(t *testing.T) {
+	b, err := Start(Options{Addr: "127.0.0.1:0", Topics: map[string]int32{"requests": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if b.Addr() == "127.0.0.1:0" {
+		t.Fatalf("Addr() = %s, want the actual port", b.Addr())
+	}
+	old := time.UnixMilli(1700000000123)
+	got := roundTrip(t, b.Addr(), "requests",
+		kafka.Message{Key: []byte("a"), Value: []byte("1"), Time: old},
+		kafka.Message{Key: []byte("b"), Value: []byte("2"), Time: old.Add(time.Second)},
+		kafka.Message{Value: []byte("3"), Time: old.Add(2 * time.Second)},
+	)
+	for i, want := range []string{"1", "2", "3"} {
+		if string(got[i].Value) != want {
+			t.Errorf("message %d value = %q, want %q", i, got[i].Value, want)
+		}
+		// CreateTime topic: the producer's timestamp is kept.
+		if wantTS := old.Add(time.Duration(i) * time.Second); !got[i].Time.Equal(wantTS) {
+			t.Errorf("message %d time = %v, want %v", i, got[i].Time, wantTS)
+		}
+	}
+	if string(got[0].Key) != "a" || got[2].Key != nil {
+		t.Errorf("keys = %q, %q, want a, nil", got[0].Key, got[2].Key)
+	}
+}
+
+func TestLogAppendTime(t *testing.T) {
+	b, err := Start(Options{Addr: "127.0.0.1:0", Topics: map[string]int32{"requests": 2, "decisions": 1},
+		LogAppendTime: []string{"requests"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	old := time.UnixMilli(1700000000123)
+	before := time.Now().Add(-time.Second)
+	msgs := []kafka.Message{{Value: []byte("1"), Time: old}, {Value: []byte("2"), Time: old}, {Value: []byte("3"), Time: old}}
+	// All to partition 0, where readN reads; the default balancer would
+	// spread them over both.
+	w := &kafka.Writer{Addr: kafka.TCP(b.Addr()), Topic: "requests", BatchTimeout: 5 * time.Millisecond,
+		Balancer: balancerFunc(func(kafka.Message, ...int) int { return 0 })}
+	if err := w.WriteMessages(context.Background(), msgs...); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for i, m := range readN(t, ctx, b.Addr(), "requests", 3) {
+		if m.Time.Before(before) || m.Time.After(time.Now().Add(time.Second)) {
+			t.Errorf("requests message %d time = %v, want the append time (now)", i, m.Time)
+		}
+	}
+	// Other topics keep CreateTime.
+	for i, m := range roundTrip(t, b.Addr(), "decisions", msgs...) {
+		if !m.Time.Equal(old) {
+			t.Errorf("decisions message %d time = %v, want %v", i, m.Time, old)
+		}
+	}
+}
+
+type balancerFunc func(kafka.Message, ...int) int
+
+func (f balancerFunc) Balance(m kafka.Message, partitions ...int) int { return f(m, partitions...) }
+
+func TestDataDirPersists(t *testing.T) {
+	dir := t.TempDir()
+	b, err := Start(Options{Addr: "127.0.0.1:0", Topics: map[string]int32{"requests": 1}, DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	roundTrip(t, b.Addr(), "requests", kafka.Message{Value: []byte("1")}, kafka.Message{Value: []byte("2")}, kafka.Message{Value: []byte("3")})
+	b.Close()
+
+	// Restart on the same directory: the topic already exists and the
+	// records are still there.
+	b, err = Start(Options{Addr: "127.0.0.1:0", Topics: map[string]int32{"requests": 1}, DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	got := roundTrip(t, b.Addr(), "requests")
+	if string(got[0].Value) != "1" || string(got[2].Value) != "3" {
+		t.Errorf("after restart read %q..%q, want 1..3", got[0].Value, got[2].Value)
+	}
+}

@@ -1,0 +1,428 @@
+package stream
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// ProduceOptions configures Produce. Zero fields take the defaults below.
+type ProduceOptions struct {
+	// File is the JSONL input (.jsonl, .jsonl.gz, or "-" for Stdin).
+	// Required.
+	File string
+	// Brokers are the bootstrap brokers; default 127.0.0.1:9092, the
+	// embedded broker that `riskstream run` starts.
+	Brokers []string
+	// Topic to publish to; default "requests".
+	Topic string
+	// Key is the top-level attribute whose value becomes the message key,
+	// so that one user's (or device's...) events keep their order in one
+	// partition; default "id". Lines without it get a nil key.
+	Key string
+	// Rate is the steady send rate in records per second; 0 sends as fast
+	// as the broker takes them.
+	Rate float64
+	// BatchTimeout bounds how long the writer holds a partial batch;
+	// default 5ms, instead of kafka-go's 1s, so a paced stream arrives
+	// promptly rather than in one-second lumps.
+	BatchTimeout time.Duration
+	// Stdin is read when File is "-"; default os.Stdin.
+	Stdin io.Reader
+}
+
+// ProduceStats summarizes a Produce call.
+type ProduceStats struct {
+	// Records is the number of records the broker acknowledged.
+	Records int64
+	// Failed is the number of records that could not be written.
+	Failed int64
+	// WithIngestTS is how many records were timestamped with their
+	// ingest_ts rather than the send time.
+	WithIngestTS int64
+	// Keyless is how many records had no key attribute (or were not JSON
+	// objects) and went out with a nil key.
+	Keyless int64
+	// Elapsed is the wall time from the first send to the last ack.
+	Elapsed time.Duration
+}
+
+// maxInFlight bounds the records handed to the async writer but not yet
+// acknowledged, so a large file streams in bounded memory.
+const maxInFlight = 10000
+
+// Produce publishes every non-blank line of opts.File as one message to
+// opts.Topic. The record timestamp is the line's integer ingest_ts when it
+// has one, so a recorded capture replays with its original reference
+// clock, else the send time. Lines that are not valid events are sent
+// anyway: the job's dlq is where they belong, not a producer-side filter.
+func Produce(ctx context.Context, opts ProduceOptions) (ProduceStats, error) {
+	var st ProduceStats
+	if opts.File == "" {
+		return st, errors.New("produce: no input file")
+	}
+	if opts.Rate < 0 {
+		return st, fmt.Errorf("produce %s: negative rate %v", opts.File, opts.Rate)
+	}
+	if len(opts.Brokers) == 0 {
+		opts.Brokers = []string{"127.0.0.1:9092"}
+	}
+	if opts.Topic == "" {
+		opts.Topic = "requests"
+	}
+	if opts.Key == "" {
+		opts.Key = "id"
+	}
+	if opts.BatchTimeout <= 0 {
+		opts.BatchTimeout = 5 * time.Millisecond
+	}
+	if opts.Stdin == nil {
+		opts.Stdin = os.Stdin
+	}
+
+	r, closeIn, err := openInput(opts.File, opts.Stdin)
+	if err != nil {
+		return st, fmt.Errorf("produce %s: %w", opts.File, err)
+	}
+	defer closeIn()
+
+	var (
+		mu       sync.Mutex
+		firstErr error
+		slots    = make(chan struct{}, maxInFlight)
+	)
+	w := &kafka.Writer{
+		Addr:  kafka.TCP(opts.Brokers...),
+		Topic: opts.Topic,
+		// Murmur2 places keys on the same partitions as the Java client's
+		// default partitioner, so other tools agree on where a key lives.
+		Balancer:     kafka.Murmur2Balancer{},
+		BatchTimeout: opts.BatchTimeout,
+		RequiredAcks: kafka.RequireAll,
+		// Async lets a paced stream go out one record at a time without
+		// each send waiting for its ack; slots provide the backpressure.
+		Async: true,
+		Completion: func(msgs []kafka.Message, err error) {
+			mu.Lock()
+			if err != nil {
+				st.Failed += int64(len(msgs))
+				if firstErr == nil {
+					firstErr = err
+				}
+			} else {
+				st.Records += int64(len(msgs))
+			}
+			mu.Unlock()
+			for range msgs {
+				<-slots
+			}
+		},
+	}
+
+	start := time.Now()
+	var sent int64
+	sendErr := func() error {
+		br := bufio.NewReaderSize(r, 256<<10)
+		for {
+			// ReadBytes allocates each line afresh, which the async writer
+			// needs: it holds on to the value until the ack.
+			line, rerr := br.ReadBytes('\n')
+			if rerr != nil && rerr != io.EOF {
+				return fmt.Errorf("read: %w", rerr)
+			}
+			line = bytes.TrimRight(line, "\r\n")
+			if len(bytes.TrimSpace(line)) > 0 {
+				if opts.Rate > 0 {
+					if err := pace(ctx, start, sent, opts.Rate); err != nil {
+						return err
+					}
+				}
+				key, ingestTS, ok := scanEvent(line, opts.Key)
+				m := kafka.Message{Key: key, Value: line, Time: time.Now()}
+				if ok && ingestTS.set {
+					m.Time = time.UnixMilli(ingestTS.ms)
+					st.WithIngestTS++
+				}
+				if key == nil {
+					st.Keyless++
+				}
+				select {
+				case slots <- struct{}{}:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				if err := w.WriteMessages(ctx, m); err != nil {
+					<-slots
+					return fmt.Errorf("write: %w", err)
+				}
+				sent++
+			}
+			if rerr == io.EOF {
+				return nil
+			}
+		}
+	}()
+	// Close flushes what is buffered and waits for every Completion call.
+	closeErr := w.Close()
+	st.Elapsed = time.Since(start)
+
+	mu.Lock()
+	defer mu.Unlock()
+	switch {
+	case sendErr != nil:
+		return st, fmt.Errorf("produce %s: %w", opts.File, sendErr)
+	case firstErr != nil:
+		return st, fmt.Errorf("produce %s: %d of %d records failed: %w", opts.File, st.Failed, sent, firstErr)
+	case closeErr != nil:
+		return st, fmt.Errorf("produce %s: close writer: %w", opts.File, closeErr)
+	}
+	return st, nil
+}
+
+// pace sleeps until record n (from 0) is due at rate records/s after
+// start. Scheduling against the start, not the previous send, keeps the
+// long-run rate exact even when individual sleeps overshoot.
+func pace(ctx context.Context, start time.Time, n int64, rate float64) error {
+	due := start.Add(time.Duration(float64(n) / rate * float64(time.Second)))
+	d := time.Until(due)
+	// Sleeps shorter than this cost more in timer overhead than they
+	// smooth; the schedule catches up on the next one.
+	if d < 200*time.Microsecond {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// optMillis is an optional integer millisecond timestamp.
+type optMillis struct {
+	ms  int64
+	set bool
+}
+
+// scanEvent pulls the key attribute and ingest_ts out of a JSON object
+// line without decoding the rest: a single pass over the top level that
+// skips nested values. ok is false when the line is not a well-formed
+// object (then key is nil). A key attribute that is a string yields its
+// unescaped text; any other JSON value yields its raw text; null yields a
+// nil key. ingest_ts counts only when it is an integer.
+func scanEvent(line []byte, keyAttr string) (key []byte, ingestTS optMillis, ok bool) {
+	s := scanner{b: line}
+	s.ws()
+	if !s.eat('{') {
+		return nil, optMillis{}, false
+	}
+	s.ws()
+	if s.eat('}') {
+		return nil, optMillis{}, s.end()
+	}
+	for {
+		s.ws()
+		name, nok := s.str()
+		if !nok {
+			return nil, optMillis{}, false
+		}
+		s.ws()
+		if !s.eat(':') {
+			return nil, optMillis{}, false
+		}
+		s.ws()
+		vstart := s.i
+		if !s.value(0) {
+			return nil, optMillis{}, false
+		}
+		raw := line[vstart:s.i]
+		switch {
+		case nameIs(name, keyAttr):
+			key = keyBytes(raw)
+		case nameIs(name, "ingest_ts"):
+			if v, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
+				ingestTS = optMillis{ms: v, set: true}
+			} else {
+				ingestTS = optMillis{}
+			}
+		}
+		s.ws()
+		if s.eat(',') {
+			continue
+		}
+		if !s.eat('}') {
+			return nil, optMillis{}, false
+		}
+		if !s.end() {
+			return nil, optMillis{}, false
+		}
+		return key, ingestTS, true
+	}
+}
+
+// nameIs compares a raw (still quoted-content) member name with want,
+// unescaping only in the rare case that the name has escapes.
+func nameIs(raw []byte, want string) bool {
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw) == want
+	}
+	var s string
+	if json.Unmarshal(append(append([]byte{'"'}, raw...), '"'), &s) != nil {
+		return false
+	}
+	return s == want
+}
+
+// keyBytes turns a raw JSON value into a message key.
+func keyBytes(raw []byte) []byte {
+	switch {
+	case string(raw) == "null":
+		return nil
+	case raw[0] != '"':
+		return bytes.Clone(raw)
+	case bytes.IndexByte(raw, '\\') < 0:
+		return bytes.Clone(raw[1 : len(raw)-1])
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return nil
+	}
+	return []byte(s)
+}
+
+// scanner is a minimal JSON tokenizer over one line; it validates
+// structure enough to find top-level members, not every grammar detail
+// (e.g. number syntax), which the job's decoder checks anyway.
+type scanner struct {
+	b []byte
+	i int
+}
+
+func (s *scanner) ws() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\r', '\n':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+func (s *scanner) eat(c byte) bool {
+	if s.i < len(s.b) && s.b[s.i] == c {
+		s.i++
+		return true
+	}
+	return false
+}
+
+// end reports whether only whitespace remains.
+func (s *scanner) end() bool {
+	s.ws()
+	return s.i == len(s.b)
+}
+
+// str consumes a string and returns its content between the quotes, still
+// escaped.
+func (s *scanner) str() ([]byte, bool) {
+	if !s.eat('"') {
+		return nil, false
+	}
+	start := s.i
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case '\\':
+			s.i += 2
+		case '"':
+			s.i++
+			return s.b[start : s.i-1], true
+		default:
+			s.i++
+		}
+	}
+	return nil, false
+}
+
+// maxDepth stops pathological nesting from recursing without bound.
+const maxDepth = 512
+
+// value consumes one JSON value of any kind.
+func (s *scanner) value(depth int) bool {
+	if s.i >= len(s.b) || depth > maxDepth {
+		return false
+	}
+	switch c := s.b[s.i]; c {
+	case '"':
+		_, ok := s.str()
+		return ok
+	case '{', '[':
+		closer := byte('}')
+		if c == '[' {
+			closer = ']'
+		}
+		s.i++
+		s.ws()
+		if s.eat(closer) {
+			return true
+		}
+		for {
+			s.ws()
+			if c == '{' {
+				if _, ok := s.str(); !ok {
+					return false
+				}
+				s.ws()
+				if !s.eat(':') {
+					return false
+				}
+				s.ws()
+			}
+			if !s.value(depth + 1) {
+				return false
+			}
+			s.ws()
+			if s.eat(closer) {
+				return true
+			}
+			if !s.eat(',') {
+				return false
+			}
+		}
+	default:
+		// A number or literal: everything up to the next delimiter.
+		start := s.i
+		for s.i < len(s.b) {
+			switch s.b[s.i] {
+			case ',', '}', ']', ' ', '\t', '\r', '\n':
+				return s.literalOK(s.b[start:s.i])
+			}
+			s.i++
+		}
+		return s.literalOK(s.b[start:s.i])
+	}
+}
+
+func (s *scanner) literalOK(tok []byte) bool {
+	if len(tok) == 0 {
+		return false
+	}
+	switch string(tok) {
+	case "true", "false", "null":
+		return true
+	}
+	c := tok[0]
+	return c == '-' || (c >= '0' && c <= '9')
+}

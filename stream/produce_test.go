@@ -1,0 +1,181 @@
+package stream
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/riskstream/riskstream/broker"
+	"github.com/segmentio/kafka-go"
+)
+
+func startBroker(t *testing.T, partitions int32) string {
+	t.Helper()
+	b, err := broker.Start(broker.Options{Addr: "127.0.0.1:0", Topics: map[string]int32{"requests": partitions}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return b.Addr()
+}
+
+func consume(t *testing.T, addr string, n int) []kafka.Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{addr}, Topic: "requests", Partition: 0, MaxWait: 50 * time.Millisecond})
+	defer r.Close()
+	var got []kafka.Message
+	for len(got) < n {
+		m, err := r.ReadMessage(ctx)
+		if err != nil {
+			t.Fatalf("read after %d messages: %v", len(got), err)
+		}
+		got = append(got, m)
+	}
+	return got
+}
+
+func TestProduce(t *testing.T) {
+	addr := startBroker(t, 1)
+	lines := []string{
+		`{"id":"r-1","ts":1732150000123,"ingest_ts":1732150000200,"user":"u1"}`,
+		`{"id":"r-2","ts":1732150000300,"user":"u2"}`,
+		`{"id":"r-3","ts":17321500`,                      // invalid: still sent, nil key
+		``,                                               // blank: skipped
+		`{"ts":1732150000400,"ingest_ts":1732150000401}`, // no key
+		`{"nested":{"id":"no","ingest_ts":1},"id":"r\u002d5","ingest_ts":1732150000500}`,
+	}
+	// gzip covers the .jsonl.gz path as well.
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	zw.Write([]byte(strings.Join(lines, "\r\n") + "\n"))
+	zw.Close()
+	file := filepath.Join(t.TempDir(), "in.jsonl.gz")
+	if err := os.WriteFile(file, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	before := time.Now().Add(-time.Second)
+	st, err := Produce(context.Background(), ProduceOptions{File: file, Brokers: []string{addr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now().Add(time.Second)
+	if st.Records != 5 || st.Failed != 0 || st.WithIngestTS != 3 || st.Keyless != 2 {
+		t.Errorf("stats = %+v, want 5 records, 3 with ingest_ts, 2 keyless", st)
+	}
+
+	got := consume(t, addr, 5)
+	want := []struct {
+		key string // "" means nil
+		ts  int64  // 0 means the send time
+	}{
+		{"r-1", 1732150000200},
+		{"r-2", 0},
+		{"", 0},
+		{"", 1732150000401},
+		{"r-5", 1732150000500},
+	}
+	valueLines := []string{lines[0], lines[1], lines[2], lines[4], lines[5]}
+	for i, w := range want {
+		m := got[i]
+		if string(m.Value) != valueLines[i] {
+			t.Errorf("message %d value = %q, want %q", i, m.Value, valueLines[i])
+		}
+		if w.key == "" && m.Key != nil || w.key != "" && string(m.Key) != w.key {
+			t.Errorf("message %d key = %q, want %q", i, m.Key, w.key)
+		}
+		if w.ts != 0 {
+			if m.Time.UnixMilli() != w.ts {
+				t.Errorf("message %d time = %d, want ingest_ts %d", i, m.Time.UnixMilli(), w.ts)
+			}
+		} else if m.Time.Before(before) || m.Time.After(after) {
+			t.Errorf("message %d time = %v, want the send time", i, m.Time)
+		}
+	}
+}
+
+func TestProduceKeyAttribute(t *testing.T) {
+	addr := startBroker(t, 1)
+	in := `{"id":"r-1","ts":1,"user":"u42"}` + "\n" + `{"id":"r-2","ts":2,"user":7}` + "\n" + `{"id":"r-3","ts":3,"user":null}`
+	st, err := Produce(context.Background(), ProduceOptions{File: "-", Stdin: strings.NewReader(in), Brokers: []string{addr}, Key: "user"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Records != 3 {
+		t.Fatalf("records = %d, want 3", st.Records)
+	}
+	got := consume(t, addr, 3)
+	if string(got[0].Key) != "u42" || string(got[1].Key) != "7" || got[2].Key != nil {
+		t.Errorf("keys = %q %q %q, want u42 7 nil", got[0].Key, got[1].Key, got[2].Key)
+	}
+}
+
+func TestProduceRate(t *testing.T) {
+	addr := startBroker(t, 3)
+	var sb strings.Builder
+	for i := range 100 {
+		fmt.Fprintf(&sb, `{"id":"r-%d","ts":%d}`+"\n", i, 1732150000000+i)
+	}
+	start := time.Now()
+	st, err := Produce(context.Background(), ProduceOptions{File: "-", Stdin: strings.NewReader(sb.String()), Brokers: []string{addr}, Rate: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < 80*time.Millisecond {
+		t.Errorf("100 records at rate 1000 took %v, want >= 80ms", d)
+	}
+	if st.Records != 100 {
+		t.Errorf("records = %d, want 100", st.Records)
+	}
+}
+
+func TestProduceMissingFile(t *testing.T) {
+	_, err := Produce(context.Background(), ProduceOptions{File: "/nonexistent.jsonl", Brokers: []string{"127.0.0.1:1"}})
+	if err == nil || !strings.Contains(err.Error(), "produce /nonexistent.jsonl") {
+		t.Errorf("err = %v, want it to name the file", err)
+	}
+}
+
+func TestScanEvent(t *testing.T) {
+	for _, c := range []struct {
+		line, key string
+		wantKey   string // "-" means nil
+		wantTS    int64  // -1 means unset
+		ok        bool
+	}{
+		{`{"id":"a","ingest_ts":5}`, "id", "a", 5, true},
+		{` { "id" : "a" , "ingest_ts" : 5 } `, "id", "a", 5, true},
+		{`{"id":"a","ingest_ts":5.5}`, "id", "a", -1, true},
+		{`{"id":"a","ingest_ts":"5"}`, "id", "a", -1, true},
+		{`{"x":[1,{"id":"b"},"]"],"id":"a"}`, "id", "a", -1, true},
+		{`{"i\u0064":"a\"b"}`, "id", `a"b`, -1, true},
+		{`{}`, "id", "-", -1, true},
+		{`[1]`, "id", "-", -1, false},
+		{`{"id":"a"`, "id", "-", -1, false},
+		{`{"id":"a"} x`, "id", "-", -1, false},
+		{`{"id":tru}`, "id", "-", -1, false},
+		{`{"id":1e}`, "id", "1e", -1, true}, // number syntax is the job's to judge
+		{`not json`, "id", "-", -1, false},
+	} {
+		key, ts, ok := scanEvent([]byte(c.line), c.key)
+		gotKey := "-"
+		if key != nil {
+			gotKey = string(key)
+		}
+		gotTS := int64(-1)
+		if ts.set {
+			gotTS = ts.ms
+		}
+		if ok != c.ok || (ok && (gotKey != c.wantKey || gotTS != c.wantTS)) {
+			t.Errorf("scanEvent(%s) = %q, %d, %v; want %q, %d, %v", c.line, gotKey, gotTS, ok, c.wantKey, c.wantTS, c.ok)
+		}
+	}
+}
