@@ -36,6 +36,9 @@ type Options struct {
 	// CacheSlots is the operator's write-back cache size; see
 	// windows.Options.
 	CacheSlots int
+	// OnSkewTransition, if set, is told when a source becomes degraded or
+	// recovers, to log and count it.
+	OnSkewTransition func(watermark.Transition)
 }
 
 // Record is one input record.
@@ -56,6 +59,9 @@ type Stats struct {
 	Unmatched int64
 	Late      int64
 	Invalid   int64
+	// Retimed counts events windowed by their reference time because their
+	// source's clock was skewed.
+	Retimed int64
 	// Decisions counts decisions per rule, in rules file order.
 	Decisions    []int64
 	WindowsFired int64
@@ -69,9 +75,14 @@ type Engine struct {
 	dec    *event.Decoder
 	ev     event.Event
 	wm     *watermark.Combined
-	op     *windows.Operator
-	stats  Stats
-	count  countingOutput
+	skew   *watermark.SkewTracker
+	onTr   func(watermark.Transition)
+	// partitionSources names the source of events without one: their
+	// partition (SPEC "Input event").
+	partitionSources map[int32][]byte
+	op               *windows.Operator
+	stats            Stats
+	count            countingOutput
 }
 
 // New builds an engine for opts.Config.
@@ -90,6 +101,9 @@ func New(opts Options) (*Engine, error) {
 		dec:    event.NewDecoder(schema),
 		wm: watermark.NewCombined(opts.Config.Watermark.OutOfOrderness.Milliseconds(),
 			opts.Config.Watermark.IdleTimeout.Milliseconds()),
+		skew:             watermark.NewSkewTracker(watermark.SkewOptionsFrom(opts.Config.Skew)),
+		onTr:             opts.OnSkewTransition,
+		partitionSources: make(map[int32][]byte),
 	}
 	e.stats.Decisions = make([]int64, len(opts.Config.Rules))
 	e.count = countingOutput{Output: opts.Output, e: e}
@@ -142,8 +156,27 @@ func (e *Engine) ProcessDecoded(rec *Record, ev *event.Event, decodeErr error, n
 		e.out.DLQ(rec.Value, decodeErr.Error(), &rec.Prov)
 		return nil
 	}
-	t := ev.TS
-	res, err := e.op.ProcessElement(ev, t, false)
+	// The reference time: the Kafka record timestamp live, ingest_ts in
+	// files, else ts itself (then no skew can be seen).
+	ref := ev.TS
+	switch {
+	case rec.HasReference:
+		ref = rec.Reference
+	case ev.HasIngestTS:
+		ref = ev.IngestTS
+	}
+	source := ev.Source
+	if len(source) == 0 {
+		source = e.partitionSource(rec.Partition)
+	}
+	t, processing, tr := e.skew.Observe(source, ev.TS, ref)
+	if tr != nil && e.onTr != nil {
+		e.onTr(*tr)
+	}
+	if processing {
+		e.stats.Retimed++
+	}
+	res, err := e.op.ProcessElement(ev, t, processing)
 	if err != nil {
 		return err
 	}
@@ -158,6 +191,19 @@ func (e *Engine) ProcessDecoded(rec *Record, ev *event.Event, decodeErr error, n
 	}
 	return e.op.AdvanceWatermark(e.wm.OnEvent(rec.Partition, t, now))
 }
+
+func (e *Engine) partitionSource(p int32) []byte {
+	name, ok := e.partitionSources[p]
+	if !ok {
+		name = fmt.Appendf(nil, "partition-%d", p)
+		e.partitionSources[p] = name
+	}
+	return name
+}
+
+// Sources returns the clock skew of every source seen, for metrics and the
+// summary.
+func (e *Engine) Sources() []watermark.SourceSkew { return e.skew.Sources() }
 
 // AddPartition registers an input partition before its first record, so it
 // holds the watermark back until it has data or turns idle.

@@ -16,6 +16,7 @@ import (
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/state"
+	"github.com/riskstream/riskstream/watermark"
 )
 
 // ReplayOptions configure an offline run over recorded files.
@@ -65,9 +66,24 @@ func (o *ReplayOptions) EnsureDefaults() {
 // Summary is what a replay did.
 type Summary struct {
 	engine.Stats
+	// Sources is the clock skew seen per source, and how long each was
+	// degraded.
+	Sources []watermark.SourceSkew
 	Elapsed time.Duration
 	// StateBytes is the size of the state store on disk at the end.
 	StateBytes uint64
+}
+
+// logTransition writes one line per skew transition, with the source and
+// the measured skew (SPEC "Clock skew").
+func logTransition(l *slog.Logger, tr watermark.Transition) {
+	if tr.Degraded {
+		l.Warn("source clock skewed: windowing its events by reference time",
+			"source", tr.Source, "skew", tr.Skew, "at", tr.At)
+		return
+	}
+	l.Info("source clock recovered: windowing its events by event time again",
+		"source", tr.Source, "skew", tr.Skew, "at", tr.At)
 }
 
 // EventsPerSecond is the throughput of the run.
@@ -117,7 +133,10 @@ func Replay(ctx context.Context, opts ReplayOptions) (*Summary, error) {
 	}
 	defer files.Close()
 
-	e, err := engine.New(engine.Options{Config: opts.Config, Backend: db, Output: files, CacheSlots: opts.CacheSlots})
+	e, err := engine.New(engine.Options{
+		Config: opts.Config, Backend: db, Output: files, CacheSlots: opts.CacheSlots,
+		OnSkewTransition: func(tr watermark.Transition) { logTransition(opts.Logger, tr) },
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -164,6 +183,6 @@ func Replay(ctx context.Context, opts ReplayOptions) (*Summary, error) {
 	if err := db.Commit(false); err != nil {
 		return nil, err
 	}
-	sum := &Summary{Stats: e.Stats(), Elapsed: opts.Now().Sub(start), StateBytes: db.DiskBytes()}
+	sum := &Summary{Stats: e.Stats(), Sources: e.Sources(), Elapsed: opts.Now().Sub(start), StateBytes: db.DiskBytes()}
 	return sum, nil
 }

@@ -80,6 +80,15 @@ func printSummary(w io.Writer, cfg *rules.Config, outDir string, s *stream.Summa
 		fmt.Fprintf(w, "decisions %-24s %d\n", r.Name, s.Decisions[i])
 	}
 	fmt.Fprintf(w, "heatmap windows fired %d\n", s.WindowsFired)
+	for _, src := range s.Sources {
+		if src.Transitions > 0 || src.Degraded {
+			fmt.Fprintf(w, "skewed    %-24s degraded %v in %d transitions, skew now %v\n",
+				src.Source, src.DegradedFor, src.Transitions, src.Skew)
+		}
+	}
+	if s.Retimed > 0 {
+		fmt.Fprintf(w, "re-timed  %d events windowed by reference time\n", s.Retimed)
+	}
 	fmt.Fprintf(w, "elapsed   %.3fs, %.0f events/s, state %d bytes on disk\n",
 		s.Elapsed.Seconds(), s.EventsPerSecond(), s.StateBytes)
 	fmt.Fprintf(w, "outputs   %s/{decisions,heatmaps,late,dlq}.jsonl\n", outDir)
