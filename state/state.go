@@ -32,6 +32,12 @@ type Options struct {
 	// BatchBytes is the size at which pending writes are committed. The
 	// default value is 8 MiB.
 	BatchBytes int
+	// AtomicCheckpoints keeps every write pending until Commit, so that the
+	// state on disk always matches one checkpoint: a slot evicted between
+	// two checkpoints must not become durable before the checkpoint (timers,
+	// watermarks, offsets) that goes with it. The live job sets it; replay,
+	// which never restores, does not. The default value is false.
+	AtomicCheckpoints bool
 	// CacheBytes is Pebble's block cache size. The default value is 64 MiB.
 	CacheBytes int64
 	// Logger receives Pebble's own messages at debug level. The default
@@ -162,7 +168,7 @@ func (d *DB) Meta(name string) (value []byte, found bool, err error) {
 }
 
 func (d *DB) maybeCommit() error {
-	if d.batch.Len() < d.opts.BatchBytes {
+	if d.opts.AtomicCheckpoints || d.batch.Len() < d.opts.BatchBytes {
 		return nil
 	}
 	return d.commit(pebble.NoSync)

@@ -5,7 +5,11 @@
 // processing time as now), so replay and live runs compute the same values.
 package watermark
 
-import "math"
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+)
 
 // Min is the watermark before any event: nothing is late yet.
 const Min int64 = math.MinInt64
@@ -139,4 +143,72 @@ func (c *Combined) Partition(id int32) int64 {
 func (c *Combined) Finish() int64 {
 	c.current = Max
 	return Max
+}
+
+// combinedVersion is the first byte of an encoded Combined.
+const combinedVersion = 1
+
+// AppendBinary appends the watermark state (every partition's generator and
+// activity, and the job's watermark) for a checkpoint.
+func (c *Combined) AppendBinary(dst []byte) []byte {
+	dst = append(dst, combinedVersion)
+	dst = binary.AppendVarint(dst, c.current)
+	dst = binary.AppendUvarint(dst, uint64(len(c.parts)))
+	for _, p := range c.parts {
+		dst = binary.AppendVarint(dst, int64(p.id))
+		seen := byte(0)
+		if p.gen.seen {
+			seen = 1
+		}
+		dst = append(dst, seen)
+		dst = binary.AppendVarint(dst, p.gen.maxTS)
+		dst = binary.AppendVarint(dst, p.lastActive)
+	}
+	return dst
+}
+
+// ErrCorrupt reports a checkpoint that cannot be decoded.
+var ErrCorrupt = errors.New("watermark: corrupt checkpoint")
+
+// DecodeCombined reads what AppendBinary wrote into a Combined with the
+// given settings, and returns the rest of b.
+func DecodeCombined(b []byte, outOfOrderness, idleTimeout int64) (*Combined, []byte, error) {
+	c := NewCombined(outOfOrderness, idleTimeout)
+	if len(b) == 0 || b[0] != combinedVersion {
+		return nil, nil, ErrCorrupt
+	}
+	b = b[1:]
+	var ok bool
+	if c.current, b, ok = readVarint(b); !ok {
+		return nil, nil, ErrCorrupt
+	}
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)) {
+		return nil, nil, ErrCorrupt
+	}
+	b = b[k:]
+	for range n {
+		var id int64
+		if id, b, ok = readVarint(b); !ok || len(b) == 0 {
+			return nil, nil, ErrCorrupt
+		}
+		p := partition{id: int32(id), gen: NewGenerator(outOfOrderness)}
+		p.gen.seen, b = b[0] == 1, b[1:]
+		if p.gen.maxTS, b, ok = readVarint(b); !ok {
+			return nil, nil, ErrCorrupt
+		}
+		if p.lastActive, b, ok = readVarint(b); !ok {
+			return nil, nil, ErrCorrupt
+		}
+		c.parts = append(c.parts, p)
+	}
+	return c, b, nil
+}
+
+func readVarint(b []byte) (int64, []byte, bool) {
+	v, n := binary.Varint(b)
+	if n <= 0 {
+		return 0, nil, false
+	}
+	return v, b[n:], true
 }

@@ -364,7 +364,7 @@ func (op *Operator) AdvanceWatermark(wm int64) error {
 		b := op.timers.popBucket()
 		for _, e := range b.entries {
 			s := e.s
-			if s.ringIdx < 0 { // evicted since: load it again
+			if s == nil || s.ringIdx < 0 { // evicted since, or restored: load it by key
 				var err error
 				if s, err = op.cache.lookup(e.key); err != nil {
 					return err

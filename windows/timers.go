@@ -33,7 +33,13 @@ func (q *timerQueue) Len() int { return q.n }
 // next returns the earliest time with a timer; the queue must not be empty.
 func (q *timerQueue) next() int64 { return q.times[0] }
 
-func (q *timerQueue) push(at int64, s *slot) {
+func (q *timerQueue) push(at int64, s *slot) { q.add(at, timerEntry{key: s.key, s: s}) }
+
+// pushKey sets a timer for a slot that is not loaded (restoring a
+// checkpoint): it is looked up by key when due.
+func (q *timerQueue) pushKey(at int64, key string) { q.add(at, timerEntry{key: key}) }
+
+func (q *timerQueue) add(at int64, e timerEntry) {
 	b := q.last
 	if b == nil || b.at != at {
 		if q.byTime == nil {
@@ -51,7 +57,7 @@ func (q *timerQueue) push(at int64, s *slot) {
 		}
 		q.last = b
 	}
-	b.entries = append(b.entries, timerEntry{key: s.key, s: s})
+	b.entries = append(b.entries, e)
 	q.n++
 }
 
