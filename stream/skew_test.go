@@ -125,4 +125,3 @@ func TestSkewDegradationKeepsDecisions(t *testing.T) {
 		t.Error("gw-1 was not degraded")
 	}
 }
-
