@@ -1,0 +1,427 @@
+package stream
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/riskstream/riskstream/broker"
+	"github.com/riskstream/riskstream/engine"
+	"github.com/riskstream/riskstream/rules"
+	"github.com/riskstream/riskstream/sink"
+	"github.com/riskstream/riskstream/state"
+	"github.com/riskstream/riskstream/watermark"
+	"github.com/segmentio/kafka-go"
+)
+
+// RunOptions configure the live job.
+type RunOptions struct {
+	// Config is the validated rules file. Required.
+	Config *rules.Config
+	// Brokers are Kafka bootstrap addresses. Empty starts the embedded
+	// development broker on EmbeddedAddr.
+	Brokers []string
+	// EmbeddedAddr is where the embedded broker listens. The default value
+	// is 127.0.0.1:9092.
+	EmbeddedAddr string
+	// Topic is the input topic. The default value is "requests".
+	Topic string
+	// Outputs name the output topics. The default value is
+	// sink.DefaultTopics.
+	Outputs sink.Topics
+	// StateDir holds the Pebble state (and the embedded broker's data).
+	// Required.
+	StateDir string
+	// CheckpointInterval is how often state and offsets are checkpointed.
+	// The default value is 1s.
+	CheckpointInterval time.Duration
+	// MetricsAddr serves /metrics and /healthz; empty serves nothing.
+	MetricsAddr string
+	// CacheSlots: see windows.Options.
+	CacheSlots int
+	// Logger receives operational messages. The default value is
+	// slog.Default().
+	Logger *slog.Logger
+	// Ready, if set, is called once the job consumes, with the brokers it
+	// uses (tests use it to know the embedded broker's address).
+	Ready func(brokers []string)
+}
+
+func (o *RunOptions) ensureDefaults() {
+	if o.EmbeddedAddr == "" {
+		o.EmbeddedAddr = broker.DefaultAddr
+	}
+	if o.Topic == "" {
+		o.Topic = "requests"
+	}
+	if o.Outputs == (sink.Topics{}) {
+		o.Outputs = sink.DefaultTopics
+	}
+	if o.CheckpointInterval <= 0 {
+		o.CheckpointInterval = time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Meta keys of the checkpoint in the state store (docs/format/state.md).
+const (
+	metaCheckpoint = "checkpoint"
+	metaOffsets    = "offsets"
+)
+
+// Run is the live job: it consumes every partition of the input topic from
+// the checkpointed offsets, runs the engine, writes the outputs to Kafka and
+// checkpoints state and offsets together. It returns nil when ctx is
+// cancelled after a final flush and checkpoint (SIGINT/SIGTERM).
+func Run(ctx context.Context, opts RunOptions) error {
+	opts.ensureDefaults()
+	if opts.Config == nil || opts.StateDir == "" {
+		return errors.New("stream: run needs rules and a state directory")
+	}
+	log := opts.Logger
+	// Pebble locks its directory: a second job on the same state refuses
+	// to start instead of corrupting it.
+	db, err := state.Open(state.Options{Dir: filepath.Join(opts.StateDir, "state"), AtomicCheckpoints: true, Logger: log})
+	if err != nil {
+		return fmt.Errorf("%w (is another riskstream running on this --state-dir?)", err)
+	}
+	defer db.Close()
+
+	brokers := opts.Brokers
+	if len(brokers) == 0 {
+		b, err := broker.Start(broker.Options{
+			Addr:    opts.EmbeddedAddr,
+			DataDir: filepath.Join(opts.StateDir, "broker"),
+			Topics: map[string]int32{opts.Topic: 4, opts.Outputs.Decisions: 1,
+				opts.Outputs.Heatmaps: 1, opts.Outputs.Late: 1, opts.Outputs.DLQ: 1},
+			Logger: log,
+		})
+		if err != nil {
+			return fmt.Errorf("embedded broker: %w", err)
+		}
+		defer b.Close()
+		brokers = []string{b.Addr()}
+		log.Warn("no --brokers: started an embedded Kafka-compatible broker for development, not for production",
+			"addr", b.Addr(), "data", filepath.Join(opts.StateDir, "broker"))
+	}
+
+	m := newMetrics(prometheus.NewRegistry(), opts.Config)
+	out := sink.NewKafka(brokers, opts.Outputs)
+	defer out.Close()
+	e, err := engine.New(engine.Options{
+		Config: opts.Config, Backend: db, Output: out, CacheSlots: opts.CacheSlots,
+		OnSkewTransition: func(tr watermark.Transition) {
+			logTransition(log, tr)
+			m.transitions.WithLabelValues(tr.Source).Inc()
+		},
+	})
+	if err != nil {
+		return err
+	}
+	offsets := map[int32]int64{}
+	if cp, ok, err := db.Meta(metaCheckpoint); err != nil {
+		return err
+	} else if ok {
+		if err := e.Restore(cp); err != nil {
+			return fmt.Errorf("state in %s: %w", opts.StateDir, err)
+		}
+		raw, _, err := db.Meta(metaOffsets)
+		if err != nil {
+			return err
+		}
+		if offsets, err = decodeOffsets(raw); err != nil {
+			return err
+		}
+		log.Info("resuming from checkpoint", "offsets", offsets, "watermark", e.Watermark())
+	}
+
+	partitions, err := readPartitions(ctx, brokers[0], opts.Topic)
+	if err != nil {
+		return err
+	}
+	now := func() int64 { return time.Now().UnixMilli() }
+	msgs := make(chan kafka.Message, 4096)
+	readCtx, stopReading := context.WithCancel(ctx)
+	defer stopReading()
+	readers := make([]*kafka.Reader, 0, len(partitions))
+	for _, p := range partitions {
+		e.AddPartition(int32(p), now())
+		r := kafka.NewReader(kafka.ReaderConfig{
+			Brokers: brokers, Topic: opts.Topic, Partition: p,
+			MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 20 * time.Millisecond,
+		})
+		start, ok := offsets[int32(p)]
+		if !ok {
+			start = kafka.FirstOffset
+		}
+		if err := r.SetOffset(start); err != nil {
+			return fmt.Errorf("partition %d: %w", p, err)
+		}
+		readers = append(readers, r)
+		go func() {
+			for {
+				msg, err := r.FetchMessage(readCtx)
+				if err != nil {
+					return // cancelled, or the reader is closed
+				}
+				select {
+				case msgs <- msg:
+				case <-readCtx.Done():
+					return
+				}
+			}
+		}()
+	}
+	defer func() {
+		for _, r := range readers {
+			r.Close()
+		}
+	}()
+
+	if opts.MetricsAddr != "" {
+		srv, err := m.serve(opts.MetricsAddr)
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+	}
+	if opts.Ready != nil {
+		opts.Ready(brokers)
+	}
+	log.Info("consuming", "topic", opts.Topic, "partitions", len(partitions), "brokers", brokers)
+
+	checkpoint := func() error {
+		start := time.Now()
+		if err := flush(ctx, out, m); err != nil {
+			return err
+		}
+		cp, err := e.Checkpoint()
+		if err != nil {
+			return err
+		}
+		if err := db.SetMeta(metaCheckpoint, cp); err != nil {
+			return err
+		}
+		if err := db.SetMeta(metaOffsets, encodeOffsets(offsets)); err != nil {
+			return err
+		}
+		if err := db.Commit(true); err != nil {
+			return err
+		}
+		m.checkpoint.Observe(time.Since(start).Seconds())
+		m.update(e, db)
+		return nil
+	}
+
+	ticker := time.NewTicker(opts.CheckpointInterval)
+	defer ticker.Stop()
+	flushTick := time.NewTicker(5 * time.Millisecond)
+	defer flushTick.Stop()
+	var rec engine.Record
+	for {
+		select {
+		case <-ctx.Done():
+			// Stop fetching, then what was fetched is processed, flushed and
+			// checkpointed: a clean stop loses and repeats nothing.
+			stopReading()
+			for {
+				select {
+				case msg := <-msgs:
+					if err := process(e, out, &rec, msg, offsets, now()); err != nil {
+						return err
+					}
+					continue
+				default:
+				}
+				break
+			}
+			flushCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			ctx = flushCtx
+			if err := checkpoint(); err != nil {
+				return err
+			}
+			log.Info("stopped after a final checkpoint", "offsets", offsets)
+			return nil
+		case msg := <-msgs:
+			if err := process(e, out, &rec, msg, offsets, now()); err != nil {
+				return err
+			}
+		case <-flushTick.C:
+			if err := e.Tick(now()); err != nil {
+				return err
+			}
+			if err := flush(ctx, out, m); err != nil {
+				return err
+			}
+		case <-ticker.C:
+			if err := checkpoint(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func process(e *engine.Engine, out *sink.Kafka, rec *engine.Record, msg kafka.Message, offsets map[int32]int64, now int64) error {
+	*rec = engine.Record{
+		Value:     msg.Value,
+		Partition: int32(msg.Partition),
+		Reference: msg.Time.UnixMilli(), HasReference: !msg.Time.IsZero(),
+		Prov: sink.Provenance{Partition: int32(msg.Partition), Offset: msg.Offset},
+	}
+	out.Ref = rec.Reference
+	offsets[int32(msg.Partition)] = msg.Offset + 1
+	return e.Process(rec, now)
+}
+
+func flush(ctx context.Context, out *sink.Kafka, m *metrics) error {
+	refs := append([]int64(nil), out.DecisionRefs...)
+	if err := out.Flush(ctx); err != nil {
+		return err
+	}
+	done := time.Now().UnixMilli()
+	for _, ref := range refs {
+		m.latency.Observe(float64(done-ref) / 1000)
+	}
+	return nil
+}
+
+func readPartitions(ctx context.Context, addr, topic string) ([]int, error) {
+	var d kafka.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("connect %s: %w", addr, err)
+	}
+	defer conn.Close()
+	ps, err := conn.ReadPartitions(topic)
+	if err != nil {
+		return nil, fmt.Errorf("topic %s: %w", topic, err)
+	}
+	ids := make([]int, len(ps))
+	for i, p := range ps {
+		ids[i] = p.ID
+	}
+	return ids, nil
+}
+
+func encodeOffsets(offsets map[int32]int64) []byte {
+	var b []byte
+	for p, o := range offsets {
+		b = binary.AppendVarint(b, int64(p))
+		b = binary.AppendVarint(b, o)
+	}
+	return b
+}
+
+func decodeOffsets(b []byte) (map[int32]int64, error) {
+	m := map[int32]int64{}
+	for len(b) > 0 {
+		p, n := binary.Varint(b)
+		if n <= 0 {
+			return nil, errors.New("stream: corrupt offsets in checkpoint")
+		}
+		o, k := binary.Varint(b[n:])
+		if k <= 0 {
+			return nil, errors.New("stream: corrupt offsets in checkpoint")
+		}
+		m[int32(p)], b = o, b[n+k:]
+	}
+	return m, nil
+}
+
+// metrics are the job's Prometheus metrics (SPEC "Metrics"), registered on
+// an injected registry, never the global one.
+type metrics struct {
+	reg         *prometheus.Registry
+	events      *prometheus.CounterVec
+	decisions   *prometheus.CounterVec
+	watermark   prometheus.Gauge
+	skew        *prometheus.GaugeVec
+	degraded    *prometheus.GaugeVec
+	transitions *prometheus.CounterVec
+	checkpoint  prometheus.Histogram
+	stateBytes  prometheus.Gauge
+	latency     prometheus.Histogram
+	last        engine.Stats
+	cfg         *rules.Config
+}
+
+func newMetrics(reg *prometheus.Registry, cfg *rules.Config) *metrics {
+	m := &metrics{
+		reg: reg, cfg: cfg,
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "riskstream_events_total",
+			Help: "Input records by result: ok, late, invalid, unmatched."}, []string{"result"}),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "riskstream_decisions_total",
+			Help: "Decisions by rule and action."}, []string{"rule", "action"}),
+		watermark: prometheus.NewGauge(prometheus.GaugeOpts{Name: "riskstream_watermark_seconds",
+			Help: "The job's event-time watermark, Unix seconds."}),
+		skew: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "riskstream_source_skew_seconds",
+			Help: "Estimated clock skew (ts - reference) per source."}, []string{"source"}),
+		degraded: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "riskstream_source_degraded",
+			Help: "1 while a source is windowed by reference time."}, []string{"source"}),
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "riskstream_source_transitions_total",
+			Help: "Degrade and recover transitions per source."}, []string{"source"}),
+		checkpoint: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "riskstream_checkpoint_duration_seconds",
+			Help: "Time to flush outputs and write a checkpoint.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
+		stateBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "riskstream_state_bytes",
+			Help: "Size of the state store on disk."}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "riskstream_event_decision_latency_seconds",
+			Help:    "From an event's record timestamp to the successful write of its decision.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
+	}
+	reg.MustRegister(m.events, m.decisions, m.watermark, m.skew, m.degraded, m.transitions, m.checkpoint, m.stateBytes, m.latency)
+	return m
+}
+
+// update refreshes the metrics derived from the engine's counters; it runs
+// at each checkpoint, not per event.
+func (m *metrics) update(e *engine.Engine, db *state.DB) {
+	s := e.Stats()
+	m.events.WithLabelValues("ok").Add(float64(s.Accepted - m.last.Accepted))
+	m.events.WithLabelValues("late").Add(float64(s.Late - m.last.Late))
+	m.events.WithLabelValues("invalid").Add(float64(s.Invalid - m.last.Invalid))
+	m.events.WithLabelValues("unmatched").Add(float64(s.Unmatched - m.last.Unmatched))
+	for i, r := range m.cfg.Rules {
+		prev := int64(0)
+		if i < len(m.last.Decisions) {
+			prev = m.last.Decisions[i]
+		}
+		m.decisions.WithLabelValues(r.Name, r.Action).Add(float64(s.Decisions[i] - prev))
+	}
+	m.last = s
+	if wm := e.Watermark(); wm > watermark.Min && wm < watermark.Max {
+		m.watermark.Set(float64(wm) / 1000)
+	}
+	for _, src := range e.Sources() {
+		m.skew.WithLabelValues(src.Source).Set(src.Skew.Seconds())
+		d := 0.0
+		if src.Degraded {
+			d = 1
+		}
+		m.degraded.WithLabelValues(src.Source).Set(d)
+	}
+	m.stateBytes.Set(float64(db.DiskBytes()))
+}
+
+func (m *metrics) serve(addr string) (*http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	return srv, nil
+}
