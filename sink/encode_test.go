@@ -1,0 +1,89 @@
+package sink
+
+import (
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/riskstream/riskstream/heatmap"
+	"github.com/riskstream/riskstream/rules"
+	"github.com/riskstream/riskstream/windows"
+)
+
+// TestDecisionFormat: the SPEC's decision example, field for field.
+func TestDecisionFormat(t *testing.T) {
+	r := &rules.Rule{Name: "pay-burst", Action: "deny", Key: []string{"user"}, Threshold: 5}
+	d := &windows.Decision{Rule: r, EventID: []byte(`"r-000007"`), EventTS: 1732150000999,
+		Key: "\"u42\"\x00", Start: 1732149941000, End: 1732150001000, Value: 6}
+	got := string(NewEncoder().AppendDecision(nil, d))
+	want := `{"id":"r-000007/pay-burst","event_id":"r-000007","event_ts":1732150000999,` +
+		`"rule":"pay-burst","action":"deny","key":{"user":"u42"},` +
+		`"window":{"start":1732149941000,"end":1732150001000},"value":6,"threshold":5,` +
+		`"time_domain":"event"}` + "\n"
+	if got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+	d.Processing, d.Rule.Name = true, `we"ird`
+	var v map[string]any
+	if err := json.Unmarshal([]byte(NewEncoder().AppendDecision(nil, d)), &v); err != nil {
+		t.Fatal(err)
+	}
+	if v["id"] != `r-000007/we"ird` || v["time_domain"] != "processing" {
+		t.Fatalf("escaping or time domain wrong: %v", v)
+	}
+}
+
+func TestHeatmapFormat(t *testing.T) {
+	h := &rules.Heatmap{Name: "api-latency", Key: []string{"api", "region"}, Buckets: []float64{1, 2}}
+	a := heatmap.New(2)
+	for _, v := range []float64{0.8, 1.5, 240.1} {
+		a.Add(v, v > 200, h.Buckets)
+	}
+	hw := &windows.HeatmapWindow{Heatmap: h, Key: "\"/pay\"\x00\"cn\"\x00", Start: 1, End: 11, Revision: 2, Acc: a}
+	var v struct {
+		Heatmap  string
+		Key      map[string]string
+		Window   struct{ Start, End int64 }
+		Revision int
+		Count    int
+		Min, Max float64
+		P99      float64
+		Buckets  []struct {
+			Le    any
+			Count int
+		}
+		DegradedEvents int `json:"degraded_events"`
+	}
+	if err := json.Unmarshal(NewEncoder().AppendHeatmap(nil, hw), &v); err != nil {
+		t.Fatal(err)
+	}
+	if v.Heatmap != "api-latency" || v.Key["api"] != "/pay" || v.Key["region"] != "cn" || v.Window.End != 11 ||
+		v.Revision != 2 || v.Count != 3 || v.Min != 0.8 || v.Max != 240.1 || v.DegradedEvents != 1 ||
+		len(v.Buckets) != 3 || v.Buckets[2].Le != "+Inf" || v.Buckets[0].Count != 1 || v.Buckets[2].Count != 1 {
+		t.Fatalf("heatmap record wrong: %+v", v)
+	}
+}
+
+func TestSideOutputs(t *testing.T) {
+	p := &Provenance{File: "in.jsonl", Line: 3}
+	late := string(AppendLate(nil, []byte(" {\"id\":\"a\",\"ts\":1} \r"), 99, p))
+	if late != `{"event":{"id":"a","ts":1},"watermark":99,"reason":"late","file":"in.jsonl","line":3}`+"\n" {
+		t.Fatalf("late: %s", late)
+	}
+	dlq := string(AppendDLQ(nil, []byte{0xff, 'x'}, "bad", &Provenance{Partition: 2, Offset: 7}))
+	if !strings.Contains(dlq, `"raw_base64":"/3g="`) || !strings.Contains(dlq, `"partition":2,"offset":7`) {
+		t.Fatalf("dlq: %s", dlq)
+	}
+	if !json.Valid([]byte(dlq)) {
+		t.Fatal("dlq record is not JSON")
+	}
+}
+
+func TestAppendNumber(t *testing.T) {
+	for v, want := range map[float64]string{0: "0", 6: "6", 100.5: "100.5", 1e21: "1e+21", 1e-7: "1e-7", -2.25: "-2.25", math.Inf(1): "null"} {
+		if got := string(AppendNumber(nil, v)); got != want {
+			t.Errorf("AppendNumber(%v) = %s, want %s", v, got, want)
+		}
+	}
+}
