@@ -201,6 +201,9 @@ func (e *Engine) partitionSource(p int32) []byte {
 	return name
 }
 
+// PartitionWatermark returns one input partition's own watermark.
+func (e *Engine) PartitionWatermark(id int32) int64 { return e.wm.Partition(id) }
+
 // Sources returns the clock skew of every source seen, for metrics and the
 // summary.
 func (e *Engine) Sources() []watermark.SourceSkew { return e.skew.Sources() }

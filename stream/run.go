@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,6 +21,7 @@ import (
 	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/state"
 	"github.com/riskstream/riskstream/watermark"
+	"github.com/riskstream/riskstream/windows"
 	"github.com/segmentio/kafka-go"
 )
 
@@ -50,6 +53,9 @@ type RunOptions struct {
 	// Logger receives operational messages. The default value is
 	// slog.Default().
 	Logger *slog.Logger
+	// Registry receives the job's metrics. The default value is a new
+	// registry (never the global one).
+	Registry *prometheus.Registry
 	// Ready, if set, is called once the job consumes, with the brokers it
 	// uses (tests use it to know the embedded broker's address).
 	Ready func(brokers []string)
@@ -70,6 +76,9 @@ func (o *RunOptions) ensureDefaults() {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.Registry == nil {
+		o.Registry = prometheus.NewRegistry()
 	}
 }
 
@@ -115,11 +124,11 @@ func Run(ctx context.Context, opts RunOptions) error {
 			"addr", b.Addr(), "data", filepath.Join(opts.StateDir, "broker"))
 	}
 
-	m := newMetrics(prometheus.NewRegistry(), opts.Config)
+	m := newMetrics(opts.Registry, opts.Config)
 	out := sink.NewKafka(brokers, opts.Outputs)
 	defer out.Close()
 	e, err := engine.New(engine.Options{
-		Config: opts.Config, Backend: db, Output: out, CacheSlots: opts.CacheSlots,
+		Config: opts.Config, Backend: db, Output: heatmapMetrics{out, m}, CacheSlots: opts.CacheSlots,
 		OnSkewTransition: func(tr watermark.Transition) {
 			logTransition(log, tr)
 			m.transitions.WithLabelValues(tr.Source).Inc()
@@ -220,6 +229,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 		}
 		m.checkpoint.Observe(time.Since(start).Seconds())
 		m.update(e, db)
+		m.lags(e, readers, partitions, time.Now().UnixMilli())
 		return nil
 	}
 
@@ -352,6 +362,9 @@ type metrics struct {
 	checkpoint  prometheus.Histogram
 	stateBytes  prometheus.Gauge
 	latency     prometheus.Histogram
+	buckets     *prometheus.CounterVec
+	wmLag       *prometheus.GaugeVec
+	consumerLag *prometheus.GaugeVec
 	last        engine.Stats
 	cfg         *rules.Config
 }
@@ -379,6 +392,14 @@ func newMetrics(reg *prometheus.Registry, cfg *rules.Config) *metrics {
 			Help:    "From an event's record timestamp to the successful write of its decision.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
 	}
+	m.buckets = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "riskstream_heatmap_bucket_total",
+		Help: "Heatmap bucket counts of fired windows (first revision), per heatmap and key: the data of a latency heatmap."},
+		[]string{"heatmap", "key", "le"})
+	m.wmLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "riskstream_watermark_lag_seconds",
+		Help: "Wall clock minus the partition's watermark."}, []string{"partition"})
+	m.consumerLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "riskstream_consumer_lag",
+		Help: "Records of the partition not yet consumed."}, []string{"partition"})
+	reg.MustRegister(m.buckets, m.wmLag, m.consumerLag)
 	reg.MustRegister(m.events, m.decisions, m.watermark, m.skew, m.degraded, m.transitions, m.checkpoint, m.stateBytes, m.latency)
 	return m
 }
@@ -411,6 +432,44 @@ func (m *metrics) update(e *engine.Engine, db *state.DB) {
 		m.degraded.WithLabelValues(src.Source).Set(d)
 	}
 	m.stateBytes.Set(float64(db.DiskBytes()))
+}
+
+// lags refreshes the per-partition watermark and consumer lags.
+func (m *metrics) lags(e *engine.Engine, readers []*kafka.Reader, partitions []int, now int64) {
+	for i, p := range partitions {
+		label := strconv.Itoa(p)
+		if wm := e.PartitionWatermark(int32(p)); wm > watermark.Min {
+			m.wmLag.WithLabelValues(label).Set(float64(now-wm) / 1000)
+		}
+		m.consumerLag.WithLabelValues(label).Set(float64(readers[i].Lag()))
+	}
+}
+
+// heatmapMetrics counts fired heatmap buckets on their way to the sink.
+type heatmapMetrics struct {
+	*sink.Kafka
+	m *metrics
+}
+
+func (h heatmapMetrics) Heatmap(w *windows.HeatmapWindow) {
+	if w.Revision == 0 {
+		var key []string
+		windows.KeyParts(w.Key, func(_ int, text string) {
+			if s, err := strconv.Unquote(text); err == nil {
+				text = s
+			}
+			key = append(key, text)
+		})
+		k := strings.Join(key, ",")
+		for i, n := range w.Acc.Buckets {
+			le := "+Inf"
+			if i < len(w.Heatmap.Buckets) {
+				le = strconv.FormatFloat(w.Heatmap.Buckets[i], 'g', -1, 64)
+			}
+			h.m.buckets.WithLabelValues(w.Heatmap.Name, k, le).Add(float64(n))
+		}
+	}
+	h.Kafka.Heatmap(w)
 }
 
 func (m *metrics) serve(addr string) (*http.Server, error) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskstream/riskstream/broker"
 	"github.com/segmentio/kafka-go"
 )
@@ -77,13 +78,13 @@ func readTopic(t *testing.T, addr, topic string) []string {
 
 // runUntil runs the job until the decisions topic holds n records, then
 // stops it as SIGTERM would.
-func runUntil(t *testing.T, addr, stateDir string, n int, stopEarly bool) {
+func runUntil(t *testing.T, addr, stateDir string, n int, stopEarly bool, reg *prometheus.Registry) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, RunOptions{Config: loadRules(t), Brokers: []string{addr}, StateDir: stateDir,
-			CheckpointInterval: 100 * time.Millisecond})
+			CheckpointInterval: 100 * time.Millisecond, Registry: reg})
 	}()
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
@@ -117,10 +118,48 @@ func TestLiveEqualsReplay(t *testing.T) {
 	want := replayDecisions(t)
 	addr := startLiveBroker(t)
 	produceBundled(t, addr)
-	runUntil(t, addr, t.TempDir(), len(want), false)
+	reg := prometheus.NewRegistry()
+	runUntil(t, addr, t.TempDir(), len(want), false, reg)
 	got := readTopic(t, addr, "decisions")
 	if !slices.Equal(got, want) {
 		t.Fatalf("live made %d decisions, replay %d; first live %q", len(got), len(want), first(got))
+	}
+	// The metrics saw the same run (counted at the final checkpoint).
+	metrics, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	values := map[string]float64{}
+	for _, mf := range metrics {
+		for _, m := range mf.GetMetric() {
+			name := mf.GetName()
+			for _, l := range m.GetLabel() {
+				name += "," + l.GetName() + "=" + l.GetValue()
+			}
+			switch {
+			case m.GetCounter() != nil:
+				values[name] = m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				values[name] = m.GetGauge().GetValue()
+			case m.GetHistogram() != nil:
+				values[name] = float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	for name, want := range map[string]float64{
+		"riskstream_events_total,result=ok":                                    19949,
+		"riskstream_events_total,result=invalid":                               39,
+		"riskstream_decisions_total,action=deny,rule=pay-burst":                294,
+		"riskstream_event_decision_latency_seconds":                            float64(len(want)),
+		"riskstream_consumer_lag,partition=0":                                  0,
+		"riskstream_heatmap_bucket_total,heatmap=api-latency,key=/pay,le=+Inf": values["riskstream_heatmap_bucket_total,heatmap=api-latency,key=/pay,le=+Inf"],
+	} {
+		if got, ok := values[name]; !ok || got != want {
+			t.Errorf("%s = %v (present %v), want %v", name, got, ok, want)
+		}
+	}
+	if values["riskstream_checkpoint_duration_seconds"] == 0 || values["riskstream_heatmap_bucket_total,heatmap=api-latency,key=/pay,le=50"] == 0 {
+		t.Errorf("no checkpoint or heatmap bucket counted: %v", values)
 	}
 }
 
@@ -135,9 +174,9 @@ func TestLiveRestartResumes(t *testing.T) {
 	addr := startLiveBroker(t)
 	produceBundled(t, addr)
 	stateDir := t.TempDir()
-	runUntil(t, addr, stateDir, len(want), true)
+	runUntil(t, addr, stateDir, len(want), true, nil)
 	mid := len(readTopic(t, addr, "decisions"))
-	runUntil(t, addr, stateDir, len(want), false)
+	runUntil(t, addr, stateDir, len(want), false, nil)
 	got := readTopic(t, addr, "decisions")
 	set := map[string]bool{}
 	for _, d := range got {
