@@ -1,0 +1,140 @@
+package stream
+
+import (
+	"bytes"
+	"context"
+	"math/rand/v2"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// buildBinary builds the riskstream command for tests that run it as a
+// process.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "riskstream")
+	out, err := exec.Command("go", "build", "-o", bin, "../cmd/riskstream").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+var resumedAt = regexp.MustCompile(`resuming from checkpoint"? offsets="?map\[0:(\d+)\]`)
+
+// TestCrashSafety kills the job with SIGKILL at random moments while input
+// arrives, restarting it each time on the same state. At the end its
+// decisions cover every decision of replay, with nothing replay does not
+// make (repeats allowed: they have the same ids), and every restart resumed
+// from a checkpoint rather than from the beginning.
+func TestCrashSafety(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and kills it")
+	}
+	bin := buildBinary(t)
+	want := replayDecisions(t)
+	addr := startLiveBroker(t)
+	stateDir := t.TempDir()
+
+	produced := make(chan error, 1)
+	go func() {
+		_, err := Produce(context.Background(), ProduceOptions{File: bundledInput, Brokers: []string{addr}, Rate: 8000})
+		produced <- err
+	}()
+
+	start := func() (*exec.Cmd, *bytes.Buffer) {
+		var logs bytes.Buffer
+		cmd := exec.Command(bin, "run", "--rules", bundledRules, "--brokers", addr, "--state-dir", stateDir,
+			"--metrics-addr", "", "--checkpoint-interval", "50ms")
+		cmd.Stderr = &logs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd, &logs
+	}
+	r := rand.New(rand.NewPCG(11, 12))
+	var resumed []int
+	for i := range 6 {
+		cmd, logs := start()
+		waitFor(t, logs, "consuming")
+		time.Sleep(time.Duration(60+r.IntN(300)) * time.Millisecond)
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		if i > 0 {
+			m := resumedAt.FindSubmatch(logs.Bytes())
+			if m == nil {
+				t.Fatalf("restart %d did not resume from a checkpoint:\n%s", i, logs.String())
+			}
+			n, _ := strconv.Atoi(string(m[1]))
+			resumed = append(resumed, n)
+		}
+	}
+	if err := <-produced; err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("restarts resumed at offsets %v", resumed)
+	if resumed[len(resumed)-1] == 0 {
+		t.Fatal("the last restart resumed from offset 0: checkpoints did not advance")
+	}
+
+	// A last run to the end, stopped cleanly.
+	cmd, logs := start()
+	waitFor(t, logs, "consuming")
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if set := decisionSet(t, addr); coversAll(set, want) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("clean stop: %v\n%s", err, logs.String())
+	}
+	got := readTopic(t, addr, "decisions")
+	set := decisionSet(t, addr)
+	if !coversAll(set, want) {
+		t.Fatalf("decisions lost: %d distinct of %d", len(set), len(want))
+	}
+	for _, d := range want {
+		delete(set, d)
+	}
+	for d := range set {
+		t.Fatalf("a decision replay does not make: %s", d)
+	}
+	t.Logf("%d decisions written for %d distinct (%d repeated after crashes)", len(got), len(want), len(got)-len(want))
+}
+
+// waitFor waits until the process has logged s.
+func waitFor(t *testing.T, logs *bytes.Buffer, s string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if bytes.Contains(logs.Bytes(), []byte(s)) {
+			return
+		}
+	}
+	t.Fatalf("the job never logged %q:\n%s", s, logs.String())
+}
+
+func decisionSet(t *testing.T, addr string) map[string]bool {
+	set := map[string]bool{}
+	for _, d := range readTopic(t, addr, "decisions") {
+		set[d] = true
+	}
+	return set
+}
+
+func coversAll(set map[string]bool, want []string) bool {
+	for _, d := range want {
+		if !set[d] {
+			return false
+		}
+	}
+	return true
+}
+
