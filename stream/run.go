@@ -209,9 +209,12 @@ func Run(ctx context.Context, opts RunOptions) error {
 	}
 	log.Info("consuming", "topic", opts.Topic, "partitions", len(partitions), "brokers", brokers)
 
+	// Writes are not cancelled by a stop: the outputs a checkpoint covers
+	// must reach Kafka first. The writer's own timeouts bound them.
+	writeCtx := context.Background()
 	checkpoint := func() error {
 		start := time.Now()
-		if err := flush(ctx, out, m); err != nil {
+		if err := flush(writeCtx, out, m); err != nil {
 			return err
 		}
 		cp, err := e.Checkpoint()
@@ -255,9 +258,6 @@ func Run(ctx context.Context, opts RunOptions) error {
 				}
 				break
 			}
-			flushCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			ctx = flushCtx
 			if err := checkpoint(); err != nil {
 				return err
 			}
@@ -271,7 +271,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 			if err := e.Tick(now()); err != nil {
 				return err
 			}
-			if err := flush(ctx, out, m); err != nil {
+			if err := flush(writeCtx, out, m); err != nil {
 				return err
 			}
 		case <-ticker.C:

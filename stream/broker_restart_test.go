@@ -1,0 +1,78 @@
+package stream
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/riskstream/riskstream/broker"
+)
+
+// TestBrokerRestart stops the embedded broker in the middle of a run and
+// starts it again on the same data directory: the job rides it out and no
+// decision is lost.
+func TestBrokerRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("restarts a broker")
+	}
+	want := replayDecisions(t)
+	// A fixed free port, so the restarted broker is where the job expects.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	opts := broker.Options{Addr: addr, DataDir: t.TempDir(),
+		Topics: map[string]int32{"requests": 1, "decisions": 1, "heatmaps": 1, "late": 1, "dlq": 1}}
+	b, err := broker.Start(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Input keeps arriving through the outage (the producer retries too).
+	produced := make(chan error, 1)
+	go func() {
+		_, err := Produce(context.Background(), ProduceOptions{File: bundledInput, Brokers: []string{addr}, Rate: 10_000})
+		produced <- err
+	}()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, RunOptions{Config: loadRules(t), Brokers: []string{addr}, StateDir: t.TempDir(),
+			CheckpointInterval: 50 * time.Millisecond})
+	}()
+	time.Sleep(800 * time.Millisecond)
+	if n := len(decisionSet(t, addr)); n >= len(want) {
+		t.Fatalf("the run was over (%d decisions) before the broker stopped", n)
+	}
+	b.Close()
+	time.Sleep(300 * time.Millisecond)
+	if b, err = broker.Start(opts); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := <-produced; err != nil {
+		t.Fatal(err)
+	}
+
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if coversAll(decisionSet(t, addr), want) {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the job stopped: %v", err)
+		default:
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	set := decisionSet(t, addr)
+	if !coversAll(set, want) {
+		t.Fatalf("decisions lost across the broker restart: %d distinct of %d", len(set), len(want))
+	}
+}
