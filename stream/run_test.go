@@ -158,6 +158,21 @@ func TestLiveEqualsReplay(t *testing.T) {
 			t.Errorf("%s = %v (present %v), want %v", name, got, ok, want)
 		}
 	}
+	// A backlog: the records' timestamps (their captured ingest_ts) are two
+	// years behind the wall clock, yet close to ts: no source is degraded,
+	// because the job's own clock is never the reference.
+	sources := 0
+	for name, v := range values {
+		if strings.HasPrefix(name, "riskstream_source_degraded,") {
+			sources++
+			if v != 0 {
+				t.Errorf("%s = %v: a backlog must not look like skew", name, v)
+			}
+		}
+	}
+	if sources != 4 {
+		t.Errorf("skew reported for %d sources, want the 4 gateways", sources)
+	}
 	if values["riskstream_checkpoint_duration_seconds"] == 0 || values["riskstream_heatmap_bucket_total,heatmap=api-latency,key=/pay,le=50"] == 0 {
 		t.Errorf("no checkpoint or heatmap bucket counted: %v", values)
 	}
