@@ -14,478 +14,499 @@ import (
 
 // Clock-skew detection.
 //
-// A record carries an event time ts, stamped by its source's clock, and a
-// reference time ref (the broker's append time, or ingest_ts in replay).
-// Transport and producer batching only ever make ref later, so
-// d = ts - ref = offset - delay with delay >= 0. As in NTP's minimum-delay
-// filter, the largest d over a recent span of reference time comes from the
-// least-delayed record and tracks the clock offset: a clock that is ahead
-// shows at once (delay cannot make d larger), and a clock that is behind shows
-// once every record of the span is late by more than the threshold.
+// A record's d = ts - ref is its source clock's offset minus the delay
+// between stamping and reaching the reference clock. Delay is never
+// negative, so, as NTP's minimum-delay filter does, the estimator takes the
+// upper envelope of d over a recent span of reference time: the records that
+// waited least carry the offset. Per source the state is a ring of
+// skewBuckets sub-windows holding the largest d each, bounded whatever the
+// record rate, and an Observe is O(1) amortized: the envelope of the older
+// sub-windows is recomputed only when a new sub-window starts.
 //
-// The span is kept as a ring of sub-window maxima, so the state per source is
-// a fixed few words however many records it sends, and each record costs
-// O(skewSlots).
+// The envelope is the plain maximum, not a second largest or a quantile:
+// delay only ever lowers d, so one large d is the clock's doing, and the
+// earliest evidence of a clock running ahead. A clock running behind must
+// lower every d in the window, so no single record can hide or fake it.
+//
+// Both clocks tick in whole milliseconds, and over many records the largest
+// d is the true envelope rounded up: the records of a clock 15.4ms behind
+// show -15 or -16 as the millisecond boundaries fall, the largest is -15.
+// Hence the bounds: degraded when the estimate is > threshold or
+// <= -threshold, which is |true envelope| > threshold on both sides.
+//
+// Hysteresis is in time and in level. Degrading is immediate. Recovering
+// takes RecoverAfter with the estimate inside a narrower band, so that a
+// clock hovering at the threshold does not flap. The band is asymmetric
+// because delay noise is: it only lowers the estimate. A clock ahead reads
+// better than it is whenever the window's least-delayed record was a few ms
+// late (with 500ms batching the window holds only one or two flushes), so
+// the positive bound is well inside the threshold, at 2/3 of it. A clock
+// behind, and an in-sync clock, read worse than they are by the same delay,
+// so a wide negative band would keep a fixed source degraded behind a
+// jittery link: the negative bound is 7/8 of the threshold, enough for the
+// millisecond rounding and a wandering clock.
 
-// skewSlots is the number of sub-windows the envelope's span is cut into:
-// the envelope covers between (skewSlots-1)/skewSlots of the window and the
-// whole window, so a stale sample leaves it within one window.
-const skewSlots = 10
+// skewBuckets is how many sub-windows the window is cut into: a record
+// stays in the envelope until the reference time is between 7/8 of the
+// window and the whole window past its own.
+const skewBuckets = 8
 
-// emptySlot marks a sub-window without samples. Samples are clamped to
-// ±maxSkewMs, so no sample can take this value.
-const emptySlot int64 = math.MinInt64
+// skewNone marks an empty sub-window; observed differences are clamped
+// above it.
+const skewNone = math.MinInt64
 
-// maxSkewMs bounds |ts - ref| so that odd inputs can neither overflow the
-// arithmetic nor collide with emptySlot.
-const maxSkewMs int64 = 1 << 50
+// skewVersion is the first byte of an encoded SkewTracker; a change of layout
+// bumps it, so that old state is refused instead of misread.
+const skewVersion = 1
 
-// skewEncodingVersion is the first byte of AppendBinary's output.
-const skewEncodingVersion byte = 1
+// ErrCorruptSkew reports an encoded SkewTracker that cannot be decoded.
+var ErrCorruptSkew = errors.New("watermark: corrupt skew state")
 
-// SkewOptions configures a SkewTracker. A zero (or negative) field takes its
-// default value.
+// SkewOptions configure skew detection. Zero (or negative) fields get their
+// defaults.
 type SkewOptions struct {
-	// Threshold is the |skew| above which a source is degraded. To recover,
-	// the skew must fall to Threshold - Threshold/3 (a hysteresis band, so
-	// that a clock hovering at the threshold does not flap between the time
-	// domains). The default value is 15ms.
+	// Threshold is the |skew| above which a source is degraded: its events
+	// are windowed by reference time. To recover, the skew must come back
+	// within -7/8 and +2/3 of it (-13ms..+10ms by default; see the
+	// hysteresis above). The default value is 15ms.
 	Threshold time.Duration
 	// RecoverAfter is how long, in reference time, the skew of a degraded
-	// source must stay inside the recovery band before the source recovers.
-	// The default value is 5s.
+	// source must stay within the recovery band before it recovers. The
+	// default value is 5s.
 	RecoverAfter time.Duration
-	// Scope is rules.ScopeSource (re-time only a degraded source) or
-	// rules.ScopeJob (re-time every source while any is degraded). The
-	// default value is rules.ScopeSource.
+	// Scope is which sources are re-timed while one is degraded. The default
+	// value is rules.ScopeSource.
 	Scope rules.Scope
-	// Window is the reference-time span of the envelope, in whole
-	// milliseconds. It must exceed the producers' batching interval (up to
-	// 500ms), so that it always holds a record sent right before a flush,
-	// which is nearly undelayed; a longer window is steadier but notices a
-	// clock that fell behind later. The default value is 1s.
+	// Window is the span of reference time the envelope covers, rounded up
+	// to a multiple of 8ms. A record stays in the envelope between 7/8 of it
+	// and all of it, which must exceed the longest producer batching
+	// (linger) interval plus transport jitter, so that the envelope always
+	// holds a record that waited almost nothing: the default covers 500ms
+	// batching with room to spare. A clock stepping backwards is seen once
+	// the last records stamped before the step have left, so a longer window
+	// delays that as much. The default value is 800ms.
 	Window time.Duration
-	// MinSamples is the warm-up: a source is judged only once it has sent
-	// this many records spanning at least one Window of reference time. The
+	// MinSamples is the warm-up: a source is judged only once it has this
+	// many samples and they span a full Window of reference time, after it
+	// first appears and after every silence longer than the Window. The
 	// default value is 16.
 	MinSamples int
 }
 
-// SkewOptionsFrom returns the options a rules file's skew section asks for,
+// SkewOptionsFrom returns the options a rules file's skew block asks for,
 // with the estimator's own settings at their defaults.
 func SkewOptionsFrom(c rules.SkewConfig) SkewOptions {
 	return SkewOptions{Threshold: c.Threshold, RecoverAfter: c.RecoverAfter, Scope: c.Scope}
 }
 
-// withDefaults fills in the zero fields.
-func (o SkewOptions) withDefaults() SkewOptions {
-	if o.Threshold <= 0 {
-		o.Threshold = 15 * time.Millisecond
-	}
-	if o.RecoverAfter <= 0 {
-		o.RecoverAfter = 5 * time.Second
-	}
-	if o.Window <= 0 {
-		o.Window = time.Second
-	}
-	if o.MinSamples <= 0 {
-		o.MinSamples = 16
-	}
-	return o
-}
-
-// Transition is a source entering or leaving the degraded state.
+// Transition is a source becoming degraded or recovering, for the caller to
+// log and count.
 type Transition struct {
-	// Source is the source's name.
+	// Source is the source whose state changed.
 	Source string
-	// Degraded is true when the source became degraded, false when it
-	// recovered.
+	// Degraded is the new state: true when the source's events are now
+	// windowed by reference time.
 	Degraded bool
-	// Skew is the estimate that caused the transition.
+	// Skew is the estimate at the transition, in whole milliseconds.
 	Skew time.Duration
-	// At is the reference time (epoch ms) of the transition: the latest
-	// reference time the source had sent.
+	// At is the source's reference time of the transition, epoch ms.
 	At int64
 }
 
-// SourceSkew is the state of one source, for logs, metrics and tests.
+// SourceSkew is one source's state, for metrics and the replay summary.
 type SourceSkew struct {
-	// Source is the source's name.
+	// Source is the source name.
 	Source string
-	// Skew is the current estimate of ts - reference; meaningful once Known.
+	// Skew is the estimate at the source's last record.
 	Skew time.Duration
-	// Known is false during the warm-up, when the source is not judged.
+	// Known reports whether the source is past its warm-up, so that Skew is
+	// judged.
 	Known bool
-	// Degraded is true while the source's events are windowed by their
-	// reference time.
+	// Degraded reports whether the source is degraded.
 	Degraded bool
-	// DegradedFor is how long, in reference time, the source has been
-	// degraded; 0 when it is not.
+	// DegradedFor is the total reference time the source has spent degraded,
+	// up to its last record.
 	DegradedFor time.Duration
-	// Transitions counts the source's transitions in either direction.
+	// Transitions counts the source's degradations and recoveries.
 	Transitions int
 }
 
-// skewSource is the estimator of one source.
-type skewSource struct {
-	name string
-	// slots holds the largest d of each of the last skewSlots sub-windows;
-	// sub-window i lives at slots[i mod skewSlots].
-	slots [skewSlots]int64
-	// head is the index of the newest sub-window.
-	head int64
-	// headRef is the largest reference time seen; the clocks of the warm-up
-	// and of recovery run on it, so a reference time going back (records
-	// from several partitions) never turns them back.
-	headRef int64
-	// runStart and samples describe the run of samples the envelope holds,
-	// for the warm-up: a gap of a whole window empties the envelope and starts
-	// a new run. samples saturates at MinSamples.
-	runStart int64
-	samples  int
-	// est is the envelope, the largest d in the span; known is the warm-up
-	// being over.
-	est   int64
-	known bool
-	// degraded since degradedAt; okSince is when the estimate last entered
-	// the recovery band while degraded (valid when okSet).
-	degraded   bool
-	degradedAt int64
-	okSet      bool
-	okSince    int64
-	trans      int
-}
-
-// SkewTracker estimates the clock skew of each source from its records and
-// decides which records are windowed by reference time instead of event
-// time. It is a pure state machine: time comes only from the records, so a
-// replay gives the same decisions as the live run it recorded.
+// SkewTracker holds one skew estimator per source and decides, record by
+// record, whether a record is windowed by its event time or by its
+// reference time. It reads no clock: both times come with the records, so a
+// replay makes the same decisions as the live run it recorded.
 type SkewTracker struct {
-	o         SkewOptions
-	sub       int64 // sub-window width, ms
-	span      int64 // sub * skewSlots, ms
-	thr       int64 // threshold, ms
-	band      int64 // recovery band, ms
-	recover   int64 // RecoverAfter, ms
-	sources   map[string]*skewSource
-	nDegraded int
+	// In milliseconds, the resolution of both clocks. A degraded source is
+	// good again while -recoverLo < estimate <= recoverHi.
+	thr, recoverLo, recoverHi, recoverAfter, window, sub int64
+	minSamples                                           int64
+	scope                                                rules.Scope
+	srcs                                                 map[string]*skewEst
+	degraded                                             int // sources degraded now, for scope job
+	// last is the source of the previous record: records come in runs of
+	// one source (a producer's batch), and comparing a name is cheaper
+	// than hashing it.
+	last *skewEst
 }
 
-// NewSkewTracker returns a tracker without sources.
+// skewBucket is one sub-window: its index (ref / sub) and largest d,
+// skewNone when it has none.
+type skewBucket struct {
+	idx, max int64
+}
+
+// skewEst is the estimator and state of one source. A ring slot belongs to
+// the window when its idx is within skewBuckets of head; others are stale
+// and are reset when written.
+type skewEst struct {
+	name  string
+	ring  [skewBuckets]skewBucket
+	older int64 // envelope of the window's buckets before head
+	head  int64 // bucket index of now
+	start int64 // head * sub, where the head bucket begins
+	now   int64 // largest reference time seen: ref may step back a little
+	since int64 // reference time at which the current run of samples began
+	n     int64 // samples since then
+
+	started, degraded, good bool
+	degradedAt              int64 // reference time of the last degradation
+	degradedFor             int64 // ms spent degraded, episodes that ended
+	goodSince               int64 // when the estimate entered the band, if good
+	transitions             int64
+}
+
+// NewSkewTracker returns a tracker with no sources.
 func NewSkewTracker(o SkewOptions) *SkewTracker {
-	o = o.withDefaults()
-	sub := max(1, o.Window.Milliseconds()/skewSlots)
-	thr := max(1, o.Threshold.Milliseconds())
+	orDefault := func(d, def time.Duration) int64 {
+		if d <= 0 {
+			d = def
+		}
+		return int64((d + time.Millisecond - 1) / time.Millisecond)
+	}
+	thr := orDefault(o.Threshold, 15*time.Millisecond)
+	sub := (orDefault(o.Window, 800*time.Millisecond) + skewBuckets - 1) / skewBuckets
+	minSamples := int64(o.MinSamples)
+	if minSamples <= 0 {
+		minSamples = 16
+	}
 	return &SkewTracker{
-		o:       o,
-		sub:     sub,
-		span:    sub * skewSlots,
-		thr:     thr,
-		band:    thr - thr/3,
-		recover: o.RecoverAfter.Milliseconds(),
-		sources: make(map[string]*skewSource),
+		thr: thr, recoverLo: max(1, thr*7/8), recoverHi: thr * 2 / 3, recoverAfter: orDefault(o.RecoverAfter, 5*time.Second),
+		window: sub * skewBuckets, sub: sub, minSamples: minSamples, scope: o.Scope,
+		srcs: make(map[string]*skewEst),
 	}
 }
 
-// Observe feeds one record of source with event time ts and reference time
-// ref (epoch ms). It returns the time to window the record by (ts, or ref
-// when the record is re-timed), whether it was re-timed, and the transition
-// the record caused, nil if none.
+// Observe feeds one record of source (as bytes, the way the event decoder
+// holds it: the lookup does not allocate) with event time ts and reference
+// time ref, both epoch ms. It returns the time to window the record at: ts,
+// or ref with processing true while the source (with scope job, any source)
+// is degraded. tr is the transition this record caused, if any.
 func (t *SkewTracker) Observe(source []byte, ts, ref int64) (windowTime int64, processing bool, tr *Transition) {
-	s := t.sources[string(source)]
-	d := clampSkew(ts, ref)
-	idx := floorDiv(ref, t.sub)
-	switch {
-	case s == nil:
-		s = t.newSource(string(source), idx, ref)
-	case idx > s.head:
-		// A negative gap is an overflow between extreme reference times:
-		// as far apart as can be.
-		if gap := idx - s.head; gap >= skewSlots || gap < 0 {
-			// Silence longer than the window: nothing recent is left to judge
-			// by, so the warm-up starts again rather than trusting one
-			// possibly delayed record.
-			for i := range s.slots {
-				s.slots[i] = emptySlot
-			}
-			s.runStart, s.samples = ref, 0
-		} else {
-			for i := s.head + 1; i <= idx; i++ {
-				s.slots[floorMod(i, skewSlots)] = emptySlot
-			}
+	e := t.last
+	if e == nil || e.name != string(source) {
+		if e = t.srcs[string(source)]; e == nil {
+			e = &skewEst{name: string(source)}
+			t.srcs[e.name] = e
 		}
-		s.head = idx
+		t.last = e
 	}
-	// A record behind the newest sub-window (reference time going back a
-	// little across partitions) counts in the newest one: it is recent
-	// evidence all the same, and older sub-windows may already be gone.
-	slot := &s.slots[floorMod(s.head, skewSlots)]
-	*slot = max(*slot, d)
-	s.headRef = max(s.headRef, ref)
-	if s.samples < t.o.MinSamples {
-		s.samples++
-	}
-	t.refresh(s)
-	tr = t.judge(s)
-	if s.degraded || (t.o.Scope == rules.ScopeJob && t.nDegraded > 0) {
+	tr = t.observe(e, skewSub(ts, ref), ref)
+	if e.degraded || t.scope == rules.ScopeJob && t.degraded > 0 {
 		return ref, true, tr
 	}
 	return ts, false, tr
 }
 
-// newSource registers a source at its first record.
-func (t *SkewTracker) newSource(name string, idx, ref int64) *skewSource {
-	s := &skewSource{name: name, head: idx, headRef: ref, runStart: ref}
-	for i := range s.slots {
-		s.slots[i] = emptySlot
+// skewSub is a - b clamped to the int64 range, above skewNone, so that a
+// wild timestamp reads as a huge skew rather than wrapping around.
+func skewSub(a, b int64) int64 {
+	d := a - b
+	if (d < a) != (b > 0) {
+		if b > 0 {
+			return skewNone + 1
+		}
+		return math.MaxInt64
 	}
-	t.sources[name] = s
-	return s
+	return max(d, skewNone+1)
 }
 
-// refresh recomputes the envelope and the warm-up from the slots.
-func (t *SkewTracker) refresh(s *skewSource) {
-	s.est = emptySlot
-	for _, v := range s.slots {
-		s.est = max(s.est, v)
-	}
-	s.known = s.samples >= t.o.MinSamples && s.headRef-s.runStart >= t.span
+// skewSlot is the ring position of bucket idx.
+func skewSlot(idx int64) int {
+	return int(uint64(idx) % skewBuckets)
 }
 
-// judge moves s between the time domains after a sample and returns the
-// transition, if any. Degrading is immediate, since a large positive d cannot
-// come from delay; recovering waits RecoverAfter inside the recovery band.
-func (t *SkewTracker) judge(s *skewSource) *Transition {
-	if !s.known {
-		s.okSet = false
+func (t *SkewTracker) observe(e *skewEst, d, ref int64) *Transition {
+	// Differences are taken as uint64, exact for ordered operands whatever
+	// their magnitude.
+	idx := e.head
+	if uint64(ref)-uint64(e.start) >= uint64(t.sub) || !e.started {
+		// Not in the newest sub-window: dividing is the costly part.
+		if idx = ref / t.sub; ref < 0 && ref%t.sub != 0 {
+			idx--
+		}
+	}
+	switch {
+	case !e.started || idx > e.head && uint64(idx)-uint64(e.head) >= skewBuckets:
+		// A first record, or one after a silence longer than the window:
+		// nothing in the window is left to judge by, so warm up again.
+		e.started, e.good = true, false
+		e.head, e.start, e.since, e.n, e.now = idx, idx*t.sub, ref, 0, ref
+		for i := range e.ring {
+			e.ring[i] = skewBucket{idx: idx, max: skewNone}
+		}
+		e.older = skewNone
+	case idx > e.head:
+		e.head, e.start = idx, idx*t.sub
+		e.ring[skewSlot(idx)] = skewBucket{idx: idx, max: skewNone}
+		e.older = e.envelopeBefore()
+	case uint64(e.head)-uint64(idx) >= skewBuckets:
+		// Older than the window: the source's reference time went back
+		// (records of a partition further behind in a backlog, say). The
+		// leading records suffice to judge by.
 		return nil
 	}
-	a := abs(s.est)
-	if !s.degraded {
-		if a <= t.thr {
+	e.now = max(e.now, ref)
+	b := &e.ring[skewSlot(idx)]
+	if b.idx != idx {
+		*b = skewBucket{idx: idx, max: skewNone}
+	}
+	b.max = max(b.max, d)
+	if idx < e.head {
+		e.older = max(e.older, d)
+	}
+	e.n++
+	return t.judge(e)
+}
+
+// envelopeBefore is the largest d of the window's buckets before head.
+func (e *skewEst) envelopeBefore() int64 {
+	m := int64(skewNone)
+	for _, b := range e.ring {
+		if b.idx < e.head && uint64(e.head)-uint64(b.idx) < skewBuckets {
+			m = max(m, b.max)
+		}
+	}
+	return m
+}
+
+// estimate is the envelope of the window: the largest d.
+func (e *skewEst) estimate() int64 {
+	return max(e.older, e.ring[skewSlot(e.head)].max)
+}
+
+func (t *SkewTracker) known(e *skewEst) bool {
+	return e.started && e.n >= t.minSamples && uint64(e.now)-uint64(e.since) >= uint64(t.window)
+}
+
+// judge degrades a source as soon as its estimate is beyond the threshold,
+// and recovers it once the estimate stayed within the recovery band for
+// recoverAfter.
+func (t *SkewTracker) judge(e *skewEst) *Transition {
+	if !t.known(e) {
+		return nil
+	}
+	est := e.estimate()
+	switch {
+	case !e.degraded && (est > t.thr || est <= -t.thr):
+		e.degraded, e.good, e.degradedAt = true, false, e.now
+		t.degraded++
+	case !e.degraded:
+		return nil
+	case est > t.recoverHi || est <= -t.recoverLo:
+		e.good = false
+		return nil
+	case !e.good:
+		e.good, e.goodSince = true, e.now
+		fallthrough
+	default:
+		if e.now-e.goodSince < t.recoverAfter {
 			return nil
 		}
-		s.degraded, s.degradedAt, s.okSet = true, s.headRef, false
-		s.trans++
-		t.nDegraded++
-		return &Transition{Source: s.name, Degraded: true, Skew: msDuration(s.est), At: s.headRef}
+		e.degraded, e.good = false, false
+		e.degradedFor += e.now - e.degradedAt
+		t.degraded--
 	}
-	if a > t.band {
-		s.okSet = false
-		return nil
-	}
-	if !s.okSet {
-		s.okSet, s.okSince = true, s.headRef
-	}
-	if s.headRef-s.okSince < t.recover {
-		return nil
-	}
-	s.degraded, s.okSet = false, false
-	s.trans++
-	t.nDegraded--
-	return &Transition{Source: s.name, Degraded: false, Skew: msDuration(s.est), At: s.headRef}
+	e.transitions++
+	return &Transition{Source: e.name, Degraded: e.degraded, Skew: skewDuration(est), At: e.now}
 }
 
-// Sources returns the state of every source, sorted by name.
+// skewDuration converts ms to a Duration, saturating instead of wrapping.
+func skewDuration(ms int64) time.Duration {
+	const lim = math.MaxInt64 / int64(time.Millisecond)
+	return time.Duration(min(max(ms, -lim), lim)) * time.Millisecond
+}
+
+// Sources lists every source seen, sorted by name.
 func (t *SkewTracker) Sources() []SourceSkew {
-	out := make([]SourceSkew, 0, len(t.sources))
-	for _, s := range t.sortedSources() {
-		ss := SourceSkew{Source: s.name, Known: s.known, Degraded: s.degraded, Transitions: s.trans}
-		if s.est != emptySlot {
-			ss.Skew = msDuration(s.est)
+	out := make([]SourceSkew, 0, len(t.srcs))
+	for _, e := range t.srcs {
+		s := SourceSkew{
+			Source: e.name, Known: t.known(e), Degraded: e.degraded,
+			Transitions: int(e.transitions),
 		}
-		if s.degraded {
-			ss.DegradedFor = msDuration(s.headRef - s.degradedAt)
+		if e.started {
+			s.Skew = skewDuration(e.estimate())
 		}
-		out = append(out, ss)
+		ms := e.degradedFor
+		if e.degraded {
+			ms += e.now - e.degradedAt
+		}
+		s.DegradedFor = skewDuration(ms)
+		out = append(out, s)
 	}
+	slices.SortFunc(out, func(a, b SourceSkew) int { return strings.Compare(a.Source, b.Source) })
 	return out
 }
 
-// sortedSources returns the estimators sorted by name, so that listings and
-// encodings are deterministic.
-func (t *SkewTracker) sortedSources() []*skewSource {
-	ss := make([]*skewSource, 0, len(t.sources))
-	for _, s := range t.sources {
-		ss = append(ss, s)
+// Flags of an encoded source.
+const (
+	skewStarted = 1 << iota
+	skewDegraded
+	skewGood
+)
+
+func skewFlag(on bool, f byte) byte {
+	if on {
+		return f
 	}
-	slices.SortFunc(ss, func(a, b *skewSource) int { return strings.Compare(a.name, b.name) })
-	return ss
+	return 0
 }
 
-// AppendBinary appends the tracker's state to dst for a checkpoint: a version
-// byte, the sub-window width the slots were cut with, then every source in
-// name order. The options themselves are not stored; they come from the
-// rules file on restore.
+// AppendBinary appends the tracker's encoding to dst, for checkpoints: a
+// version byte, the sub-window width, then each source in name order with
+// the sub-windows still in its window. The options are not encoded: they
+// come from the rules file on restart.
 func (t *SkewTracker) AppendBinary(dst []byte) []byte {
-	dst = append(dst, skewEncodingVersion)
-	dst = binary.AppendUvarint(dst, uint64(t.sub))
-	dst = binary.AppendUvarint(dst, uint64(len(t.sources)))
-	for _, s := range t.sortedSources() {
-		dst = binary.AppendUvarint(dst, uint64(len(s.name)))
-		dst = append(dst, s.name...)
-		for _, v := range s.slots {
+	dst = append(dst, skewVersion)
+	dst = binary.AppendVarint(dst, t.sub)
+	names := make([]string, 0, len(t.srcs))
+	for name := range t.srcs {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	dst = binary.AppendUvarint(dst, uint64(len(names)))
+	for _, name := range names {
+		e := t.srcs[name]
+		dst = binary.AppendUvarint(dst, uint64(len(name)))
+		dst = append(dst, name...)
+		dst = append(dst, skewFlag(e.started, skewStarted)|skewFlag(e.degraded, skewDegraded)|skewFlag(e.good, skewGood))
+		for _, v := range []int64{e.head, e.now, e.since, e.n, e.degradedAt, e.degradedFor, e.goodSince, e.transitions} {
 			dst = binary.AppendVarint(dst, v)
 		}
-		for _, v := range []int64{s.head, s.headRef, s.runStart, int64(s.samples), s.degradedAt, s.okSince, int64(s.trans)} {
-			dst = binary.AppendVarint(dst, v)
+		// Only the sub-windows still in the window: stale slots mean nothing.
+		live := e.ring[:0:0]
+		for _, b := range e.ring {
+			if e.started && b.max != skewNone && b.idx <= e.head && uint64(e.head)-uint64(b.idx) < skewBuckets {
+				live = append(live, b)
+			}
 		}
-		var flags byte
-		if s.degraded {
-			flags |= 1
+		dst = binary.AppendUvarint(dst, uint64(len(live)))
+		for _, b := range live {
+			dst = binary.AppendVarint(dst, b.idx)
+			dst = binary.AppendVarint(dst, b.max)
 		}
-		if s.okSet {
-			flags |= 2
-		}
-		dst = append(dst, flags)
 	}
 	return dst
 }
 
-// errSkewEncoding is returned for input that AppendBinary cannot have made.
-var errSkewEncoding = errors.New("watermark: corrupt skew tracker encoding")
-
-// DecodeSkewTracker restores a tracker written by AppendBinary, with options
-// o. The window must cut the same sub-windows as when the state was written
-// (the slots would mean other spans otherwise); a tracker whose window
-// changed must start afresh.
-func DecodeSkewTracker(b []byte, o SkewOptions) (*SkewTracker, error) {
-	t := NewSkewTracker(o)
-	if len(b) == 0 {
-		return nil, errSkewEncoding
-	}
-	if b[0] != skewEncodingVersion {
-		return nil, fmt.Errorf("watermark: skew tracker encoding version %d, want %d", b[0], skewEncodingVersion)
-	}
-	r := skewReader{b: b[1:]}
-	if sub := r.uvarint(); r.err == nil && sub != uint64(t.sub) {
-		return nil, fmt.Errorf("watermark: skew tracker state has %dms sub-windows, options give %dms", sub, t.sub)
-	}
-	n := r.uvarint()
-	for i := uint64(0); i < n && r.err == nil; i++ {
-		name := r.bytes(r.uvarint())
-		s := &skewSource{name: string(name)}
-		for j := range s.slots {
-			s.slots[j] = r.varint()
-		}
-		s.head, s.headRef, s.runStart = r.varint(), r.varint(), r.varint()
-		samples := r.varint()
-		s.degradedAt, s.okSince = r.varint(), r.varint()
-		trans := r.varint()
-		flags := r.readByte()
-		if r.err != nil {
-			break
-		}
-		if samples < 0 || trans < 0 || trans > math.MaxInt32 || flags > 3 || t.sources[s.name] != nil {
-			return nil, errSkewEncoding
-		}
-		for _, v := range s.slots {
-			if v != emptySlot && (v > maxSkewMs || v < -maxSkewMs) {
-				return nil, errSkewEncoding
-			}
-		}
-		s.samples = int(min(samples, int64(t.o.MinSamples)))
-		s.trans = int(trans)
-		s.degraded, s.okSet = flags&1 != 0, flags&2 != 0
-		t.refresh(s)
-		if s.degraded {
-			t.nDegraded++
-		}
-		t.sources[s.name] = s
-	}
-	if r.err != nil || len(r.b) != 0 {
-		return nil, errSkewEncoding
-	}
-	return t, nil
+// skewDecoder reads an encoding, remembering the first failure.
+type skewDecoder struct {
+	b  []byte
+	ok bool
 }
 
-// skewReader reads AppendBinary's output, remembering the first error so
-// that the decoder checks once per source.
-type skewReader struct {
-	b   []byte
-	err error
-}
-
-func (r *skewReader) uvarint() uint64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(r.b)
+func (d *skewDecoder) varint() int64 {
+	v, n := binary.Varint(d.b)
 	if n <= 0 {
-		r.err = errSkewEncoding
+		d.ok, d.b = false, nil
 		return 0
 	}
-	r.b = r.b[n:]
+	d.b = d.b[n:]
 	return v
 }
 
-func (r *skewReader) varint() int64 {
-	if r.err != nil {
+// count reads a length that must fit in what is left of the input, each
+// element taking at least one byte.
+func (d *skewDecoder) count() int {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 || v > uint64(len(d.b)-n) {
+		d.ok, d.b = false, nil
 		return 0
 	}
-	v, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.err = errSkewEncoding
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
+	d.b = d.b[n:]
+	return int(v)
 }
 
-func (r *skewReader) readByte() byte {
-	if r.err != nil || len(r.b) == 0 {
-		r.err = errSkewEncoding
-		return 0
-	}
-	c := r.b[0]
-	r.b = r.b[1:]
-	return c
-}
-
-// bytes reads n bytes; the length is checked against the input before any
-// allocation, so a corrupt length cannot exhaust memory.
-func (r *skewReader) bytes(n uint64) []byte {
-	if r.err != nil || n > uint64(len(r.b)) {
-		r.err = errSkewEncoding
+func (d *skewDecoder) bytes(n int) []byte {
+	if n > len(d.b) {
+		d.ok, d.b = false, nil
 		return nil
 	}
-	v := r.b[:n]
-	r.b = r.b[n:]
+	v := d.b[:n]
+	d.b = d.b[n:]
 	return v
 }
 
-// clampSkew returns ts - ref bounded to ±maxSkewMs, without overflowing.
-func clampSkew(ts, ref int64) int64 {
-	ts = min(max(ts, math.MinInt64/4), math.MaxInt64/4)
-	ref = min(max(ref, math.MinInt64/4), math.MaxInt64/4)
-	return min(max(ts-ref, -maxSkewMs), maxSkewMs)
-}
-
-// maxDurationMs is the largest whole number of milliseconds a Duration holds.
-const maxDurationMs = math.MaxInt64 / int64(time.Millisecond)
-
-// msDuration converts milliseconds to a Duration, saturating instead of
-// overflowing on absurd inputs.
-func msDuration(ms int64) time.Duration {
-	return time.Duration(min(max(ms, -maxDurationMs), maxDurationMs)) * time.Millisecond
-}
-
-// floorDiv divides rounding towards minus infinity, so that sub-windows are
-// aligned for negative reference times too.
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if a%b != 0 && (a < 0) != (b < 0) {
-		q--
+// DecodeSkewTracker restores a tracker written by AppendBinary, with
+// options o. It continues exactly where the encoded tracker stopped, unless
+// the window changed: then each source warms up again, keeping its state.
+func DecodeSkewTracker(b []byte, o SkewOptions) (*SkewTracker, error) {
+	if len(b) == 0 {
+		return nil, ErrCorruptSkew
 	}
-	return q
-}
-
-// floorMod is the remainder of floorDiv, never negative for b > 0.
-func floorMod(a, b int64) int64 { return a - floorDiv(a, b)*b }
-
-func abs(v int64) int64 {
-	if v < 0 {
-		return -v
+	if b[0] != skewVersion {
+		return nil, fmt.Errorf("watermark: skew state has version %d, want %d", b[0], skewVersion)
 	}
-	return v
+	t := NewSkewTracker(o)
+	d := skewDecoder{b: b[1:], ok: true}
+	sub := d.varint()
+	n := d.count()
+	prev := ""
+	for i := 0; i < n && d.ok; i++ {
+		name := string(d.bytes(d.count()))
+		if i > 0 && name <= prev {
+			return nil, ErrCorruptSkew // written sorted, each once
+		}
+		prev = name
+		flags := d.bytes(1)
+		e := &skewEst{name: name}
+		for _, p := range []*int64{&e.head, &e.now, &e.since, &e.n, &e.degradedAt, &e.degradedFor, &e.goodSince, &e.transitions} {
+			*p = d.varint()
+		}
+		if !d.ok || flags[0]&^(skewStarted|skewDegraded|skewGood) != 0 {
+			return nil, ErrCorruptSkew
+		}
+		e.started = flags[0]&skewStarted != 0
+		e.degraded = flags[0]&skewDegraded != 0
+		e.good = flags[0]&skewGood != 0
+		for j := range e.ring {
+			e.ring[j] = skewBucket{idx: e.head, max: skewNone}
+		}
+		var filled [skewBuckets]bool
+		nb := d.count()
+		if nb > skewBuckets || nb > 0 && !e.started {
+			return nil, ErrCorruptSkew
+		}
+		for range nb {
+			bk := skewBucket{idx: d.varint(), max: d.varint()}
+			s := skewSlot(bk.idx)
+			if !d.ok || filled[s] || bk.max == skewNone || bk.idx > e.head || uint64(e.head)-uint64(bk.idx) >= skewBuckets {
+				return nil, ErrCorruptSkew
+			}
+			filled[s], e.ring[s] = true, bk
+		}
+		if sub != t.sub {
+			e.started = false // bucket indices mean other times now
+		}
+		e.start = e.head * t.sub
+		e.older = e.envelopeBefore()
+		if e.degraded {
+			t.degraded++
+		}
+		t.srcs[name] = e
+	}
+	if !d.ok || len(d.b) != 0 {
+		return nil, ErrCorruptSkew
+	}
+	return t, nil
 }
