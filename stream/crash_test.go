@@ -137,4 +137,3 @@ func coversAll(set map[string]bool, want []string) bool {
 	}
 	return true
 }
-
