@@ -1,6 +1,7 @@
 package windows
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/riskstream/riskstream/rules"
@@ -85,15 +86,7 @@ func (s *slot) paneAt(start int64) *pane {
 		s.panes = append(s.panes, pane{start: start})
 		return &s.panes[n]
 	}
-	i, found := slices.BinarySearchFunc(s.panes, start, func(p pane, t int64) int {
-		switch {
-		case p.start < t:
-			return -1
-		case p.start > t:
-			return 1
-		}
-		return 0
-	})
+	i, found := slices.BinarySearchFunc(s.panes, start, func(p pane, t int64) int { return cmp.Compare(p.start, t) })
 	if !found {
 		s.panes = slices.Insert(s.panes, i, pane{start: start})
 	}
@@ -160,15 +153,7 @@ func (s *slot) bumpFired(start int64) int32 {
 			return s.fired[i].rev
 		}
 	}
-	i, _ := slices.BinarySearchFunc(s.fired, start, func(f firedWin, t int64) int {
-		switch {
-		case f.start < t:
-			return -1
-		case f.start > t:
-			return 1
-		}
-		return 0
-	})
+	i, _ := slices.BinarySearchFunc(s.fired, start, func(f firedWin, t int64) int { return cmp.Compare(f.start, t) })
 	s.fired = slices.Insert(s.fired, i, firedWin{start: start})
 	s.added(s.sp.cleanup(start + s.sp.size))
 	return 0
