@@ -37,6 +37,9 @@ type RunOptions struct {
 	EmbeddedAddr string
 	// Topic is the input topic. The default value is "requests".
 	Topic string
+	// Group is the consumer group the job joins and commits its
+	// checkpointed offsets to. The default value is "riskstream".
+	Group string
 	// Outputs name the output topics. The default value is
 	// sink.DefaultTopics.
 	Outputs sink.Topics
@@ -67,6 +70,9 @@ func (o *RunOptions) ensureDefaults() {
 	}
 	if o.Topic == "" {
 		o.Topic = "requests"
+	}
+	if o.Group == "" {
+		o.Group = "riskstream"
 	}
 	if o.Outputs == (sink.Topics{}) {
 		o.Outputs = sink.DefaultTopics
@@ -154,6 +160,12 @@ func Run(ctx context.Context, opts RunOptions) error {
 		log.Info("resuming from checkpoint", "offsets", offsets, "watermark", e.Watermark())
 	}
 
+	member, err := joinGroup(ctx, brokers, opts.Group, opts.Topic)
+	if err != nil {
+		return err
+	}
+	defer member.close()
+
 	partitions, err := readPartitions(ctx, brokers[0], opts.Topic)
 	if err != nil {
 		return err
@@ -229,6 +241,11 @@ func Run(ctx context.Context, opts RunOptions) error {
 		}
 		if err := db.Commit(true); err != nil {
 			return err
+		}
+		// Only now that the checkpoint is durable may the group see the
+		// offsets (never ahead of it).
+		if err := member.commit(offsets); err != nil {
+			log.Warn("committing offsets to the consumer group", "group", opts.Group, "err", err)
 		}
 		m.checkpoint.Observe(time.Since(start).Seconds())
 		m.update(e, db)

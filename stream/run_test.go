@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -217,4 +218,51 @@ func first(xs []string) string {
 		return ""
 	}
 	return xs[0]
+}
+
+// TestSecondInstanceRefused: a second job with the same consumer group is
+// refused while the first runs, and the first's output is unchanged; after
+// it stops, the group holds the checkpointed offsets for lag tools.
+func TestSecondInstanceRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a broker")
+	}
+	want := replayDecisions(t)
+	addr := startLiveBroker(t)
+	ready := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, RunOptions{Config: loadRules(t), Brokers: []string{addr}, StateDir: t.TempDir(),
+			CheckpointInterval: 50 * time.Millisecond, Ready: func([]string) { close(ready) }})
+	}()
+	<-ready
+	err := Run(context.Background(), RunOptions{Config: loadRules(t), Brokers: []string{addr}, StateDir: t.TempDir()})
+	var busy *ErrGroupBusy
+	if !errors.As(err, &busy) {
+		t.Fatalf("second instance: %v, want ErrGroupBusy", err)
+	}
+	t.Log(err)
+	produceBundled(t, addr)
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if len(readTopic(t, addr, "decisions")) >= len(want) {
+			break
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := readTopic(t, addr, "decisions"); !slices.Equal(got, want) {
+		t.Fatalf("the first instance's decisions changed: %d vs %d", len(got), len(want))
+	}
+	client := &kafka.Client{Addr: kafka.TCP(addr)}
+	resp, err := client.OffsetFetch(context.Background(), &kafka.OffsetFetchRequest{GroupID: "riskstream",
+		Topics: map[string][]int{"requests": {0}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps := resp.Topics["requests"]; len(ps) != 1 || ps[0].CommittedOffset != 20000 {
+		t.Fatalf("group offsets %+v, want 20000 committed", resp.Topics)
+	}
 }
