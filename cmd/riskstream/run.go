@@ -38,6 +38,7 @@ func newRunCmd() *cobra.Command {
 	f.StringVar(&rulesFile, "rules", "", "rules file (YAML); required")
 	f.StringVar(&brokers, "brokers", "", "Kafka bootstrap brokers, comma-separated (default: start an embedded broker on 127.0.0.1:9092)")
 	f.StringVar(&opts.Topic, "topic", "requests", "input topic")
+	f.StringVar(&opts.Group, "group", "riskstream", "consumer group: joined to keep a second instance out, and given the checkpointed offsets for lag tools")
 	f.StringVar(&opts.Outputs.Decisions, "decisions-topic", sink.Decisions, "output topic for decisions")
 	f.StringVar(&opts.Outputs.Heatmaps, "heatmaps-topic", sink.Heatmaps, "output topic for heatmaps")
 	f.StringVar(&opts.Outputs.Late, "late-topic", sink.Late, "output topic for late events")
