@@ -49,6 +49,9 @@ type RunOptions struct {
 	// CheckpointInterval is how often state and offsets are checkpointed.
 	// The default value is 1s.
 	CheckpointInterval time.Duration
+	// PartitionDiscovery is how often the input topic is checked for new
+	// partitions. The default value is 10s.
+	PartitionDiscovery time.Duration
 	// MetricsAddr serves /metrics and /healthz; empty serves nothing.
 	MetricsAddr string
 	// CacheSlots: see windows.Options.
@@ -76,6 +79,9 @@ func (o *RunOptions) ensureDefaults() {
 	}
 	if o.Outputs == (sink.Topics{}) {
 		o.Outputs = sink.DefaultTopics
+	}
+	if o.PartitionDiscovery <= 0 {
+		o.PartitionDiscovery = 10 * time.Second
 	}
 	if o.CheckpointInterval <= 0 {
 		o.CheckpointInterval = time.Second
@@ -174,34 +180,48 @@ func Run(ctx context.Context, opts RunOptions) error {
 	msgs := make(chan kafka.Message, 4096)
 	readCtx, stopReading := context.WithCancel(ctx)
 	defer stopReading()
-	readers := make([]*kafka.Reader, 0, len(partitions))
-	for _, p := range partitions {
-		e.AddPartition(int32(p), now())
-		r := kafka.NewReader(kafka.ReaderConfig{
-			Brokers: brokers, Topic: opts.Topic, Partition: p,
-			MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 20 * time.Millisecond,
-		})
-		start, ok := offsets[int32(p)]
-		if !ok {
-			start = kafka.FirstOffset
-		}
-		if err := r.SetOffset(start); err != nil {
-			return fmt.Errorf("partition %d: %w", p, err)
-		}
-		readers = append(readers, r)
-		go func() {
-			for {
-				msg, err := r.FetchMessage(readCtx)
-				if err != nil {
-					return // cancelled, or the reader is closed
-				}
-				select {
-				case msgs <- msg:
-				case <-readCtx.Done():
-					return
-				}
+	var readers []*kafka.Reader
+	known := map[int]bool{}
+	// addReaders starts a reader for each partition not read yet, from its
+	// checkpointed offset or the beginning. It runs at start and then
+	// periodically, so partitions added to the topic are picked up.
+	addReaders := func(partitions []int) error {
+		for _, p := range partitions {
+			if known[p] {
+				continue
 			}
-		}()
+			known[p] = true
+			e.AddPartition(int32(p), now())
+			r := kafka.NewReader(kafka.ReaderConfig{
+				Brokers: brokers, Topic: opts.Topic, Partition: p,
+				MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 20 * time.Millisecond,
+			})
+			start, ok := offsets[int32(p)]
+			if !ok {
+				start = kafka.FirstOffset
+			}
+			if err := r.SetOffset(start); err != nil {
+				return fmt.Errorf("partition %d: %w", p, err)
+			}
+			readers = append(readers, r)
+			go func() {
+				for {
+					msg, err := r.FetchMessage(readCtx)
+					if err != nil {
+						return // cancelled, or the reader is closed
+					}
+					select {
+					case msgs <- msg:
+					case <-readCtx.Done():
+						return
+					}
+				}
+			}()
+		}
+		return nil
+	}
+	if err := addReaders(partitions); err != nil {
+		return err
 	}
 	defer func() {
 		for _, r := range readers {
@@ -249,7 +269,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 		}
 		m.checkpoint.Observe(time.Since(start).Seconds())
 		m.update(e, db)
-		m.lags(e, readers, partitions, time.Now().UnixMilli())
+		m.lags(e, readers, time.Now().UnixMilli())
 		return nil
 	}
 
@@ -257,6 +277,8 @@ func Run(ctx context.Context, opts RunOptions) error {
 	defer ticker.Stop()
 	flushTick := time.NewTicker(5 * time.Millisecond)
 	defer flushTick.Stop()
+	discover := time.NewTicker(opts.PartitionDiscovery)
+	defer discover.Stop()
 	var rec engine.Record
 	for {
 		select {
@@ -294,6 +316,20 @@ func Run(ctx context.Context, opts RunOptions) error {
 		case <-ticker.C:
 			if err := checkpoint(); err != nil {
 				return err
+			}
+		case <-discover.C:
+			ps, err := readPartitions(ctx, brokers[0], opts.Topic)
+			if err != nil {
+				log.Warn("listing partitions", "topic", opts.Topic, "err", err)
+				continue
+			}
+			n := len(readers)
+			if err := addReaders(ps); err != nil {
+				log.Warn("reading new partitions", "topic", opts.Topic, "err", err)
+				continue
+			}
+			if len(readers) > n {
+				log.Info("reading new partitions", "topic", opts.Topic, "partitions", len(readers))
 			}
 		}
 	}
@@ -452,13 +488,14 @@ func (m *metrics) update(e *engine.Engine, db *state.DB) {
 }
 
 // lags refreshes the per-partition watermark and consumer lags.
-func (m *metrics) lags(e *engine.Engine, readers []*kafka.Reader, partitions []int, now int64) {
-	for i, p := range partitions {
+func (m *metrics) lags(e *engine.Engine, readers []*kafka.Reader, now int64) {
+	for _, r := range readers {
+		p := r.Config().Partition
 		label := strconv.Itoa(p)
 		if wm := e.PartitionWatermark(int32(p)); wm > watermark.Min {
 			m.wmLag.WithLabelValues(label).Set(float64(now-wm) / 1000)
 		}
-		m.consumerLag.WithLabelValues(label).Set(float64(readers[i].Lag()))
+		m.consumerLag.WithLabelValues(label).Set(float64(r.Lag()))
 	}
 }
 

@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -264,5 +265,57 @@ func TestSecondInstanceRefused(t *testing.T) {
 	}
 	if ps := resp.Topics["requests"]; len(ps) != 1 || ps[0].CommittedOffset != 20000 {
 		t.Fatalf("group offsets %+v, want 20000 committed", resp.Topics)
+	}
+}
+
+// TestNewPartitionsPickedUp: partitions added to the input topic while the
+// job runs are read too.
+func TestNewPartitionsPickedUp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a broker")
+	}
+	addr := startLiveBroker(t)
+	ready := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, RunOptions{Config: loadRules(t), Brokers: []string{addr}, StateDir: t.TempDir(),
+			CheckpointInterval: 50 * time.Millisecond, PartitionDiscovery: 50 * time.Millisecond,
+			Ready: func([]string) { close(ready) }})
+	}()
+	<-ready
+	client := &kafka.Client{Addr: kafka.TCP(addr)}
+	if _, err := client.CreatePartitions(context.Background(), &kafka.CreatePartitionsRequest{
+		Topics: []kafka.TopicPartitionsConfig{{Name: "requests", Count: 2}}}); err != nil {
+		t.Fatal(err)
+	}
+	var conn *kafka.Conn
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if conn, err = kafka.DialLeader(context.Background(), "tcp", addr, "requests", 1); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []kafka.Message
+	for i := range 7 {
+		msgs = append(msgs, kafka.Message{Value: fmt.Appendf(nil, `{"id":"n%d","ts":%d,"user":"u1","api":"/pay","latency_ms":3}`, i, 1732150000000+int64(i)*1000)})
+	}
+	if _, err := conn.WriteMessages(msgs...); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	var got []string
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && len(got) < 2; time.Sleep(50 * time.Millisecond) {
+		got = readTopic(t, addr, "decisions")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || !strings.Contains(got[0], `"id":"n5/pay-burst"`) {
+		t.Fatalf("decisions from the new partition: %q", got)
 	}
 }
