@@ -18,7 +18,7 @@ import (
 
 // startLiveBroker starts the embedded broker on a free loopback port with one
 // input partition, so that live order equals file order.
-func startLiveBroker(t *testing.T) string {
+func startLiveBroker(t testing.TB) string {
 	t.Helper()
 	b, err := broker.Start(broker.Options{
 		Addr:   "127.0.0.1:0",
