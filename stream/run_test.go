@@ -319,3 +319,72 @@ func TestNewPartitionsPickedUp(t *testing.T) {
 		t.Fatalf("decisions from the new partition: %q", got)
 	}
 }
+
+// TestLiveSkewMetrics: live, the record timestamp is the reference; a source
+// stamping 200 ms ahead of it is degraded, and the metrics say so.
+func TestLiveSkewMetrics(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a broker")
+	}
+	addr := startLiveBroker(t)
+	conn, err := kafka.DialLeader(context.Background(), "tcp", addr, "requests", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []kafka.Message
+	base := int64(1732150000000)
+	for i := range 60 {
+		ref := base + int64(i)*50
+		msgs = append(msgs, kafka.Message{
+			Value: fmt.Appendf(nil, `{"id":"s%d","ts":%d,"source":"gw-1","user":"u%d","api":"/x","latency_ms":1}`, i, ref+200, i),
+			Time:  time.UnixMilli(ref),
+		})
+	}
+	if _, err := conn.WriteMessages(msgs...); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	reg := prometheus.NewRegistry()
+	ready := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, RunOptions{Config: loadRules(t), Brokers: []string{addr}, StateDir: t.TempDir(),
+			Registry: reg, Ready: func([]string) { close(ready) }})
+	}()
+	<-ready
+	time.Sleep(time.Second) // 60 records: consumed long before
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{
+		`riskstream_source_degraded{source="gw-1"}`:          1,
+		`riskstream_source_transitions_total{source="gw-1"}`: 1,
+		`riskstream_source_skew_seconds{source="gw-1"}`:      0.2,
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			if len(m.GetLabel()) != 1 || m.GetLabel()[0].GetValue() != "gw-1" {
+				continue
+			}
+			name := mf.GetName() + `{source="gw-1"}`
+			w, ok := want[name]
+			if !ok {
+				continue
+			}
+			v := m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			if v != w {
+				t.Errorf("%s = %v, want %v", name, v, w)
+			}
+			delete(want, name)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("metrics missing: %v", want)
+	}
+}
