@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/gen"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/sink"
@@ -20,10 +21,10 @@ type discard struct {
 
 func (d *discard) Decision(x *windows.Decision)     { d.buf = d.enc.AppendDecision(d.buf[:0], x) }
 func (d *discard) Heatmap(x *windows.HeatmapWindow) { d.buf = d.enc.AppendHeatmap(d.buf[:0], x) }
-func (d *discard) Late(raw []byte, wm int64, p *sink.Provenance) {
+func (d *discard) Late(raw []byte, wm int64, p *event.Provenance) {
 	d.buf = sink.AppendLate(d.buf[:0], raw, wm, p)
 }
-func (d *discard) DLQ(raw []byte, reason string, p *sink.Provenance) {
+func (d *discard) DLQ(raw []byte, reason string, p *event.Provenance) {
 	d.buf = sink.AppendDLQ(d.buf[:0], raw, reason, p)
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/state"
@@ -62,7 +63,7 @@ func TestCheckpointRestore(t *testing.T) {
 				}
 			}
 			for i := start; i < end; i++ {
-				if err := e.Process(&Record{Value: lines[i], Prov: sink.Provenance{File: "in", Line: int64(i + 1)}}, 0); err != nil {
+				if err := e.Process(&Record{Value: lines[i], Prov: event.Provenance{File: "in", Line: int64(i + 1)}}, 0); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/rules"
-	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/watermark"
 	"github.com/riskstream/riskstream/windows"
 )
@@ -20,9 +19,9 @@ import (
 type Output interface {
 	windows.Output
 	// Late receives an event every window of which was already purged.
-	Late(raw []byte, wm int64, p *sink.Provenance)
+	Late(raw []byte, wm int64, p *event.Provenance)
 	// DLQ receives a record that is not a valid event.
-	DLQ(raw []byte, reason string, p *sink.Provenance)
+	DLQ(raw []byte, reason string, p *event.Provenance)
 }
 
 // Options configure an Engine.
@@ -49,7 +48,7 @@ type Record struct {
 	// when HasReference; files give it as the event's ingest_ts instead.
 	Reference    int64
 	HasReference bool
-	Prov         sink.Provenance
+	Prov         event.Provenance
 }
 
 // Stats count what became of the records.

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/state"
@@ -301,7 +302,7 @@ func (c *capture) Heatmap(h *windows.HeatmapWindow) {
 		quantiles: [3]float64{a.Quantile(0.50), a.Quantile(0.95), a.Quantile(0.99)}})
 }
 
-func (c *capture) Late(raw []byte, wm int64, p *sink.Provenance) {
+func (c *capture) Late(raw []byte, wm int64, p *event.Provenance) {
 	if c.enc != nil {
 		c.rendered = sink.AppendLate(c.rendered, raw, wm, p)
 		return
@@ -310,7 +311,7 @@ func (c *capture) Late(raw []byte, wm int64, p *sink.Provenance) {
 	c.late = append(c.late, lateRec{string(id[:bytes.IndexByte(id[1:], '"')+2]), wm})
 }
 
-func (c *capture) DLQ(raw []byte, reason string, p *sink.Provenance) {
+func (c *capture) DLQ(raw []byte, reason string, p *event.Provenance) {
 	if c.enc != nil {
 		c.rendered = sink.AppendDLQ(c.rendered, raw, reason, p)
 		return
@@ -334,7 +335,7 @@ func runEngine(c *propCase, backend windows.Backend, slots int, render bool) (*c
 		return nil, err
 	}
 	for i := range c.events {
-		rec := Record{Value: []byte(c.events[i].json()), Prov: sink.Provenance{File: "events.jsonl", Line: int64(i + 1)}}
+		rec := Record{Value: []byte(c.events[i].json()), Prov: event.Provenance{File: "events.jsonl", Line: int64(i + 1)}}
 		if err := e.Process(&rec, 0); err != nil {
 			return nil, err
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/datadriven"
+	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/state"
@@ -38,11 +39,11 @@ func (r *recorder) Heatmap(h *windows.HeatmapWindow) {
 	r.line("heatmap", r.buf)
 }
 
-func (r *recorder) Late(raw []byte, wm int64, p *sink.Provenance) {
+func (r *recorder) Late(raw []byte, wm int64, p *event.Provenance) {
 	r.line("late", sink.AppendLate(nil, raw, wm, p))
 }
 
-func (r *recorder) DLQ(raw []byte, reason string, p *sink.Provenance) {
+func (r *recorder) DLQ(raw []byte, reason string, p *event.Provenance) {
 	r.line("dlq", sink.AppendDLQ(nil, raw, reason, p))
 }
 
@@ -123,7 +124,7 @@ func runScenario(t *testing.T, path string, slots int, open func(*testing.T) win
 			}
 			for _, l := range strings.Split(d.Input, "\n") {
 				line++
-				r := Record{Value: []byte(l), Partition: int32(partition), Prov: sink.Provenance{File: "in.jsonl", Line: line}}
+				r := Record{Value: []byte(l), Partition: int32(partition), Prov: event.Provenance{File: "in.jsonl", Line: line}}
 				if err := e.Process(&r, now); err != nil {
 					t.Fatal(err)
 				}

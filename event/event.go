@@ -77,6 +77,15 @@ const (
 	MaxTS = int64(1) << 53
 )
 
+// Provenance says where an input record came from: a file and line in
+// replay, a partition and offset live. Late and dlq records carry it.
+type Provenance struct {
+	File      string
+	Line      int64
+	Partition int32
+	Offset    int64
+}
+
 // Error is why a record is invalid; it goes to the dlq output as the reason.
 type Error struct {
 	Reason string

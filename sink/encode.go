@@ -14,16 +14,9 @@ import (
 	"github.com/riskstream/riskstream/windows"
 )
 
-// Provenance says where an input record came from: a file and line in
-// replay, a partition and offset live.
-type Provenance struct {
-	File      string
-	Line      int64
-	Partition int32
-	Offset    int64
-}
-
-func (p *Provenance) append(dst []byte) []byte {
+// appendProvenance appends where the record came from: file and line, or
+// partition and offset.
+func appendProvenance(dst []byte, p *event.Provenance) []byte {
 	if p.File != "" {
 		dst = append(dst, `,"file":`...)
 		dst = event.AppendString(dst, []byte(p.File))
@@ -151,19 +144,19 @@ func roundSignificant(v float64, digits int) float64 {
 
 // AppendLate appends a late record: the original event, the watermark that
 // made it late, and where it came from.
-func AppendLate(dst, raw []byte, wm int64, p *Provenance) []byte {
+func AppendLate(dst, raw []byte, wm int64, p *event.Provenance) []byte {
 	dst = append(dst, `{"event":`...)
 	dst = append(dst, trimSpace(raw)...)
 	dst = append(dst, `,"watermark":`...)
 	dst = strconv.AppendInt(dst, wm, 10)
 	dst = append(dst, `,"reason":"late"`...)
-	dst = p.append(dst)
+	dst = appendProvenance(dst, p)
 	return append(dst, "}\n"...)
 }
 
 // AppendDLQ appends a dead-letter record: why the input was refused and its
 // bytes, as text when they are UTF-8 and as base64 otherwise.
-func AppendDLQ(dst, raw []byte, reason string, p *Provenance) []byte {
+func AppendDLQ(dst, raw []byte, reason string, p *event.Provenance) []byte {
 	dst = append(dst, `{"reason":`...)
 	dst = event.AppendString(dst, []byte(reason))
 	if utf8.Valid(raw) {
@@ -174,7 +167,7 @@ func AppendDLQ(dst, raw []byte, reason string, p *Provenance) []byte {
 		dst = base64.StdEncoding.AppendEncode(dst, raw)
 		dst = append(dst, '"')
 	}
-	dst = p.append(dst)
+	dst = appendProvenance(dst, p)
 	return append(dst, "}\n"...)
 }
 

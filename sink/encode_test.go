@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/heatmap"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/windows"
@@ -66,12 +67,12 @@ func TestHeatmapFormat(t *testing.T) {
 }
 
 func TestSideOutputs(t *testing.T) {
-	p := &Provenance{File: "in.jsonl", Line: 3}
+	p := &event.Provenance{File: "in.jsonl", Line: 3}
 	late := string(AppendLate(nil, []byte(" {\"id\":\"a\",\"ts\":1} \r"), 99, p))
 	if late != `{"event":{"id":"a","ts":1},"watermark":99,"reason":"late","file":"in.jsonl","line":3}`+"\n" {
 		t.Fatalf("late: %s", late)
 	}
-	dlq := string(AppendDLQ(nil, []byte{0xff, 'x'}, "bad", &Provenance{Partition: 2, Offset: 7}))
+	dlq := string(AppendDLQ(nil, []byte{0xff, 'x'}, "bad", &event.Provenance{Partition: 2, Offset: 7}))
 	if !strings.Contains(dlq, `"raw_base64":"/3g="`) || !strings.Contains(dlq, `"partition":2,"offset":7`) {
 		t.Fatalf("dlq: %s", dlq)
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/windows"
 )
 
@@ -76,14 +77,14 @@ func (f *Files) Heatmap(h *windows.HeatmapWindow) {
 }
 
 // Late writes a late record.
-func (f *Files) Late(raw []byte, wm int64, p *Provenance) {
+func (f *Files) Late(raw []byte, wm int64, p *event.Provenance) {
 	f.buf = AppendLate(f.buf[:0], raw, wm, p)
 	f.write(outLate)
 	f.Counts.Late++
 }
 
 // DLQ writes a dead-letter record.
-func (f *Files) DLQ(raw []byte, reason string, p *Provenance) {
+func (f *Files) DLQ(raw []byte, reason string, p *event.Provenance) {
 	f.buf = AppendDLQ(f.buf[:0], raw, reason, p)
 	f.write(outDLQ)
 	f.Counts.DLQ++

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/windows"
 	"github.com/segmentio/kafka-go"
 )
@@ -72,12 +73,12 @@ func (k *Kafka) Heatmap(h *windows.HeatmapWindow) {
 }
 
 // Late implements engine.Output.
-func (k *Kafka) Late(raw []byte, wm int64, p *Provenance) {
+func (k *Kafka) Late(raw []byte, wm int64, p *event.Provenance) {
 	k.add(k.topics.Late, nil, AppendLate(nil, raw, wm, p))
 }
 
 // DLQ implements engine.Output.
-func (k *Kafka) DLQ(raw []byte, reason string, p *Provenance) {
+func (k *Kafka) DLQ(raw []byte, reason string, p *event.Provenance) {
 	k.add(k.topics.DLQ, nil, AppendDLQ(nil, raw, reason, p))
 }
 

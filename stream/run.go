@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/riskstream/riskstream/broker"
 	"github.com/riskstream/riskstream/engine"
+	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/state"
@@ -340,7 +341,7 @@ func process(e *engine.Engine, out *sink.Kafka, rec *engine.Record, msg kafka.Me
 		Value:     msg.Value,
 		Partition: int32(msg.Partition),
 		Reference: msg.Time.UnixMilli(), HasReference: !msg.Time.IsZero(),
-		Prov: sink.Provenance{Partition: int32(msg.Partition), Offset: msg.Offset},
+		Prov: event.Provenance{Partition: int32(msg.Partition), Offset: msg.Offset},
 	}
 	out.Ref = rec.Reference
 	offsets[int32(msg.Partition)] = msg.Offset + 1

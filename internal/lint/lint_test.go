@@ -22,7 +22,10 @@ var forbiddenCalls = map[string]bool{
 	"time.After": true, "time.AfterFunc": true, "time.NewTimer": true, "time.NewTicker": true, "time.Tick": true,
 }
 
-var forbiddenImports = []string{"os", "net", "net/http", "github.com/segmentio/kafka-go", "github.com/cockroachdb/pebble"}
+var forbiddenImports = []string{"os", "net", "net/http", "github.com/segmentio/kafka-go", "github.com/cockroachdb/pebble",
+	// The edges: the core may be driven by them, never depend on them.
+	"github.com/riskstream/riskstream/sink", "github.com/riskstream/riskstream/stream",
+	"github.com/riskstream/riskstream/state", "github.com/riskstream/riskstream/broker"}
 
 func TestPureCore(t *testing.T) {
 	for _, pkg := range pure {
