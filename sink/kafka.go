@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strconv"
@@ -57,11 +58,15 @@ func (k *Kafka) add(topic string, key, value []byte) {
 
 // Decision implements windows.Output; the message key is the event id.
 func (k *Kafka) Decision(d *windows.Decision) {
-	id := d.EventID[1 : len(d.EventID)-1] // canonical JSON text: quotes around
-	if s, err := strconv.Unquote(string(d.EventID)); err == nil {
-		id = []byte(s)
+	// EventID is canonical JSON text: quotes around, escapes only where
+	// needed, so most ids are their own key once unquoted.
+	id := append([]byte(nil), d.EventID[1:len(d.EventID)-1]...)
+	if bytes.IndexByte(id, '\\') >= 0 {
+		if s, err := strconv.Unquote(string(d.EventID)); err == nil {
+			id = []byte(s)
+		}
 	}
-	k.add(k.topics.Decisions, append([]byte(nil), id...), k.enc.AppendDecision(nil, d))
+	k.add(k.topics.Decisions, id, k.enc.AppendDecision(nil, d))
 	k.DecisionRefs = append(k.DecisionRefs, k.Ref)
 }
 
@@ -82,21 +87,21 @@ func (k *Kafka) DLQ(raw []byte, reason string, p *event.Provenance) {
 	k.add(k.topics.DLQ, nil, AppendDLQ(nil, raw, reason, p))
 }
 
-// Pending is the number of messages not yet written.
-func (k *Kafka) Pending() int { return len(k.pending) }
-
 // Flush writes every pending message and waits for the acknowledgements.
-func (k *Kafka) Flush(ctx context.Context) error {
+// It returns the record timestamps of the decisions it wrote (valid until
+// the next Decision), for the event-to-decision latency.
+func (k *Kafka) Flush(ctx context.Context) ([]int64, error) {
+	refs := k.DecisionRefs
 	if len(k.pending) == 0 {
-		return nil
+		return nil, nil
 	}
 	if err := k.w.WriteMessages(ctx, k.pending...); err != nil {
-		return fmt.Errorf("sink: write %d messages: %w", len(k.pending), err)
+		return nil, fmt.Errorf("sink: write %d messages: %w", len(k.pending), err)
 	}
 	clear(k.pending)
 	k.pending = k.pending[:0]
 	k.DecisionRefs = k.DecisionRefs[:0]
-	return nil
+	return refs, nil
 }
 
 // Close closes the writer; pending messages are dropped (Flush first).

@@ -349,8 +349,8 @@ func process(e *engine.Engine, out *sink.Kafka, rec *engine.Record, msg kafka.Me
 }
 
 func flush(ctx context.Context, out *sink.Kafka, m *metrics) error {
-	refs := append([]int64(nil), out.DecisionRefs...)
-	if err := out.Flush(ctx); err != nil {
+	refs, err := out.Flush(ctx)
+	if err != nil {
 		return err
 	}
 	done := time.Now().UnixMilli()
