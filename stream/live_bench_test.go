@@ -32,25 +32,14 @@ func BenchmarkLive(b *testing.B) {
 	for b.Loop() {
 		addr := startLiveBroker(b)
 		reg := prometheus.NewRegistry()
-		ready := make(chan struct{})
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		cfg := loadRules(b)
-		go func() {
-			done <- Run(ctx, RunOptions{Config: cfg, Brokers: []string{addr}, StateDir: b.TempDir(),
-				Registry: reg, Ready: func([]string) { close(ready) }})
-		}()
-		<-ready
+		stop := startJob(b, RunOptions{Brokers: []string{addr}, Registry: reg})
 		st, err := Produce(context.Background(), ProduceOptions{File: "-", Stdin: bytes.NewReader(input),
 			Brokers: []string{addr}, Rate: 20_000})
 		if err != nil {
 			b.Fatal(err)
 		}
 		time.Sleep(2 * time.Second) // let the job drain and checkpoint
-		cancel()
-		if err := <-done; err != nil {
-			b.Fatal(err)
-		}
+		stop()
 		mfs, _ := reg.Gather()
 		for _, mf := range mfs {
 			if mf.GetName() != "riskstream_event_decision_latency_seconds" {

@@ -80,34 +80,56 @@ func readTopic(t *testing.T, addr, topic string) []string {
 
 // runUntil runs the job until the decisions topic holds n records, then
 // stops it as SIGTERM would.
-func runUntil(t *testing.T, addr, stateDir string, n int, stopEarly bool, reg *prometheus.Registry) {
+// startJob runs the job in the background and returns once it consumes.
+// The function it returns stops the job as SIGTERM would and checks that
+// it exited cleanly.
+func startJob(t testing.TB, opts RunOptions) (stop func()) {
 	t.Helper()
+	if opts.Config == nil {
+		opts.Config = loadRules(t)
+	}
+	if opts.StateDir == "" {
+		opts.StateDir = t.TempDir()
+	}
+	ready := make(chan struct{})
+	opts.Ready = func([]string) { close(ready) }
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, RunOptions{Config: loadRules(t), Brokers: []string{addr}, StateDir: stateDir,
-			CheckpointInterval: 100 * time.Millisecond, Registry: reg})
-	}()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
+	go func() { done <- Run(ctx, opts) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		cancel()
+		t.Fatalf("the job did not start: %v", err)
+	}
+	return func() {
+		t.Helper()
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// runUntil runs the job until the decisions topic holds n records (or,
+// with stopEarly, any), then stops it.
+func runUntil(t *testing.T, addr, stateDir string, n int, stopEarly bool, reg *prometheus.Registry) {
+	t.Helper()
+	stop := startJob(t, RunOptions{Brokers: []string{addr}, StateDir: stateDir,
+		CheckpointInterval: 100 * time.Millisecond, Registry: reg})
+	defer stop()
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		conn, err := kafka.DialLeader(context.Background(), "tcp", addr, "decisions", 0)
-		if err == nil {
-			last, _ := conn.ReadLastOffset()
-			conn.Close()
-			if (stopEarly && last > 0) || int(last) >= n {
-				break
-			}
+		if err != nil {
+			continue
 		}
-		select {
-		case err := <-done:
-			t.Fatalf("run stopped early: %v", err)
-		case <-time.After(50 * time.Millisecond):
+		last, _ := conn.ReadLastOffset()
+		conn.Close()
+		if (stopEarly && last > 0) || int(last) >= n {
+			return
 		}
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	t.Errorf("the decisions topic never held %d records", n)
 }
 
 // TestLiveEqualsReplay: the same records in the same order give the same
@@ -149,12 +171,11 @@ func TestLiveEqualsReplay(t *testing.T) {
 		}
 	}
 	for name, want := range map[string]float64{
-		"riskstream_events_total,result=ok":                                    19949,
-		"riskstream_events_total,result=invalid":                               39,
-		"riskstream_decisions_total,action=deny,rule=pay-burst":                294,
-		"riskstream_event_decision_latency_seconds":                            float64(len(want)),
-		"riskstream_consumer_lag,partition=0":                                  0,
-		"riskstream_heatmap_bucket_total,heatmap=api-latency,key=/pay,le=+Inf": values["riskstream_heatmap_bucket_total,heatmap=api-latency,key=/pay,le=+Inf"],
+		"riskstream_events_total,result=ok":                     19949,
+		"riskstream_events_total,result=invalid":                39,
+		"riskstream_decisions_total,action=deny,rule=pay-burst": 294,
+		"riskstream_event_decision_latency_seconds":             float64(len(want)),
+		"riskstream_consumer_lag,partition=0":                   0,
 	} {
 		if got, ok := values[name]; !ok || got != want {
 			t.Errorf("%s = %v (present %v), want %v", name, got, ok, want)
@@ -174,6 +195,9 @@ func TestLiveEqualsReplay(t *testing.T) {
 	}
 	if sources != 4 {
 		t.Errorf("skew reported for %d sources, want the 4 gateways", sources)
+	}
+	if _, ok := values["riskstream_heatmap_bucket_total,heatmap=api-latency,key=/pay,le=+Inf"]; !ok {
+		t.Error("the heatmap's +Inf bucket is not exported")
 	}
 	if values["riskstream_checkpoint_duration_seconds"] == 0 || values["riskstream_heatmap_bucket_total,heatmap=api-latency,key=/pay,le=50"] == 0 {
 		t.Errorf("no checkpoint or heatmap bucket counted: %v", values)
@@ -230,14 +254,7 @@ func TestSecondInstanceRefused(t *testing.T) {
 	}
 	want := replayDecisions(t)
 	addr := startLiveBroker(t)
-	ready := make(chan struct{})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, RunOptions{Config: loadRules(t), Brokers: []string{addr}, StateDir: t.TempDir(),
-			CheckpointInterval: 50 * time.Millisecond, Ready: func([]string) { close(ready) }})
-	}()
-	<-ready
+	stop := startJob(t, RunOptions{Brokers: []string{addr}, CheckpointInterval: 50 * time.Millisecond})
 	err := Run(context.Background(), RunOptions{Config: loadRules(t), Brokers: []string{addr}, StateDir: t.TempDir()})
 	var busy *ErrGroupBusy
 	if !errors.As(err, &busy) {
@@ -250,10 +267,7 @@ func TestSecondInstanceRefused(t *testing.T) {
 			break
 		}
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 	if got := readTopic(t, addr, "decisions"); !slices.Equal(got, want) {
 		t.Fatalf("the first instance's decisions changed: %d vs %d", len(got), len(want))
 	}
@@ -275,15 +289,8 @@ func TestNewPartitionsPickedUp(t *testing.T) {
 		t.Skip("starts a broker")
 	}
 	addr := startLiveBroker(t)
-	ready := make(chan struct{})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, RunOptions{Config: loadRules(t), Brokers: []string{addr}, StateDir: t.TempDir(),
-			CheckpointInterval: 50 * time.Millisecond, PartitionDiscovery: 50 * time.Millisecond,
-			Ready: func([]string) { close(ready) }})
-	}()
-	<-ready
+	stop := startJob(t, RunOptions{Brokers: []string{addr}, CheckpointInterval: 50 * time.Millisecond,
+		PartitionDiscovery: 50 * time.Millisecond})
 	client := &kafka.Client{Addr: kafka.TCP(addr)}
 	if _, err := client.CreatePartitions(context.Background(), &kafka.CreatePartitionsRequest{
 		Topics: []kafka.TopicPartitionsConfig{{Name: "requests", Count: 2}}}); err != nil {
@@ -311,10 +318,7 @@ func TestNewPartitionsPickedUp(t *testing.T) {
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && len(got) < 2; time.Sleep(50 * time.Millisecond) {
 		got = readTopic(t, addr, "decisions")
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 	if len(got) != 2 || !strings.Contains(got[0], `"id":"n5/pay-burst"`) {
 		t.Fatalf("decisions from the new partition: %q", got)
 	}
@@ -345,19 +349,9 @@ func TestLiveSkewMetrics(t *testing.T) {
 	}
 	conn.Close()
 	reg := prometheus.NewRegistry()
-	ready := make(chan struct{})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, RunOptions{Config: loadRules(t), Brokers: []string{addr}, StateDir: t.TempDir(),
-			Registry: reg, Ready: func([]string) { close(ready) }})
-	}()
-	<-ready
+	stop := startJob(t, RunOptions{Brokers: []string{addr}, Registry: reg})
 	time.Sleep(time.Second) // 60 records: consumed long before
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 	want := map[string]float64{
 		`riskstream_source_degraded{source="gw-1"}`:          1,
 		`riskstream_source_transitions_total{source="gw-1"}`: 1,
