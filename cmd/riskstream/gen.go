@@ -50,8 +50,12 @@ flags always produce the same bytes.`,
 			if err != nil {
 				return err
 			}
+			clocks := make([]string, len(o.Clocks))
+			for i, c := range o.Clocks {
+				clocks[i] = c.String()
+			}
 			slog.Info("generated", "records", st.Records, "invalid", st.Invalid, "late", st.Late,
-				"bursts", st.Bursts, "scrapes", st.Scrapes, "out", out)
+				"bursts", st.Bursts, "scrapes", st.Scrapes, "clocks", clocks, "out", out)
 			return nil
 		},
 	}
