@@ -120,17 +120,8 @@ type countingOutput struct {
 }
 
 func (c *countingOutput) Decision(d *windows.Decision) {
-	c.e.stats.Decisions[c.e.ruleIndex(d.Rule)]++
+	c.e.stats.Decisions[d.RuleIndex]++
 	c.Output.Decision(d)
-}
-
-func (e *Engine) ruleIndex(r *rules.Rule) int {
-	for i := range e.cfg.Rules {
-		if &e.cfg.Rules[i] == r {
-			return i
-		}
-	}
-	return 0
 }
 
 // Process runs one record at processing time now (ms). Invalid records go to

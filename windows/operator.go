@@ -267,6 +267,7 @@ func (op *Operator) decide(sp *spec, ev *event.Event, s *slot, start, end int64,
 	}
 	op.dec = Decision{
 		Rule:       sp.rule,
+		RuleIndex:  sp.index, // rules come first among the specs, in file order
 		EventID:    ev.ID,
 		EventTS:    ev.TS,
 		Key:        slotKeyText(s.key),

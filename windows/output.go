@@ -19,6 +19,8 @@ type Output interface {
 // Decision is a rule's verdict on one event.
 type Decision struct {
 	Rule *rules.Rule
+	// RuleIndex is the rule's position in the rules file.
+	RuleIndex int
 	// EventID is the event's id as canonical JSON string text.
 	EventID []byte
 	EventTS int64
