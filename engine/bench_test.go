@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -81,4 +82,75 @@ func BenchmarkEngine(b *testing.B) {
 	}{{"p50-ns", 0.50}, {"p99-ns", 0.99}, {"p99.9-ns", 0.999}} {
 		b.ReportMetric(float64(samples[int(p.q*float64(len(samples)-1))].Nanoseconds()), p.name)
 	}
+}
+
+// BenchmarkEngineReference measures the engine goroutine of replay on the
+// issue's reference workload (2,000,000 events, 100,000 users): the events
+// are decoded up front, so only windows, watermarks and output encoding are
+// timed. With ~300,000 keys this is bound by memory latency, which the
+// 10,000-user BenchmarkEngine hides. Skipped with -short.
+func BenchmarkEngineReference(b *testing.B) {
+	for _, prefetch := range []int{0, 8, 16, 32} {
+		b.Run(fmt.Sprintf("prefetch=%d", prefetch), func(b *testing.B) { benchmarkEngineReference(b, prefetch) })
+	}
+}
+
+func benchmarkEngineReference(b *testing.B, prefetch int) {
+	if testing.Short() {
+		b.Skip("2M events")
+	}
+	cfg, err := rules.Load("../testdata/rules.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	o := gen.DefaultOptions()
+	o.Events, o.Users = 2_000_000, 100_000
+	var buf bytes.Buffer
+	if _, err := gen.Generate(&buf, o); err != nil {
+		b.Fatal(err)
+	}
+	lines := bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte{'\n'})
+	e, err := New(Options{Config: cfg, Backend: windows.NewMemBackend(), Output: &discard{enc: sink.NewEncoder()}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	dec := e.NewDecoder()
+	events := make([]event.Event, len(lines))
+	errs := make([]error, len(lines))
+	var refs []windows.SlotRef
+	refEnd := make([]int, len(lines)) // events[i]'s refs end at refs[refEnd[i]]
+	for i, l := range lines {
+		if refs, errs[i] = dec.Decode(l, &events[i], refs); errs[i] == nil {
+			dec.Retain()
+		}
+		refEnd[i] = len(refs)
+	}
+	refStart := func(i int) int {
+		if i == 0 {
+			return 0
+		}
+		return refEnd[i-1]
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		e, err := New(Options{Config: cfg, Backend: windows.NewMemBackend(), Output: &discard{enc: sink.NewEncoder()}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var rec Record
+		for i, l := range lines {
+			if prefetch > 0 && i%prefetch == 0 {
+				e.Prefetch(refs[refStart(i):refEnd[min(i+prefetch, len(lines))-1]])
+			}
+			rec.Value = l
+			if err := e.ProcessDecoded(&rec, &events[i], refs[refStart(i):refEnd[i]], errs[i], 0); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := e.Finish(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(lines)), "ns/event")
 }

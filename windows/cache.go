@@ -30,10 +30,10 @@ type cache struct {
 	// lookup. Two keys of a run collide with probability n²/2¹²⁹ (below
 	// 1e-20 for a billion keys), and the seeds are random per process, so
 	// no input can be crafted to collide.
-	// There is one map per rule or heatmap: a heatmap keyed by api has a
-	// handful of keys whose map stays in the CPU cache, however many users
+	// There is one index per rule or heatmap: a heatmap keyed by api has a
+	// handful of keys whose index stays in the CPU cache, however many users
 	// the other rules track.
-	m       []map[slotID]*slot
+	m       []slotIndex
 	seeds   [2]maphash.Seed
 	ring    []*slot // every cached slot; s.ringIdx is its position
 	hand    int
@@ -51,7 +51,7 @@ type slotID [2]uint64
 
 func newCache(capacity int, backend Backend, specs []*spec) *cache {
 	return &cache{
-		m:       make([]map[slotID]*slot, len(specs)),
+		m:       make([]slotIndex, len(specs)),
 		seeds:   [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
 		cap:     capacity,
 		backend: backend,
@@ -62,38 +62,30 @@ func newCache(capacity int, backend Backend, specs []*spec) *cache {
 // specOf is the index of the rule or heatmap a slot key belongs to.
 func specOf[K string | []byte](key K) int { return int(key[0])<<8 | int(key[1]) }
 
-func (c *cache) idOf(key []byte) slotID {
-	return slotID{maphash.Bytes(c.seeds[0], key), maphash.Bytes(c.seeds[1], key)}
-}
-
-func (c *cache) idOfString(key string) slotID {
-	return slotID{maphash.String(c.seeds[0], key), maphash.String(c.seeds[1], key)}
-}
-
-// get returns the slot for key, loading it from the Backend, or creating it
-// when create is set; nil when it does not exist.
-func (c *cache) get(key []byte, create bool) (*slot, error) {
-	id := c.idOf(key)
-	if s, ok := c.m[specOf(key)][id]; ok {
+// find returns the cached slot of spec with id, or nil.
+func (c *cache) find(spec int, id slotID) *slot {
+	s := c.m[spec].get(id)
+	if s != nil {
 		s.referenced = true
-		return s, nil
 	}
-	return c.load(id, string(key), create)
+	return s
 }
 
-// lookup is get for a key held as a string, never creating.
+// lookup returns the slot of a key held as a string (a timer's), loading it
+// from the Backend if needed; nil when it does not exist.
 func (c *cache) lookup(key string) (*slot, error) {
 	if len(key) < 2 || specOf(key) >= len(c.specs) {
 		return nil, fmt.Errorf("windows: slot key %q names no rule", key)
 	}
-	id := c.idOfString(key)
-	if s, ok := c.m[specOf(key)][id]; ok {
-		s.referenced = true
+	id := slotID{maphash.String(c.seeds[0], key), maphash.String(c.seeds[1], key)}
+	if s := c.find(specOf(key), id); s != nil {
 		return s, nil
 	}
 	return c.load(id, key, false)
 }
 
+// load reads the slot of key, whose hash is id, from the Backend, or
+// creates it when create is set; nil when it does not exist.
 func (c *cache) load(id slotID, key string, create bool) (*slot, error) {
 	sp := c.specs[specOf(key)]
 	var s *slot
@@ -120,13 +112,8 @@ func (c *cache) load(id slotID, key string, create bool) (*slot, error) {
 			return nil, err
 		}
 	}
-	m := c.m[specOf(key)]
-	if m == nil {
-		m = make(map[slotID]*slot)
-		c.m[specOf(key)] = m
-	}
-	m[id] = s
 	s.id = id
+	c.m[specOf(key)].put(s)
 	s.ringIdx = len(c.ring)
 	c.ring = append(c.ring, s)
 	return s, nil
@@ -158,7 +145,7 @@ func (c *cache) drop(s *slot) {
 	if s.ringIdx < 0 {
 		return
 	}
-	delete(c.m[s.sp.index], s.id)
+	c.m[s.sp.index].remove(s)
 	last := c.ring[len(c.ring)-1]
 	c.ring[s.ringIdx], last.ringIdx = last, s.ringIdx
 	c.ring[len(c.ring)-1] = nil

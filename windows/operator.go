@@ -43,6 +43,7 @@ type Operator struct {
 	scratch  []*heatmap.Acc   // per spec: the merge of a sliding window's panes
 	horizons []horizon        // per spec: window bounds derived from the watermark
 	counts   map[uint64]int32 // distinct values in the window being swept
+	touched  uint64           // see Prefetch
 	windowed int64            // heatmap windows emitted, revisions included
 }
 
@@ -78,23 +79,24 @@ func (op *Operator) Watermark() int64 { return op.wm }
 func (op *Operator) WindowsFired() int64 { return op.windowed }
 
 // ProcessElement adds ev to the windows of every rule and heatmap it matches
-// and emits the decisions it causes. t is the time that windows the event:
-// its ts, or its reference time when processing is set (its source's clock
-// is skewed). An error comes only from the Backend.
-func (op *Operator) ProcessElement(ev *event.Event, t int64, processing bool) (Result, error) {
+// and emits the decisions it causes. refs are ev's SlotRefs from a Keyer of
+// op. t is the time that windows the event: its ts, or its reference time
+// when processing is set (its source's clock is skewed). An error comes only
+// from the Backend.
+func (op *Operator) ProcessElement(ev *event.Event, refs []SlotRef, t int64, processing bool) (Result, error) {
 	matched, accepted := false, false
-	for _, sp := range op.specs {
-		if !sp.matches(ev) || sp.inGap(t) {
+	for _, r := range refs {
+		sp := op.specs[r.spec]
+		if sp.inGap(t) {
 			continue
 		}
 		matched = true
-		op.keyBuf = sp.appendSlotKey(op.keyBuf[:0], ev)
 		var ok bool
 		var err error
 		if sp.wtype == rules.Session {
-			ok, err = op.addToSession(sp, ev, t, processing)
+			ok, err = op.addToSession(sp, r.id, ev, t, processing)
 		} else {
-			ok, err = op.addToPane(sp, ev, t, processing)
+			ok, err = op.addToPane(sp, r.id, ev, t, processing)
 		}
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", sp.name(), err)
@@ -110,7 +112,17 @@ func (op *Operator) ProcessElement(ev *event.Event, t int64, processing bool) (R
 	return Accepted, nil
 }
 
-func (op *Operator) addToPane(sp *spec, ev *event.Event, t int64, processing bool) (bool, error) {
+// slotOf returns the slot of ev's key for sp, or nil when it is not cached,
+// not stored and create is false.
+func (op *Operator) slotOf(sp *spec, id slotID, ev *event.Event, create bool) (*slot, error) {
+	if s := op.cache.find(sp.index, id); s != nil {
+		return s, nil
+	}
+	op.keyBuf = sp.appendSlotKey(op.keyBuf[:0], ev)
+	return op.cache.load(id, string(op.keyBuf), create)
+}
+
+func (op *Operator) addToPane(sp *spec, id slotID, ev *event.Event, t int64, processing bool) (bool, error) {
 	// Divisions are a good part of the cost here: tumbling windows (pane ==
 	// slide == size) need one.
 	var p, last, first int64
@@ -131,7 +143,7 @@ func (op *Operator) addToPane(sp *spec, ev *event.Event, t int64, processing boo
 	if first > last {
 		return false, nil // every window containing t is purged
 	}
-	s, err := op.cache.get(op.keyBuf, true)
+	s, err := op.slotOf(sp, id, ev, true)
 	if err != nil {
 		return false, err
 	}
@@ -158,10 +170,10 @@ func (op *Operator) addToPane(sp *spec, ev *event.Event, t int64, processing boo
 	return true, nil
 }
 
-func (op *Operator) addToSession(sp *spec, ev *event.Event, t int64, processing bool) (bool, error) {
+func (op *Operator) addToSession(sp *spec, id slotID, ev *event.Event, t int64, processing bool) (bool, error) {
 	ns, ne := t, t+sp.gap
 	onTime := sp.cleanup(ne) > op.wm
-	s, err := op.cache.get(op.keyBuf, onTime)
+	s, err := op.slotOf(sp, id, ev, onTime)
 	if err != nil || s == nil {
 		return false, err
 	}

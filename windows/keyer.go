@@ -1,0 +1,48 @@
+package windows
+
+import (
+	"hash/maphash"
+
+	"github.com/riskstream/riskstream/event"
+)
+
+// SlotRef names the state one event updates for one rule or heatmap: the
+// spec's position and the hash its key is found by.
+type SlotRef struct {
+	spec int
+	id   slotID
+}
+
+// Keyer finds the rules and heatmaps an event matches and hashes the
+// event's key for each: Flink's keyBy, the part of assigning an event that
+// needs none of the operator's state. A pipeline may key events on another
+// goroutine than the operator's, each goroutine with a Keyer of its own from
+// Operator.NewKeyer, and hand the SlotRefs to ProcessElement.
+type Keyer struct {
+	specs []*spec
+	seeds [2]maphash.Seed
+	buf   []byte
+}
+
+// NewKeyer returns a Keyer for op's rules and heatmaps.
+func (op *Operator) NewKeyer() *Keyer {
+	return &Keyer{specs: op.specs, seeds: op.cache.seeds}
+}
+
+// Append appends to dst a SlotRef for every rule and heatmap ev matches, in
+// the order of the rules file, rules before heatmaps.
+func (k *Keyer) Append(dst []SlotRef, ev *event.Event) []SlotRef {
+	for _, sp := range k.specs {
+		if !sp.matches(ev) {
+			continue
+		}
+		k.buf = sp.appendSlotKey(k.buf[:0], ev)
+		dst = append(dst, SlotRef{spec: sp.index, id: hashKey(k.seeds, k.buf)})
+	}
+	return dst
+}
+
+// hashKey is the 128-bit hash slots are found by; see cache.m.
+func hashKey(seeds [2]maphash.Seed, key []byte) slotID {
+	return slotID{maphash.Bytes(seeds[0], key), maphash.Bytes(seeds[1], key)}
+}
