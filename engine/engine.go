@@ -74,15 +74,66 @@ type Engine struct {
 	dec    *Decoder
 	ev     event.Event
 	refs   []windows.SlotRef
-	wm     *watermark.Combined
-	skew   *watermark.SkewTracker
-	onTr   func(watermark.Transition)
+	clocks
+	op    *windows.Operator
+	stats Stats
+	count countingOutput
+}
+
+// clocks is the part of processing a record that must see every record in
+// order: it names the record's source, tracks each source's clock skew and
+// each partition's watermark, and so decides the time that windows each
+// event and the watermark after it.
+type clocks struct {
+	wm   *watermark.Combined
+	skew *watermark.SkewTracker
+	onTr func(watermark.Transition)
 	// partitionSources names the source of events without one: their
 	// partition (SPEC "Input event").
 	partitionSources map[int32][]byte
-	op               *windows.Operator
-	stats            Stats
-	count            countingOutput
+}
+
+func newClocks(cfg *rules.Config, onTr func(watermark.Transition)) clocks {
+	return clocks{
+		wm: watermark.NewCombined(cfg.Watermark.OutOfOrderness.Milliseconds(),
+			cfg.Watermark.IdleTimeout.Milliseconds()),
+		skew:             watermark.NewSkewTracker(watermark.SkewOptionsFrom(cfg.Skew)),
+		onTr:             onTr,
+		partitionSources: make(map[int32][]byte),
+	}
+}
+
+// observe returns the time that windows ev, whether that is its reference
+// time (its source's clock is skewed), and the job's watermark once ev is
+// counted, at processing time now.
+func (c *clocks) observe(rec *Record, ev *event.Event, now int64) (t int64, processing bool, wm int64) {
+	// The reference time: the Kafka record timestamp live, ingest_ts in
+	// files, else ts itself (then no skew can be seen).
+	ref := ev.TS
+	switch {
+	case rec.HasReference:
+		ref = rec.Reference
+	case ev.HasIngestTS:
+		ref = ev.IngestTS
+	}
+	source := ev.Source
+	if len(source) == 0 {
+		source = c.partitionSource(rec.Partition)
+	}
+	t, processing, tr := c.skew.Observe(source, ev.TS, ref)
+	if tr != nil && c.onTr != nil {
+		c.onTr(*tr)
+	}
+	return t, processing, c.wm.OnEvent(rec.Partition, t, now)
+}
+
+func (c *clocks) partitionSource(p int32) []byte {
+	name, ok := c.partitionSources[p]
+	if !ok {
+		name = fmt.Appendf(nil, "partition-%d", p)
+		c.partitionSources[p] = name
+	}
+	return name
 }
 
 // New builds an engine for opts.Config.
@@ -98,14 +149,10 @@ func New(opts Options) (*Engine, error) {
 		cfg:    opts.Config,
 		out:    opts.Output,
 		schema: schema,
-		wm: watermark.NewCombined(opts.Config.Watermark.OutOfOrderness.Milliseconds(),
-			opts.Config.Watermark.IdleTimeout.Milliseconds()),
-		skew:             watermark.NewSkewTracker(watermark.SkewOptionsFrom(opts.Config.Skew)),
-		onTr:             opts.OnSkewTransition,
-		partitionSources: make(map[int32][]byte),
+		clocks: newClocks(opts.Config, opts.OnSkewTransition),
 	}
 	e.stats.Decisions = make([]int64, len(opts.Config.Rules))
-	e.count = countingOutput{Output: opts.Output, e: e}
+	e.count = countingOutput{Output: opts.Output, stats: &e.stats}
 	e.op, err = windows.New(opts.Config, schema, opts.Backend, &e.count, windows.Options{CacheSlots: opts.CacheSlots})
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
@@ -117,12 +164,26 @@ func New(opts Options) (*Engine, error) {
 // countingOutput counts decisions per rule on their way out.
 type countingOutput struct {
 	Output
-	e *Engine
+	stats *Stats
 }
 
 func (c *countingOutput) Decision(d *windows.Decision) {
-	c.e.stats.Decisions[d.RuleIndex]++
+	c.stats.Decisions[d.RuleIndex]++
 	c.Output.Decision(d)
+}
+
+// settle counts what became of a valid record, and sends it to the late
+// output when no window took it; wm is the watermark it came after.
+func settle(st *Stats, out Output, res windows.Result, rec *Record, wm int64) {
+	switch res {
+	case windows.Accepted:
+		st.Accepted++
+	case windows.Unmatched:
+		st.Unmatched++
+	case windows.Late:
+		st.Late++
+		out.Late(rec.Value, wm, &rec.Prov)
+	}
 }
 
 // Process runs one record at processing time now (ms). Invalid records go to
@@ -170,23 +231,7 @@ func (e *Engine) ProcessDecoded(rec *Record, ev *event.Event, refs []windows.Slo
 		e.out.DLQ(rec.Value, decodeErr.Error(), &rec.Prov)
 		return nil
 	}
-	// The reference time: the Kafka record timestamp live, ingest_ts in
-	// files, else ts itself (then no skew can be seen).
-	ref := ev.TS
-	switch {
-	case rec.HasReference:
-		ref = rec.Reference
-	case ev.HasIngestTS:
-		ref = ev.IngestTS
-	}
-	source := ev.Source
-	if len(source) == 0 {
-		source = e.partitionSource(rec.Partition)
-	}
-	t, processing, tr := e.skew.Observe(source, ev.TS, ref)
-	if tr != nil && e.onTr != nil {
-		e.onTr(*tr)
-	}
+	t, processing, wm := e.observe(rec, ev, now)
 	if processing {
 		e.stats.Retimed++
 	}
@@ -194,32 +239,9 @@ func (e *Engine) ProcessDecoded(rec *Record, ev *event.Event, refs []windows.Slo
 	if err != nil {
 		return err
 	}
-	switch res {
-	case windows.Accepted:
-		e.stats.Accepted++
-	case windows.Unmatched:
-		e.stats.Unmatched++
-	case windows.Late:
-		e.stats.Late++
-		e.out.Late(rec.Value, e.op.Watermark(), &rec.Prov)
-	}
-	return e.op.AdvanceWatermark(e.wm.OnEvent(rec.Partition, t, now))
+	settle(&e.stats, e.out, res, rec, e.op.Watermark())
+	return e.op.AdvanceWatermark(wm)
 }
-
-func (e *Engine) partitionSource(p int32) []byte {
-	name, ok := e.partitionSources[p]
-	if !ok {
-		name = fmt.Appendf(nil, "partition-%d", p)
-		e.partitionSources[p] = name
-	}
-	return name
-}
-
-// Prefetch readies the CPU cache for processing the next decoded events,
-// whose SlotRefs are refs, overlapping their cache misses instead of paying
-// them one by one. It changes no state and no output; see
-// windows.Operator.Prefetch.
-func (e *Engine) Prefetch(refs []windows.SlotRef) { e.op.Prefetch(refs) }
 
 // PartitionWatermark returns one input partition's own watermark.
 func (e *Engine) PartitionWatermark(id int32) int64 { return e.wm.Partition(id) }

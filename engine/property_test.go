@@ -281,6 +281,7 @@ type capture struct {
 	heatmaps  []hmRec
 	late      []lateRec
 	dlq       []string
+	stats     Stats // at the end of input
 }
 
 func (c *capture) Decision(d *windows.Decision) {
@@ -340,7 +341,9 @@ func runEngine(c *propCase, backend windows.Backend, slots int, render bool) (*c
 			return nil, err
 		}
 	}
-	return out, e.Finish()
+	err = e.Finish()
+	out.stats = e.Stats()
+	return out, err
 }
 
 func runModel(c *propCase) *refModel {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/DataDog/sketches-go/ddsketch"
@@ -111,6 +112,14 @@ func (a *Acc) Merge(b *Acc) {
 		a.Buckets[i] += n
 	}
 	_ = a.sketch.MergeWith(b.sketch) // same mapping everywhere: cannot fail
+}
+
+// Clone returns a copy of a that later changes to a leave alone.
+func (a *Acc) Clone() *Acc {
+	c := *a
+	c.Buckets = slices.Clone(a.Buckets)
+	c.sketch = a.sketch.Copy()
+	return &c
 }
 
 // Reset empties a for reuse.

@@ -2,67 +2,73 @@ package stream
 
 import (
 	"context"
+	"sync"
 
 	"github.com/riskstream/riskstream/engine"
-	"github.com/riskstream/riskstream/event"
-	"github.com/riskstream/riskstream/windows"
 )
 
-// batch is a chunk's records decoded and keyed ahead of processing, on the
-// decode goroutine, so that JSON scanning runs on one core while the window
-// operator runs on the other.
+// batch is a chunk's records on their way through the sharded engine:
+// decoded, keyed and timed on the decode goroutine, then processed by every
+// shard on goroutines of their own, then merged in order.
 type batch struct {
 	c      *chunk
-	lines  [][]byte
-	lineNo []int64
-	events []event.Event
-	errs   []error
-	refs   []windows.SlotRef // every event's, in order
-	refEnd []int             // events[i]'s refs end at refs[refEnd[i]]
+	b      *engine.Batch
+	shards sync.WaitGroup // the shards still processing it
+	errs   []error        // per shard
 }
 
-// refsOf returns the SlotRefs of events i to j-1.
-func (b *batch) refsOf(i, j int) []windows.SlotRef {
-	start := 0
-	if i > 0 {
-		start = b.refEnd[i-1]
-	}
-	return b.refs[start:b.refEnd[j-1]]
-}
-
-// decodeChunks decodes every line of every chunk from in and sends the
-// batches on out, closing it when in is drained. Batches are recycled
-// through free.
-func decodeChunks(ctx context.Context, dec *engine.Decoder, in <-chan *chunk, out chan<- *batch, free chan *batch) {
-	defer close(out)
+// decodeChunks decodes, keys and times every line of every chunk from in,
+// hands each batch to every shard, and sends it on merge in input order,
+// closing merge and the shards' channels when in is drained. Batches are
+// recycled through free.
+func decodeChunks(ctx context.Context, e *engine.Sharded, in <-chan *chunk, shards []chan *batch, merge chan<- *batch, free chan *batch) {
+	defer func() {
+		close(merge)
+		for _, s := range shards {
+			close(s)
+		}
+	}()
+	dec := e.NewDecoder()
+	var rec engine.Record
 	for c := range in {
 		var b *batch
 		select {
 		case b = <-free:
+			b.b.Reset()
 		default:
-			b = &batch{}
+			b = &batch{b: e.NewBatch(), errs: make([]error, len(shards))}
 		}
-		b.c, b.lines, b.lineNo, b.errs, b.refs, b.refEnd = c, b.lines[:0], b.lineNo[:0], b.errs[:0], b.refs[:0], b.refEnd[:0]
+		b.c = c
 		if c.err == nil {
+			rec.Prov.File = c.file
 			forEachLine(c, func(line []byte, n int64) error {
-				i := len(b.lines)
-				if i == len(b.events) {
-					b.events = append(b.events, event.Event{})
-				}
-				var err error
-				b.refs, err = dec.Decode(line, &b.events[i], b.refs)
-				if err == nil {
-					dec.Retain() // the event lives until the engine is done with the batch
-				}
-				b.lines, b.lineNo, b.errs = append(b.lines, line), append(b.lineNo, n), append(b.errs, err)
-				b.refEnd = append(b.refEnd, len(b.refs))
+				rec.Value, rec.Prov.Line = line, n
+				b.b.Add(dec, &rec)
 				return nil
 			})
+			e.Time(b.b, 0)
+		}
+		b.shards.Add(len(shards))
+		for _, s := range shards {
+			s <- b
 		}
 		select {
-		case out <- b:
+		case merge <- b:
 		case <-ctx.Done():
 			return
 		}
+	}
+}
+
+// processShard runs one shard over every batch from in, in order, and
+// marks each done; after an error it only marks them.
+func processShard(s *engine.Shard, k int, in <-chan *batch) {
+	var failed error
+	for b := range in {
+		if failed == nil {
+			failed = s.Process(b.b)
+		}
+		b.errs[k] = failed
+		b.shards.Done()
 	}
 }

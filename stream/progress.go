@@ -22,7 +22,7 @@ func newProgress(w io.Writer, now func() time.Time) *progress {
 	return &progress{w: w, now: now, start: t, last: t}
 }
 
-func (p *progress) update(e *engine.Engine) {
+func (p *progress) update(e statser) {
 	if p.w == nil {
 		return
 	}
@@ -32,7 +32,7 @@ func (p *progress) update(e *engine.Engine) {
 	}
 }
 
-func (p *progress) done(e *engine.Engine) {
+func (p *progress) done(e statser) {
 	if p.w == nil {
 		return
 	}
@@ -40,7 +40,10 @@ func (p *progress) done(e *engine.Engine) {
 	fmt.Fprintln(p.w)
 }
 
-func (p *progress) print(e *engine.Engine, t time.Time) {
+// statser is the engine as progress sees it.
+type statser interface{ Stats() engine.Stats }
+
+func (p *progress) print(e statser, t time.Time) {
 	s := e.Stats()
 	var decisions int64
 	for _, n := range s.Decisions {

@@ -10,6 +10,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
 	"time"
 
 	"github.com/riskstream/riskstream/engine"
@@ -17,12 +20,8 @@ import (
 	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/state"
 	"github.com/riskstream/riskstream/watermark"
+	"github.com/riskstream/riskstream/windows"
 )
-
-// prefetchEvents is how many events' state the engine loads into the CPU
-// cache at a time (engine.Prefetch): enough to overlap their cache misses,
-// few enough that the first is still cached when processed.
-const prefetchEvents = 16
 
 // ReplayOptions configure an offline run over recorded files.
 type ReplayOptions struct {
@@ -37,9 +36,13 @@ type ReplayOptions struct {
 	// StateDir holds the Pebble state. The default value is a temporary
 	// directory removed at the end.
 	StateDir string
-	// CacheSlots is the size of the operator's write-back cache; see
-	// windows.Options.
+	// CacheSlots is the size of the operators' write-back cache, shared
+	// among the shards; see windows.Options.
 	CacheSlots int
+	// Shards is how many shards the window state is split into by key, each
+	// processed on a goroutine of its own; outputs do not depend on it. The
+	// default value is GOMAXPROCS.
+	Shards int
 	// Stdin is read for the input "-". The default value is os.Stdin.
 	Stdin io.Reader
 	// Progress receives a progress line about twice a second; nil is quiet.
@@ -65,6 +68,9 @@ func (o *ReplayOptions) EnsureDefaults() {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.Shards <= 0 {
+		o.Shards = runtime.GOMAXPROCS(0)
 	}
 }
 
@@ -126,11 +132,17 @@ func Replay(ctx context.Context, opts ReplayOptions) (*Summary, error) {
 		defer os.RemoveAll(dir)
 		stateDir = dir
 	}
-	db, err := state.Open(state.Options{Dir: stateDir, DisableWAL: true, Logger: opts.Logger})
-	if err != nil {
-		return nil, err
+	// One Pebble store per shard: a store's batch has one writer.
+	dbs := make([]*state.DB, opts.Shards)
+	backends := make([]windows.Backend, opts.Shards)
+	for i := range dbs {
+		db, err := state.Open(state.Options{Dir: filepath.Join(stateDir, fmt.Sprintf("shard-%d", i)), DisableWAL: true, Logger: opts.Logger})
+		if err != nil {
+			return nil, err
+		}
+		defer db.Close()
+		dbs[i], backends[i] = db, db
 	}
-	defer db.Close()
 
 	files, err := sink.OpenFiles(opts.OutDir)
 	if err != nil {
@@ -138,39 +150,48 @@ func Replay(ctx context.Context, opts ReplayOptions) (*Summary, error) {
 	}
 	defer files.Close()
 
-	e, err := engine.New(engine.Options{
-		Config: opts.Config, Backend: db, Output: files, CacheSlots: opts.CacheSlots,
+	e, err := engine.NewSharded(engine.Options{
+		Config: opts.Config, Output: files, CacheSlots: opts.CacheSlots,
 		OnSkewTransition: func(tr watermark.Transition) { logTransition(opts.Logger, tr) },
-	})
+	}, backends)
 	if err != nil {
 		return nil, err
 	}
 
-	// Three stages: read (and gunzip), decode, process. The engine's order
-	// of records is the files' order, whatever the stages' timing.
+	// Stages: read (and gunzip); decode, key and time; one goroutine per
+	// shard; merge, here. The outputs' order is the files' order of
+	// records, whatever the stages' timing.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	chunks, freeChunks := make(chan *chunk, 4), make(chan *chunk, 8)
-	batches, freeBatches := make(chan *batch, 2), make(chan *batch, 4)
+	merge, freeBatches := make(chan *batch, 4), make(chan *batch, 8)
+	shardIn := make([]chan *batch, opts.Shards)
+	var shards sync.WaitGroup
+	for k, s := range e.Shards() {
+		shardIn[k] = make(chan *batch, 4)
+		shards.Go(func() { processShard(s, k, shardIn[k]) })
+	}
 	go readInputs(ctx, opts.Inputs, opts.Stdin, chunks, freeChunks)
-	go decodeChunks(ctx, e.NewDecoder(), chunks, batches, freeBatches)
+	go decodeChunks(ctx, e, chunks, shardIn, merge, freeBatches)
+	defer func() {
+		// On an early return, stop the decoder and let the shards finish
+		// before their stores close.
+		cancel()
+		for range merge {
+		}
+		shards.Wait()
+	}()
 
 	prog := newProgress(opts.Progress, opts.Now)
-	var rec engine.Record
-	for b := range batches {
+	for b := range merge {
 		if b.c.err != nil {
 			return nil, fmt.Errorf("input %s: %w", b.c.file, b.c.err)
 		}
-		rec.Prov.File = b.c.file
-		for i, line := range b.lines {
-			if i%prefetchEvents == 0 {
-				e.Prefetch(b.refsOf(i, min(i+prefetchEvents, len(b.lines))))
-			}
-			rec.Value, rec.Prov.Line = line, b.lineNo[i]
-			if err := e.ProcessDecoded(&rec, &b.events[i], b.refsOf(i, i+1), b.errs[i], 0); err != nil {
-				return nil, err
-			}
+		b.shards.Wait()
+		if err := errors.Join(b.errs...); err != nil {
+			return nil, err
 		}
+		e.Merge(b.b)
 		recycle(freeChunks, b.c)
 		select {
 		case freeBatches <- b:
@@ -188,9 +209,13 @@ func Replay(ctx context.Context, opts ReplayOptions) (*Summary, error) {
 	if err := files.Close(); err != nil {
 		return nil, err
 	}
-	if err := db.Commit(false); err != nil {
-		return nil, err
+	var diskBytes uint64
+	for _, db := range dbs {
+		if err := db.Commit(false); err != nil {
+			return nil, err
+		}
+		diskBytes += db.DiskBytes()
 	}
-	sum := &Summary{Stats: e.Stats(), Sources: e.Sources(), Elapsed: opts.Now().Sub(start), StateBytes: db.DiskBytes()}
+	sum := &Summary{Stats: e.Stats(), Sources: e.Sources(), Elapsed: opts.Now().Sub(start), StateBytes: diskBytes}
 	return sum, nil
 }

@@ -42,6 +42,16 @@ func (k *Keyer) Append(dst []SlotRef, ev *event.Event) []SlotRef {
 	return dst
 }
 
+// Shard returns which of n shards owns r's state. Rules are split by key;
+// heatmaps all go to shard 0, so that the windows a watermark fires keep the
+// order of a single timer queue.
+func (k *Keyer) Shard(r SlotRef, n int) int {
+	if n == 1 || k.specs[r.spec].hm != nil {
+		return 0
+	}
+	return int(r.id[0] % uint64(n))
+}
+
 // hashKey is the 128-bit hash slots are found by; see cache.m.
 func hashKey(seeds [2]maphash.Seed, key []byte) slotID {
 	return slotID{maphash.Bytes(seeds[0], key), maphash.Bytes(seeds[1], key)}

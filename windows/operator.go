@@ -16,6 +16,10 @@ type Options struct {
 	// the least recently used beyond it are written to the Backend and read
 	// back on demand. The default value is 1<<20.
 	CacheSlots int
+	// SameKeysAs, if set, is an operator of the same rules whose key hashes
+	// this one uses, so that one Keyer's SlotRefs serve both: the shards of
+	// one engine.
+	SameKeysAs *Operator
 }
 
 // EnsureDefaults fills in zero fields with their default values.
@@ -44,6 +48,7 @@ type Operator struct {
 	horizons []horizon        // per spec: window bounds derived from the watermark
 	counts   map[uint64]int32 // distinct values in the window being swept
 	touched  uint64           // see Prefetch
+	rules    int              // how many of the specs are rules
 	windowed int64            // heatmap windows emitted, revisions included
 }
 
@@ -63,11 +68,15 @@ func New(cfg *rules.Config, schema *event.Schema, backend Backend, out Output, o
 		scratch:  make([]*heatmap.Acc, len(specs)),
 		horizons: make([]horizon, len(specs)),
 		counts:   make(map[uint64]int32),
+		rules:    len(cfg.Rules),
 	}
 	for _, sp := range specs {
 		if sp.hm != nil {
 			op.scratch[sp.index] = heatmap.New(len(sp.bounds))
 		}
+	}
+	if opts.SameKeysAs != nil {
+		op.cache.seeds = opts.SameKeysAs.cache.seeds
 	}
 	return op, nil
 }
@@ -541,12 +550,13 @@ func (op *Operator) fireSession(s *slot, se *session) {
 
 func (op *Operator) emitHeatmap(s *slot, start, end int64, rev int32, a *heatmap.Acc) {
 	op.hw = HeatmapWindow{
-		Heatmap:  s.sp.hm,
-		Key:      slotKeyText(s.key),
-		Start:    start,
-		End:      end,
-		Revision: rev,
-		Acc:      a,
+		Heatmap:      s.sp.hm,
+		HeatmapIndex: s.sp.index - op.rules, // heatmaps follow the rules among the specs
+		Key:          slotKeyText(s.key),
+		Start:        start,
+		End:          end,
+		Revision:     rev,
+		Acc:          a,
 	}
 	op.windowed++
 	op.out.Heatmap(&op.hw)

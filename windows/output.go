@@ -37,6 +37,8 @@ type Decision struct {
 // HeatmapWindow is the latency distribution of one fired window.
 type HeatmapWindow struct {
 	Heatmap *rules.Heatmap
+	// HeatmapIndex is the heatmap's position in the rules file.
+	HeatmapIndex int
 	// Key is encoded as in Decision.
 	Key        string
 	Start, End int64

@@ -62,6 +62,7 @@ func newReplayCmd() *cobra.Command {
 	f.StringVar(&opts.OutDir, "out", "out", "output folder, created if missing")
 	f.StringVar(&opts.StateDir, "state-dir", "", "Pebble state folder (default: a temporary folder, removed at the end)")
 	f.IntVar(&opts.CacheSlots, "cache-slots", 0, "window states kept decoded in memory (default 1048576); the rest live in Pebble")
+	f.IntVar(&opts.Shards, "shards", 0, "split the window state by key into this many shards, processed in parallel (default: the number of CPUs); outputs do not depend on it")
 	f.StringVar(&progress, "progress", "auto", "progress line on stderr: auto (on a terminal), on, off")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) to this file")
 	cmd.MarkFlagRequired("rules")

@@ -1,0 +1,335 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/watermark"
+	"github.com/riskstream/riskstream/windows"
+)
+
+// PrefetchEvents is how many records' state a shard loads into the CPU
+// cache at a time (windows.Operator.Prefetch): enough to overlap their cache
+// misses, few enough that the first is still cached when processed.
+const PrefetchEvents = 16
+
+// Sharded is the engine with its window state split by key across shards
+// that may run on separate goroutines: replay's parallel pipeline. Records
+// go through it a Batch at a time, in three steps:
+//
+//  1. Batch.Add decodes and keys each record, and Time decides its time and
+//     the watermark after it: in record order, on one goroutine.
+//  2. Each Shard's Process runs the window operator over its keys: the
+//     shards of one batch concurrently, each on a goroutine of its own.
+//  3. Merge emits the batch's outputs: in batch order, on one goroutine.
+//
+// Merge emits exactly what Engine would, in the same order, whatever the
+// number of shards. Rules are split by key: they emit only on arrival, and
+// an event's decisions are put back in rule order. Heatmaps stay whole in
+// shard 0, so the windows a watermark fires keep the order of one timer
+// queue.
+type Sharded struct {
+	schema *event.Schema
+	out    Output
+	count  countingOutput
+	clocks
+	shards  []*Shard
+	stats   Stats
+	merged  int64 // the watermark after the last record merged
+	cursors []int
+	end     Batch // holds what Finish fires
+}
+
+// Shard is one shard of a Sharded engine: a window operator over the keys
+// that fall to it. It is the operator's Output, capturing what it emits
+// into the batch in hand.
+type Shard struct {
+	index int
+	rules int // heatmaps follow the rules among the specs
+	op    *windows.Operator
+	b     *Batch
+	event int32 // the record being processed
+	fired bool  // whether the watermark is advancing (versus arrival)
+}
+
+// captured is an output of a shard, with its place in the output order.
+type captured struct {
+	event int32 // the record's position in its batch
+	fired bool  // emitted as the watermark advanced after the record
+	spec  int   // the rule's or heatmap's position, rules first
+	dec   windows.Decision
+	hw    windows.HeatmapWindow
+	isHW  bool
+}
+
+// NewSharded builds a sharded engine with one shard per backend; the cache
+// slots of opts are divided among them. opts.Backend is unused.
+func NewSharded(opts Options, backends []windows.Backend) (*Sharded, error) {
+	if opts.Config == nil || opts.Output == nil || len(backends) == 0 {
+		return nil, fmt.Errorf("engine: Config, Output and backends are required")
+	}
+	schema, err := event.NewSchema(windows.Fields(opts.Config))
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	e := &Sharded{
+		schema: schema,
+		out:    opts.Output,
+		clocks: newClocks(opts.Config, opts.OnSkewTransition),
+		merged: windows.MinWatermark,
+	}
+	e.stats.Decisions = make([]int64, len(opts.Config.Rules))
+	e.count = countingOutput{Output: opts.Output, stats: &e.stats}
+	slots := opts.CacheSlots
+	if slots > 0 {
+		slots = max(1, slots/len(backends))
+	}
+	for i, b := range backends {
+		s := &Shard{index: i, rules: len(opts.Config.Rules)}
+		wopts := windows.Options{CacheSlots: slots}
+		if i > 0 {
+			wopts.SameKeysAs = e.shards[0].op // one Keyer for all shards
+		}
+		if s.op, err = windows.New(opts.Config, schema, b, s, wopts); err != nil {
+			return nil, fmt.Errorf("engine: %w", err)
+		}
+		e.shards = append(e.shards, s)
+	}
+	e.end = *e.NewBatch()
+	return e, nil
+}
+
+// Shards returns the shards, for their Process.
+func (e *Sharded) Shards() []*Shard { return e.shards }
+
+// NewDecoder returns a Decoder for this engine's records, for Batch.Add.
+func (e *Sharded) NewDecoder() *Decoder {
+	return &Decoder{dec: event.NewDecoder(e.schema), keyer: e.shards[0].op.NewKeyer()}
+}
+
+// Batch is a run of records on its way through a Sharded engine. The
+// records' bytes must stay unchanged until Merge has returned.
+type Batch struct {
+	recs       []Record
+	events     []event.Event
+	errs       []error
+	t          []int64
+	processing []bool
+	wm         []int64
+	refs       [][]windows.SlotRef // per shard: every record's, in order
+	refEnd     [][]int             // per shard: record i's end at refs[refEnd[i]]
+	results    [][]windows.Result  // per shard, per record
+	outs       [][]captured        // per shard
+	scratch    []windows.SlotRef
+}
+
+// NewBatch returns an empty batch for e.
+func (e *Sharded) NewBatch() *Batch {
+	n := len(e.shards)
+	return &Batch{
+		refs:    make([][]windows.SlotRef, n),
+		refEnd:  make([][]int, n),
+		results: make([][]windows.Result, n),
+		outs:    make([][]captured, n),
+	}
+}
+
+// Reset empties b for reuse, keeping its memory.
+func (b *Batch) Reset() {
+	b.recs, b.errs, b.t, b.processing, b.wm = b.recs[:0], b.errs[:0], b.t[:0], b.processing[:0], b.wm[:0]
+	for k := range b.refs {
+		b.refs[k], b.refEnd[k], b.results[k] = b.refs[k][:0], b.refEnd[k][:0], b.results[k][:0]
+		clear(b.outs[k]) // drop the references outputs hold
+		b.outs[k] = b.outs[k][:0]
+	}
+}
+
+// Len is the number of records in b.
+func (b *Batch) Len() int { return len(b.recs) }
+
+// Add decodes and keys rec with d, a Decoder of the batch's engine, and
+// appends it to b.
+func (b *Batch) Add(d *Decoder, rec *Record) {
+	i := len(b.recs)
+	if i == len(b.events) {
+		b.events = append(b.events, event.Event{})
+	}
+	refs, err := d.Decode(rec.Value, &b.events[i], b.scratch[:0])
+	if err == nil {
+		d.Retain() // the event lives until the batch is merged
+	}
+	b.scratch = refs
+	for _, r := range refs {
+		k := d.keyer.Shard(r, len(b.refs))
+		b.refs[k] = append(b.refs[k], r)
+	}
+	for k := range b.refEnd {
+		b.refEnd[k] = append(b.refEnd[k], len(b.refs[k]))
+	}
+	b.recs, b.errs = append(b.recs, *rec), append(b.errs, err)
+}
+
+// refsOf returns shard k's SlotRefs of records i to j-1.
+func (b *Batch) refsOf(k, i, j int) []windows.SlotRef {
+	start := 0
+	if i > 0 {
+		start = b.refEnd[k][i-1]
+	}
+	return b.refs[k][start:b.refEnd[k][j-1]]
+}
+
+// Time decides, in record order, the time that windows each record of b
+// and the watermark after it, at processing time now.
+func (e *Sharded) Time(b *Batch, now int64) {
+	for i := range b.recs {
+		var t, wm int64
+		var processing bool
+		if b.errs[i] == nil {
+			t, processing, wm = e.observe(&b.recs[i], &b.events[i], now)
+		}
+		b.t, b.processing, b.wm = append(b.t, t), append(b.processing, processing), append(b.wm, wm)
+	}
+}
+
+// Process runs the shard's window operator over b's records. Shards of a
+// batch may run concurrently; one shard processes batches in order. An
+// error comes only from the shard's backend.
+func (s *Shard) Process(b *Batch) error {
+	s.b = b
+	n := len(b.recs)
+	results := b.results[s.index]
+	for i := range n {
+		if i%PrefetchEvents == 0 {
+			s.op.Prefetch(b.refsOf(s.index, i, min(i+PrefetchEvents, n)))
+		}
+		if b.errs[i] != nil {
+			results = append(results, windows.Unmatched)
+			continue
+		}
+		s.event, s.fired = int32(i), false
+		res, err := s.op.ProcessElement(&b.events[i], b.refsOf(s.index, i, i+1), b.t[i], b.processing[i])
+		if err != nil {
+			return err
+		}
+		results = append(results, res)
+		s.fired = true
+		if err := s.op.AdvanceWatermark(b.wm[i]); err != nil {
+			return err
+		}
+	}
+	b.results[s.index] = results
+	return nil
+}
+
+// Decision implements windows.Output.
+func (s *Shard) Decision(d *windows.Decision) {
+	s.b.outs[s.index] = append(s.b.outs[s.index], captured{event: s.event, fired: s.fired, spec: d.RuleIndex, dec: *d})
+}
+
+// Heatmap implements windows.Output. The accumulator is copied: the window
+// may take more events before the output is merged.
+func (s *Shard) Heatmap(h *windows.HeatmapWindow) {
+	c := captured{event: s.event, fired: s.fired, spec: s.rules + h.HeatmapIndex, hw: *h, isHW: true}
+	c.hw.Acc = h.Acc.Clone()
+	s.b.outs[s.index] = append(s.b.outs[s.index], c)
+}
+
+// Merge emits the outputs of b, which every shard has processed, in the
+// order Engine would have, and counts its records.
+func (e *Sharded) Merge(b *Batch) {
+	e.cursors = append(e.cursors[:0], make([]int, len(e.shards))...)
+	for i := range b.recs {
+		rec := &b.recs[i]
+		e.stats.Records++
+		if b.errs[i] != nil {
+			e.stats.Invalid++
+			e.out.DLQ(rec.Value, b.errs[i].Error(), &rec.Prov)
+			continue
+		}
+		if b.processing[i] {
+			e.stats.Retimed++
+		}
+		e.emit(b, int32(i), false)
+		// The shards' verdicts combine as one operator's would: accepted
+		// by any, else late if any rule or heatmap matched.
+		res := windows.Unmatched
+		for k := range e.shards {
+			switch b.results[k][i] {
+			case windows.Accepted:
+				res = windows.Accepted
+			case windows.Late:
+				if res == windows.Unmatched {
+					res = windows.Late
+				}
+			}
+		}
+		settle(&e.stats, e.out, res, rec, e.merged)
+		e.emit(b, int32(i), true)
+		e.merged = max(e.merged, b.wm[i])
+	}
+}
+
+// emit sends the outputs of record i emitted on arrival (fired false) or as
+// the watermark advanced after it, in the order of their rules and
+// heatmaps: one operator's order, as each shard emits in that order.
+func (e *Sharded) emit(b *Batch, i int32, fired bool) {
+	for {
+		best := -1
+		for k, outs := range b.outs {
+			c := e.cursors[k]
+			if c == len(outs) || outs[c].event != i || outs[c].fired != fired {
+				continue
+			}
+			if best < 0 || outs[c].spec < b.outs[best][e.cursors[best]].spec {
+				best = k
+			}
+		}
+		if best < 0 {
+			return
+		}
+		c := &b.outs[best][e.cursors[best]]
+		e.cursors[best]++
+		if c.isHW {
+			e.out.Heatmap(&c.hw)
+		} else {
+			e.count.Decision(&c.dec)
+		}
+	}
+}
+
+// Finish ends the input: the watermark goes to +infinity, windows that have
+// not fired fire once, their outputs are emitted, and state is flushed to
+// the backends.
+func (e *Sharded) Finish() error {
+	wm := e.wm.Finish()
+	b := &e.end
+	b.Reset()
+	for _, s := range e.shards {
+		s.b, s.event, s.fired = b, 0, true
+		if err := s.op.AdvanceWatermark(wm); err != nil {
+			return err
+		}
+		if err := s.op.Flush(); err != nil {
+			return err
+		}
+	}
+	e.cursors = append(e.cursors[:0], make([]int, len(e.shards))...)
+	e.emit(b, 0, true)
+	return nil
+}
+
+// Sources returns the clock skew of every source seen.
+func (e *Sharded) Sources() []watermark.SourceSkew { return e.skew.Sources() }
+
+// Watermark returns the watermark after the last record merged.
+func (e *Sharded) Watermark() int64 { return e.merged }
+
+// Stats returns the counts of the records merged so far.
+func (e *Sharded) Stats() Stats {
+	s := e.stats
+	s.Decisions = append([]int64(nil), s.Decisions...)
+	for _, sh := range e.shards {
+		s.WindowsFired += sh.op.WindowsFired()
+	}
+	return s
+}
