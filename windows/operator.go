@@ -500,14 +500,14 @@ func (s *slot) nextAction() int64 {
 const ruleTimerGrain = 1000
 
 func (op *Operator) schedule(s *slot) {
+	if s.sp.rule != nil && s.timerAt != noTimer {
+		return // the pending timer re-registers when it finds work left
+	}
 	next := s.nextAction()
 	if next == noTimer {
 		return
 	}
 	if s.sp.rule != nil {
-		if s.timerAt != noTimer {
-			return // the pending timer re-registers when it finds work left
-		}
 		next = min(ceilTo(next, ruleTimerGrain), noTimer-1)
 	}
 	if next < s.timerAt {
