@@ -73,6 +73,10 @@ type DB struct {
 	batch *pebble.Batch
 	key   []byte
 	val   []byte
+	// inflight is closed when the commit started by CommitAsync is done;
+	// nil when there is none. inflightErr is its result.
+	inflight    chan struct{}
+	inflightErr error
 }
 
 // Open opens (creating if needed) the state database in opts.Dir.
@@ -101,8 +105,8 @@ func (d *DB) slotKey(key []byte) []byte {
 
 // Get implements windows.Backend, reading through the pending batch.
 func (d *DB) Get(key []byte) ([]byte, bool, error) {
-	if d.db == nil {
-		return nil, false, ErrClosed
+	if err := d.Wait(); err != nil {
+		return nil, false, err
 	}
 	v, closer, err := d.batch.Get(d.slotKey(key))
 	if errors.Is(err, pebble.ErrNotFound) {
@@ -153,8 +157,8 @@ func (d *DB) SetMeta(name string, value []byte) error {
 
 // Meta returns a metadata value, or found false.
 func (d *DB) Meta(name string) (value []byte, found bool, err error) {
-	if d.db == nil {
-		return nil, false, ErrClosed
+	if err := d.Wait(); err != nil {
+		return nil, false, err
 	}
 	v, closer, err := d.batch.Get(append([]byte{prefixMeta}, name...))
 	if errors.Is(err, pebble.ErrNotFound) {
@@ -186,7 +190,54 @@ func (d *DB) Commit(sync bool) error {
 	return d.commit(pebble.NoSync)
 }
 
+// CommitAsync commits the pending batch, synced, on another goroutine and
+// starts a new batch at once, so that the caller goes on writing while the
+// disk works: the live job's event loop does not stall on a checkpoint's
+// fsync. then runs on that goroutine once the commit is durable, or with
+// its error. Reads wait for the commit in flight, which may hold what they
+// look for (a new batch reads through to the database, not to an older
+// batch); so do Commit, CommitAsync, Wait and Close, which keeps commits
+// and their then calls in order.
+func (d *DB) CommitAsync(then func(error)) {
+	if err := d.Wait(); err != nil {
+		then(err)
+		return
+	}
+	b := d.batch
+	d.batch = d.db.NewIndexedBatch()
+	done := make(chan struct{})
+	d.inflight = done
+	go func() {
+		defer close(done)
+		err := b.Commit(pebble.Sync)
+		if err != nil {
+			err = fmt.Errorf("state: commit: %w", err)
+		} else if err = b.Close(); err != nil {
+			err = fmt.Errorf("state: close batch: %w", err)
+		}
+		d.inflightErr = err
+		then(err)
+	}()
+}
+
+// Wait waits for the commit in flight, if any, and returns its error. The
+// error stays: after a failed commit nothing more is committed, since a
+// later batch without the lost one would not be a checkpoint.
+func (d *DB) Wait() error {
+	if d.db == nil {
+		return ErrClosed
+	}
+	if d.inflight != nil {
+		<-d.inflight
+		d.inflight = nil
+	}
+	return d.inflightErr
+}
+
 func (d *DB) commit(o *pebble.WriteOptions) error {
+	if err := d.Wait(); err != nil {
+		return err
+	}
 	if d.batch.Empty() {
 		return nil
 	}

@@ -2,6 +2,7 @@ package state
 
 import (
 	"errors"
+	"sync"
 	"testing"
 )
 
@@ -82,5 +83,47 @@ func TestAtomicCheckpoints(t *testing.T) {
 func TestOptionsValidate(t *testing.T) {
 	if _, err := Open(Options{}); err == nil {
 		t.Fatal("Open without a Dir must fail")
+	}
+}
+
+// TestCommitAsync: while a commit runs on another goroutine the owner
+// keeps writing to a new batch, reads see the batch being committed, the
+// callbacks run in order once each commit is done, and everything is there
+// after reopening.
+func TestCommitAsync(t *testing.T) {
+	dir := t.TempDir()
+	db := open(t, dir, Options{AtomicCheckpoints: true})
+	var order []int
+	var mu sync.Mutex
+	for i := range 50 {
+		db.Set([]byte{byte(i)}, []byte("v"))
+		if i > 0 {
+			// Written by the previous round, perhaps still being committed.
+			if v, ok := get(t, db, string([]byte{byte(i - 1)})); !ok || v != "v" {
+				t.Fatalf("key %d not visible during its commit: %q %v", i-1, v, ok)
+			}
+		}
+		db.CommitAsync(func(err error) {
+			if err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+		})
+	}
+	if err := db.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range order {
+		if n != i || len(order) != 50 {
+			t.Fatalf("callbacks out of order or missing: %v", order)
+		}
+	}
+	db.Close()
+	db = open(t, dir, Options{})
+	defer db.Close()
+	if v, ok := get(t, db, "\x31"); !ok || v != "v" {
+		t.Fatalf("committed write lost: %q %v", v, ok)
 	}
 }
