@@ -28,21 +28,27 @@ func (d *discard) DLQ(raw []byte, reason string, p *event.Provenance) {
 	d.buf = sink.AppendDLQ(d.buf[:0], raw, reason, p)
 }
 
-// BenchmarkEngine measures decode + windows + outputs per event on the
-// example rules over a generated workload held in memory (200,000 events,
-// 10,000 users), with all state in the cache.
-func BenchmarkEngine(b *testing.B) {
+// benchWorkload returns the example rules and a generated workload of
+// events records over users users, one record per line.
+func benchWorkload(b *testing.B, events, users int) (*rules.Config, [][]byte) {
 	cfg, err := rules.Load("../testdata/rules.yaml")
 	if err != nil {
 		b.Fatal(err)
 	}
 	o := gen.DefaultOptions()
-	o.Events, o.Users = 200_000, 10_000
+	o.Events, o.Users = events, users
 	var buf bytes.Buffer
 	if _, err := gen.Generate(&buf, o); err != nil {
 		b.Fatal(err)
 	}
-	lines := bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte{'\n'})
+	return cfg, bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte{'\n'})
+}
+
+// BenchmarkEngine measures decode + windows + outputs per event on the
+// example rules over a generated workload held in memory (200,000 events,
+// 10,000 users), with all state in the cache.
+func BenchmarkEngine(b *testing.B) {
+	cfg, lines := benchWorkload(b, 200_000, 10_000)
 	b.ReportAllocs()
 	b.ResetTimer()
 	events := 0
@@ -94,17 +100,7 @@ func BenchmarkEngineReference(b *testing.B) {
 	if testing.Short() {
 		b.Skip("2M events")
 	}
-	cfg, err := rules.Load("../testdata/rules.yaml")
-	if err != nil {
-		b.Fatal(err)
-	}
-	o := gen.DefaultOptions()
-	o.Events, o.Users = 2_000_000, 100_000
-	var buf bytes.Buffer
-	if _, err := gen.Generate(&buf, o); err != nil {
-		b.Fatal(err)
-	}
-	lines := bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte{'\n'})
+	cfg, lines := benchWorkload(b, 2_000_000, 100_000)
 	const chunk = 4096
 	b.ReportAllocs()
 	b.ResetTimer()
