@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/windows"
@@ -19,9 +20,10 @@ type Topics struct {
 // DefaultTopics are the SPEC's default output topic names.
 var DefaultTopics = Topics{Decisions: Decisions, Heatmaps: Heatmaps, Late: Late, DLQ: DLQ}
 
-// Kafka buffers the outputs as Kafka messages and writes them with Flush:
-// the live job flushes every few milliseconds and always before a
-// checkpoint, so that no output a checkpoint covers can be lost.
+// Kafka buffers the outputs as Kafka messages. The live job detaches the
+// pending messages as a Batch as soon as its writer is free and writes them
+// from another goroutine, and always before a checkpoint, so that no output
+// a checkpoint covers can be lost.
 type Kafka struct {
 	enc     *Encoder
 	w       *kafka.Writer
@@ -34,17 +36,26 @@ type Kafka struct {
 	Ref int64
 }
 
-// NewKafka returns a sink writing to brokers. The writer batches for
-// milliseconds, not kafka-go's default second, and waits for all replicas.
+// NewKafka returns a sink writing to brokers. It waits for all replicas.
 func NewKafka(brokers []string, topics Topics) *Kafka {
 	return &Kafka{
 		enc:    NewEncoder(),
 		topics: topics,
 		w: &kafka.Writer{
-			Addr:                   kafka.TCP(brokers...),
-			Balancer:               &kafka.Hash{},
-			BatchTimeout:           2e6, // 2 ms
-			BatchSize:              10_000,
+			Addr:     kafka.TCP(brokers...),
+			Balancer: &kafka.Hash{},
+			// A batch is sent when its BatchTimeout expires or it is full,
+			// even by a synchronous WriteMessages: kafka-go's default of a
+			// second (or any milliseconds) would be added to every
+			// decision. Write hands over everything pending at once, so a
+			// timeout that expires at once still sends it in one request
+			// per partition.
+			BatchTimeout: time.Microsecond,
+			// kafka-go allocates room for BatchSize messages in every
+			// batch, however few it holds: a large value made most of the
+			// job's garbage. More messages than this go out in several
+			// requests.
+			BatchSize:              200,
 			RequiredAcks:           kafka.RequireAll,
 			AllowAutoTopicCreation: true,
 		},
@@ -87,22 +98,37 @@ func (k *Kafka) DLQ(raw []byte, reason string, p *event.Provenance) {
 	k.add(k.topics.DLQ, nil, AppendDLQ(nil, raw, reason, p))
 }
 
-// Flush writes every pending message and waits for the acknowledgements.
-// It returns the record timestamps of the decisions it wrote (valid until
-// the next Decision), for the event-to-decision latency.
-func (k *Kafka) Flush(ctx context.Context) ([]int64, error) {
-	refs := k.DecisionRefs
-	if len(k.pending) == 0 {
-		return nil, nil
-	}
-	if err := k.w.WriteMessages(ctx, k.pending...); err != nil {
-		return nil, fmt.Errorf("sink: write %d messages: %w", len(k.pending), err)
-	}
-	clear(k.pending)
-	k.pending = k.pending[:0]
-	k.DecisionRefs = k.DecisionRefs[:0]
-	return refs, nil
+// Batch is a set of output messages detached from the sink, for Write.
+type Batch struct {
+	Messages []kafka.Message
+	// DecisionRefs are the record timestamps (ms) of the events of the
+	// batch's decisions.
+	DecisionRefs []int64
 }
 
-// Close closes the writer; pending messages are dropped (Flush first).
+// Pending is the number of messages not yet detached.
+func (k *Kafka) Pending() int { return len(k.pending) }
+
+// Detach hands over the pending messages; the sink starts a new batch.
+func (k *Kafka) Detach() Batch {
+	b := Batch{Messages: k.pending, DecisionRefs: k.DecisionRefs}
+	k.pending, k.DecisionRefs = nil, nil
+	return b
+}
+
+// Write writes a detached batch and waits for the acknowledgements. It may
+// run on another goroutine than the one adding outputs; batches written
+// one after the other keep their order.
+func (k *Kafka) Write(ctx context.Context, b Batch) error {
+	if len(b.Messages) == 0 {
+		return nil
+	}
+	if err := k.w.WriteMessages(ctx, b.Messages...); err != nil {
+		return fmt.Errorf("sink: write %d messages: %w", len(b.Messages), err)
+	}
+	return nil
+}
+
+// Close closes the writer; pending messages are dropped (Write them
+// first).
 func (k *Kafka) Close() error { return k.w.Close() }

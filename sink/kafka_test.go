@@ -29,4 +29,9 @@ func TestKafkaKeys(t *testing.T) {
 	if len(k.DecisionRefs) != 2 || k.DecisionRefs[1] != 42 {
 		t.Errorf("decision refs %v", k.DecisionRefs)
 	}
+	// Detach hands the pending messages over and starts afresh.
+	b := k.Detach()
+	if len(b.Messages) != 2 || len(b.DecisionRefs) != 2 || k.Pending() != 0 || len(k.DecisionRefs) != 0 {
+		t.Errorf("detached %d messages, %d refs; %d still pending", len(b.Messages), len(b.DecisionRefs), k.Pending())
+	}
 }

@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -98,6 +99,13 @@ func (g *groupMember) commit(offsets map[int32]int64) error {
 		per[int(p)] = o
 	}
 	return g.gen.CommitOffsets(map[string]map[int]int64{g.topic: per})
+}
+
+// commitOrWarn commits and logs a failure.
+func (g *groupMember) commitOrWarn(offsets map[int32]int64, group string, log *slog.Logger) {
+	if err := g.commit(offsets); err != nil {
+		log.Warn("committing offsets to the consumer group", "group", group, "err", err)
+	}
 }
 
 func (g *groupMember) close() { g.cg.Close() }

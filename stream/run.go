@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -178,57 +180,33 @@ func Run(ctx context.Context, opts RunOptions) error {
 		return err
 	}
 	now := func() int64 { return time.Now().UnixMilli() }
-	msgs := make(chan kafka.Message, 4096)
+	fetched := make(chan []kafka.Message, 16)
 	readCtx, stopReading := context.WithCancel(ctx)
+	var reading sync.WaitGroup
+	defer reading.Wait()
 	defer stopReading()
-	var readers []*kafka.Reader
+	var fetchers []*fetcher
 	known := map[int]bool{}
-	// addReaders starts a reader for each partition not read yet, from its
+	// addFetchers starts fetching each partition not read yet, from its
 	// checkpointed offset or the beginning. It runs at start and then
 	// periodically, so partitions added to the topic are picked up.
-	addReaders := func(partitions []int) error {
+	addFetchers := func(partitions []int) {
 		for _, p := range partitions {
 			if known[p] {
 				continue
 			}
 			known[p] = true
 			e.AddPartition(int32(p), now())
-			r := kafka.NewReader(kafka.ReaderConfig{
-				Brokers: brokers, Topic: opts.Topic, Partition: p,
-				MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 20 * time.Millisecond,
-			})
 			start, ok := offsets[int32(p)]
 			if !ok {
 				start = kafka.FirstOffset
 			}
-			if err := r.SetOffset(start); err != nil {
-				return fmt.Errorf("partition %d: %w", p, err)
-			}
-			readers = append(readers, r)
-			go func() {
-				for {
-					msg, err := r.FetchMessage(readCtx)
-					if err != nil {
-						return // cancelled, or the reader is closed
-					}
-					select {
-					case msgs <- msg:
-					case <-readCtx.Done():
-						return
-					}
-				}
-			}()
+			f := &fetcher{brokers: brokers, topic: opts.Topic, partition: p, next: start, out: fetched, log: log}
+			fetchers = append(fetchers, f)
+			reading.Go(func() { f.run(readCtx) })
 		}
-		return nil
 	}
-	if err := addReaders(partitions); err != nil {
-		return err
-	}
-	defer func() {
-		for _, r := range readers {
-			r.Close()
-		}
-	}()
+	addFetchers(partitions)
 
 	if opts.MetricsAddr != "" {
 		srv, err := m.serve(opts.MetricsAddr)
@@ -242,12 +220,25 @@ func Run(ctx context.Context, opts RunOptions) error {
 	}
 	log.Info("consuming", "topic", opts.Topic, "partitions", len(partitions), "brokers", brokers)
 
-	// Writes are not cancelled by a stop: the outputs a checkpoint covers
-	// must reach Kafka first. The writer's own timeouts bound them.
-	writeCtx := context.Background()
-	checkpoint := func() error {
+	// Outputs are written by their own goroutine, in order, while the loop
+	// goes on: a decision leaves as soon as it exists, and what is made
+	// while a write is in flight goes out together in the next one.
+	writer := newOutputWriter(out, m.latency)
+	defer writer.close()
+	// A checkpoint is committed and synced on another goroutine (the loop
+	// goes on meanwhile), and only then are its offsets given to the group.
+	// Wait for the commit in flight before leaving, while the group member
+	// is still open.
+	commitFailed := make(chan error, 1)
+	defer db.Wait()
+
+	// checkpoint makes sure every output is acknowledged, then commits
+	// state and offsets in one batch: an output is never behind the
+	// checkpoint that covers its input. The final one is durable, and its
+	// offsets are the group's, when it returns.
+	checkpoint := func(final bool) error {
 		start := time.Now()
-		if err := flush(writeCtx, out, m); err != nil {
+		if err := writer.drain(); err != nil {
 			return err
 		}
 		cp, err := e.Checkpoint()
@@ -260,24 +251,40 @@ func Run(ctx context.Context, opts RunOptions) error {
 		if err := db.SetMeta(metaOffsets, encodeOffsets(offsets)); err != nil {
 			return err
 		}
-		if err := db.Commit(true); err != nil {
-			return err
+		if final {
+			if err := db.Commit(true); err != nil {
+				return err
+			}
+			member.commitOrWarn(offsets, opts.Group, log)
+			m.checkpoint.Observe(time.Since(start).Seconds())
+		} else {
+			committed := maps.Clone(offsets)
+			db.CommitAsync(func(err error) {
+				if err != nil {
+					// The first failure is enough to stop the job.
+					select {
+					case commitFailed <- err:
+					default:
+					}
+					return
+				}
+				// Only now that the checkpoint is durable may the group
+				// see the offsets (never ahead of it).
+				member.commitOrWarn(committed, opts.Group, log)
+				m.checkpoint.Observe(time.Since(start).Seconds())
+			})
 		}
-		// Only now that the checkpoint is durable may the group see the
-		// offsets (never ahead of it).
-		if err := member.commit(offsets); err != nil {
-			log.Warn("committing offsets to the consumer group", "group", opts.Group, "err", err)
-		}
-		m.checkpoint.Observe(time.Since(start).Seconds())
 		m.update(e, db)
-		m.lags(e, readers, time.Now().UnixMilli())
+		m.lags(e, fetchers, time.Now().UnixMilli())
 		return nil
 	}
 
 	ticker := time.NewTicker(opts.CheckpointInterval)
 	defer ticker.Stop()
-	flushTick := time.NewTicker(5 * time.Millisecond)
-	defer flushTick.Stop()
+	// Processing time moves idle partitions' watermarks and fires windows
+	// even when no record arrives.
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
 	discover := time.NewTicker(opts.PartitionDiscovery)
 	defer discover.Stop()
 	var rec engine.Record
@@ -289,8 +296,8 @@ func Run(ctx context.Context, opts RunOptions) error {
 			stopReading()
 			for {
 				select {
-				case msg := <-msgs:
-					if err := process(e, out, &rec, msg, offsets, now()); err != nil {
+				case msgs := <-fetched:
+					if err := processAll(e, out, writer, &rec, msgs, offsets); err != nil {
 						return err
 					}
 					continue
@@ -298,24 +305,27 @@ func Run(ctx context.Context, opts RunOptions) error {
 				}
 				break
 			}
-			if err := checkpoint(); err != nil {
+			if err := checkpoint(true); err != nil {
 				return err
 			}
 			log.Info("stopped after a final checkpoint", "offsets", offsets)
 			return nil
-		case msg := <-msgs:
-			if err := process(e, out, &rec, msg, offsets, now()); err != nil {
+		case msgs := <-fetched:
+			if err := processAll(e, out, writer, &rec, msgs, offsets); err != nil {
 				return err
 			}
-		case <-flushTick.C:
+		case err := <-writer.done:
+			if err := writer.finished(err); err != nil {
+				return err
+			}
+		case err := <-commitFailed:
+			return err
+		case <-tick.C:
 			if err := e.Tick(now()); err != nil {
 				return err
 			}
-			if err := flush(writeCtx, out, m); err != nil {
-				return err
-			}
 		case <-ticker.C:
-			if err := checkpoint(); err != nil {
+			if err := checkpoint(false); err != nil {
 				return err
 			}
 		case <-discover.C:
@@ -324,19 +334,28 @@ func Run(ctx context.Context, opts RunOptions) error {
 				log.Warn("listing partitions", "topic", opts.Topic, "err", err)
 				continue
 			}
-			n := len(readers)
-			if err := addReaders(ps); err != nil {
-				log.Warn("reading new partitions", "topic", opts.Topic, "err", err)
-				continue
-			}
-			if len(readers) > n {
-				log.Info("reading new partitions", "topic", opts.Topic, "partitions", len(readers))
+			n := len(fetchers)
+			if addFetchers(ps); len(fetchers) > n {
+				log.Info("reading new partitions", "topic", opts.Topic, "partitions", len(fetchers))
 			}
 		}
+		writer.start()
 	}
 }
 
-func process(e *engine.Engine, out *sink.Kafka, rec *engine.Record, msg kafka.Message, offsets map[int32]int64, now int64) error {
+// processAll runs the engine over one fetch's records, handing the outputs
+// to the writer as they come.
+func processAll(e *engine.Engine, out *sink.Kafka, w *outputWriter, rec *engine.Record, msgs []kafka.Message, offsets map[int32]int64) error {
+	for i := range msgs {
+		if err := process(e, out, rec, &msgs[i], offsets, time.Now().UnixMilli()); err != nil {
+			return err
+		}
+		w.start()
+	}
+	return nil
+}
+
+func process(e *engine.Engine, out *sink.Kafka, rec *engine.Record, msg *kafka.Message, offsets map[int32]int64, now int64) error {
 	*rec = engine.Record{
 		Value:     msg.Value,
 		Partition: int32(msg.Partition),
@@ -346,18 +365,6 @@ func process(e *engine.Engine, out *sink.Kafka, rec *engine.Record, msg kafka.Me
 	out.Ref = rec.Reference
 	offsets[int32(msg.Partition)] = msg.Offset + 1
 	return e.Process(rec, now)
-}
-
-func flush(ctx context.Context, out *sink.Kafka, m *metrics) error {
-	refs, err := out.Flush(ctx)
-	if err != nil {
-		return err
-	}
-	done := time.Now().UnixMilli()
-	for _, ref := range refs {
-		m.latency.Observe(float64(done-ref) / 1000)
-	}
-	return nil
 }
 
 func readPartitions(ctx context.Context, addr, topic string) ([]int, error) {
@@ -439,7 +446,7 @@ func newMetrics(reg *prometheus.Registry, cfg *rules.Config) *metrics {
 		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "riskstream_source_transitions_total",
 			Help: "Degrade and recover transitions per source."}, []string{"source"}),
 		checkpoint: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "riskstream_checkpoint_duration_seconds",
-			Help: "Time to flush outputs and write a checkpoint.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
+			Help: "Time to flush outputs and write a checkpoint, until it is durable.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
 		stateBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "riskstream_state_bytes",
 			Help: "Size of the state store on disk."}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "riskstream_event_decision_latency_seconds",
@@ -489,14 +496,13 @@ func (m *metrics) update(e *engine.Engine, db *state.DB) {
 }
 
 // lags refreshes the per-partition watermark and consumer lags.
-func (m *metrics) lags(e *engine.Engine, readers []*kafka.Reader, now int64) {
-	for _, r := range readers {
-		p := r.Config().Partition
-		label := strconv.Itoa(p)
-		if wm := e.PartitionWatermark(int32(p)); wm > watermark.Min {
+func (m *metrics) lags(e *engine.Engine, fetchers []*fetcher, now int64) {
+	for _, f := range fetchers {
+		label := strconv.Itoa(f.partition)
+		if wm := e.PartitionWatermark(int32(f.partition)); wm > watermark.Min {
 			m.wmLag.WithLabelValues(label).Set(float64(now-wm) / 1000)
 		}
-		m.consumerLag.WithLabelValues(label).Set(float64(r.Lag()))
+		m.consumerLag.WithLabelValues(label).Set(float64(f.lag.Load()))
 	}
 }
 

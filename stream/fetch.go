@@ -1,0 +1,146 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+const (
+	// fetchMaxWait is how long the broker holds a fetch on a partition with
+	// nothing new. With MinBytes 1 it answers as soon as a record arrives,
+	// so this bounds only an idle poll.
+	fetchMaxWait = 500 * time.Millisecond
+	// fetchTimeout is how much longer than fetchMaxWait the answer may take
+	// before the connection is taken for broken. kafka-go's Reader uses
+	// MaxWait itself as the client deadline and, once it is missed,
+	// reconnects after a 100 ms backoff: on a busy machine (GC, a loaded
+	// CPU) that added 100+ ms to every record behind it.
+	fetchTimeout = 10 * time.Second
+	// fetchMaxBytes bounds one fetch's records.
+	fetchMaxBytes = 16 << 20
+)
+
+// fetcher reads one input partition from an offset on, and hands its
+// records to the job's loop a whole fetch at a time: one channel send per
+// fetch rather than, as with kafka-go's Reader, two goroutine hand-offs per
+// record.
+type fetcher struct {
+	brokers   []string
+	topic     string
+	partition int
+	// next is the offset to fetch, kafka.FirstOffset for the partition's
+	// first. Only the fetching goroutine uses it.
+	next int64
+	// lag is the high watermark minus next as of the last fetch, for the
+	// consumer lag metric.
+	lag atomic.Int64
+	out chan<- []kafka.Message
+	log *slog.Logger
+}
+
+// run fetches until ctx ends, reconnecting with a backoff when the
+// connection fails.
+func (f *fetcher) run(ctx context.Context) {
+	backoff := time.Duration(0)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		err := f.connectAndFetch(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		f.log.Warn("fetching input, reconnecting", "topic", f.topic, "partition", f.partition,
+			"offset", f.next, "in", backoff, "err", err)
+		backoff = min(max(2*backoff, 100*time.Millisecond), 5*time.Second)
+	}
+}
+
+func (f *fetcher) connectAndFetch(ctx context.Context) error {
+	var (
+		conn *kafka.Conn
+		err  error
+	)
+	for _, b := range f.brokers {
+		if conn, err = kafka.DialLeader(ctx, "tcp", b, f.topic, f.partition); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close()
+	// Closing the connection is what interrupts a fetch in flight.
+	defer context.AfterFunc(ctx, func() { conn.Close() })()
+	if f.next == kafka.FirstOffset {
+		conn.SetReadDeadline(time.Now().Add(fetchTimeout))
+		if f.next, err = conn.ReadFirstOffset(); err != nil {
+			return fmt.Errorf("first offset: %w", err)
+		}
+	}
+	for {
+		msgs, hwm, err := f.fetch(conn)
+		if len(msgs) > 0 {
+			f.next = msgs[len(msgs)-1].Offset + 1
+			select {
+			case f.out <- msgs:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if hwm >= 0 {
+			f.lag.Store(max(hwm-f.next, 0))
+		}
+		switch {
+		case err == nil:
+		case errors.Is(err, kafka.RequestTimedOut):
+			// Nothing arrived within fetchMaxWait.
+		case errors.Is(err, kafka.OffsetOutOfRange):
+			conn.SetReadDeadline(time.Now().Add(fetchTimeout))
+			first, _, oerr := conn.ReadOffsets()
+			if oerr != nil {
+				return fmt.Errorf("offsets: %w", oerr)
+			}
+			if f.next >= first {
+				return err
+			}
+			// Retention deleted records the job never read: nothing can
+			// bring them back, so say so and go on from what is left.
+			f.log.Error("input records deleted before they were read", "topic", f.topic,
+				"partition", f.partition, "from", f.next, "to", first)
+			f.next = first
+		default:
+			return err
+		}
+	}
+}
+
+// fetch reads the records from f.next that the broker has, waiting up to
+// fetchMaxWait for the first. hwm is -1 when the fetch failed.
+func (f *fetcher) fetch(conn *kafka.Conn) (msgs []kafka.Message, hwm int64, err error) {
+	if _, err := conn.Seek(f.next, kafka.SeekAbsolute|kafka.SeekDontCheck); err != nil {
+		return nil, -1, err
+	}
+	conn.SetReadDeadline(time.Now().Add(fetchMaxWait + fetchTimeout))
+	batch := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: fetchMaxBytes, MaxWait: fetchMaxWait})
+	for {
+		m, err := batch.ReadMessage()
+		if err != nil {
+			break
+		}
+		msgs = append(msgs, m)
+	}
+	// Close reports what ended the batch; the end of its records is nil.
+	if err := batch.Close(); err != nil {
+		return msgs, -1, err
+	}
+	return msgs, batch.HighWaterMark(), nil
+}
