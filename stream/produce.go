@@ -34,8 +34,9 @@ type ProduceOptions struct {
 	// as the broker takes them.
 	Rate float64
 	// BatchTimeout bounds how long the writer holds a partial batch;
-	// default 5ms, instead of kafka-go's 1s, so a paced stream arrives
-	// promptly rather than in one-second lumps.
+	// default 1ms, instead of kafka-go's 1s, so a paced stream arrives
+	// promptly rather than in one-second lumps (5ms was most of the
+	// median event-to-decision latency at 20,000 events/s).
 	BatchTimeout time.Duration
 	// Stdin is read when File is "-"; default os.Stdin.
 	Stdin io.Reader
@@ -84,7 +85,7 @@ func Produce(ctx context.Context, opts ProduceOptions) (ProduceStats, error) {
 		opts.Key = "id"
 	}
 	if opts.BatchTimeout <= 0 {
-		opts.BatchTimeout = 5 * time.Millisecond
+		opts.BatchTimeout = time.Millisecond
 	}
 	if opts.Stdin == nil {
 		opts.Stdin = os.Stdin
