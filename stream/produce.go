@@ -62,6 +62,10 @@ type ProduceStats struct {
 // acknowledged, so a large file streams in bounded memory.
 const maxInFlight = 10000
 
+// maxGroup is the most records handed to the writer in one call; well
+// under maxInFlight, whose slots the records waiting in a group hold.
+const maxGroup = 256
+
 // Produce publishes every non-blank line of opts.File as one message to
 // opts.Topic. The record timestamp is the line's integer ingest_ts when it
 // has one, so a recorded capture replays with its original reference
@@ -102,9 +106,14 @@ func Produce(ctx context.Context, opts ProduceOptions) (ProduceStats, error) {
 		firstErr error
 		slots    = make(chan struct{}, maxInFlight)
 	)
+	// Connections of its own: kafka-go's default transport is shared by
+	// every client in the process (the job's, when both run in one).
+	conns := &kafka.Transport{}
+	defer conns.CloseIdleConnections()
 	w := &kafka.Writer{
-		Addr:  kafka.TCP(opts.Brokers...),
-		Topic: opts.Topic,
+		Addr:      kafka.TCP(opts.Brokers...),
+		Transport: conns,
+		Topic:     opts.Topic,
 		// Murmur2 places keys on the same partitions as the Java client's
 		// default partitioner, so other tools agree on where a key lives.
 		Balancer:     kafka.Murmur2Balancer{},
@@ -132,9 +141,34 @@ func Produce(ctx context.Context, opts ProduceOptions) (ProduceStats, error) {
 
 	start := time.Now()
 	var sent int64
+	// Records go to the writer in groups: kafka-go's WriteMessages costs
+	// about as much for one message as for a few hundred.
+	var group []kafka.Message
+	send := func() error {
+		if len(group) == 0 {
+			return nil
+		}
+		if err := w.WriteMessages(ctx, group...); err != nil {
+			for range group {
+				<-slots
+			}
+			return fmt.Errorf("write: %w", err)
+		}
+		sent += int64(len(group))
+		clear(group)
+		group = group[:0]
+		return nil
+	}
 	sendErr := func() error {
 		br := bufio.NewReaderSize(r, 256<<10)
 		for {
+			// A group waits for no input: when the next line is not
+			// buffered yet (a slow pipe), what is grouped goes first.
+			if buffered, _ := br.Peek(br.Buffered()); bytes.IndexByte(buffered, '\n') < 0 {
+				if err := send(); err != nil {
+					return err
+				}
+			}
 			// ReadBytes allocates each line afresh, which the async writer
 			// needs: it holds on to the value until the ack.
 			line, rerr := br.ReadBytes('\n')
@@ -144,7 +178,9 @@ func Produce(ctx context.Context, opts ProduceOptions) (ProduceStats, error) {
 			line = bytes.TrimRight(line, "\r\n")
 			if len(bytes.TrimSpace(line)) > 0 {
 				if opts.Rate > 0 {
-					if err := pace(ctx, start, sent, opts.Rate); err != nil {
+					// The group goes before a sleep: held back, its
+					// records would be late.
+					if err := pace(ctx, start, sent+int64(len(group)), opts.Rate, send); err != nil {
 						return err
 					}
 				}
@@ -162,14 +198,14 @@ func Produce(ctx context.Context, opts ProduceOptions) (ProduceStats, error) {
 				case <-ctx.Done():
 					return ctx.Err()
 				}
-				if err := w.WriteMessages(ctx, m); err != nil {
-					<-slots
-					return fmt.Errorf("write: %w", err)
+				if group = append(group, m); len(group) == maxGroup {
+					if err := send(); err != nil {
+						return err
+					}
 				}
-				sent++
 			}
 			if rerr == io.EOF {
-				return nil
+				return send()
 			}
 		}
 	}()
@@ -191,16 +227,20 @@ func Produce(ctx context.Context, opts ProduceOptions) (ProduceStats, error) {
 }
 
 // pace sleeps until record n (from 0) is due at rate records/s after
-// start. Scheduling against the start, not the previous send, keeps the
-// long-run rate exact even when individual sleeps overshoot.
-func pace(ctx context.Context, start time.Time, n int64, rate float64) error {
+// start, calling beforeSleep first if it sleeps. Scheduling against the
+// start, not the previous send, keeps the long-run rate exact even when
+// individual sleeps overshoot.
+func pace(ctx context.Context, start time.Time, n int64, rate float64, beforeSleep func() error) error {
 	due := start.Add(time.Duration(float64(n) / rate * float64(time.Second)))
-	d := time.Until(due)
 	// Sleeps shorter than this cost more in timer overhead than they
 	// smooth; the schedule catches up on the next one.
-	if d < 200*time.Microsecond {
+	if time.Until(due) < 200*time.Microsecond {
 		return nil
 	}
+	if err := beforeSleep(); err != nil {
+		return err
+	}
+	d := time.Until(due)
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

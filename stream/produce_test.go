@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -177,5 +178,26 @@ func TestScanEvent(t *testing.T) {
 		if ok != c.ok || (ok && (gotKey != c.wantKey || gotTS != c.wantTS)) {
 			t.Errorf("scanEvent(%s) = %q, %d, %v; want %q, %d, %v", c.line, gotKey, gotTS, ok, c.wantKey, c.wantTS, c.ok)
 		}
+	}
+}
+
+// TestProduceSlowInput: a record read from a slow pipe is sent at once,
+// not held back in a group waiting for more input.
+func TestProduceSlowInput(t *testing.T) {
+	addr := startBroker(t, 1)
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		_, err := Produce(context.Background(), ProduceOptions{File: "-", Stdin: pr, Brokers: []string{addr}})
+		done <- err
+	}()
+	pw.Write([]byte(`{"id":"first","ts":1}` + "\n"))
+	if got := consume(t, addr, 1); string(got[0].Key) != "first" {
+		t.Fatalf("got %q", got[0].Key)
+	}
+	pw.Write([]byte(`{"id":"second","ts":2}` + "\n"))
+	pw.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
