@@ -27,6 +27,7 @@ var DefaultTopics = Topics{Decisions: Decisions, Heatmaps: Heatmaps, Late: Late,
 type Kafka struct {
 	enc     *Encoder
 	w       *kafka.Writer
+	conns   *kafka.Transport
 	topics  Topics
 	pending []kafka.Message
 	// DecisionRefs holds, for the pending decisions, their event's record
@@ -38,12 +39,18 @@ type Kafka struct {
 
 // NewKafka returns a sink writing to brokers. It waits for all replicas.
 func NewKafka(brokers []string, topics Topics) *Kafka {
+	// Connections of its own, not kafka-go's process-wide default: an
+	// output write never queues behind another client's requests on a
+	// shared connection (a producer in the same process, in benchmarks).
+	conns := &kafka.Transport{}
 	return &Kafka{
 		enc:    NewEncoder(),
 		topics: topics,
+		conns:  conns,
 		w: &kafka.Writer{
-			Addr:     kafka.TCP(brokers...),
-			Balancer: &kafka.Hash{},
+			Addr:      kafka.TCP(brokers...),
+			Transport: conns,
+			Balancer:  &kafka.Hash{},
 			// A batch is sent when its BatchTimeout expires or it is full,
 			// even by a synchronous WriteMessages: kafka-go's default of a
 			// second (or any milliseconds) would be added to every
@@ -131,4 +138,8 @@ func (k *Kafka) Write(ctx context.Context, b Batch) error {
 
 // Close closes the writer; pending messages are dropped (Write them
 // first).
-func (k *Kafka) Close() error { return k.w.Close() }
+func (k *Kafka) Close() error {
+	err := k.w.Close()
+	k.conns.CloseIdleConnections()
+	return err
+}
