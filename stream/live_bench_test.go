@@ -3,63 +3,183 @@ package stream
 import (
 	"bytes"
 	"context"
+	"flag"
 	"regexp"
+	"runtime/pprof"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskstream/riskstream/gen"
+	"github.com/segmentio/kafka-go"
+)
+
+var (
+	liveRate       = flag.Float64("live.rate", 20_000, "BenchmarkLive: events sent per second (0: as fast as the producer can)")
+	liveEvents     = flag.Int("live.events", 100_000, "BenchmarkLive: events sent")
+	livePartitions = flag.Int("live.partitions", 4, "BenchmarkLive: partitions of the input topic (riskstream run's embedded broker makes 4)")
 )
 
 var ingestField = regexp.MustCompile(`,"ingest_ts":\d+`)
 
 // BenchmarkLive measures the live path on this machine: producer, embedded
-// broker and job in one process, 100,000 events at a steady 20,000/s,
-// record timestamps set at send time. It reports the event-to-decision
-// latency percentiles from the job's own histogram (bucket upper bounds).
+// broker and job in one process, -live.events events at a steady
+// -live.rate per second, record timestamps set at send time.
 //
-//	go test ./stream/ -run '^$' -bench BenchmarkLive -benchtime 1x
+// The event-to-decision latency is measured exactly, as a consumer of the
+// job sees it: a reader of the decisions topic notes when each decision
+// arrives, and the record timestamp of its event is read back from the
+// input topic after the run. drain-ms is how long after the producer's last
+// acknowledgement the last decision arrived: it stays at about one latency
+// while the job keeps up and grows with the backlog when it does not.
+// consumed/s is the events over the time from the first send to the last
+// decision.
+//
+// The producer, broker, job and decision reader run under the pprof label
+// part=producer|broker|job|reader (making the input and reading it back
+// after the run: setup), so a CPU profile splits the machine's time
+// between them (go tool pprof -tags; scripts/bench-live does it). Time
+// without a label is mostly the garbage collector's.
+//
+//	go test ./stream/ -run '^$' -bench BenchmarkLive -benchtime 1x [-live.rate 20000] [-live.events 100000]
 func BenchmarkLive(b *testing.B) {
 	o := gen.DefaultOptions()
-	o.Events, o.Users = 100_000, 5_000
-	var buf bytes.Buffer
-	if _, err := gen.Generate(&buf, o); err != nil {
+	o.Events, o.Users = *liveEvents, 5_000
+	var (
+		input []byte
+		err   error
+	)
+	labelled("setup", func() {
+		var buf bytes.Buffer
+		_, err = gen.Generate(&buf, o)
+		// Without ingest_ts the producer stamps the send time, the
+		// reference a live latency is measured from.
+		input = ingestField.ReplaceAll(buf.Bytes(), nil)
+	})
+	if err != nil {
 		b.Fatal(err)
 	}
-	// Without ingest_ts the producer stamps the send time, the reference a
-	// live latency is measured from.
-	input := ingestField.ReplaceAll(buf.Bytes(), nil)
 	for b.Loop() {
-		addr := startLiveBroker(b)
-		reg := prometheus.NewRegistry()
-		stop := startJob(b, RunOptions{Brokers: []string{addr}, Registry: reg})
-		st, err := Produce(context.Background(), ProduceOptions{File: "-", Stdin: bytes.NewReader(input),
-			Brokers: []string{addr}, Rate: 20_000})
+		var addr string
+		labelled("broker", func() { addr = startLiveBrokerWith(b, int32(*livePartitions)) })
+		var stop func()
+		labelled("job", func() { stop = startJob(b, RunOptions{Brokers: []string{addr}}) })
+		arrivalsSoFar.Store(0)
+		seen := make(chan []arrival, 1)
+		readerCtx, stopReader := context.WithCancel(context.Background())
+		labelled("reader", func() { go func() { seen <- readArrivals(readerCtx, addr, "decisions") }() })
+
+		start := time.Now()
+		var st ProduceStats
+		labelled("producer", func() {
+			st, err = Produce(context.Background(), ProduceOptions{File: "-", Stdin: bytes.NewReader(input),
+				Brokers: []string{addr}, Rate: *liveRate})
+		})
 		if err != nil {
 			b.Fatal(err)
 		}
-		time.Sleep(2 * time.Second) // let the job drain and checkpoint
-		stop()
-		mfs, _ := reg.Gather()
-		for _, mf := range mfs {
-			if mf.GetName() != "riskstream_event_decision_latency_seconds" {
-				continue
+		produced := time.Now()
+		// The job is done when no decision has arrived for a while.
+		for last := -1; ; {
+			time.Sleep(2 * time.Second)
+			n := arrivalsSoFar.Load()
+			if int(n) == last {
+				break
 			}
-			h := mf.GetMetric()[0].GetHistogram()
-			total := float64(h.GetSampleCount())
-			for _, q := range []struct {
-				name string
-				q    float64
-			}{{"p50-ms", 0.5}, {"p99-ms", 0.99}} {
-				for _, bk := range h.GetBucket() {
-					if float64(bk.GetCumulativeCount()) >= q.q*total {
-						b.ReportMetric(bk.GetUpperBound()*1000, q.name)
-						break
-					}
-				}
-			}
-			b.ReportMetric(total, "decisions")
+			last = int(n)
 		}
+		stopReader()
+		arrivals := <-seen
+		stop()
+		if len(arrivals) == 0 {
+			b.Fatal("no decision arrived")
+		}
+		var sent map[string]time.Time
+		labelled("setup", func() { sent = recordTimes(b, addr, "requests", *livePartitions) })
+		lat := make([]time.Duration, 0, len(arrivals))
+		for _, a := range arrivals {
+			ts, ok := sent[a.key]
+			if !ok {
+				b.Fatalf("decision for an event never sent: %s", a.key)
+			}
+			lat = append(lat, a.at.Sub(ts))
+		}
+		slices.Sort(lat)
+		q := func(p float64) float64 {
+			return float64(lat[int(p*float64(len(lat)-1))]) / float64(time.Millisecond)
+		}
+		lastAt := arrivals[len(arrivals)-1].at
+		b.ReportMetric(float64(len(lat)), "decisions")
+		b.ReportMetric(q(0.5), "p50-ms")
+		b.ReportMetric(q(0.99), "p99-ms")
+		b.ReportMetric(q(0.999), "p999-ms")
+		b.ReportMetric(q(1), "max-ms")
 		b.ReportMetric(float64(st.Records)/st.Elapsed.Seconds(), "sent/s")
+		b.ReportMetric(float64(st.Records)/lastAt.Sub(start).Seconds(), "consumed/s")
+		b.ReportMetric(float64(lastAt.Sub(produced))/float64(time.Millisecond), "drain-ms")
 	}
+}
+
+// labelled runs f under the pprof label part=name; goroutines f starts
+// inherit it.
+func labelled(name string, f func()) {
+	pprof.Do(context.Background(), pprof.Labels("part", name), func(context.Context) { f() })
+}
+
+// arrival is when a consumer received the message with key.
+type arrival struct {
+	key string
+	at  time.Time
+}
+
+// arrivalsSoFar counts the arrivals of the running readArrivals.
+var arrivalsSoFar atomic.Int64
+
+// readArrivals reads partition 0 of topic from its start until ctx ends,
+// noting when each message arrives.
+func readArrivals(ctx context.Context, addr, topic string) []arrival {
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{addr}, Topic: topic, Partition: 0,
+		MinBytes: 1, MaxBytes: 1 << 20, MaxWait: 500 * time.Millisecond})
+	defer r.Close()
+	var out []arrival
+	for {
+		m, err := r.ReadMessage(ctx)
+		if err != nil {
+			return out
+		}
+		out = append(out, arrival{key: string(m.Key), at: time.Now()})
+		arrivalsSoFar.Store(int64(len(out)))
+	}
+}
+
+// recordTimes reads every record of topic's partitions back and returns
+// their timestamps by key.
+func recordTimes(t testing.TB, addr, topic string, partitions int) map[string]time.Time {
+	t.Helper()
+	times := map[string]time.Time{}
+	for p := range partitions {
+		conn, err := kafka.DialLeader(context.Background(), "tcp", addr, topic, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last, err := conn.ReadLastOffset()
+		conn.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{addr}, Topic: topic, Partition: p,
+			MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 500 * time.Millisecond})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		for n := int64(0); n < last; n++ {
+			m, err := r.ReadMessage(ctx)
+			if err != nil {
+				t.Fatalf("reading %s back: %v", topic, err)
+			}
+			times[string(m.Key)] = m.Time
+		}
+		cancel()
+		r.Close()
+	}
+	return times
 }

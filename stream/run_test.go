@@ -20,9 +20,16 @@ import (
 // input partition, so that live order equals file order.
 func startLiveBroker(t testing.TB) string {
 	t.Helper()
+	return startLiveBrokerWith(t, 1)
+}
+
+// startLiveBrokerWith starts the embedded broker on a free loopback port,
+// with partitions input partitions and one per output topic.
+func startLiveBrokerWith(t testing.TB, partitions int32) string {
+	t.Helper()
 	b, err := broker.Start(broker.Options{
 		Addr:   "127.0.0.1:0",
-		Topics: map[string]int32{"requests": 1, "decisions": 1, "heatmaps": 1, "late": 1, "dlq": 1},
+		Topics: map[string]int32{"requests": partitions, "decisions": 1, "heatmaps": 1, "late": 1, "dlq": 1},
 	})
 	if err != nil {
 		t.Fatal(err)
