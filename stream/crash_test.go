@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -47,15 +48,15 @@ func TestCrashSafety(t *testing.T) {
 		produced <- err
 	}()
 
-	start := func() (*exec.Cmd, *bytes.Buffer) {
-		var logs bytes.Buffer
+	start := func() (*exec.Cmd, *lockedBuffer) {
+		logs := &lockedBuffer{}
 		cmd := exec.Command(bin, "run", "--rules", bundledRules, "--brokers", addr, "--state-dir", stateDir,
 			"--metrics-addr", "", "--checkpoint-interval", "50ms")
-		cmd.Stderr = &logs
+		cmd.Stderr = logs
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		return cmd, &logs
+		return cmd, logs
 	}
 	r := rand.New(rand.NewPCG(11, 12))
 	var resumed []int
@@ -110,8 +111,31 @@ func TestCrashSafety(t *testing.T) {
 	t.Logf("%d decisions written for %d distinct (%d repeated after crashes)", len(got), len(want), len(got)-len(want))
 }
 
+// lockedBuffer collects a process's output while the test reads it: the
+// goroutine copying the output and the test must not use a bytes.Buffer at
+// once (the race detector caught it).
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// Bytes returns a copy of what was written so far.
+func (l *lockedBuffer) Bytes() []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return bytes.Clone(l.buf.Bytes())
+}
+
+func (l *lockedBuffer) String() string { return string(l.Bytes()) }
+
 // waitFor waits until the process has logged s.
-func waitFor(t *testing.T, logs *bytes.Buffer, s string) {
+func waitFor(t *testing.T, logs *lockedBuffer, s string) {
 	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if bytes.Contains(logs.Bytes(), []byte(s)) {
