@@ -10,6 +10,7 @@ import (
 	"log/slog"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 )
 
 // Key prefixes partition the keyspace: slot state, and metadata such as the
@@ -87,11 +88,16 @@ func Open(opts Options) (*DB, error) {
 	}
 	cache := pebble.NewCache(opts.CacheBytes)
 	defer cache.Unref()
-	db, err := pebble.Open(opts.Dir, &pebble.Options{
+	po := &pebble.Options{
 		Cache:      cache,
 		DisableWAL: opts.DisableWAL,
 		Logger:     pebbleLogger{opts.Logger},
-	})
+	}
+	// Most reads are for slots that do not exist yet (a key's first event
+	// in a window): a Bloom filter per table answers those without
+	// searching every table's index and blocks. Deeper levels inherit it.
+	po.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
+	db, err := pebble.Open(opts.Dir, po)
 	if err != nil {
 		return nil, fmt.Errorf("state: open %s: %w", opts.Dir, err)
 	}
