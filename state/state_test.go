@@ -127,3 +127,32 @@ func TestCommitAsync(t *testing.T) {
 		t.Fatalf("committed write lost: %q %v", v, ok)
 	}
 }
+
+// TestPendingDelete: a deletion hides the committed value before its own
+// commit, and while that commit is in flight.
+func TestPendingDelete(t *testing.T) {
+	db := open(t, t.TempDir(), Options{AtomicCheckpoints: true})
+	defer db.Close()
+	db.Set([]byte("k"), []byte("v"))
+	if err := db.Commit(true); err != nil {
+		t.Fatal(err)
+	}
+	db.Delete([]byte("k"))
+	if _, ok := get(t, db, "k"); ok {
+		t.Fatal("deleted key visible before the commit")
+	}
+	db.CommitAsync(func(err error) {
+		if err != nil {
+			t.Error(err)
+		}
+	})
+	if _, ok := get(t, db, "k"); ok {
+		t.Fatal("deleted key visible during the commit")
+	}
+	if err := db.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := get(t, db, "k"); ok {
+		t.Fatal("deleted key visible after the commit")
+	}
+}
