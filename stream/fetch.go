@@ -22,8 +22,10 @@ const (
 	// reconnects after a 100 ms backoff: on a busy machine (GC, a loaded
 	// CPU) that added 100+ ms to every record behind it.
 	fetchTimeout = 10 * time.Second
-	// fetchMaxBytes bounds one fetch's records.
-	fetchMaxBytes = 16 << 20
+	// fetchMaxBytes bounds one fetch's records: Kafka's own default per
+	// partition. The loop handles a fetch at once, so a catching-up job
+	// with 16 MiB fetches let a checkpoint wait for ~60,000 records.
+	fetchMaxBytes = 1 << 20
 )
 
 // fetcher reads one input partition from an offset on, and hands its
