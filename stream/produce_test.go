@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/riskstream/riskstream/broker"
 	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol/metadata"
 )
 
 func startBroker(t *testing.T, partitions int32) string {
@@ -158,6 +160,10 @@ func TestScanEvent(t *testing.T) {
 		{`{"id":"a","ingest_ts":"5"}`, "id", "a", -1, true},
 		{`{"x":[1,{"id":"b"},"]"],"id":"a"}`, "id", "a", -1, true},
 		{`{"i\u0064":"a\"b"}`, "id", `a"b`, -1, true},
+		{`{"id":"a\\","x":"\\\""}`, "id", `a\`, -1, true},
+		{`{"id":"x\\\"y"}`, "id", `x\"y`, -1, true},
+		{`{"id":"a\"}`, "id", "-", -1, false},
+		{`{"id":"a\`, "id", "-", -1, false},
 		{`{}`, "id", "-", -1, true},
 		{`[1]`, "id", "-", -1, false},
 		{`{"id":"a"`, "id", "-", -1, false},
@@ -199,5 +205,44 @@ func TestProduceSlowInput(t *testing.T) {
 	pw.Close()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// countingMetadata answers every metadata request, counting them.
+type countingMetadata struct {
+	asked     int
+	errorCode int16
+}
+
+func (c *countingMetadata) RoundTrip(context.Context, net.Addr, kafka.Request) (kafka.Response, error) {
+	c.asked++
+	return &metadata.Response{Topics: []metadata.ResponseTopic{{Name: "t", ErrorCode: c.errorCode}}}, nil
+}
+
+// TestMetadataCache: the writer's per-message metadata requests are
+// answered from the last complete answer; an answer with a topic error is
+// not kept.
+func TestMetadataCache(t *testing.T) {
+	inner := &countingMetadata{}
+	c := &metadataCache{RoundTripper: inner}
+	req := &metadata.Request{TopicNames: []string{"t"}}
+	for range 3 {
+		if _, err := c.RoundTrip(context.Background(), nil, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if inner.asked != 1 {
+		t.Fatalf("asked the transport %d times, want 1", inner.asked)
+	}
+	c.RoundTrip(context.Background(), nil, &metadata.Request{TopicNames: []string{"u"}})
+	if inner.asked != 2 {
+		t.Fatalf("another topic's request was answered from the cache")
+	}
+	failing := &countingMetadata{errorCode: 3}
+	c = &metadataCache{RoundTripper: failing}
+	c.RoundTrip(context.Background(), nil, req)
+	c.RoundTrip(context.Background(), nil, req)
+	if failing.asked != 2 {
+		t.Fatalf("an answer with a topic error was kept")
 	}
 }
