@@ -290,6 +290,7 @@ func (e *Sharded) emit(b *Batch, i int32, fired bool) {
 		c := &b.outs[best][e.cursors[best]]
 		e.cursors[best]++
 		if c.isHW {
+			e.stats.WindowsFired++
 			e.out.Heatmap(&c.hw)
 		} else {
 			e.count.Decision(&c.dec)
@@ -324,12 +325,10 @@ func (e *Sharded) Sources() []watermark.SourceSkew { return e.skew.Sources() }
 // Watermark returns the watermark after the last record merged.
 func (e *Sharded) Watermark() int64 { return e.merged }
 
-// Stats returns the counts of the records merged so far.
+// Stats returns the counts of the records merged so far. It reads only
+// what Merge wrote, so that progress can be shown while shards run.
 func (e *Sharded) Stats() Stats {
 	s := e.stats
 	s.Decisions = append([]int64(nil), s.Decisions...)
-	for _, sh := range e.shards {
-		s.WindowsFired += sh.op.WindowsFired()
-	}
 	return s
 }

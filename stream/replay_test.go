@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/riskstream/riskstream/gen"
 	"github.com/riskstream/riskstream/rules"
@@ -104,16 +105,27 @@ func TestBundledReplay(t *testing.T) {
 // TestReplayDeterministic replays the bundled workload twice, the second
 // time with a 1% cache so that most state goes through Pebble, and expects
 // byte-identical outputs.
+// TestReplayDeterministic replays the bundled input with a large cache on
+// one shard, and with a 50-slot cache on three shards while showing
+// progress (the merge reads the counts while the shards run): the outputs
+// must be the same bytes.
 func TestReplayDeterministic(t *testing.T) {
 	cfg := loadRules(t)
 	a, b := t.TempDir(), t.TempDir()
-	replay(t, ReplayOptions{Config: cfg, Inputs: []string{bundledInput}, OutDir: a})
-	replay(t, ReplayOptions{Config: cfg, Inputs: []string{bundledInput}, OutDir: b, CacheSlots: 50, StateDir: t.TempDir()})
+	replay(t, ReplayOptions{Config: cfg, Inputs: []string{bundledInput}, OutDir: a, Shards: 1})
+	var progress bytes.Buffer
+	clock := time.Unix(0, 0)
+	tick := func() time.Time { clock = clock.Add(time.Second); return clock }
+	replay(t, ReplayOptions{Config: cfg, Inputs: []string{bundledInput}, OutDir: b, CacheSlots: 50, StateDir: t.TempDir(),
+		Shards: 3, Progress: &progress, Now: tick})
 	ga, gb := readOutputs(t, a), readOutputs(t, b)
 	for _, n := range outputNames {
 		if !bytes.Equal(ga[n], gb[n]) {
-			t.Errorf("%s differs between a large and a 50-slot cache", n)
+			t.Errorf("%s differs between one shard with a large cache and three with 50 slots", n)
 		}
+	}
+	if !strings.Contains(progress.String(), "20000 records") {
+		t.Errorf("progress does not reach the 20000 records: %q", progress.String())
 	}
 }
 
