@@ -268,6 +268,11 @@ func (e *Engine) Finish() error {
 	return e.op.Flush()
 }
 
+// WriteBack writes up to n changed window states to the backend ahead of
+// the next Checkpoint, so that the checkpoint's pause is shorter; see
+// windows.Operator.WriteBack.
+func (e *Engine) WriteBack(n int) error { return e.op.WriteBack(n) }
+
 // Watermark returns the job's watermark.
 func (e *Engine) Watermark() int64 { return e.op.Watermark() }
 

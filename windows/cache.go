@@ -44,6 +44,13 @@ type cache struct {
 	stored int
 	specs  []*spec
 	buf    []byte
+	// changed lists the slots that became dirty, in that order, so that a
+	// flush writes them without visiting every cached slot. Entries of
+	// slots written back since (or dropped) are stale and skipped;
+	// changedHead is where writeBackSome goes on from.
+	changed     []*slot
+	changedHead int
+	dirty       int // slots dirty now
 }
 
 // slotID is the hash a slot is found by in the cache.
@@ -156,6 +163,37 @@ func (c *cache) drop(s *slot) {
 	s.panes, s.sessions, s.fired = nil, nil, nil
 }
 
+// markDirty notes that s changed since it was last written to the Backend.
+func (c *cache) markDirty(s *slot) {
+	if s.dirty {
+		return
+	}
+	s.dirty = true
+	c.dirty++
+	// Drop stale entries once they are the bulk: in a replay nothing is
+	// written back before the end, and dropped slots must not be kept
+	// alive here.
+	if len(c.changed)-c.changedHead > 2*c.dirty+1024 {
+		live := c.changed[:0]
+		for _, x := range c.changed[c.changedHead:] {
+			if x.dirty {
+				live = append(live, x)
+			}
+		}
+		clear(c.changed[len(live):])
+		c.changed, c.changedHead = live, 0
+	}
+	c.changed = append(c.changed, s)
+}
+
+// clean notes that s no longer differs from the Backend.
+func (c *cache) clean(s *slot) {
+	if s.dirty {
+		s.dirty = false
+		c.dirty--
+	}
+}
+
 func (c *cache) writeBack(s *slot) error {
 	if !s.dirty {
 		return nil
@@ -171,7 +209,7 @@ func (c *cache) writeBack(s *slot) error {
 		s.persisted = true
 		c.stored++
 	}
-	s.dirty = false
+	c.clean(s)
 	return nil
 }
 
@@ -185,18 +223,31 @@ func (c *cache) remove(s *slot) error {
 		s.persisted = false
 		c.stored--
 	}
-	s.dirty = false
+	c.clean(s)
 	return nil
 }
 
 // flush writes back every changed slot, keeping them cached.
 func (c *cache) flush() error {
+	err := c.writeBackSome(len(c.changed))
+	clear(c.changed)
+	c.changed, c.changedHead = c.changed[:0], 0
+	return err
+}
+
+// writeBackSome writes back up to n changed slots, oldest change first.
+func (c *cache) writeBackSome(n int) error {
 	var errs []error
-	// Iterate over a copy: writing back an empty slot removes it.
-	for _, s := range append([]*slot(nil), c.ring...) {
+	for ; n > 0 && c.changedHead < len(c.changed); c.changedHead++ {
+		s := c.changed[c.changedHead]
+		c.changed[c.changedHead] = nil
+		if !s.dirty {
+			continue
+		}
 		if err := c.writeBack(s); err != nil {
 			errs = append(errs, err)
 		}
+		n--
 	}
 	return errors.Join(errs...)
 }

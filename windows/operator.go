@@ -160,7 +160,7 @@ func (op *Operator) addToPane(sp *spec, id slotID, ev *event.Event, t int64, pro
 	pn := s.paneAt(p)
 	s.added(sp.cleanup(last + sp.size)) // the pane's cleanup: its latest window's
 	op.addTo(sp, &pn.acc, ev, processing)
-	s.dirty = true
+	op.cache.markDirty(s)
 	if sp.hm != nil {
 		// Windows the watermark has passed are done: the timers fired those
 		// that had content. This event must not make the timers fire the
@@ -218,7 +218,7 @@ func (op *Operator) addToSession(sp *spec, id slotID, ev *event.Event, t int64, 
 	se := &s.sessions[i]
 	s.added(sp.cleanup(se.end))
 	op.addTo(sp, &se.acc, ev, processing)
-	s.dirty = true
+	op.cache.markDirty(s)
 	if sp.hm != nil {
 		switch {
 		case se.fired:
@@ -434,7 +434,7 @@ func (op *Operator) onTimer(s *slot, at int64) error {
 		}
 		s.purge(at)
 	}
-	s.dirty = true
+	op.cache.markDirty(s)
 	if s.empty() {
 		return op.cache.remove(s)
 	}
@@ -512,7 +512,7 @@ func (op *Operator) schedule(s *slot) {
 	}
 	if next < s.timerAt {
 		s.timerAt = next
-		s.dirty = true
+		op.cache.markDirty(s)
 		op.timers.push(next, s)
 	}
 }
@@ -565,3 +565,8 @@ func (op *Operator) emitHeatmap(s *slot, start, end int64, rev int32, a *heatmap
 // Flush writes every changed state to the Backend, as a checkpoint or at the
 // end of a run.
 func (op *Operator) Flush() error { return op.cache.flush() }
+
+// WriteBack writes up to n changed states to the Backend, those changed
+// longest ago first. The live job calls it between records, so that the
+// next checkpoint, which pauses the job, finds less left to write.
+func (op *Operator) WriteBack(n int) error { return op.cache.writeBackSome(n) }
