@@ -39,11 +39,12 @@ type cache struct {
 	hand    int
 	cap     int
 	backend Backend
-	// stored counts the slots the Backend may hold: while it is zero, a
-	// miss is a new key and costs no Backend read.
-	stored int
-	specs  []*spec
-	buf    []byte
+	// uncached counts the slots the Backend holds that are not cached
+	// (evicted ones): while it is zero, a key missing from the cache is a
+	// new key and costs no Backend read, however much a checkpoint wrote.
+	uncached int
+	specs    []*spec
+	buf      []byte
 	// changed lists the slots that became dirty, in that order, so that a
 	// flush writes them without visiting every cached slot. Entries of
 	// slots written back since (or dropped) are stale and skipped;
@@ -96,7 +97,7 @@ func (c *cache) lookup(key string) (*slot, error) {
 func (c *cache) load(id slotID, key string, create bool) (*slot, error) {
 	sp := c.specs[specOf(key)]
 	var s *slot
-	if c.stored > 0 {
+	if c.uncached > 0 {
 		val, found, err := c.backend.Get([]byte(key))
 		if err != nil {
 			return nil, fmt.Errorf("windows: load state: %w", err)
@@ -106,6 +107,7 @@ func (c *cache) load(id slotID, key string, create bool) (*slot, error) {
 				return nil, err
 			}
 			s.persisted = true
+			c.uncached--
 		}
 	}
 	if s == nil {
@@ -143,6 +145,9 @@ func (c *cache) evictOne() error {
 			return err
 		}
 		c.drop(s) // writeBack of an empty slot already removed it
+		if s.persisted {
+			c.uncached++
+		}
 		return nil
 	}
 }
@@ -205,10 +210,7 @@ func (c *cache) writeBack(s *slot) error {
 	if err := c.backend.Set([]byte(s.key), c.buf); err != nil {
 		return fmt.Errorf("windows: write state: %w", err)
 	}
-	if !s.persisted {
-		s.persisted = true
-		c.stored++
-	}
+	s.persisted = true
 	c.clean(s)
 	return nil
 }
@@ -221,7 +223,6 @@ func (c *cache) remove(s *slot) error {
 			return fmt.Errorf("windows: delete state: %w", err)
 		}
 		s.persisted = false
-		c.stored--
 	}
 	c.clean(s)
 	return nil

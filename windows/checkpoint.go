@@ -72,7 +72,7 @@ func (op *Operator) Restore(b []byte) error {
 	if d.err != nil {
 		return fmt.Errorf("windows: checkpoint: %w", d.err)
 	}
-	// Every slot may be in the Backend now.
-	op.cache.stored = math.MaxInt / 2
+	// Any slot may be in the Backend, none is cached.
+	op.cache.uncached = math.MaxInt / 2
 	return nil
 }
