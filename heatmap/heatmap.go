@@ -192,13 +192,32 @@ func Decode(b []byte) (*Acc, []byte, error) {
 	if !ok || skLen > uint64(len(b)) {
 		return nil, nil, ErrCorrupt
 	}
-	sk, err := ddsketch.DecodeDDSketch(b[:skLen], store.DenseStoreConstructor, indexMapping)
+	// Decoded sparse first: a corrupt sketch may name bins far outside the
+	// mapping's range, and a dense store allocates every bin up to them.
+	sk, err := ddsketch.DecodeDDSketch(b[:skLen], store.SparseStoreConstructor, indexMapping)
 	if err != nil {
 		return nil, nil, fmt.Errorf("heatmap: decode sketch: %w", err)
 	}
-	a.sketch = sk
+	for _, st := range []store.Store{sk.GetPositiveValueStore(), sk.GetNegativeValueStore()} {
+		if st.IsEmpty() {
+			continue
+		}
+		lo, _ := st.MinIndex()
+		hi, _ := st.MaxIndex()
+		if lo < minIndex || hi > maxIndex {
+			return nil, nil, ErrCorrupt
+		}
+	}
+	a.sketch = ddsketch.NewDDSketch(indexMapping, store.NewDenseStore(), store.NewDenseStore())
+	_ = a.sketch.MergeWith(sk) // same mapping: cannot fail
 	return a, b[skLen:], nil
 }
+
+// minIndex and maxIndex bound the bins of a valid sketch.
+var (
+	minIndex = indexMapping.Index(indexMapping.MinIndexableValue())
+	maxIndex = indexMapping.Index(indexMapping.MaxIndexableValue())
+)
 
 func varint(b []byte) (int64, []byte, bool) {
 	v, n := binary.Varint(b)
