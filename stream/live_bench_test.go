@@ -161,27 +161,9 @@ func recordTimes(t testing.TB, addr, topic string, partitions int) map[string]ti
 	t.Helper()
 	times := map[string]time.Time{}
 	for p := range partitions {
-		conn, err := kafka.DialLeader(context.Background(), "tcp", addr, topic, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		last, err := conn.ReadLastOffset()
-		conn.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{addr}, Topic: topic, Partition: p,
-			MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 500 * time.Millisecond})
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		for n := int64(0); n < last; n++ {
-			m, err := r.ReadMessage(ctx)
-			if err != nil {
-				t.Fatalf("reading %s back: %v", topic, err)
-			}
+		for _, m := range readPartition(t, addr, topic, p) {
 			times[string(m.Key)] = m.Time
 		}
-		cancel()
-		r.Close()
 	}
 	return times
 }

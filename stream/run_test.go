@@ -61,7 +61,18 @@ func replayDecisions(t *testing.T) []string {
 // readTopic reads every message of a one-partition topic.
 func readTopic(t *testing.T, addr, topic string) []string {
 	t.Helper()
-	conn, err := kafka.DialLeader(context.Background(), "tcp", addr, topic, 0)
+	var vals []string
+	for _, m := range readPartition(t, addr, topic, 0) {
+		vals = append(vals, string(m.Value))
+	}
+	return vals
+}
+
+// readPartition reads every message of one partition of a topic, up to its
+// last offset when called.
+func readPartition(t testing.TB, addr, topic string, partition int) []kafka.Message {
+	t.Helper()
+	conn, err := kafka.DialLeader(context.Background(), "tcp", addr, topic, partition)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,19 +81,20 @@ func readTopic(t *testing.T, addr, topic string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{addr}, Topic: topic, Partition: 0, MaxWait: 50 * time.Millisecond})
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{addr}, Topic: topic, Partition: partition,
+		MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 50 * time.Millisecond})
 	defer r.Close()
-	var vals []string
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for int64(len(vals)) < last {
+	var msgs []kafka.Message
+	for int64(len(msgs)) < last {
 		m, err := r.ReadMessage(ctx)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("reading %s back: %v", topic, err)
 		}
-		vals = append(vals, string(m.Value))
+		msgs = append(msgs, m)
 	}
-	return vals
+	return msgs
 }
 
 // runUntil runs the job until the decisions topic holds n records, then
