@@ -85,7 +85,7 @@ func (c *cache) lookup(key string) (*slot, error) {
 	if len(key) < 2 || specOf(key) >= len(c.specs) {
 		return nil, fmt.Errorf("windows: slot key %q names no rule", key)
 	}
-	id := slotID{maphash.String(c.seeds[0], key), maphash.String(c.seeds[1], key)}
+	id := hashKeyString(c.seeds, key)
 	if s := c.find(specOf(key), id); s != nil {
 		return s, nil
 	}

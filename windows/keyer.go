@@ -56,3 +56,9 @@ func (k *Keyer) Shard(r SlotRef, n int) int {
 func hashKey(seeds [2]maphash.Seed, key []byte) slotID {
 	return slotID{maphash.Bytes(seeds[0], key), maphash.Bytes(seeds[1], key)}
 }
+
+// hashKeyString is hashKey for a key held as a string (a timer's): the
+// same hash for the same bytes.
+func hashKeyString(seeds [2]maphash.Seed, key string) slotID {
+	return slotID{maphash.String(seeds[0], key), maphash.String(seeds[1], key)}
+}
