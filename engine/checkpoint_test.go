@@ -43,7 +43,9 @@ func TestCheckpointRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := bundledLines(t)
-	run := func(cuts []int, slots int) string {
+	// writeBack > 0 writes that many states back every 97 records, as the
+	// live loop does between checkpoints.
+	run := func(cuts []int, slots, writeBack int) string {
 		dir := t.TempDir()
 		rec := &recorder{enc: sink.NewEncoder()}
 		var cp []byte
@@ -66,6 +68,11 @@ func TestCheckpointRestore(t *testing.T) {
 				if err := e.Process(&Record{Value: lines[i], Prov: event.Provenance{File: "in", Line: int64(i + 1)}}, 0); err != nil {
 					t.Fatal(err)
 				}
+				if writeBack > 0 && i%97 == 0 {
+					if err := e.WriteBack(writeBack); err != nil {
+						t.Fatal(err)
+					}
+				}
 			}
 			if end == len(lines) {
 				if err := e.Finish(); err != nil {
@@ -81,17 +88,19 @@ func TestCheckpointRestore(t *testing.T) {
 		}
 		return rec.take()
 	}
-	want := run(nil, 0)
+	want := run(nil, 0, 0)
 	for name, c := range map[string]struct {
-		cuts  []int
-		slots int
+		cuts             []int
+		slots, writeBack int
 	}{
-		"one cut":             {[]int{10_000}, 0},
-		"many cuts":           {[]int{1, 2_000, 7_777, 15_000, 19_999}, 0},
-		"many cuts, 50 slots": {[]int{3_000, 9_000, 12_345}, 50},
+		"one cut":                         {[]int{10_000}, 0, 0},
+		"many cuts":                       {[]int{1, 2_000, 7_777, 15_000, 19_999}, 0, 0},
+		"many cuts, 50 slots":             {[]int{3_000, 9_000, 12_345}, 50, 0},
+		"many cuts, write-back":           {[]int{1, 2_000, 7_777, 15_000, 19_999}, 0, 64},
+		"many cuts, 50 slots, write-back": {[]int{3_000, 9_000, 12_345}, 50, 8},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if got := run(c.cuts, c.slots); got != want {
+			if got := run(c.cuts, c.slots, c.writeBack); got != want {
 				t.Fatalf("outputs after restoring differ from an uninterrupted run (%d vs %d bytes)", len(got), len(want))
 			}
 		})
