@@ -99,8 +99,13 @@ func Produce(ctx context.Context, opts ProduceOptions) (ProduceStats, error) {
 	// that outgrow the round trips of a busy broker.
 	fast := opts.Rate == 0 || opts.Rate > 50_000
 	batchSize := 100
+	// minSleep is the least a paced producer sleeps: it hands the writer
+	// what it grouped before each sleep, and at a fast rate groups of a
+	// few dozen records would cap the rate by the writer's cost per call.
+	minSleep := 200 * time.Microsecond
 	if fast {
 		batchSize = 1000
+		minSleep = 2 * time.Millisecond
 	}
 	if opts.BatchTimeout <= 0 {
 		opts.BatchTimeout = time.Millisecond
@@ -198,7 +203,7 @@ func Produce(ctx context.Context, opts ProduceOptions) (ProduceStats, error) {
 				if opts.Rate > 0 {
 					// The group goes before a sleep: held back, its
 					// records would be late.
-					if err := pace(ctx, start, sent+int64(len(group)), opts.Rate, send); err != nil {
+					if err := pace(ctx, start, sent+int64(len(group)), opts.Rate, minSleep, send); err != nil {
 						return err
 					}
 				}
@@ -282,12 +287,12 @@ func (c *metadataCache) RoundTrip(ctx context.Context, addr net.Addr, req kafka.
 // pace sleeps until record n (from 0) is due at rate records/s after
 // start, calling beforeSleep first if it sleeps. Scheduling against the
 // start, not the previous send, keeps the long-run rate exact even when
-// individual sleeps overshoot.
-func pace(ctx context.Context, start time.Time, n int64, rate float64, beforeSleep func() error) error {
+// individual sleeps overshoot. It does not sleep for less than minSleep
+// (shorter sleeps cost more than they smooth): the schedule catches up on
+// the next one.
+func pace(ctx context.Context, start time.Time, n int64, rate float64, minSleep time.Duration, beforeSleep func() error) error {
 	due := start.Add(time.Duration(float64(n) / rate * float64(time.Second)))
-	// Sleeps shorter than this cost more in timer overhead than they
-	// smooth; the schedule catches up on the next one.
-	if time.Until(due) < 200*time.Microsecond {
+	if time.Until(due) < minSleep {
 		return nil
 	}
 	if err := beforeSleep(); err != nil {
