@@ -68,12 +68,11 @@ type Stats struct {
 
 // Engine runs records through decoding, watermarks and the window operator.
 type Engine struct {
-	cfg    *rules.Config
-	out    Output
-	schema *event.Schema
-	dec    *Decoder
-	ev     event.Event
-	refs   []windows.SlotRef
+	cfg  *rules.Config
+	out  Output
+	dec  *Decoder
+	ev   event.Event
+	refs []windows.SlotRef
 	clocks
 	op    *windows.Operator
 	stats Stats
@@ -148,7 +147,6 @@ func New(opts Options) (*Engine, error) {
 	e := &Engine{
 		cfg:    opts.Config,
 		out:    opts.Output,
-		schema: schema,
 		clocks: newClocks(opts.Config, opts.OnSkewTransition),
 	}
 	e.stats.Decisions = make([]int64, len(opts.Config.Rules))
@@ -157,7 +155,7 @@ func New(opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	e.dec = e.NewDecoder()
+	e.dec = newDecoder(schema, e.op)
 	return e, nil
 }
 
@@ -190,12 +188,27 @@ func settle(st *Stats, out Output, res windows.Result, rec *Record, wm int64) {
 // the dlq output and late events to the late output; an error comes only
 // from the state backend and is fatal to the run.
 func (e *Engine) Process(rec *Record, now int64) error {
-	var err error
-	e.refs, err = e.dec.Decode(rec.Value, &e.ev, e.refs[:0])
-	return e.ProcessDecoded(rec, &e.ev, e.refs, err, now)
+	e.stats.Records++
+	refs, err := e.dec.Decode(rec.Value, &e.ev, e.refs[:0])
+	e.refs = refs
+	if err != nil {
+		e.stats.Invalid++
+		e.out.DLQ(rec.Value, err.Error(), &rec.Prov)
+		return nil
+	}
+	t, processing, wm := e.observe(rec, &e.ev, now)
+	if processing {
+		e.stats.Retimed++
+	}
+	res, err := e.op.ProcessElement(&e.ev, refs, t, processing)
+	if err != nil {
+		return err
+	}
+	settle(&e.stats, e.out, res, rec, e.op.Watermark())
+	return e.op.AdvanceWatermark(wm)
 }
 
-// Decoder decodes records and keys their events for ProcessDecoded: the
+// Decoder decodes records and keys their events (Batch.Add): the
 // per-record work that needs none of the engine's state, so that a
 // pipeline can do it on another goroutine, one Decoder per goroutine.
 type Decoder struct {
@@ -203,9 +216,10 @@ type Decoder struct {
 	keyer *windows.Keyer
 }
 
-// NewDecoder returns a Decoder for this engine's records.
-func (e *Engine) NewDecoder() *Decoder {
-	return &Decoder{dec: event.NewDecoder(e.schema), keyer: e.op.NewKeyer()}
+// newDecoder returns a Decoder for records of schema, keyed for op and
+// every operator sharing its keys.
+func newDecoder(schema *event.Schema, op *windows.Operator) *Decoder {
+	return &Decoder{dec: event.NewDecoder(schema), keyer: op.NewKeyer()}
 }
 
 // Decode decodes value into ev and appends to refs the state the event
@@ -221,27 +235,6 @@ func (d *Decoder) Decode(value []byte, ev *event.Event, refs []windows.SlotRef) 
 // Retain lets the last decoded event outlive the next Decode; see
 // event.Decoder.Retain.
 func (d *Decoder) Retain() { d.dec.Retain() }
-
-// ProcessDecoded is Process for a record already decoded into ev by a
-// Decoder of this engine, with refs and decodeErr what it returned.
-func (e *Engine) ProcessDecoded(rec *Record, ev *event.Event, refs []windows.SlotRef, decodeErr error, now int64) error {
-	e.stats.Records++
-	if decodeErr != nil {
-		e.stats.Invalid++
-		e.out.DLQ(rec.Value, decodeErr.Error(), &rec.Prov)
-		return nil
-	}
-	t, processing, wm := e.observe(rec, ev, now)
-	if processing {
-		e.stats.Retimed++
-	}
-	res, err := e.op.ProcessElement(ev, refs, t, processing)
-	if err != nil {
-		return err
-	}
-	settle(&e.stats, e.out, res, rec, e.op.Watermark())
-	return e.op.AdvanceWatermark(wm)
-}
 
 // PartitionWatermark returns one input partition's own watermark.
 func (e *Engine) PartitionWatermark(id int32) int64 { return e.wm.Partition(id) }

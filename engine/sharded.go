@@ -8,10 +8,10 @@ import (
 	"github.com/riskstream/riskstream/windows"
 )
 
-// PrefetchEvents is how many records' state a shard loads into the CPU
+// prefetchEvents is how many records' state a shard loads into the CPU
 // cache at a time (windows.Operator.Prefetch): enough to overlap their cache
 // misses, few enough that the first is still cached when processed.
-const PrefetchEvents = 16
+const prefetchEvents = 16
 
 // Sharded is the engine with its window state split by key across shards
 // that may run on separate goroutines: replay's parallel pipeline. Records
@@ -104,7 +104,7 @@ func (e *Sharded) Shards() []*Shard { return e.shards }
 
 // NewDecoder returns a Decoder for this engine's records, for Batch.Add.
 func (e *Sharded) NewDecoder() *Decoder {
-	return &Decoder{dec: event.NewDecoder(e.schema), keyer: e.shards[0].op.NewKeyer()}
+	return newDecoder(e.schema, e.shards[0].op) // the shards share its keys
 }
 
 // Batch is a run of records on its way through a Sharded engine. The
@@ -199,8 +199,8 @@ func (s *Shard) Process(b *Batch) error {
 	n := len(b.recs)
 	results := b.results[s.index]
 	for i := range n {
-		if i%PrefetchEvents == 0 {
-			s.op.Prefetch(b.refsOf(s.index, i, min(i+PrefetchEvents, n)))
+		if i%prefetchEvents == 0 {
+			s.op.Prefetch(b.refsOf(s.index, i, min(i+prefetchEvents, n)))
 		}
 		if b.errs[i] != nil {
 			results = append(results, windows.Unmatched)
