@@ -28,23 +28,6 @@ func startBroker(t *testing.T, partitions int32) string {
 	return b.Addr()
 }
 
-func consume(t *testing.T, addr string, n int) []kafka.Message {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{addr}, Topic: "requests", Partition: 0, MaxWait: 50 * time.Millisecond})
-	defer r.Close()
-	var got []kafka.Message
-	for len(got) < n {
-		m, err := r.ReadMessage(ctx)
-		if err != nil {
-			t.Fatalf("read after %d messages: %v", len(got), err)
-		}
-		got = append(got, m)
-	}
-	return got
-}
-
 func TestProduce(t *testing.T) {
 	addr := startBroker(t, 1)
 	lines := []string{
@@ -75,7 +58,7 @@ func TestProduce(t *testing.T) {
 		t.Errorf("stats = %+v, want 5 records, 3 with ingest_ts, 2 keyless", st)
 	}
 
-	got := consume(t, addr, 5)
+	got := readMessages(t, addr, "requests", 0, 5)
 	want := []struct {
 		key string // "" means nil
 		ts  int64  // 0 means the send time
@@ -115,7 +98,7 @@ func TestProduceKeyAttribute(t *testing.T) {
 	if st.Records != 3 {
 		t.Fatalf("records = %d, want 3", st.Records)
 	}
-	got := consume(t, addr, 3)
+	got := readMessages(t, addr, "requests", 0, 3)
 	if string(got[0].Key) != "u42" || string(got[1].Key) != "7" || got[2].Key != nil {
 		t.Errorf("keys = %q %q %q, want u42 7 nil", got[0].Key, got[1].Key, got[2].Key)
 	}
@@ -198,7 +181,7 @@ func TestProduceSlowInput(t *testing.T) {
 		done <- err
 	}()
 	pw.Write([]byte(`{"id":"first","ts":1}` + "\n"))
-	if got := consume(t, addr, 1); string(got[0].Key) != "first" {
+	if got := readMessages(t, addr, "requests", 0, 1); string(got[0].Key) != "first" {
 		t.Fatalf("got %q", got[0].Key)
 	}
 	pw.Write([]byte(`{"id":"second","ts":2}` + "\n"))

@@ -81,16 +81,23 @@ func readPartition(t testing.TB, addr, topic string, partition int) []kafka.Mess
 	if err != nil {
 		t.Fatal(err)
 	}
+	return readMessages(t, addr, topic, partition, int(last))
+}
+
+// readMessages reads the first n messages of one partition of a topic,
+// waiting up to a minute for them to arrive.
+func readMessages(t testing.TB, addr, topic string, partition, n int) []kafka.Message {
+	t.Helper()
 	r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{addr}, Topic: topic, Partition: partition,
 		MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 50 * time.Millisecond})
 	defer r.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var msgs []kafka.Message
-	for int64(len(msgs)) < last {
+	for len(msgs) < n {
 		m, err := r.ReadMessage(ctx)
 		if err != nil {
-			t.Fatalf("reading %s back: %v", topic, err)
+			t.Fatalf("reading %s back after %d messages: %v", topic, len(msgs), err)
 		}
 		msgs = append(msgs, m)
 	}
