@@ -110,6 +110,16 @@ func Open(opts Options) (*DB, error) {
 	// in a window): a Bloom filter per table answers those without
 	// searching every table's index and blocks. Deeper levels inherit it.
 	po.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
+	// The live job rewrites the state of every active key each second, so
+	// most of what is flushed is soon overwritten: compressing it was a
+	// fifth of the CPU of writing state (BenchmarkCheckpoints), for a
+	// store that stays small, and compacting level 0 after every four
+	// flushes rewrote each state again and again. Twelve tables per
+	// compaction write the survivors once; reads of evicted state, the
+	// only reads, are rare and Bloom filters skip most tables.
+	po.ApplyCompressionSettings(func() pebble.DBCompressionSettings { return pebble.DBCompressionNone })
+	po.L0CompactionThreshold = 12
+	po.L0StopWritesThreshold = 36
 	db, err := pebble.Open(opts.Dir, po)
 	if err != nil {
 		return nil, fmt.Errorf("state: open %s: %w", opts.Dir, err)
