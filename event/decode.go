@@ -1,5 +1,7 @@
 package event
 
+import "encoding/binary"
+
 // Decoder decodes records against one Schema. It owns the scratch space that
 // unescaped strings are written to, which is reused from record to record so
 // that decoding does not allocate once it has warmed up. A Decoder is not safe
@@ -22,6 +24,9 @@ type Decoder struct {
 	// at; they are not handed out.
 	keyBuf []byte
 	tsBuf  []byte
+	// guesses holds the first keys of the last record, each the guess for
+	// the key at its place in the next one.
+	guesses [32]keyGuess
 	// stack has a bit per nesting level: set for an array, clear for an object.
 	stack [(maxDepth + 63) / 64]uint64
 }
@@ -75,39 +80,30 @@ func (d *Decoder) scan(b []byte) error {
 		return trailing(b, i+1)
 	}
 	var (
-		keyFlags, flags uint8
-		kind            byte
-		err             error
+		flags uint8
+		kind  byte
+		err   error
 	)
-	for {
-		if i >= len(b) || b[i] != '"' {
-			return unexpected(b, i)
-		}
+	for k := 0; ; k++ {
+		// b[i] should open the k-th key. Records of one stream mostly
+		// have the same keys in the same order, so the key the k-th was
+		// in the record before, with its quotes and the colon, is tried
+		// first: bytes equal to a key already checked need no checking.
 		var e *slot
-		if n, head, ok := shortString(b, i+1); ok {
-			e = d.schema.findShort(head, n)
-			i += n + 2
-		} else {
-			keyStart := i
-			if i, keyFlags, err = scanStringSlow(b, i); err != nil {
-				return err
-			}
-			e = d.lookupKey(b[keyStart+1:i-1], keyFlags)
+		if g := d.guess(k); g != nil && g.matches(b, i) {
+			e, i = g.slot, i+g.n
+		} else if e, i, err = d.key(b, i, k); err != nil {
+			return err
 		}
-
 		i = skipWS(b, i)
-		if i >= len(b) || b[i] != ':' {
-			return unexpected(b, i)
-		}
-		i = skipWS(b, i+1)
 		start := i
 		// Strings and numbers, the commonest values, are scanned without
-		// the call to scanValue, and short strings inline.
+		// the call to scanValue, and plain strings inline.
 		switch {
 		case i < len(b) && b[i] == '"':
-			if n, _, ok := shortString(b, i+1); ok {
-				i, flags = i+n+2, 0
-			} else if i, flags, err = scanStringSlow(b, i); err != nil {
+			if j := skipPlain(b, i+1); j < len(b) && b[j] == '"' {
+				i, flags = j+1, 0
+			} else if i, flags, err = scanStringFrom(b, i, j); err != nil {
 				return err
 			}
 			kind = kString
@@ -133,7 +129,7 @@ func (d *Decoder) scan(b []byte) error {
 
 		i = skipWS(b, i)
 		if i < len(b) && b[i] == ',' {
-			i = skipWS(b, i+1)
+			i++
 			continue
 		}
 		if i < len(b) && b[i] == '}' {
@@ -141,6 +137,90 @@ func (d *Decoder) scan(b []byte) error {
 		}
 		return unexpected(b, i)
 	}
+}
+
+// key scans the k-th key of the record, which should start at or after
+// b[i] after whitespace, and the colon after it. It returns the key's slot
+// (nil when the schema does not use it) and the index after the colon, and
+// remembers the key as the guess for the k-th key of the next record.
+func (d *Decoder) key(b []byte, i, k int) (*slot, int, error) {
+	i = skipWS(b, i)
+	if i >= len(b) || b[i] != '"' {
+		return nil, 0, unexpected(b, i)
+	}
+	start := i
+	var (
+		e     *slot
+		flags uint8
+		err   error
+	)
+	if n, head, ok := shortString(b, i+1); ok {
+		e = d.schema.findShort(head, n)
+		i += n + 2
+	} else {
+		if i, flags, err = scanString(b, i); err != nil {
+			return nil, 0, err
+		}
+		e = d.lookupKey(b[start+1:i-1], flags)
+	}
+	if k < len(d.guesses) {
+		g := &d.guesses[k]
+		g.n = 0
+		if flags == 0 && i < len(b) && b[i] == ':' {
+			g.set(b[start:i+1], e)
+		}
+	}
+	i = skipWS(b, i)
+	if i >= len(b) || b[i] != ':' {
+		return nil, 0, unexpected(b, i)
+	}
+	return e, i + 1, nil
+}
+
+// keyGuess is a key as it was written in the last record, quotes and colon
+// included, so that the same key in the next record is recognized by
+// comparing two words.
+type keyGuess struct {
+	// words holds the bytes, zero-padded, little-endian like the scanner's
+	// loads; masks has ones where they are.
+	words, masks [2]uint64
+	// n is the number of bytes, 0 when there is no guess.
+	n    int
+	slot *slot
+}
+
+// guess returns the guess for the k-th key, or nil when there is none.
+func (d *Decoder) guess(k int) *keyGuess {
+	if k < len(d.guesses) && d.guesses[k].n != 0 {
+		return &d.guesses[k]
+	}
+	return nil
+}
+
+// set makes the guess text, a key with its quotes and colon, when it is
+// short enough; e is its slot.
+func (g *keyGuess) set(text []byte, e *slot) {
+	if len(text) > 16 {
+		return
+	}
+	var buf [16]byte
+	copy(buf[:], text)
+	for w := range g.words {
+		g.words[w] = binary.LittleEndian.Uint64(buf[8*w:])
+		n := min(max(len(text)-8*w, 0), 8)
+		g.masks[w] = 1<<(8*n) - 1 // all ones when n is 8
+	}
+	g.n, g.slot = len(text), e
+}
+
+// matches reports whether the guessed key is at b[i].
+func (g *keyGuess) matches(b []byte, i int) bool {
+	if i+16 > len(b) {
+		return false
+	}
+	x0 := binary.LittleEndian.Uint64(b[i:])
+	x1 := binary.LittleEndian.Uint64(b[i+8:])
+	return (x0^g.words[0])&g.masks[0]|(x1^g.words[1])&g.masks[1] == 0
 }
 
 // lookupKey finds the schema slot of a key given as its scanned body.

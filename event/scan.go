@@ -78,15 +78,28 @@ func skipWS(b []byte, i int) int {
 // scanString scans the string whose opening quote is at b[i] and returns the
 // index after its closing quote.
 func scanString(b []byte, i int) (int, uint8, error) {
-	if n, _, ok := shortString(b, i+1); ok {
-		return i + n + 2, 0, nil
+	j := skipPlain(b, i+1)
+	if j < len(b) && b[j] == '"' {
+		return j + 1, 0, nil
 	}
-	return scanStringSlow(b, i)
+	return scanStringFrom(b, i, j)
 }
 
-// shortString is the fast path for the many keys and values that are plain
-// strings of fewer than eight bytes: when the body that starts at b[i] is
-// one, it returns its length and its bytes as a little-endian word.
+// skipPlain returns the index of the first byte at or after i that is not
+// plain string text, looking at eight bytes at a time; when fewer than eight
+// remain before it finds one, it returns where it stopped.
+func skipPlain(b []byte, i int) int {
+	for ; i+8 <= len(b); i += 8 {
+		if m := specialBytes(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+	}
+	return i
+}
+
+// shortString is the fast path for the many keys that are plain strings of
+// fewer than eight bytes: when the body that starts at b[i] is one, it
+// returns its length and its bytes as a little-endian word.
 func shortString(b []byte, i int) (int, uint64, bool) {
 	if i+8 > len(b) {
 		return 0, 0, false
@@ -100,22 +113,13 @@ func shortString(b []byte, i int) (int, uint64, bool) {
 	return n, x & (1<<(8*n) - 1), true
 }
 
-// scanStringSlow is scanString for strings that are long or not plain.
-func scanStringSlow(b []byte, i int) (int, uint8, error) {
-	start := i
-	i++
+// scanStringFrom is scanString for strings that are not plain or end in the
+// last bytes of b: it goes on from b[i], the bytes before which (from the
+// opening quote at b[start]) are plain.
+func scanStringFrom(b []byte, start, i int) (int, uint8, error) {
 	var flags uint8
 	for {
-		// Skip eight plain bytes at a time: most strings are short and
-		// plain, so this usually finds the closing quote in one step.
-		for i+8 <= len(b) {
-			m := specialBytes(binary.LittleEndian.Uint64(b[i:]))
-			if m != 0 {
-				i += bits.TrailingZeros64(m) >> 3
-				break
-			}
-			i += 8
-		}
+		i = skipPlain(b, i)
 		if i >= len(b) {
 			return 0, 0, unterminated(start)
 		}
