@@ -8,12 +8,14 @@ import "encoding/binary"
 // for concurrent use; give each goroutine its own.
 type Decoder struct {
 	schema *Schema
-	// raws and specials hold where the last occurrence of each attribute and
-	// special field is in the current record: a record is scanned to the end
+	// raws holds where the last occurrence of each special field and
+	// attribute is in the current record: a record is scanned to the end
 	// before any value is interpreted, so that a duplicate key's last value
-	// wins and a syntax error anywhere is reported as such.
-	raws     []rawValue
-	specials [numSpecial]rawValue
+	// wins and a syntax error anywhere is reported as such. The special
+	// fields come first, at their spec index, then the attributes; raws[0]
+	// (specNone) takes the values of the keys the schema does not use, so
+	// that every value is stored without a branch.
+	raws []rawValue
 	// scratch holds the strings of the current record that were not
 	// canonical (or, for source, not plain) as written. When appending
 	// moves it to a bigger array, the strings already handed out keep
@@ -41,7 +43,7 @@ type rawValue struct {
 // NewDecoder returns a decoder for records of schema s, with its own scratch
 // space. It is not safe for concurrent use.
 func NewDecoder(s *Schema) *Decoder {
-	return &Decoder{schema: s, raws: make([]rawValue, len(s.fields))}
+	return &Decoder{schema: s, raws: make([]rawValue, int(numSpecial)+len(s.fields))}
 }
 
 // Decode scans record (one JSON object), validates it, and fills ev; ev.Attrs
@@ -50,13 +52,12 @@ func NewDecoder(s *Schema) *Decoder {
 // in ev point into record or into the Decoder's scratch space: they stay valid
 // until the next call to Decode, and only as long as record is not modified.
 func (d *Decoder) Decode(record []byte, ev *Event) error {
-	n := len(d.raws)
+	n := len(d.schema.fields)
 	if cap(ev.Attrs) < n {
 		ev.Attrs = make([]Value, n)
 	}
 	ev.Attrs = ev.Attrs[:n]
 	clear(d.raws)
-	d.specials = [numSpecial]rawValue{}
 	d.scratch = d.scratch[:0]
 
 	if err := d.scan(record); err != nil {
@@ -89,10 +90,10 @@ func (d *Decoder) scan(b []byte) error {
 		// have the same keys in the same order, so the key the k-th was
 		// in the record before, with its quotes and the colon, is tried
 		// first: bytes equal to a key already checked need no checking.
-		var e *slot
+		var raw int
 		if g := d.guess(k); g != nil && g.matches(b, i) {
-			e, i = g.slot, i+g.n
-		} else if e, i, err = d.key(b, i, k); err != nil {
+			raw, i = g.raw, i+g.n
+		} else if raw, i, err = d.key(b, i, k); err != nil {
 			return err
 		}
 		i = skipWS(b, i)
@@ -107,7 +108,16 @@ func (d *Decoder) scan(b []byte) error {
 				return err
 			}
 			kind = kString
-		case i < len(b) && (isDigit(b[i]) || b[i] == '-'):
+		case i < len(b) && '1' <= b[i] && b[i] <= '9':
+			// An integer that is all digits needs no more checking.
+			j := skipDigits(b, i+1)
+			if j < len(b) && b[j] != '.' && b[j]|0x20 != 'e' {
+				i, flags = j, fInt
+			} else if i, flags, err = scanNumber(b, i); err != nil {
+				return err
+			}
+			kind = kNumber
+		case i < len(b) && (b[i] == '0' || b[i] == '-'):
 			if i, flags, err = scanNumber(b, i); err != nil {
 				return err
 			}
@@ -117,15 +127,7 @@ func (d *Decoder) scan(b []byte) error {
 				return err
 			}
 		}
-		if e != nil {
-			r := rawValue{start: start, end: i, kind: kind, flags: flags}
-			if e.special != specNone {
-				d.specials[e.special] = r
-			}
-			if e.attr >= 0 {
-				d.raws[e.attr] = r
-			}
-		}
+		d.raws[raw] = rawValue{start: start, end: i, kind: kind, flags: flags}
 
 		i = skipWS(b, i)
 		if i < len(b) && b[i] == ',' {
@@ -140,13 +142,13 @@ func (d *Decoder) scan(b []byte) error {
 }
 
 // key scans the k-th key of the record, which should start at or after
-// b[i] after whitespace, and the colon after it. It returns the key's slot
-// (nil when the schema does not use it) and the index after the colon, and
-// remembers the key as the guess for the k-th key of the next record.
-func (d *Decoder) key(b []byte, i, k int) (*slot, int, error) {
+// b[i] after whitespace, and the colon after it. It returns where its value
+// goes in d.raws and the index after the colon, and remembers the key as the
+// guess for the k-th key of the next record.
+func (d *Decoder) key(b []byte, i, k int) (int, int, error) {
 	i = skipWS(b, i)
 	if i >= len(b) || b[i] != '"' {
-		return nil, 0, unexpected(b, i)
+		return 0, 0, unexpected(b, i)
 	}
 	start := i
 	var (
@@ -159,22 +161,26 @@ func (d *Decoder) key(b []byte, i, k int) (*slot, int, error) {
 		i += n + 2
 	} else {
 		if i, flags, err = scanString(b, i); err != nil {
-			return nil, 0, err
+			return 0, 0, err
 		}
 		e = d.lookupKey(b[start+1:i-1], flags)
+	}
+	raw := int(specNone)
+	if e != nil {
+		raw = e.raw
 	}
 	if k < len(d.guesses) {
 		g := &d.guesses[k]
 		g.n = 0
 		if flags == 0 && i < len(b) && b[i] == ':' {
-			g.set(b[start:i+1], e)
+			g.set(b[start:i+1], raw)
 		}
 	}
 	i = skipWS(b, i)
 	if i >= len(b) || b[i] != ':' {
-		return nil, 0, unexpected(b, i)
+		return 0, 0, unexpected(b, i)
 	}
-	return e, i + 1, nil
+	return raw, i + 1, nil
 }
 
 // keyGuess is a key as it was written in the last record, quotes and colon
@@ -185,8 +191,9 @@ type keyGuess struct {
 	// loads; masks has ones where they are.
 	words, masks [2]uint64
 	// n is the number of bytes, 0 when there is no guess.
-	n    int
-	slot *slot
+	n int
+	// raw is where the key's value goes in Decoder.raws.
+	raw int
 }
 
 // guess returns the guess for the k-th key, or nil when there is none.
@@ -198,8 +205,8 @@ func (d *Decoder) guess(k int) *keyGuess {
 }
 
 // set makes the guess text, a key with its quotes and colon, when it is
-// short enough; e is its slot.
-func (g *keyGuess) set(text []byte, e *slot) {
+// short enough; raw is where its value goes.
+func (g *keyGuess) set(text []byte, raw int) {
 	if len(text) > 16 {
 		return
 	}
@@ -210,7 +217,7 @@ func (g *keyGuess) set(text []byte, e *slot) {
 		n := min(max(len(text)-8*w, 0), 8)
 		g.masks[w] = 1<<(8*n) - 1 // all ones when n is 8
 	}
-	g.n, g.slot = len(text), e
+	g.n, g.raw = len(text), raw
 }
 
 // matches reports whether the guessed key is at b[i].
@@ -218,8 +225,7 @@ func (g *keyGuess) matches(b []byte, i int) bool {
 	if i+16 > len(b) {
 		return false
 	}
-	x0 := binary.LittleEndian.Uint64(b[i:])
-	x1 := binary.LittleEndian.Uint64(b[i+8:])
+	x0, x1 := load64(b, i), load64(b, i+8)
 	return (x0^g.words[0])&g.masks[0]|(x1^g.words[1])&g.masks[1] == 0
 }
 
@@ -257,7 +263,7 @@ func (d *Decoder) notObject(b []byte, i int) error {
 
 // fill interprets the scanned fields into ev.
 func (d *Decoder) fill(b []byte, ev *Event) error {
-	r := d.specials[specID]
+	r := d.raws[specID]
 	switch {
 	case r.kind == kAbsent:
 		return missingField("id")
@@ -266,7 +272,7 @@ func (d *Decoder) fill(b []byte, ev *Event) error {
 	}
 	ev.ID = d.text(b, r)
 
-	r = d.specials[specTS]
+	r = d.raws[specTS]
 	switch r.kind {
 	case kAbsent:
 		return missingField("ts")
@@ -280,7 +286,7 @@ func (d *Decoder) fill(b []byte, ev *Event) error {
 	}
 
 	ev.IngestTS, ev.HasIngestTS = 0, false
-	switch r = d.specials[specIngestTS]; {
+	switch r = d.raws[specIngestTS]; {
 	case r.kind == kAbsent || r.kind == kNull:
 	case r.kind == kNumber && r.flags&fInt != 0:
 		ms, ok := parseMillis(b[r.start:r.end])
@@ -293,7 +299,7 @@ func (d *Decoder) fill(b []byte, ev *Event) error {
 	}
 
 	ev.Source = nil
-	switch r = d.specials[specSource]; r.kind {
+	switch r = d.raws[specSource]; r.kind {
 	case kAbsent, kNull:
 	case kString:
 		ev.Source = d.unescaped(b, r)
@@ -302,7 +308,10 @@ func (d *Decoder) fill(b []byte, ev *Event) error {
 	}
 
 	fields := d.schema.fields
-	raws := d.raws[:len(fields)]
+	raws := d.raws[numSpecial:][:len(fields)]
+	if a := d.schema.sourceAttr; a >= 0 {
+		raws[a] = d.raws[specSource]
+	}
 	attrs := ev.Attrs[:len(fields)]
 	for i, f := range fields {
 		r, v := raws[i], &attrs[i]

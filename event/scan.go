@@ -3,6 +3,7 @@ package event
 import (
 	"encoding/binary"
 	"math/bits"
+	"unsafe"
 )
 
 // The scanner validates JSON syntax in one pass without building anything:
@@ -75,6 +76,14 @@ func skipWS(b []byte, i int) int {
 	return i
 }
 
+// load64 returns b[i:i+8] as a little-endian word, for a caller that has
+// checked that 0 <= i and i+8 <= len(b). binary.LittleEndian.Uint64(b[i:])
+// would check again, and in the scanner's inner loops the checks (and the
+// masking of b[i:]) cost as much as the load itself.
+func load64(b []byte, i int) uint64 {
+	return binary.LittleEndian.Uint64(unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(b)), i)), 8))
+}
+
 // scanString scans the string whose opening quote is at b[i] and returns the
 // index after its closing quote.
 func scanString(b []byte, i int) (int, uint8, error) {
@@ -90,7 +99,7 @@ func scanString(b []byte, i int) (int, uint8, error) {
 // remain before it finds one, it returns where it stopped.
 func skipPlain(b []byte, i int) int {
 	for ; i+8 <= len(b); i += 8 {
-		if m := specialBytes(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+		if m := specialBytes(load64(b, i)); m != 0 {
 			return i + bits.TrailingZeros64(m)>>3
 		}
 	}
@@ -104,7 +113,7 @@ func shortString(b []byte, i int) (int, uint64, bool) {
 	if i+8 > len(b) {
 		return 0, 0, false
 	}
-	x := binary.LittleEndian.Uint64(b[i:])
+	x := load64(b, i)
 	n := bits.TrailingZeros64(specialBytes(x)) >> 3
 	// With no special byte n is 8, and the shift yields 0.
 	if byte(x>>(8*n)) != '"' {
@@ -220,7 +229,7 @@ func scanNumber(b []byte, i int) (int, uint8, error) {
 // digit, eight bytes at a time: timestamps have thirteen.
 func skipDigits(b []byte, i int) int {
 	for ; i+8 <= len(b); i += 8 {
-		if m := nonDigits(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+		if m := nonDigits(load64(b, i)); m != 0 {
 			return i + bits.TrailingZeros64(m)>>3
 		}
 	}

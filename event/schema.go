@@ -34,6 +34,8 @@ type Schema struct {
 	// at most a quarter full; a slot with an empty name is free (field names
 	// cannot be empty).
 	table []slot
+	// sourceAttr is the index of "source" in fields, or -1.
+	sourceAttr int
 }
 
 // slot is what one field name means to the decoder.
@@ -44,6 +46,8 @@ type slot struct {
 	name    string
 	attr    int // index in fields, or -1
 	special uint8
+	// raw is where the decoder keeps the name's value: see Decoder.raws.
+	raw int
 }
 
 // NewSchema builds the table of attributes to extract, in the order given.
@@ -86,6 +90,20 @@ func NewSchema(fields []Field) (*Schema, error) {
 	}
 	for i, f := range s.fields {
 		s.insert(f.Name).attr = i
+	}
+	s.sourceAttr = -1
+	for i := range s.table {
+		switch e := &s.table[i]; {
+		case e.special != specNone:
+			// source, when it is also an attribute, is kept once, as
+			// the special field, and copied to the attribute.
+			e.raw = int(e.special)
+			if e.attr >= 0 {
+				s.sourceAttr = e.attr
+			}
+		case e.attr >= 0:
+			e.raw = int(numSpecial) + e.attr
+		}
 	}
 	return s, nil
 }
