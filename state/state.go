@@ -1,13 +1,18 @@
 // Package state keeps the job's window state in Pebble. It implements the
 // windows.Backend the operator's write-back cache spills to, batching
-// writes: an evicted slot costs an entry in a batch, and the batch is
-// committed when it grows past BatchBytes or on Commit (a checkpoint).
+// writes: an evicted slot costs an entry among the pending writes, which
+// are committed as one batch when they grow past BatchBytes or on Commit
+// (a checkpoint).
 package state
 
 import (
+	"cmp"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -69,16 +74,14 @@ func (o *Options) Validate() error {
 
 // DB is the Pebble-backed state store.
 type DB struct {
-	db    *pebble.DB
-	opts  Options
-	batch *pebble.Batch
-	// pending holds the batch's writes by key, for reads. A map costs
-	// about half of what Pebble's indexed batch spent keeping its skiplist
-	// sorted, which was most of a checkpoint's time on the event loop.
-	pending map[string]write
-	// committing holds the writes of the batch CommitAsync is committing,
-	// which reads must see until the commit is done.
-	committing map[string]write
+	db   *pebble.DB
+	opts Options
+	// pending holds the writes since the last commit, which reads must
+	// see; a commit turns them into one Pebble batch.
+	pending writes
+	// committing holds the writes CommitAsync is committing, which reads
+	// must see until the commit is done. Its goroutine only reads them.
+	committing writes
 	key        []byte
 	val        []byte
 	// inflight is closed when the commit started by CommitAsync is done;
@@ -87,10 +90,112 @@ type DB struct {
 	inflightErr error
 }
 
-// write is a pending write: a value, or a deletion.
-type write struct {
-	value   []byte
-	deleted bool
+// writes are the writes of one commit: the last value or deletion of each
+// key. They are kept out of a Pebble batch until the commit, for three
+// reasons. Reads find them through a map, where Pebble's indexed batch
+// kept a skiplist sorted at twice the cost. A key written twice between
+// checkpoints (written back ahead, then changed again) is committed once.
+// And the batch is built in key order on the committing goroutine: for a
+// large batch Pebble sorts its entries, decoding both keys at every
+// comparison, which on the event loop was the costliest part of a
+// checkpoint; given them in order, it only checks that they are.
+type writes struct {
+	// index maps a key to its entry in ops.
+	index map[string]int
+	ops   []op
+	// values holds the values back to back; a value written again is
+	// appended again, and the space is reused after the commit.
+	values []byte
+	bytes  int
+	keys   []sortKey
+}
+
+// op is a pending write: a value in values[start:end], or a deletion.
+type op struct {
+	start, end int
+	deleted    bool
+}
+
+func (w *writes) put(key, value []byte, deleted bool) {
+	o := op{start: len(w.values), end: len(w.values) + len(value), deleted: deleted}
+	w.values = append(w.values, value...)
+	w.bytes += len(key) + len(value)
+	if i, ok := w.index[string(key)]; ok {
+		w.ops[i] = o
+		return
+	}
+	if w.index == nil {
+		w.index = map[string]int{}
+	}
+	w.index[string(key)] = len(w.ops)
+	w.ops = append(w.ops, o)
+}
+
+// get returns the pending write of key, if any.
+func (w *writes) get(key []byte) (value []byte, deleted, ok bool) {
+	i, ok := w.index[string(key)]
+	if !ok {
+		return nil, false, false
+	}
+	o := w.ops[i]
+	return w.values[o.start:o.end], o.deleted, true
+}
+
+func (w *writes) empty() bool { return len(w.ops) == 0 }
+
+// batch returns the writes as a Pebble batch, in key order.
+func (w *writes) batch(db *pebble.DB) (*pebble.Batch, error) {
+	// Keys are sorted by their first eight bytes as a number, with the
+	// whole keys compared only on a tie: comparing the strings themselves
+	// took a cache miss or two each time, and most of a commit's time.
+	w.keys = w.keys[:0]
+	for k, i := range w.index {
+		w.keys = append(w.keys, sortKey{prefix: keyPrefix(k), key: k, op: i})
+	}
+	slices.SortFunc(w.keys, func(a, b sortKey) int {
+		if c := cmp.Compare(a.prefix, b.prefix); c != 0 {
+			return c
+		}
+		return strings.Compare(a.key, b.key)
+	})
+	b := db.NewBatchWithSize(w.bytes + 8*len(w.keys))
+	for _, k := range w.keys {
+		o := w.ops[k.op]
+		var d *pebble.DeferredBatchOp
+		if o.deleted {
+			d = b.DeleteDeferred(len(k.key))
+		} else {
+			d = b.SetDeferred(len(k.key), o.end-o.start)
+			copy(d.Value, w.values[o.start:o.end])
+		}
+		copy(d.Key, k.key)
+		if err := d.Finish(); err != nil {
+			b.Close()
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+// sortKey is a key with its first bytes as a big-endian number, which
+// orders keys as their bytes do up to a tie.
+type sortKey struct {
+	prefix uint64
+	key    string
+	op     int
+}
+
+func keyPrefix(k string) uint64 {
+	var b [8]byte
+	copy(b[:], k)
+	return binary.BigEndian.Uint64(b[:])
+}
+
+// reset empties w, keeping its memory for the next commit.
+func (w *writes) reset() {
+	clear(w.index)
+	clear(w.keys)
+	w.ops, w.values, w.keys, w.bytes = w.ops[:0], w.values[:0], w.keys[:0], 0
 }
 
 // Open opens (creating if needed) the state database in opts.Dir.
@@ -124,7 +229,7 @@ func Open(opts Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("state: open %s: %w", opts.Dir, err)
 	}
-	return &DB{db: db, opts: opts, batch: db.NewBatch(), pending: map[string]write{}}, nil
+	return &DB{db: db, opts: opts}, nil
 }
 
 func (d *DB) slotKey(key []byte) []byte {
@@ -142,15 +247,15 @@ func (d *DB) get(key []byte) ([]byte, bool, error) {
 	if d.db == nil {
 		return nil, false, ErrClosed
 	}
-	w, ok := d.pending[string(key)]
+	v, deleted, ok := d.pending.get(key)
 	if !ok {
-		w, ok = d.committing[string(key)]
+		v, deleted, ok = d.committing.get(key)
 	}
 	if ok {
-		if w.deleted {
+		if deleted {
 			return nil, false, nil
 		}
-		d.val = append(d.val[:0], w.value...)
+		d.val = append(d.val[:0], v...)
 		return d.val, true, nil
 	}
 	// What is not pending is in the database, whether or not the commit
@@ -169,21 +274,11 @@ func (d *DB) get(key []byte) ([]byte, bool, error) {
 
 // Set implements windows.Backend.
 func (d *DB) Set(key, value []byte) error {
-	if err := d.set(d.slotKey(key), value); err != nil {
-		return err
-	}
-	return d.maybeCommit()
-}
-
-func (d *DB) set(key, value []byte) error {
 	if d.db == nil {
 		return ErrClosed
 	}
-	if err := d.batch.Set(key, value, nil); err != nil {
-		return fmt.Errorf("state: set: %w", err)
-	}
-	d.pending[string(key)] = write{value: append([]byte(nil), value...)}
-	return nil
+	d.pending.put(d.slotKey(key), value, false)
+	return d.maybeCommit()
 }
 
 // Delete implements windows.Backend.
@@ -191,18 +286,18 @@ func (d *DB) Delete(key []byte) error {
 	if d.db == nil {
 		return ErrClosed
 	}
-	k := d.slotKey(key)
-	if err := d.batch.Delete(k, nil); err != nil {
-		return fmt.Errorf("state: delete: %w", err)
-	}
-	d.pending[string(k)] = write{deleted: true}
+	d.pending.put(d.slotKey(key), nil, true)
 	return d.maybeCommit()
 }
 
 // SetMeta stores a metadata value (checkpointed offsets, watermarks, the
-// rules fingerprint) in the pending batch.
+// rules fingerprint) with the pending writes.
 func (d *DB) SetMeta(name string, value []byte) error {
-	return d.set(append([]byte{prefixMeta}, name...), value)
+	if d.db == nil {
+		return ErrClosed
+	}
+	d.pending.put(append([]byte{prefixMeta}, name...), value, false)
+	return nil
 }
 
 // Meta returns a metadata value, or found false.
@@ -215,14 +310,14 @@ func (d *DB) Meta(name string) (value []byte, found bool, err error) {
 }
 
 func (d *DB) maybeCommit() error {
-	if d.opts.AtomicCheckpoints || d.batch.Len() < d.opts.BatchBytes {
+	if d.opts.AtomicCheckpoints || d.pending.bytes < d.opts.BatchBytes {
 		return nil
 	}
 	return d.commit(pebble.NoSync)
 }
 
-// Commit writes the pending batch atomically; sync makes it durable before
-// returning (a checkpoint).
+// Commit writes the pending writes atomically; sync makes them durable
+// before returning (a checkpoint).
 func (d *DB) Commit(sync bool) error {
 	if d.db == nil {
 		return ErrClosed
@@ -233,35 +328,27 @@ func (d *DB) Commit(sync bool) error {
 	return d.commit(pebble.NoSync)
 }
 
-// CommitAsync commits the pending batch, synced, on another goroutine and
-// starts a new batch at once, so that the caller goes on writing (and
-// reading) while the disk works: the live job's event loop does not stall
-// on a checkpoint's commit and fsync. then runs on that goroutine once the
-// commit is durable, or with its error. Commit, CommitAsync, Wait and Close
-// wait for the commit in flight, which keeps commits and their then calls
-// in order.
+// CommitAsync commits the pending writes, synced, on another goroutine and
+// starts collecting new ones at once, so that the caller goes on writing
+// (and reading) while the disk works: the live job's event loop does not
+// stall on a checkpoint's commit and fsync. then runs on that goroutine
+// once the commit is durable, or with its error. Commit, CommitAsync, Wait
+// and Close wait for the commit in flight, which keeps commits and their
+// then calls in order.
 func (d *DB) CommitAsync(then func(error)) {
 	if err := d.Wait(); err != nil {
 		then(err)
 		return
 	}
-	b := d.batch
-	d.batch = d.db.NewBatch()
-	// The map of the previous commit, done and cleared by Wait, is reused.
+	// The writes of the previous commit, done and reset by Wait, take the
+	// new ones.
 	d.committing, d.pending = d.pending, d.committing
-	if d.pending == nil {
-		d.pending = map[string]write{}
-	}
+	w := &d.committing
 	done := make(chan struct{})
 	d.inflight = done
 	go func() {
 		defer close(done)
-		err := b.Commit(pebble.Sync)
-		if err != nil {
-			err = fmt.Errorf("state: commit: %w", err)
-		} else if err = b.Close(); err != nil {
-			err = fmt.Errorf("state: close batch: %w", err)
-		}
+		err := commitWrites(d.db, w, pebble.Sync)
 		d.inflightErr = err
 		then(err)
 	}()
@@ -278,7 +365,7 @@ func (d *DB) Wait() error {
 		<-d.inflight
 		d.inflight = nil
 		if d.inflightErr == nil {
-			clear(d.committing)
+			d.committing.reset()
 		}
 	}
 	return d.inflightErr
@@ -288,17 +375,29 @@ func (d *DB) commit(o *pebble.WriteOptions) error {
 	if err := d.Wait(); err != nil {
 		return err
 	}
-	if d.batch.Empty() {
+	if err := commitWrites(d.db, &d.pending, o); err != nil {
+		return err
+	}
+	d.pending.reset()
+	return nil
+}
+
+// commitWrites commits w to db as one batch.
+func commitWrites(db *pebble.DB, w *writes, o *pebble.WriteOptions) error {
+	if w.empty() {
 		return nil
 	}
-	if err := d.batch.Commit(o); err != nil {
+	b, err := w.batch(db)
+	if err != nil {
+		return fmt.Errorf("state: batch: %w", err)
+	}
+	if err := b.Commit(o); err != nil {
+		b.Close()
 		return fmt.Errorf("state: commit: %w", err)
 	}
-	if err := d.batch.Close(); err != nil {
+	if err := b.Close(); err != nil {
 		return fmt.Errorf("state: close batch: %w", err)
 	}
-	d.batch = d.db.NewBatch()
-	clear(d.pending)
 	return nil
 }
 
@@ -316,7 +415,6 @@ func (d *DB) Close() error {
 		return ErrClosed
 	}
 	err := d.commit(pebble.NoSync)
-	d.batch.Close()
 	if cerr := d.db.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("state: close: %w", cerr)
 	}

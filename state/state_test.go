@@ -72,7 +72,7 @@ func TestAtomicCheckpoints(t *testing.T) {
 		for i := range 100 {
 			db.Set([]byte{byte(i)}, make([]byte, 100))
 		}
-		committed := db.batch.Len() < 100*100 // the pending batch holds every write until a commit
+		committed := db.pending.bytes < 100*100 // the pending writes are all there until a commit
 		if committed == atomic {
 			t.Errorf("AtomicCheckpoints=%v: batch committed early = %v", atomic, committed)
 		}
@@ -155,4 +155,38 @@ func TestPendingDelete(t *testing.T) {
 	if _, ok := get(t, db, "k"); ok {
 		t.Fatal("deleted key visible after the commit")
 	}
+}
+
+// TestLastWriteWins: of several writes to a key between commits, the last
+// is what reads see and what is committed, whatever the order of the keys,
+// and a value written after a deletion brings the key back.
+func TestLastWriteWins(t *testing.T) {
+	dir := t.TempDir()
+	db := open(t, dir, Options{AtomicCheckpoints: true})
+	db.Set([]byte("z"), []byte("1"))
+	db.Set([]byte("a"), []byte("1"))
+	db.Set([]byte("z"), []byte("22"))
+	db.Delete([]byte("a"))
+	db.Set([]byte("m"), []byte("x"))
+	db.Delete([]byte("m"))
+	db.Set([]byte("m"), []byte("333"))
+	want := map[string]string{"z": "22", "m": "333"}
+	check := func(when string) {
+		t.Helper()
+		for _, k := range []string{"a", "m", "z"} {
+			v, ok := get(t, db, k)
+			if w, wok := want[k]; ok != wok || v != w {
+				t.Errorf("%s: %q = %q, %v; want %q, %v", when, k, v, ok, w, wok)
+			}
+		}
+	}
+	check("pending")
+	if err := db.Commit(true); err != nil {
+		t.Fatal(err)
+	}
+	check("committed")
+	db.Close()
+	db = open(t, dir, Options{})
+	defer db.Close()
+	check("reopened")
 }
