@@ -80,65 +80,118 @@ func (d *Decoder) scan(b []byte) error {
 	if i < len(b) && b[i] == '}' {
 		return trailing(b, i+1)
 	}
-	var (
-		flags uint8
-		kind  byte
-		err   error
-	)
 	for k := 0; ; k++ {
-		// b[i] should open the k-th key. Records of one stream mostly
-		// have the same keys in the same order, so the key the k-th was
-		// in the record before, with its quotes and the colon, is tried
-		// first: bytes equal to a key already checked need no checking.
-		var raw int
-		if g := d.guess(k); g != nil && g.matches(b, i) {
-			raw, i = g.raw, i+g.n
-		} else if raw, i, err = d.key(b, i, k); err != nil {
+		// b[i] should open the k-th key.
+		var end bool
+		if i, k, end = d.scanFast(b, i, k); end {
+			return trailing(b, i+1)
+		}
+		// The field at b[i] is not in the common form: scan it in full.
+		var (
+			raw   int
+			kind  byte
+			flags uint8
+			err   error
+		)
+		if raw, i, err = d.key(b, i, k); err != nil {
 			return err
 		}
-		i = skipWS(b, i)
-		start := i
-		// Strings and numbers, the commonest values, are scanned without
-		// the call to scanValue, and plain strings inline.
-		switch {
-		case i < len(b) && b[i] == '"':
-			if j := skipPlain(b, i+1); j < len(b) && b[j] == '"' {
-				i, flags = j+1, 0
-			} else if i, flags, err = scanStringFrom(b, i, j); err != nil {
-				return err
-			}
-			kind = kString
-		case i < len(b) && '1' <= b[i] && b[i] <= '9':
-			// An integer that is all digits needs no more checking.
-			j := skipDigits(b, i+1)
-			if j < len(b) && b[j] != '.' && b[j]|0x20 != 'e' {
-				i, flags = j, fInt
-			} else if i, flags, err = scanNumber(b, i); err != nil {
-				return err
-			}
-			kind = kNumber
-		case i < len(b) && (b[i] == '0' || b[i] == '-'):
-			if i, flags, err = scanNumber(b, i); err != nil {
-				return err
-			}
-			kind = kNumber
-		default:
-			if i, kind, flags, err = d.scanValue(b, i, 1); err != nil {
-				return err
-			}
+		start := skipWS(b, i)
+		if i, kind, flags, err = d.scanValue(b, start, 1); err != nil {
+			return err
 		}
 		d.raws[raw] = rawValue{start: start, end: i, kind: kind, flags: flags}
-
 		i = skipWS(b, i)
-		if i < len(b) && b[i] == ',' {
-			i++
-			continue
-		}
 		if i < len(b) && b[i] == '}' {
 			return trailing(b, i+1)
 		}
-		return unexpected(b, i)
+		if i >= len(b) || b[i] != ',' {
+			return unexpected(b, i)
+		}
+		i = skipWS(b, i+1)
 	}
+}
+
+// scanFast scans the fields from the k-th, whose key should start at b[i],
+// for as long as they are in the common form: the key as it was in the
+// last record (see keyGuess), then with no whitespace a plain string or a
+// number without exponent, and a comma or the closing brace. It returns
+// the index and number of the first field that is not, or end true and the
+// index of the closing brace. It makes no calls, so that the compiler keeps
+// its variables in registers.
+func (d *Decoder) scanFast(b []byte, i, k int) (int, int, bool) {
+	raws := d.raws
+	for ; k < len(d.guesses); k++ {
+		// Records of one stream mostly have the same keys in the same
+		// order, so the key the k-th was in the last record is compared
+		// first, with its quotes and colon: bytes equal to a key already
+		// checked need no checking.
+		g := &d.guesses[k]
+		if g.n == 0 || !g.matches(b, i) {
+			return i, k, false
+		}
+		start := i + g.n
+		if start >= len(b) {
+			return i, k, false
+		}
+		var (
+			end   int
+			kind  byte
+			flags uint8
+		)
+		switch c := b[start]; {
+		case c == '"':
+			end = skipPlain(b, start+1)
+			for end < len(b) && strClass[b[end]] == cPlain {
+				end++ // in the last bytes of the record
+			}
+			if end >= len(b) || b[end] != '"' {
+				return i, k, false
+			}
+			end, kind = end+1, kString
+		case c == '-' || isDigit(c):
+			end = start
+			if c == '-' {
+				end++
+			}
+			switch {
+			case end < len(b) && b[end] == '0':
+				end++
+			case end < len(b) && '1' <= b[end] && b[end] <= '9':
+				end = skipDigits(b, end+1)
+			default:
+				return i, k, false
+			}
+			kind, flags = kNumber, fInt
+			if end < len(b) && b[end] == '.' {
+				frac := skipDigits(b, end+1)
+				if frac == end+1 {
+					return i, k, false
+				}
+				end, flags = frac, 0
+			}
+			if end >= len(b) || b[end]|0x20 == 'e' {
+				return i, k, false
+			}
+		default:
+			return i, k, false
+		}
+		if end >= len(b) {
+			return i, k, false
+		}
+		// Storing before looking at what follows is harmless: if it is
+		// not a comma or brace, the field is scanned again in full.
+		raws[g.raw] = rawValue{start: start, end: end, kind: kind, flags: flags}
+		switch b[end] {
+		case ',':
+			i = end + 1
+		case '}':
+			return end, k + 1, true
+		default:
+			return i, k, false
+		}
+	}
+	return i, k, false
 }
 
 // key scans the k-th key of the record, which should start at or after
@@ -194,14 +247,6 @@ type keyGuess struct {
 	n int
 	// raw is where the key's value goes in Decoder.raws.
 	raw int
-}
-
-// guess returns the guess for the k-th key, or nil when there is none.
-func (d *Decoder) guess(k int) *keyGuess {
-	if k < len(d.guesses) && d.guesses[k].n != 0 {
-		return &d.guesses[k]
-	}
-	return nil
 }
 
 // set makes the guess text, a key with its quotes and colon, when it is
@@ -313,25 +358,41 @@ func (d *Decoder) fill(b []byte, ev *Event) error {
 		raws[a] = d.raws[specSource]
 	}
 	attrs := ev.Attrs[:len(fields)]
-	for i, f := range fields {
-		r, v := raws[i], &attrs[i]
-		switch {
-		case r.kind == kNumber:
-			text := b[r.start:r.end:r.end]
-			num, ok := parseNumber(text)
-			if !ok {
-				return fieldError(f.Name, "%s is out of range", describe(b, r))
-			}
-			*v = Value{Kind: Number, Text: text, Num: num}
-		case r.kind == kString && f.Use == UseScalar:
-			*v = Value{Kind: String, Text: d.text(b, r)}
-		case r.kind == kAbsent || r.kind == kNull:
-			*v = Value{}
-		case (r.kind == kTrue || r.kind == kFalse) && f.Use == UseScalar:
-			*v = Value{Kind: Bool, Text: b[r.start:r.end:r.end]}
+	for i := range raws {
+		// Plain strings and absent values, the commonest, are set here;
+		// the rest in attr, so that the loop keeps its registers.
+		switch r := &raws[i]; {
+		case r.kind == kString && r.flags == 0 && fields[i].Use == UseScalar:
+			attrs[i] = Value{Kind: String, Text: b[r.start:r.end:r.end]}
+		case r.kind == kAbsent:
+			attrs[i] = Value{}
 		default:
-			return attrTypeError(f, r.kind)
+			if err := d.attr(b, fields[i], *r, &attrs[i]); err != nil {
+				return err
+			}
 		}
+	}
+	return nil
+}
+
+// attr interprets r, the value of attribute f, into v.
+func (d *Decoder) attr(b []byte, f Field, r rawValue, v *Value) error {
+	switch {
+	case r.kind == kNumber:
+		text := b[r.start:r.end:r.end]
+		num, ok := parseNumber(text)
+		if !ok {
+			return fieldError(f.Name, "%s is out of range", describe(b, r))
+		}
+		*v = Value{Kind: Number, Text: text, Num: num}
+	case r.kind == kString && f.Use == UseScalar:
+		*v = Value{Kind: String, Text: d.text(b, r)}
+	case r.kind == kAbsent || r.kind == kNull:
+		*v = Value{}
+	case (r.kind == kTrue || r.kind == kFalse) && f.Use == UseScalar:
+		*v = Value{Kind: Bool, Text: b[r.start:r.end:r.end]}
+	default:
+		return attrTypeError(f, r.kind)
 	}
 	return nil
 }
