@@ -6,13 +6,13 @@
 package state
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -90,85 +90,106 @@ type DB struct {
 	inflightErr error
 }
 
-// writes are the writes of one commit: the last value or deletion of each
-// key. They are kept out of a Pebble batch until the commit, for three
-// reasons. Reads find them through a map, where Pebble's indexed batch
-// kept a skiplist sorted at twice the cost. A key written twice between
-// checkpoints (written back ahead, then changed again) is committed once.
-// And the batch is built in key order on the committing goroutine: for a
-// large batch Pebble sorts its entries, decoding both keys at every
-// comparison, which on the event loop was the costliest part of a
-// checkpoint; given them in order, it only checks that they are.
+// writes are the writes of one commit, in the order they were made. They
+// are kept out of a Pebble batch until the commit, and the batch is built
+// on the committing goroutine, in key order, with only the last write of
+// each key: for a large batch Pebble sorts the entries itself, decoding
+// both keys at every comparison, which on the event loop was the costliest
+// part of a checkpoint; given them in order, it only checks that they are.
+// A key written twice between checkpoints (written back ahead, then changed
+// again) is committed once.
+//
+// Reads of pending writes (of slots evicted since the last commit) find
+// them through an index built at the first read: a run whose cache holds
+// every slot never reads, and a write then costs two appends.
 type writes struct {
-	// index maps a key to its entry in ops.
-	index map[string]int
-	ops   []op
-	// values holds the values back to back; a value written again is
-	// appended again, and the space is reused after the commit.
-	values []byte
-	bytes  int
-	keys   []sortKey
+	ops []op
+	// data holds the keys and values back to back.
+	data []byte
+	// index maps a key to its last write in ops; valid only if indexed.
+	index   map[string]int
+	indexed bool
+	sorted  []sortKey
 }
 
-// op is a pending write: a value in values[start:end], or a deletion.
+// op is a pending write of the key data[key:value]: the value
+// data[value:end], or a deletion.
 type op struct {
-	start, end int
-	deleted    bool
+	key, value, end int
+	deleted         bool
 }
 
 func (w *writes) put(key, value []byte, deleted bool) {
-	o := op{start: len(w.values), end: len(w.values) + len(value), deleted: deleted}
-	w.values = append(w.values, value...)
-	w.bytes += len(key) + len(value)
-	if i, ok := w.index[string(key)]; ok {
-		w.ops[i] = o
-		return
+	o := op{key: len(w.data), value: len(w.data) + len(key), deleted: deleted}
+	w.data = append(append(w.data, key...), value...)
+	o.end = len(w.data)
+	if w.indexed {
+		w.index[string(key)] = len(w.ops)
 	}
-	if w.index == nil {
-		w.index = map[string]int{}
-	}
-	w.index[string(key)] = len(w.ops)
 	w.ops = append(w.ops, o)
 }
 
+func (w *writes) key(o op) []byte { return w.data[o.key:o.value] }
+
 // get returns the pending write of key, if any.
 func (w *writes) get(key []byte) (value []byte, deleted, ok bool) {
+	if len(w.ops) == 0 {
+		return nil, false, false
+	}
+	if !w.indexed {
+		if w.index == nil {
+			w.index = make(map[string]int, len(w.ops))
+		}
+		for i, o := range w.ops {
+			w.index[string(w.key(o))] = i
+		}
+		w.indexed = true
+	}
 	i, ok := w.index[string(key)]
 	if !ok {
 		return nil, false, false
 	}
 	o := w.ops[i]
-	return w.values[o.start:o.end], o.deleted, true
+	return w.data[o.value:o.end], o.deleted, true
 }
 
 func (w *writes) empty() bool { return len(w.ops) == 0 }
 
-// batch returns the writes as a Pebble batch, in key order.
+// batch returns the last write of each key as a Pebble batch, in key
+// order. It only reads w's ops and data, so reads may go on meanwhile.
 func (w *writes) batch(db *pebble.DB) (*pebble.Batch, error) {
 	// Keys are sorted by their first eight bytes as a number, with the
-	// whole keys compared only on a tie: comparing the strings themselves
-	// took a cache miss or two each time, and most of a commit's time.
-	w.keys = w.keys[:0]
-	for k, i := range w.index {
-		w.keys = append(w.keys, sortKey{prefix: keyPrefix(k), key: k, op: i})
+	// whole keys compared only on a tie, and ties of the same key by
+	// when they were written: comparing the keys themselves took a cache
+	// miss or two each time, and most of a commit's time.
+	w.sorted = w.sorted[:0]
+	for i, o := range w.ops {
+		w.sorted = append(w.sorted, sortKey{prefix: keyPrefix(w.key(o)), op: i})
 	}
-	slices.SortFunc(w.keys, func(a, b sortKey) int {
+	slices.SortFunc(w.sorted, func(a, b sortKey) int {
 		if c := cmp.Compare(a.prefix, b.prefix); c != 0 {
 			return c
 		}
-		return strings.Compare(a.key, b.key)
+		if c := bytes.Compare(w.key(w.ops[a.op]), w.key(w.ops[b.op])); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.op, b.op)
 	})
-	b := db.NewBatchWithSize(w.bytes + 8*len(w.keys))
-	for _, k := range w.keys {
+	b := db.NewBatchWithSize(len(w.data) + 8*len(w.ops))
+	for i, k := range w.sorted {
 		o := w.ops[k.op]
+		key := w.key(o)
+		if i+1 < len(w.sorted) && bytes.Equal(key, w.key(w.ops[w.sorted[i+1].op])) {
+			continue // written again later
+		}
 		var d *pebble.DeferredBatchOp
 		if o.deleted {
-			d = b.DeleteDeferred(len(k.key))
+			d = b.DeleteDeferred(len(key))
 		} else {
-			d = b.SetDeferred(len(k.key), o.end-o.start)
-			copy(d.Value, w.values[o.start:o.end])
+			d = b.SetDeferred(len(key), o.end-o.value)
+			copy(d.Value, w.data[o.value:o.end])
 		}
-		copy(d.Key, k.key)
+		copy(d.Key, key)
 		if err := d.Finish(); err != nil {
 			b.Close()
 			return nil, err
@@ -177,15 +198,14 @@ func (w *writes) batch(db *pebble.DB) (*pebble.Batch, error) {
 	return b, nil
 }
 
-// sortKey is a key with its first bytes as a big-endian number, which
-// orders keys as their bytes do up to a tie.
+// sortKey is a write with its key's first bytes as a big-endian number,
+// which orders keys as their bytes do up to a tie.
 type sortKey struct {
 	prefix uint64
-	key    string
 	op     int
 }
 
-func keyPrefix(k string) uint64 {
+func keyPrefix(k []byte) uint64 {
 	var b [8]byte
 	copy(b[:], k)
 	return binary.BigEndian.Uint64(b[:])
@@ -193,9 +213,11 @@ func keyPrefix(k string) uint64 {
 
 // reset empties w, keeping its memory for the next commit.
 func (w *writes) reset() {
-	clear(w.index)
-	clear(w.keys)
-	w.ops, w.values, w.keys, w.bytes = w.ops[:0], w.values[:0], w.keys[:0], 0
+	if w.indexed {
+		clear(w.index)
+		w.indexed = false
+	}
+	w.ops, w.data, w.sorted = w.ops[:0], w.data[:0], w.sorted[:0]
 }
 
 // Open opens (creating if needed) the state database in opts.Dir.
@@ -310,7 +332,7 @@ func (d *DB) Meta(name string) (value []byte, found bool, err error) {
 }
 
 func (d *DB) maybeCommit() error {
-	if d.opts.AtomicCheckpoints || d.pending.bytes < d.opts.BatchBytes {
+	if d.opts.AtomicCheckpoints || len(d.pending.data) < d.opts.BatchBytes {
 		return nil
 	}
 	return d.commit(pebble.NoSync)

@@ -72,7 +72,7 @@ func TestAtomicCheckpoints(t *testing.T) {
 		for i := range 100 {
 			db.Set([]byte{byte(i)}, make([]byte, 100))
 		}
-		committed := db.pending.bytes < 100*100 // the pending writes are all there until a commit
+		committed := len(db.pending.data) < 100*100 // the pending writes are all there until a commit
 		if committed == atomic {
 			t.Errorf("AtomicCheckpoints=%v: batch committed early = %v", atomic, committed)
 		}
@@ -181,6 +181,11 @@ func TestLastWriteWins(t *testing.T) {
 		}
 	}
 	check("pending")
+	// Reads index the pending writes; later writes must update the index.
+	db.Set([]byte("z"), []byte("4444"))
+	db.Delete([]byte("m"))
+	want = map[string]string{"z": "4444"}
+	check("written after a read")
 	if err := db.Commit(true); err != nil {
 		t.Fatal(err)
 	}
