@@ -6,8 +6,9 @@ import (
 	"hash/maphash"
 )
 
-// Backend stores encoded slot state outside memory. state.Pebble is the real
-// one; MemBackend is its in-memory twin for tests.
+// Backend stores encoded slot state outside memory. state.DB is the real
+// one; MemBackend is its in-memory twin for tests. The key and value
+// passed in are only valid during the call: a Backend copies what it keeps.
 type Backend interface {
 	// Get returns the value stored under key; it is valid until the next
 	// call on the Backend.
@@ -45,6 +46,7 @@ type cache struct {
 	uncached int
 	specs    []*spec
 	buf      []byte
+	keyBuf   []byte
 	// changed lists the slots that became dirty, in that order, so that a
 	// flush writes them without visiting every cached slot. Entries of
 	// slots written back since (or dropped) are stale and skipped;
@@ -92,13 +94,20 @@ func (c *cache) lookup(key string) (*slot, error) {
 	return c.load(id, key, false)
 }
 
+// keyBytes returns key as bytes in a buffer reused by the next call: the
+// Backend copies what it keeps, and a conversion allocated for every write.
+func (c *cache) keyBytes(key string) []byte {
+	c.keyBuf = append(c.keyBuf[:0], key...)
+	return c.keyBuf
+}
+
 // load reads the slot of key, whose hash is id, from the Backend, or
 // creates it when create is set; nil when it does not exist.
 func (c *cache) load(id slotID, key string, create bool) (*slot, error) {
 	sp := c.specs[specOf(key)]
 	var s *slot
 	if c.uncached > 0 {
-		val, found, err := c.backend.Get([]byte(key))
+		val, found, err := c.backend.Get(c.keyBytes(key))
 		if err != nil {
 			return nil, fmt.Errorf("windows: load state: %w", err)
 		}
@@ -207,7 +216,7 @@ func (c *cache) writeBack(s *slot) error {
 		return c.remove(s)
 	}
 	c.buf = encodeSlot(c.buf[:0], s)
-	if err := c.backend.Set([]byte(s.key), c.buf); err != nil {
+	if err := c.backend.Set(c.keyBytes(s.key), c.buf); err != nil {
 		return fmt.Errorf("windows: write state: %w", err)
 	}
 	s.persisted = true
@@ -219,7 +228,7 @@ func (c *cache) writeBack(s *slot) error {
 func (c *cache) remove(s *slot) error {
 	c.drop(s)
 	if s.persisted {
-		if err := c.backend.Delete([]byte(s.key)); err != nil {
+		if err := c.backend.Delete(c.keyBytes(s.key)); err != nil {
 			return fmt.Errorf("windows: delete state: %w", err)
 		}
 		s.persisted = false
