@@ -361,11 +361,14 @@ func (d *Decoder) fill(b []byte, ev *Event) error {
 	for i := range raws {
 		// Plain strings and absent values, the commonest, are set here;
 		// the rest in attr, so that the loop keeps its registers.
-		switch r := &raws[i]; {
+		// Fields are set one by one: assigning a Value literal clears
+		// the whole Value first.
+		switch r, v := &raws[i], &attrs[i]; {
 		case r.kind == kString && r.flags == 0 && fields[i].Use == UseScalar:
-			attrs[i] = Value{Kind: String, Text: b[r.start:r.end:r.end]}
+			v.Kind, v.Text, v.Num = String, b[r.start:r.end:r.end], 0
 		case r.kind == kAbsent:
-			attrs[i] = Value{}
+			v.Kind, v.Text, v.Num = Missing, nil, 0
+		case r.kind == kNumber && v.setShortNumber(b, r):
 		default:
 			if err := d.attr(b, fields[i], *r, &attrs[i]); err != nil {
 				return err
@@ -373,6 +376,16 @@ func (d *Decoder) fill(b []byte, ev *Event) error {
 		}
 	}
 	return nil
+}
+
+// setShortNumber sets v to the number r when shortNumber takes it, and
+// reports whether it did.
+func (v *Value) setShortNumber(b []byte, r *rawValue) bool {
+	num, ok := shortNumber(b, r.start, r.end)
+	if ok {
+		v.Kind, v.Text, v.Num = Number, b[r.start:r.end:r.end], num
+	}
+	return ok
 }
 
 // attr interprets r, the value of attribute f, into v.

@@ -2,6 +2,7 @@ package event
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"strconv"
 	"unsafe"
 )
@@ -19,11 +20,20 @@ func parseMillis(lit []byte) (int64, bool) {
 		return 0, false
 	}
 	var u uint64
-	for ; len(lit) >= 8; lit = lit[8:] {
-		u = u*1e8 + eightDigits(binary.LittleEndian.Uint64(lit))
-	}
-	for _, c := range lit {
-		u = u*10 + uint64(c-'0')
+	if n := len(lit); n < 8 {
+		for _, c := range lit {
+			u = u*10 + uint64(c-'0')
+		}
+	} else {
+		// Eight digits at a time, then the last eight, of which those
+		// already counted are cleared: zeros in front add nothing.
+		k := 0
+		for ; n-k > 8; k += 8 {
+			u = u*1e8 + eightDigits(binary.LittleEndian.Uint64(lit[k:]))
+		}
+		last := binary.LittleEndian.Uint64(lit[n-8:])
+		last &^= 1<<(8*(k-(n-8))) - 1
+		u = u*uint64pow10[n-k] + eightDigits(last)
 	}
 	if u > uint64(MaxTS) {
 		return 0, false
@@ -33,6 +43,9 @@ func parseMillis(lit []byte) (int64, bool) {
 	}
 	return int64(u), true
 }
+
+// uint64pow10 holds the powers of ten up to eight digits.
+var uint64pow10 = [...]uint64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8}
 
 // eightDigits returns the value of the eight ASCII digits in x, the first in
 // the lowest byte, combining neighbours in three multiplications (D. Lemire's
@@ -85,6 +98,37 @@ func parseNumber(text []byte) (float64, bool) {
 		f = -f
 	}
 	return f, true
+}
+
+// shortNumber is parseNumber for the commonest numbers, like 12.5 or 200:
+// unsigned, with no exponent and at most eight bytes, which it converts as a
+// word. The number is b[start:end], which the scanner has checked, and b must
+// have eight bytes from start. It reports false for any other number.
+func shortNumber(b []byte, start, end int) (float64, bool) {
+	n := end - start
+	if n > 8 || start+8 > len(b) {
+		return 0, false
+	}
+	// The number's bytes go to the top of the word, and '0's below them,
+	// which, as leading zeros, do not change its value.
+	w := load64(b, start)<<(64-8*n) | '0'*ones>>(8*n)
+	scale := 0
+	if m := nonDigits(w); m != 0 {
+		// The lowest byte that is not a digit must be a '.', with only
+		// digits above it: remove it, moving the bytes below it up.
+		dot := bits.TrailingZeros64(m) >> 3
+		if byte(w>>(8*dot)) != '.' {
+			return 0, false
+		}
+		below := uint64(1)<<(8*dot) - 1
+		w = w&^(below<<8|below) | (w&below)<<8 | '0'
+		if nonDigits(w) != 0 {
+			return 0, false
+		}
+		scale = 7 - dot
+	}
+	// As parseNumber: one exact division, correctly rounded.
+	return float64(int64(eightDigits(w))) / pow10[scale], true
 }
 
 // parseFloat is strconv.ParseFloat without copying text into a string.

@@ -81,7 +81,7 @@ func skipWS(b []byte, i int) int {
 // would check again, and in the scanner's inner loops the checks (and the
 // masking of b[i:]) cost as much as the load itself.
 func load64(b []byte, i int) uint64 {
-	return binary.LittleEndian.Uint64(unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(b)), i)), 8))
+	return binary.LittleEndian.Uint64((*[8]byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(b)), i))[:])
 }
 
 // scanString scans the string whose opening quote is at b[i] and returns the
