@@ -384,15 +384,16 @@ func nameIs(raw []byte, want string) bool {
 	return s == want
 }
 
-// keyBytes turns a raw JSON value into a message key.
+// keyBytes turns a raw JSON value into a message key. The key shares the
+// line's memory when it can: the line lives as long as the message.
 func keyBytes(raw []byte) []byte {
 	switch {
 	case string(raw) == "null":
 		return nil
 	case raw[0] != '"':
-		return bytes.Clone(raw)
+		return raw
 	case bytes.IndexByte(raw, '\\') < 0:
-		return bytes.Clone(raw[1 : len(raw)-1])
+		return raw[1 : len(raw)-1]
 	}
 	var s string
 	if json.Unmarshal(raw, &s) != nil {

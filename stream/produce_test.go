@@ -229,3 +229,15 @@ func TestMetadataCache(t *testing.T) {
 		t.Fatalf("an answer with a topic error was kept")
 	}
 }
+
+// BenchmarkScanEvent is the producer's per-line work besides kafka-go: it
+// was half of the producer's CPU at 200,000 records/s.
+func BenchmarkScanEvent(b *testing.B) {
+	line := []byte(`{"id":"r-000001","ts":1732150000123,"ingest_ts":1732150000131,"source":"gw-3","user":"u42","device":"d9","api":"/pay","channel":"alipay","merchant":"m7","region":"cn-east","latency_ms":12.5,"status":200,"amount":99.0,"ua":"okhttp/4.12.0 (Android 14; Pixel 8)"}`)
+	b.SetBytes(int64(len(line)))
+	for b.Loop() {
+		if key, ts, ok := scanEvent(line, "user"); !ok || string(key) != "u42" || !ts.set {
+			b.Fatal("scanEvent failed")
+		}
+	}
+}
