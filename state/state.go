@@ -7,12 +7,9 @@ package state
 
 import (
 	"bytes"
-	"cmp"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -109,7 +106,8 @@ type writes struct {
 	// index maps a key to its last write in ops; valid only if indexed.
 	index   map[string]int
 	indexed bool
-	sorted  []sortKey
+	// sorted and tmp are the scratch space of sorting.
+	sorted, tmp []sortKey
 }
 
 // op is a pending write of the key data[key:value]: the value
@@ -158,23 +156,11 @@ func (w *writes) empty() bool { return len(w.ops) == 0 }
 // batch returns the last write of each key as a Pebble batch, in key
 // order. It only reads w's ops and data, so reads may go on meanwhile.
 func (w *writes) batch(db *pebble.DB) (*pebble.Batch, error) {
-	// Keys are sorted by their first eight bytes as a number, with the
-	// whole keys compared only on a tie, and ties of the same key by
-	// when they were written: comparing the keys themselves took a cache
-	// miss or two each time, and most of a commit's time.
 	w.sorted = w.sorted[:0]
 	for i, o := range w.ops {
-		w.sorted = append(w.sorted, sortKey{prefix: keyPrefix(w.key(o)), op: i})
+		w.sorted = append(w.sorted, newSortKey(w.key(o), i))
 	}
-	slices.SortFunc(w.sorted, func(a, b sortKey) int {
-		if c := cmp.Compare(a.prefix, b.prefix); c != 0 {
-			return c
-		}
-		if c := bytes.Compare(w.key(w.ops[a.op]), w.key(w.ops[b.op])); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.op, b.op)
-	})
+	w.tmp = sortWrites(w.sorted, w.tmp, func(op int) []byte { return w.key(w.ops[op]) })
 	b := db.NewBatchWithSize(len(w.data) + 8*len(w.ops))
 	for i, k := range w.sorted {
 		o := w.ops[k.op]
@@ -196,19 +182,6 @@ func (w *writes) batch(db *pebble.DB) (*pebble.Batch, error) {
 		}
 	}
 	return b, nil
-}
-
-// sortKey is a write with its key's first bytes as a big-endian number,
-// which orders keys as their bytes do up to a tie.
-type sortKey struct {
-	prefix uint64
-	op     int
-}
-
-func keyPrefix(k []byte) uint64 {
-	var b [8]byte
-	copy(b[:], k)
-	return binary.BigEndian.Uint64(b[:])
 }
 
 // reset empties w, keeping its memory for the next commit.
