@@ -27,8 +27,13 @@ func TestSortWrites(t *testing.T) {
 					continue
 				}
 				fallthrough
+			case 2: // a shared run, then random bytes, about the 16th byte
+				keys[i] = bytes.Repeat([]byte{'x'}, 12+rng.IntN(6))
+				for range rng.IntN(6) {
+					keys[i] = append(keys[i], byte(rng.IntN(3))*127)
+				}
 			default: // a slot-like key with a long shared prefix
-				keys[i] = fmt.Appendf(nil, "s\x00%c\"user-%d\"\x00", byte(rng.IntN(3)), rng.IntN(1000))
+				keys[i] = fmt.Appendf(nil, "s\x00%c\"user-%d\"\x00", byte(rng.IntN(3)), rng.IntN(10_000_000))
 			}
 		}
 		sorted := make([]sortKey, n)
