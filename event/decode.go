@@ -121,7 +121,7 @@ func (d *Decoder) scan(b []byte) error {
 // its variables in registers.
 func (d *Decoder) scanFast(b []byte, i, k int) (int, int, bool) {
 	raws := d.raws
-	for ; k < len(d.guesses); k++ {
+	for ; uint(k) < uint(len(d.guesses)); k++ {
 		// Records of one stream mostly have the same keys in the same
 		// order, so the key the k-th was in the last record is compared
 		// first, with its quotes and colon: bytes equal to a key already
@@ -131,7 +131,7 @@ func (d *Decoder) scanFast(b []byte, i, k int) (int, int, bool) {
 			return i, k, false
 		}
 		start := i + g.n
-		if start >= len(b) {
+		if uint(start) >= uint(len(b)) {
 			return i, k, false
 		}
 		var (
@@ -142,45 +142,58 @@ func (d *Decoder) scanFast(b []byte, i, k int) (int, int, bool) {
 		switch c := b[start]; {
 		case c == '"':
 			end = skipPlain(b, start+1)
-			for end < len(b) && strClass[b[end]] == cPlain {
-				end++ // in the last bytes of the record
-			}
-			if end >= len(b) || b[end] != '"' {
-				return i, k, false
+			if uint(end) >= uint(len(b)) || b[end] != '"' {
+				// skipPlain stops short in the last bytes of the
+				// record, where the last value often ends.
+				for end < len(b) && strClass[b[end]] == cPlain {
+					end++
+				}
+				if uint(end) >= uint(len(b)) || b[end] != '"' {
+					return i, k, false
+				}
 			}
 			end, kind = end+1, kString
+			if uint(end) >= uint(len(b)) {
+				return i, k, false
+			}
 		case c == '-' || isDigit(c):
 			end = start
 			if c == '-' {
-				end++
+				if end++; uint(end) >= uint(len(b)) {
+					return i, k, false
+				}
+				c = b[end]
 			}
 			switch {
-			case end < len(b) && b[end] == '0':
+			case c == '0':
 				end++
-			case end < len(b) && '1' <= b[end] && b[end] <= '9':
+			case '1' <= c && c <= '9':
 				end = skipDigits(b, end+1)
 			default:
 				return i, k, false
 			}
+			if uint(end) >= uint(len(b)) {
+				return i, k, false
+			}
 			kind, flags = kNumber, fInt
-			if end < len(b) && b[end] == '.' {
+			if b[end] == '.' {
 				frac := skipDigits(b, end+1)
-				if frac == end+1 {
+				if frac == end+1 || uint(frac) >= uint(len(b)) {
 					return i, k, false
 				}
 				end, flags = frac, 0
 			}
-			if end >= len(b) || b[end]|0x20 == 'e' {
+			if b[end]|0x20 == 'e' {
 				return i, k, false
 			}
 		default:
 			return i, k, false
 		}
-		if end >= len(b) {
-			return i, k, false
-		}
-		// Storing before looking at what follows is harmless: if it is
-		// not a comma or brace, the field is scanned again in full.
+		// Both cases leave end < len(b). (The comparisons as uint tell
+		// the compiler that indexes are not negative either, so that it
+		// need not check them again.) Storing before looking at what
+		// follows is harmless: if it is not a comma or brace, the field
+		// is scanned again in full.
 		raws[g.raw] = rawValue{start: start, end: end, kind: kind, flags: flags}
 		switch b[end] {
 		case ',':
