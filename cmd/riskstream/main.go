@@ -6,23 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"runtime/debug"
 
 	"github.com/spf13/cobra"
 )
 
-// defaultGCPercent is the garbage collector's target unless GOGC is set.
-// The job's heap is mostly long-lived window state and allocates little
-// per event, so Go's default of 100 collected eight times over a
-// 2M-event replay while the state grew, a tenth of the CPU and more in
-// write barriers; at 400 it collects three times. Containers should
-// also set GOMEMLIMIT.
-const defaultGCPercent = 400
-
 func main() {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(defaultGCPercent)
-	}
 	if err := newRootCmd().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "riskstream:", err)
 		os.Exit(1)
