@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"runtime/pprof"
 
 	"github.com/riskstream/riskstream/rules"
@@ -12,15 +11,25 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// replayGCPercent is replay's garbage collector target unless GOGC is set.
-// Replay's heap is mostly long-lived window state and allocates little per
-// event, so Go's default of 100 collected eight times over a 2M-event
-// replay while the state grew, a tenth of the CPU and more in write
-// barriers; at 400 it collects three times. The live job keeps the
-// default: in one process with the embedded broker, whose fetch answers
-// are large short-lived buffers, 400 more than doubled the broker's CPU
-// (fresh memory to fault in and clear instead of reused).
-const replayGCPercent = 400
+// startCPUProfile writes a CPU profile to path until stop is called; an
+// empty path profiles nothing.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
 
 func newReplayCmd() *cobra.Command {
 	var rulesFile string
@@ -33,9 +42,7 @@ func newReplayCmd() *cobra.Command {
   riskstream gen --events 100000 | riskstream replay --rules testdata/rules.yaml -`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if os.Getenv("GOGC") == "" {
-				debug.SetGCPercent(replayGCPercent)
-			}
+			setGCPercent()
 			cfg, err := rules.Load(rulesFile)
 			if err != nil {
 				return err
@@ -52,17 +59,11 @@ func newReplayCmd() *cobra.Command {
 			default:
 				return fmt.Errorf("--progress: want auto, on or off, not %q", progress)
 			}
-			if cpuProfile != "" {
-				f, err := os.Create(cpuProfile)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				if err := pprof.StartCPUProfile(f); err != nil {
-					return err
-				}
-				defer pprof.StopCPUProfile()
+			stopProfile, err := startCPUProfile(cpuProfile)
+			if err != nil {
+				return err
 			}
+			defer stopProfile()
 			sum, err := stream.Replay(cmd.Context(), opts)
 			if err != nil {
 				return err

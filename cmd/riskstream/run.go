@@ -13,7 +13,7 @@ import (
 )
 
 func newRunCmd() *cobra.Command {
-	var rulesFile, brokers string
+	var rulesFile, brokers, cpuProfile string
 	opts := stream.RunOptions{Outputs: sink.DefaultTopics}
 	cmd := &cobra.Command{
 		Use:   "run --rules FILE [--brokers HOST:PORT,...] [--state-dir DIR] [--metrics-addr :9464]",
@@ -27,10 +27,16 @@ func newRunCmd() *cobra.Command {
 			opts.Config = cfg
 			if brokers != "" {
 				opts.Brokers = strings.Split(brokers, ",")
+				setGCPercent()
 			}
 			// SIGINT/SIGTERM: stop fetching, drain, flush, checkpoint, exit 0.
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			stopProfile, err := startCPUProfile(cpuProfile)
+			if err != nil {
+				return err
+			}
+			defer stopProfile()
 			return stream.Run(ctx, opts)
 		},
 	}
@@ -47,6 +53,7 @@ func newRunCmd() *cobra.Command {
 	f.StringVar(&opts.MetricsAddr, "metrics-addr", ":9464", "address serving /metrics and /healthz; empty for none")
 	f.DurationVar(&opts.CheckpointInterval, "checkpoint-interval", 0, "how often state and offsets are checkpointed (default 1s)")
 	f.IntVar(&opts.CacheSlots, "cache-slots", 0, "window states kept decoded in memory (default 1048576)")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) to this file, until the job stops")
 	cmd.MarkFlagRequired("rules")
 	return cmd
 }
