@@ -306,6 +306,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 					if err := processAll(e, out, writer, &rec, msgs, offsets); err != nil {
 						return err
 					}
+					recycleFetched(msgs)
 					continue
 				default:
 				}
@@ -320,6 +321,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 			if err := processAll(e, out, writer, &rec, msgs, offsets); err != nil {
 				return err
 			}
+			recycleFetched(msgs)
 		case err := <-writer.done:
 			if err := writer.finished(err); err != nil {
 				return err
