@@ -18,18 +18,20 @@ var ErrRulesChanged = errors.New("engine: the state was written with different r
 // Checkpoint writes every changed window state to the backend and returns
 // the rest of the engine's state (the rules fingerprint, timers, watermarks,
 // skew estimators, counters), to be stored with the input offsets it covers
-// in the same atomic batch (docs/format/state.md).
+// in the same atomic batch (docs/format/state.md). The result is valid
+// until the next call.
 func (e *Engine) Checkpoint() ([]byte, error) {
-	dst := []byte{checkpointVersion}
+	op, err := e.op.Checkpoint(e.opCheckpoint[:0])
+	if err != nil {
+		return nil, err
+	}
+	e.opCheckpoint = op
+	dst := append(e.checkpoint[:0], checkpointVersion)
 	section := func(b []byte) {
 		dst = binary.AppendUvarint(dst, uint64(len(b)))
 		dst = append(dst, b...)
 	}
 	section([]byte(e.cfg.Fingerprint()))
-	op, err := e.op.Checkpoint(nil)
-	if err != nil {
-		return nil, err
-	}
 	section(op)
 	section(e.wm.AppendBinary(nil))
 	section(e.skew.AppendBinary(nil))
@@ -41,6 +43,7 @@ func (e *Engine) Checkpoint() ([]byte, error) {
 		c = binary.AppendVarint(c, n)
 	}
 	section(c)
+	e.checkpoint = dst
 	return dst, nil
 }
 
