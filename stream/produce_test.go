@@ -258,19 +258,7 @@ func BenchmarkScanEvent(b *testing.B) {
 // key attributes of every kind (strings, numbers, the reserved fields, a
 // missing one).
 func TestKeyScanner(t *testing.T) {
-	f, err := os.Open(filepath.Join("..", "testdata", "requests.jsonl.gz"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := readBundledInput(t)
 	lines := bytes.Split(bytes.TrimSpace(data), []byte("\n"))
 	for _, l := range keyScannerSeeds {
 		lines = append(lines, []byte(l))

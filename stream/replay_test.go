@@ -45,6 +45,25 @@ func loadRules(t testing.TB) *rules.Config {
 	return cfg
 }
 
+// readBundledInput returns the bundled input, uncompressed.
+func readBundledInput(t testing.TB) []byte {
+	t.Helper()
+	f, err := os.Open(bundledInput)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
 func replay(t *testing.T, opts ReplayOptions) *Summary {
 	t.Helper()
 	sum, err := Replay(context.Background(), opts)
@@ -132,19 +151,7 @@ func TestReplayDeterministic(t *testing.T) {
 // TestBundledInputIsGenerated keeps the bundled workload reproducible: it is
 // exactly what gen writes for the documented flags.
 func TestBundledInputIsGenerated(t *testing.T) {
-	f, err := os.Open(bundledInput)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	have, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	have := readBundledInput(t)
 	var want bytes.Buffer
 	if _, err := gen.Generate(&want, bundledOptions()); err != nil {
 		t.Fatal(err)
