@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// gcPercent is the garbage collector's target for replay and for the live
-// job on an external broker, unless GOGC is set. Their heap is mostly
+// gcPercent is the garbage collector's target for replay, for the live
+// job on an external broker and for produce, unless GOGC is set. Their heap is mostly
 // long-lived window state, so Go's default of 100 collected eight times
 // over a 2M-event replay while the state grew (a tenth of the CPU, and
 // more in write barriers), three times at 400; the live job's CPU per

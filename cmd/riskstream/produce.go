@@ -22,6 +22,11 @@ them. Without --brokers it publishes to the embedded broker that
   riskstream produce --brokers kafka-1:9092,kafka-2:9092 --key user testdata/big.jsonl.gz`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// Its heap is a few MB of records in flight, and it allocates
+			// each line: at Go's default target it collected 58 times a
+			// second at 200,000 lines/s (463 times in 8 s, 6.7 s of CPU;
+			// at 400, 79 times and 5.1 s).
+			setGCPercent()
 			o.File = args[0]
 			o.Stdin = cmd.InOrStdin()
 			st, err := stream.Produce(cmd.Context(), o)
