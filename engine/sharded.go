@@ -8,7 +8,7 @@ import (
 	"github.com/riskstream/riskstream/windows"
 )
 
-// prefetchEvents is how many records' state a shard loads into the CPU
+// prefetchEvents is how many records' state a shard (or ProcessAll) loads into the CPU
 // cache at a time (windows.Operator.Prefetch): enough to overlap their cache
 // misses, few enough that the first is still cached when processed.
 const prefetchEvents = 16

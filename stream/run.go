@@ -293,7 +293,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 	defer tick.Stop()
 	discover := time.NewTicker(opts.PartitionDiscovery)
 	defer discover.Stop()
-	var rec engine.Record
+	var recs []engine.Record
 	for {
 		select {
 		case <-ctx.Done():
@@ -303,7 +303,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 			for {
 				select {
 				case msgs := <-fetched:
-					if err := processAll(e, out, writer, &rec, msgs, offsets); err != nil {
+					if err := processAll(e, out, writer, &recs, msgs, offsets); err != nil {
 						return err
 					}
 					recycleFetched(msgs)
@@ -318,7 +318,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 			log.Info("stopped after a final checkpoint", "offsets", offsets)
 			return nil
 		case msgs := <-fetched:
-			if err := processAll(e, out, writer, &rec, msgs, offsets); err != nil {
+			if err := processAll(e, out, writer, &recs, msgs, offsets); err != nil {
 				return err
 			}
 			recycleFetched(msgs)
@@ -357,27 +357,28 @@ func Run(ctx context.Context, opts RunOptions) error {
 }
 
 // processAll runs the engine over one fetch's records, handing the outputs
-// to the writer as they come.
-func processAll(e *engine.Engine, out *sink.Kafka, w *outputWriter, rec *engine.Record, msgs []kafka.Message, offsets map[int32]int64) error {
+// to the writer as they come. recs is scratch space for the records.
+func processAll(e *engine.Engine, out *sink.Kafka, w *outputWriter, recs *[]engine.Record, msgs []kafka.Message, offsets map[int32]int64) error {
+	rs := (*recs)[:0]
 	for i := range msgs {
-		if err := process(e, out, rec, &msgs[i], offsets, time.Now().UnixMilli()); err != nil {
-			return err
-		}
+		m := &msgs[i]
+		rs = append(rs, engine.Record{
+			Value:     m.Value,
+			Partition: int32(m.Partition),
+			Reference: m.Time.UnixMilli(), HasReference: !m.Time.IsZero(),
+			Prov: event.Provenance{Partition: int32(m.Partition), Offset: m.Offset},
+		})
+		offsets[int32(m.Partition)] = m.Offset + 1
+	}
+	*recs = rs
+	err := e.ProcessAll(rs, time.Now().UnixMilli(), func(i int) {
+		// A decision's latency is measured from its record's timestamp;
+		// what the records before made goes out at once.
+		out.Ref = rs[i].Reference
 		w.start()
-	}
-	return nil
-}
-
-func process(e *engine.Engine, out *sink.Kafka, rec *engine.Record, msg *kafka.Message, offsets map[int32]int64, now int64) error {
-	*rec = engine.Record{
-		Value:     msg.Value,
-		Partition: int32(msg.Partition),
-		Reference: msg.Time.UnixMilli(), HasReference: !msg.Time.IsZero(),
-		Prov: event.Provenance{Partition: int32(msg.Partition), Offset: msg.Offset},
-	}
-	out.Ref = rec.Reference
-	offsets[int32(msg.Partition)] = msg.Offset + 1
-	return e.Process(rec, now)
+	})
+	clear(rs) // drop the records' bytes
+	return err
 }
 
 func readPartitions(ctx context.Context, addr, topic string) ([]int, error) {
