@@ -77,7 +77,9 @@ type DB struct {
 	// see; a commit turns them into one Pebble batch.
 	pending writes
 	// committing holds the writes CommitAsync is committing, which reads
-	// must see until the commit is done. Its goroutine only reads them.
+	// must see until the commit is done. Its goroutine reads their ops and
+	// data and sorts in scratch space of its own (sorted, tmp); reads on
+	// the owner's goroutine may build their index meanwhile.
 	committing writes
 	key        []byte
 	val        []byte
