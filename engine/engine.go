@@ -200,14 +200,16 @@ func (e *Engine) Process(rec *Record, now int64) error {
 	return e.processDecoded(rec, &e.ev, refs, err, now)
 }
 
-// ProcessAll runs recs in order at processing time now, with exactly the
-// outputs Process would give record by record. It decodes and keys
+// ProcessAll runs recs in order, with exactly the outputs Process would
+// give record by record, at the processing time now returns (read once per
+// group of records, so a long call does not run on a stale clock). It
+// decodes and keys
 // prefetchEvents records at a time and loads their window state into the
 // CPU cache together (windows.Operator.Prefetch) before processing them, as
 // a Shard does in replay, so that their cache misses overlap: the live
 // job's loop. before, if not nil, is called with each record's index just
 // before the record is processed.
-func (e *Engine) ProcessAll(recs []Record, now int64, before func(i int)) error {
+func (e *Engine) ProcessAll(recs []Record, now func() int64, before func(i int)) error {
 	for start := 0; start < len(recs); start += prefetchEvents {
 		group := recs[start:min(start+prefetchEvents, len(recs))]
 		e.groupRefs = e.groupRefs[:0]
@@ -224,12 +226,13 @@ func (e *Engine) ProcessAll(recs []Record, now int64, before func(i int)) error 
 			d.to = len(e.groupRefs)
 		}
 		e.op.Prefetch(e.groupRefs)
+		t := now()
 		for i := range group {
 			if before != nil {
 				before(start + i)
 			}
 			d := &e.group[i]
-			if err := e.processDecoded(&group[i], &d.ev, e.groupRefs[d.from:d.to], d.err, now); err != nil {
+			if err := e.processDecoded(&group[i], &d.ev, e.groupRefs[d.from:d.to], d.err, t); err != nil {
 				return err
 			}
 		}

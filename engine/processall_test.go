@@ -76,7 +76,7 @@ func runRecords(c *propCase, recs []Record, slots int, r *rand.Rand) (*capture, 
 		}
 		n := min(1+r.IntN(40), len(recs)-i)
 		next := 0
-		if err := e.ProcessAll(recs[i:i+n], 0, func(j int) {
+		if err := e.ProcessAll(recs[i:i+n], func() int64 { return 0 }, func(j int) {
 			if j != next {
 				panic(fmt.Sprintf("before(%d), want before(%d)", j, next))
 			}

@@ -8,9 +8,10 @@ import (
 	"github.com/riskstream/riskstream/windows"
 )
 
-// prefetchEvents is how many records' state a shard (or ProcessAll) loads into the CPU
-// cache at a time (windows.Operator.Prefetch): enough to overlap their cache
-// misses, few enough that the first is still cached when processed.
+// prefetchEvents is how many records' state a shard (or ProcessAll) loads
+// into the CPU cache at a time (windows.Operator.Prefetch): enough to
+// overlap their cache misses, few enough that the first is still cached
+// when processed.
 const prefetchEvents = 16
 
 // Sharded is the engine with its window state split by key across shards

@@ -133,7 +133,7 @@ func (w *writes) key(o op) []byte { return w.data[o.key:o.value] }
 
 // get returns the pending write of key, if any.
 func (w *writes) get(key []byte) (value []byte, deleted, ok bool) {
-	if len(w.ops) == 0 {
+	if w.empty() {
 		return nil, false, false
 	}
 	if !w.indexed {

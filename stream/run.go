@@ -306,7 +306,6 @@ func Run(ctx context.Context, opts RunOptions) error {
 					if err := processAll(e, out, writer, &recs, msgs, offsets); err != nil {
 						return err
 					}
-					recycleFetched(msgs)
 					continue
 				default:
 				}
@@ -321,7 +320,6 @@ func Run(ctx context.Context, opts RunOptions) error {
 			if err := processAll(e, out, writer, &recs, msgs, offsets); err != nil {
 				return err
 			}
-			recycleFetched(msgs)
 		case err := <-writer.done:
 			if err := writer.finished(err); err != nil {
 				return err
@@ -357,7 +355,8 @@ func Run(ctx context.Context, opts RunOptions) error {
 }
 
 // processAll runs the engine over one fetch's records, handing the outputs
-// to the writer as they come. recs is scratch space for the records.
+// to the writer as they come, and gives the fetch's slice back to the
+// fetchers. recs is scratch space for the records.
 func processAll(e *engine.Engine, out *sink.Kafka, w *outputWriter, recs *[]engine.Record, msgs []kafka.Message, offsets map[int32]int64) error {
 	rs := (*recs)[:0]
 	for i := range msgs {
@@ -371,13 +370,14 @@ func processAll(e *engine.Engine, out *sink.Kafka, w *outputWriter, recs *[]engi
 		offsets[int32(m.Partition)] = m.Offset + 1
 	}
 	*recs = rs
-	err := e.ProcessAll(rs, time.Now().UnixMilli(), func(i int) {
+	err := e.ProcessAll(rs, func() int64 { return time.Now().UnixMilli() }, func(i int) {
 		// A decision's latency is measured from its record's timestamp;
 		// what the records before made goes out at once.
 		out.Ref = rs[i].Reference
 		w.start()
 	})
 	clear(rs) // drop the records' bytes
+	recycleFetched(msgs)
 	return err
 }
 
