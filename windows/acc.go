@@ -10,16 +10,58 @@ import (
 // acc is the aggregate of one pane or session: the rule's aggregate, or the
 // heatmap's distribution.
 type acc struct {
-	n        int64
-	sum      float64
+	n   int64
+	sum float64
+	// x is out of line because only distinct rules and heatmaps use it:
+	// count and sum windows stay small enough for a slot's window and its
+	// hot fields to share two cache lines (see slot).
+	x *accExtra
+}
+
+// accExtra is the part of an aggregate that distinct rules and heatmaps
+// use.
+type accExtra struct {
 	distinct []uint64 // sorted hashes of distinct values
 	hm       *heatmap.Acc
 }
 
+// distinct returns the sorted hashes of the distinct values added.
+func (a *acc) distinct() []uint64 {
+	if a.x == nil {
+		return nil
+	}
+	return a.x.distinct
+}
+
+// heatmap returns the distribution of a heatmap's window, nil when empty.
+func (a *acc) heatmap() *heatmap.Acc {
+	if a.x == nil {
+		return nil
+	}
+	return a.x.hm
+}
+
+func (a *acc) extra() *accExtra {
+	if a.x == nil {
+		a.x = &accExtra{}
+	}
+	return a.x
+}
+
+// addLatency adds v to the heatmap distribution with bounds.
+func (a *acc) addLatency(v float64, processing bool, bounds []float64) {
+	x := a.extra()
+	if x.hm == nil {
+		x.hm = heatmap.New(len(bounds))
+	}
+	x.hm.Add(v, processing, bounds)
+}
+
 func (a *acc) addDistinct(h uint64) {
-	i, found := slices.BinarySearch(a.distinct, h)
+	x := a.extra()
+	i, found := slices.BinarySearch(x.distinct, h)
 	if !found {
-		a.distinct = slices.Insert(a.distinct, i, h)
+		x.distinct = slices.Insert(x.distinct, i, h)
 	}
 }
 
@@ -27,14 +69,15 @@ func (a *acc) addDistinct(h uint64) {
 func (a *acc) merge(b *acc) {
 	a.n += b.n
 	a.sum += b.sum
-	for _, h := range b.distinct {
+	for _, h := range b.distinct() {
 		a.addDistinct(h)
 	}
-	if b.hm != nil {
-		if a.hm == nil {
-			a.hm = heatmap.New(len(b.hm.Buckets) - 1)
+	if hm := b.heatmap(); hm != nil {
+		x := a.extra()
+		if x.hm == nil {
+			x.hm = heatmap.New(len(hm.Buckets) - 1)
 		}
-		a.hm.Merge(b.hm)
+		x.hm.Merge(hm)
 	}
 }
 
@@ -44,7 +87,7 @@ func (a *acc) value(kind rules.AggregateKind) float64 {
 	case rules.Sum:
 		return a.sum
 	case rules.Distinct:
-		return float64(len(a.distinct))
+		return float64(len(a.distinct()))
 	default:
 		return float64(a.n)
 	}

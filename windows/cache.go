@@ -132,7 +132,7 @@ func (c *cache) load(id slotID, key string, create bool) (*slot, error) {
 	}
 	s.id = id
 	c.m[specOf(key)].put(s)
-	s.ringIdx = len(c.ring)
+	s.ringIdx = int32(len(c.ring))
 	c.ring = append(c.ring, s)
 	return s, nil
 }
@@ -174,7 +174,7 @@ func (c *cache) drop(s *slot) {
 	s.ringIdx = -1
 	// A timer may still point at the dropped slot: let its state go now,
 	// the timer reloads it by key.
-	s.panes, s.sessions, s.fired = nil, nil, nil
+	s.wins, s.fired = nil, nil
 }
 
 // markDirty notes that s changed since it was last written to the Backend.

@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"github.com/riskstream/riskstream/heatmap"
+	"github.com/riskstream/riskstream/rules"
 )
 
 // slotVersion is the first byte of an encoded slot; a change of layout bumps
@@ -17,28 +18,32 @@ const slotVersion = 1
 var ErrCorrupt = errors.New("windows: corrupt state")
 
 // encodeSlot appends the binary form of s: version, firedEnd, timerAt, then
-// panes, sessions and fired windows, each a count and its elements.
+// panes, sessions and fired windows, each a count and its elements. A slot
+// has panes or sessions, by its spec, and the other count is 0.
 func encodeSlot(dst []byte, s *slot) []byte {
 	dst = append(dst, slotVersion)
 	dst = binary.AppendVarint(dst, s.firedEnd)
 	dst = binary.AppendVarint(dst, s.timerAt)
-	dst = binary.AppendUvarint(dst, uint64(len(s.panes)))
-	for i := range s.panes {
-		dst = binary.AppendVarint(dst, s.panes[i].start)
-		dst = appendAcc(dst, &s.panes[i].acc)
+	if s.sp.wtype == rules.Session {
+		dst = binary.AppendUvarint(dst, 0) // no panes
 	}
-	dst = binary.AppendUvarint(dst, uint64(len(s.sessions)))
-	for i := range s.sessions {
-		se := &s.sessions[i]
-		dst = binary.AppendVarint(dst, se.start)
-		dst = binary.AppendVarint(dst, se.end)
-		fired := byte(0)
-		if se.fired {
-			fired = 1
+	dst = binary.AppendUvarint(dst, uint64(len(s.wins)))
+	for i := range s.wins {
+		w := &s.wins[i]
+		dst = binary.AppendVarint(dst, w.start)
+		if s.sp.wtype == rules.Session {
+			dst = binary.AppendVarint(dst, w.end)
+			fired := byte(0)
+			if w.fired {
+				fired = 1
+			}
+			dst = append(dst, fired)
+			dst = binary.AppendVarint(dst, int64(w.rev))
 		}
-		dst = append(dst, fired)
-		dst = binary.AppendVarint(dst, int64(se.rev))
-		dst = appendAcc(dst, &se.acc)
+		dst = appendAcc(dst, &w.acc)
+	}
+	if s.sp.wtype != rules.Session {
+		dst = binary.AppendUvarint(dst, 0) // no sessions
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(s.fired)))
 	for _, f := range s.fired {
@@ -51,15 +56,17 @@ func encodeSlot(dst []byte, s *slot) []byte {
 func appendAcc(dst []byte, a *acc) []byte {
 	dst = binary.AppendVarint(dst, a.n)
 	dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(a.sum))
-	dst = binary.AppendUvarint(dst, uint64(len(a.distinct)))
-	for _, h := range a.distinct {
+	distinct := a.distinct()
+	dst = binary.AppendUvarint(dst, uint64(len(distinct)))
+	for _, h := range distinct {
 		dst = binary.LittleEndian.AppendUint64(dst, h)
 	}
-	if a.hm == nil {
+	hm := a.heatmap()
+	if hm == nil {
 		return append(dst, 0)
 	}
 	dst = append(dst, 1)
-	return a.hm.AppendBinary(dst)
+	return hm.AppendBinary(dst)
 }
 
 // decoder reads the encoding, remembering the first error.
@@ -121,10 +128,11 @@ func (d *decoder) acc(a *acc) {
 	a.n = d.varint()
 	a.sum = math.Float64frombits(d.uint64())
 	if n := d.count(8); n > 0 {
-		a.distinct = make([]uint64, n)
-		for i := range a.distinct {
-			a.distinct[i] = d.uint64()
+		distinct := make([]uint64, n)
+		for i := range distinct {
+			distinct[i] = d.uint64()
 		}
+		a.extra().distinct = distinct
 	}
 	if d.byte() == 1 && d.err == nil {
 		hm, rest, err := heatmap.Decode(d.b)
@@ -133,7 +141,7 @@ func (d *decoder) acc(a *acc) {
 			d.b = nil
 			return
 		}
-		a.hm, d.b = hm, rest
+		a.extra().hm, d.b = hm, rest
 	}
 }
 
@@ -145,22 +153,27 @@ func decodeSlot(key string, sp *spec, b []byte) (*slot, error) {
 	s := newSlot(key, sp)
 	s.firedEnd = d.varint()
 	s.timerAt = d.varint()
-	if n := d.count(2); n > 0 {
-		s.panes = sized(s.panes, n)
-		for i := range s.panes {
-			s.panes[i].start = d.varint()
-			d.acc(&s.panes[i].acc)
+	// Panes, then sessions: a slot has the kind its spec windows by.
+	session := sp.wtype == rules.Session
+	for _, kind := range [2]bool{false, true} {
+		n := d.count(2)
+		if n == 0 {
+			continue
 		}
-	}
-	if n := d.count(4); n > 0 {
-		s.sessions = sized(s.sessions, n)
-		for i := range s.sessions {
-			se := &s.sessions[i]
-			se.start = d.varint()
-			se.end = d.varint()
-			se.fired = d.byte() == 1
-			se.rev = int32(d.varint())
-			d.acc(&se.acc)
+		if kind != session {
+			d.fail()
+			break
+		}
+		s.wins = sized(s.wins, n)
+		for i := range s.wins {
+			w := &s.wins[i]
+			w.start = d.varint()
+			if session {
+				w.end = d.varint()
+				w.fired = d.byte() == 1
+				w.rev = int32(d.varint())
+			}
+			d.acc(&w.acc)
 		}
 	}
 	if n := d.count(2); n > 0 {

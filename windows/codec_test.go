@@ -3,6 +3,7 @@ package windows
 import (
 	"reflect"
 	"testing"
+	"unsafe"
 
 	"github.com/riskstream/riskstream/heatmap"
 	"github.com/riskstream/riskstream/rules"
@@ -13,28 +14,63 @@ func testSlot() *slot {
 	s := newSlot("\x00\x01\"k\"\x00", sp)
 	hm := heatmap.New(2)
 	hm.Add(1.5, true, sp.bounds)
-	s.panes = []pane{{start: -5, acc: acc{n: 2, sum: 3.5, distinct: []uint64{1, 9}}}, {start: 0, acc: acc{n: 1, hm: hm}}}
-	s.sessions = []session{{start: 1, end: 7, fired: true, rev: 3, acc: acc{n: 4}}}
+	s.wins = []win{{start: -5, acc: acc{n: 2, sum: 3.5, x: &accExtra{distinct: []uint64{1, 9}}}}, {start: 0, acc: acc{n: 1, x: &accExtra{hm: hm}}}}
 	s.fired = []firedWin{{start: -5, rev: 2}}
 	s.firedEnd, s.timerAt = 5, 14
 	return s
 }
 
+func testSessionSlot() *slot {
+	s := newSlot("\x00\x02\"k\"\x00", &spec{wtype: rules.Session, gap: 6})
+	s.wins = append(s.wins, win{start: 1, end: 7, fired: true, rev: 3, acc: acc{n: 4}}, win{start: 20, end: 26, acc: acc{n: 1, sum: 2}})
+	s.timerAt = 25
+	return s
+}
+
 func TestSlotCodecRoundTrip(t *testing.T) {
-	s := testSlot()
-	b := encodeSlot(nil, s)
-	got, err := decodeSlot(s.key, s.sp, b)
-	if err != nil {
-		t.Fatal(err)
+	for _, s := range []*slot{testSlot(), testSessionSlot()} {
+		b := encodeSlot(nil, s)
+		got, err := decodeSlot(s.key, s.sp, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again := encodeSlot(nil, got); !reflect.DeepEqual(again, b) {
+			t.Fatal("re-encoding a decoded slot changes it")
+		}
+		got.purgeAt = s.purgeAt // not stored
+		if !reflect.DeepEqual(got.wins, s.wins) || !reflect.DeepEqual(got.fired, s.fired) ||
+			got.firedEnd != s.firedEnd || got.timerAt != s.timerAt {
+			t.Fatalf("decoded slot differs:\n got %+v\nwant %+v", got, s)
+		}
 	}
-	if again := encodeSlot(nil, got); !reflect.DeepEqual(again, b) {
-		t.Fatal("re-encoding a decoded slot changes it")
+}
+
+// TestSlotCodecRejectsWrongKind: a slot holds the windows its spec makes,
+// so sessions stored under a sliding rule are corrupt state, not panes.
+func TestSlotCodecRejectsWrongKind(t *testing.T) {
+	b := encodeSlot(nil, testSessionSlot())
+	if _, err := decodeSlot("k", testSlot().sp, b); err == nil {
+		t.Fatal("sessions decoded as panes")
 	}
-	if got.firedEnd != 5 || got.timerAt != 14 || len(got.panes) != 2 || got.panes[0].sum != 3.5 ||
-		!reflect.DeepEqual(got.panes[0].distinct, []uint64{1, 9}) || got.panes[1].hm.Count != 1 ||
-		got.panes[1].hm.Degraded != 1 || !got.sessions[0].fired || got.sessions[0].end != 7 ||
-		got.sessions[0].rev != 3 || got.fired[0] != (firedWin{start: -5, rev: 2}) {
-		t.Fatalf("decoded slot differs: %+v", got)
+	b = encodeSlot(nil, testSlot())
+	if _, err := decodeSlot("k", testSessionSlot().sp, b); err == nil {
+		t.Fatal("panes decoded as sessions")
+	}
+}
+
+// TestSlotLayout keeps what an event touches in a slot within its first
+// two cache lines, and the slot in a size class whose objects are 64-byte
+// aligned (see slot).
+func TestSlotLayout(t *testing.T) {
+	var s slot
+	if size := unsafe.Sizeof(s); size != 192 {
+		t.Errorf("slot is %d bytes, want 192", size)
+	}
+	if end := unsafe.Offsetof(s.id) + unsafe.Sizeof(s.id); end > 128 {
+		t.Errorf("the hot fields end at byte %d, past two cache lines", end)
+	}
+	if off := unsafe.Offsetof(s.fired); off < 128 {
+		t.Errorf("cold field fired at byte %d, among the hot ones", off)
 	}
 }
 

@@ -172,7 +172,7 @@ func (op *Operator) addToPane(sp *spec, id slotID, ev *event.Event, t int64, pro
 			op.fireWindow(s, ws, s.bumpFired(ws))
 		}
 	} else {
-		start, v := op.bestWindow(sp, s.panes, first, last)
+		start, v := op.bestWindow(sp, s.wins, first, last)
 		op.decide(sp, ev, s, start, start+sp.size, v, processing)
 	}
 	op.schedule(s)
@@ -187,7 +187,7 @@ func (op *Operator) addToSession(sp *spec, id slotID, ev *event.Event, t int64, 
 		return false, err
 	}
 	s.purge(op.wm)
-	ss := s.sessions
+	ss := s.wins
 	i := 0
 	for i < len(ss) && ss[i].end < ns {
 		i++
@@ -201,21 +201,21 @@ func (op *Operator) addToSession(sp *spec, id slotID, ev *event.Event, t int64, 
 		if !onTime {
 			return false, nil // would only merge with purged sessions
 		}
-		s.sessions = insertAt(ss, i, session{start: ns, end: ne})
+		s.wins = insertAt(ss, i, win{start: ns, end: ne})
 	case j == i+1 && ss[i].start <= ns && ne <= ss[i].end:
 		// Inside an existing session: the same window.
 	default:
 		// A merged session is a window of its own (Flink's MergingWindowSet):
 		// it has not fired, whatever the sessions it absorbed did.
-		m := session{start: min(ns, ss[i].start), end: max(ne, ss[j-1].end), acc: ss[i].acc}
+		m := win{start: min(ns, ss[i].start), end: max(ne, ss[j-1].end), acc: ss[i].acc}
 		for k := i + 1; k < j; k++ {
 			m.acc.merge(&ss[k].acc)
 		}
 		ss[i] = m
-		s.sessions = append(ss[:i+1], ss[j:]...)
-		clear(ss[len(s.sessions):]) // drop references held by the shifted-out tail
+		s.wins = append(ss[:i+1], ss[j:]...)
+		clear(ss[len(s.wins):]) // drop references held by the shifted-out tail
 	}
-	se := &s.sessions[i]
+	se := &s.wins[i]
 	s.added(sp.cleanup(se.end))
 	op.addTo(sp, &se.acc, ev, processing)
 	op.cache.markDirty(s)
@@ -268,10 +268,7 @@ func insertAt[T any](xs []T, i int, x T) []T {
 func (op *Operator) addTo(sp *spec, a *acc, ev *event.Event, processing bool) {
 	a.n++
 	if sp.hm != nil {
-		if a.hm == nil {
-			a.hm = heatmap.New(len(sp.bounds))
-		}
-		a.hm.Add(ev.Attrs[sp.aggAttr].Num, processing, sp.bounds)
+		a.addLatency(ev.Attrs[sp.aggAttr].Num, processing, sp.bounds)
 		return
 	}
 	switch sp.agg {
@@ -308,7 +305,7 @@ func slotKeyText(key string) string { return key[2:] }
 // where no pane enters or leaves the aggregate is constant, so it jumps from
 // one such change to the next: the cost follows the number of panes, not
 // size/slide.
-func (op *Operator) bestWindow(sp *spec, panes []pane, first, last int64) (int64, float64) {
+func (op *Operator) bestWindow(sp *spec, panes []win, first, last int64) (int64, float64) {
 	lo := 0
 	for lo < len(panes) && panes[lo].start < first {
 		lo++
@@ -317,10 +314,10 @@ func (op *Operator) bestWindow(sp *spec, panes []pane, first, last int64) (int64
 	var n int64
 	var sum float64
 	distinct := 0
-	add := func(p *pane, sign int64) {
+	add := func(p *win, sign int64) {
 		n += sign * p.n
 		sum += float64(sign) * p.sum
-		for _, h := range p.distinct {
+		for _, h := range p.distinct() {
 			c := op.counts[h] + int32(sign)
 			switch {
 			case c == 0:
@@ -411,8 +408,8 @@ func (op *Operator) onTimer(s *slot, at int64) error {
 	case sp.rule != nil:
 		s.purge(op.wm)
 	case sp.wtype == rules.Session:
-		for i := range s.sessions {
-			se := &s.sessions[i]
+		for i := range s.wins {
+			se := &s.wins[i]
 			if !se.fired && se.end-1 <= at {
 				se.fired = true
 				op.fireSession(s, se)
@@ -447,8 +444,8 @@ func (op *Operator) onTimer(s *slot, at int64) error {
 func (s *slot) nextFireEnd() int64 {
 	sp := s.sp
 	after := ceilTo(clampWM(s.firedEnd)-sp.size+1, sp.slide) // first start ending past firedEnd
-	for i := range s.panes {
-		p := s.panes[i].start
+	for i := range s.wins {
+		p := s.wins[i].start
 		ws := max(ceilTo(p-sp.size+1, sp.slide), after)
 		if ws <= floorTo(p, sp.slide) {
 			return ws + sp.size
@@ -465,11 +462,11 @@ func (s *slot) nextAction() int64 {
 	next := noTimer
 	switch {
 	case sp.wtype == rules.Session:
-		if n := len(s.sessions); n > 0 && sp.rule != nil {
-			return sp.cleanup(s.sessions[n-1].end)
+		if n := len(s.wins); n > 0 && sp.rule != nil {
+			return sp.cleanup(s.wins[n-1].end)
 		}
-		for i := range s.sessions {
-			se := &s.sessions[i]
+		for i := range s.wins {
+			se := &s.wins[i]
 			if se.fired {
 				next = min(next, sp.cleanup(se.end))
 			} else {
@@ -477,15 +474,15 @@ func (s *slot) nextAction() int64 {
 			}
 		}
 	case sp.rule != nil:
-		if n := len(s.panes); n > 0 {
-			return sp.paneCleanup(s.panes[n-1].start)
+		if n := len(s.wins); n > 0 {
+			return sp.paneCleanup(s.wins[n-1].start)
 		}
 	default:
 		if e := s.nextFireEnd(); e != noTimer {
 			next = e - 1
 		}
-		if len(s.panes) > 0 {
-			next = min(next, sp.paneCleanup(s.panes[0].start))
+		if len(s.wins) > 0 {
+			next = min(next, sp.paneCleanup(s.wins[0].start))
 		}
 		if len(s.fired) > 0 {
 			next = min(next, sp.cleanup(s.fired[0].start+sp.size))
@@ -522,19 +519,19 @@ func (op *Operator) fireWindow(s *slot, start int64, rev int32) {
 	var a *heatmap.Acc
 	if sp.size == sp.pane {
 		// A tumbling window is a single pane.
-		for i := range s.panes {
-			if s.panes[i].start == start {
-				a = s.panes[i].hm
+		for i := range s.wins {
+			if s.wins[i].start == start {
+				a = s.wins[i].heatmap()
 				break
 			}
 		}
 	} else {
 		a = op.scratch[sp.index]
 		a.Reset()
-		for i := range s.panes {
-			p := &s.panes[i]
-			if p.start >= start && p.start < start+sp.size && p.hm != nil {
-				a.Merge(p.hm)
+		for i := range s.wins {
+			p := &s.wins[i]
+			if hm := p.heatmap(); p.start >= start && p.start < start+sp.size && hm != nil {
+				a.Merge(hm)
 			}
 		}
 	}
@@ -544,8 +541,8 @@ func (op *Operator) fireWindow(s *slot, start int64, rev int32) {
 	op.emitHeatmap(s, start, start+sp.size, rev, a)
 }
 
-func (op *Operator) fireSession(s *slot, se *session) {
-	op.emitHeatmap(s, se.start, se.end, se.rev, se.hm)
+func (op *Operator) fireSession(s *slot, se *win) {
+	op.emitHeatmap(s, se.start, se.end, se.rev, se.heatmap())
 }
 
 func (op *Operator) emitHeatmap(s *slot, start, end int64, rev int32, a *heatmap.Acc) {

@@ -31,11 +31,8 @@ func (op *Operator) Prefetch(refs []SlotRef) {
 		if s == nil {
 			continue
 		}
-		if n := len(s.sessions); n > 0 {
-			touched += uint64(s.sessions[0].end)
-		}
-		if n := len(s.panes); n > 0 {
-			touched += uint64(s.panes[n-1].start)
+		if n := len(s.wins); n > 0 {
+			touched += uint64(s.wins[n-1].start) // sessions and panes alike, the latest
 		}
 	}
 	op.touched = touched // a use of the loads, so that none is optimized away

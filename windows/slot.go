@@ -10,20 +10,17 @@ import (
 // noTimer marks a slot without a pending timer.
 const noTimer = MaxWatermark
 
-// pane is a slice of a tumbling or sliding window's time axis, gcd(size,
-// slide) wide: every window is a union of whole panes, so an event updates
-// one pane however many windows contain it.
-type pane struct {
-	start int64
-	acc
-}
-
-// session is one session window of a key. Sessions of a slot never overlap
-// or touch: those that would are merged into one.
-type session struct {
-	start, end int64
-	fired      bool
-	rev        int32
+// win is one window's state in a slot. For tumbling and sliding specs it is
+// a pane, a slice of the time axis gcd(size, slide) wide, and only start and
+// acc are used: every window is a union of whole panes, so an event updates
+// one pane however many windows contain it. For session specs it is a
+// session window; sessions of a slot never overlap or touch: those that
+// would are merged into one. One type for both keeps a slot's inline window
+// small.
+type win struct {
+	start, end int64 // end: sessions only
+	rev        int32 // sessions only
+	fired      bool  // sessions only
 	acc
 }
 
@@ -36,12 +33,15 @@ type firedWin struct {
 
 // slot is the state of one (rule or heatmap, key): its panes or sessions and
 // its timer. Slots live in the cache and, when evicted, in the Backend.
+//
+// With hundreds of thousands of keys nearly every access to a slot is a
+// cache miss, paid per cache line: what an event touches (the fields up to
+// and including id, the inline window among them) fills the first two
+// lines, and a slot is 192 bytes, a size class whose objects are 64-byte
+// aligned, so those are exactly two lines. TestSlotLayout keeps it so.
 type slot struct {
-	// Hot fields first, then the inline storage they usually point into,
-	// so that an access touches as few cache lines as possible.
-	sp       *spec
-	panes    []pane    // tumbling and sliding, sorted by start
-	sessions []session // session windows, sorted by start (and so by end)
+	sp   *spec
+	wins []win // panes or sessions, sorted by start (sessions also by end)
 	// purgeAt is at most the earliest cleanup time of anything in the slot,
 	// so that purge, run on every access, mostly returns at once.
 	purgeAt int64
@@ -49,48 +49,49 @@ type slot struct {
 	timerAt int64
 	// firedEnd is the end of the last pane-based window the watermark fired:
 	// every window with content ending at or before it has fired.
-	firedEnd int64
-	fired    []firedWin
-
-	dirty      bool // changed since last written to the Backend
-	persisted  bool // the Backend may hold a copy
-	referenced bool // used since the clock hand last passed
-	ringIdx    int  // position in the cache's ring, -1 when not cached
-	key        string
-	id         slotID // the key's hash in the cache
-
+	firedEnd   int64
+	ringIdx    int32 // position in the cache's ring, -1 when not cached
+	dirty      bool  // changed since last written to the Backend
+	persisted  bool  // the Backend may hold a copy
+	referenced bool  // used since the clock hand last passed
 	// Most keys have one session or pane at a time: keeping it in the slot
 	// saves an allocation and, more to the point, a cache miss per access.
-	inlineSession [1]session
-	inlinePane    [1]pane
+	inline [1]win
+	id     slotID // the key's hash in the cache
+
+	// Cold: firing with allowed lateness, writing back, timers of evicted
+	// slots.
+	fired []firedWin
+	key   string
+	_     [24]byte // to 192 bytes
 }
 
 func newSlot(key string, sp *spec) *slot {
 	s := &slot{key: key, sp: sp, firedEnd: MinWatermark, timerAt: noTimer, purgeAt: MaxWatermark, ringIdx: -1}
-	s.panes, s.sessions = s.inlinePane[:0:1], s.inlineSession[:0:1]
+	s.wins = s.inline[:0:1]
 	return s
 }
 
 func (s *slot) empty() bool {
-	return len(s.panes) == 0 && len(s.sessions) == 0 && len(s.fired) == 0
+	return len(s.wins) == 0 && len(s.fired) == 0
 }
 
 // paneAt returns the pane starting at start, creating it if needed. Events
 // mostly arrive in order, so the last pane is checked first.
-func (s *slot) paneAt(start int64) *pane {
-	n := len(s.panes)
-	if n > 0 && s.panes[n-1].start == start {
-		return &s.panes[n-1]
+func (s *slot) paneAt(start int64) *win {
+	n := len(s.wins)
+	if n > 0 && s.wins[n-1].start == start {
+		return &s.wins[n-1]
 	}
-	if n == 0 || s.panes[n-1].start < start {
-		s.panes = append(s.panes, pane{start: start})
-		return &s.panes[n]
+	if n == 0 || s.wins[n-1].start < start {
+		s.wins = append(s.wins, win{start: start})
+		return &s.wins[n]
 	}
-	i, found := slices.BinarySearchFunc(s.panes, start, func(p pane, t int64) int { return cmp.Compare(p.start, t) })
+	i, found := slices.BinarySearchFunc(s.wins, start, func(p win, t int64) int { return cmp.Compare(p.start, t) })
 	if !found {
-		s.panes = slices.Insert(s.panes, i, pane{start: start})
+		s.wins = slices.Insert(s.wins, i, win{start: start})
 	}
-	return &s.panes[i]
+	return &s.wins[i]
 }
 
 // purge drops the windows whose state is due for cleanup at t.
@@ -102,27 +103,27 @@ func (s *slot) purge(t int64) {
 	s.purgeAt = MaxWatermark
 	if sp.wtype == rules.Session {
 		i := 0
-		for i < len(s.sessions) && sp.cleanup(s.sessions[i].end) <= t {
+		for i < len(s.wins) && sp.cleanup(s.wins[i].end) <= t {
 			i++
 		}
-		s.sessions = dropFront(s.sessions, i)
-		if len(s.sessions) > 0 {
-			s.purgeAt = sp.cleanup(s.sessions[0].end) // ends are sorted too
+		s.wins = dropFront(s.wins, i)
+		if len(s.wins) > 0 {
+			s.purgeAt = sp.cleanup(s.wins[0].end) // ends are sorted too
 		}
 		return
 	}
 	i := 0
-	for i < len(s.panes) && sp.paneCleanup(s.panes[i].start) <= t {
+	for i < len(s.wins) && sp.paneCleanup(s.wins[i].start) <= t {
 		i++
 	}
-	s.panes = dropFront(s.panes, i)
+	s.wins = dropFront(s.wins, i)
 	j := 0
 	for j < len(s.fired) && sp.cleanup(s.fired[j].start+sp.size) <= t {
 		j++
 	}
 	s.fired = dropFront(s.fired, j)
-	if len(s.panes) > 0 {
-		s.purgeAt = sp.paneCleanup(s.panes[0].start)
+	if len(s.wins) > 0 {
+		s.purgeAt = sp.paneCleanup(s.wins[0].start)
 	}
 	if len(s.fired) > 0 {
 		s.purgeAt = min(s.purgeAt, sp.cleanup(s.fired[0].start+sp.size))
