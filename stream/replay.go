@@ -202,6 +202,11 @@ func Replay(ctx context.Context, opts ReplayOptions) (*Summary, error) {
 			return nil, err
 		}
 	}
+	// The decoder stops early, closing merge, only when ctx is done; the
+	// shards may then still be at work.
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if err := e.Finish(); err != nil {
 		return nil, err
 	}

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -203,3 +206,70 @@ func TestReplayLongLine(t *testing.T) {
 		t.Fatalf("records %d invalid %d, want 2 valid", sum.Records, sum.Invalid)
 	}
 }
+
+// TestReplayStopsMidway: an input that turns unreadable after several
+// chunks, or a context cancelled while an endless input flows, with
+// batches on every stage of the pipeline, stops the replay with an error,
+// and leaves no goroutine behind.
+func TestReplayStopsMidway(t *testing.T) {
+	cfg := loadRules(t)
+	var plain bytes.Buffer
+	for i := 0; plain.Len() < 6*chunkSize; i++ {
+		fmt.Fprintf(&plain, `{"id":"r%d","ts":%d,"api":"/pay","user":"u%d","latency_ms":1}`+"\n", i, 1000+i, i%50)
+	}
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(plain.Bytes())
+	zw.Close()
+	// Past the first chunks, the compressed stream is garbage.
+	b := gz.Bytes()
+	for i := len(b) / 2; i < len(b); i++ {
+		b[i] ^= 0x5a
+	}
+	broken := filepath.Join(t.TempDir(), "broken.jsonl.gz")
+	if err := os.WriteFile(broken, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	noLeak := func(t *testing.T, before int) {
+		deadline := time.Now().Add(5 * time.Second)
+		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if n := runtime.NumGoroutine(); n > before {
+			t.Fatalf("%d goroutines after the replay, %d before", n, before)
+		}
+	}
+	t.Run("broken input", func(t *testing.T) {
+		before := runtime.NumGoroutine()
+		_, err := Replay(context.Background(), ReplayOptions{Config: cfg, Inputs: []string{broken}, OutDir: t.TempDir()})
+		if err == nil || !strings.Contains(err.Error(), broken) {
+			t.Fatalf("err = %v, want a read error naming %s", err, broken)
+		}
+		noLeak(t, before)
+	})
+	t.Run("cancelled", func(t *testing.T) {
+		before := runtime.NumGoroutine()
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		_, err := Replay(ctx, ReplayOptions{Config: cfg, Inputs: []string{"-"}, OutDir: t.TempDir(),
+			Stdin: endless(plain.Bytes())})
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v, want the context's", err)
+		}
+		noLeak(t, before)
+	})
+}
+
+// endless returns a reader that repeats b forever.
+func endless(b []byte) io.Reader {
+	off := 0
+	return readerFunc(func(p []byte) (int, error) {
+		n := copy(p, b[off:])
+		off = (off + n) % len(b)
+		return n, nil
+	})
+}
+
+type readerFunc func(p []byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
