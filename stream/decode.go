@@ -8,44 +8,62 @@ import (
 )
 
 // batch is a chunk's records on their way through the sharded engine:
-// decoded, keyed and timed on the decode goroutine, then processed by every
-// shard on goroutines of their own, then merged in order.
+// decoded and keyed on a decode worker, timed in input order, then
+// processed by every shard on goroutines of their own, then merged in
+// order.
 type batch struct {
-	c      *chunk
-	b      *engine.Batch
-	shards sync.WaitGroup // the shards still processing it
-	errs   []error        // per shard
+	c       *chunk
+	b       *engine.Batch
+	decoded sync.WaitGroup // the decode worker, until it is done
+	shards  sync.WaitGroup // the shards still processing it
+	errs    []error        // per shard
 }
 
-// decodeChunks decodes, keys and times every line of every chunk from in,
-// hands each batch to every shard, and sends it on merge in input order,
-// closing merge and the shards' channels when in is drained. Batches are
-// recycled through free.
-func decodeChunks(ctx context.Context, e *engine.Sharded, in <-chan *chunk, shards []chan *batch, merge chan<- *batch, free chan *batch) {
+// decodeChunks decodes and keys the lines of every chunk from in on
+// workers goroutines, several chunks at once, then times each batch in
+// input order, hands it to every shard and sends it on merge. It closes
+// merge and the shards' channels when in is drained. Batches are recycled
+// through free.
+//
+// Decoding is parallel because it is most of the per-record work outside
+// the shards: on one goroutine it would cap replay at what one core
+// decodes. Timing stays sequential: the watermark after each record
+// depends on every record before it.
+func decodeChunks(ctx context.Context, e *engine.Sharded, workers int, in <-chan *chunk, shards []chan *batch, merge chan<- *batch, free chan *batch) {
 	defer func() {
 		close(merge)
 		for _, s := range shards {
 			close(s)
 		}
 	}()
-	dec := e.NewDecoder()
-	var rec engine.Record
-	for c := range in {
-		var b *batch
-		select {
-		case b = <-free:
-			b.b.Reset()
-		default:
-			b = &batch{b: e.NewBatch(), errs: make([]error, len(shards))}
+	work, ordered := make(chan *batch, workers), make(chan *batch, 2*workers)
+	for range workers {
+		go decodeWorker(e.NewDecoder(), work)
+	}
+	go func() {
+		defer close(ordered)
+		defer close(work)
+		for c := range in {
+			var b *batch
+			select {
+			case b = <-free:
+				b.b.Reset()
+			default:
+				b = &batch{b: e.NewBatch(), errs: make([]error, len(shards))}
+			}
+			b.c = c
+			b.decoded.Add(1)
+			work <- b // a worker is never blocked for long: it only decodes
+			select {
+			case ordered <- b:
+			case <-ctx.Done():
+				return
+			}
 		}
-		b.c = c
-		if c.err == nil {
-			rec.Prov.File = c.file
-			forEachLine(c, func(line []byte, n int64) error {
-				rec.Value, rec.Prov.Line = line, n
-				b.b.Add(dec, &rec)
-				return nil
-			})
+	}()
+	for b := range ordered {
+		b.decoded.Wait()
+		if b.c.err == nil {
 			e.Time(b.b, 0)
 		}
 		b.shards.Add(len(shards))
@@ -57,6 +75,23 @@ func decodeChunks(ctx context.Context, e *engine.Sharded, in <-chan *chunk, shar
 		case <-ctx.Done():
 			return
 		}
+	}
+}
+
+// decodeWorker decodes and keys the lines of every batch's chunk from work
+// with dec.
+func decodeWorker(dec *engine.Decoder, work <-chan *batch) {
+	var rec engine.Record
+	for b := range work {
+		if c := b.c; c.err == nil {
+			rec.Prov.File = c.file
+			forEachLine(c, func(line []byte, n int64) error {
+				rec.Value, rec.Prov.Line = line, n
+				b.b.Add(dec, &rec)
+				return nil
+			})
+		}
+		b.decoded.Done()
 	}
 }
 

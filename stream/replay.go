@@ -158,9 +158,9 @@ func Replay(ctx context.Context, opts ReplayOptions) (*Summary, error) {
 		return nil, err
 	}
 
-	// Stages: read (and gunzip); decode, key and time; one goroutine per
-	// shard; merge, here. The outputs' order is the files' order of
-	// records, whatever the stages' timing.
+	// Stages: read (and gunzip); decode and key, a goroutine per core;
+	// time, in order; one goroutine per shard; merge, here. The outputs'
+	// order is the files' order of records, whatever the stages' timing.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	chunks, freeChunks := make(chan *chunk, 4), make(chan *chunk, 8)
@@ -172,7 +172,7 @@ func Replay(ctx context.Context, opts ReplayOptions) (*Summary, error) {
 		shards.Go(func() { processShard(s, k, shardIn[k]) })
 	}
 	go readInputs(ctx, opts.Inputs, opts.Stdin, chunks, freeChunks)
-	go decodeChunks(ctx, e, chunks, shardIn, merge, freeBatches)
+	go decodeChunks(ctx, e, runtime.GOMAXPROCS(0), chunks, shardIn, merge, freeBatches)
 	defer func() {
 		// On an early return, stop the decoder and let the shards finish
 		// before their stores close.
