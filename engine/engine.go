@@ -225,7 +225,7 @@ func (e *Engine) ProcessAll(recs []Record, now func() int64, before func(i int))
 			}
 			d.to = len(e.groupRefs)
 		}
-		e.op.Prefetch(e.groupRefs)
+		e.op.Prefetch(e.groupRefs, e.groupRefs)
 		t := now()
 		for i := range group {
 			if before != nil {

@@ -10,9 +10,23 @@ import (
 
 // prefetchEvents is how many records' state a shard (or ProcessAll) loads
 // into the CPU cache at a time (windows.Operator.Prefetch): enough to
-// overlap their cache misses, few enough that the first is still cached
-// when processed.
+// overlap their cache misses, few enough that what is loaded for a group
+// is still cached when the group is processed.
 const prefetchEvents = 16
+
+// prefetchAhead prefetches, at the start of the group of records at i (of
+// n), the state of the groups after it: the slots of the next group and
+// the index entries of the one after (see windows.Operator.Prefetch). The
+// first call also brings in the first group's. refs(i, j) returns the
+// SlotRefs of records i to j-1.
+func prefetchAhead(op *windows.Operator, i, n int, refs func(i, j int) []windows.SlotRef) {
+	const g = prefetchEvents
+	if i == 0 {
+		op.Prefetch(nil, refs(0, min(2*g, n)))
+		op.Prefetch(refs(0, min(g, n)), nil)
+	}
+	op.Prefetch(refs(min(i+g, n), min(i+2*g, n)), refs(min(i+2*g, n), min(i+3*g, n)))
+}
 
 // Sharded is the engine with its window state split by key across shards
 // that may run on separate goroutines: replay's parallel pipeline. Records
@@ -201,7 +215,7 @@ func (s *Shard) Process(b *Batch) error {
 	results := b.results[s.index]
 	for i := range n {
 		if i%prefetchEvents == 0 {
-			s.op.Prefetch(b.refsOf(s.index, i, min(i+prefetchEvents, n)))
+			prefetchAhead(s.op, i, n, func(i, j int) []windows.SlotRef { return b.refsOf(s.index, i, j) })
 		}
 		if b.errs[i] != nil {
 			results = append(results, windows.Unmatched)

@@ -47,6 +47,22 @@ func (x *slotIndex) get(id slotID) *slot {
 	}
 }
 
+// candidate returns the slot that is probably the one with id, or nil: the
+// first whose tag matches. Unlike get it does not touch the slot to compare
+// the whole id, which is what Prefetch needs.
+func (x *slotIndex) candidate(id slotID) *slot {
+	if x.n == 0 {
+		return nil
+	}
+	tag := tagOf(id)
+	for i := x.home(tag); ; i = x.next(i) {
+		e := &x.entries[i]
+		if e.tag == tag || e.tag == 0 {
+			return e.s
+		}
+	}
+}
+
 // put adds s under s.id, which must not be present.
 func (x *slotIndex) put(s *slot) {
 	if (x.n+1)*8 > len(x.entries)*maxLoad {

@@ -40,6 +40,11 @@ func TestSlotIndexAgainstMap(t *testing.T) {
 					if got := x.get(id); got != s {
 						t.Fatalf("seed %d step %d: get(%x) = %p, want %p", seed, step, id, got, s)
 					}
+					// Only 24 bits of a tag vary here, so the candidate
+					// may be another slot of the same tag.
+					if got := x.candidate(id); got == nil || tagOf(got.id) != tagOf(id) {
+						t.Fatalf("seed %d step %d: candidate(%x) = %p, not a slot of its tag", seed, step, id, got)
+					}
 				}
 				if got := x.get(slotID{rng.Uint64(), rng.Uint64()}); got != nil {
 					t.Fatalf("seed %d: an absent id was found", seed)

@@ -7,10 +7,17 @@ import (
 )
 
 // SlotRef names the state one event updates for one rule or heatmap: the
-// spec's position and the hash its key is found by.
+// spec's position and the hash its key is found by, and carries what the
+// event adds to it.
 type SlotRef struct {
 	spec int
 	id   slotID
+	// val is what the event adds to the spec's aggregate: a summed or
+	// measured number's bits, or a distinct value's hash. It is taken from
+	// the event while the event is in the decoding core's cache, so that
+	// the operator, often on another core, reads it from the refs, which
+	// it reads in order anyway, instead of from the event.
+	val uint64
 }
 
 // Keyer finds the rules and heatmaps an event matches and hashes the
@@ -37,7 +44,7 @@ func (k *Keyer) Append(dst []SlotRef, ev *event.Event) []SlotRef {
 			continue
 		}
 		k.buf = sp.appendSlotKey(k.buf[:0], ev)
-		dst = append(dst, SlotRef{spec: sp.index, id: hashKey(k.seeds, k.buf)})
+		dst = append(dst, SlotRef{spec: sp.index, id: hashKey(k.seeds, k.buf), val: sp.value(ev)})
 	}
 	return dst
 }

@@ -3,8 +3,8 @@ package windows
 import (
 	"fmt"
 	"math"
+	"unsafe"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/heatmap"
 	"github.com/riskstream/riskstream/rules"
@@ -47,9 +47,10 @@ type Operator struct {
 	scratch  []*heatmap.Acc   // per spec: the merge of a sliding window's panes
 	horizons []horizon        // per spec: window bounds derived from the watermark
 	counts   map[uint64]int32 // distinct values in the window being swept
-	touched  uint64           // see Prefetch
-	rules    int              // how many of the specs are rules
-	windowed int64            // heatmap windows emitted, revisions included
+	// prefetchAddrs is Prefetch's buffer of addresses.
+	prefetchAddrs []unsafe.Pointer
+	rules         int   // how many of the specs are rules
+	windowed      int64 // heatmap windows emitted, revisions included
 }
 
 // New returns an operator for cfg. Events must be decoded with a schema
@@ -94,7 +95,8 @@ func (op *Operator) WindowsFired() int64 { return op.windowed }
 // from the Backend.
 func (op *Operator) ProcessElement(ev *event.Event, refs []SlotRef, t int64, processing bool) (Result, error) {
 	matched, accepted := false, false
-	for _, r := range refs {
+	for i := range refs {
+		r := &refs[i]
 		sp := op.specs[r.spec]
 		if sp.inGap(t) {
 			continue
@@ -103,9 +105,9 @@ func (op *Operator) ProcessElement(ev *event.Event, refs []SlotRef, t int64, pro
 		var ok bool
 		var err error
 		if sp.wtype == rules.Session {
-			ok, err = op.addToSession(sp, r.id, ev, t, processing)
+			ok, err = op.addToSession(sp, r, ev, t, processing)
 		} else {
-			ok, err = op.addToPane(sp, r.id, ev, t, processing)
+			ok, err = op.addToPane(sp, r, ev, t, processing)
 		}
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", sp.name(), err)
@@ -131,7 +133,7 @@ func (op *Operator) slotOf(sp *spec, id slotID, ev *event.Event, create bool) (*
 	return op.cache.load(id, string(op.keyBuf), create)
 }
 
-func (op *Operator) addToPane(sp *spec, id slotID, ev *event.Event, t int64, processing bool) (bool, error) {
+func (op *Operator) addToPane(sp *spec, r *SlotRef, ev *event.Event, t int64, processing bool) (bool, error) {
 	// Divisions are a good part of the cost here: tumbling windows (pane ==
 	// slide == size) need one.
 	var p, last, first int64
@@ -152,14 +154,14 @@ func (op *Operator) addToPane(sp *spec, id slotID, ev *event.Event, t int64, pro
 	if first > last {
 		return false, nil // every window containing t is purged
 	}
-	s, err := op.slotOf(sp, id, ev, true)
+	s, err := op.slotOf(sp, r.id, ev, true)
 	if err != nil {
 		return false, err
 	}
 	s.purge(op.wm)
 	pn := s.paneAt(p)
 	s.added(sp.cleanup(last + sp.size)) // the pane's cleanup: its latest window's
-	op.addTo(sp, &pn.acc, ev, processing)
+	op.addTo(sp, &pn.acc, r.val, processing)
 	op.cache.markDirty(s)
 	if sp.hm != nil {
 		// Windows the watermark has passed are done: the timers fired those
@@ -179,10 +181,10 @@ func (op *Operator) addToPane(sp *spec, id slotID, ev *event.Event, t int64, pro
 	return true, nil
 }
 
-func (op *Operator) addToSession(sp *spec, id slotID, ev *event.Event, t int64, processing bool) (bool, error) {
+func (op *Operator) addToSession(sp *spec, r *SlotRef, ev *event.Event, t int64, processing bool) (bool, error) {
 	ns, ne := t, t+sp.gap
 	onTime := sp.cleanup(ne) > op.wm
-	s, err := op.slotOf(sp, id, ev, onTime)
+	s, err := op.slotOf(sp, r.id, ev, onTime)
 	if err != nil || s == nil {
 		return false, err
 	}
@@ -217,7 +219,7 @@ func (op *Operator) addToSession(sp *spec, id slotID, ev *event.Event, t int64, 
 	}
 	se := &s.wins[i]
 	s.added(sp.cleanup(se.end))
-	op.addTo(sp, &se.acc, ev, processing)
+	op.addTo(sp, &se.acc, r.val, processing)
 	op.cache.markDirty(s)
 	if sp.hm != nil {
 		switch {
@@ -265,17 +267,18 @@ func insertAt[T any](xs []T, i int, x T) []T {
 	return xs
 }
 
-func (op *Operator) addTo(sp *spec, a *acc, ev *event.Event, processing bool) {
+// addTo adds an event, whose SlotRef.val is val, to the aggregate a.
+func (op *Operator) addTo(sp *spec, a *acc, val uint64, processing bool) {
 	a.n++
 	if sp.hm != nil {
-		a.addLatency(ev.Attrs[sp.aggAttr].Num, processing, sp.bounds)
+		a.addLatency(math.Float64frombits(val), processing, sp.bounds)
 		return
 	}
 	switch sp.agg {
 	case rules.Sum:
-		a.sum += ev.Attrs[sp.aggAttr].Num
+		a.sum += math.Float64frombits(val)
 	case rules.Distinct:
-		a.addDistinct(xxhash.Sum64(ev.Attrs[sp.aggAttr].Text))
+		a.addDistinct(val)
 	}
 }
 

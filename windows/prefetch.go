@@ -1,39 +1,45 @@
 package windows
 
+import "unsafe"
+
 // smallIndex is the number of keys below which a spec's state stays in the
 // CPU cache anyway and Prefetch leaves it alone.
 const smallIndex = 4096
 
-// Prefetch loads into the CPU cache the state that ProcessElement will touch
-// for refs, the SlotRefs of the next events in order. With hundreds of
-// thousands of keys nearly every event's state is a cache miss, and
-// processing events one at a time pays for those misses one after the
-// other; here the loads of a whole batch are independent, so the CPU
-// overlaps them. It only reads: calling it or not, with any refs, gives the
-// same outputs.
-func (op *Operator) Prefetch(refs []SlotRef) {
-	// The loops are kept short: the CPU overlaps only the loads that fit in
-	// its reorder window.
-	var touched uint64
-	// First wave: the index entries, which the hash alone locates.
-	for _, r := range refs {
+// Prefetch starts loading into the CPU cache the state that ProcessElement
+// will touch for the SlotRefs of upcoming events, in two stages: the index
+// entries of far, and the slots of near, which the index entries locate.
+// With hundreds of thousands of keys nearly every event's state is a cache
+// miss; processing events one at a time would pay for those misses one
+// after the other.
+//
+// A caller processing events in groups calls it at the start of each group
+// with the refs of the next group as near and of the group after as far:
+// each load then has a group's processing time to arrive, and the index
+// entries a stage 2 reads were asked for a group earlier. Near and far may
+// also be the same refs, at the cost of waiting for the index entries.
+//
+// The loads are prefetch instructions, which the CPU does not wait for, and
+// Prefetch itself reads only index entries. Calling it or not, with any
+// refs, gives the same outputs.
+func (op *Operator) Prefetch(near, far []SlotRef) {
+	addrs := op.prefetchAddrs[:0]
+	for i := range far {
+		r := &far[i]
 		if x := &op.cache.m[r.spec]; x.n >= smallIndex {
-			touched += x.entries[x.home(tagOf(r.id))].tag
+			addrs = append(addrs, unsafe.Pointer(&x.entries[x.home(tagOf(r.id))]))
 		}
 	}
-	// Second wave: the slots and the windows they point to.
-	for _, r := range refs {
-		x := &op.cache.m[r.spec]
-		if x.n < smallIndex {
-			continue
-		}
-		s := x.get(r.id)
-		if s == nil {
-			continue
-		}
-		if n := len(s.wins); n > 0 {
-			touched += uint64(s.wins[n-1].start) // sessions and panes alike, the latest
+	for i := range near {
+		r := &near[i]
+		if x := &op.cache.m[r.spec]; x.n >= smallIndex {
+			if s := x.candidate(r.id); s != nil {
+				// The two lines an event touches (see slot).
+				addrs = append(addrs, unsafe.Pointer(s), unsafe.Add(unsafe.Pointer(s), 64))
+			}
 		}
 	}
-	op.touched = touched // a use of the loads, so that none is optimized away
+	prefetchLines(addrs)
+	clear(addrs) // hold no slot past its time
+	op.prefetchAddrs = addrs
 }

@@ -2,8 +2,10 @@ package windows
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/rules"
 )
@@ -186,6 +188,19 @@ func (f *filter) accepts(v *event.Value) bool {
 		}
 	}
 	return false
+}
+
+// value is what ev, which matches, adds to the spec's aggregate; see
+// SlotRef.val.
+func (sp *spec) value(ev *event.Event) uint64 {
+	switch {
+	case sp.aggAttr < 0:
+		return 0
+	case sp.agg == rules.Distinct:
+		return xxhash.Sum64(ev.Attrs[sp.aggAttr].Text)
+	default:
+		return math.Float64bits(ev.Attrs[sp.aggAttr].Num)
+	}
 }
 
 // appendSlotKey appends the state key of ev's group for this spec: the spec
