@@ -1,13 +1,13 @@
 package stream
 
 import (
-	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -45,30 +45,41 @@ func readInput(ctx context.Context, name string, stdin io.Reader, out chan<- *ch
 		return err
 	}
 	defer closeFn()
-	br := bufio.NewReaderSize(r, 256<<10)
 	line := int64(1)
 	c := newChunk(free, name, line)
 	for {
-		// ReadSlice copies nothing; a line longer than the reader's buffer
-		// comes in several pieces (ErrBufferFull) that append together.
-		piece, err := br.ReadSlice('\n')
-		c.data = append(c.data, piece...)
-		if err == bufio.ErrBufferFull {
-			continue
+		// Reads go straight into the chunk: nothing is copied but the
+		// incomplete line at a chunk's end, and the decoders' split into
+		// lines is the only scan for line ends.
+		if len(c.data) == cap(c.data) {
+			c.data = slices.Grow(c.data, cap(c.data)) // a line longer than a chunk
 		}
-		if err != nil && err != io.EOF {
+		n, err := r.Read(c.data[len(c.data):cap(c.data)])
+		c.data = c.data[:len(c.data)+n]
+		eof := err == io.EOF
+		if err != nil && !eof {
 			return fmt.Errorf("read %s: %w", name, err)
 		}
-		if len(c.data) >= chunkSize || (err == io.EOF && len(c.data) > 0) {
-			line += int64(bytes.Count(c.data, []byte{'\n'}))
-			select {
-			case out <- c:
-			case <-ctx.Done():
-				return ctx.Err()
+		if len(c.data) >= chunkSize || (eof && len(c.data) > 0) {
+			cut := len(c.data)
+			if !eof {
+				cut = bytes.LastIndexByte(c.data, '\n') + 1
 			}
-			c = newChunk(free, name, line)
+			if cut > 0 {
+				next := newChunk(free, name, 0)
+				next.data = append(next.data, c.data[cut:]...)
+				c.data = c.data[:cut]
+				line += int64(bytes.Count(c.data, []byte{'\n'}))
+				select {
+				case out <- c:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				next.firstLine = line
+				c = next
+			}
 		}
-		if err == io.EOF {
+		if eof {
 			recycle(free, c)
 			return nil
 		}

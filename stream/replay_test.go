@@ -273,3 +273,34 @@ func endless(b []byte) io.Reader {
 type readerFunc func(p []byte) (int, error)
 
 func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
+
+// TestReplayLineNumbersAcrossChunks: records are read in chunks cut at
+// line ends; the dlq's line numbers must still be the file's, in every
+// chunk, with a line longer than a chunk among them.
+func TestReplayLineNumbersAcrossChunks(t *testing.T) {
+	cfg := loadRules(t)
+	var in bytes.Buffer
+	var want []string
+	for n := 1; in.Len() < 3*chunkSize; n++ {
+		switch {
+		case n%997 == 0:
+			in.WriteString("not json\n")
+			want = append(want, fmt.Sprintf(`"line":%d}`, n))
+		case n == 3000:
+			fmt.Fprintf(&in, `{"id":"long","ts":1000,"api":"/pay","user":"u","pad":"%s"}`+"\n", strings.Repeat("y", 2*chunkSize))
+		default:
+			fmt.Fprintf(&in, `{"id":"r%d","ts":%d,"api":"/pay","user":"u%d","latency_ms":1}`+"\n", n, 1000+n, n%50)
+		}
+	}
+	out := t.TempDir()
+	replay(t, ReplayOptions{Config: cfg, Inputs: []string{"-"}, OutDir: out, Stdin: bytes.NewReader(in.Bytes())})
+	dlq := strings.Split(strings.TrimSpace(string(readOutputs(t, out)["dlq.jsonl"])), "\n")
+	if len(dlq) != len(want) {
+		t.Fatalf("%d dlq records, want %d", len(dlq), len(want))
+	}
+	for i := range want {
+		if !strings.HasSuffix(dlq[i], want[i]) {
+			t.Fatalf("dlq record %d is %s, want it to end with %s", i, dlq[i], want[i])
+		}
+	}
+}
