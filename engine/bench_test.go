@@ -91,6 +91,26 @@ func BenchmarkEngine(b *testing.B) {
 	}
 }
 
+// BenchmarkDecoder measures what replay's decode workers do per record:
+// decode it and key it for the example rules (Decoder.Decode), over 4,096
+// generated records.
+func BenchmarkDecoder(b *testing.B) {
+	cfg, lines := benchWorkload(b, 4096, 1000)
+	e, err := NewSharded(Options{Config: cfg, Output: &discard{enc: sink.NewEncoder()}}, []windows.Backend{windows.NewMemBackend()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	d := e.NewDecoder()
+	var ev event.Event
+	var refs []windows.SlotRef
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		refs, _ = d.Decode(lines[i%len(lines)], &ev, refs[:0])
+		i++
+	}
+}
+
 // BenchmarkEngineReference measures the window operator's part of replay
 // on the reference workload (2,000,000 events, 100,000 users): as
 // in replay, records are decoded, keyed and timed a chunk at a time ahead

@@ -33,7 +33,7 @@ type cache struct {
 	// no input can be crafted to collide.
 	// There is one index per rule or heatmap: a heatmap keyed by api has a
 	// handful of keys whose index stays in the CPU cache, however many users
-	// the other rules track.
+	// the other rules track. So the hash leaves the spec out.
 	m       []slotIndex
 	seeds   [2]maphash.Seed
 	ring    []*slot // every cached slot; s.ringIdx is its position
@@ -87,7 +87,7 @@ func (c *cache) lookup(key string) (*slot, error) {
 	if len(key) < 2 || specOf(key) >= len(c.specs) {
 		return nil, fmt.Errorf("windows: slot key %q names no rule", key)
 	}
-	id := hashKeyString(c.seeds, key)
+	id := hashSlotKey(c.seeds, key)
 	if s := c.find(specOf(key), id); s != nil {
 		return s, nil
 	}

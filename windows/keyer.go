@@ -43,8 +43,14 @@ func (k *Keyer) Append(dst []SlotRef, ev *event.Event) []SlotRef {
 		if !sp.matches(ev) {
 			continue
 		}
-		k.buf = sp.appendSlotKey(k.buf[:0], ev)
-		dst = append(dst, SlotRef{spec: sp.index, id: hashKey(k.seeds, k.buf), val: sp.value(ev)})
+		var id slotID
+		if len(sp.keyAttrs) == 1 {
+			id = hashKey(k.seeds, ev.Attrs[sp.keyAttrs[0]].Text) // the common case, without a copy
+		} else {
+			k.buf = sp.appendSlotKey(k.buf[:0], ev)
+			id = hashKey(k.seeds, hashedText(k.buf))
+		}
+		dst = append(dst, SlotRef{spec: sp.index, id: id, val: sp.value(ev)})
 	}
 	return dst
 }
@@ -59,13 +65,26 @@ func (k *Keyer) Shard(r SlotRef, n int) int {
 	return int(r.id[0] % uint64(n))
 }
 
-// hashKey is the 128-bit hash slots are found by; see cache.m.
-func hashKey(seeds [2]maphash.Seed, key []byte) slotID {
-	return slotID{maphash.Bytes(seeds[0], key), maphash.Bytes(seeds[1], key)}
+// hashKey is the 128-bit hash slots are found by (see cache.m): the hash
+// of their key's hashedText.
+func hashKey(seeds [2]maphash.Seed, text []byte) slotID {
+	return slotID{maphash.Bytes(seeds[0], text), maphash.Bytes(seeds[1], text)}
 }
 
-// hashKeyString is hashKey for a key held as a string (a timer's): the
-// same hash for the same bytes.
-func hashKeyString(seeds [2]maphash.Seed, key string) slotID {
-	return slotID{maphash.String(seeds[0], key), maphash.String(seeds[1], key)}
+// hashSlotKey is the hash of a whole slot key held as a string (a timer's):
+// the same as hashKey's of its hashedText.
+func hashSlotKey(seeds [2]maphash.Seed, key string) slotID {
+	text := hashedText(key)
+	return slotID{maphash.String(seeds[0], text), maphash.String(seeds[1], text)}
+}
+
+// hashedText is the part of a slot key its hash covers: the key attributes'
+// texts and the 0 bytes between them, without the spec index (each spec has
+// an index of its own) or the last 0 byte. A one-attribute key's is the
+// attribute's text itself, which Keyer hashes without copying it.
+func hashedText[K string | []byte](key K) K {
+	if len(key) <= 2 {
+		return key[len(key):]
+	}
+	return key[2 : len(key)-1]
 }
