@@ -287,6 +287,36 @@ func (d *DB) Delete(key []byte) error {
 	return d.maybeCommit()
 }
 
+// Scan implements windows.Backend: it calls fn with every stored slot's
+// key and value, in key order. It reads what is committed, and so refuses
+// to run while writes are pending: it is for restoring, before any write.
+func (d *DB) Scan(fn func(key, value []byte) error) error {
+	if d.db == nil {
+		return ErrClosed
+	}
+	if !d.pending.empty() || d.inflight != nil {
+		return errors.New("state: scan with uncommitted writes")
+	}
+	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixSlot}, UpperBound: []byte{prefixSlot + 1}})
+	if err != nil {
+		return fmt.Errorf("state: scan: %w", err)
+	}
+	for it.First(); it.Valid(); it.Next() {
+		v, err := it.ValueAndErr()
+		if err == nil {
+			err = fn(it.Key()[1:], v)
+		}
+		if err != nil {
+			it.Close()
+			return err
+		}
+	}
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("state: scan: %w", err)
+	}
+	return nil
+}
+
 // SetMeta stores a metadata value (checkpointed offsets, watermarks, the
 // rules fingerprint) with the pending writes.
 func (d *DB) SetMeta(name string, value []byte) error {

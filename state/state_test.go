@@ -2,6 +2,7 @@ package state
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 )
@@ -194,4 +195,36 @@ func TestLastWriteWins(t *testing.T) {
 	db = open(t, dir, Options{})
 	defer db.Close()
 	check("reopened")
+}
+
+// TestScan: Scan lists the committed slots in key order, not metadata, and
+// is refused while writes are pending, which it would not see.
+func TestScan(t *testing.T) {
+	db := open(t, t.TempDir(), Options{AtomicCheckpoints: true})
+	defer db.Close()
+	for _, k := range []string{"c", "a", "b", "d"} {
+		db.Set([]byte(k), []byte("v"+k))
+	}
+	db.Delete([]byte("d"))
+	db.SetMeta("checkpoint", []byte("x"))
+	if err := db.Scan(func(k, v []byte) error { return nil }); err == nil {
+		t.Fatal("a scan with pending writes must be refused")
+	}
+	if err := db.Commit(false); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	if err := db.Scan(func(k, v []byte) error {
+		got = append(got, string(k)+"="+string(v))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"a=va", "b=vb", "c=vc"}; !slices.Equal(got, want) {
+		t.Fatalf("scan gave %q, want %q", got, want)
+	}
+	stop := errors.New("stop")
+	if err := db.Scan(func(k, v []byte) error { return stop }); err != stop {
+		t.Fatalf("scan returned %v, want fn's error", err)
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"maps"
+	"slices"
 )
 
 // Backend stores encoded slot state outside memory. state.DB is the real
@@ -18,6 +20,10 @@ type Backend interface {
 	Set(key, value []byte) error
 	// Delete removes key.
 	Delete(key []byte) error
+	// Scan calls fn with every key and value stored, in key order; they
+	// are valid only during the call. Restore rebuilds the timers with it,
+	// before any write.
+	Scan(fn func(key, value []byte) error) error
 }
 
 // cache is the write-back cache of decoded slots in front of the Backend:
@@ -285,6 +291,16 @@ func (b *MemBackend) Set(key, value []byte) error {
 // Delete implements Backend.
 func (b *MemBackend) Delete(key []byte) error {
 	delete(b.m, string(key))
+	return nil
+}
+
+// Scan implements Backend.
+func (b *MemBackend) Scan(fn func(key, value []byte) error) error {
+	for _, k := range slices.Sorted(maps.Keys(b.m)) {
+		if err := fn([]byte(k), b.m[k]); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -193,6 +193,18 @@ func decodeSlot(key string, sp *spec, b []byte) (*slot, error) {
 	return s, nil
 }
 
+// slotTimer reads the time of a stored slot's pending timer (noTimer for
+// none) without decoding the rest.
+func slotTimer(b []byte) (int64, error) {
+	d := decoder{b: b}
+	if v := d.byte(); v != slotVersion {
+		return 0, fmt.Errorf("windows: state has version %d, want %d", v, slotVersion)
+	}
+	d.varint() // firedEnd
+	at := d.varint()
+	return at, d.err
+}
+
 // sized returns xs (empty, inline storage) grown to n elements, allocating
 // only when its capacity is too small.
 func sized[T any](xs []T, n int) []T {

@@ -1,9 +1,17 @@
 package windows
 
+import (
+	"slices"
+	"strings"
+)
+
 // timerBucket holds the timers due at one time, in the order they were set.
 type timerBucket struct {
 	at      int64
 	entries []timerEntry
+	// keyed is set when a heatmap's timer is among the entries: they then
+	// run in key order (see timerQueue).
+	keyed bool
 }
 
 // timerEntry asks for a slot's onTimer. The slot pointer saves a cache
@@ -17,8 +25,14 @@ type timerEntry struct {
 // InternalTimerService): a min-heap of the distinct times that have timers,
 // each with a bucket of the timers due then. Many timers share a time (the
 // cleanup of every key's pane at a second boundary), so the heap stays small
-// and setting a timer is mostly an append. Timers due at the same time run in
-// the order they were set, which keeps firing order deterministic.
+// and setting a timer is mostly an append.
+//
+// Timers due at the same time run in the order they were set, except that
+// when a heatmap's timer is among them they run in key order: heatmap
+// windows fired at one time are then emitted in the same order whether or
+// not the queue was rebuilt from the slots by Restore, which keeps no set
+// order. Rules' timers only purge, so their order shows in no output, and
+// sorting their large buckets would be wasted work.
 type timerQueue struct {
 	times  []int64 // min-heap
 	byTime map[int64]*timerBucket
@@ -33,13 +47,17 @@ func (q *timerQueue) Len() int { return q.n }
 // next returns the earliest time with a timer; the queue must not be empty.
 func (q *timerQueue) next() int64 { return q.times[0] }
 
-func (q *timerQueue) push(at int64, s *slot) { q.add(at, timerEntry{key: s.key, s: s}) }
+func (q *timerQueue) push(at int64, s *slot) {
+	q.add(at, timerEntry{key: s.key, s: s}, s.sp.hm != nil)
+}
 
 // pushKey sets a timer for a slot that is not loaded (restoring a
-// checkpoint): it is looked up by key when due.
-func (q *timerQueue) pushKey(at int64, key string) { q.add(at, timerEntry{key: key}) }
+// checkpoint), a heatmap's if keyed: it is looked up by key when due.
+func (q *timerQueue) pushKey(at int64, key string, keyed bool) {
+	q.add(at, timerEntry{key: key}, keyed)
+}
 
-func (q *timerQueue) add(at int64, e timerEntry) {
+func (q *timerQueue) add(at int64, e timerEntry, keyed bool) {
 	b := q.last
 	if b == nil || b.at != at {
 		if q.byTime == nil {
@@ -58,6 +76,7 @@ func (q *timerQueue) add(at int64, e timerEntry) {
 		q.last = b
 	}
 	b.entries = append(b.entries, e)
+	b.keyed = b.keyed || keyed
 	q.n++
 }
 
@@ -71,12 +90,15 @@ func (q *timerQueue) popBucket() *timerBucket {
 		q.last = nil
 	}
 	q.n -= len(b.entries)
+	if b.keyed {
+		slices.SortStableFunc(b.entries, func(x, y timerEntry) int { return strings.Compare(x.key, y.key) })
+	}
 	return b
 }
 
 func (q *timerQueue) recycle(b *timerBucket) {
 	clear(b.entries)
-	b.entries = b.entries[:0]
+	b.entries, b.keyed = b.entries[:0], false
 	q.spare = append(q.spare, b)
 }
 
