@@ -73,9 +73,9 @@ type Engine struct {
 	dec  *Decoder
 	ev   event.Event
 	refs []windows.SlotRef
-	// group and groupRefs hold ProcessAll's records decoded ahead.
-	group     []decoded
-	groupRefs []windows.SlotRef
+	// groups hold ProcessAll's records decoded ahead: the group being
+	// processed and the next.
+	groups [2]group
 	clocks
 	op    *windows.Operator
 	stats Stats
@@ -202,50 +202,69 @@ func (e *Engine) Process(rec *Record, now int64) error {
 
 // ProcessAll runs recs in order, with exactly the outputs Process would
 // give record by record, at the processing time now returns (read once per
-// group of records, so a long call does not run on a stale clock). It
-// decodes and keys
-// prefetchEvents records at a time and loads their window state into the
-// CPU cache together (windows.Operator.Prefetch) before processing them, as
-// a Shard does in replay, so that their cache misses overlap: the live
-// job's loop. before, if not nil, is called with each record's index just
-// before the record is processed.
+// group of records, so a long call does not run on a stale clock): the live
+// job's loop. It decodes and keys prefetchEvents records at a time, a group
+// ahead of those it processes, and has their window state loaded into the
+// CPU cache meanwhile (windows.Operator.Prefetch), as a Shard does in
+// replay: the index entries of a group while the group before is
+// processed, its slots while the group after is decoded. before, if not
+// nil, is called with each record's index just before the record is
+// processed.
 func (e *Engine) ProcessAll(recs []Record, now func() int64, before func(i int)) error {
-	for start := 0; start < len(recs); start += prefetchEvents {
-		group := recs[start:min(start+prefetchEvents, len(recs))]
-		e.groupRefs = e.groupRefs[:0]
-		for i := range group {
-			if i == len(e.group) {
-				e.group = append(e.group, decoded{})
-			}
-			d := &e.group[i]
-			d.from = len(e.groupRefs)
-			e.groupRefs, d.err = e.dec.Decode(group[i].Value, &d.ev, e.groupRefs)
-			if d.err == nil {
-				e.dec.Retain() // the event lives until the group is processed
-			}
-			d.to = len(e.groupRefs)
-		}
-		e.op.Prefetch(e.groupRefs, e.groupRefs)
+	const g = prefetchEvents
+	cur, next := &e.groups[0], &e.groups[1]
+	e.decodeGroup(cur, recs[:min(g, len(recs))])
+	e.op.Prefetch(nil, cur.refs)
+	for start := 0; start < len(recs); start += g {
+		e.op.Prefetch(cur.refs, nil)
+		end := min(start+g, len(recs))
+		e.decodeGroup(next, recs[end:min(end+g, len(recs))])
+		e.op.Prefetch(nil, next.refs)
 		t := now()
-		for i := range group {
+		for i := range cur.recs {
 			if before != nil {
 				before(start + i)
 			}
-			d := &e.group[i]
-			if err := e.processDecoded(&group[i], &d.ev, e.groupRefs[d.from:d.to], d.err, t); err != nil {
+			d := &cur.decoded[i]
+			if err := e.processDecoded(&cur.recs[i], &d.ev, cur.refs[d.from:d.to], d.err, t); err != nil {
 				return err
 			}
 		}
+		cur, next = next, cur
 	}
 	return nil
 }
 
-// decoded is a record of ProcessAll's group, decoded and keyed ahead: its
-// SlotRefs are groupRefs[from:to].
+// group is a run of ProcessAll's records, decoded and keyed ahead.
+type group struct {
+	recs    []Record
+	decoded []decoded
+	refs    []windows.SlotRef
+}
+
+// decoded is a record of a group: its SlotRefs are the group's
+// refs[from:to].
 type decoded struct {
 	ev       event.Event
 	err      error
 	from, to int
+}
+
+// decodeGroup decodes and keys recs into gr.
+func (e *Engine) decodeGroup(gr *group, recs []Record) {
+	gr.recs, gr.refs = recs, gr.refs[:0]
+	for i := range recs {
+		if i == len(gr.decoded) {
+			gr.decoded = append(gr.decoded, decoded{})
+		}
+		d := &gr.decoded[i]
+		d.from = len(gr.refs)
+		gr.refs, d.err = e.dec.Decode(recs[i].Value, &d.ev, gr.refs)
+		if d.err == nil {
+			e.dec.Retain() // the event lives until its group is processed
+		}
+		d.to = len(gr.refs)
+	}
 }
 
 // processDecoded runs a record that Decoder.Decode turned into ev and refs,
