@@ -144,9 +144,14 @@ func (op *Operator) addToPane(sp *spec, r *SlotRef, ev *event.Event, t int64, pr
 		p = floorTo(t, sp.pane)
 		last = floorTo(p, sp.slide)
 	}
-	if sp.size == sp.slide {
+	switch {
+	case sp.size == sp.slide:
 		first = last
-	} else {
+	case sp.pane == sp.slide:
+		// The slide divides the size: the earliest window containing t
+		// starts size-slide before the latest, without a division.
+		first = last - sp.size + sp.slide
+	default:
 		first = sp.firstStart(t)
 	}
 	live := op.horizon(sp)

@@ -261,5 +261,8 @@ func (sp *spec) inGap(t int64) bool {
 // paneCleanup is when a pane starting at p can be purged: the cleanup time of
 // the latest window that contains it.
 func (sp *spec) paneCleanup(p int64) int64 {
+	if sp.pane == sp.slide {
+		return sp.cleanup(p + sp.size) // p starts a window: no division
+	}
 	return sp.cleanup(sp.lastStart(p) + sp.size)
 }
