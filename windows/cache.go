@@ -6,6 +6,7 @@ import (
 	"hash/maphash"
 	"maps"
 	"slices"
+	"unsafe"
 )
 
 // Backend stores encoded slot state outside memory. state.DB is the real
@@ -52,7 +53,7 @@ type cache struct {
 	uncached int
 	specs    []*spec
 	buf      []byte
-	keyBuf   []byte
+	addrs    []unsafe.Pointer // prefetchChanged's buffer
 	// changed lists the slots that became dirty, in that order, so that a
 	// flush writes them without visiting every cached slot. Entries of
 	// slots written back since (or dropped) are stale and skipped;
@@ -100,12 +101,9 @@ func (c *cache) lookup(key string) (*slot, error) {
 	return c.load(id, key, false)
 }
 
-// keyBytes returns key as bytes in a buffer reused by the next call: the
-// Backend copies what it keeps, and a conversion allocated for every write.
-func (c *cache) keyBytes(key string) []byte {
-	c.keyBuf = append(c.keyBuf[:0], key...)
-	return c.keyBuf
-}
+// keyBytes returns key's bytes, without a copy: a slot key is only ever
+// read, and Backend calls neither keep nor change the key they are given.
+func keyBytes(key string) []byte { return unsafe.Slice(unsafe.StringData(key), len(key)) }
 
 // load reads the slot of key, whose hash is id, from the Backend, or
 // creates it when create is set; nil when it does not exist.
@@ -113,7 +111,7 @@ func (c *cache) load(id slotID, key string, create bool) (*slot, error) {
 	sp := c.specs[specOf(key)]
 	var s *slot
 	if c.uncached > 0 {
-		val, found, err := c.backend.Get(c.keyBytes(key))
+		val, found, err := c.backend.Get(keyBytes(key))
 		if err != nil {
 			return nil, fmt.Errorf("windows: load state: %w", err)
 		}
@@ -222,7 +220,7 @@ func (c *cache) writeBack(s *slot) error {
 		return c.remove(s)
 	}
 	c.buf = encodeSlot(c.buf[:0], s)
-	if err := c.backend.Set(c.keyBytes(s.key), c.buf); err != nil {
+	if err := c.backend.Set(keyBytes(s.key), c.buf); err != nil {
 		return fmt.Errorf("windows: write state: %w", err)
 	}
 	s.persisted = true
@@ -234,7 +232,7 @@ func (c *cache) writeBack(s *slot) error {
 func (c *cache) remove(s *slot) error {
 	c.drop(s)
 	if s.persisted {
-		if err := c.backend.Delete(c.keyBytes(s.key)); err != nil {
+		if err := c.backend.Delete(keyBytes(s.key)); err != nil {
 			return fmt.Errorf("windows: delete state: %w", err)
 		}
 		s.persisted = false
@@ -254,7 +252,10 @@ func (c *cache) flush() error {
 // writeBackSome writes back up to n changed slots, oldest change first.
 func (c *cache) writeBackSome(n int) error {
 	var errs []error
-	for ; n > 0 && c.changedHead < len(c.changed); c.changedHead++ {
+	for start := c.changedHead; n > 0 && c.changedHead < len(c.changed); c.changedHead++ {
+		if k := c.changedHead; (k-start)%writeBackPrefetch == 0 {
+			c.prefetchChanged(k, k == start)
+		}
 		s := c.changed[c.changedHead]
 		c.changed[c.changedHead] = nil
 		if !s.dirty {

@@ -43,3 +43,41 @@ func (op *Operator) Prefetch(near, far []SlotRef) {
 	clear(addrs) // hold no slot past its time
 	op.prefetchAddrs = addrs
 }
+
+// writeBackPrefetch is how many changed slots prefetchChanged loads at a
+// time.
+const writeBackPrefetch = 16
+
+// prefetchChanged starts loading, at changed slot k, what writing back the
+// slots after it touches: a checkpoint writes back every slot changed in
+// the interval, most of them long out of the CPU cache, each with its key
+// and often its panes elsewhere in memory. In two stages, as Prefetch: the
+// slots two groups ahead (their first three lines: the key's header is in
+// the third), and the keys and out-of-line windows of the next group,
+// which their slots, prefetched a group earlier, locate. first is set for
+// the first group of a write-back, whose own slots nobody prefetched.
+func (c *cache) prefetchChanged(k int, first bool) {
+	const g = writeBackPrefetch
+	addrs := c.addrs[:0]
+	slots := func(from, to int) {
+		for _, s := range c.changed[min(from, len(c.changed)):min(to, len(c.changed))] {
+			p := unsafe.Pointer(s)
+			addrs = append(addrs, p, unsafe.Add(p, 64), unsafe.Add(p, 128))
+		}
+	}
+	if first {
+		slots(k, k+2*g)
+	}
+	slots(k+2*g, k+3*g)
+	for _, s := range c.changed[min(k+g, len(c.changed)):min(k+2*g, len(c.changed))] {
+		if s.key != "" {
+			addrs = append(addrs, unsafe.Pointer(unsafe.StringData(s.key)))
+		}
+		if len(s.wins) > 0 && &s.wins[0] != &s.inline[0] {
+			addrs = append(addrs, unsafe.Pointer(&s.wins[0]))
+		}
+	}
+	prefetchLines(addrs)
+	clear(addrs)
+	c.addrs = addrs
+}
