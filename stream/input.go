@@ -66,16 +66,15 @@ func readInput(ctx context.Context, name string, stdin io.Reader, out chan<- *ch
 				cut = bytes.LastIndexByte(c.data, '\n') + 1
 			}
 			if cut > 0 {
-				next := newChunk(free, name, 0)
+				line += int64(bytes.Count(c.data[:cut], []byte{'\n'}))
+				next := newChunk(free, name, line)
 				next.data = append(next.data, c.data[cut:]...)
 				c.data = c.data[:cut]
-				line += int64(bytes.Count(c.data, []byte{'\n'}))
 				select {
 				case out <- c:
 				case <-ctx.Done():
 					return ctx.Err()
 				}
-				next.firstLine = line
 				c = next
 			}
 		}

@@ -134,25 +134,14 @@ func (op *Operator) slotOf(sp *spec, id slotID, ev *event.Event, create bool) (*
 }
 
 func (op *Operator) addToPane(sp *spec, r *SlotRef, ev *event.Event, t int64, processing bool) (bool, error) {
-	// Divisions are a good part of the cost here: tumbling windows (pane ==
-	// slide == size) need one.
-	var p, last, first int64
-	if sp.pane == sp.slide {
-		p = floorTo(t, sp.pane)
-		last = p
-	} else {
-		p = floorTo(t, sp.pane)
-		last = floorTo(p, sp.slide)
-	}
-	switch {
-	case sp.size == sp.slide:
-		first = last
-	case sp.pane == sp.slide:
-		// The slide divides the size: the earliest window containing t
-		// starts size-slide before the latest, without a division.
-		first = last - sp.size + sp.slide
-	default:
-		first = sp.firstStart(t)
+	// Divisions are a good part of the cost here. When the slide divides
+	// the size (pane == slide: tumbling windows, and most sliding ones) one
+	// is enough: the pane starts the latest window containing t, and the
+	// earliest starts size-slide before it.
+	p := floorTo(t, sp.pane)
+	last, first := p, p-sp.size+sp.slide
+	if sp.pane != sp.slide {
+		last, first = floorTo(p, sp.slide), sp.firstStart(t)
 	}
 	live := op.horizon(sp)
 	first = max(first, live.firstLive)

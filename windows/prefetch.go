@@ -70,9 +70,7 @@ func (c *cache) prefetchChanged(k int, first bool) {
 	}
 	slots(k+2*g, k+3*g)
 	for _, s := range c.changed[min(k+g, len(c.changed)):min(k+2*g, len(c.changed))] {
-		if s.key != "" {
-			addrs = append(addrs, unsafe.Pointer(unsafe.StringData(s.key)))
-		}
+		addrs = append(addrs, unsafe.Pointer(unsafe.StringData(s.key)))
 		if len(s.wins) > 0 && &s.wins[0] != &s.inline[0] {
 			addrs = append(addrs, unsafe.Pointer(&s.wins[0]))
 		}
