@@ -16,17 +16,16 @@ const checkpointVersion = 1
 var ErrRulesChanged = errors.New("engine: the state was written with different rules")
 
 // Checkpoint writes every changed window state to the backend and returns
-// the rest of the engine's state (the rules fingerprint, timers, watermarks,
-// skew estimators, counters), to be stored with the input offsets it covers
-// in the same atomic batch (docs/format/state.md). The result is valid
-// until the next call.
+// the rest of the engine's state (the rules fingerprint, watermarks, skew
+// estimators, counters), to be stored with the input offsets it covers in
+// the same atomic batch (docs/format/state.md). It is small: the timers are
+// rebuilt from the window state (windows.Operator.Restore).
 func (e *Engine) Checkpoint() ([]byte, error) {
-	op, err := e.op.Checkpoint(e.opCheckpoint[:0])
+	op, err := e.op.Checkpoint(nil)
 	if err != nil {
 		return nil, err
 	}
-	e.opCheckpoint = op
-	dst := append(e.checkpoint[:0], checkpointVersion)
+	dst := []byte{checkpointVersion}
 	section := func(b []byte) {
 		dst = binary.AppendUvarint(dst, uint64(len(b)))
 		dst = append(dst, b...)
@@ -43,7 +42,6 @@ func (e *Engine) Checkpoint() ([]byte, error) {
 		c = binary.AppendVarint(c, n)
 	}
 	section(c)
-	e.checkpoint = dst
 	return dst, nil
 }
 

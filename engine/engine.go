@@ -80,10 +80,6 @@ type Engine struct {
 	op    *windows.Operator
 	stats Stats
 	count countingOutput
-	// checkpoint and opCheckpoint are reused by Checkpoint: the timers
-	// make a checkpoint megabytes, and growing it afresh every second
-	// was a tenth of the live job's checkpoint.
-	checkpoint, opCheckpoint []byte
 }
 
 // clocks is the part of processing a record that must see every record in
