@@ -3,8 +3,10 @@ package engine
 import (
 	"bufio"
 	"compress/gzip"
+	"encoding/binary"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/riskstream/riskstream/event"
@@ -131,5 +133,16 @@ func TestRestoreRefusesOtherRules(t *testing.T) {
 	}
 	if err := e2.Restore(cp[:len(cp)/2]); err == nil {
 		t.Fatal("a truncated checkpoint must be refused")
+	}
+	// A version 1 operator checkpoint held the timer queue, which version 2
+	// rebuilds from the slots: it must be refused, not misread.
+	old := append([]byte(nil), cp...)
+	n, k := binary.Uvarint(old[1:])
+	opStart := 1 + k + int(n)
+	_, k = binary.Uvarint(old[opStart:])
+	old[opStart+k] = 1
+	e3, _ := New(Options{Config: cfg, Backend: db, Output: &recorder{enc: sink.NewEncoder()}})
+	if err := e3.Restore(old); err == nil || !strings.Contains(err.Error(), "version 1") {
+		t.Fatalf("restore of a version 1 operator checkpoint: %v, want a version error", err)
 	}
 }
