@@ -3,6 +3,7 @@ package sink
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -42,7 +43,11 @@ func NewKafka(brokers []string, topics Topics) *Kafka {
 	// Connections of its own, not kafka-go's process-wide default: an
 	// output write never queues behind another client's requests on a
 	// shared connection (a producer in the same process, in benchmarks).
-	conns := &kafka.Transport{}
+	//
+	// A transport that never reached a broker keeps the error until it
+	// next refreshes its metadata: a second, not kafka-go's 6, bounds how
+	// long writes fail after an outage ends.
+	conns := &kafka.Transport{MetadataTTL: time.Second}
 	return &Kafka{
 		enc:    NewEncoder(),
 		topics: topics,
@@ -125,15 +130,52 @@ func (k *Kafka) Detach() Batch {
 
 // Write writes a detached batch and waits for the acknowledgements. It may
 // run on another goroutine than the one adding outputs; batches written
-// one after the other keep their order.
-func (k *Kafka) Write(ctx context.Context, b Batch) error {
+// one after the other keep their order. When it fails, the messages the
+// broker did acknowledge are dropped from b, so that writing b again sends
+// only the others.
+func (k *Kafka) Write(ctx context.Context, b *Batch) error {
 	if len(b.Messages) == 0 {
 		return nil
 	}
-	if err := k.w.WriteMessages(ctx, b.Messages...); err != nil {
-		return fmt.Errorf("sink: write %d messages: %w", len(b.Messages), err)
+	err := k.w.WriteMessages(ctx, b.Messages...)
+	if err == nil {
+		b.Messages = b.Messages[:0]
+		return nil
 	}
-	return nil
+	n := len(b.Messages)
+	var perMessage kafka.WriteErrors
+	if errors.As(err, &perMessage) && len(perMessage) == n {
+		failed := b.Messages[:0]
+		for i, m := range b.Messages {
+			if perMessage[i] != nil {
+				failed = append(failed, m)
+			}
+		}
+		b.Messages = failed
+	}
+	return fmt.Errorf("sink: write %d messages (%d not acknowledged): %w", n, len(b.Messages), err)
+}
+
+// Permanent reports whether a write error will not go away by writing
+// again: the broker refused the messages themselves (too large, a topic
+// invalid or not authorized). Network failures, timeouts and brokers or
+// partition leaders unavailable for a while are not permanent.
+func Permanent(err error) bool {
+	var tooLarge kafka.MessageTooLargeError
+	if errors.As(err, &tooLarge) {
+		return true
+	}
+	var perMessage kafka.WriteErrors
+	if errors.As(err, &perMessage) {
+		for _, e := range perMessage {
+			if e != nil && Permanent(e) {
+				return true
+			}
+		}
+		return false
+	}
+	var refused kafka.Error
+	return errors.As(err, &refused) && !refused.Temporary()
 }
 
 // Close closes the writer; pending messages are dropped (Write them

@@ -1,10 +1,21 @@
 package sink
 
 import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"sync/atomic"
+	"syscall"
 	"testing"
 
+	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/windows"
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestKafkaKeys: decisions are keyed by the event id as the producer sent
@@ -34,4 +45,97 @@ func TestKafkaKeys(t *testing.T) {
 	if len(b.Messages) != 2 || len(b.DecisionRefs) != 2 || k.Pending() != 0 || len(k.DecisionRefs) != 0 {
 		t.Errorf("detached %d messages, %d refs; %d still pending", len(b.Messages), len(b.DecisionRefs), k.Pending())
 	}
+}
+
+// TestKafkaWriteKeepsTheUnacknowledged: when the broker refuses the
+// messages of one topic, Write reports it and keeps only those, so that
+// writing the batch again sends no message twice.
+func TestKafkaWriteKeepsTheUnacknowledged(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "decisions", "dlq"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// The first produce request to dlq is refused; kafka-go sends each
+	// topic's batch in a request of its own.
+	var refused atomic.Bool
+	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		pr := req.(*kmsg.ProduceRequest)
+		if len(pr.Topics) != 1 || pr.Topics[0].Topic != "dlq" || refused.Swap(true) {
+			return nil, nil, false
+		}
+		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
+		rt := kmsg.NewProduceResponseTopic()
+		rt.Topic = "dlq"
+		for _, p := range pr.Topics[0].Partitions {
+			rp := kmsg.NewProduceResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, kerr.TopicAuthorizationFailed.Code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+		return resp, nil, true
+	})
+	k := NewKafka(c.ListenAddrs(), DefaultTopics)
+	defer k.Close()
+	k.Ref = 1
+	k.Decision(&windows.Decision{Rule: &rules.Rule{Name: "r", Action: "deny", Key: []string{"user"}},
+		EventID: []byte(`"e1"`), Key: "\"u\"\x00"})
+	k.DLQ([]byte(`{"bad"`), "not JSON", &event.Provenance{Partition: 0, Offset: 7})
+	b := k.Detach()
+
+	err = k.Write(context.Background(), &b)
+	if err == nil || !Permanent(err) {
+		t.Fatalf("refused write: %v, permanent %v", err, Permanent(err))
+	}
+	if len(b.Messages) != 1 || b.Messages[0].Topic != "dlq" {
+		t.Fatalf("kept %d messages after the refusal, want the dlq one", len(b.Messages))
+	}
+	if err := k.Write(context.Background(), &b); err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Messages) != 0 {
+		t.Fatalf("%d messages left after a write that succeeded", len(b.Messages))
+	}
+	for topic, want := range map[string]int64{"decisions": 1, "dlq": 1} {
+		if n := endOffset(t, c, topic); n != want {
+			t.Errorf("%s holds %d records, want %d", topic, n, want)
+		}
+	}
+}
+
+// TestPermanent: only errors about the messages themselves are permanent.
+func TestPermanent(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{kafka.TopicAuthorizationFailed, true},
+		{kafka.MessageSizeTooLarge, true},
+		{kafka.MessageTooLargeError{}, true},
+		{kafka.WriteErrors{nil, kafka.NotEnoughReplicas}, false},
+		{kafka.WriteErrors{nil, kafka.InvalidTopic}, true},
+		{kafka.LeaderNotAvailable, false},
+		{&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, false},
+		{io.ErrUnexpectedEOF, false},
+	} {
+		if got := Permanent(fmt.Errorf("wrapped: %w", tc.err)); got != tc.want {
+			t.Errorf("Permanent(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}
+
+// endOffset is the number of records of partition 0 of topic.
+func endOffset(t *testing.T, c *kfake.Cluster, topic string) int64 {
+	t.Helper()
+	conn, err := kafka.DialLeader(context.Background(), "tcp", c.ListenAddrs()[0], topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	n, err := conn.ReadLastOffset()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -48,7 +48,8 @@ func TestBrokerRestart(t *testing.T) {
 		t.Fatalf("the run was over (%d decisions) before the broker stopped", n)
 	}
 	b.Close()
-	time.Sleep(300 * time.Millisecond)
+	// Seconds without a broker: writes and fetches fail meanwhile.
+	time.Sleep(2 * time.Second)
 	if b, err = broker.Start(opts); err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,9 @@ package stream
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,28 +16,43 @@ import (
 // checkpoint. One batch is in flight at a time, which keeps the outputs in
 // order; the loop accumulates the next meanwhile. Only the loop's goroutine
 // calls its methods.
+//
+// A write that fails is retried, with a backoff, until the broker
+// acknowledges it: an outage of the output topics' brokers holds the job at
+// its next checkpoint (the outputs are never behind the checkpoint that
+// covers them) instead of stopping it. Only giveUp and errors that writing
+// again cannot cure (sink.Permanent) end the retries.
 type outputWriter struct {
 	out     *sink.Kafka
 	latency prometheus.Histogram
+	log     *slog.Logger
 	todo    chan sink.Batch
 	// done receives the result of each write; the loop passes it to
 	// finished.
 	done chan error
 	busy bool
+	// giveUp, once closed, makes a failing write return its error instead
+	// of trying again.
+	giveUp     chan struct{}
+	giveUpOnce sync.Once
 }
 
-func newOutputWriter(out *sink.Kafka, latency prometheus.Histogram) *outputWriter {
-	w := &outputWriter{out: out, latency: latency, todo: make(chan sink.Batch, 1), done: make(chan error, 1)}
+// Backoffs between attempts at a failing output write.
+const (
+	outputBackoffMin = 100 * time.Millisecond
+	outputBackoffMax = 5 * time.Second
+)
+
+func newOutputWriter(out *sink.Kafka, latency prometheus.Histogram, log *slog.Logger) *outputWriter {
+	w := &outputWriter{out: out, latency: latency, log: log,
+		todo: make(chan sink.Batch, 1), done: make(chan error, 1), giveUp: make(chan struct{})}
 	go w.run()
 	return w
 }
 
 func (w *outputWriter) run() {
-	// Writes are not cancelled by a stop: the outputs a checkpoint covers
-	// must reach Kafka first. The writer's own timeouts bound them.
-	ctx := context.Background()
 	for b := range w.todo {
-		err := w.out.Write(ctx, b)
+		err := w.write(&b)
 		if err == nil {
 			acked := time.Now().UnixMilli()
 			for _, ref := range b.DecisionRefs {
@@ -44,6 +62,38 @@ func (w *outputWriter) run() {
 		w.done <- err
 	}
 }
+
+// write writes b until every message is acknowledged or the writer gives
+// up. Writes are not cancelled by a stop: the outputs a checkpoint covers
+// must reach Kafka first.
+func (w *outputWriter) write(b *sink.Batch) error {
+	backoff := outputBackoffMin
+	for {
+		err := w.out.Write(context.Background(), b)
+		if err == nil {
+			return nil
+		}
+		if sink.Permanent(err) {
+			return err
+		}
+		select {
+		case <-w.giveUp:
+			return fmt.Errorf("gave up on the outputs: %w", err)
+		default:
+		}
+		w.log.Warn("writing outputs, retrying", "messages", len(b.Messages), "in", backoff, "err", err)
+		select {
+		case <-w.giveUp:
+			return fmt.Errorf("gave up on the outputs: %w", err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, outputBackoffMax)
+	}
+}
+
+// stopRetrying makes failing writes, the one in flight included, return
+// their error. It may be called from any goroutine, more than once.
+func (w *outputWriter) stopRetrying() { w.giveUpOnce.Do(func() { close(w.giveUp) }) }
 
 // start hands the pending outputs to the writer if it is free.
 func (w *outputWriter) start() {
@@ -73,5 +123,9 @@ func (w *outputWriter) drain() error {
 	return nil
 }
 
-// close stops the goroutine after its write in flight, if any.
-func (w *outputWriter) close() { close(w.todo) }
+// close stops the goroutine after its write in flight, if any, which no
+// longer retries.
+func (w *outputWriter) close() {
+	w.stopRetrying()
+	close(w.todo)
+}

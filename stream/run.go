@@ -34,6 +34,11 @@ import (
 // after 20,000 events at 21 ms without it and under 2 ms with it.
 const writeBackPerTick = 256
 
+// stopOutputGrace is how long a stop waits for outputs the brokers do not
+// acknowledge (an outage) before the job ends without its final
+// checkpoint.
+const stopOutputGrace = 10 * time.Second
+
 // RunOptions configure the live job.
 type RunOptions struct {
 	// Config is the validated rules file. Required.
@@ -229,8 +234,13 @@ func Run(ctx context.Context, opts RunOptions) error {
 	// Outputs are written by their own goroutine, in order, while the loop
 	// goes on: a decision leaves as soon as it exists, and what is made
 	// while a write is in flight goes out together in the next one.
-	writer := newOutputWriter(out, m.latency)
+	writer := newOutputWriter(out, m.latency, log)
 	defer writer.close()
+	// A stop waits for the outputs a while, then gives up on them: the job
+	// ends with an error and no checkpoint covers them, so the next run
+	// makes them again.
+	stopWaiting := context.AfterFunc(ctx, func() { time.AfterFunc(stopOutputGrace, writer.stopRetrying) })
+	defer stopWaiting()
 	// A checkpoint is committed and synced on another goroutine (the loop
 	// goes on meanwhile), and only then are its offsets given to the group.
 	// Wait for the commit in flight before leaving, while the group member
