@@ -138,10 +138,10 @@ func (op *Operator) addToPane(sp *spec, r *SlotRef, ev *event.Event, t int64, pr
 	// the size (pane == slide: tumbling windows, and most sliding ones) one
 	// is enough: the pane starts the latest window containing t, and the
 	// earliest starts size-slide before it.
-	p := floorTo(t, sp.pane)
+	p := sp.paneDiv.floor(t)
 	last, first := p, p-sp.size+sp.slide
 	if sp.pane != sp.slide {
-		last, first = floorTo(p, sp.slide), sp.firstStart(t)
+		last, first = sp.slideDiv.floor(p), sp.firstStart(t)
 	}
 	live := op.horizon(sp)
 	first = max(first, live.firstLive)
@@ -248,7 +248,7 @@ func (op *Operator) horizon(sp *spec) *horizon {
 			wm:        op.wm,
 			valid:     true,
 			firstLive: sp.firstLiveStart(wm),
-			passedEnd: floorTo(wm-sp.size+1, sp.slide) + sp.size,
+			passedEnd: sp.slideDiv.floor(wm-sp.size+1) + sp.size,
 		}
 	}
 	return h
@@ -352,10 +352,10 @@ func (op *Operator) bestWindow(sp *spec, panes []win, first, last int64) (int64,
 		}
 		next := MaxWatermark
 		if lo < hi {
-			next = ceilTo(panes[lo].start+1, sp.slide)
+			next = sp.slideDiv.ceil(panes[lo].start+1)
 		}
 		if hi < len(panes) {
-			next = min(next, ceilTo(panes[hi].start-sp.size+1, sp.slide))
+			next = min(next, sp.slideDiv.ceil(panes[hi].start-sp.size+1))
 		}
 		if next > last {
 			break
@@ -440,11 +440,11 @@ func (op *Operator) onTimer(s *slot, at int64) error {
 // has content and has not fired, or noTimer.
 func (s *slot) nextFireEnd() int64 {
 	sp := s.sp
-	after := ceilTo(clampWM(s.firedEnd)-sp.size+1, sp.slide) // first start ending past firedEnd
+	after := sp.slideDiv.ceil(clampWM(s.firedEnd)-sp.size+1) // first start ending past firedEnd
 	for i := range s.wins {
 		p := s.wins[i].start
-		ws := max(ceilTo(p-sp.size+1, sp.slide), after)
-		if ws <= floorTo(p, sp.slide) {
+		ws := max(sp.slideDiv.ceil(p-sp.size+1), after)
+		if ws <= sp.slideDiv.floor(p) {
 			return ws + sp.size
 		}
 	}

@@ -21,6 +21,8 @@ type spec struct {
 	size     int64 // tumbling and sliding
 	slide    int64 // sliding; equals size for tumbling
 	pane     int64 // gcd(size, slide)
+	// paneDiv and slideDiv round times to panes and slides.
+	paneDiv, slideDiv divisor
 	gap      int64 // session
 	lateness int64
 
@@ -94,6 +96,7 @@ func compile(cfg *rules.Config, schema *event.Schema) ([]*spec, error) {
 				return nil, fmt.Errorf("windows: window %v has no size", w)
 			}
 			sp.pane = gcd(sp.size, sp.slide)
+			sp.paneDiv, sp.slideDiv = newDivisor(sp.pane), newDivisor(sp.slide)
 		} else if sp.gap <= 0 {
 			return nil, fmt.Errorf("windows: session window without gap")
 		}
@@ -240,22 +243,22 @@ func (sp *spec) name() string {
 func (sp *spec) cleanup(end int64) int64 { return end - 1 + sp.lateness }
 
 // lastStart is the start of the latest window containing t.
-func (sp *spec) lastStart(t int64) int64 { return floorTo(t, sp.slide) }
+func (sp *spec) lastStart(t int64) int64 { return sp.slideDiv.floor(t) }
 
 // firstStart is the start of the earliest window containing t.
-func (sp *spec) firstStart(t int64) int64 { return floorTo(t-sp.size, sp.slide) + sp.slide }
+func (sp *spec) firstStart(t int64) int64 { return sp.slideDiv.floor(t-sp.size) + sp.slide }
 
 // firstLiveStart is the start of the earliest window whose state is not yet
 // purged at watermark wm: s + size - 1 + lateness > wm.
 func (sp *spec) firstLiveStart(wm int64) int64 {
-	return floorTo(clampWM(wm)-sp.size+1-sp.lateness, sp.slide) + sp.slide
+	return sp.slideDiv.floor(clampWM(wm)-sp.size+1-sp.lateness) + sp.slide
 }
 
 // inGap reports whether t falls between the windows of a sliding spec whose
 // slide exceeds its size. Such an event belongs to no window of the rule: as
 // in Flink, the rule ignores it (it is not late: no watermark made it so).
 func (sp *spec) inGap(t int64) bool {
-	return sp.slide > sp.size && sp.wtype != rules.Session && t-floorTo(t, sp.slide) >= sp.size
+	return sp.slide > sp.size && sp.wtype != rules.Session && t-sp.slideDiv.floor(t) >= sp.size
 }
 
 // paneCleanup is when a pane starting at p can be purged: the cleanup time of

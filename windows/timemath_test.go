@@ -50,3 +50,69 @@ func TestClampWM(t *testing.T) {
 		t.Fatal("clampWM must bound only the extremes")
 	}
 }
+
+// TestDivisor checks the multiplying divisor against floorTo and ceilTo: for
+// every divisor up to 600 and times around 0 and the multiples of the
+// divisor near 2^62, and for random divisors and times over the whole range
+// where times are safe, powers of two and their neighbours included.
+func TestDivisor(t *testing.T) {
+	check := func(d, ts int64) {
+		t.Helper()
+		v := newDivisor(d)
+		if got, want := v.floor(ts), floorTo(ts, d); got != want {
+			t.Fatalf("divisor %d: floor(%d) = %d, want %d", d, ts, got, want)
+		}
+		if got, want := v.ceil(ts), ceilTo(ts, d); got != want {
+			t.Fatalf("divisor %d: ceil(%d) = %d, want %d", d, ts, got, want)
+		}
+	}
+	for d := int64(1); d <= 600; d++ {
+		for ts := -2 * d; ts <= 2*d; ts++ {
+			check(d, ts)
+		}
+		top := floorTo(safeLimit, d)
+		for ts := top - 2*d; ts <= top+2*d; ts++ {
+			check(d, ts)
+		}
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 300_000 {
+		d := r.Int64N(1<<42) + 1
+		if r.IntN(4) == 0 { // a power of two, or one off
+			d = 1<<r.IntN(43) + r.Int64N(3) - 1
+			if d < 1 {
+				d = 1
+			}
+		}
+		ts := r.Int64N(safeLimit) - r.Int64N(safeLimit)
+		check(d, ts)
+		check(d, ts/d*d) // on a multiple
+	}
+}
+
+// BenchmarkFloor compares a division with the multiplying divisor, for a
+// 1 s pane.
+func BenchmarkFloor(b *testing.B) {
+	ts := make([]int64, 1024)
+	for i := range ts {
+		ts[i] = 1732150000000 + int64(i)*977
+	}
+	d := []int64{1000} // not a constant, which the compiler would divide by with a multiplication too
+	b.Run("division", func(b *testing.B) {
+		var sum int64
+		for i := range b.N {
+			sum += floorTo(ts[i&1023], d[0])
+		}
+		sink64 = sum
+	})
+	b.Run("divisor", func(b *testing.B) {
+		v := newDivisor(d[0])
+		var sum int64
+		for i := range b.N {
+			sum += v.floor(ts[i&1023])
+		}
+		sink64 = sum
+	})
+}
+
+var sink64 int64
