@@ -26,9 +26,16 @@ type Decoder struct {
 	// at; they are not handed out.
 	keyBuf []byte
 	tsBuf  []byte
-	// guesses holds the first keys of the last record, each the guess for
-	// the key at its place in the next one.
-	guesses [32]keyGuess
+	// guesses holds the keys seen so far (up to its size), each with the
+	// two different keys that last followed it: the guesses for the key
+	// after it in the next record. Records of a stream come in a few
+	// shapes (a payment has fields a search lacks), so the keys that
+	// follow another are better guesses than the key at the same place
+	// in the last record, which misses for every field after the first
+	// difference. guesses[guessStart] guesses the first key;
+	// guesses[guessNone] stands for a key without a guess of its own.
+	guesses  [32]keyGuess
+	nGuesses int
 	// stack has a bit per nesting level: set for an array, clear for an object.
 	stack [(maxDepth + 63) / 64]uint64
 }
@@ -43,8 +50,15 @@ type rawValue struct {
 // NewDecoder returns a decoder for records of schema s, with its own scratch
 // space. It is not safe for concurrent use.
 func NewDecoder(s *Schema) *Decoder {
-	return &Decoder{schema: s, raws: make([]rawValue, int(numSpecial)+len(s.fields))}
+	return &Decoder{schema: s, raws: make([]rawValue, int(numSpecial)+len(s.fields)), nGuesses: guessFirst}
 }
+
+// Places in Decoder.guesses.
+const (
+	guessStart = 0 // follow is the guess for a record's first key
+	guessNone  = 1 // a key with no guess: never guessed, never followed
+	guessFirst = 2 // the first key's own guess
+)
 
 // Decode scans record (one JSON object), validates it, and fills ev; ev.Attrs
 // is resized to the schema's Len. On an invalid record it returns an *Error
@@ -80,22 +94,26 @@ func (d *Decoder) scan(b []byte) error {
 	if i < len(b) && b[i] == '}' {
 		return trailing(b, i+1)
 	}
-	for k := 0; ; k++ {
-		// b[i] should open the k-th key.
+	// prev is the guess of the last key, whose follow guesses the next.
+	for prev := guessStart; ; {
 		var end bool
-		if i, k, end = d.scanFast(b, i, k); end {
+		if i, prev, end = d.scanFast(b, i, prev); end {
 			return trailing(b, i+1)
 		}
 		// The field at b[i] is not in the common form: scan it in full.
 		var (
-			raw   int
-			kind  byte
-			flags uint8
-			err   error
+			raw, guess int
+			kind       byte
+			flags      uint8
+			err        error
 		)
-		if raw, i, err = d.key(b, i, k); err != nil {
+		if raw, guess, i, err = d.key(b, i); err != nil {
 			return err
 		}
+		if prev != guessNone {
+			d.guesses[prev].followedBy(guess)
+		}
+		prev = guess
 		start := skipWS(b, i)
 		if i, kind, flags, err = d.scanValue(b, start, 1); err != nil {
 			return err
@@ -112,27 +130,31 @@ func (d *Decoder) scan(b []byte) error {
 	}
 }
 
-// scanFast scans the fields from the k-th, whose key should start at b[i],
-// for as long as they are in the common form: the key as it was in the
-// last record (see keyGuess), then with no whitespace a plain string or a
-// number without exponent, and a comma or the closing brace. It returns
-// the index and number of the first field that is not, or end true and the
-// index of the closing brace. It makes no calls, so that the compiler keeps
-// its variables in registers.
-func (d *Decoder) scanFast(b []byte, i, k int) (int, int, bool) {
+// scanFast scans the fields from the one whose key should start at b[i],
+// after the key whose guess is prev, for as long as they are in the common
+// form: a guessed key (one of the two that last followed prev's key, see
+// keyGuess), then with no whitespace a plain string or a number without
+// exponent, and a comma or the closing brace. It returns the index of the
+// first field that is not and the guess of the key before it, or end true
+// and the index of the closing brace. It makes no calls, so that the
+// compiler keeps its variables in registers.
+func (d *Decoder) scanFast(b []byte, i, prev int) (int, int, bool) {
 	raws := d.raws
-	for ; uint(k) < uint(len(d.guesses)); k++ {
-		// Records of one stream mostly have the same keys in the same
-		// order, so the key the k-th was in the last record is compared
-		// first, with its quotes and colon: bytes equal to a key already
-		// checked need no checking.
-		g := &d.guesses[k]
+	for {
+		// Bytes equal to a key already checked, quotes and colon
+		// included, need no checking.
+		p := &d.guesses[prev&(len(d.guesses)-1)]
+		next := int(p.follow)
+		g := &d.guesses[next&(len(d.guesses)-1)]
 		if g.n == 0 || !g.matches(b, i) {
-			return i, k, false
+			next = int(p.alt)
+			if g = &d.guesses[next&(len(d.guesses)-1)]; g.n == 0 || !g.matches(b, i) {
+				return i, prev, false
+			}
 		}
 		start := i + g.n
 		if uint(start) >= uint(len(b)) {
-			return i, k, false
+			return i, prev, false
 		}
 		var (
 			end   int
@@ -149,18 +171,18 @@ func (d *Decoder) scanFast(b []byte, i, k int) (int, int, bool) {
 					end++
 				}
 				if uint(end) >= uint(len(b)) || b[end] != '"' {
-					return i, k, false
+					return i, prev, false
 				}
 			}
 			end, kind = end+1, kString
 			if uint(end) >= uint(len(b)) {
-				return i, k, false
+				return i, prev, false
 			}
 		case c == '-' || isDigit(c):
 			end = start
 			if c == '-' {
 				if end++; uint(end) >= uint(len(b)) {
-					return i, k, false
+					return i, prev, false
 				}
 				c = b[end]
 			}
@@ -170,24 +192,24 @@ func (d *Decoder) scanFast(b []byte, i, k int) (int, int, bool) {
 			case '1' <= c && c <= '9':
 				end = skipDigits(b, end+1)
 			default:
-				return i, k, false
+				return i, prev, false
 			}
 			if uint(end) >= uint(len(b)) {
-				return i, k, false
+				return i, prev, false
 			}
 			kind, flags = kNumber, fInt
 			if b[end] == '.' {
 				frac := skipDigits(b, end+1)
 				if frac == end+1 || uint(frac) >= uint(len(b)) {
-					return i, k, false
+					return i, prev, false
 				}
 				end, flags = frac, 0
 			}
 			if b[end]|0x20 == 'e' {
-				return i, k, false
+				return i, prev, false
 			}
 		default:
-			return i, k, false
+			return i, prev, false
 		}
 		// Both cases leave end < len(b). (The comparisons as uint tell
 		// the compiler that indexes are not negative either, so that it
@@ -197,24 +219,22 @@ func (d *Decoder) scanFast(b []byte, i, k int) (int, int, bool) {
 		raws[g.raw] = rawValue{start: start, end: end, kind: kind, flags: flags}
 		switch b[end] {
 		case ',':
-			i = end + 1
+			i, prev = end+1, next
 		case '}':
-			return end, k + 1, true
+			return end, next, true
 		default:
-			return i, k, false
+			return i, prev, false
 		}
 	}
-	return i, k, false
 }
 
-// key scans the k-th key of the record, which should start at or after
-// b[i] after whitespace, and the colon after it. It returns where its value
-// goes in d.raws and the index after the colon, and remembers the key as the
-// guess for the k-th key of the next record.
-func (d *Decoder) key(b []byte, i, k int) (int, int, error) {
+// key scans the key that should start at or after b[i] after whitespace,
+// and the colon after it. It returns where its value goes in d.raws, its
+// guess (guessNone if it has none) and the index after the colon.
+func (d *Decoder) key(b []byte, i int) (int, int, int, error) {
 	i = skipWS(b, i)
 	if i >= len(b) || b[i] != '"' {
-		return 0, 0, unexpected(b, i)
+		return 0, 0, 0, unexpected(b, i)
 	}
 	start := i
 	var (
@@ -227,7 +247,7 @@ func (d *Decoder) key(b []byte, i, k int) (int, int, error) {
 		i += n + 2
 	} else {
 		if i, flags, err = scanString(b, i); err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 		e = d.lookupKey(b[start+1:i-1], flags)
 	}
@@ -235,21 +255,39 @@ func (d *Decoder) key(b []byte, i, k int) (int, int, error) {
 	if e != nil {
 		raw = e.raw
 	}
-	if k < len(d.guesses) {
-		g := &d.guesses[k]
-		g.n = 0
-		if flags == 0 && i < len(b) && b[i] == ':' {
-			g.set(b[start:i+1], raw)
-		}
+	guess := guessNone
+	if flags == 0 && i < len(b) && b[i] == ':' {
+		guess = d.guessOf(b[start:i+1], raw)
 	}
 	i = skipWS(b, i)
 	if i >= len(b) || b[i] != ':' {
-		return 0, 0, unexpected(b, i)
+		return 0, 0, 0, unexpected(b, i)
 	}
-	return raw, i + 1, nil
+	return raw, guess, i + 1, nil
 }
 
-// keyGuess is a key as it was written in the last record, quotes and colon
+// guessOf returns the guess of a key given as its text (quotes and colon
+// included), making one if there is room; guessNone if there is not or the
+// key is too long to have one.
+func (d *Decoder) guessOf(text []byte, raw int) int {
+	var g keyGuess
+	if !g.set(text, raw) {
+		return guessNone
+	}
+	for k := guessFirst; k < d.nGuesses; k++ {
+		if d.guesses[k].sameKey(&g) {
+			return k
+		}
+	}
+	if d.nGuesses == len(d.guesses) {
+		return guessNone
+	}
+	d.guesses[d.nGuesses] = g
+	d.nGuesses++
+	return d.nGuesses - 1
+}
+
+// keyGuess is a key as it was written in a record, quotes and colon
 // included, so that the same key in the next record is recognized by
 // comparing two words.
 type keyGuess struct {
@@ -260,13 +298,24 @@ type keyGuess struct {
 	n int
 	// raw is where the key's value goes in Decoder.raws.
 	raw int
+	// follow and alt are the places in Decoder.guesses of the guesses
+	// for the key after this one: the one that followed it last time, and
+	// the different one that did before.
+	follow, alt uint8
 }
 
-// set makes the guess text, a key with its quotes and colon, when it is
-// short enough; raw is where its value goes.
-func (g *keyGuess) set(text []byte, raw int) {
+// followedBy notes that the key of guess next followed g's.
+func (g *keyGuess) followedBy(next int) {
+	if int(g.follow) != next {
+		g.follow, g.alt = uint8(next), g.follow
+	}
+}
+
+// set makes the guess text, a key with its quotes and colon, and reports
+// whether it is short enough to be one; raw is where its value goes.
+func (g *keyGuess) set(text []byte, raw int) bool {
 	if len(text) > 16 {
-		return
+		return false
 	}
 	var buf [16]byte
 	copy(buf[:], text)
@@ -276,6 +325,12 @@ func (g *keyGuess) set(text []byte, raw int) {
 		g.masks[w] = 1<<(8*n) - 1 // all ones when n is 8
 	}
 	g.n, g.raw = len(text), raw
+	return true
+}
+
+// sameKey reports whether g and o guess the same key.
+func (g *keyGuess) sameKey(o *keyGuess) bool {
+	return g.n == o.n && g.words == o.words
 }
 
 // matches reports whether the guessed key is at b[i].
