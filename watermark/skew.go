@@ -143,10 +143,12 @@ type SkewTracker struct {
 	scope                                                rules.Scope
 	srcs                                                 map[string]*skewEst
 	degraded                                             int // sources degraded now, for scope job
-	// last is the source of the previous record: records come in runs of
-	// one source (a producer's batch), and comparing a name is cheaper
-	// than hashing it.
-	last *skewEst
+	// recent holds the sources of the last records, replaced in turn:
+	// a partition carries records of a few sources, in runs (a producer's
+	// batch) or interleaved, and comparing a few short names is cheaper
+	// than hashing one.
+	recent     [4]*skewEst
+	nextRecent int
 }
 
 // skewBucket is one sub-window: its index (ref / sub) and largest d,
@@ -202,19 +204,30 @@ func NewSkewTracker(o SkewOptions) *SkewTracker {
 // or ref with processing true while the source (with scope job, any source)
 // is degraded. tr is the transition this record caused, if any.
 func (t *SkewTracker) Observe(source []byte, ts, ref int64) (windowTime int64, processing bool, tr *Transition) {
-	e := t.last
-	if e == nil || e.name != string(source) {
+	e := t.recentSource(source)
+	if e == nil {
 		if e = t.srcs[string(source)]; e == nil {
 			e = &skewEst{name: string(source)}
 			t.srcs[e.name] = e
 		}
-		t.last = e
+		t.recent[t.nextRecent] = e
+		t.nextRecent = (t.nextRecent + 1) % len(t.recent)
 	}
 	tr = t.observe(e, skewSub(ts, ref), ref)
 	if e.degraded || t.scope == rules.ScopeJob && t.degraded > 0 {
 		return ref, true, tr
 	}
 	return ts, false, tr
+}
+
+// recentSource returns source's state if it is among the recent ones.
+func (t *SkewTracker) recentSource(source []byte) *skewEst {
+	for _, e := range t.recent {
+		if e != nil && e.name == string(source) {
+			return e
+		}
+	}
+	return nil
 }
 
 // skewSub is a - b clamped to the int64 range, above skewNone, so that a
