@@ -31,6 +31,8 @@ type Kafka struct {
 	conns   *kafka.Transport
 	topics  Topics
 	pending []kafka.Message
+	// chunk holds the pending messages' keys and values (see room).
+	chunk []byte
 	// DecisionRefs holds, for the pending decisions, their event's record
 	// timestamp (ms), for the event-to-decision latency.
 	DecisionRefs []int64
@@ -74,40 +76,80 @@ func NewKafka(brokers []string, topics Topics) *Kafka {
 	}
 }
 
-func (k *Kafka) add(topic string, key, value []byte) {
-	value = value[:len(value)-1] // the encoders end records with a newline, for files
-	k.pending = append(k.pending, kafka.Message{Topic: topic, Key: key, Value: value})
+// Room for the keys and values of pending messages is taken from chunks
+// of memory, not allocated per message: messages keep pointing into a
+// chunk while it is written to beyond them, never over them.
+const (
+	chunkSize = 64 << 10
+	// chunkRoom is the room a record should find left in the chunk; a
+	// record that needs more makes the encoder move the chunk's bytes to a
+	// larger array, which is correct, merely slower.
+	chunkRoom = 2 << 10
+)
+
+// room returns the chunk to append a message's key or value to.
+func (k *Kafka) room() []byte {
+	if cap(k.chunk)-len(k.chunk) < chunkRoom {
+		k.chunk = make([]byte, 0, chunkSize)
+	}
+	return k.chunk
+}
+
+// add queues a message whose key and value were appended to the chunk
+// from keyStart and valueStart on.
+func (k *Kafka) add(topic string, keyStart, valueStart int, hasKey bool) {
+	b := k.chunk
+	var key []byte
+	if hasKey {
+		key = b[keyStart:valueStart:valueStart]
+	}
+	end := len(b) - 1 // the encoders end records with a newline, for files
+	k.pending = append(k.pending, kafka.Message{Topic: topic, Key: key, Value: b[valueStart:end:end]})
 }
 
 // Decision implements windows.Output; the message key is the event id.
 func (k *Kafka) Decision(d *windows.Decision) {
+	b := k.room()
+	keyStart := len(b)
 	// EventID is canonical JSON text: quotes around, escapes only where
 	// needed, so most ids are their own key once unquoted.
-	id := append([]byte(nil), d.EventID[1:len(d.EventID)-1]...)
-	if bytes.IndexByte(id, '\\') >= 0 {
+	b = append(b, d.EventID[1:len(d.EventID)-1]...)
+	if bytes.IndexByte(b[keyStart:], '\\') >= 0 {
 		if s, err := strconv.Unquote(string(d.EventID)); err == nil {
-			id = []byte(s)
+			b = append(b[:keyStart], s...)
 		}
 	}
-	k.add(k.topics.Decisions, id, k.enc.AppendDecision(nil, d))
+	valueStart := len(b)
+	k.chunk = k.enc.AppendDecision(b, d)
+	k.add(k.topics.Decisions, keyStart, valueStart, true)
 	k.DecisionRefs = append(k.DecisionRefs, k.Ref)
 }
 
 // Heatmap implements windows.Output; the key is the heatmap name and key.
 func (k *Kafka) Heatmap(h *windows.HeatmapWindow) {
-	key := append([]byte(h.Heatmap.Name), '/')
-	key = k.enc.appendKey(key, h.Heatmap.Key, h.Key)
-	k.add(k.topics.Heatmaps, key, k.enc.AppendHeatmap(nil, h))
+	b := k.room()
+	keyStart := len(b)
+	b = append(append(b, h.Heatmap.Name...), '/')
+	b = k.enc.appendKey(b, h.Heatmap.Key, h.Key)
+	valueStart := len(b)
+	k.chunk = k.enc.AppendHeatmap(b, h)
+	k.add(k.topics.Heatmaps, keyStart, valueStart, true)
 }
 
 // Late implements engine.Output.
 func (k *Kafka) Late(raw []byte, wm int64, p *event.Provenance) {
-	k.add(k.topics.Late, nil, AppendLate(nil, raw, wm, p))
+	b := k.room()
+	start := len(b)
+	k.chunk = AppendLate(b, raw, wm, p)
+	k.add(k.topics.Late, start, start, false)
 }
 
 // DLQ implements engine.Output.
 func (k *Kafka) DLQ(raw []byte, reason string, p *event.Provenance) {
-	k.add(k.topics.DLQ, nil, AppendDLQ(nil, raw, reason, p))
+	b := k.room()
+	start := len(b)
+	k.chunk = AppendDLQ(b, raw, reason, p)
+	k.add(k.topics.DLQ, start, start, false)
 }
 
 // Batch is a set of output messages detached from the sink, for Write.

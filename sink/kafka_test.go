@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -138,4 +139,50 @@ func endOffset(t *testing.T, c *kfake.Cluster, topic string) int64 {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestKafkaMessagesKeepTheirBytes: messages share chunks of memory; none is
+// changed by the ones added after it, across chunks, records larger than a
+// chunk's room and detaches included.
+func TestKafkaMessagesKeepTheirBytes(t *testing.T) {
+	k := NewKafka([]string{"127.0.0.1:1"}, DefaultTopics)
+	defer k.Close()
+	enc := NewEncoder()
+	r := &rules.Rule{Name: "r", Action: "deny", Key: []string{"user"}}
+	var want [][2]string // key, value
+	var got []Batch
+	for i := range 3000 {
+		switch i % 3 {
+		case 0:
+			d := &windows.Decision{Rule: r, EventID: fmt.Appendf(nil, `"e-%d"`, i), Key: fmt.Sprintf("\"u%d\"\x00", i)}
+			k.Decision(d)
+			v := enc.AppendDecision(nil, d)
+			want = append(want, [2]string{fmt.Sprintf("e-%d", i), string(v[:len(v)-1])})
+		case 1:
+			raw := fmt.Appendf(nil, `{"n":%d,"pad":%q}`, i, strings.Repeat("x", i)) // up to 3 KB
+			k.DLQ(raw, "bad", &event.Provenance{Offset: int64(i)})
+			v := AppendDLQ(nil, raw, "bad", &event.Provenance{Offset: int64(i)})
+			want = append(want, [2]string{"", string(v[:len(v)-1])})
+		case 2:
+			k.Late([]byte(`{"late":true}`), int64(i), &event.Provenance{Offset: int64(i)})
+			v := AppendLate(nil, []byte(`{"late":true}`), int64(i), &event.Provenance{Offset: int64(i)})
+			want = append(want, [2]string{"", string(v[:len(v)-1])})
+		}
+		if i%100 == 99 {
+			got = append(got, k.Detach())
+		}
+	}
+	got = append(got, k.Detach())
+	i := 0
+	for _, b := range got {
+		for _, m := range b.Messages {
+			if string(m.Key) != want[i][0] || string(m.Value) != want[i][1] {
+				t.Fatalf("message %d: key %q value %q, want %q %q", i, m.Key, m.Value, want[i][0], want[i][1])
+			}
+			i++
+		}
+	}
+	if i != len(want) {
+		t.Fatalf("%d messages, want %d", i, len(want))
+	}
 }
