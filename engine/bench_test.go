@@ -103,10 +103,11 @@ func BenchmarkDecoder(b *testing.B) {
 	d := e.NewDecoder()
 	var ev event.Event
 	var refs []windows.SlotRef
+	var keys []byte
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		refs, _ = d.Decode(lines[i%len(lines)], &ev, refs[:0])
+		refs, keys, _ = d.Decode(lines[i%len(lines)], &ev, refs[:0], keys[:0])
 		i++
 	}
 }

@@ -73,6 +73,7 @@ type Engine struct {
 	dec  *Decoder
 	ev   event.Event
 	refs []windows.SlotRef
+	keys []byte // the refs' keys
 	// groups hold ProcessAll's records decoded ahead: the group being
 	// processed and the next.
 	groups [2]group
@@ -191,9 +192,9 @@ func settle(st *Stats, out Output, res windows.Result, rec *Record, wm int64) {
 // the dlq output and late events to the late output; an error comes only
 // from the state backend and is fatal to the run.
 func (e *Engine) Process(rec *Record, now int64) error {
-	refs, err := e.dec.Decode(rec.Value, &e.ev, e.refs[:0])
-	e.refs = refs
-	return e.processDecoded(rec, &e.ev, refs, err, now)
+	refs, keys, err := e.dec.Decode(rec.Value, &e.ev, e.refs[:0], e.keys[:0])
+	e.refs, e.keys = refs, keys
+	return e.processDecoded(rec, &e.ev, refs, keys, err, now)
 }
 
 // ProcessAll runs recs in order, with exactly the outputs Process would
@@ -222,7 +223,7 @@ func (e *Engine) ProcessAll(recs []Record, now func() int64, before func(i int))
 				before(start + i)
 			}
 			d := &cur.decoded[i]
-			if err := e.processDecoded(&cur.recs[i], &d.ev, cur.refs[d.from:d.to], d.err, t); err != nil {
+			if err := e.processDecoded(&cur.recs[i], &d.ev, cur.refs[d.from:d.to], cur.keys, d.err, t); err != nil {
 				return err
 			}
 		}
@@ -236,6 +237,7 @@ type group struct {
 	recs    []Record
 	decoded []decoded
 	refs    []windows.SlotRef
+	keys    []byte // the refs' keys
 }
 
 // decoded is a record of a group: its SlotRefs are the group's
@@ -248,14 +250,14 @@ type decoded struct {
 
 // decodeGroup decodes and keys recs into gr.
 func (e *Engine) decodeGroup(gr *group, recs []Record) {
-	gr.recs, gr.refs = recs, gr.refs[:0]
+	gr.recs, gr.refs, gr.keys = recs, gr.refs[:0], gr.keys[:0]
 	for i := range recs {
 		if i == len(gr.decoded) {
 			gr.decoded = append(gr.decoded, decoded{})
 		}
 		d := &gr.decoded[i]
 		d.from = len(gr.refs)
-		gr.refs, d.err = e.dec.Decode(recs[i].Value, &d.ev, gr.refs)
+		gr.refs, gr.keys, d.err = e.dec.Decode(recs[i].Value, &d.ev, gr.refs, gr.keys)
 		if d.err == nil {
 			e.dec.Retain() // the event lives until its group is processed
 		}
@@ -263,9 +265,9 @@ func (e *Engine) decodeGroup(gr *group, recs []Record) {
 	}
 }
 
-// processDecoded runs a record that Decoder.Decode turned into ev and refs,
-// or into decodeErr.
-func (e *Engine) processDecoded(rec *Record, ev *event.Event, refs []windows.SlotRef, decodeErr error, now int64) error {
+// processDecoded runs a record that Decoder.Decode turned into ev, refs and
+// keys, or into decodeErr.
+func (e *Engine) processDecoded(rec *Record, ev *event.Event, refs []windows.SlotRef, keys []byte, decodeErr error, now int64) error {
 	e.stats.Records++
 	if decodeErr != nil {
 		e.stats.Invalid++
@@ -276,7 +278,7 @@ func (e *Engine) processDecoded(rec *Record, ev *event.Event, refs []windows.Slo
 	if processing {
 		e.stats.Retimed++
 	}
-	res, err := e.op.ProcessElement(ev, refs, t, processing)
+	res, err := e.op.ProcessElement(ev, refs, keys, t, processing)
 	if err != nil {
 		return err
 	}
@@ -299,13 +301,15 @@ func newDecoder(schema *event.Schema, op *windows.Operator) *Decoder {
 }
 
 // Decode decodes value into ev and appends to refs the state the event
-// updates, one SlotRef per rule and heatmap it matches. The error is the
-// reason the record is invalid.
-func (d *Decoder) Decode(value []byte, ev *event.Event, refs []windows.SlotRef) ([]windows.SlotRef, error) {
+// updates, one SlotRef per rule and heatmap it matches, and to keys their
+// keys (see windows.Keyer.Append). The error is the reason the record is
+// invalid.
+func (d *Decoder) Decode(value []byte, ev *event.Event, refs []windows.SlotRef, keys []byte) ([]windows.SlotRef, []byte, error) {
 	if err := d.dec.Decode(value, ev); err != nil {
-		return refs, err
+		return refs, keys, err
 	}
-	return d.keyer.Append(refs, ev), nil
+	refs, keys = d.keyer.Append(refs, keys, ev)
+	return refs, keys, nil
 }
 
 // Retain lets the last decoded event outlive the next Decode; see

@@ -136,6 +136,8 @@ type Batch struct {
 	results    [][]windows.Result  // per shard, per record
 	outs       [][]captured        // per shard
 	scratch    []windows.SlotRef
+	// keys holds the refs' keys (see windows.Keyer.Append).
+	keys []byte
 	// sources holds the events' sources, which they point to: Time, on
 	// another core than the decoding, reads them from a few cache lines
 	// instead of one line of each record.
@@ -156,7 +158,7 @@ func (e *Sharded) NewBatch() *Batch {
 // Reset empties b for reuse, keeping its memory.
 func (b *Batch) Reset() {
 	b.recs, b.errs, b.t, b.processing, b.wm = b.recs[:0], b.errs[:0], b.t[:0], b.processing[:0], b.wm[:0]
-	b.sources = b.sources[:0]
+	b.sources, b.keys = b.sources[:0], b.keys[:0]
 	for k := range b.refs {
 		b.refs[k], b.refEnd[k], b.results[k] = b.refs[k][:0], b.refEnd[k][:0], b.results[k][:0]
 		clear(b.outs[k]) // drop the references outputs hold
@@ -175,7 +177,8 @@ func (b *Batch) Add(d *Decoder, rec *Record) {
 		b.events = append(b.events, event.Event{})
 	}
 	ev := &b.events[i]
-	refs, err := d.Decode(rec.Value, ev, b.scratch[:0])
+	refs, keys, err := d.Decode(rec.Value, ev, b.scratch[:0], b.keys)
+	b.keys = keys
 	if err == nil {
 		d.Retain() // the event lives until the batch is merged
 		start := len(b.sources)
@@ -231,7 +234,7 @@ func (s *Shard) Process(b *Batch) error {
 			continue
 		}
 		s.event, s.fired = int32(i), false
-		res, err := s.op.ProcessElement(&b.events[i], b.refsOf(s.index, i, i+1), b.t[i], b.processing[i])
+		res, err := s.op.ProcessElement(&b.events[i], b.refsOf(s.index, i, i+1), b.keys, b.t[i], b.processing[i])
 		if err != nil {
 			return err
 		}

@@ -1,17 +1,25 @@
 package windows
 
 import (
+	"encoding/binary"
 	"hash/maphash"
+	"math"
 
 	"github.com/riskstream/riskstream/event"
 )
 
 // SlotRef names the state one event updates for one rule or heatmap: the
-// spec's position and the hash its key is found by, and carries what the
-// event adds to it.
+// spec's position, the hash its key is found by and where the key is, and
+// carries what the event adds to it.
 type SlotRef struct {
-	spec int
-	id   slotID
+	spec int32
+	// key is where the Keyer appended the slot's key to its keys: a
+	// uvarint length, then the key. The operator reads it only to create
+	// the slot, from those keys, written in order by the keying core,
+	// rather than from the event's attributes and record, three lines
+	// scattered over that core's memory.
+	key uint32
+	id  slotID
 	// val is what the event adds to the spec's aggregate: a summed or
 	// measured number's bits, or a distinct value's hash. It is taken from
 	// the event while the event is in the decoding core's cache, so that
@@ -28,7 +36,6 @@ type SlotRef struct {
 type Keyer struct {
 	specs []*spec
 	seeds [2]maphash.Seed
-	buf   []byte
 }
 
 // NewKeyer returns a Keyer for op's rules and heatmaps.
@@ -37,22 +44,43 @@ func (op *Operator) NewKeyer() *Keyer {
 }
 
 // Append appends to dst a SlotRef for every rule and heatmap ev matches, in
-// the order of the rules file, rules before heatmaps.
-func (k *Keyer) Append(dst []SlotRef, ev *event.Event) []SlotRef {
+// the order of the rules file, rules before heatmaps, and to keys their
+// slot keys, which ProcessElement is given with the refs.
+func (k *Keyer) Append(dst []SlotRef, keys []byte, ev *event.Event) ([]SlotRef, []byte) {
 	for _, sp := range k.specs {
 		if !sp.matches(ev) {
 			continue
 		}
-		var id slotID
-		if len(sp.keyAttrs) == 1 {
-			id = hashKey(k.seeds, ev.Attrs[sp.keyAttrs[0]].Text) // the common case, without a copy
-		} else {
-			k.buf = sp.appendSlotKey(k.buf[:0], ev)
-			id = hashKey(k.seeds, hashedText(k.buf))
+		at := len(keys)
+		if at > math.MaxUint32 {
+			panic("windows: more than 4 GiB of keys for one batch of refs")
 		}
-		dst = append(dst, SlotRef{spec: sp.index, id: id, val: sp.value(ev)})
+		// The length goes first: one byte, set once the key is there,
+		// unless the key is 128 bytes or longer.
+		keys = append(keys, 0)
+		start := at + 1
+		keys = sp.appendSlotKey(keys, ev)
+		if n := len(keys) - start; n < 0x80 {
+			keys[at] = byte(n)
+		} else {
+			var lenBuf [binary.MaxVarintLen64]byte
+			w := binary.PutUvarint(lenBuf[:], uint64(n))
+			keys = append(keys, lenBuf[:w-1]...)
+			copy(keys[at+w:], keys[start:start+n])
+			copy(keys[at:], lenBuf[:w])
+			start = at + w
+		}
+		id := hashKey(k.seeds, hashedText(keys[start:]))
+		dst = append(dst, SlotRef{spec: int32(sp.index), key: uint32(at), id: id, val: sp.value(ev)})
 	}
-	return dst
+	return dst, keys
+}
+
+// slotKey returns r's slot key in keys, the keys its Keyer appended it to.
+func (r *SlotRef) slotKey(keys []byte) []byte {
+	n, w := binary.Uvarint(keys[r.key:])
+	start := int(r.key) + w
+	return keys[start : start+int(n)]
 }
 
 // Shard returns which of n shards owns r's state. Rules are split by key;
@@ -81,7 +109,7 @@ func hashSlotKey(seeds [2]maphash.Seed, key string) slotID {
 // hashedText is the part of a slot key its hash covers: the key attributes'
 // texts and the 0 bytes between them, without the spec index (each spec has
 // an index of its own) or the last 0 byte. A one-attribute key's is the
-// attribute's text itself, which Keyer hashes without copying it.
+// attribute's text itself.
 func hashedText[K string | []byte](key K) K {
 	if len(key) <= 2 {
 		return key[len(key):]

@@ -41,7 +41,6 @@ type Operator struct {
 	timers timerQueue
 	wm     int64
 
-	keyBuf   []byte
 	dec      Decision
 	hw       HeatmapWindow
 	scratch  []*heatmap.Acc   // per spec: the merge of a sliding window's panes
@@ -90,10 +89,10 @@ func (op *Operator) WindowsFired() int64 { return op.windowed }
 
 // ProcessElement adds ev to the windows of every rule and heatmap it matches
 // and emits the decisions it causes. refs are ev's SlotRefs from a Keyer of
-// op. t is the time that windows the event: its ts, or its reference time
+// op, and keys the keys it appended with them. t is the time that windows the event: its ts, or its reference time
 // when processing is set (its source's clock is skewed). An error comes only
 // from the Backend.
-func (op *Operator) ProcessElement(ev *event.Event, refs []SlotRef, t int64, processing bool) (Result, error) {
+func (op *Operator) ProcessElement(ev *event.Event, refs []SlotRef, keys []byte, t int64, processing bool) (Result, error) {
 	matched, accepted := false, false
 	for i := range refs {
 		r := &refs[i]
@@ -105,9 +104,9 @@ func (op *Operator) ProcessElement(ev *event.Event, refs []SlotRef, t int64, pro
 		var ok bool
 		var err error
 		if sp.wtype == rules.Session {
-			ok, err = op.addToSession(sp, r, ev, t, processing)
+			ok, err = op.addToSession(sp, r, ev, keys, t, processing)
 		} else {
-			ok, err = op.addToPane(sp, r, ev, t, processing)
+			ok, err = op.addToPane(sp, r, ev, keys, t, processing)
 		}
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", sp.name(), err)
@@ -123,17 +122,16 @@ func (op *Operator) ProcessElement(ev *event.Event, refs []SlotRef, t int64, pro
 	return Accepted, nil
 }
 
-// slotOf returns the slot of ev's key for sp, or nil when it is not cached,
-// not stored and create is false.
-func (op *Operator) slotOf(sp *spec, id slotID, ev *event.Event, create bool) (*slot, error) {
-	if s := op.cache.find(sp.index, id); s != nil {
+// slotOf returns r's slot, or nil when it is not cached, not stored and
+// create is false. keys hold r's key.
+func (op *Operator) slotOf(sp *spec, r *SlotRef, keys []byte, create bool) (*slot, error) {
+	if s := op.cache.find(sp.index, r.id); s != nil {
 		return s, nil
 	}
-	op.keyBuf = sp.appendSlotKey(op.keyBuf[:0], ev)
-	return op.cache.load(id, string(op.keyBuf), create)
+	return op.cache.load(r.id, string(r.slotKey(keys)), create)
 }
 
-func (op *Operator) addToPane(sp *spec, r *SlotRef, ev *event.Event, t int64, processing bool) (bool, error) {
+func (op *Operator) addToPane(sp *spec, r *SlotRef, ev *event.Event, keys []byte, t int64, processing bool) (bool, error) {
 	// Divisions are a good part of the cost here. When the slide divides
 	// the size (pane == slide: tumbling windows, and most sliding ones) one
 	// is enough: the pane starts the latest window containing t, and the
@@ -148,7 +146,7 @@ func (op *Operator) addToPane(sp *spec, r *SlotRef, ev *event.Event, t int64, pr
 	if first > last {
 		return false, nil // every window containing t is purged
 	}
-	s, err := op.slotOf(sp, r.id, ev, true)
+	s, err := op.slotOf(sp, r, keys, true)
 	if err != nil {
 		return false, err
 	}
@@ -175,10 +173,10 @@ func (op *Operator) addToPane(sp *spec, r *SlotRef, ev *event.Event, t int64, pr
 	return true, nil
 }
 
-func (op *Operator) addToSession(sp *spec, r *SlotRef, ev *event.Event, t int64, processing bool) (bool, error) {
+func (op *Operator) addToSession(sp *spec, r *SlotRef, ev *event.Event, keys []byte, t int64, processing bool) (bool, error) {
 	ns, ne := t, t+sp.gap
 	onTime := sp.cleanup(ne) > op.wm
-	s, err := op.slotOf(sp, r.id, ev, onTime)
+	s, err := op.slotOf(sp, r, keys, onTime)
 	if err != nil || s == nil {
 		return false, err
 	}
