@@ -350,7 +350,7 @@ func (op *Operator) bestWindow(sp *spec, panes []win, first, last int64) (int64,
 		}
 		next := MaxWatermark
 		if lo < hi {
-			next = sp.slideDiv.ceil(panes[lo].start+1)
+			next = sp.slideDiv.ceil(panes[lo].start + 1)
 		}
 		if hi < len(panes) {
 			next = min(next, sp.slideDiv.ceil(panes[hi].start-sp.size+1))
@@ -438,7 +438,7 @@ func (op *Operator) onTimer(s *slot, at int64) error {
 // has content and has not fired, or noTimer.
 func (s *slot) nextFireEnd() int64 {
 	sp := s.sp
-	after := sp.slideDiv.ceil(clampWM(s.firedEnd)-sp.size+1) // first start ending past firedEnd
+	after := sp.slideDiv.ceil(clampWM(s.firedEnd) - sp.size + 1) // first start ending past firedEnd
 	for i := range s.wins {
 		p := s.wins[i].start
 		ws := max(sp.slideDiv.ceil(p-sp.size+1), after)

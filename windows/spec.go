@@ -17,14 +17,14 @@ type spec struct {
 	rule  *rules.Rule    // set for decision rules
 	hm    *rules.Heatmap // set for heatmaps
 
-	wtype    rules.WindowType
-	size     int64 // tumbling and sliding
-	slide    int64 // sliding; equals size for tumbling
-	pane     int64 // gcd(size, slide)
+	wtype rules.WindowType
+	size  int64 // tumbling and sliding
+	slide int64 // sliding; equals size for tumbling
+	pane  int64 // gcd(size, slide)
 	// paneDiv and slideDiv round times to panes and slides.
 	paneDiv, slideDiv divisor
-	gap      int64 // session
-	lateness int64
+	gap               int64 // session
+	lateness          int64
 
 	filters  []filter
 	keyAttrs []int
