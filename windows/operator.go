@@ -486,11 +486,6 @@ func (s *slot) nextAction() int64 {
 	return next
 }
 
-// ruleTimerGrain coarsens rule timers: nobody sees when a rule's state is
-// purged (decisions only consider windows the watermark has not passed), so
-// a purge may come up to a second late, and timers of many keys share a time.
-const ruleTimerGrain = 1000
-
 func (op *Operator) schedule(s *slot) {
 	if s.sp.rule != nil && s.timerAt != noTimer {
 		return // the pending timer re-registers when it finds work left
@@ -500,7 +495,7 @@ func (op *Operator) schedule(s *slot) {
 		return
 	}
 	if s.sp.rule != nil {
-		next = min(ceilTo(next, ruleTimerGrain), noTimer-1)
+		next = min(ceilTo(next, s.sp.purgeGrain), noTimer-1)
 	}
 	if next < s.timerAt {
 		s.timerAt = next

@@ -12,6 +12,12 @@ import (
 
 // spec is a rule or heatmap compiled against the event schema: attribute
 // indexes instead of names, window parameters in milliseconds.
+// Bounds of spec.purgeGrain, ms.
+const (
+	minPurgeGrain = 1000
+	maxPurgeGrain = 10_000
+)
+
 type spec struct {
 	index int
 	rule  *rules.Rule    // set for decision rules
@@ -23,6 +29,15 @@ type spec struct {
 	pane  int64 // gcd(size, slide)
 	// paneDiv and slideDiv round times to panes and slides.
 	paneDiv, slideDiv divisor
+	// purgeGrain coarsens a rule's timers, which only purge: nobody sees
+	// when a rule's state goes (a decision considers only windows the
+	// watermark has not passed, and every access purges first), so a purge
+	// may come late, and the timers of many keys then share a time. It is
+	// the window's size or gap, between 1 and 10 s: a sliding minute's
+	// timers fired once a second, each at a slot out of the CPU cache (a
+	// quarter of replay's timer work); a short window's state is kept at
+	// most twice as long.
+	purgeGrain int64
 	gap               int64 // session
 	lateness          int64
 
@@ -100,6 +115,7 @@ func compile(cfg *rules.Config, schema *event.Schema) ([]*spec, error) {
 		} else if sp.gap <= 0 {
 			return nil, fmt.Errorf("windows: session window without gap")
 		}
+		sp.purgeGrain = min(max(sp.size, sp.gap, minPurgeGrain), maxPurgeGrain)
 		for _, f := range where {
 			i, err := attr(f.Field)
 			if err != nil {
