@@ -38,8 +38,8 @@ type spec struct {
 	// quarter of replay's timer work); a short window's state is kept at
 	// most twice as long.
 	purgeGrain int64
-	gap               int64 // session
-	lateness          int64
+	gap        int64 // session
+	lateness   int64
 
 	filters  []filter
 	keyAttrs []int
