@@ -13,7 +13,7 @@ import (
 // slot keys, for keys of one and two attributes, short and longer than a
 // one-byte length, and the refs' hashes are those of the keys.
 func TestKeyerKeys(t *testing.T) {
-	cfg, err := rules.Parse("rules.yaml", []byte(`
+	op, dec := newTestOperator(t, `
 rules:
   - name: one
     key: [user]
@@ -27,20 +27,8 @@ rules:
     aggregate: count
     threshold: 5
     action: deny
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	schema, err := event.NewSchema(Fields(cfg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	op, err := New(cfg, schema, NewMemBackend(), nil, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	k := op.NewKeyer()
-	dec := event.NewDecoder(schema)
 	var (
 		refs []SlotRef
 		keys []byte
@@ -69,3 +57,27 @@ rules:
 		}
 	}
 }
+
+// newTestOperator returns an operator of the rules file text, over a
+// MemBackend and discarding its outputs, and a decoder of its events.
+func newTestOperator(t *testing.T, text string) (*Operator, *event.Decoder) {
+	t.Helper()
+	cfg, err := rules.Parse("rules.yaml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema, err := event.NewSchema(Fields(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, err := New(cfg, schema, NewMemBackend(), discardOutput{}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return op, event.NewDecoder(schema)
+}
+
+type discardOutput struct{}
+
+func (discardOutput) Decision(*Decision)     {}
+func (discardOutput) Heatmap(*HeatmapWindow) {}

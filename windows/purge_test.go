@@ -1,0 +1,46 @@
+package windows
+
+import (
+	"testing"
+
+	"github.com/riskstream/riskstream/event"
+)
+
+// TestPurgeGrain: a rule's state is purged by a timer rounded up to its
+// purge grain (the window's size or gap, 1 to 10 s): kept until then, and
+// gone once the watermark reaches it.
+func TestPurgeGrain(t *testing.T) {
+	op, dec := newTestOperator(t, `
+rules:
+  - {name: sliding, key: [user], window: {type: sliding, size: 60s, slide: 1s}, aggregate: count, threshold: 5, action: deny}
+  - {name: short, key: [user], window: {type: tumbling, size: 500ms}, aggregate: count, threshold: 5, action: deny}
+  - {name: session, key: [user], window: {type: session, gap: 30s}, aggregate: count, threshold: 5, action: deny}
+`)
+	for i, want := range []int64{10_000, 1_000, 10_000} {
+		if g := op.specs[i].purgeGrain; g != want {
+			t.Errorf("%s: purge grain %d ms, want %d", op.specs[i].name(), g, want)
+		}
+	}
+	var ev event.Event
+	if err := dec.Decode([]byte(`{"id":"e1","ts":103500,"user":"u"}`), &ev); err != nil {
+		t.Fatal(err)
+	}
+	refs, keys := op.NewKeyer().Append(nil, nil, &ev)
+	if _, err := op.ProcessElement(&ev, refs, keys, ev.TS, false); err != nil {
+		t.Fatal(err)
+	}
+	// Cleanup times: the last sliding window [103000, 163000) at 162999,
+	// the tumbling [103500, 104000) at 103999, the session [103500, 133500)
+	// at 133499; rounded up to the grains.
+	purgedAt := []int64{170_000, 104_000, 140_000}
+	for _, wm := range []int64{103_999, 104_000, 139_999, 140_000, 169_999, 170_000} {
+		if err := op.AdvanceWatermark(wm); err != nil {
+			t.Fatal(err)
+		}
+		for i, at := range purgedAt {
+			if held, want := op.cache.m[i].n, map[bool]int{true: 0, false: 1}[wm >= at]; held != want {
+				t.Errorf("watermark %d: %s holds %d states, want %d", wm, op.specs[i].name(), held, want)
+			}
+		}
+	}
+}
