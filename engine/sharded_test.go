@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -50,7 +51,16 @@ func runSharded(c *propCase, n, slots int) (*capture, error) {
 		b.Reset()
 		return nil
 	}
-	size := 1 + rng.IntN(40)
+	// Replay grows each batch for its chunk's records; a guess too small
+	// or too large must not change anything.
+	next := func() int {
+		size := 1 + rng.IntN(40)
+		if rng.IntN(2) == 0 {
+			b.Grow(rng.IntN(2 * size))
+		}
+		return size
+	}
+	size := next()
 	for i := range c.events {
 		rec := Record{Value: []byte(c.events[i].json()), Prov: event.Provenance{File: "events.jsonl", Line: int64(i + 1)}}
 		b.Add(dec, &rec)
@@ -58,7 +68,7 @@ func runSharded(c *propCase, n, slots int) (*capture, error) {
 			if err := flush(); err != nil {
 				return nil, err
 			}
-			size = 1 + rng.IntN(40)
+			size = next()
 		}
 	}
 	if err := flush(); err != nil {
@@ -99,4 +109,52 @@ func TestPropertyShardedMatchesEngine(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestBatchGrow checks that a fresh batch grown for its records takes them
+// with no allocation but the decoder's, as a reused batch does: replay's
+// first batches are all fresh.
+func TestBatchGrow(t *testing.T) {
+	cfg, err := rules.Load("../testdata/rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := NewSharded(Options{Config: cfg, Output: &capture{enc: sink.NewEncoder()}}, []windows.Backend{windows.NewMemBackend(), windows.NewMemBackend()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []Record
+	for i := range 2000 {
+		line := fmt.Sprintf(`{"id":"r%d","ts":%d,"source":"gw-%d","user":"u%d","device":"d%d","api":"/pay","channel":"card","amount":%d,"latency_ms":%d.5}`, i, 1000*i, i%3, i%97, i%89, i, i%50)
+		recs = append(recs, Record{Value: []byte(line)})
+	}
+	dec := e.NewDecoder()
+	fill := func(b *Batch) {
+		for i := range recs {
+			b.Add(dec, &recs[i])
+		}
+	}
+	mallocs := func(f func()) uint64 {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		f()
+		runtime.ReadMemStats(&after)
+		return after.Mallocs - before.Mallocs
+	}
+	reused := e.NewBatch()
+	fill(reused)
+	reused.Reset()
+	want := mallocs(func() { fill(reused) })
+	fresh := e.NewBatch()
+	got := mallocs(func() { fresh.Grow(len(recs)); fill(fresh) })
+	// Grow's own: the events, their attributes, and per-record arrays.
+	const growAllocs = 20
+	if got > want+growAllocs {
+		t.Errorf("a grown batch allocated %d times for %d records, a reused one %d", got, len(recs), want)
+	}
+	for i := range recs {
+		if fresh.errs[i] != nil {
+			t.Fatalf("record %d: %v", i, fresh.errs[i])
+		}
+	}
 }

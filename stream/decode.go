@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"bytes"
 	"context"
 	"sync"
 
@@ -84,6 +85,7 @@ func decodeWorker(dec *engine.Decoder, work <-chan *batch) {
 	var rec engine.Record
 	for b := range work {
 		if c := b.c; c.err == nil {
+			b.b.Grow(bytes.Count(c.data, []byte{'\n'}) + 1)
 			rec.Prov.File = c.file
 			forEachLine(c, func(line []byte, n int64) error {
 				rec.Value, rec.Prov.Line = line, n
