@@ -24,7 +24,7 @@ const (
 // windows.Output for decisions and heatmaps.
 type Files struct {
 	enc   *Encoder
-	files [4]*os.File
+	files [4]*emptiedFile
 	w     [4]*bufio.Writer
 	buf   []byte
 	// Counts of records written, per output.
@@ -46,15 +46,51 @@ func OpenFiles(dir string) (*Files, error) {
 	}
 	f := &Files{enc: NewEncoder()}
 	for i, name := range []string{Decisions, Heatmaps, Late, DLQ} {
-		file, err := os.Create(filepath.Join(dir, name+".jsonl"))
+		file, err := os.OpenFile(filepath.Join(dir, name+".jsonl"), os.O_WRONLY|os.O_CREATE, 0o666)
 		if err != nil {
 			f.Close()
 			return nil, fmt.Errorf("sink: %w", err)
 		}
-		f.files[i] = file
-		f.w[i] = bufio.NewWriterSize(file, 1<<20)
+		f.files[i] = emptyFile(file)
+		f.w[i] = bufio.NewWriterSize(f.files[i], 1<<20)
 	}
 	return f, nil
+}
+
+// emptiedFile is an output file that a goroutine truncates while the job
+// starts; writes wait for it. On ext4, truncating the decisions of a
+// previous 2M-event replay (17 MB) took 5 to 20 ms on the job's critical
+// path: a percent of the run.
+type emptiedFile struct {
+	*os.File
+	done chan struct{}
+	err  error // from Truncate, valid once done is closed
+}
+
+func emptyFile(f *os.File) *emptiedFile {
+	e := &emptiedFile{File: f, done: make(chan struct{})}
+	go func() {
+		defer close(e.done)
+		if err := f.Truncate(0); err != nil {
+			e.err = fmt.Errorf("sink: truncate %s: %w", f.Name(), err)
+		}
+	}()
+	return e
+}
+
+// Write writes p once the old content is gone, at the start of the file.
+func (e *emptiedFile) Write(p []byte) (int, error) {
+	<-e.done
+	if e.err != nil {
+		return 0, e.err
+	}
+	return e.File.Write(p)
+}
+
+// Close closes the file once the old content is gone.
+func (e *emptiedFile) Close() error {
+	<-e.done
+	return errors.Join(e.err, e.File.Close())
 }
 
 func (f *Files) write(i int) {

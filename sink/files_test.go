@@ -1,0 +1,46 @@
+package sink
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/riskstream/riskstream/event"
+)
+
+// TestOpenFilesReplacesOldOutputs: a run's outputs replace a previous run's
+// in the same folder, longer or not, and the files of outputs a run did
+// not write end up empty.
+func TestOpenFilesReplacesOldOutputs(t *testing.T) {
+	dir := t.TempDir()
+	old := strings.Repeat(`{"old":"record"}`+"\n", 100_000)
+	for _, name := range []string{Decisions, Heatmaps, Late, DLQ} {
+		if err := os.WriteFile(filepath.Join(dir, name+".jsonl"), []byte(old), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := OpenFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.DLQ([]byte(`{"bad`), "not JSON", &event.Provenance{File: "in.jsonl", Line: 7})
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		Decisions: "",
+		Heatmaps:  "",
+		Late:      "",
+		DLQ:       string(AppendDLQ(nil, []byte(`{"bad`), "not JSON", &event.Provenance{File: "in.jsonl", Line: 7})),
+	}
+	for name, w := range want {
+		got, err := os.ReadFile(filepath.Join(dir, name+".jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != w {
+			t.Errorf("%s.jsonl: %d bytes %.80q, want %q", name, len(got), got, w)
+		}
+	}
+}
