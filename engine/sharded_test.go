@@ -115,6 +115,9 @@ func TestPropertyShardedMatchesEngine(t *testing.T) {
 // with no allocation but the decoder's, as a reused batch does: replay's
 // first batches are all fresh.
 func TestBatchGrow(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own")
+	}
 	cfg, err := rules.Load("../testdata/rules.yaml")
 	if err != nil {
 		t.Fatal(err)
