@@ -37,7 +37,7 @@ func decodeChunks(ctx context.Context, e *engine.Sharded, workers int, in <-chan
 			close(s)
 		}
 	}()
-	work, ordered := make(chan *batch, workers), make(chan *batch, 2*workers)
+	work, ordered := make(chan *batch, workers), make(chan *batch, workers+1)
 	for range workers {
 		go decodeWorker(e.NewDecoder(), work)
 	}

@@ -163,16 +163,25 @@ func Replay(ctx context.Context, opts ReplayOptions) (*Summary, error) {
 	// order is the files' order of records, whatever the stages' timing.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	chunks, freeChunks := make(chan *chunk, 4), make(chan *chunk, 8)
-	merge, freeBatches := make(chan *batch, 4), make(chan *batch, 8)
+	// Queues between stages are 2 deep: enough to ride out one stage's
+	// hiccup, and every batch in flight is memory touched (a chunk of input
+	// and its decoded records, ~3 MB). 4-deep queues made peak RSS 390 MiB
+	// instead of 312 at the same speed. The free lists hold every chunk and
+	// batch that can be in flight, so none is dropped and allocated again:
+	// fresh memory costs a page fault per 4 KiB (page faults were 17% of
+	// replay's CPU).
+	workers := runtime.GOMAXPROCS(0)
+	maxInFlight := 3*workers + 12 // each queue's and stage's, with room
+	chunks, freeChunks := make(chan *chunk, 2), make(chan *chunk, maxInFlight)
+	merge, freeBatches := make(chan *batch, 2), make(chan *batch, maxInFlight)
 	shardIn := make([]chan *batch, opts.Shards)
 	var shards sync.WaitGroup
 	for k, s := range e.Shards() {
-		shardIn[k] = make(chan *batch, 4)
+		shardIn[k] = make(chan *batch, 2)
 		shards.Go(func() { processShard(s, k, shardIn[k]) })
 	}
 	go readInputs(ctx, opts.Inputs, opts.Stdin, chunks, freeChunks)
-	go decodeChunks(ctx, e, runtime.GOMAXPROCS(0), chunks, shardIn, merge, freeBatches)
+	go decodeChunks(ctx, e, workers, chunks, shardIn, merge, freeBatches)
 	defer func() {
 		// On an early return, stop the decoder and let the shards finish
 		// before their stores close.
