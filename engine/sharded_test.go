@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/internal/race"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/windows"
@@ -115,7 +116,7 @@ func TestPropertyShardedMatchesEngine(t *testing.T) {
 // with no allocation but the decoder's, as a reused batch does: replay's
 // first batches are all fresh.
 func TestBatchGrow(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("the race detector allocates on its own")
 	}
 	cfg, err := rules.Load("../testdata/rules.yaml")

@@ -376,19 +376,21 @@ func (op *Operator) AdvanceWatermark(wm int64) error {
 	op.wm = wm
 	for op.timers.Len() > 0 && op.timers.next() <= wm {
 		b := op.timers.popBucket()
-		for _, e := range b.entries {
-			s := e.s
-			if s == nil || s.ringIdx < 0 { // evicted since, or restored: load it by key
-				var err error
-				if s, err = op.cache.lookup(e.key); err != nil {
+		for _, blk := range b.blocks {
+			for _, e := range blk {
+				s := e.s
+				if s == nil || s.ringIdx < 0 { // evicted since, or restored: load it by key
+					var err error
+					if s, err = op.cache.lookup(e.key); err != nil {
+						return err
+					}
+				}
+				if s == nil || s.timerAt != b.at {
+					continue // superseded by an earlier timer of the same slot, or gone
+				}
+				if err := op.onTimer(s, b.at); err != nil {
 					return err
 				}
-			}
-			if s == nil || s.timerAt != b.at {
-				continue // superseded by an earlier timer of the same slot, or gone
-			}
-			if err := op.onTimer(s, b.at); err != nil {
-				return err
 			}
 		}
 		op.timers.recycle(b)
