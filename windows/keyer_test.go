@@ -60,7 +60,7 @@ rules:
 
 // newTestOperator returns an operator of the rules file text, over a
 // MemBackend and discarding its outputs, and a decoder of its events.
-func newTestOperator(t *testing.T, text string) (*Operator, *event.Decoder) {
+func newTestOperator(t testing.TB, text string) (*Operator, *event.Decoder) {
 	t.Helper()
 	cfg, err := rules.Parse("rules.yaml", []byte(text))
 	if err != nil {

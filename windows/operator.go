@@ -377,7 +377,10 @@ func (op *Operator) AdvanceWatermark(wm int64) error {
 	for op.timers.Len() > 0 && op.timers.next() <= wm {
 		b := op.timers.popBucket()
 		for _, blk := range b.blocks {
-			for _, e := range blk {
+			for i, e := range blk {
+				if i%timerPrefetch == 0 {
+					op.prefetchTimers(blk, i)
+				}
 				s := e.s
 				if s == nil || s.ringIdx < 0 { // evicted since, or restored: load it by key
 					var err error

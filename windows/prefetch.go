@@ -79,3 +79,45 @@ func (c *cache) prefetchChanged(k int, first bool) {
 	clear(addrs)
 	c.addrs = addrs
 }
+
+// timerPrefetch is how many timers at a time prefetchTimers loads.
+const timerPrefetch = 16
+
+// prefetchTimers starts loading, at timer i of a block, what running the
+// timers after it touches. Most timers are rules' purges, due for every key
+// of a rule at once (their grain is the window), so each is a slot long out
+// of the CPU cache, then often its panes, out of line, and its index entry
+// when it empties. In two stages, as Prefetch: the slots two groups ahead,
+// and the panes and index entries of the next group, which their slots,
+// asked for a group earlier, locate.
+func (op *Operator) prefetchTimers(blk []timerEntry, i int) {
+	const g = timerPrefetch
+	addrs := op.prefetchAddrs[:0]
+	slots := func(from, to int) {
+		for _, e := range blk[min(from, len(blk)):min(to, len(blk))] {
+			if p := unsafe.Pointer(e.s); p != nil {
+				addrs = append(addrs, p, unsafe.Add(p, 64))
+			}
+		}
+	}
+	if i == 0 {
+		slots(0, 2*g)
+	}
+	slots(i+2*g, i+3*g)
+	for _, e := range blk[min(i+g, len(blk)):min(i+2*g, len(blk))] {
+		s := e.s
+		if s == nil || s.ringIdx < 0 {
+			continue
+		}
+		if len(s.wins) > 0 && &s.wins[0] != &s.inline[0] {
+			addrs = append(addrs, unsafe.Pointer(&s.wins[0]))
+		}
+		// A purge mostly empties the slot, which then leaves the index.
+		if x := &op.cache.m[s.sp.index]; x.n >= smallIndex {
+			addrs = append(addrs, unsafe.Pointer(&x.entries[x.home(tagOf(s.id))]))
+		}
+	}
+	prefetchLines(addrs)
+	clear(addrs) // hold no slot past its time
+	op.prefetchAddrs = addrs
+}
