@@ -15,7 +15,6 @@ import (
 type timerBucket struct {
 	at     int64
 	blocks [][]timerEntry // all full but the last
-	n      int            // entries in all blocks
 	// keyed is set when a heatmap's timer is among the entries: they then
 	// run in key order (see timerQueue).
 	keyed bool
@@ -96,7 +95,6 @@ func (q *timerQueue) add(at int64, e timerEntry, keyed bool) {
 		b.blocks = append(b.blocks, q.newBlock(min(k, maxTimerClass)))
 	}
 	b.blocks[k] = append(b.blocks[k], e)
-	b.n++
 	b.keyed = b.keyed || keyed
 	q.n++
 }
@@ -119,7 +117,9 @@ func (q *timerQueue) popBucket() *timerBucket {
 	if q.last == b {
 		q.last = nil
 	}
-	q.n -= b.n
+	for _, blk := range b.blocks {
+		q.n -= len(blk)
+	}
 	if b.keyed {
 		q.sorted = q.sorted[:0]
 		for _, blk := range b.blocks {
@@ -142,7 +142,7 @@ func (q *timerQueue) recycle(b *timerBucket) {
 		q.free[class] = append(q.free[class], blk[:0])
 	}
 	clear(b.blocks)
-	b.blocks, b.n, b.keyed = b.blocks[:0], 0, false
+	b.blocks, b.keyed = b.blocks[:0], false
 	q.spare = append(q.spare, b)
 }
 
