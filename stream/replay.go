@@ -171,7 +171,11 @@ func Replay(ctx context.Context, opts ReplayOptions) (*Summary, error) {
 	// fresh memory costs a page fault per 4 KiB (page faults were 17% of
 	// replay's CPU).
 	workers := runtime.GOMAXPROCS(0)
-	maxInFlight := 3*workers + 12 // each queue's and stage's, with room
+	// Where a chunk (and its batch) can be: the reader's current and next,
+	// chunks 2, the dispatcher 1, work and the workers 2*workers, ordered
+	// workers+1, timing 1, the slowest shard's queue and hands 3, merge 2,
+	// merging 1.
+	maxInFlight := 3*workers + 14
 	chunks, freeChunks := make(chan *chunk, 2), make(chan *chunk, maxInFlight)
 	merge, freeBatches := make(chan *batch, 2), make(chan *batch, maxInFlight)
 	shardIn := make([]chan *batch, opts.Shards)

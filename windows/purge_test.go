@@ -67,7 +67,6 @@ rules:
 	var refs []SlotRef
 	var keyBuf []byte
 	wm := int64(0)
-	b.ResetTimer()
 	for b.Loop() {
 		b.StopTimer()
 		wm += 1_000_000 // past every window of the round before
