@@ -8,6 +8,8 @@ package engine
 
 import (
 	"fmt"
+	"math"
+	"time"
 
 	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/rules"
@@ -88,9 +90,11 @@ type Engine struct {
 // each partition's watermark, and so decides the time that windows each
 // event and the watermark after it.
 type clocks struct {
-	wm   *watermark.Combined
-	skew *watermark.SkewTracker
-	onTr func(watermark.Transition)
+	// maxAhead is watermark.max_ahead in ms (see ahead).
+	maxAhead int64
+	wm       *watermark.Combined
+	skew     *watermark.SkewTracker
+	onTr     func(watermark.Transition)
 	// partitionSources names the source of events without one: their
 	// partition (SPEC "Input event").
 	partitionSources map[int32][]byte
@@ -98,6 +102,7 @@ type clocks struct {
 
 func newClocks(cfg *rules.Config, onTr func(watermark.Transition)) clocks {
 	return clocks{
+		maxAhead: cfg.Watermark.MaxAhead.Milliseconds(),
 		wm: watermark.NewCombined(cfg.Watermark.OutOfOrderness.Milliseconds(),
 			cfg.Watermark.IdleTimeout.Milliseconds()),
 		skew:             watermark.NewSkewTracker(watermark.SkewOptionsFrom(cfg.Skew)),
@@ -106,18 +111,48 @@ func newClocks(cfg *rules.Config, onTr func(watermark.Transition)) clocks {
 	}
 }
 
+// reference returns the record's reference time: its Kafka record
+// timestamp live, ingest_ts in files; false without either.
+func reference(rec *Record, ev *event.Event) (int64, bool) {
+	switch {
+	case rec.HasReference:
+		return rec.Reference, true
+	case ev.HasIngestTS:
+		return ev.IngestTS, true
+	}
+	return 0, false
+}
+
+// ahead returns why ev is refused when its ts is more than max_ahead past
+// its record's reference time or, without one, past the largest event time
+// taken so far (nothing is refused before the first event then); else nil.
+// Such an event goes to the dlq before it reaches the skew estimator or the
+// watermark: a single clock set years ahead would otherwise move the
+// watermark past every other event and make them all late.
+func (c *clocks) ahead(rec *Record, ev *event.Event) error {
+	ref, ok := reference(rec, ev)
+	what := "its record's reference time"
+	if !ok {
+		if ref, ok = c.wm.MaxEventTime(); !ok {
+			return nil
+		}
+		what = "the largest event time seen"
+	}
+	if ref > math.MaxInt64-c.maxAhead || ev.TS <= ref+c.maxAhead {
+		return nil
+	}
+	return &event.Error{Reason: fmt.Sprintf("ts %d is more than watermark.max_ahead (%v) ahead of %s %d",
+		ev.TS, time.Duration(c.maxAhead)*time.Millisecond, what, ref)}
+}
+
 // observe returns the time that windows ev, whether that is its reference
 // time (its source's clock is skewed), and the job's watermark once ev is
 // counted, at processing time now.
 func (c *clocks) observe(rec *Record, ev *event.Event, now int64) (t int64, processing bool, wm int64) {
-	// The reference time: the Kafka record timestamp live, ingest_ts in
-	// files, else ts itself (then no skew can be seen).
-	ref := ev.TS
-	switch {
-	case rec.HasReference:
-		ref = rec.Reference
-	case ev.HasIngestTS:
-		ref = ev.IngestTS
+	// Without a reference time, ts is its own (then no skew can be seen).
+	ref, ok := reference(rec, ev)
+	if !ok {
+		ref = ev.TS
 	}
 	source := ev.Source
 	if len(source) == 0 {
@@ -269,6 +304,9 @@ func (e *Engine) decodeGroup(gr *group, recs []Record) {
 // keys, or into decodeErr.
 func (e *Engine) processDecoded(rec *Record, ev *event.Event, refs []windows.SlotRef, keys []byte, decodeErr error, now int64) error {
 	e.stats.Records++
+	if decodeErr == nil {
+		decodeErr = e.ahead(rec, ev)
+	}
 	if decodeErr != nil {
 		e.stats.Invalid++
 		e.out.DLQ(rec.Value, decodeErr.Error(), &rec.Prov)

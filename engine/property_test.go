@@ -50,8 +50,10 @@ type propCase struct {
 	seed     uint64
 	ooo      int64
 	lateness int64
-	specs    []refSpec // rules first, then heatmaps, as in the file
-	events   []genEvent
+	// ahead is watermark.max_ahead in ms.
+	ahead  int64
+	specs  []refSpec // rules first, then heatmaps, as in the file
+	events []genEvent
 }
 
 var (
@@ -79,7 +81,8 @@ func genCase(seed uint64) *propCase {
 	for i := range nHeatmaps {
 		c.specs = append(c.specs, genHeatmap(r, i))
 	}
-	c.events = genEvents(r)
+	c.ahead = pick(r, []int64{3600000, 5000, 20000})
+	c.events = genEvents(r, c.ahead)
 	return c
 }
 
@@ -153,8 +156,9 @@ func genHeatmap(r *rand.Rand, i int) refSpec {
 }
 
 // genEvents draws timestamps that increase on average with bounded disorder
-// (base + jitter in [-D, +D]) and, sometimes, events far beyond it.
-func genEvents(r *rand.Rand) []genEvent {
+// (base + jitter in [-D, +D]) and, sometimes, events far beyond it: late
+// ones, and ones around max_ahead (ahead ms) past the largest so far.
+func genEvents(r *rand.Rand, ahead int64) []genEvent {
 	n := 20 + r.IntN(281)
 	keys := 1 + r.IntN(4)
 	step := pick(r, []int64{50, 300, 1000, 3000})
@@ -164,13 +168,20 @@ func genEvents(r *rand.Rand) []genEvent {
 	// On a coarse grid, timestamps, window bounds and watermarks coincide
 	// often, which is where off-by-one errors show.
 	grid := pick(r, []int64{1, 1, 100, 250, 500, 1000})
+	aheadEvery := pick(r, []int{0, 0, 30})
 	evs := make([]genEvent, n)
+	maxTS := int64(math.MinInt64)
 	for i := range evs {
 		base += r.Int64N(step + 1)
 		e := genEvent{id: "e" + strconv.Itoa(i), ts: base - disorder + r.Int64N(2*disorder+1)}
 		if lateEvery > 0 && r.IntN(lateEvery) == 0 {
 			e.ts = base - disorder - 1 - r.Int64N(10000)
 		}
+		if aheadEvery > 0 && i > 0 && r.IntN(aheadEvery) == 0 {
+			// At the bound, one past it, or far beyond.
+			e.ts = maxTS + ahead + pick(r, []int64{0, 1, r.Int64N(1 << 40)})
+		}
+		maxTS = max(maxTS, e.ts)
 		e.ts -= e.ts % grid
 		e.rfc3339 = r.IntN(20) == 0
 		e.user = maybe(r, "u"+strconv.Itoa(1+r.IntN(keys)))
@@ -204,7 +215,7 @@ func pick[T any](r *rand.Rand, xs []T) T { return xs[r.IntN(len(xs))] }
 
 func (c *propCase) yaml() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "watermark:\n  out_of_orderness: %dms\n  allowed_lateness: %dms\n", c.ooo, c.lateness)
+	fmt.Fprintf(&b, "watermark:\n  out_of_orderness: %dms\n  allowed_lateness: %dms\n  max_ahead: %dms\n", c.ooo, c.lateness, c.ahead)
 	section := ""
 	for _, sp := range c.specs {
 		if s := map[bool]string{false: "rules", true: "heatmaps"}[sp.heatmap]; s != section {
@@ -308,8 +319,13 @@ func (c *capture) Late(raw []byte, wm int64, p *event.Provenance) {
 		c.rendered = sink.AppendLate(c.rendered, raw, wm, p)
 		return
 	}
+	c.late = append(c.late, lateRec{eventID(raw), wm})
+}
+
+// eventID returns the quoted id of a generated event's JSON text.
+func eventID(raw []byte) string {
 	id := raw[bytes.Index(raw, []byte(`"id":`))+5:]
-	c.late = append(c.late, lateRec{string(id[:bytes.IndexByte(id[1:], '"')+2]), wm})
+	return string(id[:bytes.IndexByte(id[1:], '"')+2])
 }
 
 func (c *capture) DLQ(raw []byte, reason string, p *event.Provenance) {
@@ -317,7 +333,7 @@ func (c *capture) DLQ(raw []byte, reason string, p *event.Provenance) {
 		c.rendered = sink.AppendDLQ(c.rendered, raw, reason, p)
 		return
 	}
-	c.dlq = append(c.dlq, reason+": "+string(raw))
+	c.dlq = append(c.dlq, eventID(raw))
 }
 
 // runEngine runs c through the engine; render chooses rendered output over
@@ -363,8 +379,8 @@ func checkModel(c *propCase) error {
 		return fmt.Errorf("engine: %v", err)
 	}
 	want := runModel(c)
-	if len(got.dlq) > 0 {
-		return fmt.Errorf("unexpected dlq: %s", got.dlq[0])
+	if !slices.Equal(got.dlq, want.dlq) {
+		return fmt.Errorf("dlq: got %v, want %v", got.dlq, want.dlq)
 	}
 	if err := diffSeq("decisions", got.decisions, want.decisions); err != nil {
 		return err

@@ -194,6 +194,7 @@ type refModel struct {
 	specs    []refSpec
 	ooo      int64
 	lateness int64
+	ahead    int64
 
 	wm    int64
 	maxTS int64
@@ -206,11 +207,12 @@ type refModel struct {
 	decisions []decRec
 	heatmaps  []hmRec
 	late      []lateRec
+	dlq       []string // quoted ids
 }
 
 func newRefModel(c *propCase) *refModel {
 	n := len(c.specs)
-	m := &refModel{specs: c.specs, ooo: c.ooo, lateness: c.lateness, wm: math.MinInt64,
+	m := &refModel{specs: c.specs, ooo: c.ooo, lateness: c.lateness, ahead: c.ahead, wm: math.MinInt64,
 		acc: make([]map[string][]accepted, n), fires: make([]map[winID]int32, n), sessions: make([]map[string][]*refSession, n)}
 	for i := range n {
 		m.acc[i] = map[string][]accepted{}
@@ -227,6 +229,12 @@ func (m *refModel) purged(end, wm int64) bool { return end-1+m.lateness <= wm }
 // process runs one event against the watermark before it, then moves the
 // watermark (it is updated after every record).
 func (m *refModel) process(e *genEvent) {
+	// Without a reference time, an event more than max_ahead past the
+	// largest ts seen goes to dlq and moves nothing.
+	if m.seen && e.ts > m.maxTS+m.ahead {
+		m.dlq = append(m.dlq, strconv.Quote(e.id))
+		return
+	}
 	matched, took := false, false
 	for i := range m.specs {
 		sp := &m.specs[i]

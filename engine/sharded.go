@@ -244,6 +244,9 @@ func (e *Sharded) Time(b *Batch, now int64) {
 		var t, wm int64
 		var processing bool
 		if b.errs[i] == nil {
+			b.errs[i] = e.ahead(&b.recs[i], &b.events[i])
+		}
+		if b.errs[i] == nil {
 			t, processing, wm = e.observe(&b.recs[i], &b.events[i], now)
 		}
 		b.t, b.processing, b.wm = append(b.t, t), append(b.processing, processing), append(b.wm, wm)

@@ -13,6 +13,7 @@ var (
 		OutOfOrderness:  2 * time.Second,
 		IdleTimeout:     10 * time.Second,
 		AllowedLateness: 0,
+		MaxAhead:        time.Hour,
 	}
 	defaultSkew = SkewConfig{
 		Threshold:    15 * time.Millisecond,
@@ -61,7 +62,7 @@ func (c *checker) watermark(n *yaml.Node, wm *WatermarkConfig) {
 	if isNull(n) {
 		return
 	}
-	fs, ok := c.mapping(n, "watermark", "out_of_orderness", "idle_timeout", "allowed_lateness")
+	fs, ok := c.mapping(n, "watermark", "out_of_orderness", "idle_timeout", "allowed_lateness", "max_ahead")
 	if !ok {
 		return
 	}
@@ -73,6 +74,9 @@ func (c *checker) watermark(n *yaml.Node, wm *WatermarkConfig) {
 	}
 	if f, ok := fs["allowed_lateness"]; ok {
 		wm.AllowedLateness = c.duration(f, zeroAllowed)
+	}
+	if f, ok := fs["max_ahead"]; ok {
+		wm.MaxAhead = c.duration(f, positive)
 	}
 }
 

@@ -11,8 +11,8 @@ import (
 func render(cfg *Config) string {
 	var b strings.Builder
 	wm, sk := cfg.Watermark, cfg.Skew
-	fmt.Fprintf(&b, "watermark out_of_orderness=%s idle_timeout=%s allowed_lateness=%s\n",
-		formatDuration(wm.OutOfOrderness), formatDuration(wm.IdleTimeout), formatDuration(wm.AllowedLateness))
+	fmt.Fprintf(&b, "watermark out_of_orderness=%s idle_timeout=%s allowed_lateness=%s max_ahead=%s\n",
+		formatDuration(wm.OutOfOrderness), formatDuration(wm.IdleTimeout), formatDuration(wm.AllowedLateness), formatDuration(wm.MaxAhead))
 	fmt.Fprintf(&b, "skew threshold=%s recover_after=%s scope=%s\n",
 		formatDuration(sk.Threshold), formatDuration(sk.RecoverAfter), sk.Scope)
 	for _, r := range cfg.Rules {

@@ -30,6 +30,14 @@ type WatermarkConfig struct {
 	// AllowedLateness keeps a window's state after it fired, so that late
 	// events still update it. The default value is 0s.
 	AllowedLateness time.Duration
+	// MaxAhead bounds how far an event's ts may be ahead of its record's
+	// reference time (the Kafka record timestamp live, ingest_ts in files)
+	// or, for a record without one, ahead of the largest event time the job
+	// has taken so far. An event beyond it goes to the dlq and never moves
+	// the watermark: one clock set years ahead would otherwise make every
+	// later event late. The default value is 1h, as Kafka's
+	// log.message.timestamp.after.max.ms.
+	MaxAhead time.Duration
 }
 
 // Scope says which sources are re-timed when one source's clock is skewed.

@@ -139,6 +139,19 @@ func (c *Combined) Partition(id int32) int64 {
 	return Min
 }
 
+// MaxEventTime returns the largest event time any partition has seen, and
+// false before the first event: the job's event-time progress, against
+// which a record without a reference time is judged too far ahead.
+func (c *Combined) MaxEventTime() (int64, bool) {
+	maxTS, seen := Min, false
+	for i := range c.parts {
+		if g := &c.parts[i].gen; g.seen {
+			maxTS, seen = max(maxTS, g.maxTS), true
+		}
+	}
+	return maxTS, seen
+}
+
 // Finish moves the watermark to Max: the input has ended.
 func (c *Combined) Finish() int64 {
 	c.current = Max
