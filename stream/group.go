@@ -1,9 +1,13 @@
 package stream
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -13,10 +17,34 @@ import (
 // reads every partition itself, from its own checkpoint; the group is how
 // standard lag tools see its progress (offsets committed after each
 // checkpoint) and how a second instance learns that one is already running.
+//
+// The membership must outlive broker restarts and coordinator moves: each
+// ends the generation, and kafka-go's group rejoins on its own only while
+// someone takes its next generation and its errors. keep does, for the
+// job's life. Between two generations the job does not hold the group, and
+// it processes nothing (see held); a second instance may have joined in
+// that gap, so each new generation is checked for other members, and of
+// two instances the one started later gives up (ErrGroupBusy).
 type groupMember struct {
 	cg    *kafka.ConsumerGroup
-	gen   *kafka.Generation
+	group string
 	topic string
+	// tag is carried in the member's group metadata, so that instances
+	// that find each other in one generation agree on which goes on.
+	tag     memberTag
+	brokers []string
+	log     *slog.Logger
+
+	mu  sync.Mutex
+	gen *kafka.Generation // nil while the group is not held
+	// changed is closed, and replaced, whenever the group is taken or
+	// lost.
+	changed chan struct{}
+	// lost receives why the job must stop: another instance holds the
+	// group.
+	lost chan error
+	// commitFailures counts offset commits failed in a row.
+	commitFailures int
 }
 
 // ErrGroupBusy is returned when another member of the consumer group is
@@ -35,22 +63,48 @@ func (e *ErrGroupBusy) Error() string {
 // that long.
 const sessionTimeout = 6 * time.Second
 
+// rejoinBackoff is how long kafka-go waits before joining again after a
+// failed attempt (a broker down).
+const rejoinBackoff = time.Second
+
+// memberTag identifies an instance in its group metadata: when it started
+// and a random number. The instance with the smaller tag keeps the group.
+type memberTag [16]byte
+
+func newMemberTag(now time.Time) memberTag {
+	var t memberTag
+	binary.BigEndian.PutUint64(t[:8], uint64(now.UnixNano()))
+	rand.Read(t[8:])
+	return t
+}
+
+// tagBalancer is kafka-go's range balancer with the instance's tag as its
+// user data.
+type tagBalancer struct {
+	kafka.RangeGroupBalancer
+	tag memberTag
+}
+
+func (b tagBalancer) UserData() ([]byte, error) { return b.tag[:], nil }
+
 // joinGroup refuses to start while the group has a live member, then joins
 // it. A member left behind by a crashed job expires after sessionTimeout,
 // so a busy group is asked again until then before giving up.
-func joinGroup(ctx context.Context, brokers []string, group, topic string) (*groupMember, error) {
+func joinGroup(ctx context.Context, brokers []string, group, topic string, log *slog.Logger) (*groupMember, error) {
 	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
 	deadline := time.Now().Add(sessionTimeout + time.Second)
 	for {
-		busy, err := groupMembers(ctx, client, group)
-		if err != nil {
-			return nil, err
-		}
-		if busy == nil {
+		// A broker that is starting may fail the request: ask again until
+		// the deadline.
+		members, err := groupMembers(ctx, client, group)
+		if err == nil && len(members) == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			return nil, busy
+			if err != nil {
+				return nil, err
+			}
+			return nil, busyError(group, members)
 		}
 		select {
 		case <-ctx.Done():
@@ -58,9 +112,16 @@ func joinGroup(ctx context.Context, brokers []string, group, topic string) (*gro
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+	return newGroupMember(ctx, brokers, group, topic, newMemberTag(time.Now()), log)
+}
+
+// newGroupMember joins group, tagged tag, and takes its first generation.
+func newGroupMember(ctx context.Context, brokers []string, group, topic string, tag memberTag, log *slog.Logger) (*groupMember, error) {
 	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
 		ID: group, Brokers: brokers, Topics: []string{topic},
 		HeartbeatInterval: time.Second, SessionTimeout: sessionTimeout,
+		JoinGroupBackoff: rejoinBackoff,
+		GroupBalancers:   []kafka.GroupBalancer{tagBalancer{tag: tag}},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("join group %s: %w", group, err)
@@ -70,41 +131,168 @@ func joinGroup(ctx context.Context, brokers []string, group, topic string) (*gro
 		cg.Close()
 		return nil, fmt.Errorf("join group %s: %w", group, err)
 	}
-	return &groupMember{cg: cg, gen: gen, topic: topic}, nil
+	g := &groupMember{cg: cg, group: group, topic: topic, tag: tag, brokers: brokers, log: log,
+		gen: gen, changed: make(chan struct{}), lost: make(chan error, 1)}
+	return g, nil
 }
 
-// groupMembers returns ErrGroupBusy when group has members, else nil.
-func groupMembers(ctx context.Context, client *kafka.Client, group string) (*ErrGroupBusy, error) {
+// groupMembers describes the members of group.
+func groupMembers(ctx context.Context, client *kafka.Client, group string) ([]kafka.DescribeGroupsResponseMember, error) {
 	resp, err := client.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
 	if err != nil {
 		return nil, fmt.Errorf("describe group %s: %w", group, err)
 	}
+	var members []kafka.DescribeGroupsResponseMember
 	for _, g := range resp.Groups {
-		if len(g.Members) > 0 {
-			busy := &ErrGroupBusy{Group: group}
-			for _, m := range g.Members {
-				busy.Members = append(busy.Members, m.ClientHost+"/"+m.MemberID)
+		members = append(members, g.Members...)
+	}
+	return members, nil
+}
+
+func busyError(group string, members []kafka.DescribeGroupsResponseMember) *ErrGroupBusy {
+	busy := &ErrGroupBusy{Group: group}
+	for _, m := range members {
+		busy.Members = append(busy.Members, m.ClientHost+"/"+m.MemberID)
+	}
+	return busy
+}
+
+// keep takes every generation of the group until ctx ends: after a broker
+// restart or a rebalance kafka-go joins again and hands over the next one
+// here. A generation shared with an instance started earlier makes the job
+// give up the group (lost).
+func (g *groupMember) keep(ctx context.Context) {
+	client := &kafka.Client{Addr: kafka.TCP(g.brokers...), Timeout: 10 * time.Second}
+	gen := g.current()
+	for {
+		if gen != nil {
+			if err := g.exclusive(ctx, client, gen); err != nil {
+				g.setGen(nil)
+				g.lost <- err
+				return
 			}
-			return busy, nil
+			g.setGen(gen)
+			ended := make(chan struct{})
+			gen.Start(func(genCtx context.Context) {
+				select {
+				case <-genCtx.Done():
+				case <-ctx.Done():
+				}
+				close(ended)
+			})
+			<-ended
+			if ctx.Err() != nil {
+				return
+			}
+			g.setGen(nil)
+			g.log.Warn("lost the consumer group's generation (a broker restart or a rebalance); processing waits until the group is joined again",
+				"group", g.group, "generation", gen.ID)
+		}
+		next, err := g.cg.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			// kafka-go retries by itself after rejoinBackoff.
+			g.log.Warn("rejoining the consumer group", "group", g.group, "err", err)
+			gen = nil
+			continue
+		}
+		g.log.Info("rejoined the consumer group", "group", g.group, "generation", next.ID)
+		gen = next
+	}
+}
+
+// exclusive returns ErrGroupBusy when gen has a member of another riskstream
+// instance with a smaller tag (that instance goes on, this one stops). A
+// member without a tag (another kind of consumer in the group) is reported
+// and left alone.
+func (g *groupMember) exclusive(ctx context.Context, client *kafka.Client, gen *kafka.Generation) error {
+	var members []kafka.DescribeGroupsResponseMember
+	var err error
+	for attempt := 0; attempt < 10; attempt++ {
+		if members, err = groupMembers(ctx, client, g.group); err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(rejoinBackoff):
 		}
 	}
-	return nil, nil
+	if err != nil {
+		return fmt.Errorf("consumer group %q: cannot tell whether another instance holds it: %w", g.group, err)
+	}
+	for _, m := range members {
+		if m.MemberID == gen.MemberID {
+			continue
+		}
+		other := m.MemberMetadata.UserData
+		if len(other) != len(memberTag{}) {
+			g.log.Info("the consumer group has a member without a riskstream tag (joining, or another kind of consumer)", "group", g.group, "member", m.ClientHost+"/"+m.MemberID)
+			continue
+		}
+		if bytes.Compare(other, g.tag[:]) < 0 {
+			return busyError(g.group, members)
+		}
+		g.log.Warn("another riskstream instance joined the consumer group; it started later and stops", "group", g.group,
+			"member", m.ClientHost+"/"+m.MemberID)
+	}
+	return nil
+}
+
+func (g *groupMember) current() *kafka.Generation {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.gen
+}
+
+func (g *groupMember) setGen(gen *kafka.Generation) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.gen = gen
+	close(g.changed)
+	g.changed = make(chan struct{})
+}
+
+// held reports whether the job holds the group now, and returns a channel
+// closed when that changes.
+func (g *groupMember) held() (bool, <-chan struct{}) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.gen != nil, g.changed
 }
 
 // commit records the checkpointed offsets in the group, for lag tools. A
 // failure is not fatal: the job resumes from its own checkpoint.
 func (g *groupMember) commit(offsets map[int32]int64) error {
+	gen := g.current()
+	if gen == nil {
+		return fmt.Errorf("the group is not held")
+	}
 	per := make(map[int]int64, len(offsets))
 	for p, o := range offsets {
 		per[int(p)] = o
 	}
-	return g.gen.CommitOffsets(map[string]map[int]int64{g.topic: per})
+	return gen.CommitOffsets(map[string]map[int]int64{g.topic: per})
 }
 
-// commitOrWarn commits and logs a failure.
+// commitOrWarn commits and logs a failure, once until a commit succeeds
+// again: commits fail at every checkpoint while a broker is away.
 func (g *groupMember) commitOrWarn(offsets map[int32]int64, group string, log *slog.Logger) {
-	if err := g.commit(offsets); err != nil {
-		log.Warn("committing offsets to the consumer group", "group", group, "err", err)
+	err := g.commit(offsets)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case err != nil && g.commitFailures == 0:
+		log.Warn("committing offsets to the consumer group; retried at every checkpoint", "group", group, "err", err)
+	case err == nil && g.commitFailures > 0:
+		log.Info("committing offsets to the consumer group again", "group", group, "failed", g.commitFailures)
+	}
+	if err != nil {
+		g.commitFailures++
+	} else {
+		g.commitFailures = 0
 	}
 }
 

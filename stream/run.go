@@ -180,11 +180,16 @@ func Run(ctx context.Context, opts RunOptions) error {
 		log.Info("resuming from checkpoint", "offsets", offsets, "watermark", e.Watermark())
 	}
 
-	member, err := joinGroup(ctx, brokers, opts.Group, opts.Topic)
+	member, err := joinGroup(ctx, brokers, opts.Group, opts.Topic, log)
 	if err != nil {
 		return err
 	}
 	defer member.close()
+	keepCtx, stopKeeping := context.WithCancel(context.Background())
+	var keeping sync.WaitGroup
+	keeping.Go(func() { member.keep(keepCtx) })
+	defer keeping.Wait()
+	defer stopKeeping()
 
 	partitions, err := readPartitions(ctx, brokers[0], opts.Topic)
 	if err != nil {
@@ -305,12 +310,25 @@ func Run(ctx context.Context, opts RunOptions) error {
 	defer discover.Stop()
 	var recs []engine.Record
 	for {
+		// While the group is not held (between two of its generations),
+		// nothing is processed: another instance may hold it by now.
+		input, tick10ms := fetched, tick.C
+		held, groupChanged := member.held()
+		if !held {
+			input, tick10ms = nil, nil
+		}
 		select {
+		case <-groupChanged:
+		case err := <-member.lost:
+			return err
 		case <-ctx.Done():
 			// Stop fetching, then what was fetched is processed, flushed and
 			// checkpointed: a clean stop loses and repeats nothing.
 			stopReading()
 			for {
+				if held, _ := member.held(); !held {
+					break
+				}
 				select {
 				case msgs := <-fetched:
 					if err := processAll(e, out, writer, &recs, msgs, offsets); err != nil {
@@ -326,7 +344,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 			}
 			log.Info("stopped after a final checkpoint", "offsets", offsets)
 			return nil
-		case msgs := <-fetched:
+		case msgs := <-input:
 			if err := processAll(e, out, writer, &recs, msgs, offsets); err != nil {
 				return err
 			}
@@ -336,7 +354,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 			}
 		case err := <-commitFailed:
 			return err
-		case <-tick.C:
+		case <-tick10ms:
 			if err := e.Tick(now()); err != nil {
 				return err
 			}
