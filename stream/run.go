@@ -70,6 +70,11 @@ type RunOptions struct {
 	MetricsAddr string
 	// CacheSlots: see windows.Options.
 	CacheSlots int
+	// MetricLabelLimit bounds the label values taken from the input that
+	// the metrics keep per label (sources; each heatmap's keys): the first
+	// ones seen get their own, the rest are counted under "other". The
+	// default value is 100.
+	MetricLabelLimit int
 	// Logger receives operational messages. The default value is
 	// slog.Default().
 	Logger *slog.Logger
@@ -102,6 +107,9 @@ func (o *RunOptions) ensureDefaults() {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.MetricLabelLimit <= 0 {
+		o.MetricLabelLimit = 100
 	}
 	if o.Registry == nil {
 		o.Registry = prometheus.NewRegistry()
@@ -150,14 +158,14 @@ func Run(ctx context.Context, opts RunOptions) error {
 			"addr", b.Addr(), "data", filepath.Join(opts.StateDir, "broker"))
 	}
 
-	m := newMetrics(opts.Registry, opts.Config)
+	m := newMetrics(opts.Registry, opts.Config, opts.MetricLabelLimit)
 	out := sink.NewKafka(brokers, opts.Outputs)
 	defer out.Close()
 	e, err := engine.New(engine.Options{
 		Config: opts.Config, Backend: db, Output: heatmapMetrics{out, m}, CacheSlots: opts.CacheSlots,
 		OnSkewTransition: func(tr watermark.Transition) {
 			logTransition(log, tr)
-			m.transitions.WithLabelValues(tr.Source).Inc()
+			m.transitions.WithLabelValues(m.sources.value(tr.Source)).Inc()
 		},
 	})
 	if err != nil {
@@ -470,11 +478,15 @@ type metrics struct {
 	consumerLag *prometheus.GaugeVec
 	last        engine.Stats
 	cfg         *rules.Config
+	// sources and heatmapKeys (one per heatmap) bound the label values
+	// taken from the input.
+	sources     *boundedLabels
+	heatmapKeys []*boundedLabels
 }
 
-func newMetrics(reg *prometheus.Registry, cfg *rules.Config) *metrics {
+func newMetrics(reg *prometheus.Registry, cfg *rules.Config, labelLimit int) *metrics {
 	m := &metrics{
-		reg: reg, cfg: cfg,
+		reg: reg, cfg: cfg, sources: newBoundedLabels(labelLimit),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "riskstream_events_total",
 			Help: "Input records by result: ok, late, invalid, unmatched."}, []string{"result"}),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "riskstream_decisions_total",
@@ -505,6 +517,9 @@ func newMetrics(reg *prometheus.Registry, cfg *rules.Config) *metrics {
 		Help: "Wall clock minus the partition's watermark."}, []string{"partition"})
 	m.consumerLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "riskstream_consumer_lag",
 		Help: "Records of the partition not yet consumed."}, []string{"partition"})
+	for range cfg.Heatmaps {
+		m.heatmapKeys = append(m.heatmapKeys, newBoundedLabels(labelLimit))
+	}
 	reg.MustRegister(m.buckets, m.wmLag, m.consumerLag)
 	reg.MustRegister(m.events, m.decisions, m.watermark, m.skew, m.degraded, m.transitions, m.checkpoint, m.stateBytes, m.latency)
 	return m
@@ -529,15 +544,34 @@ func (m *metrics) update(e *engine.Engine, db *state.DB) {
 	if wm := e.Watermark(); wm > watermark.Min && wm < watermark.Max {
 		m.watermark.Set(float64(wm) / 1000)
 	}
+	// Sources past the label limit share "other": the skew furthest from
+	// zero among them, and degraded while any of them is.
+	var otherSkew time.Duration
+	otherDegraded, others := false, false
 	for _, src := range e.Sources() {
-		m.skew.WithLabelValues(src.Source).Set(src.Skew.Seconds())
-		d := 0.0
-		if src.Degraded {
-			d = 1
+		label := m.sources.value(src.Source)
+		if label == otherLabel {
+			if !others || src.Skew.Abs() > otherSkew.Abs() {
+				otherSkew = src.Skew
+			}
+			otherDegraded, others = otherDegraded || src.Degraded, true
+			continue
 		}
-		m.degraded.WithLabelValues(src.Source).Set(d)
+		m.skew.WithLabelValues(label).Set(src.Skew.Seconds())
+		m.degraded.WithLabelValues(label).Set(boolGauge(src.Degraded))
+	}
+	if others {
+		m.skew.WithLabelValues(otherLabel).Set(otherSkew.Seconds())
+		m.degraded.WithLabelValues(otherLabel).Set(boolGauge(otherDegraded))
 	}
 	m.stateBytes.Set(float64(db.DiskBytes()))
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // lags refreshes the per-partition watermark and consumer lags.
@@ -566,7 +600,7 @@ func (h heatmapMetrics) Heatmap(w *windows.HeatmapWindow) {
 			}
 			key = append(key, text)
 		})
-		k := strings.Join(key, ",")
+		k := h.m.heatmapKeys[w.HeatmapIndex].value(strings.Join(key, ","))
 		for i, n := range w.Acc.Buckets {
 			le := "+Inf"
 			if i < len(w.Heatmap.Buckets) {

@@ -53,6 +53,7 @@ func newRunCmd() *cobra.Command {
 	f.StringVar(&opts.MetricsAddr, "metrics-addr", ":9464", "address serving /metrics and /healthz; empty for none")
 	f.DurationVar(&opts.CheckpointInterval, "checkpoint-interval", 0, "how often state and offsets are checkpointed (default 1s)")
 	f.IntVar(&opts.CacheSlots, "cache-slots", 0, "window states kept decoded in memory (default 1048576)")
+	f.IntVar(&opts.MetricLabelLimit, "metrics-label-limit", 100, "label values taken from the input (sources, heatmap keys) that metrics keep per label; later ones are counted as \"other\"")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) to this file, until the job stops")
 	cmd.MarkFlagRequired("rules")
 	return cmd

@@ -1,0 +1,104 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+)
+
+func TestBoundedLabels(t *testing.T) {
+	b := newBoundedLabels(2)
+	for _, c := range []struct{ in, want string }{
+		{"a", "a"}, {"other", "other"}, {"b", "b"}, {"c", "other"}, {"a", "a"}, {"b", "b"}, {"d", "other"},
+	} {
+		if got := b.value(c.in); got != c.want {
+			t.Errorf("value(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+// TestMetricLabelsBounded: 3,000 events with distinct sources and apis (the
+// heatmap's key) add at most the label limit of series per metric, plus
+// "other", which still counts every event.
+func TestMetricLabelsBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a broker")
+	}
+	addr := startLiveBroker(t)
+	conn, err := kafka.DialLeader(context.Background(), "tcp", addr, "requests", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := time.Now().Add(-time.Hour).UnixMilli()
+	const n = 3000
+	var msgs []kafka.Message
+	for i := range n {
+		ts := base + int64(i)
+		msgs = append(msgs, kafka.Message{
+			Value: fmt.Appendf(nil, `{"id":"e%d","ts":%d,"source":"gw-%d","user":"u","api":"/api-%d","latency_ms":1}`, i, ts, i, i),
+			Time:  time.UnixMilli(ts),
+		})
+	}
+	// One more, a minute later, fires every window of the others.
+	msgs = append(msgs, kafka.Message{Value: fmt.Appendf(nil, `{"id":"last","ts":%d,"source":"gw-0","user":"u","api":"/api-0","latency_ms":1}`, base+60_000),
+		Time: time.UnixMilli(base + 60_000)})
+	if _, err := conn.WriteMessages(msgs...); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	const limit = 10
+	reg := prometheus.NewRegistry()
+	stop := startJob(t, RunOptions{Brokers: []string{addr}, Registry: reg, MetricLabelLimit: limit,
+		CheckpointInterval: 50 * time.Millisecond})
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if metricSum(t, reg, "riskstream_heatmap_bucket_total") >= n {
+			break
+		}
+	}
+	stop()
+	if got := metricSum(t, reg, "riskstream_events_total"); got != n+1 {
+		t.Fatalf("%v events counted, want %d", got, n+1)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	series := map[string]int{}
+	for _, mf := range mfs {
+		series[mf.GetName()] = len(mf.GetMetric())
+	}
+	for name, max := range map[string]int{
+		"riskstream_source_skew_seconds":  limit + 1,
+		"riskstream_source_degraded":      limit + 1,
+		"riskstream_heatmap_bucket_total": (limit + 1) * 13, // 12 buckets and +Inf
+	} {
+		if series[name] == 0 || series[name] > max {
+			t.Errorf("%s has %d series, want 1 to %d", name, series[name], max)
+		}
+	}
+	if got := metricSum(t, reg, "riskstream_heatmap_bucket_total"); got != n {
+		t.Errorf("heatmap buckets count %v events, want %d: \"other\" must count the rest", got, n)
+	}
+}
+
+// metricSum adds up every series of a counter or gauge.
+func metricSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			}
+		}
+	}
+	return sum
+}
