@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 
@@ -22,11 +23,18 @@ const (
 
 // Files writes the four outputs as JSONL files in a folder. It implements
 // windows.Output for decisions and heatmaps.
+//
+// The records go to new files beside the outputs, which Commit renames over
+// them: a run that fails (an unreadable input, a truncated .gz, a full
+// disk) leaves a previous run's outputs as they were, and no reader ever
+// sees half a run.
 type Files struct {
-	enc   *Encoder
-	files [4]*emptiedFile
-	w     [4]*bufio.Writer
-	buf   []byte
+	enc       *Encoder
+	dir       string
+	files     [4]*os.File
+	w         [4]*bufio.Writer
+	buf       []byte
+	committed bool
 	// Counts of records written, per output.
 	Counts struct{ Decisions, Heatmaps, Late, DLQ int64 }
 }
@@ -38,59 +46,28 @@ const (
 	outDLQ
 )
 
-// OpenFiles creates dir if missing and truncates or creates the four output
-// files in it.
+var outputNames = [4]string{Decisions, Heatmaps, Late, DLQ}
+
+// OpenFiles creates dir if missing and, in it, the new files that Commit
+// makes the four outputs.
 func OpenFiles(dir string) (*Files, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("sink: create %s: %w", dir, err)
 	}
-	f := &Files{enc: NewEncoder()}
-	for i, name := range []string{Decisions, Heatmaps, Late, DLQ} {
-		file, err := os.OpenFile(filepath.Join(dir, name+".jsonl"), os.O_WRONLY|os.O_CREATE, 0o666)
+	f := &Files{enc: NewEncoder(), dir: dir}
+	for i, name := range outputNames {
+		// Not os.CreateTemp, whose files only their owner may read: the
+		// outputs are made as any file (the umask applies).
+		partial := filepath.Join(dir, fmt.Sprintf(".%s.jsonl.%d-%d.partial", name, os.Getpid(), rand.Uint64()))
+		file, err := os.OpenFile(partial, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
 		if err != nil {
 			f.Close()
 			return nil, fmt.Errorf("sink: %w", err)
 		}
-		f.files[i] = emptyFile(file)
-		f.w[i] = bufio.NewWriterSize(f.files[i], 1<<20)
+		f.files[i] = file
+		f.w[i] = bufio.NewWriterSize(file, 1<<20)
 	}
 	return f, nil
-}
-
-// emptiedFile is an output file that a goroutine truncates while the job
-// starts; writes wait for it. On ext4, truncating the decisions of a
-// previous 2M-event replay (17 MB) took 5 to 20 ms on the job's critical
-// path: a percent of the run.
-type emptiedFile struct {
-	*os.File
-	done chan struct{}
-	err  error // from Truncate, valid once done is closed
-}
-
-func emptyFile(f *os.File) *emptiedFile {
-	e := &emptiedFile{File: f, done: make(chan struct{})}
-	go func() {
-		defer close(e.done)
-		if err := f.Truncate(0); err != nil {
-			e.err = fmt.Errorf("sink: truncate %s: %w", f.Name(), err)
-		}
-	}()
-	return e
-}
-
-// Write writes p once the old content is gone, at the start of the file.
-func (e *emptiedFile) Write(p []byte) (int, error) {
-	<-e.done
-	if e.err != nil {
-		return 0, e.err
-	}
-	return e.File.Write(p)
-}
-
-// Close closes the file once the old content is gone.
-func (e *emptiedFile) Close() error {
-	<-e.done
-	return errors.Join(e.err, e.File.Close())
 }
 
 func (f *Files) write(i int) {
@@ -139,15 +116,39 @@ func (f *Files) Flush() error {
 	return errors.Join(errs...)
 }
 
-// Close flushes and closes the files.
-func (f *Files) Close() error {
-	errs := []error{f.Flush()}
-	for _, file := range f.files {
-		if file != nil {
-			if err := file.Close(); err != nil {
-				errs = append(errs, fmt.Errorf("sink: %w", err))
-			}
+// Commit flushes and closes the files and puts them in place of the
+// outputs, <dir>/<output>.jsonl.
+func (f *Files) Commit() error {
+	if err := f.Flush(); err != nil {
+		return err
+	}
+	for i, file := range f.files {
+		if err := file.Close(); err != nil {
+			return fmt.Errorf("sink: %w", err)
 		}
+		f.files[i] = nil
+		if err := os.Rename(file.Name(), filepath.Join(f.dir, outputNames[i]+".jsonl")); err != nil {
+			os.Remove(file.Name())
+			return fmt.Errorf("sink: %w", err)
+		}
+	}
+	f.committed = true
+	return nil
+}
+
+// Close discards the files unless Commit made them the outputs; the
+// outputs of a previous run are left as they were.
+func (f *Files) Close() error {
+	if f.committed {
+		return nil
+	}
+	var errs []error
+	for i, file := range f.files {
+		if file == nil {
+			continue
+		}
+		errs = append(errs, file.Close(), os.Remove(file.Name()))
+		f.files[i] = nil
 	}
 	return errors.Join(errs...)
 }

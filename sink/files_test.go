@@ -25,6 +25,9 @@ func TestOpenFilesReplacesOldOutputs(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.DLQ([]byte(`{"bad`), "not JSON", &event.Provenance{File: "in.jsonl", Line: 7})
+	if err := f.Commit(); err != nil {
+		t.Fatal(err)
+	}
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -41,6 +44,42 @@ func TestOpenFilesReplacesOldOutputs(t *testing.T) {
 		}
 		if string(got) != w {
 			t.Errorf("%s.jsonl: %d bytes %.80q, want %q", name, len(got), got, w)
+		}
+	}
+}
+
+// TestFilesNotCommitted: a run that ends without Commit (it failed) leaves
+// the previous outputs as they were, and nothing else in the folder.
+func TestFilesNotCommitted(t *testing.T) {
+	dir := t.TempDir()
+	old := `{"old":"record"}` + "\n"
+	for _, name := range outputNames {
+		if err := os.WriteFile(filepath.Join(dir, name+".jsonl"), []byte(old), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := OpenFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.DLQ([]byte(`{"bad`), "not JSON", &event.Provenance{File: "in.jsonl", Line: 7})
+	if err := f.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 4 {
+		t.Errorf("%d files in the folder, want the 4 outputs: %v", len(entries), entries)
+	}
+	for _, name := range outputNames {
+		got, err := os.ReadFile(filepath.Join(dir, name+".jsonl"))
+		if err != nil || string(got) != old {
+			t.Errorf("%s.jsonl: %q, %v; want the previous run's %q", name, got, err, old)
 		}
 	}
 }

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"slices"
 	"strings"
@@ -58,7 +60,7 @@ func readInput(ctx context.Context, name string, stdin io.Reader, out chan<- *ch
 		c.data = c.data[:len(c.data)+n]
 		eof := err == io.EOF
 		if err != nil && !eof {
-			return fmt.Errorf("read %s: %w", name, err)
+			return fmt.Errorf("read: %w", withoutPath(err))
 		}
 		if len(c.data) >= chunkSize || (eof && len(c.data) > 0) {
 			cut := len(c.data)
@@ -113,7 +115,7 @@ func openInput(name string, stdin io.Reader) (io.Reader, func(), error) {
 	} else {
 		f, err := os.Open(name)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, withoutPath(err)
 		}
 		r, closeFn = f, func() { f.Close() }
 	}
@@ -121,7 +123,7 @@ func openInput(name string, stdin io.Reader) (io.Reader, func(), error) {
 		zr, err := gzip.NewReader(r)
 		if err != nil {
 			closeFn()
-			return nil, nil, fmt.Errorf("%s: %w", name, err)
+			return nil, nil, err
 		}
 		inner := closeFn
 		r, closeFn = zr, func() { zr.Close(); inner() }
@@ -152,4 +154,14 @@ func forEachLine(c *chunk, fn func(line []byte, n int64) error) error {
 		n++
 	}
 	return nil
+}
+
+// withoutPath drops the file name from an os error: the caller names the
+// input once.
+func withoutPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s: %w", pe.Op, pe.Err)
+	}
+	return err
 }

@@ -117,8 +117,12 @@ func Replay(ctx context.Context, opts ReplayOptions) (*Summary, error) {
 		if in == "-" {
 			continue
 		}
-		if _, err := os.Stat(in); err != nil {
+		fi, err := os.Stat(in)
+		if err != nil {
 			return nil, fmt.Errorf("input: %w", err)
+		}
+		if fi.IsDir() {
+			return nil, fmt.Errorf("input %s is a folder: name the files in it", in)
 		}
 	}
 	start := opts.Now()
@@ -224,15 +228,16 @@ func Replay(ctx context.Context, opts ReplayOptions) (*Summary, error) {
 		return nil, err
 	}
 	prog.done(e)
-	if err := files.Close(); err != nil {
-		return nil, err
-	}
 	var diskBytes uint64
 	for _, db := range dbs {
 		if err := db.Commit(false); err != nil {
 			return nil, err
 		}
 		diskBytes += db.DiskBytes()
+	}
+	// Only a run that succeeded replaces the outputs of the one before.
+	if err := files.Commit(); err != nil {
+		return nil, err
 	}
 	sum := &Summary{Stats: e.Stats(), Sources: e.Sources(), Elapsed: opts.Now().Sub(start), StateBytes: diskBytes}
 	return sum, nil

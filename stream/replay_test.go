@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -303,4 +304,54 @@ func TestReplayLineNumbersAcrossChunks(t *testing.T) {
 			t.Fatalf("dlq record %d is %s, want it to end with %s", i, dlq[i], want[i])
 		}
 	}
+}
+
+// TestFailedReplayKeepsOutputs: a replay that fails (an input that is a
+// folder; a truncated .gz) returns an error and leaves the outputs of the
+// run before it as they were.
+func TestFailedReplayKeepsOutputs(t *testing.T) {
+	gz, err := os.ReadFile(bundledInput)
+	if err != nil {
+		t.Fatal(err)
+	}
+	truncated := filepath.Join(t.TempDir(), "cut.jsonl.gz")
+	if err := os.WriteFile(truncated, gz[:len(gz)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, input := range map[string]string{"folder": t.TempDir(), "truncated gzip": truncated} {
+		t.Run(name, func(t *testing.T) {
+			out := t.TempDir()
+			replay(t, ReplayOptions{Config: loadRules(t), Inputs: []string{bundledInput}, OutDir: out})
+			before := readFolder(t, out)
+			if len(before["decisions.jsonl"]) == 0 {
+				t.Fatal("the first replay decided nothing")
+			}
+			_, err := Replay(context.Background(), ReplayOptions{Config: loadRules(t), Inputs: []string{input}, OutDir: out})
+			if err == nil {
+				t.Fatal("the replay succeeded")
+			}
+			t.Log(err)
+			if after := readFolder(t, out); !maps.EqualFunc(after, before, bytes.Equal) {
+				t.Errorf("the failed replay changed the outputs: %d files, was %d", len(after), len(before))
+			}
+		})
+	}
+}
+
+// readFolder reads every file of a folder.
+func readFolder(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[e.Name()] = b
+	}
+	return files
 }
