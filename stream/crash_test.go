@@ -29,7 +29,8 @@ func buildBinary(t *testing.T) string {
 var resumedAt = regexp.MustCompile(`resuming from checkpoint"? offsets="?map\[0:(\d+)\]`)
 
 // TestCrashSafety kills the job with SIGKILL at random moments while input
-// arrives, restarting it each time on the same state. At the end its
+// arrives (6 times, 20 in the fault-injection suite), restarting it each
+// time on the same state. At the end its
 // decisions cover every decision of replay, with nothing replay does not
 // make (repeats allowed: they have the same ids), and every restart resumed
 // from a checkpoint rather than from the beginning.
@@ -42,9 +43,14 @@ func TestCrashSafety(t *testing.T) {
 	addr := startLiveBroker(t)
 	stateDir := t.TempDir()
 
+	// Input arrives over the kills: 20000 events in 2.5 s, or in 10 s.
+	rate := 8000.0
+	if faults() {
+		rate = 2000
+	}
 	produced := make(chan error, 1)
 	go func() {
-		_, err := Produce(context.Background(), ProduceOptions{File: bundledInput, Brokers: []string{addr}, Rate: 8000})
+		_, err := Produce(context.Background(), ProduceOptions{File: bundledInput, Brokers: []string{addr}, Rate: rate})
 		produced <- err
 	}()
 
@@ -60,7 +66,11 @@ func TestCrashSafety(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(11, 12))
 	var resumed []int
-	for i := range 6 {
+	kills := 6
+	if faults() {
+		kills = 20
+	}
+	for i := range kills {
 		cmd, logs := start()
 		waitFor(t, logs, "consuming")
 		time.Sleep(time.Duration(60+r.IntN(300)) * time.Millisecond)

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -67,15 +68,50 @@ const sessionTimeout = 6 * time.Second
 // failed attempt (a broker down).
 const rejoinBackoff = time.Second
 
-// memberTag identifies an instance in its group metadata: when it started
-// and a random number. The instance with the smaller tag keeps the group.
+// memberTag identifies an instance in its group metadata: when it started,
+// then the id of its state directory (instanceID). The instance with the
+// smaller tag keeps the group. A member with the job's own state id is a
+// former run of the job itself, killed before it could leave: Pebble's lock
+// on the state directory proves that no other process uses it, so that
+// member is not waited for.
 type memberTag [16]byte
 
-func newMemberTag(now time.Time) memberTag {
+func newMemberTag(now time.Time, instance [8]byte) memberTag {
 	var t memberTag
 	binary.BigEndian.PutUint64(t[:8], uint64(now.UnixNano()))
-	rand.Read(t[8:])
+	copy(t[8:], instance[:])
 	return t
+}
+
+// sameState reports whether a member's tag has the job's state id.
+func (t memberTag) sameState(other []byte) bool {
+	return len(other) == len(t) && bytes.Equal(other[8:], t[8:])
+}
+
+// instanceID returns the id of the state directory: a random number made
+// and stored with the state on its first use.
+func instanceID(db metaStore) ([8]byte, error) {
+	var id [8]byte
+	b, ok, err := db.Meta(metaInstance)
+	if err != nil {
+		return id, err
+	}
+	if ok && len(b) == len(id) {
+		copy(id[:], b)
+		return id, nil
+	}
+	rand.Read(id[:])
+	if err := db.SetMeta(metaInstance, id[:]); err != nil {
+		return id, err
+	}
+	return id, db.Commit(true)
+}
+
+// metaStore is the part of the state store instanceID uses.
+type metaStore interface {
+	Meta(name string) ([]byte, bool, error)
+	SetMeta(name string, value []byte) error
+	Commit(sync bool) error
 }
 
 // tagBalancer is kafka-go's range balancer with the instance's tag as its
@@ -90,13 +126,28 @@ func (b tagBalancer) UserData() ([]byte, error) { return b.tag[:], nil }
 // joinGroup refuses to start while the group has a live member, then joins
 // it. A member left behind by a crashed job expires after sessionTimeout,
 // so a busy group is asked again until then before giving up.
-func joinGroup(ctx context.Context, brokers []string, group, topic string, log *slog.Logger) (*groupMember, error) {
+func joinGroup(ctx context.Context, brokers []string, group, topic string, instance [8]byte, log *slog.Logger) (*groupMember, error) {
+	tag := newMemberTag(time.Now(), instance)
 	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
 	deadline := time.Now().Add(sessionTimeout + time.Second)
 	for {
 		// A broker that is starting may fail the request: ask again until
 		// the deadline.
 		members, err := groupMembers(ctx, client, group)
+		var stale []kafka.LeaveGroupRequestMember
+		members = slices.DeleteFunc(members, func(m kafka.DescribeGroupsResponseMember) bool {
+			if !tag.sameState(m.MemberMetadata.UserData) {
+				return false
+			}
+			stale = append(stale, kafka.LeaveGroupRequestMember{ID: m.MemberID})
+			return true
+		})
+		if len(stale) > 0 {
+			// A killed run of this job (the state's lock is ours): a join
+			// would wait for it to time out, so it leaves now.
+			_, err := client.LeaveGroup(ctx, &kafka.LeaveGroupRequest{GroupID: group, Members: stale})
+			log.Info("removed the group membership a killed run of this job left behind", "group", group, "err", err)
+		}
 		if err == nil && len(members) == 0 {
 			break
 		}
@@ -112,7 +163,7 @@ func joinGroup(ctx context.Context, brokers []string, group, topic string, log *
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
-	return newGroupMember(ctx, brokers, group, topic, newMemberTag(time.Now()), log)
+	return newGroupMember(ctx, brokers, group, topic, tag, log)
 }
 
 // newGroupMember joins group, tagged tag, and takes its first generation.
@@ -230,6 +281,11 @@ func (g *groupMember) exclusive(ctx context.Context, client *kafka.Client, gen *
 		other := m.MemberMetadata.UserData
 		if len(other) != len(memberTag{}) {
 			g.log.Info("the consumer group has a member without a riskstream tag (joining, or another kind of consumer)", "group", g.group, "member", m.ClientHost+"/"+m.MemberID)
+			continue
+		}
+		if g.tag.sameState(other) {
+			// A membership of this job's own, from an earlier
+			// generation or run, which the broker has not expired yet.
 			continue
 		}
 		if bytes.Compare(other, g.tag[:]) < 0 {

@@ -114,6 +114,7 @@ func TestGroupTieBreak(t *testing.T) {
 	join := func(startedAt int64) *groupMember {
 		var tag memberTag
 		binary.BigEndian.PutUint64(tag[:], uint64(startedAt))
+		tag[8] = byte(startedAt) // another state directory each
 		g, err := newGroupMember(ctx, []string{addr}, "riskstream", "requests", tag, slog.Default())
 		if err != nil {
 			t.Fatal(err)

@@ -120,6 +120,9 @@ func (o *RunOptions) ensureDefaults() {
 const (
 	metaCheckpoint = "checkpoint"
 	metaOffsets    = "offsets"
+	// metaInstance is the state directory's id in the consumer group
+	// (memberTag).
+	metaInstance = "instance"
 )
 
 // Run is the live job: it consumes every partition of the input topic from
@@ -188,7 +191,11 @@ func Run(ctx context.Context, opts RunOptions) error {
 		log.Info("resuming from checkpoint", "offsets", offsets, "watermark", e.Watermark())
 	}
 
-	member, err := joinGroup(ctx, brokers, opts.Group, opts.Topic, log)
+	instance, err := instanceID(db)
+	if err != nil {
+		return err
+	}
+	member, err := joinGroup(ctx, brokers, opts.Group, opts.Topic, instance, log)
 	if err != nil {
 		return err
 	}

@@ -49,8 +49,14 @@ func produceBundled(t *testing.T, addr string) {
 // replayDecisions is what replay decides on the bundled workload.
 func replayDecisions(t *testing.T) []string {
 	t.Helper()
+	return replayDecisionsOf(t, bundledInput)
+}
+
+// replayDecisionsOf is what replay decides on input with the bundled rules.
+func replayDecisionsOf(t *testing.T, input string) []string {
+	t.Helper()
 	out := t.TempDir()
-	replay(t, ReplayOptions{Config: loadRules(t), Inputs: []string{bundledInput}, OutDir: out})
+	replay(t, ReplayOptions{Config: loadRules(t), Inputs: []string{input}, OutDir: out})
 	b, err := os.ReadFile(filepath.Join(out, "decisions.jsonl"))
 	if err != nil {
 		t.Fatal(err)
