@@ -108,9 +108,10 @@ func appendReason(dst []byte, reason string, limit int) []byte {
 	return append(dst[:len(dst)-1], `..."`...)
 }
 
-// Members that say a record's raw bytes were cut.
+// Members that say a record's raw bytes were cut, and what they were.
 const (
-	truncatedMember = `,"raw_truncated":true,"raw_bytes":`
+	truncatedMember = `,"raw_truncated":true`
+	bytesMember     = `,"raw_bytes":`
 	sha256Member    = `,"raw_sha256":"`
 )
 
@@ -120,35 +121,50 @@ const (
 // (0: no limit), only the longest prefix that fits is kept (whole runes
 // of text, whole 3-byte groups of base64) and three members follow it:
 // "raw_truncated":true, "raw_bytes" (the length of raw) and "raw_sha256"
-// (its SHA-256, in hex), by which the original can be found. Whether raw
+// (its SHA-256, in hex), by which the original can be found. With
+// describe, raw_bytes and raw_sha256 follow even a whole raw. Whether raw
 // is text is decided on the whole of it. It reports whether raw was cut.
-func appendRaw(dst, raw []byte, other, limit int) ([]byte, bool) {
+func appendRaw(dst, raw []byte, other, limit int, describe bool) ([]byte, bool) {
 	n, text := escapedLen(raw)
 	member := `"raw":"`
 	if !text {
 		member = `"raw_base64":"`
 		n = base64.StdEncoding.EncodedLen(len(raw))
 	}
-	fixed := other + len(member) + len(`"`)
-	if limit <= 0 || fixed+n <= limit {
-		return appendRawBytes(dst, member, raw, text), false
-	}
 	var digits [20]byte
 	rawBytes := strconv.AppendInt(digits[:0], int64(len(raw)), 10)
-	budget := max(limit-fixed-len(truncatedMember)-len(rawBytes)-len(sha256Member)-sha256.Size*2-len(`"`), 0)
+	described := len(bytesMember) + len(rawBytes) + len(sha256Member) + sha256.Size*2 + len(`"`)
+	fixed := other + len(member) + len(`"`)
+	if describe {
+		fixed += described
+	}
+	if limit <= 0 || fixed+n <= limit {
+		dst = appendRawBytes(dst, member, raw, text)
+		if describe {
+			dst = appendDescription(dst, raw, rawBytes)
+		}
+		return dst, false
+	}
+	budget := limit - other - len(member) - len(`"`) - len(truncatedMember) - described
 	var cut int
-	if text {
+	if budget = max(budget, 0); text {
 		cut = escapedPrefix(raw, budget)
 	} else {
 		cut = min(budget/4*3, len(raw))
 	}
 	dst = appendRawBytes(dst, member, raw[:cut], text)
 	dst = append(dst, truncatedMember...)
+	return appendDescription(dst, raw, rawBytes), true
+}
+
+// appendDescription appends raw's length (already formatted) and hash.
+func appendDescription(dst, raw, rawBytes []byte) []byte {
+	dst = append(dst, bytesMember...)
 	dst = append(dst, rawBytes...)
 	dst = append(dst, sha256Member...)
 	sum := sha256.Sum256(raw)
 	dst = hex.AppendEncode(dst, sum[:])
-	return append(dst, '"'), true
+	return append(dst, '"')
 }
 
 // appendRawBytes appends member (a name, colon and opening quote) and raw
@@ -179,7 +195,7 @@ func appendLate(dst, raw []byte, wm int64, p *event.Provenance, limit int) ([]by
 		dst = dst[:start]
 		if len(`{"event":`)+len(ev)+tail > limit {
 			dst = append(dst, '{')
-			dst, _ = appendRaw(dst, raw, len(`{`)+tail, limit)
+			dst, _ = appendRaw(dst, raw, len(`{`)+tail, limit, false)
 			return append(appendLateTail(dst, wm, p), '\n'), true
 		}
 	}
@@ -212,14 +228,15 @@ func appendDLQ(dst, raw []byte, reason string, p *event.Provenance, limit int) (
 	dst = append(appendProvenance(dst, p), '}')
 	tail := len(dst) - mark
 	dst = dst[:mark]
-	dst, cut := appendRaw(dst, raw, head+tail, limit)
+	dst, cut := appendRaw(dst, raw, head+tail, limit, false)
 	dst = appendProvenance(dst, p)
 	return append(dst, "}\n"...), cut
 }
 
 // appendRefused appends the dead-letter record that replaces an output
 // message refused for its topic: why, the topic, and the message's value
-// as a dlq record's raw bytes, within limit (its newline excluded).
+// as a dlq record's raw bytes, with its length and hash even when it is
+// whole, within limit (its newline excluded).
 //
 //	{"reason":"...","topic":"heatmaps","raw":"{\"heatmap\":...","raw_truncated":true,"raw_bytes":1200345,"raw_sha256":"..."}
 func appendRefused(dst []byte, topic string, value []byte, why string, limit int) []byte {
@@ -229,6 +246,6 @@ func appendRefused(dst []byte, topic string, value []byte, why string, limit int
 	dst = append(dst, `,"topic":`...)
 	dst = event.AppendString(dst, []byte(topic))
 	dst = append(dst, ',')
-	dst, _ = appendRaw(dst, value, len(dst)-start+len(`}`), limit)
+	dst, _ = appendRaw(dst, value, len(dst)-start+len(`}`), limit, true)
 	return append(dst, "}\n"...)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -170,7 +171,8 @@ func TestAppendRefused(t *testing.T) {
 		t.Fatalf("refused record: %s", got)
 	}
 	small := appendRefused(nil, "decisions", []byte(`{"id":"e/r"}`), "why", MinMaxMessageBytes)
-	if string(small) != `{"reason":"why","topic":"decisions","raw":"{\"id\":\"e/r\"}"}`+"\n" {
+	if string(small) != `{"reason":"why","topic":"decisions","raw":"{\"id\":\"e/r\"}","raw_bytes":12,`+
+		`"raw_sha256":"`+fmt.Sprintf("%x", sha256.Sum256([]byte(`{"id":"e/r"}`)))+`"}`+"\n" {
 		t.Fatalf("a small refused message: %s", small)
 	}
 }
