@@ -53,6 +53,8 @@ func newRunCmd() *cobra.Command {
 	f.StringVar(&opts.MetricsAddr, "metrics-addr", ":9464", "address serving /metrics and /healthz; empty for none")
 	f.DurationVar(&opts.CheckpointInterval, "checkpoint-interval", 0, "how often state and offsets are checkpointed (default 1s)")
 	f.IntVar(&opts.CacheSlots, "cache-slots", 0, "window states kept decoded in memory (default 1048576)")
+	f.IntVar(&opts.MaxMessageBytes, "max-message-bytes", sink.DefaultMaxMessageBytes,
+		"largest output message (key and value): longer dlq and late records are cut, other messages go to the dlq; at most the output topics' max.message.bytes less a margin")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) to this file, until the job stops")
 	cmd.MarkFlagRequired("rules")
 	return cmd
