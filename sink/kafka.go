@@ -309,7 +309,7 @@ func (k *Kafka) write(ctx context.Context, msgs []kafka.Message) ([]kafka.Messag
 	for i, e := range perMessage {
 		switch {
 		case e == nil:
-		case tooLarge(e):
+		case TooLarge(e):
 			large = append(large, msgs[i])
 		default:
 			rest = append(rest, msgs[i])
@@ -321,7 +321,7 @@ func (k *Kafka) write(ctx context.Context, msgs []kafka.Message) ([]kafka.Messag
 	switch {
 	case len(large) == 1:
 		// A batch's messages share its fate: this one was alone.
-		if r, err := k.refusedAlone(ctx, large[0], perMessage[slices.IndexFunc(perMessage, tooLarge)]); err != nil {
+		if r, err := k.refusedAlone(ctx, large[0], perMessage[slices.IndexFunc(perMessage, TooLarge)]); err != nil {
 			rest = append(rest, r)
 			if first == nil {
 				first, firstTopic = err, r.Topic
@@ -358,7 +358,7 @@ func (k *Kafka) refusedAlone(ctx context.Context, m kafka.Message, cause error) 
 	switch {
 	case err == nil:
 		return kafka.Message{}, nil
-	case tooLarge(err):
+	case TooLarge(err):
 		k.drop(m, fmt.Errorf("%w; its dlq record of %d bytes refused too: %w", cause, len(r.Value), err))
 		return kafka.Message{}, nil
 	}
@@ -386,13 +386,14 @@ func (k *Kafka) drop(m kafka.Message, cause error) {
 		"value_sha256", fmt.Sprintf("%x", sum), "err", cause)
 }
 
-// tooLarge reports whether err is the broker's, or kafka-go's, refusal of
-// messages for their size.
-func tooLarge(err error) bool {
+// TooLarge reports whether err is the broker's, or kafka-go's, refusal of
+// messages for their size (for kafka.WriteErrors: of every message that
+// failed).
+func TooLarge(err error) bool {
 	var perMessage kafka.WriteErrors
 	if errors.As(err, &perMessage) {
 		for _, e := range perMessage {
-			if e != nil && !tooLarge(e) {
+			if e != nil && !TooLarge(e) {
 				return false
 			}
 		}
