@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/internal/race"
 )
 
 // cutRecord is a dlq, late or refused-output record as JSON.
@@ -210,4 +211,25 @@ func FuzzAppendDLQLimit(f *testing.F) {
 		got, _ := appendDLQ(nil, raw, "reason", p, l)
 		checkCut(t, got, AppendDLQ(nil, raw, "reason", p), raw, l)
 	})
+}
+
+// TestCutRecordsDoNotAllocate: dlq and late records, whole or cut, are
+// appended without allocating (the live job appends them to shared
+// chunks).
+func TestCutRecordsDoNotAllocate(t *testing.T) {
+	if race.Enabled {
+		t.Skip("the race detector allocates")
+	}
+	p := &event.Provenance{Partition: 1, Offset: 2}
+	buf := make([]byte, 0, 64<<10)
+	for name, raw := range cutRaws {
+		for _, limit := range []int{0, len(raw) * 8, MinMaxMessageBytes} {
+			if n := testing.AllocsPerRun(100, func() {
+				buf, _ = appendDLQ(buf[:0], raw, "invalid JSON", p, limit)
+				buf, _ = appendLate(buf[:0], raw, 7, p, limit)
+			}); n != 0 {
+				t.Errorf("%s, limit %d: %v allocations", name, limit, n)
+			}
+		}
+	}
 }
