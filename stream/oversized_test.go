@@ -74,11 +74,11 @@ func checkTruncated(t *testing.T, what string, msg []byte, r *sideRecord, raw []
 
 // TestLiveOversizedRecords: input records too large for their dlq or late
 // record, or making a heatmap too large for Kafka, stop neither the job nor
-// its restart. Before, a 942 KB line of binary garbage made a 1.26 MB dlq
-// record that the broker refused, and the job stopped at it on every start.
-// Now the records are cut to --max-message-bytes (keeping a prefix, the
-// length and a hash of the input), the heatmap goes to the dlq in its
-// place, and later events still make decisions.
+// its restart. A 942 KB line of binary garbage fits the broker's limit, but
+// in base64 its dlq record would not: the record is cut to
+// --max-message-bytes (keeping a prefix, the length and a hash of the
+// input), and so are a text record and a late event; the heatmap goes to
+// the dlq in its place; later events still make decisions.
 func TestLiveOversizedRecords(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a broker")
