@@ -5,10 +5,8 @@
 package sink
 
 import (
-	"encoding/base64"
 	"math"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/windows"
@@ -145,30 +143,15 @@ func roundSignificant(v float64, digits int) float64 {
 // AppendLate appends a late record: the original event, the watermark that
 // made it late, and where it came from.
 func AppendLate(dst, raw []byte, wm int64, p *event.Provenance) []byte {
-	dst = append(dst, `{"event":`...)
-	dst = append(dst, trimSpace(raw)...)
-	dst = append(dst, `,"watermark":`...)
-	dst = strconv.AppendInt(dst, wm, 10)
-	dst = append(dst, `,"reason":"late"`...)
-	dst = appendProvenance(dst, p)
-	return append(dst, "}\n"...)
+	dst, _ = appendLate(dst, raw, wm, p, 0)
+	return dst
 }
 
 // AppendDLQ appends a dead-letter record: why the input was refused and its
 // bytes, as text when they are UTF-8 and as base64 otherwise.
 func AppendDLQ(dst, raw []byte, reason string, p *event.Provenance) []byte {
-	dst = append(dst, `{"reason":`...)
-	dst = event.AppendString(dst, []byte(reason))
-	if utf8.Valid(raw) {
-		dst = append(dst, `,"raw":`...)
-		dst = event.AppendString(dst, raw)
-	} else {
-		dst = append(dst, `,"raw_base64":"`...)
-		dst = base64.StdEncoding.AppendEncode(dst, raw)
-		dst = append(dst, '"')
-	}
-	dst = appendProvenance(dst, p)
-	return append(dst, "}\n"...)
+	dst, _ = appendDLQ(dst, raw, reason, p, 0)
+	return dst
 }
 
 func (e *Encoder) appendKey(dst []byte, names []string, key string) []byte {

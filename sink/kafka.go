@@ -3,11 +3,16 @@ package sink
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/windows"
 	"github.com/segmentio/kafka-go"
@@ -38,10 +43,77 @@ type Kafka struct {
 	DecisionRefs []int64
 	// Ref is the record timestamp of the event being processed.
 	Ref int64
+	// maxBytes is the largest message, key and value, written.
+	maxBytes int
+	metrics  kafkaMetrics
+	log      *slog.Logger
+}
+
+// KafkaOption configures NewKafka.
+type KafkaOption func(*kafkaConfig)
+
+type kafkaConfig struct {
+	maxMessageBytes int
+	reg             prometheus.Registerer
+	log             *slog.Logger
+}
+
+// MaxMessageBytes sets the largest output message, key and value, that the
+// sink writes. A dlq record's raw bytes, or a late record's event, that
+// would make the record larger are cut (see appendRaw); any other message
+// larger than n goes to the dlq topic instead, as one the broker refuses
+// as too large does. n is at least MinMaxMessageBytes, and should not be
+// above the output topics' max.message.bytes less a batch's overhead. The
+// default value is DefaultMaxMessageBytes.
+func MaxMessageBytes(n int) KafkaOption {
+	return func(c *kafkaConfig) { c.maxMessageBytes = max(n, MinMaxMessageBytes) }
+}
+
+// Metrics registers the sink's counters on reg: output records cut to
+// size, messages refused for their topic and replaced by a dlq record, and
+// messages lost, per topic. By default they are registered nowhere.
+func Metrics(reg prometheus.Registerer) KafkaOption {
+	return func(c *kafkaConfig) { c.reg = reg }
+}
+
+// Logger sets where the sink reports the messages it drops. The default
+// value is slog.Default().
+func Logger(l *slog.Logger) KafkaOption {
+	return func(c *kafkaConfig) { c.log = l }
+}
+
+// kafkaMetrics count what happens to output messages too large for their
+// topic. Labels are the four output topics.
+type kafkaMetrics struct {
+	truncated, refused, dropped *prometheus.CounterVec
+}
+
+func newKafkaMetrics(reg prometheus.Registerer, topics Topics) kafkaMetrics {
+	m := kafkaMetrics{
+		truncated: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "riskstream_output_truncated_total",
+			Help: "Late and dlq records whose input record was cut to the maximum message size."}, []string{"topic"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "riskstream_output_refused_total",
+			Help: "Output messages too large for their topic, written to the dlq topic instead."}, []string{"topic"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "riskstream_output_dropped_total",
+			Help: "Output messages lost: too large for their topic, and their dlq record refused too."}, []string{"topic"}),
+	}
+	for _, t := range []string{topics.Decisions, topics.Heatmaps, topics.Late, topics.DLQ} {
+		m.truncated.WithLabelValues(t)
+		m.refused.WithLabelValues(t)
+		m.dropped.WithLabelValues(t)
+	}
+	if reg != nil {
+		reg.MustRegister(m.truncated, m.refused, m.dropped)
+	}
+	return m
 }
 
 // NewKafka returns a sink writing to brokers. It waits for all replicas.
-func NewKafka(brokers []string, topics Topics) *Kafka {
+func NewKafka(brokers []string, topics Topics, opts ...KafkaOption) *Kafka {
+	cfg := kafkaConfig{maxMessageBytes: DefaultMaxMessageBytes, log: slog.Default()}
+	for _, o := range opts {
+		o(&cfg)
+	}
 	// Connections of its own, not kafka-go's process-wide default: an
 	// output write never queues behind another client's requests on a
 	// shared connection (a producer in the same process, in benchmarks).
@@ -51,9 +123,12 @@ func NewKafka(brokers []string, topics Topics) *Kafka {
 	// long writes fail after an outage ends.
 	conns := &kafka.Transport{MetadataTTL: time.Second}
 	return &Kafka{
-		enc:    NewEncoder(),
-		topics: topics,
-		conns:  conns,
+		enc:      NewEncoder(),
+		topics:   topics,
+		conns:    conns,
+		maxBytes: cfg.maxMessageBytes,
+		metrics:  newKafkaMetrics(cfg.reg, topics),
+		log:      cfg.log,
 		w: &kafka.Writer{
 			Addr:      kafka.TCP(brokers...),
 			Transport: conns,
@@ -69,7 +144,11 @@ func NewKafka(brokers []string, topics Topics) *Kafka {
 			// batch, however few it holds: a large value made most of the
 			// job's garbage. More messages than this go out in several
 			// requests.
-			BatchSize:              200,
+			BatchSize: 200,
+			// Room for a message of maxMessageBytes and kafka-go's
+			// reckoning of its headers, so that kafka-go itself never
+			// refuses one (Write refuses those larger).
+			BatchBytes:             int64(cfg.maxMessageBytes) + messageOverhead,
 			RequiredAcks:           kafka.RequireAll,
 			AllowAutoTopicCreation: true,
 		},
@@ -136,20 +215,34 @@ func (k *Kafka) Heatmap(h *windows.HeatmapWindow) {
 	k.add(k.topics.Heatmaps, keyStart, valueStart, true)
 }
 
-// Late implements engine.Output.
+// messageOverhead is how much more than its key and value kafka-go counts
+// for a message without headers against Writer.BatchBytes (23 bytes).
+const messageOverhead = 64
+
+// Late implements engine.Output. An event that would make the record
+// larger than the maximum message size is cut (see appendLate).
 func (k *Kafka) Late(raw []byte, wm int64, p *event.Provenance) {
 	b := k.room()
 	start := len(b)
-	k.chunk = AppendLate(b, raw, wm, p)
+	var cut bool
+	k.chunk, cut = appendLate(b, raw, wm, p, k.maxBytes)
 	k.add(k.topics.Late, start, start, false)
+	if cut {
+		k.metrics.truncated.WithLabelValues(k.topics.Late).Inc()
+	}
 }
 
-// DLQ implements engine.Output.
+// DLQ implements engine.Output. Raw bytes that would make the record
+// larger than the maximum message size are cut (see appendRaw).
 func (k *Kafka) DLQ(raw []byte, reason string, p *event.Provenance) {
 	b := k.room()
 	start := len(b)
-	k.chunk = AppendDLQ(b, raw, reason, p)
+	var cut bool
+	k.chunk, cut = appendDLQ(b, raw, reason, p, k.maxBytes)
 	k.add(k.topics.DLQ, start, start, false)
+	if cut {
+		k.metrics.truncated.WithLabelValues(k.topics.DLQ).Inc()
+	}
 }
 
 // Batch is a set of output messages detached from the sink, for Write.
@@ -175,27 +268,149 @@ func (k *Kafka) Detach() Batch {
 // one after the other keep their order. When it fails, the messages the
 // broker did acknowledge are dropped from b, so that writing b again sends
 // only the others.
+//
+// A message too large for its topic, larger than the maximum message size
+// or refused by the broker as too large when written alone, never fails a
+// write: the dlq topic gets a record in its place saying which topic
+// refused it and why, with a prefix, the length and the hash of its value
+// (see appendRefused). If the broker refuses that record too, or the
+// message was a dlq record no larger, it is logged and counted as dropped.
+// Messages the broker refuses as too large together (a batch over a
+// topic's limit) are written again in halves, down to one at a time.
 func (k *Kafka) Write(ctx context.Context, b *Batch) error {
 	if len(b.Messages) == 0 {
 		return nil
 	}
-	err := k.w.WriteMessages(ctx, b.Messages...)
-	if err == nil {
-		b.Messages = b.Messages[:0]
-		return nil
+	for i := range b.Messages {
+		if m := &b.Messages[i]; len(m.Key)+len(m.Value) > k.maxBytes {
+			*m = k.refuse(*m, fmt.Sprintf("output message of %d bytes is larger than the maximum message size of %d bytes",
+				len(m.Key)+len(m.Value), k.maxBytes))
+		}
 	}
-	n := len(b.Messages)
+	rest, err := k.write(ctx, b.Messages)
+	b.Messages = append(b.Messages[:0], rest...)
+	return err
+}
+
+// write writes msgs and returns those not acknowledged, for a reason
+// other than their size, with the error.
+func (k *Kafka) write(ctx context.Context, msgs []kafka.Message) ([]kafka.Message, error) {
+	err := k.w.WriteMessages(ctx, msgs...)
+	if err == nil {
+		return nil, nil
+	}
 	var perMessage kafka.WriteErrors
-	if errors.As(err, &perMessage) && len(perMessage) == n {
-		failed := b.Messages[:0]
-		for i, m := range b.Messages {
-			if perMessage[i] != nil {
-				failed = append(failed, m)
+	if !errors.As(err, &perMessage) || len(perMessage) != len(msgs) {
+		return msgs, fmt.Errorf("sink: write %d messages to %s: %w", len(msgs), topicNames(msgs), err)
+	}
+	var rest, large []kafka.Message
+	var first error // the first error, or the first permanent one
+	firstTopic := ""
+	for i, e := range perMessage {
+		switch {
+		case e == nil:
+		case TooLarge(e):
+			large = append(large, msgs[i])
+		default:
+			rest = append(rest, msgs[i])
+			if first == nil || (!Permanent(first) && Permanent(e)) {
+				first, firstTopic = e, msgs[i].Topic
 			}
 		}
-		b.Messages = failed
 	}
-	return fmt.Errorf("sink: write %d messages (%d not acknowledged): %w", n, len(b.Messages), err)
+	switch {
+	case len(large) == 1:
+		// A batch's messages share its fate: this one was alone.
+		if r, err := k.refusedAlone(ctx, large[0], perMessage[slices.IndexFunc(perMessage, TooLarge)]); err != nil {
+			rest = append(rest, r)
+			if first == nil {
+				first, firstTopic = err, r.Topic
+			}
+		}
+	case len(large) > 1:
+		half := len(large) / 2
+		for _, part := range [][]kafka.Message{large[:half], large[half:]} {
+			r, err := k.write(ctx, part)
+			rest = append(rest, r...)
+			if err != nil && first == nil {
+				first, firstTopic = err, r[0].Topic
+			}
+		}
+	}
+	if len(rest) == 0 {
+		return nil, nil
+	}
+	return rest, fmt.Errorf("sink: write topic %s: %d of %d messages not acknowledged: %w", firstTopic, len(rest), len(msgs), first)
+}
+
+// refusedAlone handles a message the broker refused as too large on its
+// own: the dlq topic gets a record in its place, or, when that is refused
+// too or cannot be smaller, the message is dropped. A record written that
+// fails for another reason is returned with the error, to write again.
+func (k *Kafka) refusedAlone(ctx context.Context, m kafka.Message, cause error) (kafka.Message, error) {
+	size := len(m.Key) + len(m.Value)
+	if m.Topic == k.topics.DLQ && size <= k.refusedLimit() {
+		k.drop(m, cause)
+		return kafka.Message{}, nil
+	}
+	r := k.refuse(m, fmt.Sprintf("output message of %d bytes refused by the broker: %v", size, cause))
+	err := k.w.WriteMessages(ctx, r)
+	switch {
+	case err == nil:
+		return kafka.Message{}, nil
+	case TooLarge(err):
+		k.drop(m, fmt.Errorf("%w; its dlq record of %d bytes refused too: %w", cause, len(r.Value), err))
+		return kafka.Message{}, nil
+	}
+	return r, fmt.Errorf("topic %s: %w", r.Topic, err)
+}
+
+// refusedLimit is the largest dlq record replacing a refused message.
+func (k *Kafka) refusedLimit() int { return min(k.maxBytes, maxRefusedCopyBytes) }
+
+// refuse returns the dlq message replacing m, which is too large for its
+// topic, and counts it. Its memory is its own: it is made by Write, on
+// another goroutine than the one filling the chunks.
+func (k *Kafka) refuse(m kafka.Message, why string) kafka.Message {
+	k.metrics.refused.WithLabelValues(m.Topic).Inc()
+	v := appendRefused(nil, m.Topic, m.Value, why, k.refusedLimit())
+	return kafka.Message{Topic: k.topics.DLQ, Value: v[:len(v)-1]}
+}
+
+// drop reports a message lost.
+func (k *Kafka) drop(m kafka.Message, cause error) {
+	k.metrics.dropped.WithLabelValues(m.Topic).Inc()
+	sum := sha256.Sum256(m.Value)
+	k.log.Error("output message dropped: too large for its topic and for the dlq", "topic", m.Topic,
+		"key", string(m.Key[:min(len(m.Key), 200)]), "bytes", len(m.Key)+len(m.Value),
+		"value_sha256", fmt.Sprintf("%x", sum), "err", cause)
+}
+
+// TooLarge reports whether err is the broker's, or kafka-go's, refusal of
+// messages for their size (for kafka.WriteErrors: of every message that
+// failed).
+func TooLarge(err error) bool {
+	var perMessage kafka.WriteErrors
+	if errors.As(err, &perMessage) {
+		for _, e := range perMessage {
+			if e != nil && !TooLarge(e) {
+				return false
+			}
+		}
+		return len(perMessage) > 0
+	}
+	return errors.Is(err, kafka.MessageSizeTooLarge) || errors.Is(err, kafka.RecordListTooLarge)
+}
+
+// topicNames lists the topics of msgs, for an error.
+func topicNames(msgs []kafka.Message) string {
+	var names []string
+	for _, m := range msgs {
+		if !slices.Contains(names, m.Topic) {
+			names = append(names, m.Topic)
+		}
+	}
+	return strings.Join(names, ", ")
 }
 
 // Permanent reports whether a write error will not go away by writing

@@ -1,15 +1,24 @@
 package sink
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/windows"
@@ -184,5 +193,215 @@ func TestKafkaMessagesKeepTheirBytes(t *testing.T) {
 	}
 	if i != len(want) {
 		t.Fatalf("%d messages, want %d", i, len(want))
+	}
+}
+
+// newLimitedCluster starts a broker whose topics take messages of at most
+// the given sizes (max.message.bytes, a record batch); 0 keeps the
+// default.
+func newLimitedCluster(t *testing.T, limits map[string]int) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	for topic, limit := range limits {
+		var cfg map[string]string
+		if limit > 0 {
+			cfg = map[string]string{"max.message.bytes": strconv.Itoa(limit)}
+		}
+		if err := c.CreateTopic(topic, 1, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
+// readAll reads every message of partition 0 of topic.
+func readAll(t *testing.T, c *kfake.Cluster, topic string) []string {
+	t.Helper()
+	n := endOffset(t, c, topic)
+	var vals []string
+	if n == 0 {
+		return nil
+	}
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: c.ListenAddrs(), Topic: topic, MaxWait: 50 * time.Millisecond})
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for int64(len(vals)) < n {
+		m, err := r.ReadMessage(ctx)
+		if err != nil {
+			t.Fatalf("reading %s: %v", topic, err)
+		}
+		vals = append(vals, string(m.Value))
+	}
+	return vals
+}
+
+func counter(t *testing.T, reg *prometheus.Registry, name, topic string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if m.GetLabel()[0].GetValue() == topic {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no %s{topic=%q}", name, topic)
+	return 0
+}
+
+// TestKafkaWriteTooLarge: messages too large for their topic do not fail
+// the write. One larger than the sink's limit, or refused by the broker on
+// its own, goes to the dlq as a record naming the topic and why, with a
+// prefix, the length and the hash of the message; messages refused only
+// together (a batch over the topic's limit) are all written.
+func TestKafkaWriteTooLarge(t *testing.T) {
+	c := newLimitedCluster(t, map[string]int{"decisions": 0, "heatmaps": 3000, "late": 0, "dlq": 0})
+	reg := prometheus.NewRegistry()
+	k := NewKafka(c.ListenAddrs(), DefaultTopics, MaxMessageBytes(8192), Metrics(reg))
+	defer k.Close()
+	heatmap := func(i, size int) kafka.Message {
+		v := fmt.Sprintf(`{"heatmap":"h","key":{"api":"%d"},"pad":"%s"}`, i, strings.Repeat("x", size))
+		return kafka.Message{Topic: "heatmaps", Key: fmt.Appendf(nil, "h/%d", i), Value: []byte(v)}
+	}
+	// Five heatmaps of 700 bytes: alone each fits, together they do not.
+	var msgs []kafka.Message
+	var small []string
+	for i := range 5 {
+		msgs = append(msgs, heatmap(i, 700))
+		small = append(small, string(msgs[i].Value))
+	}
+	big := heatmap(5, 5000)                                                           // refused by the broker
+	huge := kafka.Message{Topic: "decisions", Value: bytes.Repeat([]byte("d"), 9000)} // over the sink's limit
+	msgs = append(msgs, big, huge, kafka.Message{Topic: "decisions", Value: []byte(`{"id":"ok"}`)})
+	b := Batch{Messages: msgs}
+	if err := k.Write(context.Background(), &b); err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Messages) != 0 {
+		t.Fatalf("%d messages left to write again", len(b.Messages))
+	}
+	got := readAll(t, c, "heatmaps")
+	slices.Sort(got)
+	if !slices.Equal(got, small) {
+		t.Errorf("heatmaps topic holds %d messages, want the 5 small ones", len(got))
+	}
+	if got := readAll(t, c, "decisions"); !slices.Equal(got, []string{`{"id":"ok"}`}) {
+		t.Errorf("decisions topic: %.100q", got)
+	}
+	dlq := readAll(t, c, "dlq")
+	if len(dlq) != 2 {
+		t.Fatalf("dlq holds %d records, want 2", len(dlq))
+	}
+	for _, want := range []struct {
+		topic, reason string
+		value         []byte
+	}{
+		{"heatmaps", "refused by the broker", big.Value},
+		{"decisions", "larger than the maximum message size of 8192 bytes", huge.Value},
+	} {
+		i := slices.IndexFunc(dlq, func(s string) bool { return strings.Contains(s, `"topic":"`+want.topic+`"`) })
+		if i < 0 {
+			t.Fatalf("no dlq record for the %s message: %.200q", want.topic, dlq)
+		}
+		var r struct {
+			Reason       string `json:"reason"`
+			Raw          string `json:"raw"`
+			RawTruncated bool   `json:"raw_truncated"`
+			RawBytes     int    `json:"raw_bytes"`
+			RawSHA256    string `json:"raw_sha256"`
+		}
+		if err := json.Unmarshal([]byte(dlq[i]), &r); err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(want.value)
+		if !strings.Contains(r.Reason, want.reason) || !strings.HasPrefix(string(want.value), r.Raw) ||
+			r.RawBytes != len(want.value) || r.RawSHA256 != hex.EncodeToString(sum[:]) || len(dlq[i]) > 8192 {
+			t.Errorf("dlq record for the %s message: %.300s", want.topic, dlq[i])
+		}
+	}
+	if n := counter(t, reg, "riskstream_output_refused_total", "heatmaps"); n != 1 {
+		t.Errorf("refused heatmaps counted %v times, want 1", n)
+	}
+	if n := counter(t, reg, "riskstream_output_refused_total", "decisions"); n != 1 {
+		t.Errorf("refused decisions counted %v times, want 1", n)
+	}
+}
+
+// TestKafkaWriteDropsWhatTheDLQRefuses: a message too large for its topic
+// whose dlq record the broker refuses too is logged at ERROR, counted as
+// dropped, and not written again: the write succeeds.
+func TestKafkaWriteDropsWhatTheDLQRefuses(t *testing.T) {
+	c := newLimitedCluster(t, map[string]int{"heatmaps": 1000, "dlq": 1000})
+	reg := prometheus.NewRegistry()
+	var logs bytes.Buffer
+	k := NewKafka(c.ListenAddrs(), DefaultTopics, MaxMessageBytes(8192), Metrics(reg),
+		Logger(slog.New(slog.NewTextHandler(&logs, nil))))
+	defer k.Close()
+	k.DLQ(bytes.Repeat([]byte("r"), 2000), "not JSON", &event.Provenance{Partition: 0, Offset: 41})
+	b := k.Detach()
+	b.Messages = append(b.Messages, kafka.Message{Topic: "heatmaps", Value: bytes.Repeat([]byte("h"), 3000)})
+	done := make(chan error, 1)
+	go func() { done <- k.Write(context.Background(), &b) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the write never ended")
+	}
+	if len(b.Messages) != 0 || endOffset(t, c, "dlq") != 0 || endOffset(t, c, "heatmaps") != 0 {
+		t.Fatalf("%d messages left; dlq %d, heatmaps %d records", len(b.Messages), endOffset(t, c, "dlq"), endOffset(t, c, "heatmaps"))
+	}
+	for _, topic := range []string{"dlq", "heatmaps"} {
+		if n := counter(t, reg, "riskstream_output_dropped_total", topic); n != 1 {
+			t.Errorf("dropped %s messages counted %v times, want 1", topic, n)
+		}
+		if !strings.Contains(logs.String(), "level=ERROR msg=\"output message dropped") || !strings.Contains(logs.String(), "topic="+topic) {
+			t.Errorf("no ERROR for the dropped %s message:\n%s", topic, logs.String())
+		}
+	}
+}
+
+// TestKafkaWriteErrorNamesTheTopic: a write that fails for good says for
+// which topic.
+func TestKafkaWriteErrorNamesTheTopic(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "decisions", "dlq"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		pr := req.(*kmsg.ProduceRequest)
+		if len(pr.Topics) != 1 || pr.Topics[0].Topic != "dlq" {
+			return nil, nil, false
+		}
+		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
+		rt := kmsg.NewProduceResponseTopic()
+		rt.Topic = "dlq"
+		rp := kmsg.NewProduceResponseTopicPartition()
+		rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+		rt.Partitions = append(rt.Partitions, rp)
+		resp.Topics = append(resp.Topics, rt)
+		return resp, nil, true
+	})
+	k := NewKafka(c.ListenAddrs(), DefaultTopics)
+	defer k.Close()
+	b := Batch{Messages: []kafka.Message{{Topic: "decisions", Value: []byte("{}")}, {Topic: "dlq", Value: []byte("{}")}}}
+	err = k.Write(context.Background(), &b)
+	if err == nil || !Permanent(err) || !strings.Contains(err.Error(), "topic dlq") {
+		t.Fatalf("refused write: %v", err)
 	}
 }

@@ -8,15 +8,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/sink"
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol/metadata"
 )
@@ -46,14 +49,27 @@ type ProduceOptions struct {
 	BatchTimeout time.Duration
 	// Stdin is read when File is "-"; default os.Stdin.
 	Stdin io.Reader
+	// MaxMessageBytes is the largest message, key and value, sent: a
+	// longer line is reported and not sent. Default
+	// sink.DefaultMaxMessageBytes, under Kafka's default
+	// message.max.bytes with room for a batch's headers.
+	MaxMessageBytes int
+	// Logger receives the lines not sent, by file and line number (the
+	// first maxReportedLines, then a count); default slog.Default().
+	Logger *slog.Logger
 }
 
 // ProduceStats summarizes a Produce call.
 type ProduceStats struct {
 	// Records is the number of records the broker acknowledged.
 	Records int64
-	// Failed is the number of records that could not be written.
+	// Failed is the number of records that could not be written for
+	// another reason than their size.
 	Failed int64
+	// TooLarge is the number of lines not sent because they are larger
+	// than MaxMessageBytes or the broker refused them, alone, as too large
+	// for the topic.
+	TooLarge int64
 	// WithIngestTS is how many records were timestamped with their
 	// ingest_ts rather than the send time.
 	WithIngestTS int64
@@ -72,11 +88,119 @@ const maxInFlight = 10000
 // under maxInFlight, whose slots the records waiting in a group hold.
 const maxGroup = 256
 
+// maxReportedLines is how many lines not sent Produce reports one by one
+// (and names in its error); the others are counted.
+const maxReportedLines = 10
+
+// batchOverhead is what kafka-go counts for a message besides its key and
+// value, without headers (23 bytes), against Writer.BatchBytes.
+const batchOverhead = 64
+
+// oversized deals with Produce's lines too large for the topic: those
+// larger than the maximum message size, never sent, and those the broker
+// refused as too large in a batch, sent again one at a time. It reports
+// the lines not sent. Only refuse may be called from another goroutine
+// than Produce's.
+type oversized struct {
+	file string
+	log  *slog.Logger
+	// one sends records again, each in a batch of its own: a record it
+	// cannot send is too large for the topic.
+	one     *kafka.Writer
+	mu      sync.Mutex
+	refused []kafka.Message
+	lines   []int64 // the first maxReportedLines not sent
+	n       int64   // lines not sent
+}
+
+// skip reports line, of size bytes, as not sent, for why.
+func (o *oversized) skip(line int64, size int, why string) {
+	o.n++
+	if len(o.lines) < maxReportedLines {
+		o.lines = append(o.lines, line)
+		o.log.Warn("line not sent", "file", o.file, "line", line, "bytes", size, "reason", why)
+	}
+}
+
+// refuse keeps records the broker refused as too large, for resend.
+func (o *oversized) refuse(msgs []kafka.Message) {
+	o.mu.Lock()
+	o.refused = append(o.refused, msgs...)
+	o.mu.Unlock()
+}
+
+// resend sends the refused records again, one per batch, and reports
+// those refused again. It returns how many it sent, and how many failed
+// for another reason, with the first error.
+func (o *oversized) resend(ctx context.Context) (sent, failed int64, err error) {
+	o.mu.Lock()
+	msgs := o.refused
+	o.refused = nil
+	o.mu.Unlock()
+	if len(msgs) == 0 {
+		return 0, 0, nil
+	}
+	for i := range msgs {
+		msgs[i].Topic = "" // the writer's, which kafka-go set on them
+	}
+	werr := o.one.WriteMessages(ctx, msgs...)
+	var perMessage kafka.WriteErrors
+	if werr != nil && (!errors.As(werr, &perMessage) || len(perMessage) != len(msgs)) {
+		perMessage = make(kafka.WriteErrors, len(msgs))
+		for i := range perMessage {
+			perMessage[i] = werr
+		}
+	}
+	for i, m := range msgs {
+		switch {
+		case werr == nil || perMessage[i] == nil:
+			sent++
+		case sink.TooLarge(perMessage[i]):
+			o.skip(*m.WriterData.(*int64), len(m.Key)+len(m.Value), "refused by the broker: "+perMessage[i].Error())
+		default:
+			failed++
+			if err == nil {
+				err = perMessage[i]
+			}
+		}
+	}
+	return sent, failed, err
+}
+
+// err describes the lines not sent, or is nil.
+func (o *oversized) err(topic string) error {
+	if o.n == 0 {
+		return nil
+	}
+	more := o.n - int64(len(o.lines))
+	if more > 0 {
+		o.log.Warn("more lines not sent", "file", o.file, "lines", more)
+	}
+	var b strings.Builder
+	for i, l := range o.lines {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s:%d", o.file, l)
+	}
+	if more > 0 {
+		fmt.Fprintf(&b, " and %d more", more)
+	}
+	return fmt.Errorf("%d lines too large for topic %s, not sent: %s", o.n, topic, b.String())
+}
+
 // Produce publishes every non-blank line of opts.File as one message to
 // opts.Topic. The record timestamp is the line's integer ingest_ts when it
 // has one, so a recorded capture replays with its original reference
 // clock, else the send time. Lines that are not valid events are sent
 // anyway: the job's dlq is where they belong, not a producer-side filter.
+//
+// A line larger than opts.MaxMessageBytes is not sent, nor one the broker
+// refuses as too large for the topic: each is reported, by file and line
+// number, and Produce goes on and returns an error at the end. Lines the
+// broker refused only together with others (a batch over the topic's
+// max.message.bytes) are sent again one at a time, after the lines sent
+// meanwhile.
 func Produce(ctx context.Context, opts ProduceOptions) (ProduceStats, error) {
 	var st ProduceStats
 	if opts.File == "" {
@@ -93,6 +217,15 @@ func Produce(ctx context.Context, opts ProduceOptions) (ProduceStats, error) {
 	}
 	if opts.Key == "" {
 		opts.Key = "id"
+	}
+	if opts.MaxMessageBytes < 0 {
+		return st, fmt.Errorf("produce %s: negative maximum message size %d", opts.File, opts.MaxMessageBytes)
+	}
+	if opts.MaxMessageBytes == 0 {
+		opts.MaxMessageBytes = sink.DefaultMaxMessageBytes
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
 	}
 	// kafka-go writes a partition's batches one at a time, each closed by
 	// its BatchTimeout or BatchSize: a partition moves at most a batch per
@@ -129,6 +262,7 @@ func Produce(ctx context.Context, opts ProduceOptions) (ProduceStats, error) {
 		mu       sync.Mutex
 		firstErr error
 		slots    = make(chan struct{}, maxInFlight)
+		large    = &oversized{file: opts.File, log: opts.Logger}
 	)
 	// Connections of its own: kafka-go's default transport is shared by
 	// every client in the process (the job's, when both run in one).
@@ -143,25 +277,54 @@ func Produce(ctx context.Context, opts ProduceOptions) (ProduceStats, error) {
 		Balancer:     kafka.Murmur2Balancer{},
 		BatchTimeout: opts.BatchTimeout,
 		BatchSize:    batchSize,
+		// Room for a line of MaxMessageBytes, so that kafka-go never
+		// refuses one; batches no larger, so that a topic whose
+		// max.message.bytes suits MaxMessageBytes takes them.
+		BatchBytes:   int64(opts.MaxMessageBytes) + batchOverhead,
 		RequiredAcks: kafka.RequireAll,
 		// Async lets a paced stream go out one record at a time without
 		// each send waiting for its ack; slots provide the backpressure.
 		Async: true,
 		Completion: func(msgs []kafka.Message, err error) {
 			mu.Lock()
-			if err != nil {
+			switch {
+			case err == nil:
+				st.Records += int64(len(msgs))
+			case sink.TooLarge(err):
+				large.refuse(msgs)
+			default:
 				st.Failed += int64(len(msgs))
 				if firstErr == nil {
 					firstErr = err
 				}
-			} else {
-				st.Records += int64(len(msgs))
 			}
 			mu.Unlock()
 			for range msgs {
 				<-slots
 			}
 		},
+	}
+
+	large.one = &kafka.Writer{
+		Addr:         w.Addr,
+		Transport:    w.Transport,
+		Topic:        opts.Topic,
+		Balancer:     kafka.Murmur2Balancer{},
+		BatchTimeout: time.Millisecond,
+		BatchSize:    1,
+		BatchBytes:   w.BatchBytes,
+		RequiredAcks: kafka.RequireAll,
+	}
+	defer large.one.Close()
+	resend := func() {
+		acked, failed, err := large.resend(ctx)
+		mu.Lock()
+		st.Records += acked
+		st.Failed += failed
+		if firstErr == nil {
+			firstErr = err
+		}
+		mu.Unlock()
 	}
 
 	start := time.Now()
@@ -182,8 +345,20 @@ func Produce(ctx context.Context, opts ProduceOptions) (ProduceStats, error) {
 		sent += int64(len(group))
 		clear(group)
 		group = group[:0]
+		resend()
 		return nil
 	}
+	// lineNumbers holds the line number of each record in flight, for
+	// its WriterData: one allocation per block of lines, not per line.
+	var lineNumbers []int64
+	lineNumber := func(n int64) *int64 {
+		if len(lineNumbers) == cap(lineNumbers) {
+			lineNumbers = make([]int64, 0, 1024)
+		}
+		lineNumbers = append(lineNumbers, n)
+		return &lineNumbers[len(lineNumbers)-1]
+	}
+	var lineNo int64
 	keys := newKeyScanner(opts.Key)
 	sendErr := func() error {
 		br := bufio.NewReaderSize(r, 256<<10)
@@ -201,6 +376,9 @@ func Produce(ctx context.Context, opts ProduceOptions) (ProduceStats, error) {
 			if rerr != nil && rerr != io.EOF {
 				return fmt.Errorf("read: %w", rerr)
 			}
+			if len(line) > 0 {
+				lineNo++
+			}
 			line = bytes.TrimRight(line, "\r\n")
 			if len(bytes.TrimSpace(line)) > 0 {
 				if opts.Rate > 0 {
@@ -211,7 +389,14 @@ func Produce(ctx context.Context, opts ProduceOptions) (ProduceStats, error) {
 					}
 				}
 				key, ingestTS, ok := keys.scan(line)
-				m := kafka.Message{Key: key, Value: line, Time: time.Now()}
+				if size := len(key) + len(line); size > opts.MaxMessageBytes {
+					large.skip(lineNo, size, fmt.Sprintf("larger than the maximum message size of %d bytes", opts.MaxMessageBytes))
+					if rerr == io.EOF {
+						return send()
+					}
+					continue
+				}
+				m := kafka.Message{Key: key, Value: line, Time: time.Now(), WriterData: lineNumber(lineNo)}
 				if ok && ingestTS.set {
 					m.Time = time.UnixMilli(ingestTS.ms)
 					st.WithIngestTS++
@@ -237,17 +422,27 @@ func Produce(ctx context.Context, opts ProduceOptions) (ProduceStats, error) {
 	}()
 	// Close flushes what is buffered and waits for every Completion call.
 	closeErr := w.Close()
+	resend()
 	st.Elapsed = time.Since(start)
 
 	mu.Lock()
 	defer mu.Unlock()
-	switch {
-	case sendErr != nil:
+	st.TooLarge = large.n
+	if sendErr != nil {
 		return st, fmt.Errorf("produce %s: %w", opts.File, sendErr)
-	case firstErr != nil:
-		return st, fmt.Errorf("produce %s: %d of %d records failed: %w", opts.File, st.Failed, sent, firstErr)
-	case closeErr != nil:
-		return st, fmt.Errorf("produce %s: close writer: %w", opts.File, closeErr)
+	}
+	var errs []error
+	if err := large.err(opts.Topic); err != nil {
+		errs = append(errs, err)
+	}
+	if firstErr != nil {
+		errs = append(errs, fmt.Errorf("%d of %d records failed: %w", st.Failed, sent, firstErr))
+	}
+	if closeErr != nil {
+		errs = append(errs, fmt.Errorf("close writer: %w", closeErr))
+	}
+	if len(errs) > 0 {
+		return st, fmt.Errorf("produce %s: %w", opts.File, errors.Join(errs...))
 	}
 	return st, nil
 }

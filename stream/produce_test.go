@@ -6,9 +6,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -305,4 +307,116 @@ func FuzzKeyScanner(f *testing.F) {
 		}
 		checkKeyScanner(t, newKeyScanner(attr), line)
 	})
+}
+
+// TestProduceOversizedLine: a line larger than the maximum message size,
+// in the middle of a file, is reported by file and line and not sent; the
+// lines after it are, and Produce fails at the end, naming the line.
+func TestProduceOversizedLine(t *testing.T) {
+	addr := startBroker(t, 1)
+	lines := []string{
+		`{"id":"r-1","ts":1}`,
+		`{"id":"r-2","ts":2}`,
+		`{"id":"r-3","ts":3,"pad":"` + strings.Repeat("x", 1_100_000) + `"}`, // over 1,000,000 and 1 MiB
+		``,
+		`{"id":"r-5","ts":5}`,
+		`{"id":"r-6","ts":6}`,
+	}
+	file := filepath.Join(t.TempDir(), "in.jsonl")
+	if err := os.WriteFile(file, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	st, err := Produce(context.Background(), ProduceOptions{File: file, Brokers: []string{addr},
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err == nil || !strings.Contains(err.Error(), file+":3") {
+		t.Errorf("err = %v, want it to name %s:3", err, file)
+	}
+	if st.Records != 4 || st.TooLarge != 1 || st.Failed != 0 {
+		t.Errorf("stats = %+v, want 4 records and 1 too large", st)
+	}
+	if !strings.Contains(logs.String(), "line=3 bytes=1100031") {
+		t.Errorf("the line is not reported:\n%s", logs.String())
+	}
+	var got []string
+	for _, m := range readMessages(t, addr, "requests", 0, 4) {
+		got = append(got, string(m.Key))
+	}
+	if !slices.Equal(got, []string{"r-1", "r-2", "r-5", "r-6"}) {
+		t.Errorf("sent %q", got)
+	}
+}
+
+// TestProduceReportsLinesUpToACap: the first lines not sent are reported
+// one by one, the others counted.
+func TestProduceReportsLinesUpToACap(t *testing.T) {
+	addr := startBroker(t, 1)
+	var in strings.Builder
+	for i := range 15 {
+		pad := ""
+		if i%5 != 0 {
+			pad = strings.Repeat("x", 200)
+		}
+		fmt.Fprintf(&in, `{"id":"r-%d","ts":%d,"pad":%q}`+"\n", i, i, pad)
+	}
+	var logs bytes.Buffer
+	st, err := Produce(context.Background(), ProduceOptions{File: "-", Stdin: strings.NewReader(in.String()),
+		Brokers: []string{addr}, MaxMessageBytes: 100, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if st.Records != 3 || st.TooLarge != 12 {
+		t.Errorf("stats = %+v, want 3 records and 12 too large", st)
+	}
+	if err == nil || !strings.Contains(err.Error(), "12 lines too large for topic requests") ||
+		!strings.Contains(err.Error(), "-:2, -:3, -:4, -:5, -:7") || !strings.Contains(err.Error(), "-:13 and 2 more") {
+		t.Errorf("err = %v", err)
+	}
+	if n := strings.Count(logs.String(), `msg="line not sent"`); n != 10 || !strings.Contains(logs.String(), `msg="more lines not sent" file=- lines=2`) {
+		t.Errorf("%d lines reported one by one, want 10, then a count:\n%s", n, logs.String())
+	}
+}
+
+// TestProduceBrokerRefusesTooLarge: on a topic whose max.message.bytes is
+// below the maximum message size, lines refused together are sent again
+// one at a time, and a line the broker refuses alone is reported by line.
+func TestProduceBrokerRefusesTooLarge(t *testing.T) {
+	addr := startBroker(t, 1)
+	client := &kafka.Client{Addr: kafka.TCP(addr)}
+	resp, err := client.CreateTopics(context.Background(), &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{
+		Topic: "small", NumPartitions: 1, ReplicationFactor: 1,
+		ConfigEntries: []kafka.ConfigEntry{{ConfigName: "max.message.bytes", ConfigValue: "2000"}},
+	}}})
+	if err == nil {
+		err = resp.Errors["small"]
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in strings.Builder
+	var want []string
+	for i := range 20 {
+		if i == 10 {
+			fmt.Fprintf(&in, `{"id":"big","ts":1,"pad":%q}`+"\n", strings.Repeat("x", 3000))
+		}
+		fmt.Fprintf(&in, `{"id":"r-%02d","ts":1,"pad":%q}`+"\n", i, strings.Repeat("x", 300))
+		want = append(want, fmt.Sprintf("r-%02d", i))
+	}
+	var logs bytes.Buffer
+	st, err := Produce(context.Background(), ProduceOptions{File: "-", Stdin: strings.NewReader(in.String()),
+		Brokers: []string{addr}, Topic: "small", Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err == nil || !strings.Contains(err.Error(), "-:11") {
+		t.Errorf("err = %v, want it to name line 11", err)
+	}
+	if st.Records != 20 || st.TooLarge != 1 || st.Failed != 0 {
+		t.Errorf("stats = %+v, want 20 records and 1 too large", st)
+	}
+	if !strings.Contains(logs.String(), "line=11") || !strings.Contains(logs.String(), "refused by the broker") {
+		t.Errorf("the line the broker refused is not reported:\n%s", logs.String())
+	}
+	var got []string
+	for _, m := range readMessages(t, addr, "small", 0, 20) {
+		got = append(got, string(m.Key))
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("sent %q", got)
+	}
 }

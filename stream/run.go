@@ -75,6 +75,10 @@ type RunOptions struct {
 	// ones seen get their own, the rest are counted under "other". The
 	// default value is 100.
 	MetricLabelLimit int
+	// MaxMessageBytes is the largest output message the job writes: see
+	// sink.MaxMessageBytes. At least sink.MinMaxMessageBytes. The default
+	// value is sink.DefaultMaxMessageBytes.
+	MaxMessageBytes int
 	// Logger receives operational messages. The default value is
 	// slog.Default().
 	Logger *slog.Logger
@@ -105,6 +109,9 @@ func (o *RunOptions) ensureDefaults() {
 	if o.CheckpointInterval <= 0 {
 		o.CheckpointInterval = time.Second
 	}
+	if o.MaxMessageBytes == 0 {
+		o.MaxMessageBytes = sink.DefaultMaxMessageBytes
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -134,6 +141,9 @@ func Run(ctx context.Context, opts RunOptions) error {
 	if opts.Config == nil || opts.StateDir == "" {
 		return errors.New("stream: run needs rules and a state directory")
 	}
+	if opts.MaxMessageBytes < sink.MinMaxMessageBytes {
+		return fmt.Errorf("stream: a maximum message size of %d bytes is less than the least, %d", opts.MaxMessageBytes, sink.MinMaxMessageBytes)
+	}
 	log := opts.Logger
 	// Pebble locks its directory: a second job on the same state refuses
 	// to start instead of corrupting it.
@@ -162,7 +172,8 @@ func Run(ctx context.Context, opts RunOptions) error {
 	}
 
 	m := newMetrics(opts.Registry, opts.Config, opts.MetricLabelLimit)
-	out := sink.NewKafka(brokers, opts.Outputs)
+	out := sink.NewKafka(brokers, opts.Outputs,
+		sink.MaxMessageBytes(opts.MaxMessageBytes), sink.Metrics(opts.Registry), sink.Logger(log))
 	defer out.Close()
 	e, err := engine.New(engine.Options{
 		Config: opts.Config, Backend: db, Output: heatmapMetrics{out, m}, CacheSlots: opts.CacheSlots,
@@ -413,12 +424,17 @@ func processAll(e *engine.Engine, out *sink.Kafka, w *outputWriter, recs *[]engi
 		offsets[int32(m.Partition)] = m.Offset + 1
 	}
 	*recs = rs
+	at := 0
 	err := e.ProcessAll(rs, func() int64 { return time.Now().UnixMilli() }, func(i int) {
+		at = i
 		// A decision's latency is measured from its record's timestamp;
 		// what the records before made goes out at once.
 		out.Ref = rs[i].Reference
 		w.start()
 	})
+	if err != nil {
+		err = fmt.Errorf("input %s partition %d offset %d: %w", msgs[at].Topic, msgs[at].Partition, msgs[at].Offset, err)
+	}
 	clear(rs) // drop the records' bytes
 	recycleFetched(msgs)
 	return err

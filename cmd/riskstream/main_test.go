@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/riskstream/riskstream/broker"
 )
 
 // run executes the CLI with args as a user would, returning stdout and the
@@ -76,5 +79,30 @@ func TestGenPipesIntoReplay(t *testing.T) {
 	}
 	if _, err := run(t, "", "gen", "--clock", "nonsense"); err == nil {
 		t.Error("a bad --clock must fail")
+	}
+}
+
+// TestProduceOversizedLine: produce sends the lines around one too large,
+// reports it on stderr by file and line, and fails (main exits 1).
+func TestProduceOversizedLine(t *testing.T) {
+	b, err := broker.Start(broker.Options{Addr: "127.0.0.1:0", Topics: map[string]int32{"requests": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	file := filepath.Join(t.TempDir(), "in.jsonl")
+	big := `{"id":"big","ts":2,"pad":"` + strings.Repeat("x", 300) + `"}`
+	os.WriteFile(file, []byte(`{"id":"a","ts":1}`+"\n"+big+"\n"+`{"id":"c","ts":3}`+"\n"), 0o644)
+	cmd := newRootCmd()
+	var stderr bytes.Buffer
+	cmd.SetArgs([]string{"produce", "--brokers", b.Addr(), "--max-message-bytes", "200", file})
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(&stderr)
+	err = cmd.Execute()
+	if err == nil || !strings.Contains(err.Error(), file+":2") {
+		t.Fatalf("produce with a line too large: %v", err)
+	}
+	if !strings.Contains(stderr.String(), "line=2") || !strings.Contains(stderr.String(), "records=2 ") {
+		t.Fatalf("stderr does not report the line and the records sent:\n%s", stderr.String())
 	}
 }

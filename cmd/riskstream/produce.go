@@ -3,6 +3,7 @@ package main
 import (
 	"log/slog"
 
+	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/stream"
 	"github.com/spf13/cobra"
 )
@@ -16,8 +17,11 @@ func newProduceCmd() *cobra.Command {
 message per line, keyed by the --key attribute. The record timestamp is the
 event's ingest_ts when it has one, so a recorded capture replays faithfully,
 else the send time. Invalid lines are sent as they are: the job's dlq takes
-them. Without --brokers it publishes to the embedded broker that
-'riskstream run' starts on 127.0.0.1:9092.`,
+them. A line larger than --max-message-bytes, or that the broker refuses as
+too large for the topic, is not sent: it is reported by file and line, the
+rest is sent, and produce exits non-zero at the end. Without --brokers it
+publishes to the embedded broker that 'riskstream run' starts on
+127.0.0.1:9092.`,
 		Example: `  riskstream gen --events 100000 | riskstream produce --rate 5000 -
   riskstream produce --brokers kafka-1:9092,kafka-2:9092 --key user testdata/big.jsonl.gz`,
 		Args: cobra.ExactArgs(1),
@@ -30,12 +34,13 @@ them. Without --brokers it publishes to the embedded broker that
 			o.File = args[0]
 			o.Stdin = cmd.InOrStdin()
 			st, err := stream.Produce(cmd.Context(), o)
-			if err != nil {
+			if err != nil && st.Records+st.TooLarge+st.Failed == 0 {
 				return err
 			}
 			slog.Info("produced", "records", st.Records, "with_ingest_ts", st.WithIngestTS,
-				"keyless", st.Keyless, "topic", o.Topic, "elapsed", st.Elapsed.Round(1e6))
-			return nil
+				"keyless", st.Keyless, "too_large", st.TooLarge, "failed", st.Failed,
+				"topic", o.Topic, "elapsed", st.Elapsed.Round(1e6))
+			return err
 		},
 	}
 	f := cmd.Flags()
@@ -43,5 +48,7 @@ them. Without --brokers it publishes to the embedded broker that
 	f.StringVar(&o.Topic, "topic", "requests", "topic to publish to")
 	f.StringVar(&o.Key, "key", "id", "attribute whose value is the message key")
 	f.Float64Var(&o.Rate, "rate", 0, "records per second, steady (0: as fast as possible)")
+	f.IntVar(&o.MaxMessageBytes, "max-message-bytes", sink.DefaultMaxMessageBytes,
+		"largest message (key and value) sent; a longer line is reported and not sent")
 	return cmd
 }
