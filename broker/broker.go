@@ -126,6 +126,12 @@ func Start(opts Options) (*Broker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start broker on %s: %w", addr, err)
 	}
+	if len(opts.Users) > 0 {
+		if err := advertiseSASLHandshakeV0(c); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("start broker: %w", err)
+		}
+	}
 	appendTime := make(map[string]bool, len(opts.LogAppendTime))
 	for _, t := range opts.LogAppendTime {
 		appendTime[t] = true

@@ -66,3 +66,44 @@ func TestUsersRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestSASLHandshakeAdvertised: with users, the broker advertises the SASL
+// handshake from version 0, as Kafka does, which librdkafka needs to try
+// SASL at all; other versions are kfake's.
+func TestSASLHandshakeAdvertised(t *testing.T) {
+	versions := func(o Options) map[int16]kafka.ApiVersion {
+		t.Helper()
+		o.Addr = "127.0.0.1:0"
+		b, err := Start(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		conn, err := kafka.Dial("tcp", b.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		vs, err := conn.ApiVersions()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[int16]kafka.ApiVersion{}
+		for _, v := range vs {
+			m[v.ApiKey] = v
+		}
+		return m
+	}
+	const saslHandshake, saslAuthenticate, produce = 17, 36, 0
+	plain := versions(Options{})
+	sasl := versions(Options{Users: []User{{Mechanism: "SCRAM-SHA-256", Name: "u", Password: "p"}}})
+	if h := plain[saslHandshake]; h.MinVersion != 1 || h.MaxVersion != 1 {
+		t.Fatalf("kfake's own SaslHandshake versions changed: %+v; see advertiseSASLHandshakeV0", h)
+	}
+	if h := sasl[saslHandshake]; h.MinVersion != 0 || h.MaxVersion != 1 {
+		t.Errorf("SaslHandshake with users: %+v, want versions 0 to 1", h)
+	}
+	if len(sasl) != len(plain) || sasl[saslAuthenticate] != plain[saslAuthenticate] || sasl[produce] != plain[produce] {
+		t.Errorf("other versions differ:\n%v\n%v", plain, sasl)
+	}
+}
