@@ -41,15 +41,22 @@ type Kafka struct {
 }
 
 // NewKafka returns a sink writing to brokers. It waits for all replicas.
-func NewKafka(brokers []string, topics Topics) *Kafka {
+// conns are the sink's connections, with the cluster's TLS and SASL (see
+// kafkaconn.Security.Transport), for it alone; nil is plaintext. The sink
+// sets their MetadataTTL when it is zero, and Close closes them.
+func NewKafka(brokers []string, topics Topics, conns *kafka.Transport) *Kafka {
 	// Connections of its own, not kafka-go's process-wide default: an
 	// output write never queues behind another client's requests on a
 	// shared connection (a producer in the same process, in benchmarks).
-	//
+	if conns == nil {
+		conns = &kafka.Transport{}
+	}
 	// A transport that never reached a broker keeps the error until it
 	// next refreshes its metadata: a second, not kafka-go's 6, bounds how
 	// long writes fail after an outage ends.
-	conns := &kafka.Transport{MetadataTTL: time.Second}
+	if conns.MetadataTTL == 0 {
+		conns.MetadataTTL = time.Second
+	}
 	return &Kafka{
 		enc:    NewEncoder(),
 		topics: topics,

@@ -22,7 +22,7 @@ import (
 // TestKafkaKeys: decisions are keyed by the event id as the producer sent
 // it, unescaped; heatmaps by heatmap name and key. Values carry no newline.
 func TestKafkaKeys(t *testing.T) {
-	k := NewKafka([]string{"127.0.0.1:1"}, DefaultTopics)
+	k := NewKafka([]string{"127.0.0.1:1"}, DefaultTopics, nil)
 	defer k.Close()
 	r := &rules.Rule{Name: "r", Action: "deny", Key: []string{"user"}}
 	for _, id := range []string{`"plain-1"`, `"tab\there"`} {
@@ -77,7 +77,7 @@ func TestKafkaWriteKeepsTheUnacknowledged(t *testing.T) {
 		resp.Topics = append(resp.Topics, rt)
 		return resp, nil, true
 	})
-	k := NewKafka(c.ListenAddrs(), DefaultTopics)
+	k := NewKafka(c.ListenAddrs(), DefaultTopics, nil)
 	defer k.Close()
 	k.Ref = 1
 	k.Decision(&windows.Decision{Rule: &rules.Rule{Name: "r", Action: "deny", Key: []string{"user"}},
@@ -145,7 +145,7 @@ func endOffset(t *testing.T, c *kfake.Cluster, topic string) int64 {
 // changed by the ones added after it, across chunks, records larger than a
 // chunk's room and detaches included.
 func TestKafkaMessagesKeepTheirBytes(t *testing.T) {
-	k := NewKafka([]string{"127.0.0.1:1"}, DefaultTopics)
+	k := NewKafka([]string{"127.0.0.1:1"}, DefaultTopics, nil)
 	defer k.Close()
 	enc := NewEncoder()
 	r := &rules.Rule{Name: "r", Action: "deny", Key: []string{"user"}}

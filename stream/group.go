@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/riskstream/riskstream/kafkaconn"
 	"github.com/segmentio/kafka-go"
 )
 
@@ -38,8 +39,10 @@ const sessionTimeout = 6 * time.Second
 // joinGroup refuses to start while the group has a live member, then joins
 // it. A member left behind by a crashed job expires after sessionTimeout,
 // so a busy group is asked again until then before giving up.
-func joinGroup(ctx context.Context, brokers []string, group, topic string) (*groupMember, error) {
-	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
+func joinGroup(ctx context.Context, brokers []string, sec *kafkaconn.Security, group, topic string) (*groupMember, error) {
+	conns := sec.Transport()
+	defer conns.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Transport: conns, Timeout: 10 * time.Second}
 	deadline := time.Now().Add(sessionTimeout + time.Second)
 	for {
 		busy, err := groupMembers(ctx, client, group)
@@ -59,7 +62,7 @@ func joinGroup(ctx context.Context, brokers []string, group, topic string) (*gro
 		}
 	}
 	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
-		ID: group, Brokers: brokers, Topics: []string{topic},
+		ID: group, Brokers: brokers, Topics: []string{topic}, Dialer: sec.Dialer(),
 		HeartbeatInterval: time.Second, SessionTimeout: sessionTimeout,
 	})
 	if err != nil {

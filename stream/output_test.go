@@ -26,7 +26,7 @@ func freeAddr(t *testing.T) string {
 }
 
 func newTestOutputWriter(addr string) (*outputWriter, *sink.Kafka) {
-	out := sink.NewKafka([]string{addr}, sink.DefaultTopics)
+	out := sink.NewKafka([]string{addr}, sink.DefaultTopics, nil)
 	latency := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "latency"})
 	return newOutputWriter(out, latency, slog.New(slog.DiscardHandler)), out
 }
