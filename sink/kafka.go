@@ -207,8 +207,9 @@ func (k *Kafka) Write(ctx context.Context, b *Batch) error {
 
 // Permanent reports whether a write error will not go away by writing
 // again: the broker refused the messages themselves (too large, a topic
-// invalid or not authorized). Network failures, timeouts and brokers or
-// partition leaders unavailable for a while are not permanent.
+// invalid or not authorized). Network failures, timeouts, brokers or
+// partition leaders unavailable for a while, and connections the brokers'
+// SASL refused (the credentials were checked at start) are not permanent.
 func Permanent(err error) bool {
 	var tooLarge kafka.MessageTooLargeError
 	if errors.As(err, &tooLarge) {
@@ -224,7 +225,13 @@ func Permanent(err error) bool {
 		return false
 	}
 	var refused kafka.Error
-	return errors.As(err, &refused) && !refused.Temporary()
+	return errors.As(err, &refused) && !refused.Temporary() && !saslRefused(refused)
+}
+
+// saslRefused reports whether e is about a connection's SASL
+// authentication rather than the messages written on it.
+func saslRefused(e kafka.Error) bool {
+	return e == kafka.SASLAuthenticationFailed || e == kafka.IllegalSASLState || e == kafka.UnsupportedSASLMechanism
 }
 
 // Close closes the writer; pending messages are dropped (Write them
