@@ -106,7 +106,17 @@ func (s SASLOptions) mechanism() string {
 
 // Validate reports every problem in o that can be seen without reading
 // files, one per line, or nil.
-func (o Options) Validate() error {
+func (o Options) Validate() error { return joinProblems(o.problems()) }
+
+// joinProblems makes one error of problems, one per line, or nil.
+func joinProblems(problems []string) error {
+	if len(problems) == 0 {
+		return nil
+	}
+	return errors.New("kafkaconn: " + strings.Join(problems, "\nkafkaconn: "))
+}
+
+func (o Options) problems() []string {
 	var problems []string
 	t := o.TLS
 	if t.CertFile != "" && t.KeyFile == "" {
@@ -138,10 +148,7 @@ func (o Options) Validate() error {
 	if o.DialTimeout < 0 {
 		problems = append(problems, fmt.Sprintf("negative dial timeout %v", o.DialTimeout))
 	}
-	if len(problems) == 0 {
-		return nil
-	}
-	return errors.New("kafkaconn: " + strings.Join(problems, "\nkafkaconn: "))
+	return problems
 }
 
 // Security is the built form of Options: the TLS configuration with its
@@ -160,14 +167,11 @@ type Security struct {
 // Security, plaintext, for Options that turn on neither TLS nor SASL and
 // keep the default DialTimeout.
 func New(o Options) (*Security, error) {
-	if err := o.Validate(); err != nil {
-		return nil, err
-	}
-	if !o.TLS.On() && o.SASL.Mechanism == "" && o.DialTimeout == 0 {
+	problems := o.problems()
+	if len(problems) == 0 && !o.TLS.On() && o.SASL.Mechanism == "" && o.DialTimeout == 0 {
 		return nil, nil
 	}
 	s := &Security{user: o.SASL.Username, timeout: o.DialTimeout}
-	var problems []string
 	if o.TLS.On() {
 		t := o.TLS
 		s.tls = &tls.Config{
@@ -182,7 +186,7 @@ func New(o Options) (*Security, error) {
 			}
 			s.tls.RootCAs = pool
 		}
-		if t.CertFile != "" {
+		if t.CertFile != "" && t.KeyFile != "" {
 			cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
 			if err != nil {
 				problems = append(problems, fmt.Sprintf("TLS client certificate %s and key %s: %v", t.CertFile, t.KeyFile, err))
@@ -194,6 +198,9 @@ func New(o Options) (*Security, error) {
 	case Plain:
 		s.mech = plain.Mechanism{Username: o.SASL.Username, Password: o.SASL.Password}
 	case ScramSHA256, ScramSHA512:
+		if o.SASL.Username == "" || o.SASL.Password == "" {
+			break // a problem already
+		}
 		algo := scram.SHA256
 		if m == ScramSHA512 {
 			algo = scram.SHA512
@@ -205,8 +212,8 @@ func New(o Options) (*Security, error) {
 		}
 		s.mech = mech
 	}
-	if len(problems) > 0 {
-		return nil, errors.New("kafkaconn: " + strings.Join(problems, "\nkafkaconn: "))
+	if err := joinProblems(problems); err != nil {
+		return nil, err
 	}
 	return s, nil
 }

@@ -102,6 +102,8 @@ func TestNewLoadsFiles(t *testing.T) {
 			want: []string{"TLS client certificate " + certs.ClientCert + " and key " + certs.ServerKey + ": tls: private key does not match public key"}},
 		"both": {o: Options{TLS: TLSOptions{CAFile: missing, CertFile: notPEM, KeyFile: notPEM}},
 			want: []string{missing, "TLS client certificate " + notPEM}},
+		"static and file problems": {o: Options{TLS: TLSOptions{CAFile: missing, KeyFile: notPEM}, SASL: SASLOptions{Mechanism: "x"}},
+			want: []string{"TLS client key " + notPEM + " given without its certificate file", `unknown SASL mechanism "x"`, missing}},
 		"SCRAM credentials not UTF-8": {o: Options{SASL: SASLOptions{Mechanism: "scram-sha-512", Username: "u", Password: "\xff"}},
 			want: []string{"SASL SCRAM-SHA-512 credentials"}},
 	} {

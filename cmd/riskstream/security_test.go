@@ -52,7 +52,7 @@ func TestSecurityFlags(t *testing.T) {
 			err: []string{"SASL username given without a SASL mechanism"}},
 		"unreadable CA": {args: []string{"--tls-ca", missing}, err: []string{"TLS CA file: open " + missing}},
 		"every problem": {args: []string{"--tls-ca", missing, "--tls-key", certs.ClientKey, "--sasl-mechanism", "md5"},
-			err: []string{"without its certificate file", `unknown SASL mechanism "md5"`}},
+			err: []string{"without its certificate file", `unknown SASL mechanism "md5"`, "TLS CA file: open " + missing}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Setenv(passwordEnv, tc.env)
