@@ -80,9 +80,6 @@ func readSecured(t testing.TB, sec kafkaconn.Options, addr, topic string, n int)
 // require TLS, SASL PLAIN over TLS, and SCRAM: the records go in, and the
 // decisions come out.
 func TestSecuredCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the live job four times")
-	}
 	certs := testcert.New(t)
 	ca := kafkaconn.TLSOptions{CAFile: certs.CAFile}
 	for name, tc := range map[string]struct {

@@ -136,9 +136,6 @@ func startBrokerCommand(t *testing.T, args ...string) string {
 // `run` against it with the flags, the password from the environment; the
 // decisions come out. A wrong password is refused at start.
 func TestSecuredCommands(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the live job")
-	}
 	certs := testcert.New(t)
 	addr := startBrokerCommand(t, "--tls-cert", certs.ServerCert, "--tls-key", certs.ServerKey,
 		"--sasl-user", "scram-sha-512:risk:pa:ss")
