@@ -47,15 +47,16 @@ func (s *Security) check(ctx context.Context, addr string) (err error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var nd net.Dialer
-	conn, err := nd.DialContext(ctx, "tcp", addr)
+	raw, err := nd.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return fmt.Errorf("connect to %s: %w", addr, err)
 	}
 	// kafka-go's Conn sets deadlines of its own; closing the connection
 	// when ctx ends is what bounds every step.
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	stop := context.AfterFunc(ctx, func() { raw.Close() })
 	defer stop()
-	defer conn.Close()
+	defer raw.Close()
+	conn := raw
 	// failed describes an error of a step after the TCP connection.
 	failed := func(step string, err error, hint string) error {
 		if ctx.Err() != nil {
