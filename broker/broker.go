@@ -10,12 +10,15 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"log/slog"
 	"net"
+	"slices"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -48,7 +51,28 @@ type Options struct {
 	// Logger receives the broker's warnings and errors; default
 	// slog.Default().
 	Logger *slog.Logger
+	// TLS, when set, makes the broker accept TLS connections only, with
+	// this server configuration (its certificate, and ClientAuth for
+	// mutual TLS). The default value is nil: plaintext.
+	TLS *tls.Config
+	// Users, when any, turn SASL on: a client must authenticate as one of
+	// them before any other request. The default value is none: no
+	// authentication.
+	Users []User
 }
+
+// User is a SASL user of the broker.
+type User struct {
+	// Mechanism is PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, in any case. A
+	// user who should be able to use several mechanisms is listed once
+	// per mechanism.
+	Mechanism string
+	// Name and Password are the credentials.
+	Name, Password string
+}
+
+// mechanisms are the SASL mechanisms the broker offers.
+var mechanisms = []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
 
 // Broker is a running embedded broker. Close it to stop listening.
 type Broker struct {
@@ -81,9 +105,32 @@ func Start(opts Options) (*Broker, error) {
 	if opts.DataDir != "" {
 		kopts = append(kopts, kfake.DataDir(opts.DataDir))
 	}
+	if opts.TLS != nil {
+		kopts = append(kopts, kfake.TLS(opts.TLS))
+	}
+	if len(opts.Users) > 0 {
+		kopts = append(kopts, kfake.EnableSASL())
+		for _, u := range opts.Users {
+			i := slices.IndexFunc(mechanisms, func(m string) bool { return strings.EqualFold(m, u.Mechanism) })
+			if i < 0 {
+				return nil, fmt.Errorf("start broker: user %q: unknown SASL mechanism %q (want one of %s)",
+					u.Name, u.Mechanism, strings.Join(mechanisms, ", "))
+			}
+			if u.Name == "" || u.Password == "" {
+				return nil, fmt.Errorf("start broker: a %s user needs a name and a password", mechanisms[i])
+			}
+			kopts = append(kopts, kfake.Superuser(mechanisms[i], u.Name, u.Password))
+		}
+	}
 	c, err := kfake.NewCluster(kopts...)
 	if err != nil {
 		return nil, fmt.Errorf("start broker on %s: %w", addr, err)
+	}
+	if len(opts.Users) > 0 {
+		if err := advertiseSASLHandshakeV0(c); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("start broker: %w", err)
+		}
 	}
 	appendTime := make(map[string]bool, len(opts.LogAppendTime))
 	for _, t := range opts.LogAppendTime {

@@ -53,9 +53,18 @@ type Kafka struct {
 type KafkaOption func(*kafkaConfig)
 
 type kafkaConfig struct {
+	conns           *kafka.Transport
 	maxMessageBytes int
 	reg             prometheus.Registerer
 	log             *slog.Logger
+}
+
+// Transport sets the sink's connections, with the cluster's TLS and SASL
+// (see kafkaconn.Security.Transport), for it alone. The sink sets their
+// MetadataTTL when it is zero, and Close closes them. The default value is
+// plaintext connections of the sink's own.
+func Transport(conns *kafka.Transport) KafkaOption {
+	return func(c *kafkaConfig) { c.conns = conns }
 }
 
 // MaxMessageBytes sets the largest output message, key and value, that the
@@ -117,11 +126,16 @@ func NewKafka(brokers []string, topics Topics, opts ...KafkaOption) *Kafka {
 	// Connections of its own, not kafka-go's process-wide default: an
 	// output write never queues behind another client's requests on a
 	// shared connection (a producer in the same process, in benchmarks).
-	//
+	conns := cfg.conns
+	if conns == nil {
+		conns = &kafka.Transport{}
+	}
 	// A transport that never reached a broker keeps the error until it
 	// next refreshes its metadata: a second, not kafka-go's 6, bounds how
 	// long writes fail after an outage ends.
-	conns := &kafka.Transport{MetadataTTL: time.Second}
+	if conns.MetadataTTL == 0 {
+		conns.MetadataTTL = time.Second
+	}
 	return &Kafka{
 		enc:      NewEncoder(),
 		topics:   topics,
@@ -415,8 +429,9 @@ func topicNames(msgs []kafka.Message) string {
 
 // Permanent reports whether a write error will not go away by writing
 // again: the broker refused the messages themselves (too large, a topic
-// invalid or not authorized). Network failures, timeouts and brokers or
-// partition leaders unavailable for a while are not permanent.
+// invalid or not authorized). Network failures, timeouts, brokers or
+// partition leaders unavailable for a while, and connections the brokers'
+// SASL refused (the credentials were checked at start) are not permanent.
 func Permanent(err error) bool {
 	var tooLarge kafka.MessageTooLargeError
 	if errors.As(err, &tooLarge) {
@@ -432,7 +447,13 @@ func Permanent(err error) bool {
 		return false
 	}
 	var refused kafka.Error
-	return errors.As(err, &refused) && !refused.Temporary()
+	return errors.As(err, &refused) && !refused.Temporary() && !saslRefused(refused)
+}
+
+// saslRefused reports whether e is about a connection's SASL
+// authentication rather than the messages written on it.
+func saslRefused(e kafka.Error) bool {
+	return e == kafka.SASLAuthenticationFailed || e == kafka.IllegalSASLState || e == kafka.UnsupportedSASLMechanism
 }
 
 // Close closes the writer; pending messages are dropped (Write them

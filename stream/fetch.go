@@ -34,7 +34,9 @@ const (
 // fetch rather than, as with kafka-go's Reader, two goroutine hand-offs per
 // record.
 type fetcher struct {
-	brokers   []string
+	brokers []string
+	// dialer connects with the cluster's TLS and SASL.
+	dialer    *kafka.Dialer
 	topic     string
 	partition int
 	// next is the offset to fetch, kafka.FirstOffset for the partition's
@@ -73,7 +75,7 @@ func (f *fetcher) connectAndFetch(ctx context.Context) error {
 		err  error
 	)
 	for _, b := range f.brokers {
-		if conn, err = kafka.DialLeader(ctx, "tcp", b, f.topic, f.partition); err == nil {
+		if conn, err = f.dialer.DialLeader(ctx, "tcp", b, f.topic, f.partition); err == nil {
 			break
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/riskstream/riskstream/kafkaconn"
 	"github.com/segmentio/kafka-go"
 )
 
@@ -34,6 +35,7 @@ type groupMember struct {
 	// that find each other in one generation agree on which goes on.
 	tag     memberTag
 	brokers []string
+	sec     *kafkaconn.Security
 	log     *slog.Logger
 
 	mu  sync.Mutex
@@ -126,9 +128,11 @@ func (b tagBalancer) UserData() ([]byte, error) { return b.tag[:], nil }
 // joinGroup refuses to start while the group has a live member, then joins
 // it. A member left behind by a crashed job expires after sessionTimeout,
 // so a busy group is asked again until then before giving up.
-func joinGroup(ctx context.Context, brokers []string, group, topic string, instance [8]byte, log *slog.Logger) (*groupMember, error) {
+func joinGroup(ctx context.Context, brokers []string, sec *kafkaconn.Security, group, topic string, instance [8]byte, log *slog.Logger) (*groupMember, error) {
 	tag := newMemberTag(time.Now(), instance)
-	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
+	conns := sec.Transport()
+	defer conns.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Transport: conns, Timeout: 10 * time.Second}
 	deadline := time.Now().Add(sessionTimeout + time.Second)
 	for {
 		// A broker that is starting may fail the request: ask again until
@@ -163,13 +167,13 @@ func joinGroup(ctx context.Context, brokers []string, group, topic string, insta
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
-	return newGroupMember(ctx, brokers, group, topic, tag, log)
+	return newGroupMember(ctx, brokers, sec, group, topic, tag, log)
 }
 
 // newGroupMember joins group, tagged tag, and takes its first generation.
-func newGroupMember(ctx context.Context, brokers []string, group, topic string, tag memberTag, log *slog.Logger) (*groupMember, error) {
+func newGroupMember(ctx context.Context, brokers []string, sec *kafkaconn.Security, group, topic string, tag memberTag, log *slog.Logger) (*groupMember, error) {
 	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
-		ID: group, Brokers: brokers, Topics: []string{topic},
+		ID: group, Brokers: brokers, Topics: []string{topic}, Dialer: sec.Dialer(),
 		HeartbeatInterval: time.Second, SessionTimeout: sessionTimeout,
 		JoinGroupBackoff: rejoinBackoff,
 		GroupBalancers:   []kafka.GroupBalancer{tagBalancer{tag: tag}},
@@ -182,7 +186,7 @@ func newGroupMember(ctx context.Context, brokers []string, group, topic string, 
 		cg.Close()
 		return nil, fmt.Errorf("join group %s: %w", group, err)
 	}
-	g := &groupMember{cg: cg, group: group, topic: topic, tag: tag, brokers: brokers, log: log,
+	g := &groupMember{cg: cg, group: group, topic: topic, tag: tag, brokers: brokers, sec: sec, log: log,
 		gen: gen, changed: make(chan struct{}), lost: make(chan error, 1)}
 	return g, nil
 }
@@ -213,7 +217,9 @@ func busyError(group string, members []kafka.DescribeGroupsResponseMember) *ErrG
 // here. A generation shared with an instance started earlier makes the job
 // give up the group (lost).
 func (g *groupMember) keep(ctx context.Context) {
-	client := &kafka.Client{Addr: kafka.TCP(g.brokers...), Timeout: 10 * time.Second}
+	conns := g.sec.Transport()
+	defer conns.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(g.brokers...), Transport: conns, Timeout: 10 * time.Second}
 	gen := g.current()
 	for {
 		if gen != nil {

@@ -115,7 +115,7 @@ func TestGroupTieBreak(t *testing.T) {
 		var tag memberTag
 		binary.BigEndian.PutUint64(tag[:], uint64(startedAt))
 		tag[8] = byte(startedAt) // another state directory each
-		g, err := newGroupMember(ctx, []string{addr}, "riskstream", "requests", tag, slog.Default())
+		g, err := newGroupMember(ctx, []string{addr}, nil, "riskstream", "requests", tag, slog.Default())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,6 +19,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/kafkaconn"
 	"github.com/riskstream/riskstream/sink"
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol/metadata"
@@ -32,6 +33,9 @@ type ProduceOptions struct {
 	// Brokers are the bootstrap brokers; default 127.0.0.1:9092, the
 	// embedded broker that `riskstream run` starts.
 	Brokers []string
+	// Security is the TLS and SASL the connections to Brokers use; default
+	// plaintext without authentication.
+	Security kafkaconn.Options
 	// Topic to publish to; default "requests".
 	Topic string
 	// Key is the top-level attribute whose value becomes the message key,
@@ -209,6 +213,10 @@ func Produce(ctx context.Context, opts ProduceOptions) (ProduceStats, error) {
 	if opts.Rate < 0 {
 		return st, fmt.Errorf("produce %s: negative rate %v", opts.File, opts.Rate)
 	}
+	sec, err := kafkaconn.New(opts.Security)
+	if err != nil {
+		return st, fmt.Errorf("produce %s: %w", opts.File, err)
+	}
 	if len(opts.Brokers) == 0 {
 		opts.Brokers = []string{"127.0.0.1:9092"}
 	}
@@ -257,6 +265,11 @@ func Produce(ctx context.Context, opts ProduceOptions) (ProduceStats, error) {
 		return st, fmt.Errorf("produce %s: %w", opts.File, err)
 	}
 	defer closeIn()
+	// A wrong password or a TLS mismatch fails here, saying so, rather
+	// than as an EOF for every record.
+	if err := sec.Check(ctx, opts.Brokers); err != nil {
+		return st, fmt.Errorf("produce %s: brokers %v (%v): %w", opts.File, opts.Brokers, sec, err)
+	}
 
 	var (
 		mu       sync.Mutex
@@ -266,7 +279,7 @@ func Produce(ctx context.Context, opts ProduceOptions) (ProduceStats, error) {
 	)
 	// Connections of its own: kafka-go's default transport is shared by
 	// every client in the process (the job's, when both run in one).
-	conns := &kafka.Transport{}
+	conns := sec.Transport()
 	defer conns.CloseIdleConnections()
 	w := &kafka.Writer{
 		Addr:      kafka.TCP(opts.Brokers...),

@@ -20,6 +20,7 @@ import (
 	"github.com/riskstream/riskstream/broker"
 	"github.com/riskstream/riskstream/engine"
 	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/kafkaconn"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/state"
@@ -46,6 +47,10 @@ type RunOptions struct {
 	// Brokers are Kafka bootstrap addresses. Empty starts the embedded
 	// development broker on EmbeddedAddr.
 	Brokers []string
+	// Security is the TLS and SASL every connection to Brokers uses. The
+	// default value is plaintext without authentication. The embedded
+	// broker is plaintext: with it, Security must stay the zero value.
+	Security kafkaconn.Options
 	// EmbeddedAddr is where the embedded broker listens. The default value
 	// is 127.0.0.1:9092.
 	EmbeddedAddr string
@@ -123,6 +128,13 @@ func (o *RunOptions) ensureDefaults() {
 	}
 }
 
+// ErrEmbeddedSecurity is returned by Run when RunOptions ask for TLS or
+// SASL without Brokers: the embedded development broker is plaintext, and
+// a job that silently ignored the security it was given would be a
+// surprise. Start `riskstream broker` or a real cluster and give its
+// address.
+var ErrEmbeddedSecurity = errors.New("stream: TLS and SASL need --brokers: the embedded development broker (started without --brokers) is plaintext only")
+
 // Meta keys of the checkpoint in the state store (docs/format/state.md).
 const (
 	metaCheckpoint = "checkpoint"
@@ -143,6 +155,13 @@ func Run(ctx context.Context, opts RunOptions) error {
 	}
 	if opts.MaxMessageBytes < sink.MinMaxMessageBytes {
 		return fmt.Errorf("stream: a maximum message size of %d bytes is less than the least, %d", opts.MaxMessageBytes, sink.MinMaxMessageBytes)
+	}
+	sec, err := kafkaconn.New(opts.Security)
+	if err != nil {
+		return err
+	}
+	if len(opts.Brokers) == 0 && (opts.Security.TLS.On() || opts.Security.SASL.Mechanism != "") {
+		return ErrEmbeddedSecurity
 	}
 	log := opts.Logger
 	// Pebble locks its directory: a second job on the same state refuses
@@ -171,8 +190,14 @@ func Run(ctx context.Context, opts RunOptions) error {
 			"addr", b.Addr(), "data", filepath.Join(opts.StateDir, "broker"))
 	}
 
+	// A wrong password or a TLS mismatch fails here, saying so, rather
+	// than as an EOF from whichever client connects first.
+	if err := sec.Check(ctx, brokers); err != nil {
+		return fmt.Errorf("stream: brokers %v (%v): %w", brokers, sec, err)
+	}
+
 	m := newMetrics(opts.Registry, opts.Config, opts.MetricLabelLimit)
-	out := sink.NewKafka(brokers, opts.Outputs,
+	out := sink.NewKafka(brokers, opts.Outputs, sink.Transport(sec.Transport()),
 		sink.MaxMessageBytes(opts.MaxMessageBytes), sink.Metrics(opts.Registry), sink.Logger(log))
 	defer out.Close()
 	e, err := engine.New(engine.Options{
@@ -206,7 +231,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 	if err != nil {
 		return err
 	}
-	member, err := joinGroup(ctx, brokers, opts.Group, opts.Topic, instance, log)
+	member, err := joinGroup(ctx, brokers, sec, opts.Group, opts.Topic, instance, log)
 	if err != nil {
 		return err
 	}
@@ -217,7 +242,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 	defer keeping.Wait()
 	defer stopKeeping()
 
-	partitions, err := readPartitions(ctx, brokers[0], opts.Topic)
+	partitions, err := readPartitions(ctx, sec.Dialer(), brokers[0], opts.Topic)
 	if err != nil {
 		return err
 	}
@@ -243,7 +268,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 			if !ok {
 				start = kafka.FirstOffset
 			}
-			f := &fetcher{brokers: brokers, topic: opts.Topic, partition: p, next: start, out: fetched, log: log}
+			f := &fetcher{brokers: brokers, dialer: sec.Dialer(), topic: opts.Topic, partition: p, next: start, out: fetched, log: log}
 			fetchers = append(fetchers, f)
 			reading.Go(func() { f.run(readCtx) })
 		}
@@ -394,7 +419,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 				return err
 			}
 		case <-discover.C:
-			ps, err := readPartitions(ctx, brokers[0], opts.Topic)
+			ps, err := readPartitions(ctx, sec.Dialer(), brokers[0], opts.Topic)
 			if err != nil {
 				log.Warn("listing partitions", "topic", opts.Topic, "err", err)
 				continue
@@ -440,8 +465,7 @@ func processAll(e *engine.Engine, out *sink.Kafka, w *outputWriter, recs *[]engi
 	return err
 }
 
-func readPartitions(ctx context.Context, addr, topic string) ([]int, error) {
-	var d kafka.Dialer
+func readPartitions(ctx context.Context, d *kafka.Dialer, addr, topic string) ([]int, error) {
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("connect %s: %w", addr, err)

@@ -15,11 +15,24 @@ import (
 func newRunCmd() *cobra.Command {
 	var rulesFile, brokers, cpuProfile string
 	opts := stream.RunOptions{Outputs: sink.DefaultTopics}
+	var resolveSecurity func() error
 	cmd := &cobra.Command{
 		Use:   "run --rules FILE [--brokers HOST:PORT,...] [--state-dir DIR] [--metrics-addr :9464]",
 		Short: "Run the live job on Kafka (without --brokers, on an embedded development broker)",
-		Args:  cobra.NoArgs,
+		Long: `Run the live job: consume the input topic, write decisions, heatmaps, late
+and dlq records to their topics, and checkpoint state and offsets to
+--state-dir. Without --brokers it starts an embedded development broker,
+which is plaintext: the TLS and SASL flags then are refused.
+` + securityHelp,
+		Example: `  riskstream run --rules rules.yaml
+  RISKSTREAM_SASL_PASSWORD=... riskstream run --rules rules.yaml \
+    --brokers b-1.example.com:9096,b-2.example.com:9096 \
+    --tls --sasl-mechanism scram-sha-512 --sasl-username riskstream`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := resolveSecurity(); err != nil {
+				return err
+			}
 			cfg, err := rules.Load(rulesFile)
 			if err != nil {
 				return err
@@ -57,6 +70,7 @@ func newRunCmd() *cobra.Command {
 	f.IntVar(&opts.MaxMessageBytes, "max-message-bytes", sink.DefaultMaxMessageBytes,
 		"largest output message (key and value): longer dlq and late records are cut, other messages go to the dlq; at most the output topics' max.message.bytes less a margin")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) to this file, until the job stops")
+	resolveSecurity = addSecurityFlags(cmd, &opts.Security)
 	cmd.MarkFlagRequired("rules")
 	return cmd
 }
