@@ -66,6 +66,9 @@ type Stats struct {
 	// Decisions counts decisions per rule, in rules file order.
 	Decisions    []int64
 	WindowsFired int64
+	// SourcesForgotten counts sources the skew tracker forgot to stay
+	// within skew.max_sources.
+	SourcesForgotten int64
 }
 
 // Engine runs records through decoding, watermarks and the window operator.
@@ -392,5 +395,6 @@ func (e *Engine) Stats() Stats {
 	s := e.stats
 	s.Decisions = append([]int64(nil), s.Decisions...)
 	s.WindowsFired = e.op.WindowsFired()
+	s.SourcesForgotten = e.skew.Forgotten()
 	return s
 }

@@ -49,12 +49,14 @@ type Sharded struct {
 	out    Output
 	count  countingOutput
 	clocks
-	shards  []*Shard
-	stats   Stats
-	merged  int64 // the watermark after the last record merged
-	cursors []int
-	end     Batch // holds what Finish fires
-	specs   int   // rules and heatmaps
+	shards []*Shard
+	stats  Stats
+	merged int64 // the watermark after the last record merged
+	// forgotten is Batch.forgotten of the last batch merged.
+	forgotten int64
+	cursors   []int
+	end       Batch // holds what Finish fires
+	specs     int   // rules and heatmaps
 }
 
 // Shard is one shard of a Sharded engine: a window operator over the keys
@@ -147,6 +149,9 @@ type Batch struct {
 	sources []byte
 	fields  int // the schema's, for the events' Attrs
 	specs   int // rules and heatmaps, for Grow
+	// forgotten is the skew tracker's count of forgotten sources after
+	// Time, for Merge to publish.
+	forgotten int64
 }
 
 // NewBatch returns an empty batch for e.
@@ -251,6 +256,7 @@ func (e *Sharded) Time(b *Batch, now int64) {
 		}
 		b.t, b.processing, b.wm = append(b.t, t), append(b.processing, processing), append(b.wm, wm)
 	}
+	b.forgotten = e.skew.Forgotten()
 }
 
 // Process runs the shard's window operator over b's records. Shards of a
@@ -299,6 +305,7 @@ func (s *Shard) Heatmap(h *windows.HeatmapWindow) {
 // Merge emits the outputs of b, which every shard has processed, in the
 // order Engine would have, and counts its records.
 func (e *Sharded) Merge(b *Batch) {
+	e.forgotten = b.forgotten
 	e.cursors = append(e.cursors[:0], make([]int, len(e.shards))...)
 	for i := range b.recs {
 		rec := &b.recs[i]
@@ -392,5 +399,6 @@ func (e *Sharded) Watermark() int64 { return e.merged }
 func (e *Sharded) Stats() Stats {
 	s := e.stats
 	s.Decisions = append([]int64(nil), s.Decisions...)
+	s.SourcesForgotten = e.forgotten
 	return s
 }

@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"math"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -19,6 +20,7 @@ var (
 		Threshold:    15 * time.Millisecond,
 		RecoverAfter: 5 * time.Second,
 		Scope:        ScopeSource,
+		MaxSources:   10000,
 	}
 )
 
@@ -85,7 +87,7 @@ func (c *checker) skew(n *yaml.Node, sk *SkewConfig) {
 	if isNull(n) {
 		return
 	}
-	fs, ok := c.mapping(n, "skew", "threshold", "recover_after", "scope")
+	fs, ok := c.mapping(n, "skew", "threshold", "recover_after", "scope", "max_sources")
 	if !ok {
 		return
 	}
@@ -104,6 +106,15 @@ func (c *checker) skew(n *yaml.Node, sk *SkewConfig) {
 			sk.Scope = ScopeJob
 		default:
 			c.addf(f.val.Line, "scope must be source or job, got %q", s)
+		}
+	}
+	if f, ok := fs["max_sources"]; ok {
+		if v, ok := c.number(f.val, "max_sources"); ok {
+			if v < 1 || v != math.Trunc(v) || v > 1e9 {
+				c.addf(f.val.Line, "max_sources must be a whole number from 1 to 1000000000, got %s", f.val.Value)
+			} else {
+				sk.MaxSources = int(v)
+			}
 		}
 	}
 }

@@ -13,8 +13,8 @@ func render(cfg *Config) string {
 	wm, sk := cfg.Watermark, cfg.Skew
 	fmt.Fprintf(&b, "watermark out_of_orderness=%s idle_timeout=%s allowed_lateness=%s max_ahead=%s\n",
 		formatDuration(wm.OutOfOrderness), formatDuration(wm.IdleTimeout), formatDuration(wm.AllowedLateness), formatDuration(wm.MaxAhead))
-	fmt.Fprintf(&b, "skew threshold=%s recover_after=%s scope=%s\n",
-		formatDuration(sk.Threshold), formatDuration(sk.RecoverAfter), sk.Scope)
+	fmt.Fprintf(&b, "skew threshold=%s recover_after=%s scope=%s max_sources=%d\n",
+		formatDuration(sk.Threshold), formatDuration(sk.RecoverAfter), sk.Scope, sk.MaxSources)
 	for _, r := range cfg.Rules {
 		fmt.Fprintf(&b, "rule %s (line %d)\n", r.Name, r.Line)
 		renderWhere(&b, r.Where)

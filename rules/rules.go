@@ -68,6 +68,10 @@ type SkewConfig struct {
 	RecoverAfter time.Duration
 	// Scope is source or job. The default value is source.
 	Scope Scope
+	// MaxSources bounds the sources whose clocks are tracked: past it, the
+	// ones seen least recently are forgotten (and warm up again if they
+	// come back). The default value is 10000.
+	MaxSources int
 }
 
 // WindowType is the kind of event-time window.

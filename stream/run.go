@@ -517,6 +517,7 @@ type metrics struct {
 	skew        *prometheus.GaugeVec
 	degraded    *prometheus.GaugeVec
 	transitions *prometheus.CounterVec
+	forgotten   prometheus.Counter
 	checkpoint  prometheus.Histogram
 	stateBytes  prometheus.Gauge
 	latency     prometheus.Histogram
@@ -546,6 +547,8 @@ func newMetrics(reg *prometheus.Registry, cfg *rules.Config, labelLimit int) *me
 			Help: "1 while a source is windowed by reference time."}, []string{"source"}),
 		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "riskstream_source_transitions_total",
 			Help: "Degrade and recover transitions per source."}, []string{"source"}),
+		forgotten: prometheus.NewCounter(prometheus.CounterOpts{Name: "riskstream_skew_sources_forgotten_total",
+			Help: "Sources the skew tracker forgot, the least recently seen, to stay within skew.max_sources."}),
 		checkpoint: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "riskstream_checkpoint_duration_seconds",
 			Help: "Time to flush outputs and write a checkpoint, until it is durable.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
 		stateBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "riskstream_state_bytes",
@@ -568,7 +571,7 @@ func newMetrics(reg *prometheus.Registry, cfg *rules.Config, labelLimit int) *me
 		m.heatmapKeys = append(m.heatmapKeys, newBoundedLabels(labelLimit))
 	}
 	reg.MustRegister(m.buckets, m.wmLag, m.consumerLag)
-	reg.MustRegister(m.events, m.decisions, m.watermark, m.skew, m.degraded, m.transitions, m.checkpoint, m.stateBytes, m.latency)
+	reg.MustRegister(m.events, m.decisions, m.watermark, m.skew, m.degraded, m.transitions, m.forgotten, m.checkpoint, m.stateBytes, m.latency)
 	return m
 }
 
@@ -580,6 +583,7 @@ func (m *metrics) update(e *engine.Engine, db *state.DB) {
 	m.events.WithLabelValues("late").Add(float64(s.Late - m.last.Late))
 	m.events.WithLabelValues("invalid").Add(float64(s.Invalid - m.last.Invalid))
 	m.events.WithLabelValues("unmatched").Add(float64(s.Unmatched - m.last.Unmatched))
+	m.forgotten.Add(float64(s.SourcesForgotten - m.last.SourcesForgotten))
 	for i, r := range m.cfg.Rules {
 		prev := int64(0)
 		if i < len(m.last.Decisions) {

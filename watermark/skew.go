@@ -1,6 +1,7 @@
 package watermark
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -91,12 +92,19 @@ type SkewOptions struct {
 	// first appears and after every silence longer than the Window. The
 	// default value is 16.
 	MinSamples int
+	// MaxSources bounds the sources tracked, whose names come from the
+	// input: past it, the tenth of them seen least recently (in reference
+	// time; healthy before degraded) are forgotten, and one that comes
+	// back warms up again. Without a bound, any producer sending new
+	// source names would grow the tracker, and each checkpoint, without
+	// end. The default value is 10000.
+	MaxSources int
 }
 
 // SkewOptionsFrom returns the options a rules file's skew block asks for,
 // with the estimator's own settings at their defaults.
 func SkewOptionsFrom(c rules.SkewConfig) SkewOptions {
-	return SkewOptions{Threshold: c.Threshold, RecoverAfter: c.RecoverAfter, Scope: c.Scope}
+	return SkewOptions{Threshold: c.Threshold, RecoverAfter: c.RecoverAfter, Scope: c.Scope, MaxSources: c.MaxSources}
 }
 
 // Transition is a source becoming degraded or recovering, for the caller to
@@ -140,6 +148,8 @@ type SkewTracker struct {
 	// good again while -recoverLo < estimate <= recoverHi.
 	thr, recoverLo, recoverHi, recoverAfter, window, sub int64
 	minSamples                                           int64
+	maxSources                                           int
+	forgotten                                            int64
 	scope                                                rules.Scope
 	srcs                                                 map[string]*skewEst
 	degraded                                             int // sources degraded now, for scope job
@@ -191,8 +201,13 @@ func NewSkewTracker(o SkewOptions) *SkewTracker {
 	if minSamples <= 0 {
 		minSamples = 16
 	}
+	maxSources := o.MaxSources
+	if maxSources <= 0 {
+		maxSources = 10000
+	}
 	return &SkewTracker{
-		thr: thr, recoverLo: max(1, thr*7/8), recoverHi: thr * 2 / 3, recoverAfter: orDefault(o.RecoverAfter, 5*time.Second),
+		maxSources: maxSources,
+		thr:        thr, recoverLo: max(1, thr*7/8), recoverHi: thr * 2 / 3, recoverAfter: orDefault(o.RecoverAfter, 5*time.Second),
 		window: sub * skewBuckets, sub: sub, minSamples: minSamples, scope: o.Scope,
 		srcs: make(map[string]*skewEst),
 	}
@@ -207,6 +222,9 @@ func (t *SkewTracker) Observe(source []byte, ts, ref int64) (windowTime int64, p
 	e := t.recentSource(source)
 	if e == nil {
 		if e = t.srcs[string(source)]; e == nil {
+			if len(t.srcs) >= t.maxSources {
+				t.forget()
+			}
 			e = &skewEst{name: string(source)}
 			t.srcs[e.name] = e
 		}
@@ -219,6 +237,39 @@ func (t *SkewTracker) Observe(source []byte, ts, ref int64) (windowTime int64, p
 	}
 	return ts, false, tr
 }
+
+// forget drops the tenth of the sources seen least recently, healthy ones
+// first: the order depends only on the records, so a replay forgets what
+// the live run did.
+func (t *SkewTracker) forget() {
+	all := make([]*skewEst, 0, len(t.srcs))
+	for _, e := range t.srcs {
+		all = append(all, e)
+	}
+	slices.SortFunc(all, func(a, b *skewEst) int {
+		if a.degraded != b.degraded {
+			if a.degraded {
+				return 1
+			}
+			return -1
+		}
+		if c := cmp.Compare(a.now, b.now); c != 0 {
+			return c
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	for _, e := range all[:max(1, len(all)/10)] {
+		delete(t.srcs, e.name)
+		if e.degraded {
+			t.degraded--
+		}
+		t.forgotten++
+	}
+	t.recent = [len(t.recent)]*skewEst{}
+}
+
+// Forgotten counts the sources forgotten to stay within MaxSources.
+func (t *SkewTracker) Forgotten() int64 { return t.forgotten }
 
 // recentSource returns source's state if it is among the recent ones.
 func (t *SkewTracker) recentSource(source []byte) *skewEst {

@@ -641,3 +641,46 @@ func BenchmarkObserve(b *testing.B) {
 		})
 	}
 }
+
+// TestSkewMaxSources: new source names past MaxSources make the tracker
+// forget the ones seen least recently, healthy before degraded, so that
+// its size stays bounded whatever the input sends; a forgotten source that
+// comes back warms up again.
+func TestSkewMaxSources(t *testing.T) {
+	tr := NewSkewTracker(SkewOptions{MaxSources: 10})
+	// gw-skewed runs 200 ms ahead and is degraded once warmed up.
+	ref := int64(1_000_000)
+	for range 40 {
+		ref += 50
+		tr.Observe([]byte("gw-skewed"), ref+200, ref)
+	}
+	if s := tr.Sources(); len(s) != 1 || !s[0].Degraded {
+		t.Fatalf("gw-skewed not degraded: %+v", s)
+	}
+	for i := range 1000 {
+		ref++
+		tr.Observe(fmt.Appendf(nil, "rnd-%d", i), ref, ref)
+		if n := len(tr.Sources()); n > 10 {
+			t.Fatalf("%d sources tracked after %d, want at most 10", n, i+1)
+		}
+	}
+	if tr.Forgotten() < 990 {
+		t.Errorf("%d sources forgotten, want at least 990", tr.Forgotten())
+	}
+	// The degraded source, the least recently seen, was kept.
+	var kept bool
+	for _, s := range tr.Sources() {
+		if s.Source == "gw-skewed" {
+			kept = s.Degraded
+		}
+	}
+	if !kept {
+		t.Error("the degraded source was forgotten while healthy ones were left")
+	}
+	// A forgotten healthy source is new again: not judged before its
+	// warm-up.
+	_, processing, _ := tr.Observe([]byte("rnd-0"), ref+10_000, ref+1)
+	if processing {
+		t.Error("a forgotten source coming back was judged without a warm-up")
+	}
+}

@@ -105,6 +105,9 @@ func printSummary(w io.Writer, cfg *rules.Config, outDir string, s *stream.Summa
 	if s.Retimed > 0 {
 		fmt.Fprintf(w, "re-timed  %d events windowed by reference time\n", s.Retimed)
 	}
+	if s.SourcesForgotten > 0 {
+		fmt.Fprintf(w, "sources   %d forgotten by the skew tracker to stay within skew.max_sources\n", s.SourcesForgotten)
+	}
 	fmt.Fprintf(w, "elapsed   %.3fs, %.0f events/s, state %d bytes on disk\n",
 		s.Elapsed.Seconds(), s.EventsPerSecond(), s.StateBytes)
 	fmt.Fprintf(w, "outputs   %s/{decisions,heatmaps,late,dlq}.jsonl\n", outDir)
