@@ -9,8 +9,18 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// guardFS is the filesystem Pebble keeps the state in. It keeps Pebble
-// from writing once the store has failed, so that the
+// Permissions of what the state creates: the state holds user ids, so
+// only the job's own user may read it.
+const (
+	dirMode  os.FileMode = 0o700
+	fileMode os.FileMode = 0o600
+)
+
+// guardFS is the filesystem Pebble keeps the state in. It creates folders
+// owner-only (0700) and, on the operating system's filesystem, files too
+// (0600: Pebble creates them 0666 less the umask).
+//
+// It also keeps Pebble from writing once the store has failed, so that the
 // files stay as a crash at that moment would have left them, and from
 // panicking. Most writes are then refused with the failure, errors Pebble
 // handles. But Pebble panics on an error writing, syncing or creating a
@@ -24,10 +34,12 @@ import (
 type guardFS struct {
 	vfs.FS
 	m *monitor
+	// chmod: the files are the operating system's.
+	chmod bool
 }
 
 func newGuardFS(fs vfs.FS, m *monitor) *guardFS {
-	return &guardFS{FS: fs, m: m}
+	return &guardFS{FS: fs, m: m, chmod: vfs.Root(fs) == vfs.Default}
 }
 
 // isWAL reports whether name is one of Pebble's write-ahead logs.
@@ -44,6 +56,12 @@ func (g *guardFS) open(name string, f vfs.File, err error) (vfs.File, error) {
 			return discardFile{}, nil
 		}
 		return nil, err
+	}
+	if g.chmod {
+		if err := os.Chmod(name, fileMode); err != nil {
+			f.Close()
+			return nil, err
+		}
 	}
 	return &guardFile{File: f, m: g.m, wal: isWAL(name)}, nil
 }
@@ -106,12 +124,24 @@ func (g *guardFS) OpenDir(name string) (vfs.File, error) {
 	return &guardFile{File: f, m: g.m, dir: true}, nil
 }
 
-// MkdirAll implements vfs.FS.
-func (g *guardFS) MkdirAll(dir string, perm os.FileMode) error {
+// Lock implements vfs.FS.
+func (g *guardFS) Lock(name string) (io.Closer, error) {
+	c, err := g.FS.Lock(name)
+	if err == nil && g.chmod {
+		if err := os.Chmod(name, fileMode); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return c, err
+}
+
+// MkdirAll implements vfs.FS, creating folders owner-only whatever perm.
+func (g *guardFS) MkdirAll(dir string, _ os.FileMode) error {
 	if err := g.m.failure(); err != nil {
 		return err
 	}
-	return g.FS.MkdirAll(dir, perm)
+	return g.FS.MkdirAll(dir, dirMode)
 }
 
 // Link implements vfs.FS.
@@ -234,7 +264,7 @@ type discardInfo struct{}
 
 func (discardInfo) Name() string           { return "" }
 func (discardInfo) Size() int64            { return 0 }
-func (discardInfo) Mode() os.FileMode      { return 0o600 }
+func (discardInfo) Mode() os.FileMode      { return fileMode }
 func (discardInfo) ModTime() time.Time     { return time.Time{} }
 func (discardInfo) IsDir() bool            { return false }
 func (discardInfo) Sys() any               { return nil }

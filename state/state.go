@@ -230,6 +230,7 @@ func (w *writes) reset() {
 }
 
 // Open opens (creating if needed) the state database in opts.Dir. A
+// folder it creates is owner-only (0700), as are Pebble's files in it. A
 // corrupt file found while opening is an ErrCorrupt naming it.
 func Open(opts Options) (*DB, error) {
 	opts.EnsureDefaults()
