@@ -346,9 +346,6 @@ const (
 	// disk operation Health reports it: Pebble reports one every 2s while
 	// it lasts.
 	slowHealthWindow = 5 * time.Second
-	// slowCommit is how long a commit may be in flight before Health
-	// reports it.
-	slowCommit = 5 * time.Second
 	// closeTimeout bounds the close of a failed store, which Pebble may
 	// never finish (a commit stuck on the disk holds its locks).
 	closeTimeout = 5 * time.Second

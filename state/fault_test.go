@@ -275,9 +275,19 @@ func TestStalledCommit(t *testing.T) {
 	}
 	inj.armed.Store(true)
 	db.Set([]byte("b"), []byte("2"))
-	called := make(chan error, 1)
-	db.CommitAsync(func(err error) { called <- err })
+	db.CommitAsync(func(err error) {
+		// Once released, at the end, the commit returns the DB's failure.
+		if err == nil {
+			t.Error("the stalled commit succeeded after the DB failed")
+		}
+	})
 	db.Set([]byte("c"), []byte("3"))
+	for db.Health() == nil {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := db.Health(); !strings.Contains(err.Error(), "has been in flight for") || db.Err() != nil {
+		t.Fatalf("Health during the stall: %v", err)
+	}
 	var err error
 	within(t, 5*time.Second, "Commit behind a stalled one", func() { err = db.Commit(true) })
 	if !errors.Is(err, ErrDiskStalled) || !strings.Contains(err.Error(), "a commit has not finished in 300ms") {

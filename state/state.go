@@ -300,13 +300,14 @@ func (d *DB) Failed() <-chan struct{} { return d.m.failed }
 // Health returns nil while the DB works, else what is wrong: its failure;
 // background writes failing, which Pebble retries (for up to
 // Options.WriteErrorGrace); a disk operation Pebble reports slow; a commit
-// in flight for more than 5s. It may be called from any goroutine.
+// in flight for more than a quarter of Options.StallTimeout (5s by
+// default). It may be called from any goroutine.
 func (d *DB) Health() error {
 	if err := d.m.health(); err != nil {
 		return err
 	}
 	if since := d.committingSince.Load(); since != 0 {
-		if age := time.Since(time.Unix(0, since)); age > slowCommit {
+		if age := time.Since(time.Unix(0, since)); age > d.opts.StallTimeout/4 {
 			return fmt.Errorf("state: a commit to %s has been in flight for %s", d.opts.Dir, age.Round(time.Second))
 		}
 	}
