@@ -50,6 +50,7 @@ type Error struct {
 	Err error
 }
 
+// Error says what failed, where: the state folder, or the corrupt file.
 func (e *Error) Error() string {
 	switch e.Kind {
 	case ErrDiskFull:
@@ -186,10 +187,9 @@ func (m *monitor) retrying() bool {
 }
 
 // pause paces Pebble while its background writes fail, and once the store
-// has failed: Pebble retries a failed flush or compaction at once, for
-// ever (thousands of times a second on a full disk), each attempt starting
-// with a file it creates. Creating one then waits fencePause, or until the
-// DB closes.
+// has failed: Pebble retries a failed flush or compaction at once, without
+// end or backoff, each attempt starting with a file it creates. Creating
+// one then waits fencePause, or until the DB closes.
 func (m *monitor) pause() {
 	t := time.NewTimer(fencePause)
 	defer t.Stop()
@@ -388,8 +388,8 @@ func (p pebbleLogger) Fatalf(format string, args ...any) {
 
 // quietLog logs each distinct error once, then counts its repeats and logs
 // the count at most once per interval, instead of a line per repeat (a
-// flush Pebble retries on a full disk fails a thousand times a second).
-// Errors differing only in numbers (file numbers) are the same.
+// flush Pebble retries on a full disk fails again at each attempt). Errors
+// differing only in numbers (file numbers) are the same.
 type quietLog struct {
 	l     *slog.Logger
 	every time.Duration
