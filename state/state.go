@@ -10,9 +10,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // Key prefixes partition the keyspace: slot state, and metadata such as the
@@ -46,6 +49,18 @@ type Options struct {
 	// Logger receives Pebble's own messages at debug level. The default
 	// value is slog.Default().
 	Logger *slog.Logger
+	// FS is the filesystem the state is kept in; tests inject faults
+	// through it (pebble's vfs/errorfs). The default value is vfs.Default.
+	FS vfs.FS
+	// WriteErrorGrace is how long Pebble may go on retrying a failed
+	// background write (a flush or compaction, which it retries at once)
+	// before the DB fails; Health reports the errors from the first. A
+	// failed commit or MANIFEST write fails the DB at once. The default
+	// value is 5s.
+	WriteErrorGrace time.Duration
+	// StallTimeout is how long a disk operation, or a commit, may take
+	// before the DB fails with ErrDiskStalled. The default value is 20s.
+	StallTimeout time.Duration
 }
 
 // EnsureDefaults fills in zero fields with their default values.
@@ -59,6 +74,15 @@ func (o *Options) EnsureDefaults() {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
+	if o.WriteErrorGrace <= 0 {
+		o.WriteErrorGrace = 5 * time.Second
+	}
+	if o.StallTimeout <= 0 {
+		o.StallTimeout = 20 * time.Second
+	}
 }
 
 // Validate reports options that cannot work.
@@ -69,10 +93,15 @@ func (o *Options) Validate() error {
 	return nil
 }
 
-// DB is the Pebble-backed state store.
+// DB is the Pebble-backed state store. It fails, for good, on a write to
+// disk that Pebble cannot complete, a disk that stalls or a corrupt file:
+// its operations then return an *Error (ErrDiskFull, ErrDiskStalled,
+// ErrWriteFailed, ErrCorrupt), Failed is closed, and the files hold the
+// last commit that succeeded.
 type DB struct {
 	db   *pebble.DB
 	opts Options
+	m    *monitor
 	// pending holds the writes since the last commit, which reads must
 	// see; a commit turns them into one Pebble batch.
 	pending writes
@@ -84,9 +113,14 @@ type DB struct {
 	key        []byte
 	val        []byte
 	// inflight is closed when the commit started by CommitAsync is done;
-	// nil when there is none. inflightErr is its result.
-	inflight    chan struct{}
-	inflightErr error
+	// nil when there is none. inflightErr is its result, inflightStart
+	// when it started.
+	inflight      chan struct{}
+	inflightErr   error
+	inflightStart time.Time
+	// committingSince is when the commit in flight, if any, started, in
+	// Unix nanoseconds (zero when none): Health reads it.
+	committingSince atomic.Int64
 }
 
 // writes are the writes of one commit, in the order they were made. They
@@ -195,19 +229,27 @@ func (w *writes) reset() {
 	w.ops, w.data, w.sorted = w.ops[:0], w.data[:0], w.sorted[:0]
 }
 
-// Open opens (creating if needed) the state database in opts.Dir.
+// Open opens (creating if needed) the state database in opts.Dir. A
+// folder it creates is owner-only (0700), as are Pebble's files in it. A
+// corrupt file found while opening is an ErrCorrupt naming it.
 func Open(opts Options) (*DB, error) {
 	opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
+	m := newMonitor(opts.Dir, opts.Logger, opts.WriteErrorGrace, opts.StallTimeout)
 	cache := pebble.NewCache(opts.CacheBytes)
 	defer cache.Unref()
 	po := &pebble.Options{
-		Cache:      cache,
-		DisableWAL: opts.DisableWAL,
-		Logger:     pebbleLogger{opts.Logger},
+		Cache:         cache,
+		DisableWAL:    opts.DisableWAL,
+		Logger:        pebbleLogger{m},
+		EventListener: m.listener(),
+		FS:            newGuardFS(opts.FS, m),
 	}
+	// Pebble's disk-health checks report an operation slower than 5s
+	// (monitor.diskSlow).
+	po.WithFSDefaults()
 	// Most reads are for slots that do not exist yet (a key's first event
 	// in a window): a Bloom filter per table answers those without
 	// searching every table's index and blocks. Deeper levels inherit it.
@@ -222,11 +264,89 @@ func Open(opts Options) (*DB, error) {
 	po.ApplyCompressionSettings(func() pebble.DBCompressionSettings { return pebble.DBCompressionNone })
 	po.L0CompactionThreshold = 12
 	po.L0StopWritesThreshold = 36
-	db, err := pebble.Open(opts.Dir, po)
+	db, err := openPebble(opts.Dir, po, m)
+	if ferr := m.failure(); ferr != nil {
+		if db != nil {
+			(&DB{db: db, opts: opts, m: m}).closeFailed()
+		}
+		return nil, ferr
+	}
 	if err != nil {
+		if pebble.IsCorruptionError(err) || errors.Is(err, ErrFailed) {
+			return nil, classify(opts.Dir, err)
+		}
 		return nil, fmt.Errorf("state: open %s: %w", opts.Dir, err)
 	}
-	return &DB{db: db, opts: opts}, nil
+	return &DB{db: db, opts: opts, m: m}, nil
+}
+
+// openPebble is pebble.Open, with a panic turned into the store's failure.
+func openPebble(dir string, po *pebble.Options, m *monitor) (db *pebble.DB, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			db, err = nil, m.recovered(r)
+		}
+	}()
+	return pebble.Open(dir, po)
+}
+
+// Err returns the failure that stopped the DB (an *Error), or nil while
+// it works.
+func (d *DB) Err() error { return d.m.failure() }
+
+// Failed is closed when the DB fails.
+func (d *DB) Failed() <-chan struct{} { return d.m.failed }
+
+// Health returns nil while the DB works, else what is wrong: its failure;
+// background writes failing, which Pebble retries (for up to
+// Options.WriteErrorGrace); a disk operation Pebble reports slow; a commit
+// in flight for more than a quarter of Options.StallTimeout (5s by
+// default). It may be called from any goroutine.
+func (d *DB) Health() error {
+	if err := d.m.health(); err != nil {
+		return err
+	}
+	if since := d.committingSince.Load(); since != 0 {
+		if age := time.Since(time.Unix(0, since)); age > d.opts.StallTimeout/4 {
+			return fmt.Errorf("state: a commit to %s has been in flight for %s", d.opts.Dir, age.Round(time.Second))
+		}
+	}
+	return nil
+}
+
+// WriteErrors is the number of failed writes Pebble reported: background
+// writes it retried, and failed commits. It may be called from any
+// goroutine.
+func (d *DB) WriteErrors() uint64 { return d.m.writeErrors.Load() }
+
+// usable returns why d cannot be used, if it cannot.
+func (d *DB) usable() error {
+	if d.db == nil {
+		return ErrClosed
+	}
+	if e := d.m.err.Load(); e != nil {
+		return e
+	}
+	return nil
+}
+
+// recover turns a panic in Pebble into d's failure, in *err.
+func (d *DB) recover(err *error) {
+	if r := recover(); r != nil {
+		*err = d.m.recovered(r)
+	}
+}
+
+// readError is the error of a failed read of Pebble: a corrupt file fails
+// d, any other error is wrapped.
+func (d *DB) readError(op string, err error) error {
+	if pebble.IsCorruptionError(err) {
+		return d.m.fail(corruptError(d.opts.Dir, err))
+	}
+	if e := d.m.err.Load(); e != nil {
+		return e
+	}
+	return fmt.Errorf("state: %s: %w", op, err)
 }
 
 func (d *DB) slotKey(key []byte) []byte {
@@ -240,10 +360,11 @@ func (d *DB) Get(key []byte) ([]byte, bool, error) {
 	return d.get(d.slotKey(key))
 }
 
-func (d *DB) get(key []byte) ([]byte, bool, error) {
-	if d.db == nil {
-		return nil, false, ErrClosed
+func (d *DB) get(key []byte) (_ []byte, _ bool, err error) {
+	if err := d.usable(); err != nil {
+		return nil, false, err
 	}
+	defer d.recover(&err)
 	v, deleted, ok := d.pending.get(key)
 	if !ok {
 		v, deleted, ok = d.committing.get(key)
@@ -262,7 +383,7 @@ func (d *DB) get(key []byte) ([]byte, bool, error) {
 		return nil, false, nil
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("state: get: %w", err)
+		return nil, false, d.readError("get", err)
 	}
 	d.val = append(d.val[:0], v...)
 	closer.Close()
@@ -271,8 +392,8 @@ func (d *DB) get(key []byte) ([]byte, bool, error) {
 
 // Set implements windows.Backend.
 func (d *DB) Set(key, value []byte) error {
-	if d.db == nil {
-		return ErrClosed
+	if err := d.usable(); err != nil {
+		return err
 	}
 	d.pending.put(d.slotKey(key), value, false)
 	return d.maybeCommit()
@@ -280,8 +401,8 @@ func (d *DB) Set(key, value []byte) error {
 
 // Delete implements windows.Backend.
 func (d *DB) Delete(key []byte) error {
-	if d.db == nil {
-		return ErrClosed
+	if err := d.usable(); err != nil {
+		return err
 	}
 	d.pending.put(d.slotKey(key), nil, true)
 	return d.maybeCommit()
@@ -290,29 +411,31 @@ func (d *DB) Delete(key []byte) error {
 // Scan implements windows.Backend: it calls fn with every stored slot's
 // key and value, in key order. It reads what is committed, and so refuses
 // to run while writes are pending: it is for restoring, before any write.
-func (d *DB) Scan(fn func(key, value []byte) error) error {
-	if d.db == nil {
-		return ErrClosed
+func (d *DB) Scan(fn func(key, value []byte) error) (err error) {
+	if err := d.usable(); err != nil {
+		return err
 	}
 	if !d.pending.empty() || d.inflight != nil {
 		return errors.New("state: scan with uncommitted writes")
 	}
+	defer d.recover(&err)
 	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixSlot}, UpperBound: []byte{prefixSlot + 1}})
 	if err != nil {
-		return fmt.Errorf("state: scan: %w", err)
+		return d.readError("scan", err)
 	}
 	for it.First(); it.Valid(); it.Next() {
 		v, err := it.ValueAndErr()
-		if err == nil {
-			err = fn(it.Key()[1:], v)
-		}
 		if err != nil {
+			it.Close()
+			return d.readError("scan", err)
+		}
+		if err := fn(it.Key()[1:], v); err != nil {
 			it.Close()
 			return err
 		}
 	}
 	if err := it.Close(); err != nil {
-		return fmt.Errorf("state: scan: %w", err)
+		return d.readError("scan", err)
 	}
 	return nil
 }
@@ -320,8 +443,8 @@ func (d *DB) Scan(fn func(key, value []byte) error) error {
 // SetMeta stores a metadata value (checkpointed offsets, watermarks, the
 // rules fingerprint) with the pending writes.
 func (d *DB) SetMeta(name string, value []byte) error {
-	if d.db == nil {
-		return ErrClosed
+	if err := d.usable(); err != nil {
+		return err
 	}
 	d.pending.put(append([]byte{prefixMeta}, name...), value, false)
 	return nil
@@ -344,10 +467,11 @@ func (d *DB) maybeCommit() error {
 }
 
 // Commit writes the pending writes atomically; sync makes them durable
-// before returning (a checkpoint).
+// before returning (a checkpoint). It returns the DB's failure if the
+// commit fails, or has not finished within Options.StallTimeout.
 func (d *DB) Commit(sync bool) error {
-	if d.db == nil {
-		return ErrClosed
+	if err := d.usable(); err != nil {
+		return err
 	}
 	if sync {
 		return d.commit(pebble.Sync)
@@ -361,7 +485,8 @@ func (d *DB) Commit(sync bool) error {
 // stall on a checkpoint's commit and fsync. then runs on that goroutine
 // once the commit is durable, or with its error. Commit, CommitAsync, Wait
 // and Close wait for the commit in flight, which keeps commits and their
-// then calls in order.
+// then calls in order. If the DB fails meanwhile then may never run: the
+// commit may be stuck in Pebble for good; Failed tells.
 func (d *DB) CommitAsync(then func(error)) {
 	if err := d.Wait(); err != nil {
 		then(err)
@@ -372,10 +497,10 @@ func (d *DB) CommitAsync(then func(error)) {
 	d.committing, d.pending = d.pending, d.committing
 	w := &d.committing
 	done := make(chan struct{})
-	d.inflight = done
+	d.inflight, d.inflightStart = done, d.startCommit()
 	go func() {
 		defer close(done)
-		err := commitWrites(d.db, w, pebble.Sync)
+		err := d.commitWrites(w, pebble.Sync)
 		d.inflightErr = err
 		then(err)
 	}()
@@ -383,13 +508,17 @@ func (d *DB) CommitAsync(then func(error)) {
 
 // Wait waits for the commit in flight, if any, and returns its error. The
 // error stays: after a failed commit nothing more is committed, since a
-// later batch without the lost one would not be a checkpoint.
+// later batch without the lost one would not be a checkpoint. It returns
+// the DB's failure as soon as the DB fails, and fails the DB if the commit
+// has not finished within Options.StallTimeout: it never waits longer.
 func (d *DB) Wait() error {
-	if d.db == nil {
-		return ErrClosed
+	if err := d.usable(); err != nil {
+		return err
 	}
 	if d.inflight != nil {
-		<-d.inflight
+		if err := d.await(d.inflight, d.inflightStart); err != nil {
+			return err
+		}
 		d.inflight = nil
 		if d.inflightErr == nil {
 			d.committing.reset()
@@ -398,29 +527,81 @@ func (d *DB) Wait() error {
 	return d.inflightErr
 }
 
+// await waits until done is closed, the DB fails, or the commit started at
+// start has taken Options.StallTimeout, which fails the DB.
+func (d *DB) await(done <-chan struct{}, start time.Time) error {
+	select {
+	case <-done:
+		return nil
+	default:
+	}
+	stall := time.NewTimer(time.Until(start.Add(d.opts.StallTimeout)))
+	defer stall.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-d.m.failed:
+		return d.m.failure()
+	case <-stall.C:
+		return d.m.fail(&Error{Kind: ErrDiskStalled, Path: d.opts.Dir,
+			Detail: fmt.Sprintf("a commit has not finished in %s", d.opts.StallTimeout)})
+	}
+}
+
+// startCommit marks a commit in flight from now, for Health.
+func (d *DB) startCommit() time.Time {
+	now := time.Now()
+	d.committingSince.Store(now.UnixNano())
+	return now
+}
+
+// commit commits the pending writes on another goroutine, so that a commit
+// stuck in Pebble (a disk that does not answer) cannot hold the caller
+// beyond the DB's failure.
 func (d *DB) commit(o *pebble.WriteOptions) error {
 	if err := d.Wait(); err != nil {
 		return err
 	}
-	if err := commitWrites(d.db, &d.pending, o); err != nil {
+	if d.pending.empty() {
+		return nil
+	}
+	done := make(chan struct{})
+	var err error
+	start := d.startCommit()
+	go func() {
+		defer close(done)
+		err = d.commitWrites(&d.pending, o)
+	}()
+	if err := d.await(done, start); err != nil {
+		return err
+	}
+	if err != nil {
 		return err
 	}
 	d.pending.reset()
 	return nil
 }
 
-// commitWrites commits w to db as one batch.
-func commitWrites(db *pebble.DB, w *writes, o *pebble.WriteOptions) error {
+// commitWrites commits w to Pebble as one batch. A commit Pebble fails
+// fails d: Pebble's commit pipeline is not usable after it.
+func (d *DB) commitWrites(w *writes, o *pebble.WriteOptions) (err error) {
+	defer d.committingSince.Store(0)
 	if w.empty() {
 		return nil
 	}
-	b, err := w.batch(db)
+	defer d.recover(&err)
+	b, err := w.batch(d.db)
 	if err != nil {
 		return fmt.Errorf("state: batch: %w", err)
 	}
-	if err := b.Commit(o); err != nil {
+	err = b.Commit(o)
+	// Pebble reports a failed WAL write with Fatalf, then returns nil.
+	if ferr := d.m.failure(); ferr != nil {
+		return ferr
+	}
+	if err != nil {
 		b.Close()
-		return fmt.Errorf("state: commit: %w", err)
+		return d.m.commitFailed(err)
 	}
 	if err := b.Close(); err != nil {
 		return fmt.Errorf("state: close batch: %w", err)
@@ -428,40 +609,75 @@ func commitWrites(db *pebble.DB, w *writes, o *pebble.WriteOptions) error {
 	return nil
 }
 
-// DiskBytes is the size of the database on disk, for metrics.
+// Flush writes what is committed out of Pebble's memtables (and WAL) into
+// tables on disk and waits for it. The job never needs it, Pebble flushes
+// as memtables fill; tests use it to lay out files.
+func (d *DB) Flush() (err error) {
+	if err := d.Wait(); err != nil {
+		return err
+	}
+	defer d.recover(&err)
+	if err := d.db.Flush(); err != nil {
+		return d.readError("flush", err)
+	}
+	return d.Err()
+}
+
+// DiskBytes is the size of the database on disk, for metrics; 0 once
+// closed or failed.
 func (d *DB) DiskBytes() uint64 {
-	if d.db == nil {
+	if d.usable() != nil {
 		return 0
 	}
 	return d.db.Metrics().DiskSpaceUsage()
 }
 
-// Close commits pending writes and closes the database.
-func (d *DB) Close() error {
+// Close commits pending writes and closes the database. A failed DB is
+// closed as far as Pebble manages within a few seconds, and Close returns
+// its failure.
+func (d *DB) Close() (err error) {
 	if d.db == nil {
 		return ErrClosed
 	}
-	err := d.commit(pebble.NoSync)
+	err = d.commit(pebble.NoSync)
+	if d.Err() != nil {
+		return d.closeFailed()
+	}
+	defer func() { d.db = nil }()
+	defer d.m.close()
+	defer d.recover(&err)
 	if cerr := d.db.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("state: close: %w", cerr)
 	}
-	d.db = nil
+	if ferr := d.Err(); ferr != nil {
+		return ferr
+	}
 	return err
 }
 
-// pebbleLogger sends Pebble's messages to slog at debug level; Fatalf is
-// Pebble reporting corruption, which it expects to end the process.
-type pebbleLogger struct{ l *slog.Logger }
-
-func (p pebbleLogger) Infof(format string, args ...any) {
-	p.l.Debug(fmt.Sprintf(format, args...), "component", "pebble")
-}
-
-func (p pebbleLogger) Errorf(format string, args ...any) {
-	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
-}
-
-func (p pebbleLogger) Fatalf(format string, args ...any) {
-	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
-	panic(fmt.Sprintf(format, args...))
+// closeFailed closes a failed DB as far as Pebble manages, which releases
+// its lock. A commit stuck in Pebble (in a write stall behind flushes that
+// fail, or on a disk that does not answer) holds locks Pebble's Close
+// takes, so it is not tried then, and otherwise given closeTimeout. The
+// process's exit releases what is left.
+func (d *DB) closeFailed() error {
+	db := d.db
+	d.db = nil
+	d.m.close()
+	if d.committingSince.Load() != 0 {
+		return d.Err()
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() { recover() }()
+		db.Close()
+	}()
+	t := time.NewTimer(closeTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+	return d.Err()
 }

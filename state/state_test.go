@@ -2,6 +2,8 @@ package state
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -226,5 +228,37 @@ func TestScan(t *testing.T) {
 	stop := errors.New("stop")
 	if err := db.Scan(func(k, v []byte) error { return stop }); err != stop {
 		t.Fatalf("scan returned %v, want fn's error", err)
+	}
+}
+
+// TestPermissions: the state holds user ids: the folders Open creates and
+// every file in them are its user's only.
+func TestPermissions(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "a", "b")
+	writeTable(t, dir, 1000) // a table, WAL, MANIFEST, OPTIONS, LOCK
+	db := open(t, dir, Options{})
+	db.Set([]byte("k"), []byte("v"))
+	if err := db.Commit(true); err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, d := range []string{filepath.Join(root, "a"), dir} {
+		if fi, err := os.Stat(d); err != nil || fi.Mode().Perm() != 0o700 {
+			t.Errorf("folder %s: %v, %v; want 0700", d, fi.Mode(), err)
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil || len(entries) < 5 {
+		t.Fatalf("%d files, %v", len(entries), err)
+	}
+	for _, e := range entries {
+		fi, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v, want 0600", e.Name(), fi.Mode())
+		}
 	}
 }

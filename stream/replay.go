@@ -108,7 +108,8 @@ func (s *Summary) EventsPerSecond() float64 {
 // Replay runs the engine over the inputs and writes the outputs to files.
 // Invalid and late records are outputs, not failures: an error means the
 // inputs, the output folder or the state could not be used.
-func Replay(ctx context.Context, opts ReplayOptions) (*Summary, error) {
+func Replay(ctx context.Context, opts ReplayOptions) (_ *Summary, err error) {
+	defer func() { err = explainState(err, false) }()
 	opts.EnsureDefaults()
 	if opts.Config == nil || len(opts.Inputs) == 0 {
 		return nil, errors.New("stream: replay needs rules and at least one input")

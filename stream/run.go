@@ -93,6 +93,9 @@ type RunOptions struct {
 	// Ready, if set, is called once the job consumes, with the brokers it
 	// uses (tests use it to know the embedded broker's address).
 	Ready func(brokers []string)
+	// state holds the state store's filesystem and fault timings, for
+	// tests; Run sets the rest.
+	state state.Options
 }
 
 func (o *RunOptions) ensureDefaults() {
@@ -147,8 +150,11 @@ const (
 // Run is the live job: it consumes every partition of the input topic from
 // the checkpointed offsets, runs the engine, writes the outputs to Kafka and
 // checkpoints state and offsets together. It returns nil when ctx is
-// cancelled after a final flush and checkpoint (SIGINT/SIGTERM).
-func Run(ctx context.Context, opts RunOptions) error {
+// cancelled after a final flush and checkpoint (SIGINT/SIGTERM). A failure
+// of the state store (a full or stalled disk, a corrupt file) ends it at
+// once with one error saying what to do.
+func Run(ctx context.Context, opts RunOptions) (err error) {
+	defer func() { err = explainState(err, true) }()
 	opts.ensureDefaults()
 	if opts.Config == nil || opts.StateDir == "" {
 		return errors.New("stream: run needs rules and a state directory")
@@ -166,7 +172,12 @@ func Run(ctx context.Context, opts RunOptions) error {
 	log := opts.Logger
 	// Pebble locks its directory: a second job on the same state refuses
 	// to start instead of corrupting it.
-	db, err := state.Open(state.Options{Dir: filepath.Join(opts.StateDir, "state"), AtomicCheckpoints: true, Logger: log})
+	so := opts.state
+	so.Dir, so.AtomicCheckpoints, so.Logger = filepath.Join(opts.StateDir, "state"), true, log
+	db, err := state.Open(so)
+	if errors.Is(err, state.ErrFailed) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("%w (is another riskstream running on this --state-dir?)", err)
 	}
@@ -190,13 +201,8 @@ func Run(ctx context.Context, opts RunOptions) error {
 			"addr", b.Addr(), "data", filepath.Join(opts.StateDir, "broker"))
 	}
 
-	// A wrong password or a TLS mismatch fails here, saying so, rather
-	// than as an EOF from whichever client connects first.
-	if err := sec.Check(ctx, brokers); err != nil {
-		return fmt.Errorf("stream: brokers %v (%v): %w", brokers, sec, err)
-	}
-
 	m := newMetrics(opts.Registry, opts.Config, opts.MetricLabelLimit)
+	registerStateMetrics(opts.Registry, db)
 	out := sink.NewKafka(brokers, opts.Outputs, sink.Transport(sec.Transport()),
 		sink.MaxMessageBytes(opts.MaxMessageBytes), sink.Metrics(opts.Registry), sink.Logger(log))
 	defer out.Close()
@@ -227,6 +233,12 @@ func Run(ctx context.Context, opts RunOptions) error {
 		log.Info("resuming from checkpoint", "offsets", offsets, "watermark", e.Watermark())
 	}
 
+	// A wrong password or a TLS mismatch fails here, saying so, rather
+	// than as an EOF from whichever client connects first; the state,
+	// local, is checked first.
+	if err := sec.Check(ctx, brokers); err != nil {
+		return fmt.Errorf("stream: brokers %v (%v): %w", brokers, sec, err)
+	}
 	instance, err := instanceID(db)
 	if err != nil {
 		return err
@@ -276,7 +288,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 	addFetchers(partitions)
 
 	if opts.MetricsAddr != "" {
-		srv, err := m.serve(opts.MetricsAddr)
+		srv, err := m.serve(opts.MetricsAddr, db.Health)
 		if err != nil {
 			return err
 		}
@@ -405,6 +417,10 @@ func Run(ctx context.Context, opts RunOptions) error {
 			}
 		case err := <-commitFailed:
 			return err
+		case <-db.Failed():
+			// A write Pebble could not complete, a stalled disk, a corrupt
+			// file: the store takes no more writes.
+			return db.Err()
 		case <-tick10ms:
 			if err := e.Tick(now()); err != nil {
 				return err
@@ -663,14 +679,15 @@ func (h heatmapMetrics) Heatmap(w *windows.HeatmapWindow) {
 	h.Kafka.Heatmap(w)
 }
 
-func (m *metrics) serve(addr string) (*http.Server, error) {
+// serve serves /metrics and /healthz, which reports health.
+func (m *metrics) serve(addr string, health func() error) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+	mux.Handle("/healthz", healthz(health))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	return srv, nil

@@ -2,9 +2,7 @@ package main
 
 import (
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/sink"
@@ -42,8 +40,9 @@ which is plaintext: the TLS and SASL flags then are refused.
 				opts.Brokers = strings.Split(brokers, ",")
 				setGCPercent()
 			}
-			// SIGINT/SIGTERM: stop fetching, drain, flush, checkpoint, exit 0.
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			// SIGINT/SIGTERM: stop fetching, drain, flush, checkpoint, exit 0;
+			// a second one exits at once.
+			ctx, stop := notifyStop(cmd.Context(), cmd.ErrOrStderr(), os.Exit)
 			defer stop()
 			stopProfile, err := startCPUProfile(cpuProfile)
 			if err != nil {
