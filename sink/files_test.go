@@ -13,18 +13,8 @@ import (
 // in the same folder, longer or not, and the files of outputs a run did
 // not write end up empty.
 func TestOpenFilesReplacesOldOutputs(t *testing.T) {
-	dir := t.TempDir()
 	old := strings.Repeat(`{"old":"record"}`+"\n", 100_000)
-	for _, name := range []string{Decisions, Heatmaps, Late, DLQ} {
-		if err := os.WriteFile(filepath.Join(dir, name+".jsonl"), []byte(old), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	f, err := OpenFiles(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.DLQ([]byte(`{"bad`), "not JSON", &event.Provenance{File: "in.jsonl", Line: 7})
+	dir, f := filesOverOld(t, old)
 	if err := f.Commit(); err != nil {
 		t.Fatal(err)
 	}
@@ -51,18 +41,8 @@ func TestOpenFilesReplacesOldOutputs(t *testing.T) {
 // TestFilesNotCommitted: a run that ends without Commit (it failed) leaves
 // the previous outputs as they were, and nothing else in the folder.
 func TestFilesNotCommitted(t *testing.T) {
-	dir := t.TempDir()
 	old := `{"old":"record"}` + "\n"
-	for _, name := range outputNames {
-		if err := os.WriteFile(filepath.Join(dir, name+".jsonl"), []byte(old), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	f, err := OpenFiles(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.DLQ([]byte(`{"bad`), "not JSON", &event.Provenance{File: "in.jsonl", Line: 7})
+	dir, f := filesOverOld(t, old)
 	if err := f.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -82,4 +62,22 @@ func TestFilesNotCommitted(t *testing.T) {
 			t.Errorf("%s.jsonl: %q, %v; want the previous run's %q", name, got, err, old)
 		}
 	}
+}
+
+// filesOverOld opens Files in a folder whose four outputs hold old, and
+// writes one dlq record.
+func filesOverOld(t *testing.T, old string) (string, *Files) {
+	t.Helper()
+	dir := t.TempDir()
+	for _, name := range outputNames {
+		if err := os.WriteFile(filepath.Join(dir, name+".jsonl"), []byte(old), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := OpenFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.DLQ([]byte(`{"bad`), "not JSON", &event.Provenance{File: "in.jsonl", Line: 7})
+	return dir, f
 }

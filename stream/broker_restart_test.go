@@ -2,7 +2,6 @@ package stream
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
@@ -17,15 +16,8 @@ func TestBrokerRestart(t *testing.T) {
 		t.Skip("restarts a broker")
 	}
 	want := replayDecisions(t)
-	// A fixed free port, so the restarted broker is where the job expects.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	opts := broker.Options{Addr: addr, DataDir: t.TempDir(),
-		Topics: map[string]int32{"requests": 1, "decisions": 1, "heatmaps": 1, "late": 1, "dlq": 1}}
+	opts := restartableBroker(t)
+	addr := opts.Addr
 	b, err := broker.Start(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -76,4 +68,13 @@ func TestBrokerRestart(t *testing.T) {
 	if !coversAll(set, want) {
 		t.Fatalf("decisions lost across the broker restart: %d distinct of %d", len(set), len(want))
 	}
+}
+
+// restartableBroker returns the options of a broker that can be stopped
+// and started again where the job expects it: a fixed free port, and its
+// data on disk.
+func restartableBroker(t *testing.T) broker.Options {
+	t.Helper()
+	return broker.Options{Addr: freeAddr(t), DataDir: t.TempDir(),
+		Topics: map[string]int32{"requests": 1, "decisions": 1, "heatmaps": 1, "late": 1, "dlq": 1}}
 }

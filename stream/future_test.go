@@ -1,7 +1,6 @@
 package stream
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -35,11 +34,6 @@ rules:
 	base := time.Now().Add(-time.Minute).UnixMilli()
 	produce := func(from, to int, far bool) {
 		t.Helper()
-		conn, err := kafka.DialLeader(context.Background(), "tcp", addr, "requests", 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
 		var msgs []kafka.Message
 		for i := from; i < to; i++ {
 			ts := base + int64(i)
@@ -48,9 +42,7 @@ rules:
 				msgs = append(msgs, kafka.Message{Value: []byte(`{"id":"far","ts":253402300799000,"user":"u"}`), Time: time.UnixMilli(ts)})
 			}
 		}
-		if _, err := conn.WriteMessages(msgs...); err != nil {
-			t.Fatal(err)
-		}
+		writeInput(t, addr, msgs...)
 	}
 	state := t.TempDir()
 	run := func(decisions int) {

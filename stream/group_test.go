@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"log/slog"
-	"net"
 	"testing"
 	"time"
 
@@ -22,14 +21,8 @@ func TestGroupGuardSurvivesBrokerRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("restarts a broker")
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	opts := broker.Options{Addr: addr, DataDir: t.TempDir(),
-		Topics: map[string]int32{"requests": 1, "decisions": 1, "heatmaps": 1, "late": 1, "dlq": 1}}
+	opts := restartableBroker(t)
+	addr := opts.Addr
 	b, err := broker.Start(opts)
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package stream
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -29,10 +28,6 @@ func TestMetricLabelsBounded(t *testing.T) {
 		t.Skip("starts a broker")
 	}
 	addr := startLiveBroker(t)
-	conn, err := kafka.DialLeader(context.Background(), "tcp", addr, "requests", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	base := time.Now().Add(-time.Hour).UnixMilli()
 	const n = 3000
 	var msgs []kafka.Message
@@ -46,10 +41,7 @@ func TestMetricLabelsBounded(t *testing.T) {
 	// One more, a minute later, fires every window of the others.
 	msgs = append(msgs, kafka.Message{Value: fmt.Appendf(nil, `{"id":"last","ts":%d,"source":"gw-0","user":"u","api":"/api-0","latency_ms":1}`, base+60_000),
 		Time: time.UnixMilli(base + 60_000)})
-	if _, err := conn.WriteMessages(msgs...); err != nil {
-		t.Fatal(err)
-	}
-	conn.Close()
+	writeInput(t, addr, msgs...)
 	const limit = 10
 	reg := prometheus.NewRegistry()
 	stop := startJob(t, RunOptions{Brokers: []string{addr}, Registry: reg, MetricLabelLimit: limit,

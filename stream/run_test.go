@@ -363,10 +363,6 @@ func TestLiveSkewMetrics(t *testing.T) {
 		t.Skip("starts a broker")
 	}
 	addr := startLiveBroker(t)
-	conn, err := kafka.DialLeader(context.Background(), "tcp", addr, "requests", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var msgs []kafka.Message
 	base := int64(1732150000000)
 	for i := range 60 {
@@ -376,10 +372,7 @@ func TestLiveSkewMetrics(t *testing.T) {
 			Time:  time.UnixMilli(ref),
 		})
 	}
-	if _, err := conn.WriteMessages(msgs...); err != nil {
-		t.Fatal(err)
-	}
-	conn.Close()
+	writeInput(t, addr, msgs...)
 	reg := prometheus.NewRegistry()
 	stop := startJob(t, RunOptions{Brokers: []string{addr}, Registry: reg})
 	time.Sleep(time.Second) // 60 records: consumed long before
@@ -412,5 +405,18 @@ func TestLiveSkewMetrics(t *testing.T) {
 	}
 	if len(want) > 0 {
 		t.Errorf("metrics missing: %v", want)
+	}
+}
+
+// writeInput writes msgs to partition 0 of the input topic.
+func writeInput(t testing.TB, addr string, msgs ...kafka.Message) {
+	t.Helper()
+	conn, err := kafka.DialLeader(context.Background(), "tcp", addr, "requests", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.WriteMessages(msgs...); err != nil {
+		t.Fatal(err)
 	}
 }
