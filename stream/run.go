@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -520,7 +519,7 @@ type metrics struct {
 	checkpoint  prometheus.Histogram
 	stateBytes  prometheus.Gauge
 	latency     prometheus.Histogram
-	buckets     *prometheus.CounterVec
+	heatmaps    *heatmapCollector
 	wmLag       *prometheus.GaugeVec
 	consumerLag *prometheus.GaugeVec
 	last        engine.Stats
@@ -557,9 +556,7 @@ func newMetrics(reg *prometheus.Registry, cfg *rules.Config, labelLimit int) *me
 			Buckets: []float64{.001, .002, .003, .005, .0075, .01, .0125, .015, .0175, .02, .025, .03, .04, .05,
 				.075, .1, .15, .2, .3, .5, .75, 1, 2, 5, 10, 30}}),
 	}
-	m.buckets = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "riskstream_heatmap_bucket_total",
-		Help: "Heatmap bucket counts of fired windows (first revision), per heatmap and key: the data of a latency heatmap."},
-		[]string{"heatmap", "key", "le"})
+	m.heatmaps = newHeatmapCollector(cfg)
 	m.wmLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "riskstream_watermark_lag_seconds",
 		Help: "Wall clock minus the partition's watermark."}, []string{"partition"})
 	m.consumerLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "riskstream_consumer_lag",
@@ -567,7 +564,7 @@ func newMetrics(reg *prometheus.Registry, cfg *rules.Config, labelLimit int) *me
 	for range cfg.Heatmaps {
 		m.heatmapKeys = append(m.heatmapKeys, newBoundedLabels(labelLimit))
 	}
-	reg.MustRegister(m.buckets, m.wmLag, m.consumerLag)
+	reg.MustRegister(m.heatmaps, m.wmLag, m.consumerLag)
 	reg.MustRegister(m.events, m.decisions, m.watermark, m.skew, m.degraded, m.transitions, m.checkpoint, m.stateBytes, m.latency)
 	return m
 }
@@ -632,30 +629,15 @@ func (m *metrics) lags(e *engine.Engine, fetchers []*fetcher, now int64) {
 	}
 }
 
-// heatmapMetrics counts fired heatmap buckets on their way to the sink.
+// heatmapMetrics exports fired heatmap windows (heatmapCollector) on
+// their way to the sink.
 type heatmapMetrics struct {
 	*sink.Kafka
 	m *metrics
 }
 
 func (h heatmapMetrics) Heatmap(w *windows.HeatmapWindow) {
-	if w.Revision == 0 {
-		var key []string
-		windows.KeyParts(w.Key, func(_ int, text string) {
-			if s, err := strconv.Unquote(text); err == nil {
-				text = s
-			}
-			key = append(key, text)
-		})
-		k := h.m.heatmapKeys[w.HeatmapIndex].value(strings.Join(key, ","))
-		for i, n := range w.Acc.Buckets {
-			le := "+Inf"
-			if i < len(w.Heatmap.Buckets) {
-				le = strconv.FormatFloat(w.Heatmap.Buckets[i], 'g', -1, 64)
-			}
-			h.m.buckets.WithLabelValues(w.Heatmap.Name, k, le).Add(float64(n))
-		}
-	}
+	h.m.heatmaps.observe(w, h.m.heatmapKeys[w.HeatmapIndex].value(heatmapKeyLabel(w.Key)))
 	h.Kafka.Heatmap(w)
 }
 
