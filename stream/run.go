@@ -540,7 +540,7 @@ func newMetrics(reg *prometheus.Registry, cfg *rules.Config, labelLimit int) *me
 		watermark: prometheus.NewGauge(prometheus.GaugeOpts{Name: "riskstream_watermark_seconds",
 			Help: "The job's event-time watermark, Unix seconds."}),
 		skew: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "riskstream_source_skew_seconds",
-			Help: "Estimated clock skew (ts - reference) per source."}, []string{"source"}),
+			Help: "Estimated clock skew (ts - reference) per source, as last judged: a source warming up (at start, after a silence) keeps its last judged estimate."}, []string{"source"}),
 		degraded: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "riskstream_source_degraded",
 			Help: "1 while a source is windowed by reference time."}, []string{"source"}),
 		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "riskstream_source_transitions_total",
@@ -550,7 +550,7 @@ func newMetrics(reg *prometheus.Registry, cfg *rules.Config, labelLimit int) *me
 		stateBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "riskstream_state_bytes",
 			Help: "Size of the state store on disk."}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "riskstream_event_decision_latency_seconds",
-			Help: "From an event's record timestamp to the successful write of its decision.",
+			Help: "From an event's Kafka record timestamp to the acknowledgement of its decision; a record replayed with an old timestamp counts its age.",
 			// Fine around the tens of milliseconds the job is meant for,
 			// so a p99 read from the buckets says whether it is under 20 ms.
 			Buckets: []float64{.001, .002, .003, .005, .0075, .01, .0125, .015, .0175, .02, .025, .03, .04, .05,
@@ -558,7 +558,7 @@ func newMetrics(reg *prometheus.Registry, cfg *rules.Config, labelLimit int) *me
 	}
 	m.heatmaps = newHeatmapCollector(cfg)
 	m.wmLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "riskstream_watermark_lag_seconds",
-		Help: "Wall clock minus the partition's watermark."}, []string{"partition"})
+		Help: "Wall clock minus the partition's watermark; it grows while the partition is silent."}, []string{"partition"})
 	m.consumerLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "riskstream_consumer_lag",
 		Help: "Records of the partition not yet consumed."}, []string{"partition"})
 	for range cfg.Heatmaps {
@@ -589,23 +589,30 @@ func (m *metrics) update(e *engine.Engine, db *state.DB) {
 		m.watermark.Set(float64(wm) / 1000)
 	}
 	// Sources past the label limit share "other": the skew furthest from
-	// zero among them, and degraded while any of them is.
+	// zero among them, and degraded while any of them is. A skew is
+	// exported once judged: during a warm-up the estimate stands on a few
+	// records (the late stragglers after a silence, say) and the gauge
+	// keeps its last judged value.
 	var otherSkew time.Duration
-	otherDegraded, others := false, false
+	otherDegraded, others, otherKnown := false, false, false
 	for _, src := range e.Sources() {
 		label := m.sources.value(src.Source)
 		if label == otherLabel {
-			if !others || src.Skew.Abs() > otherSkew.Abs() {
-				otherSkew = src.Skew
+			if src.Known && (!otherKnown || src.Skew.Abs() > otherSkew.Abs()) {
+				otherSkew, otherKnown = src.Skew, true
 			}
 			otherDegraded, others = otherDegraded || src.Degraded, true
 			continue
 		}
-		m.skew.WithLabelValues(label).Set(src.Skew.Seconds())
+		if src.Known {
+			m.skew.WithLabelValues(label).Set(src.Skew.Seconds())
+		}
 		m.degraded.WithLabelValues(label).Set(boolGauge(src.Degraded))
 	}
 	if others {
-		m.skew.WithLabelValues(otherLabel).Set(otherSkew.Seconds())
+		if otherKnown {
+			m.skew.WithLabelValues(otherLabel).Set(otherSkew.Seconds())
+		}
 		m.degraded.WithLabelValues(otherLabel).Set(boolGauge(otherDegraded))
 	}
 	m.stateBytes.Set(float64(db.DiskBytes()))
