@@ -41,6 +41,7 @@ var metricTypes = map[string]string{
 	"riskstream_consumer_lag":                   gauge,
 	"riskstream_checkpoint_duration_seconds":    histogram,
 	"riskstream_state_bytes":                    gauge,
+	"riskstream_build_info":                     gauge,
 }
 
 // series is one series name a query can select: a family, or a

@@ -566,6 +566,7 @@ func newMetrics(reg *prometheus.Registry, cfg *rules.Config, labelLimit int) *me
 	}
 	reg.MustRegister(m.heatmaps, m.wmLag, m.consumerLag)
 	reg.MustRegister(m.events, m.decisions, m.watermark, m.skew, m.degraded, m.transitions, m.checkpoint, m.stateBytes, m.latency)
+	registerBuildMetrics(reg)
 	return m
 }
 
