@@ -70,7 +70,8 @@ type RunOptions struct {
 	// PartitionDiscovery is how often the input topic is checked for new
 	// partitions. The default value is 10s.
 	PartitionDiscovery time.Duration
-	// MetricsAddr serves /metrics and /healthz; empty serves nothing.
+	// MetricsAddr serves /metrics, /healthz and /readyz (see readiness);
+	// empty serves nothing.
 	MetricsAddr string
 	// CacheSlots: see windows.Options.
 	CacheSlots int
@@ -196,6 +197,13 @@ func Run(ctx context.Context, opts RunOptions) error {
 	}
 
 	m := newMetrics(opts.Registry, opts.Config, opts.MetricLabelLimit)
+	if opts.MetricsAddr != "" {
+		srv, err := m.serve(opts.MetricsAddr)
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+	}
 	out := sink.NewKafka(brokers, opts.Outputs, sink.Transport(sec.Transport()),
 		sink.MaxMessageBytes(opts.MaxMessageBytes), sink.Metrics(opts.Registry), sink.Logger(log))
 	defer out.Close()
@@ -273,14 +281,8 @@ func Run(ctx context.Context, opts RunOptions) error {
 		}
 	}
 	addFetchers(partitions)
+	m.ready.consuming(fetchers)
 
-	if opts.MetricsAddr != "" {
-		srv, err := m.serve(opts.MetricsAddr)
-		if err != nil {
-			return err
-		}
-		defer srv.Close()
-	}
 	if opts.Ready != nil {
 		opts.Ready(brokers)
 	}
@@ -374,6 +376,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 		case <-ctx.Done():
 			// Stop fetching, then what was fetched is processed, flushed and
 			// checkpointed: a clean stop loses and repeats nothing.
+			m.ready.stop()
 			stopReading()
 			for {
 				if held, _ := member.held(); !held {
@@ -528,6 +531,8 @@ type metrics struct {
 	// taken from the input.
 	sources     *boundedLabels
 	heatmapKeys []*boundedLabels
+	// ready answers /readyz.
+	ready readiness
 }
 
 func newMetrics(reg *prometheus.Registry, cfg *rules.Config, labelLimit int) *metrics {
@@ -655,6 +660,7 @@ func (m *metrics) serve(addr string) (*http.Server, error) {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	mux := http.NewServeMux()
+	mux.Handle("/readyz", &m.ready)
 	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
