@@ -436,6 +436,9 @@ func Produce(ctx context.Context, opts ProduceOptions) (ProduceStats, error) {
 				m := kafka.Message{Key: key, Value: line, Time: time.Now(), WriterData: lineNumber(lineNo)}
 				if ok && ingestTS.set {
 					m.Time = time.UnixMilli(ingestTS.ms)
+					if st.WithIngestTS == 0 && !opts.Retime {
+						hintOld(opts.Logger, m.Time)
+					}
 					st.WithIngestTS++
 				}
 				if key == nil {
@@ -483,6 +486,20 @@ func Produce(ctx context.Context, opts ProduceOptions) (ProduceStats, error) {
 		return st, fmt.Errorf("produce %s: %w", opts.File, errors.Join(errs...))
 	}
 	return st, nil
+}
+
+// oldCapture is how far behind the wall clock a capture's first record
+// timestamp must be for Produce to mention Retime.
+const oldCapture = time.Hour
+
+// hintOld logs, when first is older than oldCapture, that the records go
+// out with their old timestamps, and how to play them as live instead.
+func hintOld(log *slog.Logger, first time.Time) {
+	if age := time.Since(first); age > oldCapture {
+		log.Info("records are stamped with their recorded ingest_ts, the first "+age.Round(time.Second).String()+
+			" ago: the live job's latency and lag metrics will count that age; --retime plays them as live traffic",
+			"first", first.UTC().Format(time.RFC3339))
+	}
 }
 
 // metadataCache answers metadata requests from the last answer for up to

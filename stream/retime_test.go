@@ -3,6 +3,8 @@ package stream
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -98,4 +100,31 @@ func mustJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestProduceHintsRetime: a capture stamped long ago is sent as it is, and
+// Produce says how to play it as live traffic; a recent one, or one
+// retimed, goes without the hint.
+func TestProduceHintsRetime(t *testing.T) {
+	addr := startBroker(t, 1)
+	for _, c := range []struct {
+		ingest int64
+		retime bool
+		hint   bool
+	}{
+		{1732150000000, false, true},
+		{time.Now().Add(-time.Minute).UnixMilli(), false, false},
+		{1732150000000, true, false},
+	} {
+		var logs strings.Builder
+		line := `{"id":"a","ts":` + strconv.FormatInt(c.ingest, 10) + `,"ingest_ts":` + strconv.FormatInt(c.ingest, 10) + "}\n"
+		_, err := Produce(context.Background(), ProduceOptions{File: "-", Stdin: strings.NewReader(line), Brokers: []string{addr},
+			Retime: c.retime, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(logs.String(), "--retime"); got != c.hint {
+			t.Errorf("ingest_ts %d, retime %v: hint %v, want %v: %s", c.ingest, c.retime, got, c.hint, logs.String())
+		}
+	}
 }
