@@ -19,30 +19,62 @@ import (
 // root is the repository root: tests run in deploy/.
 const root = ".."
 
-// metricsAllowed are the series the job exposes (SPEC "Metrics"); a dashboard
-// expression naming anything else is a typo.
-var metricsAllowed = map[string]bool{
-	"riskstream_events_total":                          true,
-	"riskstream_decisions_total":                       true,
-	"riskstream_heatmap_bucket_total":                  true,
-	"riskstream_watermark_lag_seconds":                 true,
-	"riskstream_source_skew_seconds":                   true,
-	"riskstream_source_degraded":                       true,
-	"riskstream_event_decision_latency_seconds_bucket": true,
-	"riskstream_event_decision_latency_seconds_sum":    true,
-	"riskstream_event_decision_latency_seconds_count":  true,
-	"riskstream_consumer_lag":                          true,
-	"riskstream_checkpoint_duration_seconds_bucket":    true,
-	"riskstream_checkpoint_duration_seconds_sum":       true,
-	"riskstream_checkpoint_duration_seconds_count":     true,
-	"riskstream_state_bytes":                           true,
+// Types of metric families, as Prometheus exposes them.
+const (
+	counter   = "counter"
+	gauge     = "gauge"
+	histogram = "histogram"
+)
+
+// metricTypes are the metric families the job exposes (SPEC "Metrics") and
+// their types; a dashboard expression naming anything else is a typo.
+// TestMetricTypesDefined checks that the code defines each.
+var metricTypes = map[string]string{
+	"riskstream_events_total":                   counter,
+	"riskstream_decisions_total":                counter,
+	"riskstream_request_latency_seconds":        histogram,
+	"riskstream_heatmap_window_latency_seconds": gauge,
+	"riskstream_watermark_lag_seconds":          gauge,
+	"riskstream_source_skew_seconds":            gauge,
+	"riskstream_source_degraded":                gauge,
+	"riskstream_event_decision_latency_seconds": histogram,
+	"riskstream_consumer_lag":                   gauge,
+	"riskstream_checkpoint_duration_seconds":    histogram,
+	"riskstream_state_bytes":                    gauge,
+	"riskstream_build_info":                     gauge,
 }
+
+// series is one series name a query can select: a family, or a
+// histogram's _bucket, _sum or _count.
+type series struct {
+	family, typ string
+	// suffix is "_bucket", "_sum" or "_count" for a histogram's series.
+	suffix string
+}
+
+// lookupSeries resolves a selected name to its family.
+func lookupSeries(name string) (series, bool) {
+	if typ, ok := metricTypes[name]; ok {
+		return series{family: name, typ: typ}, typ != histogram
+	}
+	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+		if family, ok := strings.CutSuffix(name, suffix); ok && metricTypes[family] == histogram {
+			return series{family: family, typ: histogram, suffix: suffix}, true
+		}
+	}
+	return series{}, false
+}
+
+// counting reports whether the series only goes up, so that only its
+// rate or increase means anything.
+func (s series) counting() bool { return s.typ == counter || s.typ == histogram }
 
 // metricsShown must each appear on the dashboard: one panel per SPEC metric.
 var metricsShown = []string{
 	"riskstream_events_total",
 	"riskstream_decisions_total",
-	"riskstream_heatmap_bucket_total",
+	"riskstream_request_latency_seconds_bucket",
+	"riskstream_heatmap_window_latency_seconds",
 	"riskstream_watermark_lag_seconds",
 	"riskstream_source_skew_seconds",
 	"riskstream_source_degraded",
@@ -50,6 +82,35 @@ var metricsShown = []string{
 	"riskstream_consumer_lag",
 	"riskstream_checkpoint_duration_seconds_bucket",
 	"riskstream_state_bytes",
+}
+
+// TestMetricTypesDefined: every family the dashboard may use is defined in
+// the code (a string literal in a Go file that is not a test), so that a
+// renamed or removed metric does not linger here.
+func TestMetricTypesDefined(t *testing.T) {
+	var code strings.Builder
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && strings.HasPrefix(d.Name(), ".") && p != root {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		code.Write(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range metricTypes {
+		if !strings.Contains(code.String(), `"`+name+`"`) {
+			t.Errorf("no Go file defines the metric %s", name)
+		}
+	}
 }
 
 // --- docker-compose.yml ---------------------------------------------------
@@ -570,15 +631,25 @@ var (
 	labelValuesRe = regexp.MustCompile(`^\s*label_values\(\s*(.*?)\s*,\s*[A-Za-z_][A-Za-z0-9_]*\s*\)\s*$`)
 )
 
-// metricNames returns the metric names a PromQL expression selects: the
-// identifiers left once strings, label matchers, ranges, grouping clauses,
-// function calls, keywords and numbers are taken out.
-func metricNames(expr string) []string {
+// selector is one metric name an expression selects.
+type selector struct {
+	name string
+	// fn is the function or aggregation the selector is an argument of
+	// ("" at the top level).
+	fn string
+	// ranged is set for a range vector (name[5m]).
+	ranged bool
+}
+
+// selectors returns what a PromQL expression selects: the identifiers left
+// once strings, label matchers, grouping clauses, function calls,
+// keywords and numbers are taken out.
+func selectors(expr string) []selector {
 	s := promStrings.ReplaceAllString(expr, `""`)
 	s = promMatchers.ReplaceAllString(s, " ")
-	s = promRanges.ReplaceAllString(s, " ")
+	s = promRanges.ReplaceAllString(s, "[]")
 	s = promGrouping.ReplaceAllString(s, " ")
-	var out []string
+	var out []selector
 	for _, loc := range promIdent.FindAllStringIndex(s, -1) {
 		id := s[loc[0]:loc[1]]
 		if loc[0] > 0 {
@@ -590,12 +661,105 @@ func metricNames(expr string) []string {
 		if promKeywords[strings.ToLower(id)] || promNumber.MatchString(id) {
 			continue
 		}
-		if rest := strings.TrimLeft(s[loc[1]:], " \t\n"); strings.HasPrefix(rest, "(") {
+		rest := strings.TrimLeft(s[loc[1]:], " \t\n")
+		if strings.HasPrefix(rest, "(") {
 			continue // a function or aggregation
 		}
-		out = append(out, id)
+		out = append(out, selector{name: id, fn: enclosingCall(s[:loc[0]]), ranged: strings.HasPrefix(rest, "[")})
 	}
 	return out
+}
+
+// enclosingCall returns the name of the call whose parenthesis is the
+// innermost one still open at the end of before.
+func enclosingCall(before string) string {
+	depth := 0
+	for i := len(before) - 1; i >= 0; i-- {
+		switch before[i] {
+		case ')':
+			depth++
+		case '(':
+			if depth > 0 {
+				depth--
+				continue
+			}
+			head := strings.TrimRight(before[:i], " \t\n")
+			ids := promIdent.FindAllString(head, -1)
+			if len(ids) == 0 || !strings.HasSuffix(head, ids[len(ids)-1]) {
+				return "" // a plain parenthesis
+			}
+			return ids[len(ids)-1]
+		}
+	}
+	return ""
+}
+
+// metricNames returns the metric names a PromQL expression selects.
+func metricNames(expr string) []string {
+	var out []string
+	for _, sel := range selectors(expr) {
+		out = append(out, sel.name)
+	}
+	return out
+}
+
+// groupsByLE matches a grouping clause that keeps le.
+var groupsByLE = regexp.MustCompile(`\bby\s*\([^)]*\ble\b[^)]*\)`)
+
+// checkQuery returns what is wrong with a dashboard expression: a series
+// the job does not expose; a counter or histogram series not under rate,
+// irate or increase (its raw value is the count since the job started);
+// a gauge under them; histogram buckets not grouped by le; or
+// histogram_quantile over anything but buckets.
+func checkQuery(expr string) []string {
+	var problems []string
+	bucketsUsed := false
+	for _, sel := range selectors(expr) {
+		s, ok := lookupSeries(sel.name)
+		if !ok {
+			problems = append(problems, fmt.Sprintf("unknown metric %q", sel.name))
+			continue
+		}
+		rated := sel.ranged && (sel.fn == "rate" || sel.fn == "irate" || sel.fn == "increase")
+		switch {
+		case s.counting() && !rated:
+			problems = append(problems, fmt.Sprintf("%s is a %s: take its rate or increase", sel.name, s.typ))
+		case !s.counting() && (sel.fn == "rate" || sel.fn == "irate" || sel.fn == "increase"):
+			problems = append(problems, fmt.Sprintf("%s is a gauge: %s of it means nothing", sel.name, sel.fn))
+		}
+		if s.suffix == "_bucket" {
+			bucketsUsed = true
+		}
+	}
+	if bucketsUsed && !groupsByLE.MatchString(expr) {
+		problems = append(problems, "histogram buckets not grouped by (le)")
+	}
+	if strings.Contains(expr, "histogram_quantile(") && !bucketsUsed {
+		problems = append(problems, "histogram_quantile over no histogram's _bucket series")
+	}
+	return problems
+}
+
+func TestCheckQuery(t *testing.T) {
+	for expr, want := range map[string]string{
+		`sum by (le) (increase(riskstream_request_latency_seconds_bucket{key=~"$key"}[$__rate_interval]))`:                        "",
+		`histogram_quantile(0.99, sum by (le) (rate(riskstream_event_decision_latency_seconds_bucket[5m])))`:                      "",
+		`sum(rate(riskstream_checkpoint_duration_seconds_sum[1m])) / sum(rate(riskstream_checkpoint_duration_seconds_count[1m]))`: "",
+		`riskstream_heatmap_window_latency_seconds{quantile="0.99"}`:                                                              "",
+		`max by (key) (riskstream_source_skew_seconds)`:                                                                           "",
+		`sum by (key) (increase(riskstream_request_latency_seconds_bucket[5m]))`:                                                  "not grouped by (le)",
+		`sum by (le) (riskstream_request_latency_seconds_bucket)`:                                                                 "take its rate",
+		`histogram_quantile(0.99, sum by (le) (rate(riskstream_heatmap_window_latency_seconds[5m])))`:                             "is a gauge",
+		`histogram_quantile(0.99, riskstream_heatmap_window_latency_seconds)`:                                                     "over no histogram",
+		`riskstream_heatmap_window_latency_seconds_bucket`:                                                                        "unknown metric",
+		`sum(riskstream_events_total)`:                                                                                            "take its rate",
+		`rate(riskstream_state_bytes[5m])`:                                                                                        "is a gauge",
+	} {
+		got := strings.Join(checkQuery(expr), "; ")
+		if want == "" && got != "" || !strings.Contains(got, want) {
+			t.Errorf("checkQuery(%q) = %q, want %q", expr, got, want)
+		}
+	}
 }
 
 func TestMetricNames(t *testing.T) {
@@ -642,7 +806,15 @@ func TestDashboards(t *testing.T) {
 			check := func(where, expr string) {
 				for _, m := range metricNames(expr) {
 					used[m] = true
-					if !metricsAllowed[m] {
+				}
+				for _, p := range checkQuery(expr) {
+					t.Errorf("%s: %s in %q", where, p, expr)
+				}
+			}
+			// A variable's label_values names a series, of any type.
+			checkName := func(where, expr string) {
+				for _, m := range metricNames(expr) {
+					if _, ok := lookupSeries(m); !ok {
 						t.Errorf("%s: unknown metric %q in %q", where, m, expr)
 					}
 				}
@@ -663,7 +835,7 @@ func TestDashboards(t *testing.T) {
 					t.Errorf("variable %s: query %q is not label_values(METRIC, LABEL)", v.Name, q)
 					continue
 				}
-				check("variable "+v.Name, sub[1])
+				checkName("variable "+v.Name, sub[1])
 			}
 
 			ids := map[int]bool{}
@@ -706,6 +878,13 @@ func TestDashboards(t *testing.T) {
 						}
 						if !strings.Contains(tg.Expr, "by (le)") {
 							t.Errorf("%s: heatmap target %s does not sum by (le)", where, tg.RefID)
+						}
+						// Grafana's heatmap format takes cumulative
+						// buckets apart: only a histogram's are.
+						for _, m := range metricNames(tg.Expr) {
+							if s, _ := lookupSeries(m); s.suffix != "_bucket" {
+								t.Errorf("%s: heatmap target %s selects %s, not a histogram's _bucket series", where, tg.RefID, m)
+							}
 						}
 					}
 				}

@@ -142,6 +142,18 @@ func (a *Acc) Quantile(q float64) float64 {
 	return math.Min(math.Max(v, a.Min), a.Max)
 }
 
+// Sum estimates the sum of the values from the sketch: each value counts
+// as its bin's representative, within the sketch's relative accuracy of
+// it, so the sum of positive values is within RelativeAccuracy of the
+// exact sum. The accumulator keeps no exact sum, which would change its
+// stored encoding. It is 0 when empty.
+func (a *Acc) Sum() float64 {
+	if a.Count == 0 {
+		return 0
+	}
+	return a.sketch.GetSum()
+}
+
 // AppendBinary appends a's encoding to dst, for the state store.
 func (a *Acc) AppendBinary(dst []byte) []byte {
 	dst = binary.AppendVarint(dst, a.Count)

@@ -90,3 +90,33 @@ func TestDecodeCorrupt(t *testing.T) {
 		}
 	}
 }
+
+// TestSum: the sketch's sum is within 1% of the exact sum of positive
+// values, merged panes included, and 0 when empty.
+func TestSum(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	if got := New(len(bounds)).Sum(); got != 0 {
+		t.Fatalf("empty: sum %v", got)
+	}
+	whole := New(len(bounds))
+	var exact float64
+	for range 10 {
+		part := New(len(bounds))
+		for range 1000 {
+			v := math.Exp(2.5 + 1.2*r.NormFloat64())
+			exact += v
+			part.Add(v, false, bounds)
+		}
+		whole.Merge(part)
+	}
+	if got := whole.Sum(); math.Abs(got-exact) > RelativeAccuracy*exact {
+		t.Fatalf("sum %v, exact %v", got, exact)
+	}
+	a := New(len(bounds))
+	for _, v := range []float64{0, 0, 10} {
+		a.Add(v, false, bounds)
+	}
+	if got := a.Sum(); math.Abs(got-10) > RelativeAccuracy*10 {
+		t.Fatalf("sum of 0, 0, 10: %v", got)
+	}
+}

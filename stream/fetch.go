@@ -45,8 +45,11 @@ type fetcher struct {
 	// lag is the high watermark minus next as of the last fetch, for the
 	// consumer lag metric.
 	lag atomic.Int64
-	out chan<- []kafka.Message
-	log *slog.Logger
+	// answered is set once the partition's leader answered a fetch, for
+	// /readyz.
+	answered atomic.Bool
+	out      chan<- []kafka.Message
+	log      *slog.Logger
 }
 
 // run fetches until ctx ends, reconnecting with a backoff when the
@@ -105,6 +108,9 @@ func (f *fetcher) connectAndFetch(ctx context.Context) error {
 		}
 		if hwm >= 0 {
 			f.lag.Store(max(hwm-f.next, 0))
+		}
+		if hwm >= 0 || errors.Is(err, kafka.RequestTimedOut) {
+			f.answered.Store(true)
 		}
 		switch {
 		case err == nil:

@@ -20,9 +20,9 @@ func TestBoundedLabels(t *testing.T) {
 	}
 }
 
-// TestMetricLabelsBounded: 3,000 events with distinct sources and apis (the
-// heatmap's key) add at most the label limit of series per metric, plus
-// "other", which still counts every event.
+// TestMetricLabelsBounded: 3,000 events from 30 sources, each with an api
+// of its own (the heatmap's key), add at most the label limit of series
+// per metric, plus "other", which still counts every event.
 func TestMetricLabelsBounded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a broker")
@@ -33,8 +33,9 @@ func TestMetricLabelsBounded(t *testing.T) {
 	var msgs []kafka.Message
 	for i := range n {
 		ts := base + int64(i)
+		// 100 records of each source over 3 s: enough to judge its skew.
 		msgs = append(msgs, kafka.Message{
-			Value: fmt.Appendf(nil, `{"id":"e%d","ts":%d,"source":"gw-%d","user":"u","api":"/api-%d","latency_ms":1}`, i, ts, i, i),
+			Value: fmt.Appendf(nil, `{"id":"e%d","ts":%d,"source":"gw-%d","user":"u","api":"/api-%d","latency_ms":1}`, i, ts, i%30, i),
 			Time:  time.UnixMilli(ts),
 		})
 	}
@@ -47,7 +48,7 @@ func TestMetricLabelsBounded(t *testing.T) {
 	stop := startJob(t, RunOptions{Brokers: []string{addr}, Registry: reg, MetricLabelLimit: limit,
 		CheckpointInterval: 50 * time.Millisecond})
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if metricSum(t, reg, "riskstream_heatmap_bucket_total") >= n {
+		if metricSum(t, reg, "riskstream_request_latency_seconds") >= n {
 			break
 		}
 	}
@@ -64,20 +65,22 @@ func TestMetricLabelsBounded(t *testing.T) {
 		series[mf.GetName()] = len(mf.GetMetric())
 	}
 	for name, max := range map[string]int{
-		"riskstream_source_skew_seconds":  limit + 1,
-		"riskstream_source_degraded":      limit + 1,
-		"riskstream_heatmap_bucket_total": (limit + 1) * 13, // 12 buckets and +Inf
+		"riskstream_source_skew_seconds":            limit + 1,
+		"riskstream_source_degraded":                limit + 1,
+		"riskstream_request_latency_seconds":        limit + 1,
+		"riskstream_heatmap_window_latency_seconds": (limit + 1) * 3, // p50, p95, p99
 	} {
 		if series[name] == 0 || series[name] > max {
 			t.Errorf("%s has %d series, want 1 to %d", name, series[name], max)
 		}
 	}
-	if got := metricSum(t, reg, "riskstream_heatmap_bucket_total"); got != n {
-		t.Errorf("heatmap buckets count %v events, want %d: \"other\" must count the rest", got, n)
+	if got := metricSum(t, reg, "riskstream_request_latency_seconds"); got != n {
+		t.Errorf("the heatmap histograms count %v events, want %d: \"other\" must count the rest", got, n)
 	}
 }
 
-// metricSum adds up every series of a counter or gauge.
+// metricSum adds up every series of a counter or gauge, or the counts of a
+// histogram's.
 func metricSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
@@ -88,7 +91,7 @@ func metricSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	for _, mf := range mfs {
 		if mf.GetName() == name {
 			for _, m := range mf.GetMetric() {
-				sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+				sum += m.GetCounter().GetValue() + m.GetGauge().GetValue() + float64(m.GetHistogram().GetSampleCount())
 			}
 		}
 	}

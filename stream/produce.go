@@ -43,8 +43,18 @@ type ProduceOptions struct {
 	// partition; default "id". Lines without it get a nil key.
 	Key string
 	// Rate is the steady send rate in records per second; 0 sends as fast
-	// as the broker takes them.
+	// as the broker takes them, or with Retime at the recorded pace.
 	Rate float64
+	// Retime shifts every line's ts and ingest_ts by one offset, so that
+	// the first record's reference time (its ingest_ts, else its ts) is
+	// the moment it is sent, keeping the times relative to each other:
+	// a capture recorded long ago then plays as live traffic, and the
+	// live job's latency and lag metrics read as they would live. Without
+	// Rate, each record is sent when the wall clock reaches its retimed
+	// reference time, at the pace it was recorded; with Rate, at that
+	// rate, its times still shifted by the one offset. The default is to
+	// send the records as they are (a faithful replay).
+	Retime bool
 	// BatchTimeout bounds how long the writer holds a partial batch;
 	// default 1ms, instead of kafka-go's 1s, so a paced stream arrives
 	// promptly rather than in one-second lumps (5ms was most of the
@@ -82,6 +92,8 @@ type ProduceStats struct {
 	Keyless int64
 	// Elapsed is the wall time from the first send to the last ack.
 	Elapsed time.Duration
+	// RetimedBy is what Retime added to every time (zero without it).
+	RetimedBy time.Duration
 }
 
 // maxInFlight bounds the records handed to the async writer but not yet
@@ -196,7 +208,8 @@ func (o *oversized) err(topic string) error {
 // Produce publishes every non-blank line of opts.File as one message to
 // opts.Topic. The record timestamp is the line's integer ingest_ts when it
 // has one, so a recorded capture replays with its original reference
-// clock, else the send time. Lines that are not valid events are sent
+// clock, else the send time; with opts.Retime, the times are shifted to
+// start now. Lines that are not valid events are sent
 // anyway: the job's dlq is where they belong, not a producer-side filter.
 //
 // A line larger than opts.MaxMessageBytes is not sent, nor one the broker
@@ -240,7 +253,7 @@ func Produce(ctx context.Context, opts ProduceOptions) (ProduceStats, error) {
 	// round trip. A paced stream gets its records out within a
 	// millisecond; a fast one (over 50,000/s, or unpaced) needs batches
 	// that outgrow the round trips of a busy broker.
-	fast := opts.Rate == 0 || opts.Rate > 50_000
+	fast := opts.Rate == 0 && !opts.Retime || opts.Rate > 50_000
 	batchSize := 100
 	// minSleep is the least a paced producer sleeps: it hands the writer
 	// what it grouped before each sleep, and at a fast rate groups of a
@@ -373,6 +386,7 @@ func Produce(ctx context.Context, opts ProduceOptions) (ProduceStats, error) {
 	}
 	var lineNo int64
 	keys := newKeyScanner(opts.Key)
+	var clock retimer
 	sendErr := func() error {
 		br := bufio.NewReaderSize(r, 256<<10)
 		for {
@@ -394,10 +408,20 @@ func Produce(ctx context.Context, opts ProduceOptions) (ProduceStats, error) {
 			}
 			line = bytes.TrimRight(line, "\r\n")
 			if len(bytes.TrimSpace(line)) > 0 {
-				if opts.Rate > 0 {
-					// The group goes before a sleep: held back, its
-					// records would be late.
+				var ref int64
+				hasRef := false
+				if opts.Retime {
+					line, ref, hasRef = clock.retime(line, time.Now())
+				}
+				// The group goes before a sleep: held back, its records
+				// would be late.
+				switch {
+				case opts.Rate > 0:
 					if err := pace(ctx, start, sent+int64(len(group)), opts.Rate, minSleep, send); err != nil {
+						return err
+					}
+				case hasRef:
+					if err := sleepUntil(ctx, time.UnixMilli(ref), minSleep, send); err != nil {
 						return err
 					}
 				}
@@ -412,6 +436,9 @@ func Produce(ctx context.Context, opts ProduceOptions) (ProduceStats, error) {
 				m := kafka.Message{Key: key, Value: line, Time: time.Now(), WriterData: lineNumber(lineNo)}
 				if ok && ingestTS.set {
 					m.Time = time.UnixMilli(ingestTS.ms)
+					if st.WithIngestTS == 0 && !opts.Retime {
+						hintOld(opts.Logger, m.Time)
+					}
 					st.WithIngestTS++
 				}
 				if key == nil {
@@ -437,6 +464,7 @@ func Produce(ctx context.Context, opts ProduceOptions) (ProduceStats, error) {
 	closeErr := w.Close()
 	resend()
 	st.Elapsed = time.Since(start)
+	st.RetimedBy = time.Duration(clock.offset) * time.Millisecond
 
 	mu.Lock()
 	defer mu.Unlock()
@@ -458,6 +486,20 @@ func Produce(ctx context.Context, opts ProduceOptions) (ProduceStats, error) {
 		return st, fmt.Errorf("produce %s: %w", opts.File, errors.Join(errs...))
 	}
 	return st, nil
+}
+
+// oldCapture is how far behind the wall clock a capture's first record
+// timestamp must be for Produce to mention Retime.
+const oldCapture = time.Hour
+
+// hintOld logs, when first is older than oldCapture, that the records go
+// out with their old timestamps, and how to play them as live instead.
+func hintOld(log *slog.Logger, first time.Time) {
+	if age := time.Since(first); age > oldCapture {
+		log.Info("records are stamped with their recorded ingest_ts, the first "+age.Round(time.Second).String()+
+			" ago: the live job's latency and lag metrics will count that age; --retime plays them as live traffic",
+			"first", first.UTC().Format(time.RFC3339))
+	}
 }
 
 // metadataCache answers metadata requests from the last answer for up to
@@ -502,7 +544,12 @@ func (c *metadataCache) RoundTrip(ctx context.Context, addr net.Addr, req kafka.
 // (shorter sleeps cost more than they smooth): the schedule catches up on
 // the next one.
 func pace(ctx context.Context, start time.Time, n int64, rate float64, minSleep time.Duration, beforeSleep func() error) error {
-	due := start.Add(time.Duration(float64(n) / rate * float64(time.Second)))
+	return sleepUntil(ctx, start.Add(time.Duration(float64(n)/rate*float64(time.Second))), minSleep, beforeSleep)
+}
+
+// sleepUntil sleeps until due, calling beforeSleep first if it sleeps; not
+// at all when due is less than minSleep away.
+func sleepUntil(ctx context.Context, due time.Time, minSleep time.Duration, beforeSleep func() error) error {
 	if time.Until(due) < minSleep {
 		return nil
 	}

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -71,7 +70,8 @@ type RunOptions struct {
 	// PartitionDiscovery is how often the input topic is checked for new
 	// partitions. The default value is 10s.
 	PartitionDiscovery time.Duration
-	// MetricsAddr serves /metrics and /healthz; empty serves nothing.
+	// MetricsAddr serves /metrics, /healthz and /readyz (see readiness);
+	// empty serves nothing.
 	MetricsAddr string
 	// CacheSlots: see windows.Options.
 	CacheSlots int
@@ -203,6 +203,13 @@ func Run(ctx context.Context, opts RunOptions) (err error) {
 
 	m := newMetrics(opts.Registry, opts.Config, opts.MetricLabelLimit)
 	registerStateMetrics(opts.Registry, db)
+	if opts.MetricsAddr != "" {
+		srv, err := m.serve(opts.MetricsAddr, db.Health)
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+	}
 	out := sink.NewKafka(brokers, opts.Outputs, sink.Transport(sec.Transport()),
 		sink.MaxMessageBytes(opts.MaxMessageBytes), sink.Metrics(opts.Registry), sink.Logger(log))
 	defer out.Close()
@@ -286,14 +293,8 @@ func Run(ctx context.Context, opts RunOptions) (err error) {
 		}
 	}
 	addFetchers(partitions)
+	m.ready.consuming(fetchers)
 
-	if opts.MetricsAddr != "" {
-		srv, err := m.serve(opts.MetricsAddr, db.Health)
-		if err != nil {
-			return err
-		}
-		defer srv.Close()
-	}
 	if opts.Ready != nil {
 		opts.Ready(brokers)
 	}
@@ -387,6 +388,7 @@ func Run(ctx context.Context, opts RunOptions) (err error) {
 		case <-ctx.Done():
 			// Stop fetching, then what was fetched is processed, flushed and
 			// checkpointed: a clean stop loses and repeats nothing.
+			m.ready.stop()
 			stopReading()
 			for {
 				if held, _ := member.held(); !held {
@@ -537,7 +539,7 @@ type metrics struct {
 	checkpoint  prometheus.Histogram
 	stateBytes  prometheus.Gauge
 	latency     prometheus.Histogram
-	buckets     *prometheus.CounterVec
+	heatmaps    *heatmapCollector
 	wmLag       *prometheus.GaugeVec
 	consumerLag *prometheus.GaugeVec
 	last        engine.Stats
@@ -546,6 +548,8 @@ type metrics struct {
 	// taken from the input.
 	sources     *boundedLabels
 	heatmapKeys []*boundedLabels
+	// ready answers /readyz.
+	ready readiness
 }
 
 func newMetrics(reg *prometheus.Registry, cfg *rules.Config, labelLimit int) *metrics {
@@ -558,7 +562,7 @@ func newMetrics(reg *prometheus.Registry, cfg *rules.Config, labelLimit int) *me
 		watermark: prometheus.NewGauge(prometheus.GaugeOpts{Name: "riskstream_watermark_seconds",
 			Help: "The job's event-time watermark, Unix seconds."}),
 		skew: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "riskstream_source_skew_seconds",
-			Help: "Estimated clock skew (ts - reference) per source."}, []string{"source"}),
+			Help: "Estimated clock skew (ts - reference) per source, as last judged: a source warming up (at start, after a silence) keeps its last judged estimate."}, []string{"source"}),
 		degraded: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "riskstream_source_degraded",
 			Help: "1 while a source is windowed by reference time."}, []string{"source"}),
 		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "riskstream_source_transitions_total",
@@ -570,24 +574,23 @@ func newMetrics(reg *prometheus.Registry, cfg *rules.Config, labelLimit int) *me
 		stateBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "riskstream_state_bytes",
 			Help: "Size of the state store on disk."}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "riskstream_event_decision_latency_seconds",
-			Help: "From an event's record timestamp to the successful write of its decision.",
+			Help: "From an event's Kafka record timestamp to the acknowledgement of its decision; a record replayed with an old timestamp counts its age.",
 			// Fine around the tens of milliseconds the job is meant for,
 			// so a p99 read from the buckets says whether it is under 20 ms.
 			Buckets: []float64{.001, .002, .003, .005, .0075, .01, .0125, .015, .0175, .02, .025, .03, .04, .05,
 				.075, .1, .15, .2, .3, .5, .75, 1, 2, 5, 10, 30}}),
 	}
-	m.buckets = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "riskstream_heatmap_bucket_total",
-		Help: "Heatmap bucket counts of fired windows (first revision), per heatmap and key: the data of a latency heatmap."},
-		[]string{"heatmap", "key", "le"})
+	m.heatmaps = newHeatmapCollector(cfg)
 	m.wmLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "riskstream_watermark_lag_seconds",
-		Help: "Wall clock minus the partition's watermark."}, []string{"partition"})
+		Help: "Wall clock minus the partition's watermark; it grows while the partition is silent."}, []string{"partition"})
 	m.consumerLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "riskstream_consumer_lag",
 		Help: "Records of the partition not yet consumed."}, []string{"partition"})
 	for range cfg.Heatmaps {
 		m.heatmapKeys = append(m.heatmapKeys, newBoundedLabels(labelLimit))
 	}
-	reg.MustRegister(m.buckets, m.wmLag, m.consumerLag)
+	reg.MustRegister(m.heatmaps, m.wmLag, m.consumerLag)
 	reg.MustRegister(m.events, m.decisions, m.watermark, m.skew, m.degraded, m.transitions, m.forgotten, m.checkpoint, m.stateBytes, m.latency)
+	registerBuildMetrics(reg)
 	return m
 }
 
@@ -612,23 +615,30 @@ func (m *metrics) update(e *engine.Engine, db *state.DB) {
 		m.watermark.Set(float64(wm) / 1000)
 	}
 	// Sources past the label limit share "other": the skew furthest from
-	// zero among them, and degraded while any of them is.
+	// zero among them, and degraded while any of them is. A skew is
+	// exported once judged: during a warm-up the estimate stands on a few
+	// records (the late stragglers after a silence, say) and the gauge
+	// keeps its last judged value.
 	var otherSkew time.Duration
-	otherDegraded, others := false, false
+	otherDegraded, others, otherKnown := false, false, false
 	for _, src := range e.Sources() {
 		label := m.sources.value(src.Source)
 		if label == otherLabel {
-			if !others || src.Skew.Abs() > otherSkew.Abs() {
-				otherSkew = src.Skew
+			if src.Known && (!otherKnown || src.Skew.Abs() > otherSkew.Abs()) {
+				otherSkew, otherKnown = src.Skew, true
 			}
 			otherDegraded, others = otherDegraded || src.Degraded, true
 			continue
 		}
-		m.skew.WithLabelValues(label).Set(src.Skew.Seconds())
+		if src.Known {
+			m.skew.WithLabelValues(label).Set(src.Skew.Seconds())
+		}
 		m.degraded.WithLabelValues(label).Set(boolGauge(src.Degraded))
 	}
 	if others {
-		m.skew.WithLabelValues(otherLabel).Set(otherSkew.Seconds())
+		if otherKnown {
+			m.skew.WithLabelValues(otherLabel).Set(otherSkew.Seconds())
+		}
 		m.degraded.WithLabelValues(otherLabel).Set(boolGauge(otherDegraded))
 	}
 	m.stateBytes.Set(float64(db.DiskBytes()))
@@ -652,30 +662,15 @@ func (m *metrics) lags(e *engine.Engine, fetchers []*fetcher, now int64) {
 	}
 }
 
-// heatmapMetrics counts fired heatmap buckets on their way to the sink.
+// heatmapMetrics exports fired heatmap windows (heatmapCollector) on
+// their way to the sink.
 type heatmapMetrics struct {
 	*sink.Kafka
 	m *metrics
 }
 
 func (h heatmapMetrics) Heatmap(w *windows.HeatmapWindow) {
-	if w.Revision == 0 {
-		var key []string
-		windows.KeyParts(w.Key, func(_ int, text string) {
-			if s, err := strconv.Unquote(text); err == nil {
-				text = s
-			}
-			key = append(key, text)
-		})
-		k := h.m.heatmapKeys[w.HeatmapIndex].value(strings.Join(key, ","))
-		for i, n := range w.Acc.Buckets {
-			le := "+Inf"
-			if i < len(w.Heatmap.Buckets) {
-				le = strconv.FormatFloat(w.Heatmap.Buckets[i], 'g', -1, 64)
-			}
-			h.m.buckets.WithLabelValues(w.Heatmap.Name, k, le).Add(float64(n))
-		}
-	}
+	h.m.heatmaps.observe(w, h.m.heatmapKeys[w.HeatmapIndex].value(heatmapKeyLabel(w.Key)))
 	h.Kafka.Heatmap(w)
 }
 
@@ -686,6 +681,7 @@ func (m *metrics) serve(addr string, health func() error) (*http.Server, error) 
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	mux := http.NewServeMux()
+	mux.Handle("/readyz", &m.ready)
 	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
 	mux.Handle("/healthz", healthz(health))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}

@@ -2,8 +2,10 @@ package stream
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -228,11 +230,35 @@ func TestLiveEqualsReplay(t *testing.T) {
 	if sources != 4 {
 		t.Errorf("skew reported for %d sources, want the 4 gateways", sources)
 	}
-	if _, ok := values["riskstream_heatmap_bucket_total,heatmap=api-latency,key=/pay,le=+Inf"]; !ok {
-		t.Error("the heatmap's +Inf bucket is not exported")
+	// The file ends with stragglers delivered 35-90 s late after the
+	// traffic stopped: too few to judge a clock by, so the skew exported
+	// stays the last judged, within the threshold.
+	for name, v := range values {
+		if strings.HasPrefix(name, "riskstream_source_skew_seconds,") && math.Abs(v) >= 0.015 {
+			t.Errorf("%s = %v s: an estimate still warming up was exported", name, v)
+		}
 	}
-	if values["riskstream_checkpoint_duration_seconds"] == 0 || values["riskstream_heatmap_bucket_total,heatmap=api-latency,key=/pay,le=50"] == 0 {
-		t.Errorf("no checkpoint or heatmap bucket counted: %v", values)
+	if values["riskstream_checkpoint_duration_seconds"] == 0 {
+		t.Errorf("no checkpoint counted: %v", values)
+	}
+	// The heatmap histogram counts what the heatmaps topic holds of /pay
+	// at the first revision of each window.
+	var payCount float64
+	for _, h := range readTopic(t, addr, "heatmaps") {
+		var rec struct {
+			Key      map[string]string `json:"key"`
+			Revision int               `json:"revision"`
+			Count    float64           `json:"count"`
+		}
+		if err := json.Unmarshal([]byte(h), &rec); err != nil {
+			t.Fatal(err)
+		}
+		if rec.Key["api"] == "/pay" && rec.Revision == 0 {
+			payCount += rec.Count
+		}
+	}
+	if got := values["riskstream_request_latency_seconds,heatmap=api-latency,key=/pay"]; got == 0 || got != payCount {
+		t.Errorf("the /pay latency histogram counts %v values, the heatmaps topic %v", got, payCount)
 	}
 }
 

@@ -37,22 +37,27 @@ func main() {
 }
 
 func newRootCmd() *cobra.Command {
-	var level string
+	var level, format string
 	root := &cobra.Command{
 		Use:           "riskstream",
 		Short:         "Event-time windows, decisions and latency heatmaps over request events",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			var l slog.Level
-			if err := l.UnmarshalText([]byte(level)); err != nil {
-				return fmt.Errorf("--log-level: %w", err)
+			if err := applyEnv(cmd); err != nil {
+				return err
 			}
-			slog.SetDefault(slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: l})))
+			l, err := newLogger(cmd.ErrOrStderr(), level, format)
+			if err != nil {
+				return err
+			}
+			slog.SetDefault(l)
 			return nil
 		},
 	}
 	root.PersistentFlags().StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
-	root.AddCommand(newCheckCmd(), newRunCmd(), newGenCmd(), newReplayCmd(), newProduceCmd(), newBrokerCmd())
+	root.PersistentFlags().StringVar(&format, "log-format", "text", "log format on stderr: text (key=value) or json (one object a line)")
+	root.AddCommand(newCheckCmd(), newRunCmd(), newGenCmd(), newReplayCmd(), newProduceCmd(), newBrokerCmd(), newVersionCmd())
+	documentEnv(root)
 	return root
 }

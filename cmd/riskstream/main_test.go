@@ -106,3 +106,16 @@ func TestProduceOversizedLine(t *testing.T) {
 		t.Fatalf("stderr does not report the line and the records sent:\n%s", stderr.String())
 	}
 }
+
+// TestVersion: the version command prints the build, one fact a line.
+func TestVersion(t *testing.T) {
+	out, err := run(t, "", "version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != 4 || !strings.HasPrefix(lines[0], "riskstream ") || !strings.HasPrefix(lines[1], "revision ") ||
+		!strings.HasPrefix(lines[2], "committed ") || !strings.HasPrefix(lines[3], "go         go1.") {
+		t.Fatalf("version printed:\n%s", out)
+	}
+}

@@ -62,7 +62,7 @@ which is plaintext: the TLS and SASL flags then are refused.
 	f.StringVar(&opts.Outputs.Late, "late-topic", sink.Late, "output topic for late events")
 	f.StringVar(&opts.Outputs.DLQ, "dlq-topic", sink.DLQ, "output topic for invalid records")
 	f.StringVar(&opts.StateDir, "state-dir", "riskstream-state", "state folder (Pebble; the embedded broker's data too)")
-	f.StringVar(&opts.MetricsAddr, "metrics-addr", ":9464", "address serving /metrics and /healthz; empty for none")
+	f.StringVar(&opts.MetricsAddr, "metrics-addr", ":9464", "address serving /metrics, /healthz and /readyz (200 once restored and consuming); empty for none")
 	f.DurationVar(&opts.CheckpointInterval, "checkpoint-interval", 0, "how often state and offsets are checkpointed (default 1s)")
 	f.IntVar(&opts.CacheSlots, "cache-slots", 0, "window states kept decoded in memory (default 1048576)")
 	f.IntVar(&opts.MetricLabelLimit, "metrics-label-limit", 100, "label values taken from the input (sources, heatmap keys) that metrics keep per label; later ones are counted as \"other\"")

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/riskstream/riskstream/broker"
+	"github.com/segmentio/kafka-go"
+	"github.com/spf13/pflag"
+)
+
+// runWithStderr executes the CLI with args, returning stdout, stderr and
+// the error main would print.
+func runWithStderr(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	cmd := newRootCmd()
+	var out, errOut bytes.Buffer
+	cmd.SetArgs(args)
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetIn(strings.NewReader(""))
+	err := cmd.Execute()
+	return out.String(), errOut.String(), err
+}
+
+// TestFlagsFromEnv: every flag can come from RISKSTREAM_<NAME>, a required
+// one included; the command line wins; a bad value names its variable.
+func TestFlagsFromEnv(t *testing.T) {
+	dir := t.TempDir()
+	gen, err := run(t, "", "gen", "--events", "50")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := filepath.Join(dir, "in.jsonl")
+	os.WriteFile(in, []byte(gen), 0o644)
+	t.Setenv("RISKSTREAM_RULES", "../../testdata/rules.yaml")
+	t.Setenv("RISKSTREAM_OUT", filepath.Join(dir, "from-env"))
+	t.Setenv("RISKSTREAM_PROGRESS", "off")
+	if out, err := run(t, "", "replay", in); err != nil || !strings.Contains(out, "records   50") {
+		t.Fatalf("replay with --rules from the environment: %q, %v", out, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "from-env", "decisions.jsonl")); err != nil {
+		t.Errorf("--out from RISKSTREAM_OUT: %v", err)
+	}
+	if _, err := run(t, "", "replay", "--out", filepath.Join(dir, "from-flag"), in); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "from-flag", "decisions.jsonl")); err != nil {
+		t.Errorf("the --out flag did not win over RISKSTREAM_OUT: %v", err)
+	}
+	t.Setenv("RISKSTREAM_SHARDS", "many")
+	if _, err := run(t, "", "replay", in); err == nil || !strings.Contains(err.Error(), "$RISKSTREAM_SHARDS") {
+		t.Errorf("a bad RISKSTREAM_SHARDS: %v", err)
+	}
+}
+
+// TestProduceFromEnv: a list flag (--brokers) and a boolean one
+// (--retime) from the environment.
+func TestProduceFromEnv(t *testing.T) {
+	b, err := broker.Start(broker.Options{Addr: "127.0.0.1:0", Topics: map[string]int32{"requests": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	file := filepath.Join(t.TempDir(), "in.jsonl")
+	os.WriteFile(file, []byte(`{"id":"a","ts":1732150000000,"ingest_ts":1732150000001}`+"\n"), 0o644)
+	t.Setenv("RISKSTREAM_BROKERS", b.Addr()+","+b.Addr()) // a list: one address twice
+	t.Setenv("RISKSTREAM_RETIME", "true")
+	// Read only with a SASL mechanism: it does not stop a plaintext run.
+	t.Setenv("RISKSTREAM_SASL_PASSWORD", "secret")
+	start := time.Now()
+	if _, err := run(t, "", "produce", file); err != nil {
+		t.Fatal(err)
+	}
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{b.Addr()}, Topic: "requests", MaxWait: 50 * time.Millisecond})
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m, err := r.ReadMessage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := m.Time.Sub(start); d < -time.Second || d > 10*time.Second {
+		t.Errorf("record time %v, %v from the start: RISKSTREAM_RETIME did not retime it", m.Time, d)
+	}
+}
+
+// TestLogFormat: --log-format json (or RISKSTREAM_LOG_FORMAT) writes one
+// JSON object a line on stderr; another format is refused.
+func TestLogFormat(t *testing.T) {
+	check := func(args ...string) {
+		t.Helper()
+		_, stderr, err := runWithStderr(t, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec map[string]any
+		line, _, _ := strings.Cut(stderr, "\n")
+		if err := json.Unmarshal([]byte(line), &rec); err != nil || rec["msg"] != "generated" || rec["level"] != "INFO" {
+			t.Errorf("%v: stderr is not JSON logs: %q (%v)", args, stderr, err)
+		}
+	}
+	check("gen", "--events", "5", "--log-format", "json")
+	t.Setenv("RISKSTREAM_LOG_FORMAT", "json")
+	check("gen", "--events", "5")
+	if _, _, err := runWithStderr(t, "gen", "--events", "5", "--log-format", "xml"); err == nil || !strings.Contains(err.Error(), "--log-format") {
+		t.Errorf("--log-format xml: %v", err)
+	}
+	// The command line wins over the environment.
+	if _, stderr, _ := runWithStderr(t, "gen", "--events", "5", "--log-format", "text"); !strings.HasPrefix(stderr, "time=") {
+		t.Errorf("--log-format text with RISKSTREAM_LOG_FORMAT=json: %q", stderr)
+	}
+}
+
+// TestEnvInHelp: every command's help says how the environment sets its
+// flags, and every flag names its variable.
+func TestEnvInHelp(t *testing.T) {
+	root := newRootCmd()
+	for _, c := range append(root.Commands(), root) {
+		if !strings.Contains(c.Long, "RISKSTREAM_STATE_DIR") {
+			t.Errorf("%s: the help does not explain the environment variables", c.Name())
+		}
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			if !strings.Contains(f.Usage, "$"+envName(f.Name)) {
+				t.Errorf("%s --%s: the usage does not name $%s", c.Name(), f.Name, envName(f.Name))
+			}
+		})
+	}
+	out, err := run(t, "", "run", "--help")
+	if err != nil || !strings.Contains(out, "[$RISKSTREAM_STATE_DIR]") {
+		t.Errorf("run --help: %v\n%s", err, out)
+	}
+}

@@ -1,0 +1,68 @@
+package stream
+
+import (
+	"fmt"
+	"net/http"
+	"sync"
+)
+
+// readiness answers /readyz: 503 until the job has restored its checkpoint
+// and every input partition it started with has had a fetch answered by
+// its leader, then 200 until the job stops. Once ready it stays so through
+// broker outages (the job retries them; /metrics tells them apart) and
+// partitions added later: a readiness probe gates a rollout, and a job that
+// ran is past what it checks. The zero value is not ready.
+type readiness struct {
+	mu       sync.Mutex
+	fetchers []*fetcher
+	started  bool // consuming was called
+	ready    bool
+	stopping bool
+}
+
+// consuming tells the readiness the fetchers the job started with, once
+// it restored its checkpoint.
+func (r *readiness) consuming(fetchers []*fetcher) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.fetchers, r.started = append([]*fetcher(nil), fetchers...), true
+}
+
+// stop makes the job not ready again, for good.
+func (r *readiness) stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stopping = true
+}
+
+// check reports whether the job is ready, else why not.
+func (r *readiness) check() (bool, string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.stopping:
+		return false, "stopping"
+	case r.ready:
+		return true, ""
+	case !r.started:
+		return false, "starting: restoring state and joining the group"
+	}
+	for _, f := range r.fetchers {
+		if !f.answered.Load() {
+			return false, fmt.Sprintf("waiting for the first fetch of %s partition %d", f.topic, f.partition)
+		}
+	}
+	r.ready = true
+	return true, ""
+}
+
+// ServeHTTP answers /readyz.
+func (r *readiness) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if ok, why := r.check(); !ok {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, "not ready: %s\n", why)
+		return
+	}
+	w.Write([]byte("ok\n"))
+}
