@@ -19,7 +19,7 @@ import (
 // root is the repository root: tests run in deploy/.
 const root = ".."
 
-// metricsAllowed are the series the job exposes (SPEC "Metrics"); a dashboard
+// metricsAllowed are the series the job exposes (docs/metrics.md); a dashboard
 // expression naming anything else is a typo.
 var metricsAllowed = map[string]bool{
 	"riskstream_events_total":                          true,
@@ -38,7 +38,8 @@ var metricsAllowed = map[string]bool{
 	"riskstream_state_bytes":                           true,
 }
 
-// metricsShown must each appear on the dashboard: one panel per SPEC metric.
+// metricsShown must each appear on the dashboard: one panel per metric
+// (docs/metrics.md describes them).
 var metricsShown = []string{
 	"riskstream_events_total",
 	"riskstream_decisions_total",

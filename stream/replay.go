@@ -86,7 +86,7 @@ type Summary struct {
 }
 
 // logTransition writes one line per skew transition, with the source and
-// the measured skew (SPEC "Clock skew").
+// the measured skew (docs/time.md "Clock skew").
 func logTransition(l *slog.Logger, tr watermark.Transition) {
 	if tr.Degraded {
 		l.Warn("source clock skewed: windowing its events by reference time",

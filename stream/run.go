@@ -507,7 +507,7 @@ func decodeOffsets(b []byte) (map[int32]int64, error) {
 	return m, nil
 }
 
-// metrics are the job's Prometheus metrics (SPEC "Metrics"), registered on
+// metrics are the job's Prometheus metrics (docs/metrics.md), registered on
 // an injected registry, never the global one.
 type metrics struct {
 	reg         *prometheus.Registry

@@ -1,5 +1,5 @@
 // Command riskstream is the stream processing job for real-time risk
-// control: see README.md and the SPEC. This file only wires the commands.
+// control: see README.md and docs/. This file only wires the commands.
 package main
 
 import (
