@@ -30,9 +30,9 @@ import (
 )
 
 // writeBackPerTick is how many changed window states the live loop writes
-// to Pebble every 10 ms tick ahead of the checkpoint (about 0.25 ms of
-// work, 25,600 states a second): BenchmarkCheckpoint measured a checkpoint
-// after 20,000 events at 21 ms without it and under 2 ms with it.
+// to Pebble every 10 ms tick ahead of the checkpoint (25,600 states a
+// second), so that the checkpoint, which pauses the loop, finds little left
+// to write (BenchmarkCheckpoint; BENCHMARKS.md, "Checkpoint pause").
 const writeBackPerTick = 256
 
 // stopOutputGrace is how long a stop waits for outputs the brokers do not
