@@ -26,7 +26,7 @@ const (
 	histogram = "histogram"
 )
 
-// metricTypes are the metric families the job exposes (SPEC "Metrics") and
+// metricTypes are the metric families the job exposes (docs/metrics.md) and
 // their types; a dashboard expression naming anything else is a typo.
 // TestMetricTypesDefined checks that the code defines each.
 var metricTypes = map[string]string{
@@ -42,6 +42,13 @@ var metricTypes = map[string]string{
 	"riskstream_checkpoint_duration_seconds":    histogram,
 	"riskstream_state_bytes":                    gauge,
 	"riskstream_build_info":                     gauge,
+	"riskstream_watermark_seconds":              gauge,
+	"riskstream_source_transitions_total":       counter,
+	"riskstream_skew_sources_forgotten_total":   counter,
+	"riskstream_output_truncated_total":         counter,
+	"riskstream_output_refused_total":           counter,
+	"riskstream_output_dropped_total":           counter,
+	"riskstream_state_write_errors_total":       counter,
 }
 
 // series is one series name a query can select: a family, or a
@@ -69,7 +76,8 @@ func lookupSeries(name string) (series, bool) {
 // rate or increase means anything.
 func (s series) counting() bool { return s.typ == counter || s.typ == histogram }
 
-// metricsShown must each appear on the dashboard: one panel per SPEC metric.
+// metricsShown must each appear on the dashboard: one panel per metric
+// (docs/metrics.md describes them).
 var metricsShown = []string{
 	"riskstream_events_total",
 	"riskstream_decisions_total",

@@ -99,7 +99,7 @@ type clocks struct {
 	skew     *watermark.SkewTracker
 	onTr     func(watermark.Transition)
 	// partitionSources names the source of events without one: their
-	// partition (SPEC "Input event").
+	// partition (docs/events.md "source").
 	partitionSources map[int32][]byte
 }
 

@@ -412,8 +412,9 @@ func diffSeq[T interface {
 	return nil
 }
 
-// diffHeatmaps compares heatmap records as multisets (SPEC fixes no order
-// between windows), then each engine quantile against the exact value.
+// diffHeatmaps compares heatmap records as multisets (the model does not
+// order windows fired together), then each engine quantile against the
+// exact value.
 func diffHeatmaps(got, want []hmRec) error {
 	got, want = slices.Clone(got), slices.Clone(want)
 	slices.SortStableFunc(got, compareIdentity)

@@ -9,7 +9,7 @@ import (
 	"strings"
 )
 
-// This file is a brute-force model of SPEC "Window semantics", written from
+// This file is a brute-force model of docs/time.md, written from
 // the contract and not from the engine: it keeps every accepted event and
 // recomputes each window's content by scanning them. It shares no code with
 // windows/ (no panes, no accumulators, no timers), so the two can only
@@ -65,8 +65,8 @@ func (e *genEvent) text(attr string) (string, bool) {
 	panic("unknown attribute " + attr)
 }
 
-// matches is SPEC "an event that lacks an attribute a rule needs (key,
-// filter, aggregated field) simply does not match".
+// matches is docs/events.md "Attributes": an event that lacks an attribute a
+// rule needs (key, filter, aggregated field) does not match it.
 func (sp *refSpec) matches(e *genEvent) bool {
 	if sp.where != nil && (e.api == "" || !slices.Contains(sp.where, e.api)) {
 		return false
@@ -143,7 +143,8 @@ type hmRec struct {
 	sorted    []float64  // model only: the window's values, ascending
 }
 
-// identity is what consumers dedupe heatmap records on (SPEC "Outputs").
+// identity is what consumers dedupe heatmap records on (docs/outputs.md
+// "Delivery and identity").
 func (h hmCore) identity() string {
 	return fmt.Sprintf("%s key=%q window=[%d,%d) rev=%d", h.name, h.key, h.start, h.end, h.rev)
 }
@@ -222,8 +223,8 @@ func newRefModel(c *propCase) *refModel {
 	return m
 }
 
-// purged is SPEC "its state is kept until the watermark reaches end - 1 +
-// allowed_lateness".
+// purged is docs/time.md "Firing and purging": the state is kept until the
+// watermark reaches end - 1 + allowed_lateness.
 func (m *refModel) purged(end, wm int64) bool { return end-1+m.lateness <= wm }
 
 // process runs one event against the watermark before it, then moves the

@@ -181,7 +181,7 @@ func (b *Batch) Reset() {
 // Grow makes room in b for n more records, about as many refs as the
 // records may have and keys of 16 bytes each. A run's first batches are all
 // fresh: filled by appends, their arrays were copied as they doubled and
-// each event's attributes allocated, a tenth of a short replay's CPU.
+// each event's attributes allocated, all of it fresh memory.
 func (b *Batch) Grow(n int) {
 	used := len(b.recs)
 	if more := used + n - len(b.events); more > 0 {

@@ -7,11 +7,11 @@ import (
 	"testing"
 )
 
-// typicalRecord is the SPEC's example event with a capture timestamp and a
+// typicalRecord is docs/events.md's example event with a capture timestamp and a
 // user agent, about 250 bytes.
 var typicalRecord = []byte(`{"id":"r-000001","ts":1732150000123,"ingest_ts":1732150000131,"source":"gw-3","user":"u42","device":"d9","api":"/pay","channel":"alipay","merchant":"m7","region":"cn-east","latency_ms":12.5,"status":200,"amount":99.0,"ua":"okhttp/4.12.0 (Android 14; Pixel 8)"}`)
 
-// typicalFields is what a rules file like the SPEC's uses.
+// typicalFields is what a rules file like docs/rules.md's example uses.
 var typicalFields = []Field{
 	{Name: "api"}, {Name: "user"}, {Name: "device"}, {Name: "channel"}, {Name: "merchant"},
 	{Name: "amount", Use: UseNumber}, {Name: "latency_ms", Use: UseNumber},

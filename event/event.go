@@ -29,8 +29,8 @@ type Value struct {
 	// string with only `"`, `\` and control characters escaped (and invalid
 	// UTF-8 replaced by U+FFFD); for a Number, its text as written; for a
 	// Bool, `true` or `false`. Equal values have equal Text, except numbers
-	// written differently (1 and 1.0), which keys tell apart as the SPEC says
-	// ("keyed by their JSON text") and filters compare by Num.
+	// written differently (1 and 1.0), which keys tell apart (docs/events.md
+	// "Attributes": keyed by their JSON text) and filters compare by Num.
 	Text []byte
 	// Num is the value of a Number.
 	Num float64

@@ -18,7 +18,7 @@ import (
 )
 
 // RelativeAccuracy is the sketch's guaranteed relative error on quantiles, the
-// SPEC's bound of 1%.
+// bound of 1% that docs/outputs.md "heatmap" states.
 const RelativeAccuracy = 0.01
 
 // indexMapping is shared by every sketch: they must agree to merge, and

@@ -9,7 +9,7 @@ import (
 
 var bounds = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000}
 
-// TestQuantileError checks the SPEC's bound: quantiles within 1% of the
+// TestQuantileError checks docs/outputs.md's bound: quantiles within 1% of the
 // exact value at rank floor(q·(n−1)), over lognormal latencies.
 func TestQuantileError(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))

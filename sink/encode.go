@@ -46,7 +46,7 @@ func (e *Encoder) quoted(s string) []byte {
 	return q
 }
 
-// AppendDecision appends a decision record (SPEC "Outputs").
+// AppendDecision appends a decision record (docs/outputs.md "decision").
 func (e *Encoder) AppendDecision(dst []byte, d *windows.Decision) []byte {
 	rule := e.quoted(d.Rule.Name)
 	dst = append(dst, `{"id":`...)
@@ -76,7 +76,7 @@ func (e *Encoder) AppendDecision(dst []byte, d *windows.Decision) []byte {
 	return append(dst, '\n')
 }
 
-// AppendHeatmap appends a heatmap record (SPEC "Outputs").
+// AppendHeatmap appends a heatmap record (docs/outputs.md "heatmap").
 func (e *Encoder) AppendHeatmap(dst []byte, h *windows.HeatmapWindow) []byte {
 	a := h.Acc
 	dst = append(dst, `{"heatmap":`...)

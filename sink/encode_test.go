@@ -12,7 +12,7 @@ import (
 	"github.com/riskstream/riskstream/windows"
 )
 
-// TestDecisionFormat: the SPEC's decision example, field for field.
+// TestDecisionFormat: docs/outputs.md's decision example, field for field.
 func TestDecisionFormat(t *testing.T) {
 	r := &rules.Rule{Name: "pay-burst", Action: "deny", Key: []string{"user"}, Threshold: 5}
 	d := &windows.Decision{Rule: r, EventID: []byte(`"r-000007"`), EventTS: 1732150000999,

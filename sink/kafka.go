@@ -23,7 +23,8 @@ type Topics struct {
 	Decisions, Heatmaps, Late, DLQ string
 }
 
-// DefaultTopics are the SPEC's default output topic names.
+// DefaultTopics are the default output topic names (docs/outputs.md "Where
+// they go").
 var DefaultTopics = Topics{Decisions: Decisions, Heatmaps: Heatmaps, Late: Late, DLQ: DLQ}
 
 // Kafka buffers the outputs as Kafka messages. The live job detaches the

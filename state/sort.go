@@ -35,9 +35,9 @@ func (k *sortKey) byte(i int) byte {
 // It is a least-significant-digit radix sort of the 16-byte prefixes, which
 // skips the bytes all keys share (the key prefix, the rule index), then a
 // comparison sort of the rare runs whose prefixes tie. Sorting a
-// checkpoint's 200,000 writes with comparisons cost 400 ns each, most of a
-// commit's CPU besides Pebble's: the keys' first bytes are shared, so the
-// comparisons went on to the keys themselves, a cache miss each.
+// checkpoint's writes with comparisons was most of a commit's CPU besides
+// Pebble's: the keys' first bytes are shared, so the comparisons went on
+// to the keys themselves, a cache miss each.
 func sortWrites(keys, tmp []sortKey, key func(op int) []byte) []sortKey {
 	n := len(keys)
 	if n < 2 {

@@ -256,7 +256,7 @@ func Open(opts Options) (*DB, error) {
 	po.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
 	// The live job rewrites the state of every active key each second, so
 	// most of what is flushed is soon overwritten: compressing it was a
-	// fifth of the CPU of writing state (BenchmarkCheckpoints), for a
+	// large part of the CPU of writing state (BenchmarkCheckpoints), for a
 	// store that stays small, and compacting level 0 after every four
 	// flushes rewrote each state again and again. Twelve tables per
 	// compaction write the survivors once; reads of evicted state, the

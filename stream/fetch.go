@@ -21,11 +21,11 @@ const (
 	// before the connection is taken for broken. kafka-go's Reader uses
 	// MaxWait itself as the client deadline and, once it is missed,
 	// reconnects after a 100 ms backoff: on a busy machine (GC, a loaded
-	// CPU) that added 100+ ms to every record behind it.
+	// CPU) that added the backoff to every record behind it.
 	fetchTimeout = 10 * time.Second
 	// fetchMaxBytes bounds one fetch's records: Kafka's own default per
-	// partition. The loop handles a fetch at once, so a catching-up job
-	// with 16 MiB fetches let a checkpoint wait for ~60,000 records.
+	// partition. The loop handles a fetch at once, so with larger fetches a
+	// catching-up job made a checkpoint wait for a whole large fetch.
 	fetchMaxBytes = 1 << 20
 )
 
@@ -137,8 +137,8 @@ func (f *fetcher) connectAndFetch(ctx context.Context) error {
 }
 
 // fetchedPool recycles the slices fetches are read into (the loop puts
-// them back with recycleFetched): growing a slice of a few thousand 200-byte
-// messages from nothing, on every fetch, was a fifth of fetching.
+// them back with recycleFetched): growing a slice of thousands of messages
+// from nothing, on every fetch, was a large part of fetching.
 var fetchedPool = sync.Pool{New: func() any { return new([]kafka.Message) }}
 
 // recycleFetched gives back the slice of a fetch whose records are processed.

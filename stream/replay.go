@@ -86,7 +86,7 @@ type Summary struct {
 }
 
 // logTransition writes one line per skew transition, with the source and
-// the measured skew (SPEC "Clock skew").
+// the measured skew (docs/time.md "Clock skew").
 func logTransition(l *slog.Logger, tr watermark.Transition) {
 	if tr.Degraded {
 		l.Warn("source clock skewed: windowing its events by reference time",
@@ -170,11 +170,11 @@ func Replay(ctx context.Context, opts ReplayOptions) (_ *Summary, err error) {
 	defer cancel()
 	// Queues between stages are 2 deep: enough to ride out one stage's
 	// hiccup, and every batch in flight is memory touched (a chunk of input
-	// and its decoded records, ~3 MB). 4-deep queues made peak RSS 390 MiB
-	// instead of 312 at the same speed. The free lists hold every chunk and
-	// batch that can be in flight, so none is dropped and allocated again:
-	// fresh memory costs a page fault per 4 KiB (page faults were 17% of
-	// replay's CPU).
+	// and its decoded records): deeper queues raised peak RSS at the same
+	// speed. The free lists hold every chunk and batch that can be in
+	// flight, so none is dropped and allocated again: fresh memory costs a
+	// page fault per 4 KiB, which was a large part of replay's CPU
+	// (BENCHMARKS.md).
 	workers := runtime.GOMAXPROCS(0)
 	// Where a chunk (and its batch) can be: the reader's current and next,
 	// chunks 2, the dispatcher 1, work and the workers 2*workers, ordered

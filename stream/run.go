@@ -29,9 +29,9 @@ import (
 )
 
 // writeBackPerTick is how many changed window states the live loop writes
-// to Pebble every 10 ms tick ahead of the checkpoint (about 0.25 ms of
-// work, 25,600 states a second): BenchmarkCheckpoint measured a checkpoint
-// after 20,000 events at 21 ms without it and under 2 ms with it.
+// to Pebble every 10 ms tick ahead of the checkpoint (25,600 states a
+// second), so that the checkpoint, which pauses the loop, finds little left
+// to write (BenchmarkCheckpoint; BENCHMARKS.md, "Checkpoint pause").
 const writeBackPerTick = 256
 
 // stopOutputGrace is how long a stop waits for outputs the brokers do not
@@ -525,7 +525,7 @@ func decodeOffsets(b []byte) (map[int32]int64, error) {
 	return m, nil
 }
 
-// metrics are the job's Prometheus metrics (SPEC "Metrics"), registered on
+// metrics are the job's Prometheus metrics (docs/metrics.md), registered on
 // an injected registry, never the global one.
 type metrics struct {
 	reg         *prometheus.Registry

@@ -85,7 +85,7 @@ func recallPrecision(got, want map[string]bool) (recall, precision float64) {
 // TestSkewDegradationKeepsDecisions is the point of skew handling: with one
 // of four sources stepping +200 ms, the decisions made with degradation
 // match those of the same workload without skew far better than with
-// degradation off (SPEC "Clock skew", issue 4).
+// degradation off (docs/time.md "Clock skew", issue 4).
 func TestSkewDegradationKeepsDecisions(t *testing.T) {
 	o := gen.DefaultOptions()
 	o.Events, o.Users, o.Rate, o.BurstRate = 120_000, 600, 2_000, 1

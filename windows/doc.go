@@ -1,6 +1,6 @@
 // Package windows is the window operator: event-time tumbling, sliding and
-// session windows per key, with Flink's semantics (see the SPEC's "Window
-// semantics" and testdata/scenarios for each rule spelled out).
+// session windows per key, with Flink's semantics (see docs/time.md, and
+// testdata/scenarios for each rule spelled out).
 //
 // The Operator is a pure state machine in the manner of etcd's raft
 // RawNode. Its caller drives it with a loop of

@@ -87,8 +87,8 @@ func (x *slotIndex) grow() {
 	// A large array is fresh memory from the OS. Rehashing would read each
 	// page before writing it: the read maps the shared zero page, and the
 	// write then copies it and flushes the TLB of every core by interrupt.
-	// Writing zeros first costs one fault per page instead of two and the
-	// interrupts (which were 2.5% of replay's CPU).
+	// Writing zeros first costs one fault per page instead of two, and no
+	// interrupts.
 	clear(x.entries)
 	x.shift = uint(64 - bits.TrailingZeros(uint(size)))
 	for _, e := range old {

@@ -34,9 +34,8 @@ type spec struct {
 	// watermark has not passed, and every access purges first), so a purge
 	// may come late, and the timers of many keys then share a time. It is
 	// the window's size or gap, between 1 and 10 s: a sliding minute's
-	// timers fired once a second, each at a slot out of the CPU cache (a
-	// quarter of replay's timer work); a short window's state is kept at
-	// most twice as long.
+	// timers fired once a second, each at a slot out of the CPU cache; a
+	// short window's state is kept at most twice as long.
 	purgeGrain int64
 	gap        int64 // session
 	lateness   int64

@@ -38,7 +38,7 @@ func ceilTo(t, m int64) int64 { return -floorTo(-t, m) }
 
 // divisor rounds times to multiples of a window's pane or slide with a
 // multiplication instead of a 64-bit division, which costs tens of cycles
-// and was 4% of replay's CPU. It is Granlund and Montgomery's method for
+// on a hot path. It is Granlund and Montgomery's method for
 // dividends below 2^63 (Division by Invariant Integers using
 // Multiplication, 1994, theorem 4.2): with l = ceil(log2 d) and
 // magic = ceil(2^(63+l) / d), t / d = (t * magic) >> (63+l) for every

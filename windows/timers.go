@@ -9,9 +9,9 @@ import (
 // timerBucket holds the timers due at one time, in the order they were set.
 // They are kept in blocks of 8, 16, … up to 512 entries rather than one
 // slice: a slice grown by doubling leaves its old arrays behind, and in a
-// replay (which collects garbage rarely) that was 77 MB of fresh memory for
-// timers whose peak was 4 MB. Blocks go back to the queue's free lists when
-// the bucket has run, and the next buckets take them.
+// replay (which collects garbage rarely) that was fresh memory many times
+// the timers' peak (BENCHMARKS.md). Blocks go back to the queue's free
+// lists when the bucket has run, and the next buckets take them.
 type timerBucket struct {
 	at     int64
 	blocks [][]timerEntry // all full but the last

@@ -1,5 +1,5 @@
 // Command riskstream is the stream processing job for real-time risk
-// control: see README.md and the SPEC. This file only wires the commands.
+// control: see README.md and docs/. This file only wires the commands.
 package main
 
 import (
@@ -13,14 +13,12 @@ import (
 
 // gcPercent is the garbage collector's target, unless GOGC is set, for
 // replay and the live job on an external broker, whose heap is mostly
-// long-lived window state, and for produce (see there). Go's default of 100
-// collected eight times over a 2M-event replay while the state grew (a
-// tenth of the CPU, and more in write barriers), three times at 400; the
-// live job's CPU per event at 200,000 events/s went from 6.8 to 5.5 µs. The
-// embedded broker's process keeps the default: its fetch answers are large
+// long-lived window state, and for produce (see there). At Go's default of
+// 100 the collector runs again and again while the state grows, which
+// stays live: wasted CPU and write barriers (BENCHMARKS.md). The embedded
+// broker's process keeps the default: its fetch answers are large
 // short-lived buffers, and at 400 it faulted in and cleared fresh memory
-// for them instead of reusing it, more than doubling its CPU. Set
-// GOMEMLIMIT in containers.
+// for them instead of reusing it. Set GOMEMLIMIT in containers.
 const gcPercent = 400
 
 func setGCPercent() {

@@ -46,10 +46,9 @@ age. Without --retime the records go as recorded (a faithful replay).
 			if err := resolveSecurity(); err != nil {
 				return err
 			}
-			// Its heap is a few MB of records in flight, and it allocates
-			// each line: at Go's default target it collected 58 times a
-			// second at 200,000 lines/s (463 times in 8 s, 6.7 s of CPU;
-			// at 400, 79 times and 5.1 s).
+			// Its heap is small, the records in flight, and it allocates
+			// each line: at Go's default target it collects many times a
+			// second at a high rate (BENCHMARKS.md).
 			setGCPercent()
 			o.File = args[0]
 			o.Stdin = cmd.InOrStdin()
