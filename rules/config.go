@@ -3,7 +3,7 @@ package rules
 import (
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v4"
 )
 
 // defaultWatermark and defaultSkew are the settings of a file that leaves
