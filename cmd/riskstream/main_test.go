@@ -106,3 +106,39 @@ func TestProduceOversizedLine(t *testing.T) {
 		t.Fatalf("stderr does not report the line and the records sent:\n%s", stderr.String())
 	}
 }
+
+// TestCheckWarnsSlideLargerThanSize: a sliding window whose slide is
+// larger than its size passes check with a warning on stderr naming the
+// line.
+func TestCheckWarnsSlideLargerThanSize(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "gaps.yaml")
+	os.WriteFile(file, []byte("heatmaps:\n  - name: h\n    key: [api]\n    field: latency_ms\n    window: {type: sliding, size: 1s,\n      slide: 5s}\n    buckets: [1]\n"), 0o644)
+	cmd := newRootCmd()
+	var stdout, stderr bytes.Buffer
+	cmd.SetArgs([]string{"check", file})
+	cmd.SetOut(&stdout)
+	cmd.SetErr(&stderr)
+	if err := cmd.Execute(); err != nil {
+		t.Fatalf("check refused a valid file: %v", err)
+	}
+	if want := "warning: " + file + ":6: slide 5s is larger than size 1s"; !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr = %q, want it to contain %q", stderr.String(), want)
+	}
+	if !strings.Contains(stdout.String(), "ok: 0 rules, 1 heatmaps") {
+		t.Errorf("stdout = %q", stdout.String())
+	}
+
+	// A job logs the warning at start.
+	cmd = newRootCmd()
+	stderr.Reset()
+	cmd.SetArgs([]string{"replay", "--rules", file, "--out", t.TempDir(), "-"})
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(&stderr)
+	cmd.SetIn(strings.NewReader(`{"id":"a","ts":1,"api":"/pay","latency_ms":1}` + "\n"))
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stderr.String(), "level=WARN") || !strings.Contains(stderr.String(), file+":6: slide 5s") {
+		t.Errorf("replay did not log the warning:\n%s", stderr.String())
+	}
+}

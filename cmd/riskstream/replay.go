@@ -43,7 +43,7 @@ func newReplayCmd() *cobra.Command {
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			setGCPercent()
-			cfg, err := rules.Load(rulesFile)
+			cfg, err := loadRules(rulesFile)
 			if err != nil {
 				return err
 			}

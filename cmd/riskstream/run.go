@@ -6,7 +6,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/stream"
 	"github.com/spf13/cobra"
@@ -33,7 +32,7 @@ which is plaintext: the TLS and SASL flags then are refused.
 			if err := resolveSecurity(); err != nil {
 				return err
 			}
-			cfg, err := rules.Load(rulesFile)
+			cfg, err := loadRules(rulesFile)
 			if err != nil {
 				return err
 			}
