@@ -197,6 +197,43 @@ func TestReplayInputs(t *testing.T) {
 	}
 }
 
+// TestReplayGzipByContent: a gzip input is decompressed whatever its name,
+// from a file or stdin, and gives the same outputs as the same records in
+// a .gz file; a .gz file that is not gzip is refused.
+func TestReplayGzipByContent(t *testing.T) {
+	cfg := loadRules(t)
+	gz, err := os.ReadFile(bundledInput)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	renamed := filepath.Join(dir, "capture.jsonl")
+	if err := os.WriteFile(renamed, gz, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The bundled workload is small: keep the comparison to two files.
+	want := replay(t, ReplayOptions{Config: cfg, Inputs: []string{bundledInput}, OutDir: filepath.Join(dir, "want")})
+	wantOut := readOutputs(t, filepath.Join(dir, "want"))
+	for name, opts := range map[string]ReplayOptions{
+		"file":  {Inputs: []string{renamed}},
+		"stdin": {Inputs: []string{"-"}, Stdin: bytes.NewReader(gz)},
+	} {
+		opts.Config, opts.OutDir = cfg, filepath.Join(dir, name)
+		sum := replay(t, opts)
+		if sum.Records != want.Records || sum.Invalid != want.Invalid {
+			t.Errorf("%s: records %d invalid %d, want %d and %d", name, sum.Records, sum.Invalid, want.Records, want.Invalid)
+		}
+		if got := readOutputs(t, opts.OutDir); !bytes.Equal(got["decisions.jsonl"], wantOut["decisions.jsonl"]) {
+			t.Errorf("%s: decisions differ from the .gz input's", name)
+		}
+	}
+	notGzip := filepath.Join(dir, "plain.jsonl.gz")
+	os.WriteFile(notGzip, []byte(`{"id":"a","ts":1}`+"\n"), 0o644)
+	if _, err := Replay(context.Background(), ReplayOptions{Config: cfg, Inputs: []string{notGzip}, OutDir: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "gzip") {
+		t.Errorf("a .gz file that is not gzip: err = %v, want a gzip error", err)
+	}
+}
+
 // TestReplayLongLine feeds a record longer than the reader's buffer.
 func TestReplayLongLine(t *testing.T) {
 	cfg := loadRules(t)
