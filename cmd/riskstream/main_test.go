@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/riskstream/riskstream/broker"
+	"github.com/spf13/cobra"
 )
 
 // run executes the CLI with args as a user would, returning stdout and the
@@ -59,6 +60,12 @@ func TestReplayCommand(t *testing.T) {
 	}
 	if _, err := run(t, "", "replay", "--out", dir, "x.jsonl"); err == nil {
 		t.Error("--rules is required")
+	}
+	for _, flag := range []string{"--shards=-3", "--shards=0", "--cache-slots=-1"} {
+		_, err := run(t, "", "replay", "--rules", "../../testdata/rules.yaml", "--out", dir, flag, "../../testdata/requests.jsonl.gz")
+		if name, _, _ := strings.Cut(flag, "="); err == nil || !strings.Contains(err.Error(), name+" must be at least 1") {
+			t.Errorf("replay %s: err = %v, want it refused", flag, err)
+		}
 	}
 }
 
@@ -140,5 +147,22 @@ func TestCheckWarnsSlideLargerThanSize(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "level=WARN") || !strings.Contains(stderr.String(), file+":6: slide 5s") {
 		t.Errorf("replay did not log the warning:\n%s", stderr.String())
+	}
+}
+
+// TestBrokersFlag: run and produce take --brokers the same way, as a list
+// given comma-separated (blanks dropped) or by repeating the flag.
+func TestBrokersFlag(t *testing.T) {
+	for _, cmd := range []*cobra.Command{newRunCmd(), newProduceCmd()} {
+		if err := cmd.ParseFlags([]string{"--brokers", "a:9092, b:9092,", "--brokers", "c:9092"}); err != nil {
+			t.Fatalf("%s: %v", cmd.Name(), err)
+		}
+		v, err := cmd.Flags().GetStringSlice("brokers")
+		if err != nil {
+			t.Fatalf("%s --brokers is not a list: %v", cmd.Name(), err)
+		}
+		if got := strings.Join(brokerList(v), " "); got != "a:9092 b:9092 c:9092" {
+			t.Errorf("%s --brokers gives %q", cmd.Name(), got)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -42,6 +43,9 @@ func newReplayCmd() *cobra.Command {
   riskstream gen --events 100000 | riskstream replay --rules testdata/rules.yaml -`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := atLeastOne(cmd, "shards", "cache-slots"); err != nil {
+				return err
+			}
 			setGCPercent()
 			cfg, err := loadRules(rulesFile)
 			if err != nil {
@@ -82,6 +86,23 @@ func newReplayCmd() *cobra.Command {
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) to this file")
 	cmd.MarkFlagRequired("rules")
 	return cmd
+}
+
+// atLeastOne refuses an integer flag given a value below 1; left out, the
+// flag keeps its default.
+func atLeastOne(cmd *cobra.Command, names ...string) error {
+	var errs []error
+	for _, name := range names {
+		if !cmd.Flags().Changed(name) {
+			continue
+		}
+		if v, err := cmd.Flags().GetInt(name); err != nil {
+			errs = append(errs, fmt.Errorf("--%s: %w", name, err))
+		} else if v < 1 {
+			errs = append(errs, fmt.Errorf("--%s must be at least 1, got %d", name, v))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func isTerminal(f *os.File) bool {

@@ -3,7 +3,6 @@ package main
 import (
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/riskstream/riskstream/sink"
@@ -12,7 +11,7 @@ import (
 )
 
 func newRunCmd() *cobra.Command {
-	var rulesFile, brokers, cpuProfile string
+	var rulesFile, cpuProfile string
 	opts := stream.RunOptions{Outputs: sink.DefaultTopics}
 	var resolveSecurity func() error
 	cmd := &cobra.Command{
@@ -32,13 +31,15 @@ which is plaintext: the TLS and SASL flags then are refused.
 			if err := resolveSecurity(); err != nil {
 				return err
 			}
+			if err := atLeastOne(cmd, "cache-slots"); err != nil {
+				return err
+			}
 			cfg, err := loadRules(rulesFile)
 			if err != nil {
 				return err
 			}
 			opts.Config = cfg
-			if brokers != "" {
-				opts.Brokers = strings.Split(brokers, ",")
+			if opts.Brokers = brokerList(opts.Brokers); len(opts.Brokers) > 0 {
 				setGCPercent()
 			}
 			// SIGINT/SIGTERM: stop fetching, drain, flush, checkpoint, exit 0.
@@ -54,7 +55,7 @@ which is plaintext: the TLS and SASL flags then are refused.
 	}
 	f := cmd.Flags()
 	f.StringVar(&rulesFile, "rules", "", "rules file (YAML); required")
-	f.StringVar(&brokers, "brokers", "", "Kafka bootstrap brokers, comma-separated (default: start an embedded broker on 127.0.0.1:9092)")
+	addBrokersFlag(cmd, &opts.Brokers, "start an embedded broker on 127.0.0.1:9092")
 	f.StringVar(&opts.Topic, "topic", "requests", "input topic")
 	f.StringVar(&opts.Group, "group", "riskstream", "consumer group: joined to keep a second instance out, and given the checkpointed offsets for lag tools")
 	f.StringVar(&opts.Outputs.Decisions, "decisions-topic", sink.Decisions, "output topic for decisions")
