@@ -166,3 +166,21 @@ func TestBrokersFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultStateDir: run's state lives in one folder per user, not in
+// the working directory.
+func TestDefaultStateDir(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", "/var/xdg")
+	if got := defaultStateDir(); got != filepath.Join("/var/xdg", "riskstream") {
+		t.Errorf("with XDG_STATE_HOME: %s", got)
+	}
+	home := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", "relative/is/ignored")
+	t.Setenv("HOME", home)
+	if got := defaultStateDir(); got != filepath.Join(home, ".local", "state", "riskstream") {
+		t.Errorf("without XDG_STATE_HOME: %s", got)
+	}
+	if def := newRunCmd().Flags().Lookup("state-dir").DefValue; !filepath.IsAbs(def) {
+		t.Errorf("run --state-dir defaults to %q, a path relative to the working directory", def)
+	}
+}

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/riskstream/riskstream/sink"
@@ -39,6 +41,9 @@ which is plaintext: the TLS and SASL flags then are refused.
 				return err
 			}
 			opts.Config = cfg
+			if !cmd.Flags().Changed("state-dir") {
+				slog.Info("state in the default folder (--state-dir)", "dir", opts.StateDir)
+			}
 			if opts.Brokers = brokerList(opts.Brokers); len(opts.Brokers) > 0 {
 				setGCPercent()
 			}
@@ -62,7 +67,7 @@ which is plaintext: the TLS and SASL flags then are refused.
 	f.StringVar(&opts.Outputs.Heatmaps, "heatmaps-topic", sink.Heatmaps, "output topic for heatmaps")
 	f.StringVar(&opts.Outputs.Late, "late-topic", sink.Late, "output topic for late events")
 	f.StringVar(&opts.Outputs.DLQ, "dlq-topic", sink.DLQ, "output topic for invalid records")
-	f.StringVar(&opts.StateDir, "state-dir", "riskstream-state", "state folder (Pebble; the embedded broker's data too)")
+	f.StringVar(&opts.StateDir, "state-dir", defaultStateDir(), "state folder: checkpointed window state and offsets (Pebble), and the embedded broker's data")
 	f.StringVar(&opts.MetricsAddr, "metrics-addr", ":9464", "address serving /metrics and /healthz; empty for none")
 	f.DurationVar(&opts.CheckpointInterval, "checkpoint-interval", 0, "how often state and offsets are checkpointed (default 1s)")
 	f.IntVar(&opts.CacheSlots, "cache-slots", 0, "window states kept decoded in memory (default 1048576)")
@@ -73,4 +78,20 @@ which is plaintext: the TLS and SASL flags then are refused.
 	resolveSecurity = addSecurityFlags(cmd, &opts.Security)
 	cmd.MarkFlagRequired("rules")
 	return cmd
+}
+
+// defaultStateDir is run's --state-dir when none is given: one folder per
+// user, whatever the working directory, so that a job restarted from
+// elsewhere resumes from its checkpoint (and the embedded broker keeps its
+// topics): $XDG_STATE_HOME/riskstream, else ~/.local/state/riskstream, the
+// XDG base directory for state that outlives a run. Without a home it is
+// riskstream-state in the working directory.
+func defaultStateDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "riskstream")
+	}
+	if home, err := os.UserHomeDir(); err == nil && home != "" {
+		return filepath.Join(home, ".local", "state", "riskstream")
+	}
+	return "riskstream-state"
 }
