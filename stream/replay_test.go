@@ -165,6 +165,37 @@ func TestBundledInputIsGenerated(t *testing.T) {
 	}
 }
 
+// TestGeneratedWorkloadNotSkewed: gen's workloads have perfect clocks unless
+// told otherwise, so a replay of one degrades no source, late records
+// included (a denser share of them than the default too), and reports
+// them as late.
+func TestGeneratedWorkloadNotSkewed(t *testing.T) {
+	cfg := loadRules(t)
+	for name, late := range map[string]float64{"default": gen.DefaultOptions().LateFraction, "late 1%": 0.01} {
+		t.Run(name, func(t *testing.T) {
+			o := gen.DefaultOptions()
+			o.LateFraction = late
+			var in bytes.Buffer
+			st, err := gen.Generate(&in, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum := replay(t, ReplayOptions{Config: cfg, Inputs: []string{"-"}, Stdin: &in, OutDir: t.TempDir()})
+			for _, src := range sum.Sources {
+				if src.Degraded || src.Transitions > 0 || src.Skew < -time.Second {
+					t.Errorf("source %s degraded (skew %v, %d transitions)", src.Source, src.Skew, src.Transitions)
+				}
+			}
+			if len(sum.Sources) != o.Sources || sum.Retimed != 0 {
+				t.Errorf("%d sources, %d events re-timed; want %d and none", len(sum.Sources), sum.Retimed, o.Sources)
+			}
+			if st.Late > 100 && sum.Late == 0 {
+				t.Errorf("none of the %d late records generated is late in the replay", st.Late)
+			}
+		})
+	}
+}
+
 // TestReplayInputs covers stdin, plain files, several inputs as one stream,
 // blank lines and CRLF, and a missing file.
 func TestReplayInputs(t *testing.T) {
