@@ -126,6 +126,9 @@ func Replay(ctx context.Context, opts ReplayOptions) (*Summary, error) {
 		}
 	}
 	start := opts.Now()
+	// Every log record of the run clears the progress line first.
+	prog := newProgress(opts.Progress, opts.Now)
+	opts.Logger = prog.logger(opts.Logger)
 
 	stateDir := opts.StateDir
 	if stateDir == "" {
@@ -199,7 +202,6 @@ func Replay(ctx context.Context, opts ReplayOptions) (*Summary, error) {
 		shards.Wait()
 	}()
 
-	prog := newProgress(opts.Progress, opts.Now)
 	for b := range merge {
 		if b.c.err != nil {
 			return nil, fmt.Errorf("input %s: %w", b.c.file, b.c.err)
