@@ -81,8 +81,6 @@ type Summary struct {
 	// degraded.
 	Sources []watermark.SourceSkew
 	Elapsed time.Duration
-	// StateBytes is the size of the state store on disk at the end.
-	StateBytes uint64
 }
 
 // logTransition writes one line per skew transition, with the source and
@@ -230,17 +228,15 @@ func Replay(ctx context.Context, opts ReplayOptions) (*Summary, error) {
 		return nil, err
 	}
 	prog.done(e)
-	var diskBytes uint64
 	for _, db := range dbs {
 		if err := db.Commit(false); err != nil {
 			return nil, err
 		}
-		diskBytes += db.DiskBytes()
 	}
 	// Only a run that succeeded replaces the outputs of the one before.
 	if err := files.Commit(); err != nil {
 		return nil, err
 	}
-	sum := &Summary{Stats: e.Stats(), Sources: e.Sources(), Elapsed: opts.Now().Sub(start), StateBytes: diskBytes}
+	sum := &Summary{Stats: e.Stats(), Sources: e.Sources(), Elapsed: opts.Now().Sub(start)}
 	return sum, nil
 }

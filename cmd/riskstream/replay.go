@@ -126,7 +126,6 @@ func printSummary(w io.Writer, cfg *rules.Config, outDir string, s *stream.Summa
 	if s.Retimed > 0 {
 		fmt.Fprintf(w, "re-timed  %d events windowed by reference time\n", s.Retimed)
 	}
-	fmt.Fprintf(w, "elapsed   %.3fs, %.0f events/s, state %d bytes on disk\n",
-		s.Elapsed.Seconds(), s.EventsPerSecond(), s.StateBytes)
+	fmt.Fprintf(w, "elapsed   %.3fs, %.0f events/s\n", s.Elapsed.Seconds(), s.EventsPerSecond())
 	fmt.Fprintf(w, "outputs   %s/{decisions,heatmaps,late,dlq}.jsonl\n", outDir)
 }
