@@ -53,6 +53,6 @@ func newRootCmd() *cobra.Command {
 		},
 	}
 	root.PersistentFlags().StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
-	root.AddCommand(newCheckCmd(), newRunCmd(), newGenCmd(), newReplayCmd(), newProduceCmd(), newBrokerCmd())
+	root.AddCommand(newCheckCmd(), newRunCmd(), newGenCmd(), newReplayCmd(), newProduceCmd(), newBrokerCmd(), newHealthcheckCmd())
 	return root
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -182,5 +184,29 @@ func TestDefaultStateDir(t *testing.T) {
 	}
 	if def := newRunCmd().Flags().Lookup("state-dir").DefValue; !filepath.IsAbs(def) {
 		t.Errorf("run --state-dir defaults to %q, a path relative to the working directory", def)
+	}
+}
+
+// TestHealthcheck: exit 0 when /healthz answers 200, an error naming the
+// answer or the failure otherwise.
+func TestHealthcheck(t *testing.T) {
+	status := http.StatusOK
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" {
+			http.NotFound(w, r)
+			return
+		}
+		w.WriteHeader(status)
+	}))
+	defer srv.Close()
+	if _, err := run(t, "", "healthcheck", "--url", srv.URL+"/healthz"); err != nil {
+		t.Errorf("healthy job: %v", err)
+	}
+	status = http.StatusServiceUnavailable
+	if _, err := run(t, "", "healthcheck", "--url", srv.URL+"/healthz"); err == nil || !strings.Contains(err.Error(), "503") {
+		t.Errorf("unhealthy job: err = %v, want the 503", err)
+	}
+	if _, err := run(t, "", "healthcheck", "--url", "http://127.0.0.1:1/healthz", "--timeout", "2s"); err == nil {
+		t.Error("no job: healthcheck succeeded")
 	}
 }
