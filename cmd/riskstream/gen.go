@@ -41,7 +41,7 @@ flags always produce the same bytes.`,
 			}
 			w, closeFn, err := createOutput(out, cmd.OutOrStdout())
 			if err != nil {
-				return err
+				return fmt.Errorf("--out: %w", err)
 			}
 			st, err := gen.Generate(w, o)
 			if cerr := closeFn(); err == nil {

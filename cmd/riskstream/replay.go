@@ -20,11 +20,11 @@ func startCPUProfile(path string) (stop func(), err error) {
 	}
 	f, err := os.Create(path)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
 	}
 	if err := pprof.StartCPUProfile(f); err != nil {
 		f.Close()
-		return nil, err
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
 	}
 	return func() {
 		pprof.StopCPUProfile()
