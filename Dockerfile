@@ -9,7 +9,10 @@
 # used by the compose "producer" profile to pipe gen into produce) -> runtime
 # (the default, last stage: distroless static, no shell, non-root).
 
-ARG GO_VERSION=1.26
+# The go line of go.mod, exactly: the golang images set GOTOOLCHAIN=local,
+# so an older cached 1.26 image would refuse to build the module
+# (deploy/deploy_test.go keeps the two equal).
+ARG GO_VERSION=1.26.8
 
 FROM golang:${GO_VERSION} AS build
 WORKDIR /src

@@ -10,10 +10,11 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v4"
 )
 
 // root is the repository root: tests run in deploy/.
@@ -139,6 +140,14 @@ type composeService struct {
 	DependsOn   any            `yaml:"depends_on"`
 	Healthcheck map[string]any `yaml:"healthcheck"`
 	Profiles    []string       `yaml:"profiles"`
+	MemLimit    any            `yaml:"mem_limit"`
+	Deploy      struct {
+		Resources struct {
+			Limits struct {
+				Memory any `yaml:"memory"`
+			} `yaml:"limits"`
+		} `yaml:"resources"`
+	} `yaml:"deploy"`
 }
 
 // words flattens a compose command or entrypoint (string or list) into
@@ -234,6 +243,46 @@ func mounts(s composeService) []mount {
 		}
 	}
 	return out
+}
+
+// composeBytes parses a compose byte value: a number with an optional unit
+// b, k, m or g (powers of 1024, as docker counts them; kb, mb, gb too).
+func composeBytes(v string) (int64, error) {
+	v = strings.ToLower(strings.TrimSpace(v))
+	units := []struct {
+		suffix string
+		mul    int64
+	}{{"gb", 1 << 30}, {"mb", 1 << 20}, {"kb", 1 << 10}, {"g", 1 << 30}, {"m", 1 << 20}, {"k", 1 << 10}, {"b", 1}}
+	mul := int64(1)
+	for _, u := range units {
+		if num, ok := strings.CutSuffix(v, u.suffix); ok {
+			v, mul = num, u.mul
+			break
+		}
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f <= 0 {
+		return 0, fmt.Errorf("memory %q: want a positive size such as 1280M", v)
+	}
+	return int64(f * float64(mul)), nil
+}
+
+// goMemLimitBytes parses GOMEMLIMIT as the Go runtime does: a number with
+// an optional unit B, KiB, MiB, GiB or TiB.
+func goMemLimitBytes(v string) (int64, error) {
+	mul := int64(1)
+	for i, u := range []string{"KiB", "MiB", "GiB", "TiB"} {
+		if num, ok := strings.CutSuffix(v, u); ok {
+			v, mul = num, int64(1)<<(10*(i+1))
+			break
+		}
+	}
+	v = strings.TrimSuffix(v, "B")
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%q: want a size such as 1GiB", v)
+	}
+	return n * mul, nil
 }
 
 func loadCompose(t *testing.T) composeFile {
@@ -341,6 +390,47 @@ func TestCompose(t *testing.T) {
 			}
 			if dependsOn(s.DependsOn)["topics"] != "service_completed_successfully" {
 				t.Error("riskstream must depend on topics with condition service_completed_successfully")
+			}
+		}},
+		{"riskstream publishes 9464 and has a healthcheck on /healthz", func(t *testing.T) {
+			s := svc("riskstream")
+			addr, _ := flagValue(words(s.Command), "--metrics-addr")
+			_, port, _ := strings.Cut(addr, ":")
+			if !slices.Contains(publishedPorts(s), port) {
+				t.Errorf("riskstream serves metrics on %q but publishes %v", addr, publishedPorts(s))
+			}
+			test := words(s.Healthcheck["test"])
+			if len(test) < 2 || test[0] != "CMD" {
+				// CMD-SHELL needs a shell, which the runtime image lacks.
+				t.Fatalf("riskstream healthcheck %q, want the exec form [CMD, ...]", test)
+			}
+			if path.Base(test[1]) != "riskstream" || !slices.Contains(test, "healthcheck") {
+				t.Fatalf("riskstream healthcheck runs %q, want riskstream healthcheck (no curl or wget in the image)", test)
+			}
+			if url, _ := flagValue(test, "--url"); !strings.HasSuffix(url, ":"+port+"/healthz") {
+				t.Errorf("healthcheck asks %q, want /healthz on port %s", url, port)
+			}
+		}},
+		{"GOMEMLIMIT is below the container's memory limit", func(t *testing.T) {
+			s := svc("riskstream")
+			limit := s.Deploy.Resources.Limits.Memory
+			if limit == nil {
+				limit = s.MemLimit
+			}
+			if limit == nil {
+				t.Fatal("riskstream has no memory limit (deploy.resources.limits.memory)")
+			}
+			max, err := composeBytes(fmt.Sprint(limit))
+			if err != nil {
+				t.Fatal(err)
+			}
+			soft, err := goMemLimitBytes(fmt.Sprint(s.Environment["GOMEMLIMIT"]))
+			if err != nil {
+				t.Fatalf("GOMEMLIMIT: %v", err)
+			}
+			// Room for what the Go runtime does not count.
+			if soft > max*9/10 {
+				t.Errorf("GOMEMLIMIT %d bytes is not below 90%% of the memory limit %d", soft, max)
 			}
 		}},
 		{"producer pipes gen into produce", func(t *testing.T) {
@@ -977,6 +1067,33 @@ func dockerfileStages(t *testing.T, ins []instruction) []string {
 	return out
 }
 
+// goModVersion is the Go version go.mod requires: its toolchain line, else
+// its go line.
+func goModVersion(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var goLine, toolchain string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 2 && f[0] == "go" {
+			goLine = f[1]
+		}
+		if len(f) == 2 && f[0] == "toolchain" {
+			toolchain = strings.TrimPrefix(f[1], "go")
+		}
+	}
+	if toolchain != "" {
+		return toolchain
+	}
+	if goLine == "" {
+		t.Fatal("go.mod has no go line")
+	}
+	return goLine
+}
+
 func TestDockerfile(t *testing.T) {
 	ins := parseDockerfile(t)
 	known := map[string]bool{"FROM": true, "RUN": true, "CMD": true, "LABEL": true, "EXPOSE": true, "ENV": true,
@@ -1023,9 +1140,12 @@ func TestDockerfile(t *testing.T) {
 		name  string
 		check func(t *testing.T)
 	}{
-		{"the builder is golang:1.26 and builds ./cmd/riskstream", func(t *testing.T) {
-			if img := image(stages[0]); img != "golang:1.26" && !strings.HasPrefix(img, "golang:1.26-") && !strings.HasPrefix(img, "golang:1.26.") {
-				t.Errorf("builder image %q, want golang:1.26", img)
+		{"the builder is the golang image of go.mod's version and builds ./cmd/riskstream", func(t *testing.T) {
+			// The golang images set GOTOOLCHAIN=local: an image older
+			// than go.mod's go (or toolchain) line refuses the module.
+			want := "golang:" + goModVersion(t)
+			if img := image(stages[0]); img != want && !strings.HasPrefix(img, want+"-") {
+				t.Errorf("builder image %q, want %s (go.mod's version)", img, want)
 			}
 			built := false
 			for _, r := range find(stages[0], "RUN") {

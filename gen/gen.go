@@ -15,14 +15,22 @@
 //     error, if any (see Clock). This is the event time a consumer windows by.
 //   - ingest_ts, the broker's append time: t, plus the wait for the source's
 //     next producer flush (Options.Batching), plus a transport delay uniform
-//     in [0, Options.Jitter). Late records instead arrive 35–90 s after t. The
-//     broker's clock is the reference, so clock errors do not affect it.
+//     in [0, Options.Jitter). The broker's clock is the reference, so clock
+//     errors do not affect it.
+//
+// A late record is a background request that was held up 35–90 s on its
+// way: it is delivered at its place among the requests of now, but it
+// happened that long before (its true time, and so its ts, may precede
+// Start). Late records are thus spread over the whole workload, each behind
+// the traffic it arrives with, and the file ends with the traffic, not with
+// a trail of late arrivals that would make every source's clock look 35–90 s
+// behind.
 //
 // Records are written in delivery order, by ingest_ts (ties by generation
-// order). Since no request is delivered before it happens, a record can be
-// written as soon as the true time of the next request reaches its ingest_ts;
-// a min-heap holds the records still in flight, so memory stays bounded by
-// the delivery delays, not by Options.Events.
+// order). Since no request is delivered before it is drawn, a record can be
+// written as soon as the true time of the next request reaches its
+// ingest_ts; a min-heap holds the records still in flight, so memory stays
+// bounded by the delivery delays, not by Options.Events.
 //
 // All randomness comes from one PCG stream seeded by Options.Seed, and times
 // are integer nanoseconds since Options.Start, so the same Options give the
@@ -213,7 +221,9 @@ func (g *generator) draw(seq, t int64, s *session) record {
 		rec.invalid = invalidKind(1 + r.IntN(numInvalidKinds))
 		rec.cut = r.Uint32()
 		g.stats.Invalid++
-	case u < o.InvalidFraction+o.LateFraction:
+	case u < o.InvalidFraction+o.LateFraction && s == nil:
+		// Only background requests are held up: a burst or scrape keeps
+		// all its requests together.
 		late = true
 		g.stats.Late++
 	}
@@ -267,24 +277,14 @@ func (g *generator) draw(seq, t int64, s *session) record {
 	rec.latency = latency(r, rec.api)
 	rec.status = statuses[g.m.statuses.pick(r)].code
 
-	rec.tsMs = o.Start + floorDiv(t+g.clocks[rec.source].at(t), nsPerMs)
-	if rec.invalid == valid {
-		if r.Float64() < o.RFC3339Fraction {
-			rec.flags |= flagRFC3339
-		}
-		if !g.anyValid {
-			g.anyValid = true
-			g.stats.FirstTS, g.stats.LastTS = rec.tsMs, rec.tsMs
-		}
-		g.stats.FirstTS = min(g.stats.FirstTS, rec.tsMs)
-		g.stats.LastTS = max(g.stats.LastTS, rec.tsMs)
+	if rec.invalid == valid && r.Float64() < o.RFC3339Fraction {
+		rec.flags |= flagRFC3339
 	}
-
-	var ingest int64
+	// A late request is delivered now, but happened 35–90 s ago.
+	happened, ingest := t, t
 	if late {
-		ingest = t + minLateDelay + r.Int64N(maxLateDelay-minLateDelay)
+		happened -= minLateDelay + r.Int64N(maxLateDelay-minLateDelay)
 	} else {
-		ingest = t
 		if g.phases != nil {
 			// Wait for the source's next flush, at phase + k·Batching.
 			b, p := int64(o.Batching), g.phases[rec.source]
@@ -293,6 +293,15 @@ func (g *generator) draw(seq, t int64, s *session) record {
 		if o.Jitter > 0 {
 			ingest += r.Int64N(int64(o.Jitter))
 		}
+	}
+	rec.tsMs = o.Start + floorDiv(happened+g.clocks[rec.source].at(happened), nsPerMs)
+	if rec.invalid == valid {
+		if !g.anyValid {
+			g.anyValid = true
+			g.stats.FirstTS, g.stats.LastTS = rec.tsMs, rec.tsMs
+		}
+		g.stats.FirstTS = min(g.stats.FirstTS, rec.tsMs)
+		g.stats.LastTS = max(g.stats.LastTS, rec.tsMs)
 	}
 	rec.ingestMs = o.Start + floorDiv(ingest, nsPerMs)
 	return rec

@@ -141,6 +141,7 @@ func TestRecords(t *testing.T) {
 	reasons := map[string]int{}
 	var invalid, late, rfc, valid, pays int
 	var minTS, maxTS int64 = math.MaxInt64, math.MinInt64
+	var minOnTime, maxOnTime int64 = math.MaxInt64, math.MinInt64
 	var lastIngest int64
 	bound := (o.Jitter + o.Batching).Milliseconds()
 	regionOf := map[string]string{}
@@ -178,6 +179,8 @@ func TestRecords(t *testing.T) {
 			late++
 		case d < 0 || d > bound:
 			t.Fatalf("line %d: ingest_ts - ts = %d ms, want within [0, %d] or late: %s", i+1, d, bound, l.raw)
+		default:
+			minOnTime, maxOnTime = min(minOnTime, l.ts), max(maxOnTime, l.ts)
 		}
 		user := l.user()
 		if r, ok := regionOf[user]; ok && r != l.Region {
@@ -217,9 +220,50 @@ func TestRecords(t *testing.T) {
 	if st.FirstTS != minTS || st.LastTS != maxTS {
 		t.Errorf("Stats ts range [%d, %d], parsed [%d, %d]", st.FirstTS, st.LastTS, minTS, maxTS)
 	}
-	// 100,000 events at 20,000/s span about 5 s of event time.
-	if span := maxTS - minTS; span < 4500 || span > 5500 {
-		t.Errorf("ts span %d ms, want about 5 s", span)
+	// 100,000 events at 20,000/s span about 5 s of event time; late
+	// records happened 35–90 s before they arrive.
+	if span := maxOnTime - minOnTime; span < 4500 || span > 5500 {
+		t.Errorf("ts span of records on time %d ms, want about 5 s", span)
+	}
+	if minTS < minOnTime-90_000 || minTS > minOnTime-35_000 || maxTS != maxOnTime {
+		t.Errorf("ts range [%d, %d], on time [%d, %d]: late records must precede it by 35-90 s",
+			minTS, maxTS, minOnTime, maxOnTime)
+	}
+}
+
+// TestLateRecordsWithinSpan: late records arrive among the traffic, not
+// after it. Every ingest_ts is within the on-time traffic's, and every
+// source still sends records on time at the end, so nothing looks like a
+// clock 35-90 s behind.
+func TestLateRecordsWithinSpan(t *testing.T) {
+	o := DefaultOptions()
+	o.Events, o.Rate, o.LateFraction = 20_000, 200, 0.01 // 100 s
+	lines := parse(t, mustGenerate(t, o))
+	var lastOnTime, lastIngest int64
+	late := 0
+	lastOfSource := map[string]int64{}
+	for _, l := range lines {
+		if l.reason != "" {
+			continue
+		}
+		lastIngest = max(lastIngest, *l.Ingest)
+		if *l.Ingest-l.ts >= 35_000 {
+			late++
+			continue
+		}
+		lastOnTime = max(lastOnTime, *l.Ingest)
+		lastOfSource[l.Source] = *l.Ingest
+	}
+	if late < 100 {
+		t.Fatalf("%d late records, want about 200", late)
+	}
+	if lastIngest != lastOnTime {
+		t.Errorf("the last record arrives at %d, %d ms after the last one on time", lastIngest, lastIngest-lastOnTime)
+	}
+	for src, last := range lastOfSource {
+		if last < lastOnTime-1000 {
+			t.Errorf("%s's last record on time arrives %d ms before the end", src, lastOnTime-last)
+		}
 	}
 }
 

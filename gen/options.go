@@ -23,7 +23,8 @@ type Options struct {
 	// Sources is the number of gateway nodes gw-0..gw-{Sources-1} that stamp
 	// ts. Each event is stamped by a source chosen uniformly.
 	Sources int
-	// Start is the true time of the workload's origin, in epoch ms.
+	// Start is the true time of the workload's origin, in epoch ms. Late
+	// records delivered early in the workload happened before it.
 	Start int64
 	// Rate is the total number of events per second of true event time,
 	// bursts and scrapes included.
@@ -35,9 +36,10 @@ type Options struct {
 	// next flush, every Batching, before transport. Each source has its own
 	// phase. 0 sends each record at once.
 	Batching time.Duration
-	// LateFraction is the share of records delivered 35–90 s after their true
-	// time: beyond a 2 s out-of-orderness bound, so a watermark has passed
-	// them by the time they arrive.
+	// LateFraction is the share of background records delivered 35–90 s
+	// after their true time: beyond a 2 s out-of-orderness bound, so a
+	// watermark has passed them by the time they arrive. They arrive among
+	// the other records throughout the workload (see the package doc).
 	LateFraction float64
 	// InvalidFraction is the share of records that a consumer must reject
 	// (truncated JSON, a missing or mistyped required field, non-JSON text).

@@ -2,8 +2,7 @@ package gen
 
 // deliveryQueue is a min-heap of records in delivery order: by ingest time,
 // then by generation order. It holds only records that some future record
-// could still precede, so its size is about Rate × (Jitter + Batching) plus
-// the late records in flight.
+// could still precede, so its size is about Rate × (Jitter + Batching).
 type deliveryQueue []record
 
 // before reports whether a is delivered before b.

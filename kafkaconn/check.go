@@ -49,6 +49,15 @@ func (s *Security) check(ctx context.Context, addr string) (err error) {
 	var nd net.Dialer
 	raw, err := nd.DialContext(ctx, "tcp", addr)
 	if err != nil {
+		// The dial error repeats the address and the step: keep its cause.
+		var op *net.OpError
+		if errors.As(err, &op) {
+			err = op.Err
+		}
+		var sys *os.SyscallError
+		if errors.As(err, &sys) {
+			err = sys.Err
+		}
 		return fmt.Errorf("connect to %s: %w", addr, err)
 	}
 	// kafka-go's Conn sets deadlines of its own; closing the connection

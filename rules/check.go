@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v4"
 )
 
 // checker walks the YAML tree of a rules file and collects its problems, so
@@ -15,11 +15,18 @@ import (
 type checker struct {
 	file     string
 	problems []Problem
+	warnings []Problem
 }
 
 // addf records a problem at line.
 func (c *checker) addf(line int, format string, args ...any) {
 	c.problems = append(c.problems, Problem{File: c.file, Line: line, Msg: fmt.Sprintf(format, args...)})
+}
+
+// warnf records a warning at line: a setting that is valid but probably
+// not what was meant.
+func (c *checker) warnf(line int, format string, args ...any) {
+	c.warnings = append(c.warnings, Problem{File: c.file, Line: line, Msg: fmt.Sprintf(format, args...)})
 }
 
 // err returns the problems found as a *ValidationError, or nil. A node

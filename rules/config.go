@@ -4,7 +4,7 @@ import (
 	"math"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v4"
 )
 
 // defaultWatermark and defaultSkew are the settings of a file that leaves

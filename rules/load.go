@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v4"
 )
 
 // Load reads and validates the rules file at path. It fails when the file
@@ -15,6 +16,11 @@ import (
 func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
+		// The path is named once: the os error would repeat it.
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
 		return nil, fmt.Errorf("rules: read %s: %w", path, err)
 	}
 	return Parse(path, data)
@@ -34,6 +40,7 @@ func Parse(file string, data []byte) (*Config, error) {
 		return nil, err
 	}
 	cfg.File = file
+	cfg.Warnings = c.warnings
 	return cfg, nil
 }
 

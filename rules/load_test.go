@@ -18,8 +18,8 @@ func TestLoadMissingFile(t *testing.T) {
 	if !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("error does not wrap fs.ErrNotExist: %v", err)
 	}
-	if !strings.Contains(err.Error(), path) {
-		t.Errorf("error does not name the path %s: %v", path, err)
+	if n := strings.Count(err.Error(), path); n != 1 {
+		t.Errorf("error names the path %s %d times, want once: %v", path, n, err)
 	}
 	var verr *ValidationError
 	if errors.As(err, &verr) {

@@ -36,6 +36,9 @@ func render(cfg *Config) string {
 		fmt.Fprintf(&b, "  window %s\n", h.Window)
 		fmt.Fprintf(&b, "  buckets %s\n", formatFloats(h.Buckets))
 	}
+	for _, w := range cfg.Warnings {
+		fmt.Fprintf(&b, "warning %s\n", w)
+	}
 	return b.String()
 }
 

@@ -3,7 +3,7 @@ package rules
 import (
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v4"
 )
 
 // ruleFields and heatmapFields are the fields of a rule and of a heatmap, in

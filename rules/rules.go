@@ -17,6 +17,10 @@ type Config struct {
 	Skew      SkewConfig
 	Rules     []Rule
 	Heatmaps  []Heatmap
+	// Warnings are settings that are valid but probably not what was meant,
+	// such as a sliding window whose slide is larger than its size. check
+	// prints them and the jobs log them at start; they refuse nothing.
+	Warnings []Problem
 }
 
 // WatermarkConfig controls event-time progress.

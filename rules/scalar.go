@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v4"
 )
 
 // jsonNumber matches number text as JSON writes it.
@@ -62,6 +62,9 @@ func (c *checker) number(n *yaml.Node, what string) (float64, bool) {
 	if math.IsInf(v, 0) || math.IsNaN(v) {
 		c.addf(n.Line, "%s must be a finite number, got %s", what, n.Value)
 		return 0, false
+	}
+	if v == 0 {
+		v = 0 // -0 is zero: no output should show "-0"
 	}
 	return v, true
 }

@@ -2,40 +2,53 @@ package rules
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"regexp"
-	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"go.yaml.in/yaml/v4"
 )
 
-// yamlLine matches the position yaml.v3 puts in front of most syntax errors.
-var yamlLine = regexp.MustCompile(`^line ([0-9]+): `)
-
-// unknownAnchor matches the parse error yaml.v3 reports without a line
-// wherever it is.
-var unknownAnchor = regexp.MustCompile(`^unknown anchor '(.*)' referenced$`)
-
-// readerError matches the errors of yaml.v3's reader, which decodes the input
-// ahead of the parser and so reports bad bytes without a line.
+// readerError matches the errors of the YAML reader, which decodes the input
+// ahead of the scanner and so reports bad bytes without a position.
 var readerError = regexp.MustCompile(`UTF-8|UTF-16|surrogate|Unicode character|control characters`)
 
-// syntaxProblem turns a yaml.v3 error into a problem at the line it names.
-// yaml.v3 leaves the line out for errors on the first line, for bad bytes and
-// for unknown anchors; the latter two are located here instead.
+// syntaxProblem turns a YAML syntax error into a problem at the line where
+// the parser found it. When the construct being parsed started on another
+// line (an unclosed bracket or quote), the message says where. Errors with
+// no position (bad bytes) are located here instead.
 func syntaxProblem(file string, data []byte, err error) Problem {
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	if m := yamlLine.FindStringSubmatch(msg); m != nil {
-		if line, err := strconv.Atoi(m[1]); err == nil {
-			return Problem{File: file, Line: line, Msg: msg[len(m[0]):]}
+	var le *yaml.LoadError
+	if !errors.As(err, &le) {
+		return Problem{File: file, Line: 1, Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	msg := le.Message
+	if le.Mark.Line == 0 {
+		line := 1
+		if readerError.MatchString(msg) {
+			line = max(badCharLine(data), 1)
 		}
+		return Problem{File: file, Line: line, Msg: msg}
 	}
-	line := 1
-	if m := unknownAnchor.FindStringSubmatch(msg); m != nil {
-		line = lineOf(data, []byte("*"+m[1]))
-	} else if readerError.MatchString(msg) {
-		line = badCharLine(data)
+	// The end of the input is one line past the last one when the file ends
+	// with a newline: blame the last line, which an editor can show.
+	line := min(le.Mark.Line, max(lineCount(data), 1))
+	if ctx := le.ContextMark.Line; le.ContextMsg != "" && ctx > 0 && ctx != le.Mark.Line {
+		msg = fmt.Sprintf("%s (%s started at line %d)", msg, le.ContextMsg, ctx)
 	}
-	return Problem{File: file, Line: max(line, 1), Msg: msg}
+	return Problem{File: file, Line: line, Msg: msg}
+}
+
+// lineCount is the number of lines in data, counting a last line without a
+// newline.
+func lineCount(data []byte) int {
+	n := bytes.Count(data, []byte("\n"))
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		n++
+	}
+	return n
 }
 
 // badCharLine is the line of the first byte the YAML reader rejects: invalid
@@ -67,13 +80,4 @@ func printable(r rune) bool {
 		return true
 	}
 	return false
-}
-
-// lineOf is the line of the first occurrence of sub in data, 0 if none.
-func lineOf(data, sub []byte) int {
-	i := bytes.Index(data, sub)
-	if i < 0 {
-		return 0
-	}
-	return bytes.Count(data[:i], []byte("\n")) + 1
 }

@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// TestParseBadBytes covers bytes YAML refuses, for which yaml.v3 gives no
-// line: the problem is still located. They are kept out of the scenario
+// TestParseBadBytes covers bytes YAML refuses, for which the YAML reader
+// gives no position: the problem is still located. They are kept out of the scenario
 // files, where they would be invisible.
 func TestParseBadBytes(t *testing.T) {
 	for _, tc := range []struct {
@@ -49,8 +49,8 @@ func TestProblemString(t *testing.T) {
 }
 
 // TestParseFirstLineError checks that a syntax error on the first line is not
-// blamed on a bad byte further down, which yaml.v3 would report too had the
-// parser got there.
+// blamed on a bad byte further down, which the reader would report too had
+// the parser got there.
 func TestParseFirstLineError(t *testing.T) {
 	text := "rules: - a: b\n" + strings.Repeat("# padding\n", 100) + "x: \"\x01\"\n"
 	_, err := Parse("f.yaml", []byte(text))

@@ -86,5 +86,11 @@ func (c *checker) window(f field) Window {
 			}
 		}
 	}
+	if w.Type == Sliding && w.Size > 0 && w.Slide > w.Size {
+		// Valid, as in Flink, but windows start every slide and last only
+		// size: the time between them belongs to no window.
+		c.warnf(fs["slide"].key.Line, "slide %s is larger than size %s: events in the last %s of every %s fall in no window (a slide <= size covers all time)",
+			formatDuration(w.Slide), formatDuration(w.Size), formatDuration(w.Slide-w.Size), formatDuration(w.Slide))
+	}
 	return w
 }

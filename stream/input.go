@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
@@ -106,7 +107,10 @@ func newChunk(free chan *chunk, file string, firstLine int64) *chunk {
 	return c
 }
 
-// openInput opens a file, or stdin for "-", decompressing .gz names.
+// openInput opens a file, or stdin for "-", decompressing gzip: a name
+// ending in .gz must be gzip, and any other input is gzip when it starts with
+// gzip's magic bytes, so that a compressed file named otherwise (or piped
+// in) is not read as lines of binary.
 func openInput(name string, stdin io.Reader) (io.Reader, func(), error) {
 	var r io.Reader
 	closeFn := func() {}
@@ -119,17 +123,30 @@ func openInput(name string, stdin io.Reader) (io.Reader, func(), error) {
 		}
 		r, closeFn = f, func() { f.Close() }
 	}
-	if strings.HasSuffix(name, ".gz") {
-		zr, err := gzip.NewReader(r)
-		if err != nil {
+	// Reads of a chunk or more bypass the buffer once the peeked bytes are
+	// consumed; gzip reads its input through it byte by byte.
+	br := bufio.NewReaderSize(r, 64<<10)
+	if !strings.HasSuffix(name, ".gz") {
+		magic, err := br.Peek(len(gzipMagic))
+		if err != nil && err != io.EOF {
 			closeFn()
-			return nil, nil, err
+			return nil, nil, fmt.Errorf("read: %w", withoutPath(err))
 		}
-		inner := closeFn
-		r, closeFn = zr, func() { zr.Close(); inner() }
+		if !bytes.Equal(magic, gzipMagic) {
+			return br, closeFn, nil
+		}
 	}
-	return r, closeFn, nil
+	zr, err := gzip.NewReader(br)
+	if err != nil {
+		closeFn()
+		return nil, nil, err
+	}
+	inner := closeFn
+	return zr, func() { zr.Close(); inner() }, nil
 }
+
+// gzipMagic are the first two bytes of every gzip stream (RFC 1952).
+var gzipMagic = []byte{0x1f, 0x8b}
 
 // forEachLine calls fn for every non-blank line of c, without its line
 // terminator, with its line number.

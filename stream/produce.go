@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -218,6 +219,23 @@ func (o *oversized) err(topic string) error {
 // broker refused only together with others (a batch over the topic's
 // max.message.bytes) are sent again one at a time, after the lines sent
 // meanwhile.
+// embeddedBrokerAddr is where 'riskstream run' without brokers starts its
+// development broker, and so where produce sends by default.
+const embeddedBrokerAddr = "127.0.0.1:9092"
+
+// refusedHint says what to do when no broker accepted the connection:
+// defaultBrokers is true when none was named, so that the default address,
+// the development broker's, was tried.
+func refusedHint(err error, defaultBrokers bool) string {
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		return ""
+	}
+	if defaultBrokers {
+		return "nothing listens on " + embeddedBrokerAddr + ", where 'riskstream run --rules FILE' (without --brokers) starts a development broker: start it first, or name your brokers with --brokers"
+	}
+	return "nothing listens there: check --brokers and that the brokers are up"
+}
+
 func Produce(ctx context.Context, opts ProduceOptions) (ProduceStats, error) {
 	var st ProduceStats
 	if opts.File == "" {
@@ -230,8 +248,9 @@ func Produce(ctx context.Context, opts ProduceOptions) (ProduceStats, error) {
 	if err != nil {
 		return st, fmt.Errorf("produce %s: %w", opts.File, err)
 	}
-	if len(opts.Brokers) == 0 {
-		opts.Brokers = []string{"127.0.0.1:9092"}
+	defaultBrokers := len(opts.Brokers) == 0
+	if defaultBrokers {
+		opts.Brokers = []string{embeddedBrokerAddr}
 	}
 	if opts.Topic == "" {
 		opts.Topic = "requests"
@@ -281,7 +300,11 @@ func Produce(ctx context.Context, opts ProduceOptions) (ProduceStats, error) {
 	// A wrong password or a TLS mismatch fails here, saying so, rather
 	// than as an EOF for every record.
 	if err := sec.Check(ctx, opts.Brokers); err != nil {
-		return st, fmt.Errorf("produce %s: brokers %v (%v): %w", opts.File, opts.Brokers, sec, err)
+		err = fmt.Errorf("produce %s: brokers %v (%v): %w", opts.File, opts.Brokers, sec, err)
+		if hint := refusedHint(err, defaultBrokers); hint != "" {
+			err = fmt.Errorf("%w\n%s", err, hint)
+		}
+		return st, err
 	}
 
 	var (

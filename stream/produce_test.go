@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -129,6 +130,33 @@ func TestProduceMissingFile(t *testing.T) {
 	_, err := Produce(context.Background(), ProduceOptions{File: "/nonexistent.jsonl", Brokers: []string{"127.0.0.1:1"}})
 	if err == nil || !strings.Contains(err.Error(), "produce /nonexistent.jsonl") {
 		t.Errorf("err = %v, want it to name the file", err)
+	}
+}
+
+// TestProduceNoBroker: with nothing listening, produce names the address
+// it tried, once per step, and says what to do: start the development
+// broker when no --brokers was given, check them otherwise.
+func TestProduceNoBroker(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "in.jsonl")
+	os.WriteFile(file, []byte(`{"id":"a","ts":1}`+"\n"), 0o644)
+	_, err := Produce(context.Background(), ProduceOptions{File: file, Brokers: []string{"127.0.0.1:1"}})
+	if err == nil {
+		t.Fatal("produce without a broker succeeded")
+	}
+	msg := err.Error()
+	for _, want := range []string{"connect to 127.0.0.1:1: connection refused", "check --brokers"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q lacks %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, "dial tcp") {
+		t.Errorf("error %q repeats the dial step", msg)
+	}
+	if hint := refusedHint(err, true); !strings.Contains(hint, embeddedBrokerAddr) || !strings.Contains(hint, "riskstream run --rules FILE' (without --brokers)") {
+		t.Errorf("hint for the default address = %q", hint)
+	}
+	if hint := refusedHint(errors.New("tls: bad certificate"), true); hint != "" {
+		t.Errorf("hint for another error = %q, want none", hint)
 	}
 }
 

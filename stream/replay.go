@@ -81,8 +81,6 @@ type Summary struct {
 	// degraded.
 	Sources []watermark.SourceSkew
 	Elapsed time.Duration
-	// StateBytes is the size of the state store on disk at the end.
-	StateBytes uint64
 }
 
 // logTransition writes one line per skew transition, with the source and
@@ -127,6 +125,9 @@ func Replay(ctx context.Context, opts ReplayOptions) (_ *Summary, err error) {
 		}
 	}
 	start := opts.Now()
+	// Every log record of the run clears the progress line first.
+	prog := newProgress(opts.Progress, opts.Now)
+	opts.Logger = prog.logger(opts.Logger)
 
 	stateDir := opts.StateDir
 	if stateDir == "" {
@@ -200,7 +201,6 @@ func Replay(ctx context.Context, opts ReplayOptions) (_ *Summary, err error) {
 		shards.Wait()
 	}()
 
-	prog := newProgress(opts.Progress, opts.Now)
 	for b := range merge {
 		if b.c.err != nil {
 			return nil, fmt.Errorf("input %s: %w", b.c.file, b.c.err)
@@ -229,17 +229,15 @@ func Replay(ctx context.Context, opts ReplayOptions) (_ *Summary, err error) {
 		return nil, err
 	}
 	prog.done(e)
-	var diskBytes uint64
 	for _, db := range dbs {
 		if err := db.Commit(false); err != nil {
 			return nil, err
 		}
-		diskBytes += db.DiskBytes()
 	}
 	// Only a run that succeeded replaces the outputs of the one before.
 	if err := files.Commit(); err != nil {
 		return nil, err
 	}
-	sum := &Summary{Stats: e.Stats(), Sources: e.Sources(), Elapsed: opts.Now().Sub(start), StateBytes: diskBytes}
+	sum := &Summary{Stats: e.Stats(), Sources: e.Sources(), Elapsed: opts.Now().Sub(start)}
 	return sum, nil
 }

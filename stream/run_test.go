@@ -205,9 +205,9 @@ func TestLiveEqualsReplay(t *testing.T) {
 		}
 	}
 	for name, want := range map[string]float64{
-		"riskstream_events_total,result=ok":                     19949,
+		"riskstream_events_total,result=ok":                     19938,
 		"riskstream_events_total,result=invalid":                39,
-		"riskstream_decisions_total,action=deny,rule=pay-burst": 294,
+		"riskstream_decisions_total,action=deny,rule=pay-burst": 295,
 		"riskstream_event_decision_latency_seconds":             float64(len(want)),
 		"riskstream_consumer_lag,partition=0":                   0,
 	} {

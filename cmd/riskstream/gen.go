@@ -41,7 +41,7 @@ flags always produce the same bytes.`,
 			}
 			w, closeFn, err := createOutput(out, cmd.OutOrStdout())
 			if err != nil {
-				return err
+				return fmt.Errorf("--out: %w", err)
 			}
 			st, err := gen.Generate(w, o)
 			if cerr := closeFn(); err == nil {
@@ -69,7 +69,7 @@ flags always produce the same bytes.`,
 	f.Float64Var(&o.Rate, "rate", o.Rate, "events per second of event time")
 	f.DurationVar(&o.Jitter, "jitter", o.Jitter, "transport delay, uniform in [0, jitter)")
 	f.DurationVar(&o.Batching, "batching", o.Batching, "producer batching interval per source (0: none)")
-	f.Float64Var(&o.LateFraction, "late", o.LateFraction, "share of records delivered 35-90 s late")
+	f.Float64Var(&o.LateFraction, "late", o.LateFraction, "share of background records delivered 35-90 s after they happen, among the traffic of then")
 	f.Float64Var(&o.InvalidFraction, "invalid", o.InvalidFraction, "share of invalid records")
 	f.Float64Var(&o.BurstRate, "bursts", o.BurstRate, "payment bursts per second of event time")
 	f.Float64Var(&o.ScrapeRate, "scrapes", o.ScrapeRate, "device scraping sessions per second of event time")

@@ -55,7 +55,7 @@ func newRootCmd() *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
 	root.PersistentFlags().StringVar(&format, "log-format", "text", "log format on stderr: text (key=value) or json (one object a line)")
-	root.AddCommand(newCheckCmd(), newRunCmd(), newGenCmd(), newReplayCmd(), newProduceCmd(), newBrokerCmd(), newVersionCmd())
+	root.AddCommand(newCheckCmd(), newRunCmd(), newGenCmd(), newReplayCmd(), newProduceCmd(), newBrokerCmd(), newVersionCmd(), newHealthcheckCmd())
 	documentEnv(root)
 	return root
 }

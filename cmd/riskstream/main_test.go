@@ -3,12 +3,15 @@ package main
 import (
 	"bytes"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/riskstream/riskstream/broker"
+	"github.com/spf13/cobra"
 )
 
 // run executes the CLI with args as a user would, returning stdout and the
@@ -59,6 +62,12 @@ func TestReplayCommand(t *testing.T) {
 	}
 	if _, err := run(t, "", "replay", "--out", dir, "x.jsonl"); err == nil {
 		t.Error("--rules is required")
+	}
+	for _, flag := range []string{"--shards=-3", "--shards=0", "--cache-slots=-1"} {
+		_, err := run(t, "", "replay", "--rules", "../../testdata/rules.yaml", "--out", dir, flag, "../../testdata/requests.jsonl.gz")
+		if name, _, _ := strings.Cut(flag, "="); err == nil || !strings.Contains(err.Error(), name+" must be at least 1") {
+			t.Errorf("replay %s: err = %v, want it refused", flag, err)
+		}
 	}
 }
 
@@ -117,5 +126,100 @@ func TestVersion(t *testing.T) {
 	if len(lines) != 4 || !strings.HasPrefix(lines[0], "riskstream ") || !strings.HasPrefix(lines[1], "revision ") ||
 		!strings.HasPrefix(lines[2], "committed ") || !strings.HasPrefix(lines[3], "go         go1.") {
 		t.Fatalf("version printed:\n%s", out)
+	}
+}
+
+// TestCheckWarnsSlideLargerThanSize: a sliding window whose slide is
+// larger than its size passes check with a warning on stderr naming the
+// line.
+func TestCheckWarnsSlideLargerThanSize(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "gaps.yaml")
+	os.WriteFile(file, []byte("heatmaps:\n  - name: h\n    key: [api]\n    field: latency_ms\n    window: {type: sliding, size: 1s,\n      slide: 5s}\n    buckets: [1]\n"), 0o644)
+	cmd := newRootCmd()
+	var stdout, stderr bytes.Buffer
+	cmd.SetArgs([]string{"check", file})
+	cmd.SetOut(&stdout)
+	cmd.SetErr(&stderr)
+	if err := cmd.Execute(); err != nil {
+		t.Fatalf("check refused a valid file: %v", err)
+	}
+	if want := "warning: " + file + ":6: slide 5s is larger than size 1s"; !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr = %q, want it to contain %q", stderr.String(), want)
+	}
+	if !strings.Contains(stdout.String(), "ok: 0 rules, 1 heatmaps") {
+		t.Errorf("stdout = %q", stdout.String())
+	}
+
+	// A job logs the warning at start.
+	cmd = newRootCmd()
+	stderr.Reset()
+	cmd.SetArgs([]string{"replay", "--rules", file, "--out", t.TempDir(), "-"})
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(&stderr)
+	cmd.SetIn(strings.NewReader(`{"id":"a","ts":1,"api":"/pay","latency_ms":1}` + "\n"))
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stderr.String(), "level=WARN") || !strings.Contains(stderr.String(), file+":6: slide 5s") {
+		t.Errorf("replay did not log the warning:\n%s", stderr.String())
+	}
+}
+
+// TestBrokersFlag: run and produce take --brokers the same way, as a list
+// given comma-separated (blanks dropped) or by repeating the flag.
+func TestBrokersFlag(t *testing.T) {
+	for _, cmd := range []*cobra.Command{newRunCmd(), newProduceCmd()} {
+		if err := cmd.ParseFlags([]string{"--brokers", "a:9092, b:9092,", "--brokers", "c:9092"}); err != nil {
+			t.Fatalf("%s: %v", cmd.Name(), err)
+		}
+		v, err := cmd.Flags().GetStringSlice("brokers")
+		if err != nil {
+			t.Fatalf("%s --brokers is not a list: %v", cmd.Name(), err)
+		}
+		if got := strings.Join(brokerList(v), " "); got != "a:9092 b:9092 c:9092" {
+			t.Errorf("%s --brokers gives %q", cmd.Name(), got)
+		}
+	}
+}
+
+// TestDefaultStateDir: run's state lives in one folder per user, not in
+// the working directory.
+func TestDefaultStateDir(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", "/var/xdg")
+	if got := defaultStateDir(); got != filepath.Join("/var/xdg", "riskstream") {
+		t.Errorf("with XDG_STATE_HOME: %s", got)
+	}
+	home := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", "relative/is/ignored")
+	t.Setenv("HOME", home)
+	if got := defaultStateDir(); got != filepath.Join(home, ".local", "state", "riskstream") {
+		t.Errorf("without XDG_STATE_HOME: %s", got)
+	}
+	if def := newRunCmd().Flags().Lookup("state-dir").DefValue; !filepath.IsAbs(def) {
+		t.Errorf("run --state-dir defaults to %q, a path relative to the working directory", def)
+	}
+}
+
+// TestHealthcheck: exit 0 when /healthz answers 200, an error naming the
+// answer or the failure otherwise.
+func TestHealthcheck(t *testing.T) {
+	status := http.StatusOK
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" {
+			http.NotFound(w, r)
+			return
+		}
+		w.WriteHeader(status)
+	}))
+	defer srv.Close()
+	if _, err := run(t, "", "healthcheck", "--url", srv.URL+"/healthz"); err != nil {
+		t.Errorf("healthy job: %v", err)
+	}
+	status = http.StatusServiceUnavailable
+	if _, err := run(t, "", "healthcheck", "--url", srv.URL+"/healthz"); err == nil || !strings.Contains(err.Error(), "503") {
+		t.Errorf("unhealthy job: err = %v, want the 503", err)
+	}
+	if _, err := run(t, "", "healthcheck", "--url", "http://127.0.0.1:1/healthz", "--timeout", "2s"); err == nil {
+		t.Error("no job: healthcheck succeeded")
 	}
 }

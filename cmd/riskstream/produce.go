@@ -2,6 +2,7 @@ package main
 
 import (
 	"log/slog"
+	"strings"
 
 	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/stream"
@@ -50,6 +51,7 @@ age. Without --retime the records go as recorded (a faithful replay).
 			// each line: at Go's default target it collects many times a
 			// second at a high rate (BENCHMARKS.md).
 			setGCPercent()
+			o.Brokers = brokerList(o.Brokers)
 			o.File = args[0]
 			o.Stdin = cmd.InOrStdin()
 			st, err := stream.Produce(cmd.Context(), o)
@@ -63,7 +65,7 @@ age. Without --retime the records go as recorded (a faithful replay).
 		},
 	}
 	f := cmd.Flags()
-	f.StringSliceVar(&o.Brokers, "brokers", nil, "Kafka bootstrap brokers, HOST:PORT,... (default: the embedded broker on 127.0.0.1:9092)")
+	addBrokersFlag(cmd, &o.Brokers, "the embedded broker that 'riskstream run' starts on 127.0.0.1:9092")
 	f.StringVar(&o.Topic, "topic", "requests", "topic to publish to")
 	f.StringVar(&o.Key, "key", "id", "attribute whose value is the message key")
 	f.Float64Var(&o.Rate, "rate", 0, "records per second, steady (0: as fast as possible, or with --retime at the recorded pace)")
@@ -72,4 +74,23 @@ age. Without --retime the records go as recorded (a faithful replay).
 		"largest message (key and value) sent; a longer line is reported and not sent")
 	resolveSecurity = addSecurityFlags(cmd, &o.Security)
 	return cmd
+}
+
+// addBrokersFlag registers --brokers on cmd, bound to dst: bootstrap
+// addresses, comma-separated or the flag repeated, the same for every
+// command. def says what leaving it out means.
+func addBrokersFlag(cmd *cobra.Command, dst *[]string, def string) {
+	cmd.Flags().StringSliceVar(dst, "brokers", nil, "Kafka bootstrap brokers, HOST:PORT, comma-separated or repeated (default: "+def+")")
+}
+
+// brokerList drops the blanks around and between the addresses of
+// --brokers ("a:9092, b:9092", a trailing comma).
+func brokerList(addrs []string) []string {
+	out := addrs[:0]
+	for _, a := range addrs {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
 }

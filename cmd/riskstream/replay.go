@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -19,11 +20,11 @@ func startCPUProfile(path string) (stop func(), err error) {
 	}
 	f, err := os.Create(path)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
 	}
 	if err := pprof.StartCPUProfile(f); err != nil {
 		f.Close()
-		return nil, err
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
 	}
 	return func() {
 		pprof.StopCPUProfile()
@@ -42,8 +43,11 @@ func newReplayCmd() *cobra.Command {
   riskstream gen --events 100000 | riskstream replay --rules testdata/rules.yaml -`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := atLeastOne(cmd, "shards", "cache-slots"); err != nil {
+				return err
+			}
 			setGCPercent()
-			cfg, err := rules.Load(rulesFile)
+			cfg, err := loadRules(rulesFile)
 			if err != nil {
 				return err
 			}
@@ -84,6 +88,23 @@ func newReplayCmd() *cobra.Command {
 	return cmd
 }
 
+// atLeastOne refuses an integer flag given a value below 1; left out, the
+// flag keeps its default.
+func atLeastOne(cmd *cobra.Command, names ...string) error {
+	var errs []error
+	for _, name := range names {
+		if !cmd.Flags().Changed(name) {
+			continue
+		}
+		if v, err := cmd.Flags().GetInt(name); err != nil {
+			errs = append(errs, fmt.Errorf("--%s: %w", name, err))
+		} else if v < 1 {
+			errs = append(errs, fmt.Errorf("--%s must be at least 1, got %d", name, v))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 func isTerminal(f *os.File) bool {
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
@@ -108,7 +129,6 @@ func printSummary(w io.Writer, cfg *rules.Config, outDir string, s *stream.Summa
 	if s.SourcesForgotten > 0 {
 		fmt.Fprintf(w, "sources   %d forgotten by the skew tracker to stay within skew.max_sources\n", s.SourcesForgotten)
 	}
-	fmt.Fprintf(w, "elapsed   %.3fs, %.0f events/s, state %d bytes on disk\n",
-		s.Elapsed.Seconds(), s.EventsPerSecond(), s.StateBytes)
+	fmt.Fprintf(w, "elapsed   %.3fs, %.0f events/s\n", s.Elapsed.Seconds(), s.EventsPerSecond())
 	fmt.Fprintf(w, "outputs   %s/{decisions,heatmaps,late,dlq}.jsonl\n", outDir)
 }

@@ -1,17 +1,17 @@
 package main
 
 import (
+	"log/slog"
 	"os"
-	"strings"
+	"path/filepath"
 
-	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/stream"
 	"github.com/spf13/cobra"
 )
 
 func newRunCmd() *cobra.Command {
-	var rulesFile, brokers, cpuProfile string
+	var rulesFile, cpuProfile string
 	opts := stream.RunOptions{Outputs: sink.DefaultTopics}
 	var resolveSecurity func() error
 	cmd := &cobra.Command{
@@ -31,13 +31,18 @@ which is plaintext: the TLS and SASL flags then are refused.
 			if err := resolveSecurity(); err != nil {
 				return err
 			}
-			cfg, err := rules.Load(rulesFile)
+			if err := atLeastOne(cmd, "cache-slots"); err != nil {
+				return err
+			}
+			cfg, err := loadRules(rulesFile)
 			if err != nil {
 				return err
 			}
 			opts.Config = cfg
-			if brokers != "" {
-				opts.Brokers = strings.Split(brokers, ",")
+			if !cmd.Flags().Changed("state-dir") {
+				slog.Info("state in the default folder (--state-dir)", "dir", opts.StateDir)
+			}
+			if opts.Brokers = brokerList(opts.Brokers); len(opts.Brokers) > 0 {
 				setGCPercent()
 			}
 			// SIGINT/SIGTERM: stop fetching, drain, flush, checkpoint, exit 0;
@@ -54,14 +59,14 @@ which is plaintext: the TLS and SASL flags then are refused.
 	}
 	f := cmd.Flags()
 	f.StringVar(&rulesFile, "rules", "", "rules file (YAML); required")
-	f.StringVar(&brokers, "brokers", "", "Kafka bootstrap brokers, comma-separated (default: start an embedded broker on 127.0.0.1:9092)")
+	addBrokersFlag(cmd, &opts.Brokers, "start an embedded broker on 127.0.0.1:9092")
 	f.StringVar(&opts.Topic, "topic", "requests", "input topic")
 	f.StringVar(&opts.Group, "group", "riskstream", "consumer group: joined to keep a second instance out, and given the checkpointed offsets for lag tools")
 	f.StringVar(&opts.Outputs.Decisions, "decisions-topic", sink.Decisions, "output topic for decisions")
 	f.StringVar(&opts.Outputs.Heatmaps, "heatmaps-topic", sink.Heatmaps, "output topic for heatmaps")
 	f.StringVar(&opts.Outputs.Late, "late-topic", sink.Late, "output topic for late events")
 	f.StringVar(&opts.Outputs.DLQ, "dlq-topic", sink.DLQ, "output topic for invalid records")
-	f.StringVar(&opts.StateDir, "state-dir", "riskstream-state", "state folder (Pebble; the embedded broker's data too)")
+	f.StringVar(&opts.StateDir, "state-dir", defaultStateDir(), "state folder: checkpointed window state and offsets (Pebble), and the embedded broker's data")
 	f.StringVar(&opts.MetricsAddr, "metrics-addr", ":9464", "address serving /metrics, /healthz and /readyz (200 once restored and consuming); empty for none")
 	f.DurationVar(&opts.CheckpointInterval, "checkpoint-interval", 0, "how often state and offsets are checkpointed (default 1s)")
 	f.IntVar(&opts.CacheSlots, "cache-slots", 0, "window states kept decoded in memory (default 1048576)")
@@ -72,4 +77,20 @@ which is plaintext: the TLS and SASL flags then are refused.
 	resolveSecurity = addSecurityFlags(cmd, &opts.Security)
 	cmd.MarkFlagRequired("rules")
 	return cmd
+}
+
+// defaultStateDir is run's --state-dir when none is given: one folder per
+// user, whatever the working directory, so that a job restarted from
+// elsewhere resumes from its checkpoint (and the embedded broker keeps its
+// topics): $XDG_STATE_HOME/riskstream, else ~/.local/state/riskstream, the
+// XDG base directory for state that outlives a run. Without a home it is
+// riskstream-state in the working directory.
+func defaultStateDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "riskstream")
+	}
+	if home, err := os.UserHomeDir(); err == nil && home != "" {
+		return filepath.Join(home, ".local", "state", "riskstream")
+	}
+	return "riskstream-state"
 }
