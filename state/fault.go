@@ -393,6 +393,7 @@ func (p pebbleLogger) Fatalf(format string, args ...any) {
 type quietLog struct {
 	l     *slog.Logger
 	every time.Duration
+	now   func() time.Time
 	mu    sync.Mutex
 	seen  map[string]*repeats
 }
@@ -406,12 +407,12 @@ type repeats struct {
 const maxDistinct = 256
 
 func newQuietLog(l *slog.Logger, every time.Duration) *quietLog {
-	return &quietLog{l: l, every: every, seen: map[string]*repeats{}}
+	return &quietLog{l: l, every: every, now: time.Now, seen: map[string]*repeats{}}
 }
 
 func (q *quietLog) log(level slog.Level, msg string, err error) {
 	key := msg + "\x00" + withoutDigits(err.Error())
-	now := time.Now()
+	now := q.now()
 	q.mu.Lock()
 	r := q.seen[key]
 	if r == nil {

@@ -322,11 +322,14 @@ func TestFatalfDoesNotPanic(t *testing.T) {
 func TestQuietLog(t *testing.T) {
 	var logs logBuffer
 	q := newQuietLog(slog.New(slog.NewTextHandler(&logs, nil)), 50*time.Millisecond)
+	now := time.Unix(1, 0)
+	q.now = func() time.Time { return now }
 	for i := range 1000 {
 		q.log(slog.LevelWarn, "write failed", fmt.Errorf("creating object %06d: no space left on device", i))
+		now = now.Add(49 * time.Microsecond)
 	}
 	q.log(slog.LevelWarn, "write failed", errors.New("other"))
-	time.Sleep(60 * time.Millisecond)
+	now = now.Add(10 * time.Millisecond)
 	q.log(slog.LevelWarn, "write failed", errors.New("creating object 001001: no space left on device"))
 	out := logs.String()
 	if n := strings.Count(out, "\n"); n != 3 || !strings.Contains(out, "repeats=1000") {
