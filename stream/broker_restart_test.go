@@ -12,8 +12,8 @@ import (
 // starts it again on the same data directory: the job rides it out and no
 // decision is lost.
 func TestBrokerRestart(t *testing.T) {
-	if testing.Short() {
-		t.Skip("restarts a broker")
+	if testing.Short() || !faults() {
+		t.Skipf("fault injection: set %s=1", faultsEnv)
 	}
 	want := replayDecisions(t)
 	opts := restartableBroker(t)

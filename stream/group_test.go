@@ -18,8 +18,8 @@ import (
 // empty, is refused or gives up once the first is back, and the first goes
 // on.
 func TestGroupGuardSurvivesBrokerRestart(t *testing.T) {
-	if testing.Short() {
-		t.Skip("restarts a broker")
+	if testing.Short() || !faults() {
+		t.Skipf("fault injection: set %s=1", faultsEnv)
 	}
 	opts := restartableBroker(t)
 	addr := opts.Addr
