@@ -1,7 +1,6 @@
 package stream
 
 import (
-	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -137,19 +136,7 @@ func decisionCount(addr string) int {
 // second (half 1) half of the bundled input.
 func produceHalves(t *testing.T, addr string) func(half int) {
 	t.Helper()
-	f, err := os.Open(bundledInput)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := readBundledInput(t)
 	lines := strings.SplitAfter(string(b), "\n")
 	halves := []string{strings.Join(lines[:len(lines)/2], ""), strings.Join(lines[len(lines)/2:], "")}
 	return func(half int) {
@@ -229,21 +216,8 @@ func TestLiveStateDiskFull(t *testing.T) {
 		}
 	}
 	stop()
-	got := readTopic(t, addr, "decisions")
-	set := map[string]bool{}
-	for _, d := range got {
-		set[d] = true
-	}
-	for _, d := range want {
-		if !set[d] {
-			t.Fatalf("decision lost across the disk full: %s", d)
-		}
-		delete(set, d)
-	}
-	for d := range set {
-		t.Fatalf("decision replay does not make: %s", d)
-	}
-	t.Logf("%d decisions before the disk filled, %d in all (%d made twice)", mid, len(got), len(got)-len(want))
+	checkDecisions(t, addr, want)
+	t.Logf("%d decisions before the disk filled", mid)
 }
 
 // TestLiveStateStall: the disk under the live job's state stops answering
