@@ -147,7 +147,11 @@ func NewKafka(brokers []string, topics Topics, opts ...KafkaOption) *Kafka {
 		w: &kafka.Writer{
 			Addr:      kafka.TCP(brokers...),
 			Transport: conns,
-			Balancer:  &kafka.Hash{},
+			// Keys go to the partitions the Java client's default
+			// partitioner (murmur2) gives them, as produce's do: a consumer
+			// or producer of any client finds an event id's decisions
+			// where it would put them.
+			Balancer: kafka.Murmur2Balancer{},
 			// A batch is sent when its BatchTimeout expires or it is full,
 			// even by a synchronous WriteMessages: kafka-go's default of a
 			// second (or any milliseconds) would be added to every

@@ -405,3 +405,42 @@ func TestKafkaWriteErrorNamesTheTopic(t *testing.T) {
 		t.Fatalf("refused write: %v", err)
 	}
 }
+
+// TestKafkaPartitionsLikeJava: decisions go to the partition of their event
+// id by murmur2, the Java client's default partitioner (kafka-go's Hash,
+// FNV-1a, puts most of these ids elsewhere).
+func TestKafkaPartitionsLikeJava(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(8, "decisions"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	k := NewKafka(c.ListenAddrs(), DefaultTopics)
+	defer k.Close()
+	r := &rules.Rule{Name: "r", Action: "deny", Key: []string{"user"}}
+	want := map[int]int{}
+	partitions := []int{0, 1, 2, 3, 4, 5, 6, 7}
+	for i := range 64 {
+		id := fmt.Sprintf("e-%d", i)
+		k.Decision(&windows.Decision{Rule: r, EventID: []byte(strconv.Quote(id)), Key: "\"u\"\x00"})
+		want[kafka.Murmur2Balancer{}.Balance(kafka.Message{Key: []byte(id)}, partitions...)]++
+	}
+	b := k.Detach()
+	if err := k.Write(context.Background(), &b); err != nil {
+		t.Fatal(err)
+	}
+	for p := range 8 {
+		conn, err := kafka.DialLeader(context.Background(), "tcp", c.ListenAddrs()[0], "decisions", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := conn.ReadLastOffset()
+		conn.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int(n) != want[p] {
+			t.Errorf("partition %d holds %d decisions, want %d", p, n, want[p])
+		}
+	}
+}
