@@ -48,6 +48,9 @@ type Kafka struct {
 	maxBytes int
 	metrics  kafkaMetrics
 	log      *slog.Logger
+	// written, until it is empty, holds messages already in their topics,
+	// which add skips (see SkipWritten).
+	written *Written
 }
 
 // KafkaOption configures NewKafka.
@@ -95,7 +98,7 @@ func Logger(l *slog.Logger) KafkaOption {
 // kafkaMetrics count what happens to output messages too large for their
 // topic. Labels are the four output topics.
 type kafkaMetrics struct {
-	truncated, refused, dropped *prometheus.CounterVec
+	truncated, refused, dropped, skipped *prometheus.CounterVec
 }
 
 func newKafkaMetrics(reg prometheus.Registerer, topics Topics) kafkaMetrics {
@@ -106,14 +109,17 @@ func newKafkaMetrics(reg prometheus.Registerer, topics Topics) kafkaMetrics {
 			Help: "Output messages too large for their topic, written to the dlq topic instead."}, []string{"topic"}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "riskstream_output_dropped_total",
 			Help: "Output messages lost: too large for their topic, and their dlq record refused too."}, []string{"topic"}),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "riskstream_output_duplicates_skipped_total",
+			Help: "Output messages not written again after a restart: a run that stopped without a final checkpoint had written them already."}, []string{"topic"}),
 	}
 	for _, t := range []string{topics.Decisions, topics.Heatmaps, topics.Late, topics.DLQ} {
 		m.truncated.WithLabelValues(t)
 		m.refused.WithLabelValues(t)
 		m.dropped.WithLabelValues(t)
+		m.skipped.WithLabelValues(t)
 	}
 	if reg != nil {
-		reg.MustRegister(m.truncated, m.refused, m.dropped)
+		reg.MustRegister(m.truncated, m.refused, m.dropped, m.skipped)
 	}
 	return m
 }
@@ -195,14 +201,36 @@ func (k *Kafka) room() []byte {
 
 // add queues a message whose key and value were appended to the chunk
 // from keyStart and valueStart on.
-func (k *Kafka) add(topic string, keyStart, valueStart int, hasKey bool) {
+//
+// It returns false, and takes the message's bytes back, when the message
+// is one of those SkipWritten named.
+func (k *Kafka) add(topic string, keyStart, valueStart int, hasKey bool) bool {
 	b := k.chunk
 	var key []byte
 	if hasKey {
 		key = b[keyStart:valueStart:valueStart]
 	}
 	end := len(b) - 1 // the encoders end records with a newline, for files
-	k.pending = append(k.pending, kafka.Message{Topic: topic, Key: key, Value: b[valueStart:end:end]})
+	value := b[valueStart:end:end]
+	if k.written != nil && k.written.take(topic, key, value) {
+		if k.written.Len() == 0 {
+			k.written = nil
+		}
+		k.chunk = b[:keyStart]
+		k.metrics.skipped.WithLabelValues(topic).Inc()
+		return false
+	}
+	k.pending = append(k.pending, kafka.Message{Topic: topic, Key: key, Value: value})
+	return true
+}
+
+// SkipWritten makes the sink leave out the messages of w, once each, when
+// they are made again: those a run that stopped without a final checkpoint
+// had written past it. w is the sink's from then on.
+func (k *Kafka) SkipWritten(w *Written) {
+	if w != nil && w.Len() > 0 {
+		k.written = w
+	}
 }
 
 // Decision implements windows.Output; the message key is the event id.
@@ -219,8 +247,9 @@ func (k *Kafka) Decision(d *windows.Decision) {
 	}
 	valueStart := len(b)
 	k.chunk = k.enc.AppendDecision(b, d)
-	k.add(k.topics.Decisions, keyStart, valueStart, true)
-	k.DecisionRefs = append(k.DecisionRefs, k.Ref)
+	if k.add(k.topics.Decisions, keyStart, valueStart, true) {
+		k.DecisionRefs = append(k.DecisionRefs, k.Ref)
+	}
 }
 
 // Heatmap implements windows.Output; the key is the heatmap name and key.
@@ -245,8 +274,7 @@ func (k *Kafka) Late(raw []byte, wm int64, p *event.Provenance) {
 	start := len(b)
 	var cut bool
 	k.chunk, cut = appendLate(b, raw, wm, p, k.maxBytes)
-	k.add(k.topics.Late, start, start, false)
-	if cut {
+	if k.add(k.topics.Late, start, start, false) && cut {
 		k.metrics.truncated.WithLabelValues(k.topics.Late).Inc()
 	}
 }
@@ -258,8 +286,7 @@ func (k *Kafka) DLQ(raw []byte, reason string, p *event.Provenance) {
 	start := len(b)
 	var cut bool
 	k.chunk, cut = appendDLQ(b, raw, reason, p, k.maxBytes)
-	k.add(k.topics.DLQ, start, start, false)
-	if cut {
+	if k.add(k.topics.DLQ, start, start, false) && cut {
 		k.metrics.truncated.WithLabelValues(k.topics.DLQ).Inc()
 	}
 }

@@ -444,3 +444,42 @@ func TestKafkaPartitionsLikeJava(t *testing.T) {
 		}
 	}
 }
+
+// TestKafkaSkipWritten: messages named by SkipWritten are left out once
+// each, with their decision's latency reference; the others are written.
+func TestKafkaSkipWritten(t *testing.T) {
+	k := NewKafka([]string{"127.0.0.1:1"}, DefaultTopics)
+	defer k.Close()
+	r := &rules.Rule{Name: "r", Action: "deny", Key: []string{"user"}}
+	decide := func(id string) {
+		k.Ref = int64(len(id))
+		k.Decision(&windows.Decision{Rule: r, EventID: []byte(strconv.Quote(id)), Key: "\"u\"\x00"})
+	}
+	decide("a")
+	decide("bb")
+	k.DLQ([]byte(`{"bad`), "not JSON", &event.Provenance{Partition: 0, Offset: 7})
+	first := k.Detach()
+	w := NewWritten()
+	for _, m := range first.Messages { // a, bb and the dlq record
+		w.Add(m.Topic, m.Key, m.Value)
+	}
+	k.SkipWritten(w)
+	decide("a")
+	decide("a")
+	decide("ccc")
+	k.DLQ([]byte(`{"bad`), "not JSON", &event.Provenance{Partition: 0, Offset: 7})
+	b := k.Detach()
+	var ids []string
+	for _, m := range b.Messages {
+		ids = append(ids, m.Topic+":"+string(m.Key))
+	}
+	if got := strings.Join(ids, " "); got != "decisions:a decisions:ccc" {
+		t.Errorf("written %q, want the second a and ccc", got)
+	}
+	if !slices.Equal(b.DecisionRefs, []int64{1, 3}) {
+		t.Errorf("latency references %v, want those of the decisions written", b.DecisionRefs)
+	}
+	if w.Len() != 1 {
+		t.Errorf("%d messages left to skip, want bb's", w.Len())
+	}
+}

@@ -238,6 +238,22 @@ func Run(ctx context.Context, opts RunOptions) (err error) {
 			return err
 		}
 		log.Info("resuming from checkpoint", "offsets", offsets, "watermark", e.Watermark())
+		if raw, ok, err := db.Meta(metaOutputs); err != nil {
+			return err
+		} else if ok {
+			ends, err := decodeOutputEnds(raw)
+			if err != nil {
+				return err
+			}
+			written, err := writtenSince(ctx, brokers, sec, ends)
+			if err != nil {
+				return err
+			}
+			out.SkipWritten(written)
+			if n := written.Len(); n > 0 {
+				log.Info("outputs written after the checkpoint are not written again", "messages", n)
+			}
+		}
 	}
 
 	// A wrong password or a TLS mismatch fails here, saying so, rather
@@ -321,9 +337,24 @@ func Run(ctx context.Context, opts RunOptions) (err error) {
 	// state and offsets in one batch: an output is never behind the
 	// checkpoint that covers its input. The final one is durable, and its
 	// offsets are the group's, when it returns.
+	outputClient := &kafka.Client{Addr: kafka.TCP(brokers...), Transport: sec.Transport(), Timeout: 10 * time.Second}
+	outputTopics := []string{opts.Outputs.Decisions, opts.Outputs.Heatmaps, opts.Outputs.Late, opts.Outputs.DLQ}
 	checkpoint := func(final bool) error {
 		start := time.Now()
 		if err := writer.drain(); err != nil {
+			return err
+		}
+		// Where the outputs end, now that all are acknowledged: a restart
+		// does not write again what lies past it. Unknown (an error) is
+		// an empty list: the restart then writes them again.
+		endsCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ends, err := outputEnds(endsCtx, outputClient, outputTopics)
+		cancel()
+		if err != nil {
+			log.Warn("reading where the outputs end; a restart from this checkpoint may write some outputs twice", "err", err)
+			ends = nil
+		}
+		if err := db.SetMeta(metaOutputs, encodeOutputEnds(ends)); err != nil {
 			return err
 		}
 		cp, err := e.Checkpoint()

@@ -1,0 +1,177 @@
+package stream
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/riskstream/riskstream/kafkaconn"
+	"github.com/riskstream/riskstream/sink"
+	"github.com/segmentio/kafka-go"
+)
+
+// The outputs a job wrote after its last checkpoint are written again by
+// the next run, which starts from that checkpoint: at least once. To make
+// it effectively once with any broker (kafka-go has no transactions), each
+// checkpoint also records where every output partition ends, once the
+// outputs it covers are acknowledged; a restarted job reads what lies past
+// those ends and its sink skips those messages when it makes them again
+// (sink.Written).
+
+// metaOutputs is the checkpoint's meta key for the output partitions' ends.
+const metaOutputs = "outputs"
+
+// partitionEnd is where one output partition ended at a checkpoint.
+type partitionEnd struct {
+	topic     string
+	partition int
+	offset    int64
+}
+
+// outputEnds returns the end offset of every partition of topics.
+func outputEnds(ctx context.Context, client *kafka.Client, topics []string) ([]partitionEnd, error) {
+	meta, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: topics})
+	if err != nil {
+		return nil, fmt.Errorf("output topics: %w", err)
+	}
+	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
+	for _, t := range meta.Topics {
+		if t.Error != nil {
+			return nil, fmt.Errorf("output topic %s: %w", t.Name, t.Error)
+		}
+		for _, p := range t.Partitions {
+			req.Topics[t.Name] = append(req.Topics[t.Name], kafka.LastOffsetOf(p.ID))
+		}
+	}
+	resp, err := client.ListOffsets(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("output topics' ends: %w", err)
+	}
+	var ends []partitionEnd
+	for topic, ps := range resp.Topics {
+		for _, p := range ps {
+			if p.Error != nil {
+				return nil, fmt.Errorf("end of %s/%d: %w", topic, p.Partition, p.Error)
+			}
+			ends = append(ends, partitionEnd{topic: topic, partition: p.Partition, offset: p.LastOffset})
+		}
+	}
+	slices.SortFunc(ends, func(a, b partitionEnd) int {
+		if a.topic != b.topic {
+			if a.topic < b.topic {
+				return -1
+			}
+			return 1
+		}
+		return a.partition - b.partition
+	})
+	return ends, nil
+}
+
+func encodeOutputEnds(ends []partitionEnd) []byte {
+	var b []byte
+	b = binary.AppendUvarint(b, uint64(len(ends)))
+	for _, e := range ends {
+		b = binary.AppendUvarint(b, uint64(len(e.topic)))
+		b = append(b, e.topic...)
+		b = binary.AppendVarint(b, int64(e.partition))
+		b = binary.AppendVarint(b, e.offset)
+	}
+	return b
+}
+
+var errCorruptOutputs = errors.New("stream: corrupt output ends in checkpoint")
+
+func decodeOutputEnds(b []byte) ([]partitionEnd, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)) {
+		return nil, errCorruptOutputs
+	}
+	b = b[k:]
+	ends := make([]partitionEnd, 0, n)
+	for range n {
+		l, k := binary.Uvarint(b)
+		if k <= 0 || l > uint64(len(b)-k) {
+			return nil, errCorruptOutputs
+		}
+		e := partitionEnd{topic: string(b[k : k+int(l)])}
+		b = b[k+int(l):]
+		p, k := binary.Varint(b)
+		if k <= 0 {
+			return nil, errCorruptOutputs
+		}
+		b = b[k:]
+		if e.offset, k = binary.Varint(b); k <= 0 {
+			return nil, errCorruptOutputs
+		}
+		b = b[k:]
+		e.partition = int(p)
+		ends = append(ends, e)
+	}
+	if len(b) != 0 {
+		return nil, errCorruptOutputs
+	}
+	return ends, nil
+}
+
+// writtenSince reads every output message past ends, up to each partition's
+// end now: what a run wrote after its last checkpoint.
+func writtenSince(ctx context.Context, brokers []string, sec *kafkaconn.Security, ends []partitionEnd) (*sink.Written, error) {
+	w := sink.NewWritten()
+	dialer := sec.Dialer()
+	for _, e := range ends {
+		if err := readPartitionTail(ctx, dialer, brokers, e, w); err != nil {
+			return nil, fmt.Errorf("outputs written after the checkpoint, %s/%d from %d: %w", e.topic, e.partition, e.offset, err)
+		}
+	}
+	return w, nil
+}
+
+// readPartitionTail adds to w the messages of one partition from e.offset
+// to its end.
+func readPartitionTail(ctx context.Context, dialer *kafka.Dialer, brokers []string, e partitionEnd, w *sink.Written) error {
+	var conn *kafka.Conn
+	var err error
+	for _, b := range brokers {
+		if conn, err = dialer.DialLeader(ctx, "tcp", b, e.topic, e.partition); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(fetchTimeout))
+	end, err := conn.ReadLastOffset()
+	if err != nil {
+		return err
+	}
+	for next := e.offset; next < end; {
+		conn.SetDeadline(time.Now().Add(fetchTimeout))
+		if _, err := conn.Seek(next, kafka.SeekAbsolute); err != nil {
+			return err
+		}
+		batch := conn.ReadBatch(1, 16<<20)
+		from := next
+		for {
+			m, err := batch.ReadMessage()
+			if err != nil {
+				break
+			}
+			if m.Offset >= next && m.Offset < end {
+				w.Add(e.topic, m.Key, m.Value)
+				next = m.Offset + 1
+			}
+		}
+		if err := batch.Close(); err != nil {
+			return err
+		}
+		if next == from {
+			return fmt.Errorf("no message at offset %d of %d", next, end)
+		}
+	}
+	return nil
+}
