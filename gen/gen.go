@@ -3,7 +3,8 @@
 // rules look for (payment bursts, device scraping), skewed clocks, late and
 // invalid records. Options shape it further for measurements: users drawn
 // uniformly instead of by a Zipf law, a fixed number of devices per user
-// (so that the keys a workload touches are known), and an attack phase in
+// and amounts on every request (so that the keys a workload touches, and the
+// states rules keep for them, are known), and an attack phase in
 // which most requests are payments of a few users, so that most events get
 // a decision.
 //
@@ -286,6 +287,9 @@ func (g *generator) draw(seq, t int64, s *session) record {
 		if s == nil || s.scrape {
 			rec.channel = uint8(g.m.channels.pick(r))
 		}
+		rec.amount = amount(r)
+	} else if o.AmountShare > 0 && r.Float64() < o.AmountShare {
+		rec.flags |= flagAmount
 		rec.amount = amount(r)
 	}
 	if rec.api == apiPay || rec.api == apiCart {

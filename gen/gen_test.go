@@ -557,3 +557,37 @@ func TestAttack(t *testing.T) {
 		t.Fatal("attack options changed a workload without an attack phase")
 	}
 }
+
+func TestAmountShare(t *testing.T) {
+	o := DefaultOptions()
+	o.Events, o.InvalidFraction = 20_000, 0
+	count := func(o Options) (other, withAmount int) {
+		data, _ := generate(t, o)
+		for _, l := range parse(t, data) {
+			if l.API == "/pay" {
+				if l.Amount == nil || *l.Amount <= 0 {
+					t.Fatalf("a /pay without a positive amount: %s", l.raw)
+				}
+				continue
+			}
+			other++
+			if l.Amount != nil {
+				withAmount++
+				if *l.Amount <= 0 {
+					t.Fatalf("amount not positive: %s", l.raw)
+				}
+			}
+		}
+		return other, withAmount
+	}
+	if _, n := count(o); n != 0 {
+		t.Errorf("default: %d requests other than /pay have an amount", n)
+	}
+	o.AmountShare = 1
+	if other, n := count(o); n != other {
+		t.Errorf("amount share 1: %d of %d requests other than /pay have an amount", n, other)
+	}
+	o.AmountShare = 0.25
+	other, n := count(o)
+	within(t, "non-/pay with an amount", n, 0.25*float64(other))
+}

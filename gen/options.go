@@ -62,6 +62,12 @@ type Options struct {
 	// event time. A session is 220–400 /search or /profile requests from a
 	// fresh device, 20–100 ms apart: a session (gap 30 s) of more than 200.
 	ScrapeRate float64
+	// AmountShare is the share of requests other than /pay that carry an
+	// amount too (an order or basket value, drawn as a payment's), so that
+	// a sum:amount rule without a filter keeps a state for every user, not
+	// only for paying ones. Every /pay has an amount whatever it is. The
+	// default value is 0.
+	AmountShare float64
 	// RFC3339Fraction is the share of valid records whose ts is written as
 	// an RFC 3339 string (UTC, ms precision) instead of integer ms.
 	RFC3339Fraction float64
@@ -171,6 +177,7 @@ func (o Options) Validate() error {
 		{"invalid fraction", o.InvalidFraction},
 		{"rfc3339 fraction", o.RFC3339Fraction},
 		{"attack share", o.AttackShare},
+		{"amount share", o.AmountShare},
 	}
 	for _, f := range fractions {
 		if !(f.v >= 0 && f.v <= 1) {

@@ -41,6 +41,7 @@ func TestValidate(t *testing.T) {
 		{"attack", func(o *Options) {
 			o.AttackStart, o.AttackDuration, o.AttackShare, o.AttackUsers = -time.Second, time.Second, 1.5, o.Users+1
 		}, []string{"attack start must be >= 0", "attack share must be in [0, 1]", "attack users must be in [1, users = 10000]"}},
+		{"amount share", func(o *Options) { o.AmountShare = -0.1 }, []string{"amount share must be in [0, 1]"}},
 		{"attack duration", func(o *Options) { o.AttackDuration = -1 }, []string{"attack duration must be >= 0"}},
 		{"anomalies beyond rate", func(o *Options) { o.Rate = 10 }, []string{"no room under rate 10"}},
 		{"clocks", func(o *Options) {

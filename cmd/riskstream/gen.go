@@ -29,7 +29,7 @@ delivery, a few late and invalid records, and ingest_ts per record. The same
 flags always produce the same bytes.`,
 		Example: `  riskstream gen --events 2000000 --users 100000 --out testdata/big.jsonl.gz
   riskstream gen --clock gw-1:step=+200ms@30s --clock gw-2:drift=100
-  riskstream gen --events 4000000 --users 10000000 --user-dist uniform --devices-per-user 1
+  riskstream gen --events 4000000 --users 10000000 --user-dist uniform --devices-per-user 1 --amount-share 1
   riskstream gen --events 2000000 --users 100000 --attack-duration 100s --attack-share 0.8`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -80,6 +80,7 @@ flags always produce the same bytes.`,
 	f.Float64Var(&o.InvalidFraction, "invalid", o.InvalidFraction, "share of invalid records")
 	f.Float64Var(&o.BurstRate, "bursts", o.BurstRate, "payment bursts per second of event time")
 	f.Float64Var(&o.ScrapeRate, "scrapes", o.ScrapeRate, "device scraping sessions per second of event time")
+	f.Float64Var(&o.AmountShare, "amount-share", o.AmountShare, "share of requests other than /pay that carry an amount too")
 	f.Float64Var(&o.RFC3339Fraction, "rfc3339", o.RFC3339Fraction, "share of records with an RFC 3339 ts")
 	f.DurationVar(&o.AttackStart, "attack-start", o.AttackStart, "start of the attack phase, in event time after --start")
 	f.DurationVar(&o.AttackDuration, "attack-duration", o.AttackDuration, "length of the attack phase (0: no attack)")
