@@ -1,7 +1,12 @@
 // Package gen writes a deterministic synthetic workload for riskstream: JSONL
 // request events, as gateways would publish them, with the anomalies the
 // rules look for (payment bursts, device scraping), skewed clocks, late and
-// invalid records.
+// invalid records. Options shape it further for measurements: users drawn
+// uniformly instead of by a Zipf law, a fixed number of devices per user
+// and amounts on every request (so that the keys a workload touches, and the
+// states rules keep for them, are known), and an attack phase in
+// which most requests are payments of a few users, so that most events get
+// a decision.
 //
 // # Time model
 //
@@ -59,6 +64,8 @@ type Stats struct {
 	// made at least one request (the last ones may be cut short by the end
 	// of the workload).
 	Bursts, Scrapes int
+	// Attack is the number of attack payments (Options.AttackStart).
+	Attack int
 	// FirstTS and LastTS are the smallest and largest ts of valid records,
 	// in epoch ms (0 when there are none).
 	FirstTS, LastTS int64
@@ -228,10 +235,21 @@ func (g *generator) draw(seq, t int64, s *session) record {
 		g.stats.Late++
 	}
 	rec.source = r.Int32N(int32(o.Sources))
+	attack := false
+	if s == nil && !late && o.attacking() && t >= int64(o.AttackStart) && t-int64(o.AttackStart) < int64(o.AttackDuration) {
+		attack = r.Float64() < o.AttackShare
+	}
 
 	switch {
+	case attack:
+		rec.user = attacker(r.IntN(o.AttackUsers), o.Users, o.AttackUsers)
+		var devices int32
+		rec.region, devices = g.m.userTraits(rec.user)
+		rec.device = r.Int32N(devices)
+		rec.api = apiPay
+		g.stats.Attack++
 	case s == nil:
-		rec.user = int32(g.m.users.Uint64())
+		rec.user = g.m.user(r)
 		var devices int32
 		rec.region, devices = g.m.userTraits(rec.user)
 		rec.device = r.Int32N(devices)
@@ -270,6 +288,9 @@ func (g *generator) draw(seq, t int64, s *session) record {
 			rec.channel = uint8(g.m.channels.pick(r))
 		}
 		rec.amount = amount(r)
+	} else if o.AmountShare > 0 && r.Float64() < o.AmountShare {
+		rec.flags |= flagAmount
+		rec.amount = amount(r)
 	}
 	if rec.api == apiPay || rec.api == apiCart {
 		rec.merchant = int16(g.m.merchants.Uint64())
@@ -305,6 +326,12 @@ func (g *generator) draw(seq, t int64, s *session) record {
 	}
 	rec.ingestMs = o.Start + floorDiv(ingest, nsPerMs)
 	return rec
+}
+
+// attacker returns the user id of attacker i of n, spread evenly over the
+// users.
+func attacker(i, users, n int) int32 {
+	return int32(i * (users / n))
 }
 
 // floorDiv divides rounding toward minus infinity, so that a clock running

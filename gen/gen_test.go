@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -121,6 +123,16 @@ func TestDeterministic(t *testing.T) {
 	c, _ := generate(t, o)
 	if bytes.Equal(a, c) {
 		t.Fatal("seeds 1 and 2 gave the same bytes")
+	}
+	o.Seed = 1
+	o.UserDist, o.DevicesPerUser = UniformUsers, 1
+	u1, _ := generate(t, o)
+	u2, _ := generate(t, o)
+	if !bytes.Equal(u1, u2) {
+		t.Fatal("uniform users: same options, different bytes")
+	}
+	if bytes.Equal(a, u1) {
+		t.Fatal("zipf and uniform users gave the same bytes")
 	}
 }
 
@@ -415,4 +427,167 @@ type countingWriter struct{ n *int64 }
 func (w countingWriter) Write(p []byte) (int, error) {
 	*w.n += int64(len(p))
 	return len(p), nil
+}
+
+func TestUserDist(t *testing.T) {
+	o := DefaultOptions()
+	o.Events, o.Users = 100_000, 1000
+	o.BurstRate, o.ScrapeRate, o.InvalidFraction = 0, 0, 0
+	counts := func(o Options) []int {
+		t.Helper()
+		data, _ := generate(t, o)
+		c := make([]int, o.Users)
+		for _, l := range parse(t, data) {
+			var u int
+			if _, err := fmt.Sscanf(l.user(), "u%d", &u); err != nil {
+				t.Fatal(err)
+			}
+			c[u]++
+		}
+		return c
+	}
+	zipf := counts(o)
+	o.UserDist = UniformUsers
+	uniform := counts(o)
+	// Uniform: about 100 requests each (Poisson, sd 10); no user far off,
+	// none unseen.
+	for u, n := range uniform {
+		if n < 50 || n > 160 {
+			t.Errorf("uniform: u%d made %d requests, want about 100", u, n)
+		}
+	}
+	// Zipf: the head is hot and the tail cold.
+	if zipf[0] < 3*zipf[len(zipf)/2] {
+		t.Errorf("zipf: u0 made %d requests, the median user %d; want a hot head", zipf[0], zipf[len(zipf)/2])
+	}
+	if uniform[0] > 2*uniform[len(uniform)/2]+50 {
+		t.Errorf("uniform: u0 made %d requests, the median user %d", uniform[0], uniform[len(uniform)/2])
+	}
+}
+
+func TestDevicesPerUser(t *testing.T) {
+	for _, n := range []int{0, 1, 2} {
+		o := DefaultOptions()
+		o.Events, o.Users, o.DevicesPerUser = 50_000, 500, n
+		data, _ := generate(t, o)
+		devices := map[string]map[string]bool{}
+		for _, l := range parse(t, data) {
+			if l.reason != "" || strings.HasPrefix(l.Device, "dbot-") {
+				continue
+			}
+			if !strings.HasPrefix(l.Device, "d"+l.user()[1:]+"-") {
+				t.Fatalf("device %s of user %s", l.Device, l.user())
+			}
+			if devices[l.user()] == nil {
+				devices[l.user()] = map[string]bool{}
+			}
+			devices[l.user()][l.Device] = true
+		}
+		most := 0
+		for _, d := range devices {
+			most = max(most, len(d))
+		}
+		want := n
+		if n == 0 {
+			want = 3 // 1 to 3 per user
+		}
+		if most != want {
+			t.Errorf("devices per user %d: a user has up to %d devices, want %d", n, most, want)
+		}
+	}
+}
+
+func TestAttack(t *testing.T) {
+	o := DefaultOptions()
+	o.Events, o.Users = 60_000, 100_000 // 3 s of traffic
+	o.AttackStart, o.AttackDuration = time.Second, time.Second
+	o.AttackShare, o.AttackUsers = 0.8, 50
+	data, st := generate(t, o)
+	attackers := map[string]bool{}
+	for i := range o.AttackUsers {
+		attackers["u"+strconv.Itoa(i*(o.Users/o.AttackUsers))] = true
+	}
+	var inPhase, pays, attackPays, outside, outsideAttack int
+	start := o.Start + o.AttackStart.Milliseconds()
+	end := start + o.AttackDuration.Milliseconds()
+	for _, l := range parse(t, data) {
+		if l.reason != "" {
+			continue
+		}
+		// Late records and jitter blur the edges: look 10 ms inside.
+		switch {
+		case l.ts >= start+10 && l.ts < end-10:
+			inPhase++
+			if l.API == "/pay" {
+				pays++
+				if attackers[l.user()] {
+					attackPays++
+				}
+			}
+		case l.ts < start-10 || l.ts >= end+10:
+			outside++
+			if l.API == "/pay" && attackers[l.user()] {
+				outsideAttack++
+			}
+		}
+	}
+	// 80% attack payments plus 15% of the other 20% normal payments.
+	if got := float64(pays) / float64(inPhase); got < 0.80 || got > 0.86 {
+		t.Errorf("/pay is %.3f of the attack phase's records, want about 0.83", got)
+	}
+	if got := float64(attackPays) / float64(inPhase); got < 0.77 || got > 0.83 {
+		t.Errorf("attack payments are %.3f of the attack phase's records, want about 0.80", got)
+	}
+	if outsideAttack > outside/1000 {
+		t.Errorf("%d payments of attackers among %d records outside the phase", outsideAttack, outside)
+	}
+	within(t, "Stats.Attack", st.Attack, 0.8*20_000)
+
+	// Deterministic, and the default (no attack) is untouched by the
+	// attack's other options.
+	again, _ := generate(t, o)
+	if !bytes.Equal(data, again) {
+		t.Fatal("same options, different bytes")
+	}
+	d := DefaultOptions()
+	d.Events = 20_000
+	plain, _ := generate(t, d)
+	d.AttackShare, d.AttackUsers = 0.3, 7
+	if other, _ := generate(t, d); !bytes.Equal(plain, other) {
+		t.Fatal("attack options changed a workload without an attack phase")
+	}
+}
+
+func TestAmountShare(t *testing.T) {
+	o := DefaultOptions()
+	o.Events, o.InvalidFraction = 20_000, 0
+	count := func(o Options) (other, withAmount int) {
+		data, _ := generate(t, o)
+		for _, l := range parse(t, data) {
+			if l.API == "/pay" {
+				if l.Amount == nil || *l.Amount <= 0 {
+					t.Fatalf("a /pay without a positive amount: %s", l.raw)
+				}
+				continue
+			}
+			other++
+			if l.Amount != nil {
+				withAmount++
+				if *l.Amount <= 0 {
+					t.Fatalf("amount not positive: %s", l.raw)
+				}
+			}
+		}
+		return other, withAmount
+	}
+	if _, n := count(o); n != 0 {
+		t.Errorf("default: %d requests other than /pay have an amount", n)
+	}
+	o.AmountShare = 1
+	if other, n := count(o); n != other {
+		t.Errorf("amount share 1: %d of %d requests other than /pay have an amount", n, other)
+	}
+	o.AmountShare = 0.25
+	other, n := count(o)
+	within(t, "non-/pay with an amount", n, 0.25*float64(other))
 }

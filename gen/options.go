@@ -18,8 +18,18 @@ type Options struct {
 	// bursts and scrapes included.
 	Events int
 	// Users is the population size. User ids are u0..u{Users-1}; normal
-	// traffic picks them by a Zipf law (s = 1.1, v = 50), so u0, u1, ... are hot.
+	// traffic picks them by UserDist.
 	Users int
+	// UserDist is how normal traffic picks its users: ZipfUsers (s = 1.1,
+	// v = Users/20, so u0, u1, ... are hot) or UniformUsers (every user
+	// equally likely, so the number of distinct users seen grows with
+	// Users, as when measuring state at a given key count). The default
+	// value is ZipfUsers.
+	UserDist UserDist
+	// DevicesPerUser is how many devices each user has (device ids
+	// d{user}-0..d{user}-{N-1}). 0 gives each user 1 to 3, fixed per user by
+	// a hash of the seed and the user. The default value is 0.
+	DevicesPerUser int
 	// Sources is the number of gateway nodes gw-0..gw-{Sources-1} that stamp
 	// ts. Each event is stamped by a source chosen uniformly.
 	Sources int
@@ -52,13 +62,49 @@ type Options struct {
 	// event time. A session is 220–400 /search or /profile requests from a
 	// fresh device, 20–100 ms apart: a session (gap 30 s) of more than 200.
 	ScrapeRate float64
+	// AmountShare is the share of requests other than /pay that carry an
+	// amount too (an order or basket value, drawn as a payment's), so that
+	// a sum:amount rule without a filter keeps a state for every user, not
+	// only for paying ones. Every /pay has an amount whatever it is. The
+	// default value is 0.
+	AmountShare float64
 	// RFC3339Fraction is the share of valid records whose ts is written as
 	// an RFC 3339 string (UTC, ms precision) instead of integer ms.
 	RFC3339Fraction float64
 	// Clocks inject clock errors into some sources' ts (skew). Sources
 	// without an entry have a perfect clock.
 	Clocks []Clock
+
+	// AttackStart and AttackDuration place an attack phase, in true time
+	// after Start: [AttackStart, AttackStart+AttackDuration). During it,
+	// each background request is, with probability AttackShare, a /pay of
+	// one of AttackUsers attacking users (chosen uniformly among them),
+	// from one of the attacker's devices; the rate stays Rate. At
+	// AttackShare × Rate / AttackUsers payments per second, an attacker
+	// soon passes "more than 5 payments in 60 s", and every further payment
+	// trips that rule: with AttackShare 0.8 most events get a decision.
+	// Attack requests are never late (they may be invalid). A zero
+	// AttackDuration, the default, means no attack.
+	AttackStart, AttackDuration time.Duration
+	// AttackShare is the share of background requests in the attack phase
+	// that are attack payments. The default value is 0.8.
+	AttackShare float64
+	// AttackUsers is the number of attacking users: u0, u{k}, u{2k}, ...
+	// with k = Users/AttackUsers, spread over the population. It must not
+	// exceed Users when there is an attack phase. The default value is 100.
+	AttackUsers int
 }
+
+// UserDist is a distribution of users over normal traffic.
+type UserDist string
+
+// The user distributions.
+const (
+	// ZipfUsers makes a few users hot and most rare (s = 1.1).
+	ZipfUsers UserDist = "zipf"
+	// UniformUsers makes every user equally likely.
+	UniformUsers UserDist = "uniform"
+)
 
 // DefaultOptions returns a realistic mid-size workload: 100,000 events at
 // 20,000 events/s (5 s of event time) from 10,000 users through 4 gateways,
@@ -68,6 +114,7 @@ func DefaultOptions() Options {
 		Seed:            1,
 		Events:          100_000,
 		Users:           10_000,
+		UserDist:        ZipfUsers,
 		Sources:         4,
 		Start:           1732150000000,
 		Rate:            20_000,
@@ -77,8 +124,13 @@ func DefaultOptions() Options {
 		BurstRate:       2,
 		ScrapeRate:      0.05,
 		RFC3339Fraction: 0.01,
+		AttackShare:     0.8,
+		AttackUsers:     100,
 	}
 }
+
+// attacking reports whether the workload has an attack phase.
+func (o Options) attacking() bool { return o.AttackDuration > 0 }
 
 // specialRate is the expected number of events per second that bursts and
 // scrapes add; the background traffic makes up the rest of Rate.
@@ -99,6 +151,12 @@ func (o Options) Validate() error {
 	if o.Users < 1 || o.Users > math.MaxInt32 {
 		bad("users must be in [1, %d], got %d", math.MaxInt32, o.Users)
 	}
+	if o.UserDist != ZipfUsers && o.UserDist != UniformUsers {
+		bad("user distribution must be %q or %q, got %q", ZipfUsers, UniformUsers, o.UserDist)
+	}
+	if o.DevicesPerUser < 0 || o.DevicesPerUser > math.MaxInt32 {
+		bad("devices per user must be in [0, %d], got %d", math.MaxInt32, o.DevicesPerUser)
+	}
 	if o.Sources < 1 || o.Sources > math.MaxInt32 {
 		bad("sources must be in [1, %d], got %d", math.MaxInt32, o.Sources)
 	}
@@ -118,6 +176,8 @@ func (o Options) Validate() error {
 		{"late fraction", o.LateFraction},
 		{"invalid fraction", o.InvalidFraction},
 		{"rfc3339 fraction", o.RFC3339Fraction},
+		{"attack share", o.AttackShare},
+		{"amount share", o.AmountShare},
 	}
 	for _, f := range fractions {
 		if !(f.v >= 0 && f.v <= 1) {
@@ -141,6 +201,15 @@ func (o Options) Validate() error {
 	}
 	if sr := o.specialRate(); o.Rate > 0 && sr >= o.Rate {
 		bad("bursts and scrapes alone average %.4g events/s, which leaves no room under rate %v: raise rate or lower burst/scrape rate", sr, o.Rate)
+	}
+	if o.AttackStart < 0 {
+		bad("attack start must be >= 0, got %v", o.AttackStart)
+	}
+	if o.AttackDuration < 0 {
+		bad("attack duration must be >= 0, got %v", o.AttackDuration)
+	}
+	if o.attacking() && (o.AttackUsers < 1 || o.AttackUsers > o.Users) {
+		bad("attack users must be in [1, users = %d], got %d", o.Users, o.AttackUsers)
 	}
 	seen := make(map[string]bool, len(o.Clocks))
 	for _, c := range o.Clocks {

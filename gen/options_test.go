@@ -36,6 +36,13 @@ func TestValidate(t *testing.T) {
 			[]string{"late fraction + invalid fraction", "rfc3339 fraction must be in [0, 1]"}},
 		{"negative rates", func(o *Options) { o.BurstRate, o.ScrapeRate = -1, math.NaN() },
 			[]string{"burst rate must be", "scrape rate must be"}},
+		{"user distribution", func(o *Options) { o.UserDist, o.DevicesPerUser = "pareto", -1 },
+			[]string{`user distribution must be "zipf" or "uniform", got "pareto"`, "devices per user must be in"}},
+		{"attack", func(o *Options) {
+			o.AttackStart, o.AttackDuration, o.AttackShare, o.AttackUsers = -time.Second, time.Second, 1.5, o.Users+1
+		}, []string{"attack start must be >= 0", "attack share must be in [0, 1]", "attack users must be in [1, users = 10000]"}},
+		{"amount share", func(o *Options) { o.AmountShare = -0.1 }, []string{"amount share must be in [0, 1]"}},
+		{"attack duration", func(o *Options) { o.AttackDuration = -1 }, []string{"attack duration must be >= 0"}},
 		{"anomalies beyond rate", func(o *Options) { o.Rate = 10 }, []string{"no room under rate 10"}},
 		{"clocks", func(o *Options) {
 			o.Clocks = []Clock{

@@ -12,7 +12,7 @@ type record struct {
 	seq      int64 // generation order; the id, and the tie-break in delivery
 	ingestMs int64 // broker append time, epoch ms
 	tsMs     int64 // the source's reading of the true time, epoch ms
-	amount   int64 // cents, /pay only
+	amount   int64 // cents, /pay and flagAmount only
 	user     int32
 	device   int32 // the user's device number, or the scraper's number if bot
 	source   int32
@@ -31,6 +31,7 @@ type record struct {
 const (
 	flagBot     = 1 << iota // device is a scraper's own device
 	flagRFC3339             // ts is written as an RFC 3339 string
+	flagAmount              // a request other than /pay has an amount
 )
 
 // invalidKind says how a record is broken; each kind is something a consumer
@@ -152,7 +153,7 @@ func (rd *renderer) append(b []byte, r *record) []byte {
 	}
 	b = append(b, `,"status":`...)
 	b = strconv.AppendInt(b, int64(r.status), 10)
-	if r.api == apiPay {
+	if r.api == apiPay || r.flags&flagAmount != 0 {
 		b = append(b, `,"amount":`...)
 		b = appendFixed(b, r.amount, 100)
 	}

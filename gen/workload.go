@@ -107,11 +107,19 @@ func (c cumulative) pick(r *rand.Rand) int {
 type model struct {
 	apis, channels, statuses cumulative
 	users, merchants         *rand.Zipf
+	uniform                  bool  // users are picked uniformly, not by users
+	numUsers                 int   // Options.Users
+	devices                  int32 // Options.DevicesPerUser
 	seed                     uint64
 }
 
 func newModel(r *rand.Rand, o Options) *model {
-	m := &model{seed: o.Seed}
+	m := &model{
+		seed:     o.Seed,
+		uniform:  o.UserDist == UniformUsers,
+		numUsers: o.Users,
+		devices:  int32(o.DevicesPerUser),
+	}
 	var w []float64
 	for _, a := range apis {
 		w = append(w, a.weight)
@@ -136,11 +144,23 @@ func newModel(r *rand.Rand, o Options) *model {
 	return m
 }
 
+// user picks the user of a background request.
+func (m *model) user(r *rand.Rand) int32 {
+	if m.uniform {
+		return int32(r.IntN(m.numUsers))
+	}
+	return int32(m.users.Uint64())
+}
+
 // userTraits derives a user's fixed traits from a hash of the seed and the
 // user, so that they need no table however many users there are.
 func (m *model) userTraits(user int32) (region uint8, devices int32) {
 	h := splitmix64(m.seed ^ uint64(user)*0x9e3779b97f4a7c15)
-	return uint8(h % uint64(len(regions))), int32(1 + (h>>32)%3)
+	region = uint8(h % uint64(len(regions)))
+	if m.devices > 0 {
+		return region, m.devices
+	}
+	return region, int32(1 + (h>>32)%3)
 }
 
 // latency draws a response time for an endpoint, in tenths of ms (at least

@@ -423,3 +423,30 @@ func readFolder(t *testing.T, dir string) map[string][]byte {
 	}
 	return files
 }
+
+// TestAttackMostlyDecided: gen's attack phase is what the decision-heavy
+// benchmark relies on: replayed with the example rules, or with the key
+// scale ones (testdata/bench/keyscale.yaml), most events of a workload
+// that is all attack trip pay-burst.
+func TestAttackMostlyDecided(t *testing.T) {
+	for _, file := range []string{bundledRules, "../testdata/bench/keyscale.yaml"} {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			cfg, err := rules.Load(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := gen.DefaultOptions()
+			o.Events, o.Users = 100_000, 100_000
+			o.UserDist, o.DevicesPerUser = gen.UniformUsers, 1
+			o.AttackDuration, o.AttackShare, o.AttackUsers = time.Hour, 0.8, 1000
+			var in bytes.Buffer
+			if _, err := gen.Generate(&in, o); err != nil {
+				t.Fatal(err)
+			}
+			sum := replay(t, ReplayOptions{Config: cfg, Inputs: []string{"-"}, Stdin: &in, OutDir: t.TempDir()})
+			if got := float64(sum.Decisions[0]) / float64(sum.Records); got < 0.6 {
+				t.Errorf("pay-burst decided %d of %d events (%.2f), want most", sum.Decisions[0], sum.Records, got)
+			}
+		})
+	}
+}
