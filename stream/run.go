@@ -339,6 +339,7 @@ func Run(ctx context.Context, opts RunOptions) (err error) {
 	// offsets are the group's, when it returns.
 	outputClient := &kafka.Client{Addr: kafka.TCP(brokers...), Transport: sec.Transport(), Timeout: 10 * time.Second}
 	outputTopics := []string{opts.Outputs.Decisions, opts.Outputs.Heatmaps, opts.Outputs.Late, opts.Outputs.DLQ}
+	endsUnknown := false // warned that outputEnds fails, until it works again
 	checkpoint := func(final bool) error {
 		start := time.Now()
 		if err := writer.drain(); err != nil {
@@ -350,8 +351,15 @@ func Run(ctx context.Context, opts RunOptions) (err error) {
 		endsCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		ends, err := outputEnds(endsCtx, outputClient, outputTopics)
 		cancel()
+		switch {
+		case err != nil && !endsUnknown:
+			log.Warn("reading where the outputs end; a restart from a checkpoint without it may write some outputs twice", "err", err)
+			endsUnknown = true
+		case err == nil && endsUnknown:
+			log.Info("reading where the outputs end again")
+			endsUnknown = false
+		}
 		if err != nil {
-			log.Warn("reading where the outputs end; a restart from this checkpoint may write some outputs twice", "err", err)
 			ends = nil
 		}
 		if err := db.SetMeta(metaOutputs, encodeOutputEnds(ends)); err != nil {

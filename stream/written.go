@@ -39,6 +39,9 @@ func outputEnds(ctx context.Context, client *kafka.Client, topics []string) ([]p
 	}
 	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
 	for _, t := range meta.Topics {
+		if errors.Is(t.Error, kafka.UnknownTopicOrPartition) {
+			continue // not created yet: nothing written to it
+		}
 		if t.Error != nil {
 			return nil, fmt.Errorf("output topic %s: %w", t.Name, t.Error)
 		}

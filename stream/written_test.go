@@ -1,9 +1,13 @@
 package stream
 
 import (
+	"context"
 	"errors"
 	"reflect"
 	"testing"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
 )
 
 // TestOutputEndsCodec: the output ends a checkpoint records decode to
@@ -27,5 +31,29 @@ func TestOutputEndsCodec(t *testing.T) {
 		if _, err := decodeOutputEnds(append(b, 0)); !errors.Is(err, errCorruptOutputs) {
 			t.Errorf("%v with a byte more: %v", ends, err)
 		}
+	}
+}
+
+// TestOutputEnds: the end of every partition of the output topics; a topic
+// not created yet (no output of its kind so far) has none.
+func TestOutputEnds(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "decisions"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	w := &kafka.Writer{Addr: kafka.TCP(c.ListenAddrs()...), Topic: "decisions", Balancer: &kafka.RoundRobin{}}
+	if err := w.WriteMessages(context.Background(), kafka.Message{Value: []byte("a")}, kafka.Message{Value: []byte("b")},
+		kafka.Message{Value: []byte("c")}); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	client := &kafka.Client{Addr: kafka.TCP(c.ListenAddrs()...)}
+	ends, err := outputEnds(context.Background(), client, []string{"decisions", "late"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ends) != 2 || ends[0].topic != "decisions" || ends[1].partition != 1 || ends[0].offset+ends[1].offset != 3 {
+		t.Errorf("ends %+v, want 3 records over decisions' 2 partitions and nothing of late", ends)
 	}
 }
