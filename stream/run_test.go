@@ -271,16 +271,20 @@ func TestLiveRestartResumes(t *testing.T) {
 	}
 	want := replayDecisions(t)
 	addr := startLiveBroker(t)
-	produceBundled(t, addr)
+	// The first run sees half the input, so that the second has to resume
+	// in the middle of it.
+	produce := produceHalves(t, addr)
+	produce(0)
 	stateDir := t.TempDir()
 	runUntil(t, addr, stateDir, len(want), true, nil)
 	mid := len(readTopic(t, addr, "decisions"))
+	if mid == 0 || mid >= len(want) {
+		t.Fatalf("the first run stopped at %d of %d decisions, not in the middle", mid, len(want))
+	}
+	produce(1)
 	runUntil(t, addr, stateDir, len(want), false, nil)
 	checkDecisions(t, addr, want)
 	t.Logf("%d decisions before the restart", mid)
-	if mid == 0 || mid >= len(want) {
-		t.Logf("the first run stopped at %d of %d decisions", mid, len(want))
-	}
 }
 
 func first(xs []string) string {
