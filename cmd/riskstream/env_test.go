@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/riskstream/riskstream/broker"
 	"github.com/segmentio/kafka-go"
 	"github.com/spf13/pflag"
 )
@@ -63,11 +62,7 @@ func TestFlagsFromEnv(t *testing.T) {
 // TestProduceFromEnv: a list flag (--brokers) and a boolean one
 // (--retime) from the environment.
 func TestProduceFromEnv(t *testing.T) {
-	b, err := broker.Start(broker.Options{Addr: "127.0.0.1:0", Topics: map[string]int32{"requests": 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := startInputBroker(t)
 	file := filepath.Join(t.TempDir(), "in.jsonl")
 	os.WriteFile(file, []byte(`{"id":"a","ts":1732150000000,"ingest_ts":1732150000001}`+"\n"), 0o644)
 	t.Setenv("RISKSTREAM_BROKERS", b.Addr()+","+b.Addr()) // a list: one address twice

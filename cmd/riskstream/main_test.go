@@ -94,11 +94,7 @@ func TestGenPipesIntoReplay(t *testing.T) {
 // TestProduceOversizedLine: produce sends the lines around one too large,
 // reports it on stderr by file and line, and fails (main exits 1).
 func TestProduceOversizedLine(t *testing.T) {
-	b, err := broker.Start(broker.Options{Addr: "127.0.0.1:0", Topics: map[string]int32{"requests": 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := startInputBroker(t)
 	file := filepath.Join(t.TempDir(), "in.jsonl")
 	big := `{"id":"big","ts":2,"pad":"` + strings.Repeat("x", 300) + `"}`
 	os.WriteFile(file, []byte(`{"id":"a","ts":1}`+"\n"+big+"\n"+`{"id":"c","ts":3}`+"\n"), 0o644)
@@ -107,7 +103,7 @@ func TestProduceOversizedLine(t *testing.T) {
 	cmd.SetArgs([]string{"produce", "--brokers", b.Addr(), "--max-message-bytes", "200", file})
 	cmd.SetOut(io.Discard)
 	cmd.SetErr(&stderr)
-	err = cmd.Execute()
+	err := cmd.Execute()
 	if err == nil || !strings.Contains(err.Error(), file+":2") {
 		t.Fatalf("produce with a line too large: %v", err)
 	}
@@ -222,4 +218,16 @@ func TestHealthcheck(t *testing.T) {
 	if _, err := run(t, "", "healthcheck", "--url", "http://127.0.0.1:1/healthz", "--timeout", "2s"); err == nil {
 		t.Error("no job: healthcheck succeeded")
 	}
+}
+
+// startInputBroker starts a development broker with a one-partition input
+// topic, stopped when the test ends.
+func startInputBroker(t *testing.T) *broker.Broker {
+	t.Helper()
+	b, err := broker.Start(broker.Options{Addr: "127.0.0.1:0", Topics: map[string]int32{"requests": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return b
 }
