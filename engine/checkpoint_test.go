@@ -47,7 +47,7 @@ func TestCheckpointRestore(t *testing.T) {
 	lines := bundledLines(t)
 	// writeBack > 0 writes that many states back every 97 records, as the
 	// live loop does between checkpoints.
-	run := func(cuts []int, slots, writeBack int) string {
+	run := func(cuts []int, slots, writeBack int, memory int64) string {
 		dir := t.TempDir()
 		rec := &recorder{enc: sink.NewEncoder()}
 		var cp []byte
@@ -57,7 +57,7 @@ func TestCheckpointRestore(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			e, err := New(Options{Config: cfg, Backend: db, Output: rec, CacheSlots: slots})
+			e, err := New(Options{Config: cfg, Backend: db, Output: rec, CacheSlots: slots, MemoryBytes: memory})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -90,19 +90,21 @@ func TestCheckpointRestore(t *testing.T) {
 		}
 		return rec.take()
 	}
-	want := run(nil, 0, 0)
+	want := run(nil, 0, 0, 0)
 	for name, c := range map[string]struct {
 		cuts             []int
 		slots, writeBack int
+		memory           int64
 	}{
-		"one cut":                         {[]int{10_000}, 0, 0},
-		"many cuts":                       {[]int{1, 2_000, 7_777, 15_000, 19_999}, 0, 0},
-		"many cuts, 50 slots":             {[]int{3_000, 9_000, 12_345}, 50, 0},
-		"many cuts, write-back":           {[]int{1, 2_000, 7_777, 15_000, 19_999}, 0, 64},
-		"many cuts, 50 slots, write-back": {[]int{3_000, 9_000, 12_345}, 50, 8},
+		"one cut":                         {[]int{10_000}, 0, 0, 0},
+		"many cuts":                       {[]int{1, 2_000, 7_777, 15_000, 19_999}, 0, 0, 0},
+		"many cuts, 50 slots":             {[]int{3_000, 9_000, 12_345}, 50, 0, 0},
+		"many cuts, write-back":           {[]int{1, 2_000, 7_777, 15_000, 19_999}, 0, 64, 0},
+		"many cuts, 50 slots, write-back": {[]int{3_000, 9_000, 12_345}, 50, 8, 0},
+		"many cuts, 50 slots, spilling":   {[]int{3_000, 9_000, 12_345}, 50, 8, 1},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if got := run(c.cuts, c.slots, c.writeBack); got != want {
+			if got := run(c.cuts, c.slots, c.writeBack, c.memory); got != want {
 				t.Fatalf("outputs after restoring differ from an uninterrupted run (%d vs %d bytes)", len(got), len(want))
 			}
 		})

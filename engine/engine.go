@@ -34,8 +34,11 @@ type Options struct {
 	Backend windows.Backend
 	// Output receives the records the engine emits. Required.
 	Output Output
+	// MemoryBytes is the memory the window state may take; see
+	// windows.Options. A Sharded engine divides it among its shards.
+	MemoryBytes int64
 	// CacheSlots is the operator's write-back cache size; see
-	// windows.Options.
+	// windows.Options. A Sharded engine divides it among its shards.
 	CacheSlots int
 	// OnSkewTransition, if set, is told when a source becomes degraded or
 	// recovers, to log and count it.
@@ -193,7 +196,10 @@ func New(opts Options) (*Engine, error) {
 	}
 	e.stats.Decisions = make([]int64, len(opts.Config.Rules))
 	e.count = countingOutput{Output: opts.Output, stats: &e.stats}
-	e.op, err = windows.New(opts.Config, schema, opts.Backend, &e.count, windows.Options{CacheSlots: opts.CacheSlots})
+	e.op, err = windows.New(opts.Config, schema, opts.Backend, &e.count, windows.Options{
+		MemoryBytes: opts.MemoryBytes, CacheSlots: opts.CacheSlots,
+		WriteThrough: true, // for Checkpoint
+	})
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}

@@ -338,7 +338,7 @@ func (c *capture) DLQ(raw []byte, reason string, p *event.Provenance) {
 
 // runEngine runs c through the engine; render chooses rendered output over
 // records.
-func runEngine(c *propCase, backend windows.Backend, slots int, render bool) (*capture, error) {
+func runEngine(c *propCase, backend windows.Backend, slots int, memory int64, render bool) (*capture, error) {
 	cfg, err := rules.Parse("rules.yaml", []byte(c.yaml()))
 	if err != nil {
 		return nil, err
@@ -347,7 +347,7 @@ func runEngine(c *propCase, backend windows.Backend, slots int, render bool) (*c
 	if render {
 		out.enc = sink.NewEncoder()
 	}
-	e, err := New(Options{Config: cfg, Backend: backend, Output: out, CacheSlots: slots})
+	e, err := New(Options{Config: cfg, Backend: backend, Output: out, CacheSlots: slots, MemoryBytes: memory})
 	if err != nil {
 		return nil, err
 	}
@@ -374,7 +374,7 @@ func runModel(c *propCase) *refModel {
 // checkModel returns the first difference between the engine and the model
 // (properties 1 to 3), or nil.
 func checkModel(c *propCase) error {
-	got, err := runEngine(c, windows.NewMemBackend(), 0, false)
+	got, err := runEngine(c, windows.NewMemBackend(), 0, 0, false)
 	if err != nil {
 		return fmt.Errorf("engine: %v", err)
 	}
@@ -447,25 +447,30 @@ func diffHeatmaps(got, want []hmRec) error {
 // also checks that end of input leaves no state behind: every window fired
 // and was purged.
 func checkCaches(c *propCase, store *liveKeys) error {
-	mem, err := runEngine(c, windows.NewMemBackend(), 0, true)
+	mem, err := runEngine(c, windows.NewMemBackend(), 0, 0, true)
 	if err != nil {
 		return fmt.Errorf("engine, all in memory: %v", err)
 	}
-	if err := store.reset(); err != nil {
-		return err
-	}
-	disk, err := runEngine(c, store, 1, true)
-	if err != nil {
-		return fmt.Errorf("engine, one-slot cache: %v", err)
-	}
-	ml, dl := strings.SplitAfter(string(mem.rendered), "\n"), strings.SplitAfter(string(disk.rendered), "\n")
-	for i := range max(len(ml), len(dl)) {
-		if i >= len(ml) || i >= len(dl) || ml[i] != dl[i] {
-			return fmt.Errorf("rendered output differs at line %d:\nall in memory:  %s\none-slot cache: %s", i+1, at(ml, i), at(dl, i))
+	// A one-slot cache sends every slot through encoding and the cold
+	// store; a memory budget of one byte then makes the cold store spill
+	// all but its newest chunk to the Backend.
+	for _, memory := range []int64{0, 1} {
+		if err := store.reset(); err != nil {
+			return err
 		}
-	}
-	if len(store.keys) > 0 {
-		return fmt.Errorf("%d slots still stored after end of input, e.g. %q", len(store.keys), slices.Sorted(maps.Keys(store.keys))[0])
+		disk, err := runEngine(c, store, 1, memory, true)
+		if err != nil {
+			return fmt.Errorf("engine, one-slot cache, memory %d: %v", memory, err)
+		}
+		ml, dl := strings.SplitAfter(string(mem.rendered), "\n"), strings.SplitAfter(string(disk.rendered), "\n")
+		for i := range max(len(ml), len(dl)) {
+			if i >= len(ml) || i >= len(dl) || ml[i] != dl[i] {
+				return fmt.Errorf("rendered output differs at line %d:\nall in memory:  %s\none-slot cache, memory %d: %s", i+1, at(ml, i), memory, at(dl, i))
+			}
+		}
+		if len(store.keys) > 0 {
+			return fmt.Errorf("memory %d: %d slots still stored after end of input, e.g. %q", memory, len(store.keys), slices.Sorted(maps.Keys(store.keys))[0])
+		}
 	}
 	return nil
 }

@@ -54,22 +54,29 @@ func (r *recorder) take() string {
 }
 
 // backends are the state configurations every scenario runs under: all
-// state in the cache, and a one-slot cache over Pebble on disk, which
-// forces every slot through encoding and storage. Outputs must not differ.
+// state in the cache; a one-slot cache over Pebble on disk, which forces
+// every slot through encoding and the cold store; and the same with a
+// memory budget of one byte, which makes the cold store spill all but its
+// newest chunk, so that slots are read back from Pebble. Outputs must not
+// differ.
 var backends = []struct {
-	name  string
-	slots int
-	open  func(t *testing.T) windows.Backend
+	name   string
+	slots  int
+	memory int64
+	open   func(t *testing.T) windows.Backend
 }{
-	{"memory", 0, func(*testing.T) windows.Backend { return windows.NewMemBackend() }},
-	{"pebble-cache1", 1, func(t *testing.T) windows.Backend {
-		db, err := state.Open(state.Options{Dir: t.TempDir(), DisableWAL: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		return db
-	}},
+	{"memory", 0, 0, func(*testing.T) windows.Backend { return windows.NewMemBackend() }},
+	{"pebble-cache1", 1, 0, openPebble},
+	{"pebble-spill", 1, 1, openPebble},
+}
+
+func openPebble(t *testing.T) windows.Backend {
+	db, err := state.Open(state.Options{Dir: t.TempDir(), DisableWAL: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
 }
 
 // TestScenarios runs the window-semantics scenarios in testdata/scenarios.
@@ -86,13 +93,13 @@ func TestScenarios(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			datadriven.Walk(t, filepath.Join("..", "testdata", "scenarios"), func(t *testing.T, path string) {
-				runScenario(t, path, b.slots, b.open)
+				runScenario(t, path, b.slots, b.memory, b.open)
 			})
 		})
 	}
 }
 
-func runScenario(t *testing.T, path string, slots int, open func(*testing.T) windows.Backend) {
+func runScenario(t *testing.T, path string, slots int, memory int64, open func(*testing.T) windows.Backend) {
 	var e *Engine
 	rec := &recorder{enc: sink.NewEncoder()}
 	line := int64(0)
@@ -103,7 +110,7 @@ func runScenario(t *testing.T, path string, slots int, open func(*testing.T) win
 			if err != nil {
 				return err.Error() + "\n"
 			}
-			e, err = New(Options{Config: cfg, Backend: open(t), Output: rec, CacheSlots: slots})
+			e, err = New(Options{Config: cfg, Backend: open(t), Output: rec, CacheSlots: slots, MemoryBytes: memory})
 			if err != nil {
 				t.Fatal(err)
 			}

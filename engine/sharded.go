@@ -100,13 +100,16 @@ func NewSharded(opts Options, backends []windows.Backend) (*Sharded, error) {
 	}
 	e.stats.Decisions = make([]int64, len(opts.Config.Rules))
 	e.count = countingOutput{Output: opts.Output, stats: &e.stats}
-	slots := opts.CacheSlots
+	slots, memory := opts.CacheSlots, opts.MemoryBytes
 	if slots > 0 {
 		slots = max(1, slots/len(backends))
 	}
+	if memory > 0 {
+		memory = max(1, memory/int64(len(backends)))
+	}
 	for i, b := range backends {
 		s := &Shard{index: i, rules: len(opts.Config.Rules)}
-		wopts := windows.Options{CacheSlots: slots}
+		wopts := windows.Options{CacheSlots: slots, MemoryBytes: memory}
 		if i > 0 {
 			wopts.SameKeysAs = e.shards[0].op // one Keyer for all shards
 		}

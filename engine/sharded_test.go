@@ -18,7 +18,7 @@ import (
 // runSharded runs c through a Sharded engine of n shards, in batches of
 // random sizes, each batch's shards on goroutines of their own as replay
 // runs them, and returns the rendered output.
-func runSharded(c *propCase, n, slots int) (*capture, error) {
+func runSharded(c *propCase, n, slots int, memory int64) (*capture, error) {
 	cfg, err := rules.Parse("rules.yaml", []byte(c.yaml()))
 	if err != nil {
 		return nil, err
@@ -28,7 +28,7 @@ func runSharded(c *propCase, n, slots int) (*capture, error) {
 	for i := range backends {
 		backends[i] = windows.NewMemBackend()
 	}
-	e, err := NewSharded(Options{Config: cfg, Output: out, CacheSlots: slots}, backends)
+	e, err := NewSharded(Options{Config: cfg, Output: out, CacheSlots: slots, MemoryBytes: memory}, backends)
 	if err != nil {
 		return nil, err
 	}
@@ -85,16 +85,21 @@ func runSharded(c *propCase, n, slots int) (*capture, error) {
 // Engine does, byte for byte and in the same order, and counts the same.
 func TestPropertyShardedMatchesEngine(t *testing.T) {
 	runProperty(t, propCacheIterations, func(c *propCase) error {
-		want, err := runEngine(c, windows.NewMemBackend(), 0, true)
+		want, err := runEngine(c, windows.NewMemBackend(), 0, 0, true)
 		if err != nil {
 			return fmt.Errorf("engine: %v", err)
 		}
 		for _, n := range []int{1, 2, 3} {
-			slots := 0
-			if c.seed%2 == 1 {
-				slots = n // one slot per shard: every access goes through the backend
+			slots, memory := 0, int64(0)
+			switch c.seed % 3 {
+			case 1:
+				slots = n // one slot per shard: every access goes through the cold store
+			case 2:
+				// and the cold stores spill all but their newest chunk to
+				// the backends
+				slots, memory = n, int64(n)
 			}
-			got, err := runSharded(c, n, slots)
+			got, err := runSharded(c, n, slots, memory)
 			if err != nil {
 				return fmt.Errorf("sharded %d: %v", n, err)
 			}

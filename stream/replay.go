@@ -36,8 +36,11 @@ type ReplayOptions struct {
 	// StateDir holds the Pebble state. The default value is a temporary
 	// directory removed at the end.
 	StateDir string
-	// CacheSlots is the size of the operators' write-back cache, shared
-	// among the shards; see windows.Options.
+	// MemoryBytes is the memory budget: see PlanMemory. The default value
+	// is DefaultMemory.
+	MemoryBytes int64
+	// CacheSlots overrides the number of decoded states the operators
+	// keep, shared among the shards; see windows.Options.
 	CacheSlots int
 	// Shards is how many shards the window state is split into by key, each
 	// processed on a goroutine of its own; outputs do not depend on it. The
@@ -71,6 +74,9 @@ func (o *ReplayOptions) EnsureDefaults() {
 	}
 	if o.Shards <= 0 {
 		o.Shards = runtime.GOMAXPROCS(0)
+	}
+	if o.MemoryBytes <= 0 {
+		o.MemoryBytes = DefaultMemory
 	}
 }
 
@@ -138,11 +144,18 @@ func Replay(ctx context.Context, opts ReplayOptions) (_ *Summary, err error) {
 		defer os.RemoveAll(dir)
 		stateDir = dir
 	}
+	mem, err := PlanMemory(opts.MemoryBytes, opts.Shards)
+	if err != nil {
+		return nil, err
+	}
 	// One Pebble store per shard: a store's batch has one writer.
 	dbs := make([]*state.DB, opts.Shards)
 	backends := make([]windows.Backend, opts.Shards)
 	for i := range dbs {
-		db, err := state.Open(state.Options{Dir: filepath.Join(stateDir, fmt.Sprintf("shard-%d", i)), DisableWAL: true, Logger: opts.Logger})
+		db, err := state.Open(state.Options{
+			Dir: filepath.Join(stateDir, fmt.Sprintf("shard-%d", i)), DisableWAL: true, Logger: opts.Logger,
+			CacheBytes: mem.PebbleCache,
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -157,7 +170,7 @@ func Replay(ctx context.Context, opts ReplayOptions) (_ *Summary, err error) {
 	defer files.Close()
 
 	e, err := engine.NewSharded(engine.Options{
-		Config: opts.Config, Output: files, CacheSlots: opts.CacheSlots,
+		Config: opts.Config, Output: files, MemoryBytes: mem.State, CacheSlots: opts.CacheSlots,
 		OnSkewTransition: func(tr watermark.Transition) { logTransition(opts.Logger, tr) },
 	}, backends)
 	if err != nil {

@@ -73,7 +73,11 @@ type RunOptions struct {
 	// MetricsAddr serves /metrics, /healthz and /readyz (see readiness);
 	// empty serves nothing.
 	MetricsAddr string
-	// CacheSlots: see windows.Options.
+	// MemoryBytes is the memory budget: see PlanMemory. The default value
+	// is DefaultMemory.
+	MemoryBytes int64
+	// CacheSlots overrides the number of decoded states kept: see
+	// windows.Options.
 	CacheSlots int
 	// MetricLabelLimit bounds the label values taken from the input that
 	// the metrics keep per label (sources; each heatmap's keys): the first
@@ -123,6 +127,9 @@ func (o *RunOptions) ensureDefaults() {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.MemoryBytes <= 0 {
+		o.MemoryBytes = DefaultMemory
+	}
 	if o.MetricLabelLimit <= 0 {
 		o.MetricLabelLimit = 100
 	}
@@ -169,11 +176,18 @@ func Run(ctx context.Context, opts RunOptions) (err error) {
 	if len(opts.Brokers) == 0 && (opts.Security.TLS.On() || opts.Security.SASL.Mechanism != "") {
 		return ErrEmbeddedSecurity
 	}
+	mem, err := PlanMemory(opts.MemoryBytes, 1)
+	if err != nil {
+		return err
+	}
 	log := opts.Logger
 	// Pebble locks its directory: a second job on the same state refuses
 	// to start instead of corrupting it.
 	so := opts.state
 	so.Dir, so.AtomicCheckpoints, so.Logger = filepath.Join(opts.StateDir, "state"), true, log
+	if so.CacheBytes == 0 {
+		so.CacheBytes = mem.PebbleCache
+	}
 	db, err := state.Open(so)
 	if errors.Is(err, state.ErrFailed) {
 		return err
@@ -214,7 +228,7 @@ func Run(ctx context.Context, opts RunOptions) (err error) {
 		sink.MaxMessageBytes(opts.MaxMessageBytes), sink.Metrics(opts.Registry), sink.Logger(log))
 	defer out.Close()
 	e, err := engine.New(engine.Options{
-		Config: opts.Config, Backend: db, Output: heatmapMetrics{out, m}, CacheSlots: opts.CacheSlots,
+		Config: opts.Config, Backend: db, Output: heatmapMetrics{out, m}, MemoryBytes: mem.State, CacheSlots: opts.CacheSlots,
 		OnSkewTransition: func(tr watermark.Transition) {
 			logTransition(log, tr)
 			m.transitions.WithLabelValues(m.sources.value(tr.Source)).Inc()

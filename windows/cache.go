@@ -27,8 +27,9 @@ type Backend interface {
 	Scan(fn func(key, value []byte) error) error
 }
 
-// cache is the write-back cache of decoded slots in front of the Backend:
-// a slot is encoded and written when evicted or flushed, not per event.
+// cache is the write-back cache of decoded slots in front of the cold
+// store (and through it the Backend): a slot is encoded and written when
+// evicted or flushed, not per event.
 // Eviction is CLOCK (second chance): an access only sets the slot's
 // referenced bit, which matters with hundreds of thousands of slots, where
 // the pointer updates of an LRU list cost a cache miss each.
@@ -46,12 +47,8 @@ type cache struct {
 	ring    []*slot // every cached slot; s.ringIdx is its position
 	hand    int
 	cap     int
-	backend Backend
-	// uncached counts the slots the Backend holds that are not cached
-	// (evicted ones): while it is zero, a key missing from the cache is a
-	// new key and costs no Backend read, however much a checkpoint wrote.
-	uncached int
-	specs    []*spec
+	cold    *coldStore
+	specs   []*spec
 	buf      []byte
 	addrs    []unsafe.Pointer // prefetchChanged's buffer
 	// changed lists the slots that became dirty, in that order, so that a
@@ -66,15 +63,20 @@ type cache struct {
 // slotID is the hash a slot is found by in the cache.
 type slotID [2]uint64
 
-func newCache(capacity int, backend Backend, specs []*spec) *cache {
-	return &cache{
-		m:       make([]slotIndex, len(specs)),
-		seeds:   [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
-		cap:     capacity,
-		backend: backend,
-		specs:   specs,
+func newCache(capacity int, cold *coldStore, specs []*spec) *cache {
+	c := &cache{
+		m:     make([]slotIndex, len(specs)),
+		seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
+		cap:   capacity,
+		cold:  cold,
+		specs: specs,
 	}
+	cold.seeds = c.seeds
+	return c
 }
+
+// setSeeds makes the cache hash keys as another cache of the same specs.
+func (c *cache) setSeeds(seeds [2]maphash.Seed) { c.seeds, c.cold.seeds = seeds, seeds }
 
 // specOf is the index of the rule or heatmap a slot key belongs to.
 func specOf[K string | []byte](key K) int { return int(key[0])<<8 | int(key[1]) }
@@ -89,7 +91,7 @@ func (c *cache) find(spec int, id slotID) *slot {
 }
 
 // lookup returns the slot of a key held as a string (a timer's), loading it
-// from the Backend if needed; nil when it does not exist.
+// from the cold store or the Backend if needed; nil when it does not exist.
 func (c *cache) lookup(key string) (*slot, error) {
 	if len(key) < 2 || specOf(key) >= len(c.specs) {
 		return nil, fmt.Errorf("windows: slot key %q names no rule", key)
@@ -105,40 +107,71 @@ func (c *cache) lookup(key string) (*slot, error) {
 // read, and Backend calls neither keep nor change the key they are given.
 func keyBytes(key string) []byte { return unsafe.Slice(unsafe.StringData(key), len(key)) }
 
-// load reads the slot of key, whose hash is id, from the Backend, or
-// creates it when create is set; nil when it does not exist.
+// lookupID returns the slot of spec with id if the cache or the cold store
+// holds it, loading it from the cold store; nil otherwise.
+func (c *cache) lookupID(spec int, id slotID) (*slot, error) {
+	if s := c.find(spec, id); s != nil {
+		return s, nil
+	}
+	key, val, found := c.cold.getByID(spec, id)
+	if !found {
+		return nil, nil
+	}
+	s, err := decodeSlot(string(key), c.specs[spec], val)
+	if err != nil {
+		return nil, err
+	}
+	return s, c.insert(id, s, true)
+}
+
+// keyOf returns the key of the slot of spec with id if the cache or the
+// cold store holds it, else "".
+func (c *cache) keyOf(spec int, id slotID) string {
+	if s := c.m[spec].get(id); s != nil {
+		return s.key
+	}
+	if key, _, found := c.cold.getByID(spec, id); found {
+		return string(key)
+	}
+	return ""
+}
+
+// load reads the slot of key, whose hash is id, from the cold store or the
+// Backend, or creates it when create is set; nil when it does not exist.
 func (c *cache) load(id slotID, key string, create bool) (*slot, error) {
 	sp := c.specs[specOf(key)]
 	var s *slot
-	if c.uncached > 0 {
-		val, found, err := c.backend.Get(keyBytes(key))
-		if err != nil {
-			return nil, fmt.Errorf("windows: load state: %w", err)
-		}
-		if found {
-			if s, err = decodeSlot(key, sp, val); err != nil {
-				return nil, err
-			}
-			s.persisted = true
-			c.uncached--
-		}
+	val, found, err := c.cold.get(sp.index, id, key)
+	if err != nil {
+		return nil, err
 	}
-	if s == nil {
+	if found {
+		if s, err = decodeSlot(key, sp, val); err != nil {
+			return nil, err
+		}
+	} else {
 		if !create {
 			return nil, nil
 		}
 		s = newSlot(key, sp)
 	}
+	return s, c.insert(id, s, found)
+}
+
+// insert caches s under id, evicting others to make room; persisted says
+// whether the cold store or the Backend holds a copy.
+func (c *cache) insert(id slotID, s *slot, persisted bool) error {
+	s.persisted = persisted
 	for len(c.ring) >= c.cap {
 		if err := c.evictOne(); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	s.id = id
-	c.m[specOf(key)].put(s)
+	c.m[s.sp.index].put(s)
 	s.ringIdx = int32(len(c.ring))
 	c.ring = append(c.ring, s)
-	return s, nil
+	return nil
 }
 
 // evictOne sweeps the clock hand to a slot not referenced since the last
@@ -158,9 +191,6 @@ func (c *cache) evictOne() error {
 			return err
 		}
 		c.drop(s) // writeBack of an empty slot already removed it
-		if s.persisted {
-			c.uncached++
-		}
 		return nil
 	}
 }
@@ -220,8 +250,8 @@ func (c *cache) writeBack(s *slot) error {
 		return c.remove(s)
 	}
 	c.buf = encodeSlot(c.buf[:0], s)
-	if err := c.backend.Set(keyBytes(s.key), c.buf); err != nil {
-		return fmt.Errorf("windows: write state: %w", err)
+	if err := c.cold.set(s.sp.index, s.id, s.key, c.buf); err != nil {
+		return err
 	}
 	s.persisted = true
 	c.clean(s)
@@ -232,8 +262,8 @@ func (c *cache) writeBack(s *slot) error {
 func (c *cache) remove(s *slot) error {
 	c.drop(s)
 	if s.persisted {
-		if err := c.backend.Delete(keyBytes(s.key)); err != nil {
-			return fmt.Errorf("windows: delete state: %w", err)
+		if err := c.cold.del(s.sp.index, s.id, s.key); err != nil {
+			return err
 		}
 		s.persisted = false
 	}

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"encoding/binary"
 	"fmt"
-	"math"
 	"slices"
 )
 
@@ -12,7 +11,8 @@ import (
 // held the timer queue.
 const checkpointVersion = 2
 
-// Checkpoint writes every changed slot to the Backend and appends to dst
+// Checkpoint writes every changed slot to the Backend (the operator must
+// write through: see Options.WriteThrough) and appends to dst
 // what the slots do not hold: the watermark and a counter. The caller
 // stores both in one atomic batch (with the input offsets they cover);
 // Restore on a new operator over the same Backend resumes exactly there.
@@ -22,6 +22,9 @@ const checkpointVersion = 2
 // changed since the last one, not what the queue holds, which is every
 // live key.
 func (op *Operator) Checkpoint(dst []byte) ([]byte, error) {
+	if !op.cache.cold.writeThrough {
+		return nil, fmt.Errorf("windows: Checkpoint needs Options.WriteThrough")
+	}
 	if err := op.cache.flush(); err != nil {
 		return nil, err
 	}
@@ -35,7 +38,7 @@ func (op *Operator) Checkpoint(dst []byte) ([]byte, error) {
 // yet, and rebuilds the timer queue from every slot in the Backend. Slots
 // are read back from the Backend on demand.
 func (op *Operator) Restore(b []byte) error {
-	if op.wm != MinWatermark || op.timers.Len() != 0 || len(op.cache.ring) != 0 {
+	if op.wm != MinWatermark || op.timers.Len() != 0 || op.keyTimers.Len() != 0 || len(op.cache.ring) != 0 {
 		return fmt.Errorf("windows: restore into an operator that has already run")
 	}
 	d := decoder{b: b}
@@ -55,10 +58,13 @@ func (op *Operator) Restore(b []byte) error {
 		key string
 	}
 	var timers []timer
-	err := op.cache.backend.Scan(func(key, value []byte) error {
+	c := op.cache
+	err := c.cold.backend.Scan(func(key, value []byte) error {
 		if len(key) < 2 || specOf(key) >= len(op.specs) {
 			return fmt.Errorf("windows: restore: slot key %q names no rule", key)
 		}
+		// Any stored slot may be read back; none is in memory.
+		c.cold.spilled.add(specOf(key), hashSlotKey(c.seeds, string(key)))
 		at, err := slotTimer(value)
 		if err != nil {
 			return fmt.Errorf("windows: restore: state of %q: %w", key, err)
@@ -75,9 +81,7 @@ func (op *Operator) Restore(b []byte) error {
 	// heatmap's timers.
 	slices.SortStableFunc(timers, func(x, y timer) int { return cmp.Compare(x.at, y.at) })
 	for _, t := range timers {
-		op.timers.pushKey(t.at, t.key, op.specs[specOf(t.key)].hm != nil)
+		op.keyTimers.add(t.at, t.key, op.specs[specOf(t.key)].hm != nil)
 	}
-	// Any slot may be in the Backend, none is cached.
-	op.cache.uncached = math.MaxInt / 2
 	return nil
 }

@@ -3,6 +3,8 @@ package windows
 import (
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"unsafe"
 
 	"github.com/riskstream/riskstream/event"
@@ -12,10 +14,21 @@ import (
 
 // Options configure an Operator.
 type Options struct {
+	// MemoryBytes is the memory the operator's state may take: decoded
+	// slots in the cache, the encoded states of the cold store, and the
+	// timer queue. What does not fit goes to the Backend. The default value
+	// is 768 MiB.
+	MemoryBytes int64
 	// CacheSlots is how many (rule, key) states are kept decoded in memory;
-	// the least recently used beyond it are written to the Backend and read
-	// back on demand. The default value is 1<<20.
+	// the least recently used beyond it are encoded into the cold store.
+	// The default value is MemoryBytes/4 divided by HotSlotBytes.
 	CacheSlots int
+	// WriteThrough writes every state the cache evicts or flushes to the
+	// Backend at once, as well as to the cold store, so that a Flush leaves
+	// all of the state in the Backend: the live job's checkpoints need it.
+	// Without it the cold store writes to the Backend only what does not
+	// fit in memory. The default value is false.
+	WriteThrough bool
 	// SameKeysAs, if set, is an operator of the same rules whose key hashes
 	// this one uses, so that one Keyer's SlotRefs serve both: the shards of
 	// one engine.
@@ -24,10 +37,24 @@ type Options struct {
 
 // EnsureDefaults fills in zero fields with their default values.
 func (o *Options) EnsureDefaults() {
+	if o.MemoryBytes <= 0 {
+		o.MemoryBytes = 768 << 20
+	}
 	if o.CacheSlots <= 0 {
-		o.CacheSlots = 1 << 20
+		o.CacheSlots = int(max(o.MemoryBytes/4/HotSlotBytes, 64))
 	}
 }
+
+// HotSlotBytes is what a decoded slot is taken to cost in memory: the
+// slot, its key, its index and ring entries, and out-of-line panes
+// (docs/format/state.md "Memory").
+const HotSlotBytes = 512
+
+// Sizes of a pending timer's entry, for the memory budget.
+const (
+	idTimerBytes  = int(unsafe.Sizeof(idTimer{}))
+	keyTimerBytes = 16 + 16 // a string and its bytes
+)
 
 // Operator is the window operator: it assigns events to the windows of every
 // rule and heatmap, makes decisions on arrival, and fires and purges windows
@@ -38,8 +65,13 @@ type Operator struct {
 	specs  []*spec
 	out    Output
 	cache  *cache
-	timers timerQueue
-	wm     int64
+	timers timerQueue[idTimer]
+	// keyTimers are the timers of slots the cache and the cold store may
+	// not hold: restored or spilled ones, found by key.
+	keyTimers timerQueue[string]
+	wm        int64
+	// firing is AdvanceWatermark's buffer for timers run in key order.
+	firing []keyedTimer
 
 	dec      Decision
 	hw       HeatmapWindow
@@ -60,10 +92,12 @@ func New(cfg *rules.Config, schema *event.Schema, backend Backend, out Output, o
 	if err != nil {
 		return nil, err
 	}
+	coldBudget := max(int(opts.MemoryBytes)-opts.CacheSlots*HotSlotBytes, 0)
+	cold := newColdStore(backend, len(specs), coldBudget, opts.WriteThrough)
 	op := &Operator{
 		specs:    specs,
 		out:      out,
-		cache:    newCache(opts.CacheSlots, backend, specs),
+		cache:    newCache(opts.CacheSlots, cold, specs),
 		wm:       MinWatermark,
 		scratch:  make([]*heatmap.Acc, len(specs)),
 		horizons: make([]horizon, len(specs)),
@@ -76,7 +110,13 @@ func New(cfg *rules.Config, schema *event.Schema, backend Backend, out Output, o
 		}
 	}
 	if opts.SameKeysAs != nil {
-		op.cache.seeds = opts.SameKeysAs.cache.seeds
+		op.cache.setSeeds(opts.SameKeysAs.cache.seeds)
+	}
+	cold.outside = func() int {
+		return op.timers.Len()*idTimerBytes + op.keyTimers.Len()*keyTimerBytes + cold.spilled.bytes()
+	}
+	cold.onSpill = func(key []byte, at int64) {
+		op.keyTimers.add(at, string(key), op.specs[specOf(key)].hm != nil)
 	}
 	return op, nil
 }
@@ -369,36 +409,142 @@ func (op *Operator) bestWindow(sp *spec, panes []win, first, last int64) (int64,
 // AdvanceWatermark moves event time to wm (a watermark never goes back) and
 // runs every timer due: heatmap windows fire at end-1 and state is purged at
 // end-1+allowed_lateness, in time order.
+//
+// Timers due at the same time run in the order they were set, except that
+// when a heatmap's timer is among them they run in key order: heatmap
+// windows fired at one time are then emitted in the same order whether the
+// slots were cached, cold, spilled or restored. Rules' timers only purge, so
+// their order shows in no output, and sorting their large buckets would be
+// wasted work.
 func (op *Operator) AdvanceWatermark(wm int64) error {
 	if wm <= op.wm {
 		return nil
 	}
 	op.wm = wm
-	for op.timers.Len() > 0 && op.timers.next() <= wm {
-		b := op.timers.popBucket()
-		for _, blk := range b.blocks {
+	for op.timers.Len() > 0 || op.keyTimers.Len() > 0 {
+		at := MaxWatermark
+		if op.timers.Len() > 0 {
+			at = op.timers.next()
+		}
+		if op.keyTimers.Len() > 0 {
+			at = min(at, op.keyTimers.next())
+		}
+		if at > wm {
+			return nil
+		}
+		var ib *timerBucket[idTimer]
+		var kb *timerBucket[string]
+		if op.timers.Len() > 0 && op.timers.next() == at {
+			ib = op.timers.popBucket()
+		}
+		if op.keyTimers.Len() > 0 && op.keyTimers.next() == at {
+			kb = op.keyTimers.popBucket()
+		}
+		var err error
+		if (ib != nil && ib.keyed) || (kb != nil && kb.keyed) {
+			err = op.runInKeyOrder(at, ib, kb)
+		} else {
+			err = op.runTimers(at, ib, kb)
+		}
+		op.timers.recycle(ib)
+		op.keyTimers.recycle(kb)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runTimers runs the timers of ib, then those of kb (either may be nil),
+// all due at at.
+func (op *Operator) runTimers(at int64, ib *timerBucket[idTimer], kb *timerBucket[string]) error {
+	if ib != nil {
+		for _, blk := range ib.blocks {
 			for i, e := range blk {
 				if i%timerPrefetch == 0 {
 					op.prefetchTimers(blk, i)
 				}
-				s := e.s
-				if s == nil || s.ringIdx < 0 { // evicted since, or restored: load it by key
-					var err error
-					if s, err = op.cache.lookup(e.key); err != nil {
-						return err
-					}
+				s, err := op.cache.lookupID(int(e.spec), e.id)
+				if err != nil {
+					return err
 				}
-				if s == nil || s.timerAt != b.at {
-					continue // superseded by an earlier timer of the same slot, or gone
-				}
-				if err := op.onTimer(s, b.at); err != nil {
+				if err := op.runTimer(s, at); err != nil {
 					return err
 				}
 			}
 		}
-		op.timers.recycle(b)
+	}
+	if kb != nil {
+		for _, blk := range kb.blocks {
+			for _, key := range blk {
+				if err := op.runKeyTimer(key, at); err != nil {
+					return err
+				}
+			}
+		}
 	}
 	return nil
+}
+
+// keyedTimer is a timer to run in key order.
+type keyedTimer struct {
+	key   string
+	order int // the order it was set in, for a stable sort
+}
+
+// runInKeyOrder runs the timers of ib and kb, due at at, in key order.
+func (op *Operator) runInKeyOrder(at int64, ib *timerBucket[idTimer], kb *timerBucket[string]) error {
+	firing := op.firing[:0]
+	if ib != nil {
+		for _, blk := range ib.blocks {
+			for _, e := range blk {
+				// One the cache and the cold store do not hold was spilled
+				// since: its key timer is in kb, or it is gone.
+				if key := op.cache.keyOf(int(e.spec), e.id); key != "" {
+					firing = append(firing, keyedTimer{key, len(firing)})
+				}
+			}
+		}
+	}
+	if kb != nil {
+		for _, blk := range kb.blocks {
+			for _, key := range blk {
+				firing = append(firing, keyedTimer{key, len(firing)})
+			}
+		}
+	}
+	slices.SortFunc(firing, func(x, y keyedTimer) int {
+		if c := strings.Compare(x.key, y.key); c != 0 {
+			return c
+		}
+		return x.order - y.order
+	})
+	var err error
+	for _, t := range firing {
+		if err = op.runKeyTimer(t.key, at); err != nil {
+			break
+		}
+	}
+	clear(firing)
+	op.firing = firing[:0]
+	return err
+}
+
+func (op *Operator) runKeyTimer(key string, at int64) error {
+	s, err := op.cache.lookup(key)
+	if err != nil {
+		return err
+	}
+	return op.runTimer(s, at)
+}
+
+// runTimer runs the onTimer of s (nil: gone) for a timer set at at, unless
+// an earlier timer of s superseded it.
+func (op *Operator) runTimer(s *slot, at int64) error {
+	if s == nil || s.timerAt != at {
+		return nil
+	}
+	return op.onTimer(s, at)
 }
 
 func (op *Operator) onTimer(s *slot, at int64) error {
@@ -505,7 +651,7 @@ func (op *Operator) schedule(s *slot) {
 	if next < s.timerAt {
 		s.timerAt = next
 		op.cache.markDirty(s)
-		op.timers.push(next, s)
+		op.timers.add(next, idTimer{id: s.id, spec: int32(s.sp.index)}, s.sp.hm != nil)
 	}
 }
 

@@ -29,6 +29,10 @@ func (op *Operator) Prefetch(near, far []SlotRef) {
 		if x := &op.cache.m[r.spec]; x.n >= smallIndex {
 			addrs = append(addrs, unsafe.Pointer(&x.entries[x.home(tagOf(r.id))]))
 		}
+		// A key the cache does not hold is looked for in the cold store.
+		if x := &op.cache.cold.idx[r.spec]; x.n >= smallIndex {
+			addrs = append(addrs, unsafe.Pointer(&x.entries[x.home(r.id)]))
+		}
 	}
 	for i := range near {
 		r := &near[i]
@@ -86,35 +90,40 @@ const timerPrefetch = 16
 // prefetchTimers starts loading, at timer i of a block, what running the
 // timers after it touches. Most timers are rules' purges, due for every key
 // of a rule at once (their grain is the window), so each is a slot long out
-// of the CPU cache, then often its panes, out of line, and its index entry
-// when it empties. In two stages, as Prefetch: the slots two groups ahead,
-// and the panes and index entries of the next group, which their slots,
-// asked for a group earlier, locate.
-func (op *Operator) prefetchTimers(blk []timerEntry, i int) {
+// of the CPU cache, or a record of the cold store. In two stages, as
+// Prefetch: the index entries (of the cache and of the cold store) two
+// groups ahead, and the slots or records of the next group, which those
+// entries, asked for a group earlier, locate.
+func (op *Operator) prefetchTimers(blk []idTimer, i int) {
 	const g = timerPrefetch
+	c := op.cache
 	addrs := op.prefetchAddrs[:0]
-	slots := func(from, to int) {
+	entries := func(from, to int) {
 		for _, e := range blk[min(from, len(blk)):min(to, len(blk))] {
-			if p := unsafe.Pointer(e.s); p != nil {
-				addrs = append(addrs, p, unsafe.Add(p, 64))
+			if x := &c.m[e.spec]; x.n >= smallIndex {
+				addrs = append(addrs, unsafe.Pointer(&x.entries[x.home(tagOf(e.id))]))
+			}
+			if x := &c.cold.idx[e.spec]; x.n >= smallIndex {
+				addrs = append(addrs, unsafe.Pointer(&x.entries[x.home(e.id)]))
 			}
 		}
 	}
 	if i == 0 {
-		slots(0, 2*g)
+		entries(0, 2*g)
 	}
-	slots(i+2*g, i+3*g)
+	entries(i+2*g, i+3*g)
 	for _, e := range blk[min(i+g, len(blk)):min(i+2*g, len(blk))] {
-		s := e.s
-		if s == nil || s.ringIdx < 0 {
-			continue
+		if x := &c.m[e.spec]; x.n >= smallIndex {
+			if s := x.candidate(e.id); s != nil {
+				addrs = append(addrs, unsafe.Pointer(s), unsafe.Add(unsafe.Pointer(s), 64))
+				continue
+			}
 		}
-		if len(s.wins) > 0 && &s.wins[0] != &s.inline[0] {
-			addrs = append(addrs, unsafe.Pointer(&s.wins[0]))
-		}
-		// A purge mostly empties the slot, which then leaves the index.
-		if x := &op.cache.m[s.sp.index]; x.n >= smallIndex {
-			addrs = append(addrs, unsafe.Pointer(&x.entries[x.home(tagOf(s.id))]))
+		if x := &c.cold.idx[e.spec]; x.n >= smallIndex {
+			if loc := x.get(e.id); loc != 0 {
+				ch := c.cold.chunks[locSeq(loc)-c.cold.firstSeq].b
+				addrs = append(addrs, unsafe.Pointer(unsafe.SliceData(ch[locOff(loc):])))
+			}
 		}
 	}
 	prefetchLines(addrs)

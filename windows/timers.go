@@ -2,8 +2,6 @@ package windows
 
 import (
 	"math/bits"
-	"slices"
-	"strings"
 )
 
 // timerBucket holds the timers due at one time, in the order they were set.
@@ -12,11 +10,11 @@ import (
 // replay (which collects garbage rarely) that was fresh memory many times
 // the timers' peak (BENCHMARKS.md). Blocks go back to the queue's free
 // lists when the bucket has run, and the next buckets take them.
-type timerBucket struct {
+type timerBucket[E any] struct {
 	at     int64
-	blocks [][]timerEntry // all full but the last
-	// keyed is set when a heatmap's timer is among the entries: they then
-	// run in key order (see timerQueue).
+	blocks [][]E // all full but the last
+	// keyed is set when a heatmap's timer is among the entries: the
+	// operator then runs the timers due at that time in key order.
 	keyed bool
 }
 
@@ -26,12 +24,18 @@ const (
 	maxTimerClass = 6 // 512 entries, 12 KiB
 )
 
-// timerEntry asks for a slot's onTimer. The slot pointer saves a cache
-// lookup when the slot is still cached; the key finds it otherwise.
-type timerEntry struct {
-	key string
-	s   *slot
+// idTimer asks for the onTimer of the slot of a spec with an id: one in the
+// cache or the cold store. It holds no pointer, so that the queue, which has
+// an entry for nearly every state, costs the garbage collector nothing to
+// scan, and no evicted slot is kept alive by its timer.
+type idTimer struct {
+	id   slotID
+	spec int32
 }
+
+// A keyTimer (a slot key) asks for the onTimer of a slot that only the
+// Backend may hold: restored from a checkpoint, or spilled by the cold
+// store, which the id alone cannot find.
 
 // timerQueue is the operator's single ordered timer structure (Flink's
 // InternalTimerService): a min-heap of the distinct times that have timers,
@@ -39,49 +43,36 @@ type timerEntry struct {
 // cleanup of every key's pane at a second boundary), so the heap stays small
 // and setting a timer is mostly an append.
 //
-// Timers due at the same time run in the order they were set, except that
-// when a heatmap's timer is among them they run in key order: heatmap
-// windows fired at one time are then emitted in the same order whether or
-// not the queue was rebuilt from the slots by Restore, which keeps no set
-// order. Rules' timers only purge, so their order shows in no output, and
-// sorting their large buckets would be wasted work.
-type timerQueue struct {
+// A bucket's timers are in the order they were set; the bucket notes
+// whether a heatmap's timer is among them, for the operator to run them in
+// key order then (see Operator.AdvanceWatermark).
+type timerQueue[E any] struct {
 	times  []int64 // min-heap
-	byTime map[int64]*timerBucket
-	last   *timerBucket // the bucket pushed to last: consecutive timers often share it
-	spare  []*timerBucket
-	free   [maxTimerClass + 1][][]timerEntry // empty blocks by class
-	n      int                               // timers pending
-	sorted []timerEntry                      // popBucket's buffer
+	byTime map[int64]*timerBucket[E]
+	last   *timerBucket[E] // the bucket pushed to last: consecutive timers often share it
+	spare  []*timerBucket[E]
+	free   [maxTimerClass + 1][][]E // empty blocks by class
+	n      int                      // timers pending
 }
 
 // Len is the number of timers pending.
-func (q *timerQueue) Len() int { return q.n }
+func (q *timerQueue[E]) Len() int { return q.n }
 
 // next returns the earliest time with a timer; the queue must not be empty.
-func (q *timerQueue) next() int64 { return q.times[0] }
+func (q *timerQueue[E]) next() int64 { return q.times[0] }
 
-func (q *timerQueue) push(at int64, s *slot) {
-	q.add(at, timerEntry{key: s.key, s: s}, s.sp.hm != nil)
-}
-
-// pushKey sets a timer for a slot that is not loaded (restoring a
-// checkpoint), a heatmap's if keyed: it is looked up by key when due.
-func (q *timerQueue) pushKey(at int64, key string, keyed bool) {
-	q.add(at, timerEntry{key: key}, keyed)
-}
-
-func (q *timerQueue) add(at int64, e timerEntry, keyed bool) {
+// add sets a timer e at at; keyed marks a heatmap's.
+func (q *timerQueue[E]) add(at int64, e E, keyed bool) {
 	b := q.last
 	if b == nil || b.at != at {
 		if q.byTime == nil {
-			q.byTime = make(map[int64]*timerBucket)
+			q.byTime = make(map[int64]*timerBucket[E])
 		}
 		if b = q.byTime[at]; b == nil {
 			if n := len(q.spare); n > 0 {
 				b, q.spare = q.spare[n-1], q.spare[:n-1]
 			} else {
-				b = &timerBucket{}
+				b = &timerBucket[E]{}
 			}
 			b.at = at
 			q.byTime[at] = b
@@ -99,18 +90,18 @@ func (q *timerQueue) add(at int64, e timerEntry, keyed bool) {
 	q.n++
 }
 
-func (q *timerQueue) newBlock(class int) []timerEntry {
+func (q *timerQueue[E]) newBlock(class int) []E {
 	if n := len(q.free[class]); n > 0 {
 		blk := q.free[class][n-1]
 		q.free[class] = q.free[class][:n-1]
 		return blk
 	}
-	return make([]timerEntry, 0, minTimerBlock<<class)
+	return make([]E, 0, minTimerBlock<<class)
 }
 
 // popBucket removes and returns the bucket of the earliest time. The caller
 // hands it back with recycle once done with its entries.
-func (q *timerQueue) popBucket() *timerBucket {
+func (q *timerQueue[E]) popBucket() *timerBucket[E] {
 	at := q.popTime()
 	b := q.byTime[at]
 	delete(q.byTime, at)
@@ -120,24 +111,15 @@ func (q *timerQueue) popBucket() *timerBucket {
 	for _, blk := range b.blocks {
 		q.n -= len(blk)
 	}
-	if b.keyed {
-		q.sorted = q.sorted[:0]
-		for _, blk := range b.blocks {
-			q.sorted = append(q.sorted, blk...)
-		}
-		slices.SortStableFunc(q.sorted, func(x, y timerEntry) int { return strings.Compare(x.key, y.key) })
-		rest := q.sorted
-		for _, blk := range b.blocks {
-			rest = rest[copy(blk, rest):]
-		}
-		clear(q.sorted)
-	}
 	return b
 }
 
-func (q *timerQueue) recycle(b *timerBucket) {
+func (q *timerQueue[E]) recycle(b *timerBucket[E]) {
+	if b == nil {
+		return
+	}
 	for _, blk := range b.blocks {
-		clear(blk) // the keys and slots may go
+		clear(blk) // the keys may go
 		class := bits.TrailingZeros(uint(cap(blk) / minTimerBlock))
 		q.free[class] = append(q.free[class], blk[:0])
 	}
@@ -146,7 +128,7 @@ func (q *timerQueue) recycle(b *timerBucket) {
 	q.spare = append(q.spare, b)
 }
 
-func (q *timerQueue) pushTime(at int64) {
+func (q *timerQueue[E]) pushTime(at int64) {
 	h := append(q.times, at)
 	for i := len(h) - 1; i > 0; {
 		parent := (i - 1) / 2
@@ -159,7 +141,7 @@ func (q *timerQueue) pushTime(at int64) {
 	q.times = h
 }
 
-func (q *timerQueue) popTime() int64 {
+func (q *timerQueue[E]) popTime() int64 {
 	h := q.times
 	top := h[0]
 	last := len(h) - 1

@@ -46,7 +46,11 @@ func newReplayCmd() *cobra.Command {
 			if err := atLeastOne(cmd, "shards", "cache-slots"); err != nil {
 				return err
 			}
+			if _, err := stream.PlanMemory(opts.MemoryBytes, 1); err != nil {
+				return fmt.Errorf("--memory: %w", err)
+			}
 			setGCPercent()
+			stream.SetMemoryLimit(opts.MemoryBytes)
 			cfg, err := loadRules(rulesFile)
 			if err != nil {
 				return err
@@ -80,7 +84,9 @@ func newReplayCmd() *cobra.Command {
 	f.StringVar(&rulesFile, "rules", "", "rules file (YAML); required")
 	f.StringVar(&opts.OutDir, "out", "out", "output folder, created if missing")
 	f.StringVar(&opts.StateDir, "state-dir", "", "Pebble state folder (default: a temporary folder, removed at the end)")
-	f.IntVar(&opts.CacheSlots, "cache-slots", 0, "window states kept decoded in memory (default 1048576); the rest live in Pebble")
+	opts.MemoryBytes = stream.DefaultMemory
+	f.Var(byteSize{&opts.MemoryBytes}, "memory", "memory budget: window state, Pebble's caches and data in flight share it, and it is the Go runtime's memory limit unless GOMEMLIMIT is set; what does not fit goes to Pebble on disk (e.g. 1GiB, 512MiB, 64MiB)")
+	f.IntVar(&opts.CacheSlots, "cache-slots", 0, "expert: window states kept decoded, in front of the encoded ones (default: a quarter of the state's share of --memory, at 512 bytes a state)")
 	f.IntVar(&opts.Shards, "shards", 0, "split the window state by key into this many shards, processed in parallel (default: the number of CPUs); outputs do not depend on it")
 	f.StringVar(&progress, "progress", "auto", "progress line on stderr: auto (on a terminal), on, off")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) to this file")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -34,6 +35,9 @@ which is plaintext: the TLS and SASL flags then are refused.
 			if err := atLeastOne(cmd, "cache-slots"); err != nil {
 				return err
 			}
+			if _, err := stream.PlanMemory(opts.MemoryBytes, 1); err != nil {
+				return fmt.Errorf("--memory: %w", err)
+			}
 			cfg, err := loadRules(rulesFile)
 			if err != nil {
 				return err
@@ -44,6 +48,7 @@ which is plaintext: the TLS and SASL flags then are refused.
 			}
 			if opts.Brokers = brokerList(opts.Brokers); len(opts.Brokers) > 0 {
 				setGCPercent()
+				stream.SetMemoryLimit(opts.MemoryBytes)
 			}
 			// SIGINT/SIGTERM: stop fetching, drain, flush, checkpoint, exit 0;
 			// a second one exits at once.
@@ -69,7 +74,9 @@ which is plaintext: the TLS and SASL flags then are refused.
 	f.StringVar(&opts.StateDir, "state-dir", defaultStateDir(), "state folder: checkpointed window state and offsets (Pebble), and the embedded broker's data")
 	f.StringVar(&opts.MetricsAddr, "metrics-addr", ":9464", "address serving /metrics, /healthz and /readyz (200 once restored and consuming); empty for none")
 	f.DurationVar(&opts.CheckpointInterval, "checkpoint-interval", 0, "how often state and offsets are checkpointed (default 1s)")
-	f.IntVar(&opts.CacheSlots, "cache-slots", 0, "window states kept decoded in memory (default 1048576)")
+	opts.MemoryBytes = stream.DefaultMemory
+	f.Var(byteSize{&opts.MemoryBytes}, "memory", "memory budget: window state, Pebble's caches and data in flight share it, and it is the Go runtime's memory limit unless GOMEMLIMIT is set; what does not fit goes to Pebble on disk (e.g. 1GiB, 512MiB, 64MiB)")
+	f.IntVar(&opts.CacheSlots, "cache-slots", 0, "expert: window states kept decoded, in front of the encoded ones (default: a quarter of the state's share of --memory, at 512 bytes a state)")
 	f.IntVar(&opts.MetricLabelLimit, "metrics-label-limit", 100, "label values taken from the input (sources, heatmap keys) that metrics keep per label; later ones are counted as \"other\"")
 	f.IntVar(&opts.MaxMessageBytes, "max-message-bytes", sink.DefaultMaxMessageBytes,
 		"largest output message (key and value): longer dlq and late records are cut, other messages go to the dlq; at most the output topics' max.message.bytes less a margin")

@@ -1,0 +1,52 @@
+package stream
+
+import (
+	"fmt"
+	"os"
+	"runtime/debug"
+)
+
+// DefaultMemory is the memory budget of replay and the live job when
+// none is given (--memory).
+const DefaultMemory = 1 << 30
+
+// MinMemory is the smallest memory budget the job accepts.
+const MinMemory = 64 << 20
+
+// memtableBytes is what each Pebble store's memtables may hold: two of
+// Pebble's default 4 MiB (one being filled, one being flushed).
+const memtableBytes = 8 << 20
+
+// MemoryPlan is how a memory budget is shared (docs/commands.md "Memory").
+type MemoryPlan struct {
+	// State is the window state's share: decoded states in the cache, the
+	// encoded ones of the cold store, and the timers (windows.Options).
+	State int64
+	// PebbleCache is the block cache of each Pebble store.
+	PebbleCache int64
+}
+
+// PlanMemory shares budget among the window state, the block caches and
+// memtables of stores Pebble stores, and an eighth kept for the rest:
+// input chunks and decoded batches in flight, output buffers, and the
+// garbage the collector has not yet reclaimed.
+func PlanMemory(budget int64, stores int) (MemoryPlan, error) {
+	if budget < MinMemory {
+		return MemoryPlan{}, fmt.Errorf("memory budget %d bytes: at least %d MiB", budget, MinMemory>>20)
+	}
+	cache := min(max(budget/16, 4<<20), 1<<30)
+	state := budget - cache - budget/8 - int64(stores)*memtableBytes
+	if state < MinMemory/2 {
+		return MemoryPlan{}, fmt.Errorf("memory budget %d MiB: too small for %d state stores", budget>>20, stores)
+	}
+	return MemoryPlan{State: state, PebbleCache: max(cache/int64(stores), 1<<20)}, nil
+}
+
+// SetMemoryLimit makes budget the Go runtime's soft memory limit, so that
+// the garbage collector works harder as the heap nears it instead of
+// letting it grow to GOGC's target, unless GOMEMLIMIT is set.
+func SetMemoryLimit(budget int64) {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(budget)
+	}
+}

@@ -1,0 +1,451 @@
+package windows
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/maphash"
+	"math/bits"
+	"unsafe"
+)
+
+// maxColdChunk is the largest size of the chunks the cold store appends
+// records to: a sixteenth of its budget up to that, so that reclaiming one
+// frees a small part of it. A record larger than a chunk gets a chunk of
+// its own.
+const maxColdChunk = 1 << 20
+
+// coldEntryBytes is what an entry of a cold index costs, for the budget.
+const coldEntryBytes = 24
+
+// coldStore keeps the encoded state of slots evicted from the cache (the
+// cold tier), in memory while it fits a byte budget, and in the Backend
+// beyond it. Records are appended to large byte chunks that hold no
+// pointers, which the garbage collector never scans, and found through
+// one open-addressing index per spec that holds none either: a state
+// there costs its encoded size, its key and an index entry, not the
+// hundreds of bytes of a decoded slot and its objects (docs/format/state.md
+// "Memory").
+//
+// Chunks are kept in the order they were filled. When the store is over
+// its budget it reclaims the oldest chunk: records still current there
+// move to the newest chunk while the live records take less than three
+// quarters of the budget, and otherwise go to the Backend (spilled), the
+// states evicted longest ago first. A spilled state that has a timer
+// pending is reported to onSpill, since the timer queue finds cold states
+// by their id, which the Backend cannot look up.
+//
+// In write-through mode (the live job, whose checkpoints must find every
+// state in the Backend) each record is also written to the Backend when it
+// is stored, and spilling only forgets it.
+type coldStore struct {
+	backend      Backend
+	writeThrough bool
+	seeds        [2]maphash.Seed
+	budget       int // bytes the chunks and indexes may take
+	chunkBytes   int
+	// outside is memory the store's budget must leave to others (pending
+	// timers); it is read at each reclaim.
+	outside func() int
+
+	idx []coldIndex // per spec
+	// chunks[0] is the oldest; chunk seq firstSeq+i is chunks[i].
+	chunks   []coldChunk
+	firstSeq uint64
+	spare    [][]byte // emptied chunks of the standard size
+	// alloc is the bytes of the chunks, used those written to, live those
+	// of current records.
+	alloc, used, live int
+	// spilled may hold the ids of states that are in the Backend but not in
+	// the store: spilled ones and, after a restore, every stored one. While
+	// it is empty, a key the store does not hold costs no Backend read.
+	spilled  idFilter
+	onSpill  func(key []byte, at int64)
+	spills   int64 // records written to the Backend by spilling
+	val, key []byte
+}
+
+type coldChunk struct {
+	b    []byte
+	live int // bytes of current records
+}
+
+// coldIndex finds one spec's records by slot id. Linear probing with
+// backward-shift deletion, as slotIndex; loc 0 marks a free place.
+type coldIndex struct {
+	entries []coldEntry
+	n       int
+	shift   uint
+}
+
+type coldEntry struct {
+	id  slotID
+	loc uint64 // see packLoc
+}
+
+// packLoc is a record's location: the sequence number of its chunk, its
+// offset there (below maxColdChunk: a larger record is alone in its chunk),
+// and its size, up to 0xffff (a larger one is read from the record), so
+// that replacing a record updates the accounting without reading the old
+// one, long out of the CPU cache.
+func packLoc(seq uint64, off, size int) uint64 {
+	return seq<<36 | uint64(off)<<16 | uint64(min(size, 0xffff))
+}
+
+func locSeq(loc uint64) uint64 { return loc >> 36 }
+
+func locOff(loc uint64) int { return int(loc >> 16 & (1<<20 - 1)) }
+
+func newColdStore(backend Backend, specs int, budget int, writeThrough bool) *coldStore {
+	return &coldStore{
+		backend:      backend,
+		writeThrough: writeThrough,
+		budget:       budget,
+		chunkBytes:   min(maxColdChunk, 1<<max(bits.Len(uint(budget/16))-1, 12)),
+		idx:          make([]coldIndex, specs),
+		firstSeq:     1,
+	}
+}
+
+func (x *coldIndex) home(id slotID) uint64 { return (id[1] | 1) >> x.shift }
+
+func (x *coldIndex) next(i uint64) uint64 { return (i + 1) & uint64(len(x.entries)-1) }
+
+// find returns the place of id's entry, or of the free place that ends its
+// probe run, and whether it was found.
+func (x *coldIndex) find(id slotID) (uint64, bool) {
+	for i := x.home(id); ; i = x.next(i) {
+		e := &x.entries[i]
+		if e.loc == 0 {
+			return i, false
+		}
+		if e.id == id {
+			return i, true
+		}
+	}
+}
+
+func (x *coldIndex) get(id slotID) uint64 {
+	if x.n == 0 {
+		return 0
+	}
+	if i, ok := x.find(id); ok {
+		return x.entries[i].loc
+	}
+	return 0
+}
+
+// set points id at loc, adding it if absent, and returns its old location
+// (0 when new).
+func (x *coldIndex) set(id slotID, loc uint64) uint64 {
+	if (x.n+1)*8 > len(x.entries)*maxLoad {
+		x.grow()
+	}
+	i, ok := x.find(id)
+	old := x.entries[i].loc
+	if !ok {
+		x.n++
+		old = 0
+	}
+	x.entries[i] = coldEntry{id: id, loc: loc}
+	return old
+}
+
+func (x *coldIndex) grow() {
+	old := x.entries
+	size := max(2*len(old), 64)
+	x.entries = make([]coldEntry, size)
+	clear(x.entries) // see slotIndex.grow
+	x.shift = uint(64 - bits.TrailingZeros(uint(size)))
+	for _, e := range old {
+		if e.loc != 0 {
+			i, _ := x.find(e.id)
+			x.entries[i] = e
+		}
+	}
+}
+
+// remove deletes id's entry and returns its location (0 when absent).
+func (x *coldIndex) remove(id slotID) uint64 {
+	if x.n == 0 {
+		return 0
+	}
+	i, ok := x.find(id)
+	if !ok {
+		return 0
+	}
+	loc := x.entries[i].loc
+	x.n--
+	mask := uint64(len(x.entries) - 1)
+	for j := x.next(i); x.entries[j].loc != 0; j = x.next(j) {
+		if (j-x.home(x.entries[j].id))&mask >= (j-i)&mask {
+			x.entries[i] = x.entries[j]
+			i = j
+		}
+	}
+	x.entries[i] = coldEntry{}
+	return loc
+}
+
+// record returns the key and value of the record at loc and its size.
+func (c *coldStore) record(loc uint64) (key, val []byte, size int) {
+	b := c.chunks[locSeq(loc)-c.firstSeq].b[locOff(loc):]
+	kl, n := binary.Uvarint(b)
+	key = b[n : n+int(kl)]
+	b = b[n+int(kl):]
+	vl, m := binary.Uvarint(b)
+	val = b[m : m+int(vl)]
+	return key, val, n + int(kl) + m + int(vl)
+}
+
+// bytes is the memory the store takes: its chunks and index arrays.
+func (c *coldStore) bytes() int { return c.alloc + c.indexBytes() }
+
+func (c *coldStore) indexBytes() int {
+	n := 0
+	for i := range c.idx {
+		n += len(c.idx[i].entries) * coldEntryBytes
+	}
+	return n
+}
+
+// get returns the stored value of key, whose spec is spec and hash id; it
+// is valid until the next call on the store.
+func (c *coldStore) get(spec int, id slotID, key string) ([]byte, bool, error) {
+	if loc := c.idx[spec].get(id); loc != 0 {
+		_, val, _ := c.record(loc)
+		return val, true, nil
+	}
+	if !c.spilled.mayHold(spec, id) {
+		return nil, false, nil
+	}
+	val, found, err := c.backend.Get(keyBytes(key))
+	if err != nil {
+		return nil, false, fmt.Errorf("windows: load state: %w", err)
+	}
+	return val, found, nil
+}
+
+// getByID returns the key and value of a state the store holds in memory;
+// found is false for one it does not (new, removed or spilled).
+func (c *coldStore) getByID(spec int, id slotID) (key, val []byte, found bool) {
+	loc := c.idx[spec].get(id)
+	if loc == 0 {
+		return nil, nil, false
+	}
+	key, val, _ = c.record(loc)
+	return key, val, true
+}
+
+// set stores val as the state of key.
+func (c *coldStore) set(spec int, id slotID, key string, val []byte) error {
+	if c.writeThrough {
+		if err := c.backend.Set(keyBytes(key), val); err != nil {
+			return fmt.Errorf("windows: write state: %w", err)
+		}
+	}
+	c.forget(c.idx[spec].set(id, c.append(keyBytes(key), val)))
+	return c.reclaim()
+}
+
+// append writes a record at the end of the newest chunk and returns its
+// location.
+func (c *coldStore) append(key, val []byte) uint64 {
+	size := 2*binary.MaxVarintLen32 + len(key) + len(val)
+	last := len(c.chunks) - 1
+	if last < 0 || len(c.chunks[last].b)+size > cap(c.chunks[last].b) {
+		var b []byte
+		if n := len(c.spare); n > 0 && size <= c.chunkBytes {
+			b, c.spare = c.spare[n-1], c.spare[:n-1] // counted in alloc
+		} else {
+			b = make([]byte, 0, max(c.chunkBytes, size))
+			c.alloc += cap(b)
+		}
+		c.chunks = append(c.chunks, coldChunk{b: b})
+		last++
+	}
+	ch := &c.chunks[last]
+	off := len(ch.b)
+	ch.b = binary.AppendUvarint(ch.b, uint64(len(key)))
+	ch.b = append(ch.b, key...)
+	ch.b = binary.AppendUvarint(ch.b, uint64(len(val)))
+	ch.b = append(ch.b, val...)
+	size = len(ch.b) - off
+	ch.live += size
+	c.live += size
+	c.used += size
+	return packLoc(c.firstSeq+uint64(last), off, size)
+}
+
+// forget notes that the record at loc (0: none) is no longer current.
+func (c *coldStore) forget(loc uint64) {
+	if loc == 0 {
+		return
+	}
+	size := int(loc & 0xffff)
+	if size == 0xffff {
+		_, _, size = c.record(loc)
+	}
+	c.chunks[locSeq(loc)-c.firstSeq].live -= size
+	c.live -= size
+}
+
+// del removes the state of key.
+func (c *coldStore) del(spec int, id slotID, key string) error {
+	c.forget(c.idx[spec].remove(id))
+	if c.writeThrough || c.spilled.mayHold(spec, id) {
+		if err := c.backend.Delete(keyBytes(key)); err != nil {
+			return fmt.Errorf("windows: delete state: %w", err)
+		}
+	}
+	return nil
+}
+
+// reclaim frees the oldest chunks while the store is over its budget.
+func (c *coldStore) reclaim() error {
+	for moved := 0; len(c.chunks) > 1; {
+		budget := c.budget
+		if c.outside != nil {
+			budget -= c.outside()
+		}
+		if c.bytes() <= budget {
+			return nil
+		}
+		// Moving records saves the Backend a write and a read, but only
+		// while a quarter of the budget is records replaced or removed,
+		// which compacting frees, and it brings the store well under its
+		// budget; and once round the chunks at most.
+		move := c.used-c.live >= budget/4 && c.live+c.indexBytes()+2*c.chunkBytes <= budget*3/4 &&
+			moved < len(c.chunks)
+		if move {
+			moved++
+		}
+		if err := c.reclaimOldest(move); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reclaimOldest empties the oldest chunk, moving its current records to
+// the newest chunk, or spilling them to the Backend when move is false.
+func (c *coldStore) reclaimOldest(move bool) error {
+	ch := c.chunks[0]
+	seq := c.firstSeq
+	for off := 0; off < len(ch.b); {
+		key, val, size := c.record(packLoc(seq, off, 0))
+		loc := packLoc(seq, off, size)
+		off += size
+		spec := specOf(key)
+		id := hashSlotKey(c.seeds, unsafe.String(unsafe.SliceData(key), len(key)))
+		x := &c.idx[spec]
+		i, ok := x.find(id)
+		if !ok || x.entries[i].loc != loc {
+			continue // replaced or removed since
+		}
+		if move {
+			// The record is copied before its chunk can be reused: append
+			// never takes the chunk being emptied, which is not spare yet.
+			x.entries[i].loc = c.append(key, val)
+			continue
+		}
+		if !c.writeThrough {
+			if err := c.backend.Set(key, val); err != nil {
+				return fmt.Errorf("windows: spill state: %w", err)
+			}
+			c.spills++
+		}
+		c.spilled.add(spec, id)
+		if c.onSpill != nil {
+			at, err := slotTimer(val)
+			if err != nil {
+				return fmt.Errorf("windows: state of %q: %w", key, err)
+			}
+			if at != noTimer {
+				c.onSpill(key, at)
+			}
+		}
+		x.remove(id)
+	}
+	c.live -= c.chunks[0].live
+	c.used -= len(ch.b)
+	// Two spare chunks are enough to refill from; the rest go back.
+	if cap(ch.b) == c.chunkBytes && len(c.spare) < 2 {
+		c.spare = append(c.spare, ch.b[:0])
+	} else {
+		c.alloc -= cap(ch.b)
+	}
+	c.chunks[0] = coldChunk{}
+	c.chunks = c.chunks[1:]
+	c.firstSeq++
+	return nil
+}
+
+// idFilter is a Bloom filter of (spec, slot id) pairs: it answers whether
+// a state may be in the Backend without a Backend read. It grows by adding
+// a filter twice the size of the last when that one is full, and never
+// forgets: an id whose state was deleted since costs a Backend read that
+// finds nothing. Each lookup touches one 64-byte block per filter.
+type idFilter struct {
+	sets []bloomSet
+}
+
+type bloomSet struct {
+	blocks [][8]uint64
+	n, cap int
+}
+
+// bloomBitsPerKey gives a false-positive rate near 1% (blocked, 7 probes).
+const bloomBitsPerKey = 10
+
+func bloomHash(spec int, id slotID) (uint64, uint64) {
+	return id[0] ^ uint64(spec)*0x9e3779b97f4a7c15, id[1]
+}
+
+func (f *idFilter) add(spec int, id slotID) {
+	n := len(f.sets)
+	if n == 0 || f.sets[n-1].n >= f.sets[n-1].cap {
+		c := 1 << 16
+		if n > 0 {
+			c = 2 * f.sets[n-1].cap
+		}
+		f.sets = append(f.sets, bloomSet{blocks: make([][8]uint64, c*bloomBitsPerKey/512), cap: c})
+		n++
+	}
+	s := &f.sets[n-1]
+	h1, h2 := bloomHash(spec, id)
+	blk := &s.blocks[h1%uint64(len(s.blocks))]
+	for k := 0; k < 7; k++ {
+		bit := h2 >> (9 * k) & 511
+		blk[bit>>6] |= 1 << (bit & 63)
+	}
+	s.n++
+}
+
+func (f *idFilter) mayHold(spec int, id slotID) bool {
+	if len(f.sets) == 0 {
+		return false
+	}
+	h1, h2 := bloomHash(spec, id)
+next:
+	for i := range f.sets {
+		s := &f.sets[i]
+		blk := &s.blocks[h1%uint64(len(s.blocks))]
+		for k := 0; k < 7; k++ {
+			bit := h2 >> (9 * k) & 511
+			if blk[bit>>6]&(1<<(bit&63)) == 0 {
+				continue next
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// bytes is the memory the filter takes.
+func (f *idFilter) bytes() int {
+	n := 0
+	for i := range f.sets {
+		n += len(f.sets[i].blocks) * 64
+	}
+	return n
+}

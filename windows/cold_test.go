@@ -1,0 +1,130 @@
+package windows
+
+import (
+	"fmt"
+	"hash/maphash"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestColdStoreMatchesMap drives a cold store with random sets and
+// deletes, under budgets from one that holds everything to one that
+// spills nearly everything, and checks every state against a map: what
+// the store returns, whether from memory or the Backend, is the last value
+// set. It also checks the accounting the budget relies on.
+func TestColdStoreMatchesMap(t *testing.T) {
+	for _, budget := range []int{1 << 30, 64 << 10, 0} {
+		for _, writeThrough := range []bool{false, true} {
+			t.Run(fmt.Sprintf("budget %d, write-through %v", budget, writeThrough), func(t *testing.T) {
+				checkColdStore(t, budget, writeThrough)
+			})
+		}
+	}
+}
+
+func checkColdStore(t *testing.T, budget int, writeThrough bool) {
+	r := rand.New(rand.NewPCG(1, uint64(budget)))
+	backend := NewMemBackend()
+	c := newColdStore(backend, 2, budget, writeThrough)
+	c.seeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
+	spilledTimers := map[string]int64{}
+	c.onSpill = func(key []byte, at int64) { spilledTimers[string(key)] = at }
+	want := map[string][]byte{}
+	keyOf := func(i int) string { return fmt.Sprintf("\x00%c%d\x00", byte(i%2), i) }
+	for range 20000 {
+		key := keyOf(r.IntN(3000))
+		id := hashSlotKey(c.seeds, key)
+		if r.IntN(4) == 0 {
+			if err := c.del(specOf(key), id, key); err != nil {
+				t.Fatal(err)
+			}
+			delete(want, key)
+			continue
+		}
+		// A state with a timer, of a size from a few bytes to a few KB.
+		s := newSlot(key, &spec{})
+		s.timerAt = r.Int64N(1000)
+		val := encodeSlot(nil, s)
+		val = append(val, make([]byte, r.IntN(3)*r.IntN(2000))...)
+		if err := c.set(specOf(key), id, key, val); err != nil {
+			t.Fatal(err)
+		}
+		want[key] = val
+	}
+	held := 0
+	for i := range 3000 {
+		key := keyOf(i)
+		id := hashSlotKey(c.seeds, key)
+		val, found, err := c.get(specOf(key), id, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, ok := want[key]
+		if found != ok || string(val) != string(w) {
+			t.Fatalf("%q: found %v (%d bytes), want %v (%d bytes)", key, found, len(val), ok, len(w))
+		}
+		if _, _, inMemory := c.getByID(specOf(key), id); inMemory {
+			held++
+		} else if ok {
+			// Spilled: the Backend has it, and its timer was handed over.
+			if at, err := slotTimer(w); err != nil || spilledTimers[key] != at {
+				t.Fatalf("%q spilled with timer %d, want %d", key, spilledTimers[key], at)
+			}
+		}
+	}
+	live := 0
+	for _, ch := range c.chunks {
+		live += ch.live
+	}
+	if live != c.live {
+		t.Fatalf("live bytes %d, chunks say %d", c.live, live)
+	}
+	if c.bytes() > max(budget, 0)+2*c.chunkBytes+8<<10 {
+		t.Fatalf("the store takes %d bytes, over its budget of %d", c.bytes(), budget)
+	}
+	switch {
+	case budget >= 1<<30 && held != len(want):
+		t.Fatalf("a store within budget holds %d of %d states", held, len(want))
+	case budget < 1<<30 && (held == len(want) || held == 0):
+		t.Fatalf("a store over budget holds %d of %d states: it should hold some and spill the rest", held, len(want))
+	}
+	if writeThrough && backend.Len() != len(want) {
+		t.Fatalf("write-through: the Backend holds %d states, want %d", backend.Len(), len(want))
+	}
+	if !writeThrough && budget >= 1<<30 && backend.Len() != 0 {
+		t.Fatalf("a store within budget wrote %d states to the Backend", backend.Len())
+	}
+}
+
+// TestIDFilter: the filter holds every id added, grows past its first
+// size, and answers no for nearly every other.
+func TestIDFilter(t *testing.T) {
+	var f idFilter
+	if f.mayHold(0, slotID{1, 2}) {
+		t.Fatal("an empty filter holds an id")
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	ids := make([]slotID, 300000)
+	for i := range ids {
+		ids[i] = slotID{r.Uint64(), r.Uint64()}
+		f.add(i%3, ids[i])
+	}
+	for i, id := range ids {
+		if !f.mayHold(i%3, id) {
+			t.Fatalf("id %d added but not held", i)
+		}
+	}
+	false_ := 0
+	const n = 100000
+	for range n {
+		if f.mayHold(0, slotID{r.Uint64(), r.Uint64()}) {
+			false_++
+		}
+	}
+	if rate := float64(false_) / n; rate > 0.06 {
+		t.Fatalf("false positives: %.3f", rate)
+	}
+	if len(f.sets) < 2 {
+		t.Fatalf("the filter did not grow: %d sets", len(f.sets))
+	}
+}
