@@ -42,15 +42,15 @@ type cache struct {
 	// There is one index per rule or heatmap: a heatmap keyed by api has a
 	// handful of keys whose index stays in the CPU cache, however many users
 	// the other rules track. So the hash leaves the spec out.
-	m       []slotIndex
-	seeds   [2]maphash.Seed
-	ring    []*slot // every cached slot; s.ringIdx is its position
-	hand    int
-	cap     int
-	cold    *coldStore
-	specs   []*spec
-	buf      []byte
-	addrs    []unsafe.Pointer // prefetchChanged's buffer
+	m     []slotIndex
+	seeds [2]maphash.Seed
+	ring  []*slot // every cached slot; s.ringIdx is its position
+	hand  int
+	cap   int
+	cold  *coldStore
+	specs []*spec
+	buf   []byte
+	addrs []unsafe.Pointer // prefetchChanged's buffer
 	// changed lists the slots that became dirty, in that order, so that a
 	// flush writes them without visiting every cached slot. Entries of
 	// slots written back since (or dropped) are stale and skipped;
