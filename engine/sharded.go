@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/watermark"
@@ -377,14 +379,21 @@ func (e *Sharded) Finish() error {
 	wm := e.wm.Finish()
 	b := &e.end
 	b.Reset()
-	for _, s := range e.shards {
+	// The shards fire and purge concurrently, as they process batches:
+	// each captures into its own outputs.
+	errs := make([]error, len(e.shards))
+	var wg sync.WaitGroup
+	for i, s := range e.shards {
 		s.b, s.event, s.fired = b, 0, true
-		if err := s.op.AdvanceWatermark(wm); err != nil {
-			return err
-		}
-		if err := s.op.Flush(); err != nil {
-			return err
-		}
+		wg.Go(func() {
+			if errs[i] = s.op.AdvanceWatermark(wm); errs[i] == nil {
+				errs[i] = s.op.Flush()
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	e.cursors = append(e.cursors[:0], make([]int, len(e.shards))...)
 	e.emit(b, 0, true)

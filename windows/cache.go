@@ -7,6 +7,8 @@ import (
 	"maps"
 	"slices"
 	"unsafe"
+
+	"github.com/riskstream/riskstream/rules"
 )
 
 // Backend stores encoded slot state outside memory. state.DB is the real
@@ -58,7 +60,14 @@ type cache struct {
 	changed     []*slot
 	changedHead int
 	dirty       int // slots dirty now
+	// free holds slots dropped from the cache, for new ones to reuse:
+	// nothing points to a dropped slot but its entry in changed, if it has
+	// one, which then serves the slot's new key.
+	free []*slot
 }
+
+// maxFreeSlots is how many dropped slots the cache keeps for reuse.
+const maxFreeSlots = 256
 
 // slotID is the hash a slot is found by in the cache.
 type slotID [2]uint64
@@ -113,15 +122,50 @@ func (c *cache) lookupID(spec int, id slotID) (*slot, error) {
 	if s := c.find(spec, id); s != nil {
 		return s, nil
 	}
+	if err := c.makeRoom(); err != nil {
+		return nil, err
+	}
 	key, val, found := c.cold.getByID(spec, id)
 	if !found {
 		return nil, nil
 	}
-	s, err := decodeSlot(string(key), c.specs[spec], val)
-	if err != nil {
+	s := c.newSlot(string(key), c.specs[spec])
+	if err := decodeSlotInto(s, val); err != nil {
 		return nil, err
 	}
-	return s, c.insert(id, s, true)
+	c.insert(id, s, true)
+	return s, nil
+}
+
+// purgeCold runs the purge timer, due at at, of a rule's slot with id that
+// the cache does not hold, straight on the cold store when it can: the
+// slot is deleted without decoding when the watermark wm has passed the
+// cleanup of all of it. It reports whether the timer is done with: the
+// slot was deleted, is not in memory (spilled, whose key timer runs
+// instead, or gone), or has a later timer; if not, the caller loads it.
+func (c *cache) purgeCold(sp *spec, id slotID, at, wm int64) (bool, error) {
+	if c.m[sp.index].get(id) != nil {
+		return false, nil
+	}
+	key, val, found := c.cold.getByID(sp.index, id)
+	if !found {
+		return true, nil
+	}
+	timerAt, last, err := ruleSlotSpan(val)
+	if err != nil {
+		return false, err
+	}
+	if timerAt != at {
+		return true, nil
+	}
+	end := sp.paneCleanup(last)
+	if sp.wtype == rules.Session {
+		end = sp.cleanup(last)
+	}
+	if last != MinWatermark && end > wm {
+		return false, nil
+	}
+	return true, c.cold.del(sp.index, id, unsafe.String(unsafe.SliceData(key), len(key)))
 }
 
 // keyOf returns the key of the slot of spec with id if the cache or the
@@ -140,38 +184,61 @@ func (c *cache) keyOf(spec int, id slotID) string {
 // Backend, or creates it when create is set; nil when it does not exist.
 func (c *cache) load(id slotID, key string, create bool) (*slot, error) {
 	sp := c.specs[specOf(key)]
-	var s *slot
+	// Room first: evicting writes to the cold store, which may move the
+	// value it returns.
+	if err := c.makeRoom(); err != nil {
+		return nil, err
+	}
 	val, found, err := c.cold.get(sp.index, id, key)
 	if err != nil {
 		return nil, err
 	}
+	if !found && !create {
+		return nil, nil
+	}
+	s := c.newSlot(key, sp)
 	if found {
-		if s, err = decodeSlot(key, sp, val); err != nil {
+		if err := decodeSlotInto(s, val); err != nil {
 			return nil, err
 		}
-	} else {
-		if !create {
-			return nil, nil
-		}
-		s = newSlot(key, sp)
 	}
-	return s, c.insert(id, s, found)
+	c.insert(id, s, found)
+	return s, nil
 }
 
-// insert caches s under id, evicting others to make room; persisted says
-// whether the cold store or the Backend holds a copy.
-func (c *cache) insert(id slotID, s *slot, persisted bool) error {
-	s.persisted = persisted
+// makeRoom evicts slots until there is room for one more.
+func (c *cache) makeRoom() error {
 	for len(c.ring) >= c.cap {
 		if err := c.evictOne(); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// newSlot returns an empty slot for key, reusing a dropped one if any.
+func (c *cache) newSlot(key string, sp *spec) *slot {
+	n := len(c.free)
+	if n == 0 {
+		return newSlot(key, sp)
+	}
+	s := c.free[n-1]
+	c.free[n-1] = nil
+	c.free = c.free[:n-1]
+	queued := s.queued // its entry in changed serves the new key
+	s.reset(key, sp)
+	s.queued = queued
+	return s
+}
+
+// insert caches s under id, which makeRoom made room for; persisted says
+// whether the cold store or the Backend holds a copy.
+func (c *cache) insert(id slotID, s *slot, persisted bool) {
+	s.persisted = persisted
 	s.id = id
 	c.m[s.sp.index].put(s)
 	s.ringIdx = int32(len(c.ring))
 	c.ring = append(c.ring, s)
-	return nil
 }
 
 // evictOne sweeps the clock hand to a slot not referenced since the last
@@ -181,6 +248,7 @@ func (c *cache) evictOne() error {
 		if c.hand >= len(c.ring) {
 			c.hand = 0
 		}
+		c.prefetchVictims()
 		s := c.ring[c.hand]
 		if s.referenced {
 			s.referenced = false
@@ -195,6 +263,55 @@ func (c *cache) evictOne() error {
 	}
 }
 
+// prefetchVictims starts loading what evicting the slots ahead of the
+// clock hand touches, in two stages as Operator.Prefetch: the slot
+// victimAhead places ahead, and the cold index entry of the one half as
+// far, whose slot was asked for earlier. With more states than the cache
+// holds, nearly every event evicts one, a slot long out of the CPU cache
+// whose record then goes to a random place of the cold index.
+func (c *cache) prefetchVictims() {
+	const ahead = victimAhead
+	addrs := c.addrs[:0]
+	if h := c.hand + ahead; h < len(c.ring) {
+		addrs = append(addrs, unsafe.Pointer(c.ring[h]))
+	}
+	if h := c.hand + ahead/2; h < len(c.ring) {
+		s := c.ring[h]
+		if x := &c.cold.idx[s.sp.index]; x.n >= smallIndex {
+			addrs = append(addrs, unsafe.Pointer(&x.entries[x.home(s.id)]))
+		}
+	}
+	prefetchLines(addrs)
+	clear(addrs)
+	c.addrs = addrs
+}
+
+// victimAhead is how far ahead of the clock hand prefetchVictims loads.
+const victimAhead = 8
+
+// dropRules forgets the state of every rule, at the end of input: a rule's
+// timers only purge, which nobody sees, and at an infinite watermark they
+// would load each state only to delete it. Heatmaps keep theirs, to fire.
+func (c *cache) dropRules() error {
+	for i := 0; i < len(c.ring); {
+		if s := c.ring[i]; s.sp.rule != nil {
+			if err := c.remove(s); err != nil {
+				return err
+			}
+			continue // the last slot moved to i
+		}
+		i++
+	}
+	for _, sp := range c.specs {
+		if sp.rule != nil {
+			if err := c.cold.dropSpec(sp.index); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // drop forgets a cached slot, moving the last ring entry into its place.
 func (c *cache) drop(s *slot) {
 	if s.ringIdx < 0 {
@@ -206,9 +323,10 @@ func (c *cache) drop(s *slot) {
 	c.ring[len(c.ring)-1] = nil
 	c.ring = c.ring[:len(c.ring)-1]
 	s.ringIdx = -1
-	// A timer may still point at the dropped slot: let its state go now,
-	// the timer reloads it by key.
 	s.wins, s.fired = nil, nil
+	if len(c.free) < maxFreeSlots {
+		c.free = append(c.free, s)
+	}
 }
 
 // markDirty notes that s changed since it was last written to the Backend.
@@ -218,6 +336,9 @@ func (c *cache) markDirty(s *slot) {
 	}
 	s.dirty = true
 	c.dirty++
+	if s.queued {
+		return
+	}
 	// Drop stale entries once they are the bulk: in a replay nothing is
 	// written back before the end, and dropped slots must not be kept
 	// alive here.
@@ -226,11 +347,14 @@ func (c *cache) markDirty(s *slot) {
 		for _, x := range c.changed[c.changedHead:] {
 			if x.dirty {
 				live = append(live, x)
+			} else {
+				x.queued = false
 			}
 		}
 		clear(c.changed[len(live):])
 		c.changed, c.changedHead = live, 0
 	}
+	s.queued = true
 	c.changed = append(c.changed, s)
 }
 
@@ -288,6 +412,7 @@ func (c *cache) writeBackSome(n int) error {
 		}
 		s := c.changed[c.changedHead]
 		c.changed[c.changedHead] = nil
+		s.queued = false
 		if !s.dirty {
 			continue
 		}

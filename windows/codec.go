@@ -146,11 +146,17 @@ func (d *decoder) acc(a *acc) {
 }
 
 func decodeSlot(key string, sp *spec, b []byte) (*slot, error) {
+	s := newSlot(key, sp)
+	return s, decodeSlotInto(s, b)
+}
+
+// decodeSlotInto decodes b into s, a slot as newSlot makes it.
+func decodeSlotInto(s *slot, b []byte) error {
+	key, sp := s.key, s.sp
 	d := decoder{b: b}
 	if v := d.byte(); v != slotVersion {
-		return nil, fmt.Errorf("windows: state of %q has version %d, want %d", key, v, slotVersion)
+		return fmt.Errorf("windows: state of %q has version %d, want %d", key, v, slotVersion)
 	}
-	s := newSlot(key, sp)
 	s.firedEnd = d.varint()
 	s.timerAt = d.varint()
 	// Panes, then sessions: a slot has the kind its spec windows by.
@@ -188,9 +194,43 @@ func decodeSlot(key string, sp *spec, b []byte) (*slot, error) {
 	}
 	s.purgeAt = MinWatermark // not stored: the first purge computes it
 	if d.err != nil {
-		return nil, fmt.Errorf("windows: state of %q: %w", key, d.err)
+		return fmt.Errorf("windows: state of %q: %w", key, d.err)
 	}
-	return s, nil
+	return nil
+}
+
+// ruleSlotSpan reads, from a stored rule slot (no heatmap), the time of its
+// pending timer and the start of its last pane or end of its last session
+// (MinWatermark with none), without decoding the rest: enough to know that
+// the timer purges all of it.
+func ruleSlotSpan(b []byte) (timerAt, last int64, err error) {
+	d := decoder{b: b}
+	if v := d.byte(); v != slotVersion {
+		return 0, 0, fmt.Errorf("windows: state has version %d, want %d", v, slotVersion)
+	}
+	d.varint() // firedEnd
+	timerAt = d.varint()
+	last = MinWatermark
+	for session := range 2 {
+		n := d.count(2)
+		for range n {
+			last = d.varint()
+			if session == 1 {
+				last = d.varint() // the end
+				d.byte()
+				d.varint()
+			}
+			d.varint() // count
+			d.uint64() // sum
+			for range d.count(8) {
+				d.uint64()
+			}
+			if d.byte() != 0 {
+				d.fail() // a heatmap's
+			}
+		}
+	}
+	return timerAt, last, d.err
 }
 
 // slotTimer reads the time of a stored slot's pending timer (noTimer for

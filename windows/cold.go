@@ -300,6 +300,27 @@ func (c *coldStore) del(spec int, id slotID, key string) error {
 	return nil
 }
 
+// dropSpec removes every state of spec.
+func (c *coldStore) dropSpec(spec int) error {
+	x := &c.idx[spec]
+	for i := range x.entries {
+		e := &x.entries[i]
+		if e.loc == 0 {
+			continue
+		}
+		if c.writeThrough || c.spilled.mayHold(spec, e.id) {
+			key, _, _ := c.record(e.loc)
+			if err := c.backend.Delete(key); err != nil {
+				return fmt.Errorf("windows: delete state: %w", err)
+			}
+		}
+		c.forget(e.loc)
+		*e = coldEntry{}
+	}
+	x.n = 0
+	return nil
+}
+
 // reclaim frees the oldest chunks while the store is over its budget.
 func (c *coldStore) reclaim() error {
 	for moved := 0; len(c.chunks) > 1; {

@@ -421,6 +421,11 @@ func (op *Operator) AdvanceWatermark(wm int64) error {
 		return nil
 	}
 	op.wm = wm
+	if wm == MaxWatermark {
+		if err := op.cache.dropRules(); err != nil {
+			return err
+		}
+	}
 	for op.timers.Len() > 0 || op.keyTimers.Len() > 0 {
 		at := MaxWatermark
 		if op.timers.Len() > 0 {
@@ -463,6 +468,15 @@ func (op *Operator) runTimers(at int64, ib *timerBucket[idTimer], kb *timerBucke
 			for i, e := range blk {
 				if i%timerPrefetch == 0 {
 					op.prefetchTimers(blk, i)
+				}
+				if sp := op.specs[e.spec]; sp.rule != nil {
+					done, err := op.cache.purgeCold(sp, e.id, at, op.wm)
+					if err != nil {
+						return err
+					}
+					if done {
+						continue
+					}
 				}
 				s, err := op.cache.lookupID(int(e.spec), e.id)
 				if err != nil {

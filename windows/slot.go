@@ -54,6 +54,7 @@ type slot struct {
 	dirty      bool  // changed since last written to the Backend
 	persisted  bool  // the Backend may hold a copy
 	referenced bool  // used since the clock hand last passed
+	queued     bool  // listed in the cache's changed slots
 	// Most keys have one session or pane at a time: keeping it in the slot
 	// saves an allocation and, more to the point, a cache miss per access.
 	inline [1]win
@@ -67,9 +68,15 @@ type slot struct {
 }
 
 func newSlot(key string, sp *spec) *slot {
-	s := &slot{key: key, sp: sp, firedEnd: MinWatermark, timerAt: noTimer, purgeAt: MaxWatermark, ringIdx: -1}
-	s.wins = s.inline[:0:1]
+	s := &slot{}
+	s.reset(key, sp)
 	return s
+}
+
+// reset makes s an empty slot of key.
+func (s *slot) reset(key string, sp *spec) {
+	*s = slot{key: key, sp: sp, firedEnd: MinWatermark, timerAt: noTimer, purgeAt: MaxWatermark, ringIdx: -1}
+	s.wins = s.inline[:0:1]
 }
 
 func (s *slot) empty() bool {
