@@ -150,9 +150,10 @@ func (x *coldIndex) set(id slotID, loc uint64) uint64 {
 	return old
 }
 
-func (x *coldIndex) grow() {
+func (x *coldIndex) grow() { x.resize(max(2*len(x.entries), 64)) }
+
+func (x *coldIndex) resize(size int) {
 	old := x.entries
-	size := max(2*len(old), 64)
 	x.entries = make([]coldEntry, size)
 	clear(x.entries) // see slotIndex.grow
 	x.shift = uint(64 - bits.TrailingZeros(uint(size)))
@@ -183,6 +184,10 @@ func (x *coldIndex) remove(id slotID) uint64 {
 		}
 	}
 	x.entries[i] = coldEntry{}
+	// An index that spilling or purging emptied gives its memory back.
+	if x.n*8 < len(x.entries) && len(x.entries) > 64 {
+		x.resize(len(x.entries) / 2)
+	}
 	return loc
 }
 

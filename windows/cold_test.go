@@ -5,6 +5,8 @@ import (
 	"hash/maphash"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/riskstream/riskstream/event"
 )
 
 // TestColdStoreMatchesMap drives a cold store with random sets and
@@ -128,3 +130,61 @@ func TestIDFilter(t *testing.T) {
 		t.Fatalf("the filter did not grow: %d sets", len(f.sets))
 	}
 }
+
+// TestOperatorWithinBudget runs many more keys than a small budget holds
+// through an operator: the cold store and the timers stay within the
+// budget (the rest goes to the Backend), the cache reuses dropped slots
+// without listing one twice among the changed ones, and every state comes
+// back from wherever it went.
+func TestOperatorWithinBudget(t *testing.T) {
+	backend := NewMemBackend()
+	out := &countingOutput{}
+	const budget = 4 << 20
+	op, dec := newTestOperatorWith(t, `
+rules:
+  - {name: day, key: [user], window: {type: tumbling, size: 24h}, aggregate: count, threshold: 1, action: review}
+`, backend, out, Options{MemoryBytes: budget, CacheSlots: 256})
+	const keys = 40_000
+	var ev event.Event
+	for i := range 2 * keys {
+		line := fmt.Sprintf(`{"id":"e%d","ts":%d,"user":"u%d"}`, i, 1_000_000+i, i%keys)
+		if err := dec.Decode([]byte(line), &ev); err != nil {
+			t.Fatal(err)
+		}
+		refs, keyBytes := op.NewKeyer().Append(nil, nil, &ev)
+		before := len(op.cache.changed)
+		if _, err := op.ProcessElement(&ev, refs, keyBytes, ev.TS, false); err != nil {
+			t.Fatal(err)
+		}
+		if i%5000 == 0 {
+			listed := map[*slot]bool{}
+			for _, s := range op.cache.changed[op.cache.changedHead:] {
+				if listed[s] {
+					t.Fatalf("event %d: a slot is listed twice among the changed ones", i)
+				}
+				listed[s] = true
+			}
+			if n := len(op.cache.changed) - op.cache.changedHead; n > 2*op.cache.dirty+1024+1 && n > before {
+				t.Fatalf("event %d: %d changed slots listed for %d dirty", i, n, op.cache.dirty)
+			}
+		}
+	}
+	c := op.cache.cold
+	if got, limit := c.bytes()+c.outside(), budget; got > limit {
+		t.Errorf("the cold store and timers take %d bytes, over the budget of %d", got, limit)
+	}
+	t.Logf("cold store %d bytes (%d states), timers and filter %d bytes, %d states spilled", c.bytes(), c.idx[0].n, c.outside(), backend.Len())
+	if backend.Len() == 0 || c.spills == 0 {
+		t.Errorf("%d keys in a %d-byte budget spilled nothing", keys, budget)
+	}
+	// Every key was seen twice: the second time its state, wherever it
+	// was, held the first event, and the count of 2 went over 1.
+	if out.decisions != keys {
+		t.Errorf("%d decisions, want one per key: %d", out.decisions, keys)
+	}
+}
+
+type countingOutput struct{ decisions int }
+
+func (o *countingOutput) Decision(*Decision)     { o.decisions++ }
+func (o *countingOutput) Heatmap(*HeatmapWindow) {}

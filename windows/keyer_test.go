@@ -62,6 +62,11 @@ rules:
 // MemBackend and discarding its outputs, and a decoder of its events.
 func newTestOperator(t testing.TB, text string) (*Operator, *event.Decoder) {
 	t.Helper()
+	return newTestOperatorWith(t, text, NewMemBackend(), discardOutput{}, Options{})
+}
+
+func newTestOperatorWith(t testing.TB, text string, backend Backend, out Output, opts Options) (*Operator, *event.Decoder) {
+	t.Helper()
 	cfg, err := rules.Parse("rules.yaml", []byte(text))
 	if err != nil {
 		t.Fatal(err)
@@ -70,7 +75,7 @@ func newTestOperator(t testing.TB, text string) (*Operator, *event.Decoder) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	op, err := New(cfg, schema, NewMemBackend(), discardOutput{}, Options{})
+	op, err := New(cfg, schema, backend, out, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
