@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -448,5 +449,50 @@ func TestAttackMostlyDecided(t *testing.T) {
 				t.Errorf("pay-burst decided %d of %d events (%.2f), want most", sum.Decisions[0], sum.Records, got)
 			}
 		})
+	}
+}
+
+// TestReplayMemoryBudget replays a workload whose window state (about
+// 700,000 states, 90 MB in the cold store's encoding) is several times
+// what a 64 MiB budget leaves it, so that most states are spilled to
+// Pebble and read back: the outputs are the bytes of a replay within the
+// default budget. In the fault-injection suite: it reads back from Pebble
+// for seconds.
+func TestReplayMemoryBudget(t *testing.T) {
+	if testing.Short() || !faults() {
+		t.Skipf("a long replay: set %s=1", faultsEnv)
+	}
+	cfg, err := rules.Load("../testdata/bench/keyscale.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	input := filepath.Join(t.TempDir(), "in.jsonl")
+	o := gen.DefaultOptions()
+	o.Events, o.Users, o.Rate = 300_000, 1_000_000, 20_000
+	o.UserDist, o.DevicesPerUser, o.AmountShare = gen.UniformUsers, 1, 1
+	writeWorkload(t, input, o)
+	a, b, stateDir := t.TempDir(), t.TempDir(), t.TempDir()
+	replay(t, ReplayOptions{Config: cfg, Inputs: []string{input}, OutDir: a})
+	replay(t, ReplayOptions{Config: cfg, Inputs: []string{input}, OutDir: b, MemoryBytes: MinMemory, StateDir: stateDir})
+	var onDisk int64
+	filepath.WalkDir(stateDir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if info, err := d.Info(); err == nil {
+				onDisk += info.Size()
+			}
+		}
+		return nil
+	})
+	if onDisk < 8<<20 {
+		t.Errorf("the state on disk took %d bytes at most: the replay did not spill", onDisk)
+	}
+	ga, gb := readOutputs(t, a), readOutputs(t, b)
+	for _, n := range outputNames {
+		if !bytes.Equal(ga[n], gb[n]) {
+			t.Errorf("%s differs between the default memory budget and %d MiB", n, MinMemory>>20)
+		}
+	}
+	if len(ga["decisions.jsonl"]) == 0 || len(ga["heatmaps.jsonl"]) == 0 {
+		t.Fatal("the workload made no decisions or heatmaps to compare")
 	}
 }
