@@ -18,7 +18,8 @@ import (
 // stays live: wasted CPU and write barriers (BENCHMARKS.md). The embedded
 // broker's process keeps the default: its fetch answers are large
 // short-lived buffers, and at 400 it faulted in and cleared fresh memory
-// for them instead of reusing it. Set GOMEMLIMIT in containers.
+// for them instead of reusing it. --memory sets the memory limit that
+// keeps GOGC 400 from growing the heap past the budget.
 const gcPercent = 400
 
 func setGCPercent() {
