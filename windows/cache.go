@@ -125,9 +125,9 @@ func (c *cache) lookupID(spec int, id slotID) (*slot, error) {
 	if err := c.makeRoom(); err != nil {
 		return nil, err
 	}
-	key, val, found := c.cold.getByID(spec, id)
-	if !found {
-		return nil, nil
+	key, val, found, err := c.cold.getByID(spec, id)
+	if err != nil || !found {
+		return nil, err
 	}
 	s := c.newSlot(string(key), c.specs[spec])
 	if err := decodeSlotInto(s, val); err != nil {
@@ -147,9 +147,9 @@ func (c *cache) purgeCold(sp *spec, id slotID, at, wm int64) (bool, error) {
 	if c.m[sp.index].get(id) != nil {
 		return false, nil
 	}
-	key, val, found := c.cold.getByID(sp.index, id)
-	if !found {
-		return true, nil
+	key, val, found, err := c.cold.getByID(sp.index, id)
+	if err != nil || !found {
+		return true, err
 	}
 	timerAt, last, err := ruleSlotSpan(val)
 	if err != nil {
@@ -170,14 +170,15 @@ func (c *cache) purgeCold(sp *spec, id slotID, at, wm int64) (bool, error) {
 
 // keyOf returns the key of the slot of spec with id if the cache or the
 // cold store holds it, else "".
-func (c *cache) keyOf(spec int, id slotID) string {
+func (c *cache) keyOf(spec int, id slotID) (string, error) {
 	if s := c.m[spec].get(id); s != nil {
-		return s.key
+		return s.key, nil
 	}
-	if key, _, found := c.cold.getByID(spec, id); found {
-		return string(key)
+	key, _, found, err := c.cold.getByID(spec, id)
+	if found {
+		return string(key), nil
 	}
-	return ""
+	return "", err
 }
 
 // load reads the slot of key, whose hash is id, from the cold store or the

@@ -28,15 +28,16 @@ const coldEntryBytes = 24
 //
 // Chunks are kept in the order they were filled. When the store is over
 // its budget it reclaims the oldest chunk: records still current there
-// move to the newest chunk while the live records take less than three
-// quarters of the budget, and otherwise go to the Backend (spilled), the
-// states evicted longest ago first. A spilled state that has a timer
-// pending is reported to onSpill, since the timer queue finds cold states
-// by their id, which the Backend cannot look up.
+// move to the newest chunk while compacting brings the store well under
+// its budget, and otherwise go to the Backend (spilled), the states
+// evicted longest ago first, under a key made of their id (spillKey), so
+// that the timer queue, which finds states by id, finds them there too.
 //
 // In write-through mode (the live job, whose checkpoints must find every
-// state in the Backend) each record is also written to the Backend when it
-// is stored, and spilling only forgets it.
+// state in the Backend under its slot key, and whose restarts rebuild the
+// ids with new seeds) each record is also written to the Backend when it
+// is stored, and spilling only forgets it; a state forgotten with a timer
+// pending is reported to onSpill, for a timer that finds it by key.
 type coldStore struct {
 	backend      Backend
 	writeThrough bool
@@ -223,6 +224,10 @@ func (c *coldStore) get(spec int, id slotID, key string) ([]byte, bool, error) {
 	if !c.spilled.mayHold(spec, id) {
 		return nil, false, nil
 	}
+	if !c.writeThrough {
+		_, val, found, err := c.getByID(spec, id)
+		return val, found, err
+	}
 	val, found, err := c.backend.Get(keyBytes(key))
 	if err != nil {
 		return nil, false, fmt.Errorf("windows: load state: %w", err)
@@ -230,15 +235,41 @@ func (c *coldStore) get(spec int, id slotID, key string) ([]byte, bool, error) {
 	return val, found, nil
 }
 
-// getByID returns the key and value of a state the store holds in memory;
-// found is false for one it does not (new, removed or spilled).
-func (c *coldStore) getByID(spec int, id slotID) (key, val []byte, found bool) {
-	loc := c.idx[spec].get(id)
-	if loc == 0 {
-		return nil, nil, false
+// getByID returns the key and value of a state the store holds, in memory
+// or, unless it writes through, spilled; found is false for one it does
+// not. They are valid until the next call on the store.
+func (c *coldStore) getByID(spec int, id slotID) (key, val []byte, found bool, err error) {
+	if loc := c.idx[spec].get(id); loc != 0 {
+		key, val, _ = c.record(loc)
+		return key, val, true, nil
 	}
-	key, val, _ = c.record(loc)
-	return key, val, true
+	if c.writeThrough || !c.spilled.mayHold(spec, id) {
+		return nil, nil, false, nil // a state spilled in write-through has a key timer
+	}
+	b, found, err := c.backend.Get(c.spillKey(spec, id))
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("windows: load state: %w", err)
+	}
+	if !found {
+		return nil, nil, false, nil
+	}
+	kl, n := binary.Uvarint(b)
+	if n <= 0 || uint64(len(b)-n) < kl {
+		return nil, nil, false, fmt.Errorf("windows: spilled state: %w", ErrCorrupt)
+	}
+	return b[n : n+int(kl)], b[n+int(kl):], true, nil
+}
+
+// spillKey is the Backend key of a state spilled without writing through
+// (docs/format/state.md "Memory"): its spec, 0xff, which no key
+// attribute's text starts with, and its id, so that its timer, which knows
+// only the id, finds it. Such a store is never restored, so the ids' seeds
+// need not outlive the process. The key is valid until the next call.
+func (c *coldStore) spillKey(spec int, id slotID) []byte {
+	c.key = append(c.key[:0], byte(spec>>8), byte(spec), 0xff)
+	c.key = binary.BigEndian.AppendUint64(c.key, id[0])
+	c.key = binary.BigEndian.AppendUint64(c.key, id[1])
+	return c.key
 }
 
 // set stores val as the state of key.
@@ -297,10 +328,15 @@ func (c *coldStore) forget(loc uint64) {
 // del removes the state of key.
 func (c *coldStore) del(spec int, id slotID, key string) error {
 	c.forget(c.idx[spec].remove(id))
-	if c.writeThrough || c.spilled.mayHold(spec, id) {
-		if err := c.backend.Delete(keyBytes(key)); err != nil {
-			return fmt.Errorf("windows: delete state: %w", err)
-		}
+	var err error
+	switch {
+	case c.writeThrough:
+		err = c.backend.Delete(keyBytes(key))
+	case c.spilled.mayHold(spec, id):
+		err = c.backend.Delete(c.spillKey(spec, id))
+	}
+	if err != nil {
+		return fmt.Errorf("windows: delete state: %w", err)
 	}
 	return nil
 }
@@ -374,14 +410,15 @@ func (c *coldStore) reclaimOldest(move bool) error {
 			x.entries[i].loc = c.append(key, val)
 			continue
 		}
+		c.spilled.add(spec, id)
 		if !c.writeThrough {
-			if err := c.backend.Set(key, val); err != nil {
+			c.val = binary.AppendUvarint(c.val[:0], uint64(len(key)))
+			c.val = append(append(c.val, key...), val...)
+			if err := c.backend.Set(c.spillKey(spec, id), c.val); err != nil {
 				return fmt.Errorf("windows: spill state: %w", err)
 			}
 			c.spills++
-		}
-		c.spilled.add(spec, id)
-		if c.onSpill != nil {
+		} else if c.onSpill != nil {
 			at, err := slotTimer(val)
 			if err != nil {
 				return fmt.Errorf("windows: state of %q: %w", key, err)

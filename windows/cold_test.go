@@ -65,9 +65,9 @@ func checkColdStore(t *testing.T, budget int, writeThrough bool) {
 		if found != ok || string(val) != string(w) {
 			t.Fatalf("%q: found %v (%d bytes), want %v (%d bytes)", key, found, len(val), ok, len(w))
 		}
-		if _, _, inMemory := c.getByID(specOf(key), id); inMemory {
+		if c.idx[specOf(key)].get(id) != 0 {
 			held++
-		} else if ok {
+		} else if ok && writeThrough {
 			// Spilled: the Backend has it, and its timer was handed over.
 			if at, err := slotTimer(w); err != nil || spilledTimers[key] != at {
 				t.Fatalf("%q spilled with timer %d, want %d", key, spilledTimers[key], at)
@@ -89,6 +89,9 @@ func checkColdStore(t *testing.T, budget int, writeThrough bool) {
 		t.Fatalf("a store within budget holds %d of %d states", held, len(want))
 	case budget < 1<<30 && (held == len(want) || held == 0):
 		t.Fatalf("a store over budget holds %d of %d states: it should hold some and spill the rest", held, len(want))
+	}
+	if !writeThrough && len(spilledTimers) != 0 {
+		t.Fatalf("%d timers handed over: a store that does not write through finds spilled states by id", len(spilledTimers))
 	}
 	if writeThrough && backend.Len() != len(want) {
 		t.Fatalf("write-through: the Backend holds %d states, want %d", backend.Len(), len(want))

@@ -512,9 +512,13 @@ func (op *Operator) runInKeyOrder(at int64, ib *timerBucket[idTimer], kb *timerB
 	if ib != nil {
 		for _, blk := range ib.blocks {
 			for _, e := range blk {
-				// One the cache and the cold store do not hold was spilled
-				// since: its key timer is in kb, or it is gone.
-				if key := op.cache.keyOf(int(e.spec), e.id); key != "" {
+				// One the cache and the cold store do not hold is gone, or
+				// was spilled writing through: its key timer is in kb.
+				key, err := op.cache.keyOf(int(e.spec), e.id)
+				if err != nil {
+					return err
+				}
+				if key != "" {
 					firing = append(firing, keyedTimer{key, len(firing)})
 				}
 			}
