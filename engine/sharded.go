@@ -400,6 +400,16 @@ func (e *Sharded) Finish() error {
 	return nil
 }
 
+// Spilled counts the states the shards spilled to their Backends for
+// want of memory; it must not be called while shards run.
+func (e *Sharded) Spilled() int64 {
+	var n int64
+	for _, s := range e.shards {
+		n += s.op.Spilled()
+	}
+	return n
+}
+
 // Sources returns the clock skew of every source seen.
 func (e *Sharded) Sources() []watermark.SourceSkew { return e.skew.Sources() }
 

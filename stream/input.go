@@ -24,15 +24,17 @@ type chunk struct {
 	err       error
 }
 
+// chunkSize is the size of input chunks within a large memory budget
+// (MemoryPlan.Chunk).
 const chunkSize = 1 << 20
 
-// readInputs reads every input in order, splitting them into chunks of whole
-// lines, and sends them on out; it closes out when done. A "-" input is
-// stdin. Chunks are recycled through free.
-func readInputs(ctx context.Context, inputs []string, stdin io.Reader, out chan<- *chunk, free chan *chunk) {
+// readInputs reads every input in order, splitting them into chunks of about
+// size bytes of whole lines, and sends them on out; it closes out when done.
+// A "-" input is stdin. Chunks are recycled through free.
+func readInputs(ctx context.Context, inputs []string, stdin io.Reader, size int, out chan<- *chunk, free chan *chunk) {
 	defer close(out)
 	for _, name := range inputs {
-		if err := readInput(ctx, name, stdin, out, free); err != nil {
+		if err := readInput(ctx, name, stdin, size, out, free); err != nil {
 			select {
 			case out <- &chunk{file: name, err: err}:
 			case <-ctx.Done():
@@ -42,14 +44,14 @@ func readInputs(ctx context.Context, inputs []string, stdin io.Reader, out chan<
 	}
 }
 
-func readInput(ctx context.Context, name string, stdin io.Reader, out chan<- *chunk, free chan *chunk) error {
+func readInput(ctx context.Context, name string, stdin io.Reader, size int, out chan<- *chunk, free chan *chunk) error {
 	r, closeFn, err := openInput(name, stdin)
 	if err != nil {
 		return err
 	}
 	defer closeFn()
 	line := int64(1)
-	c := newChunk(free, name, line)
+	c := newChunk(free, size, name, line)
 	for {
 		// Reads go straight into the chunk: nothing is copied but the
 		// incomplete line at a chunk's end, and the decoders' split into
@@ -63,14 +65,14 @@ func readInput(ctx context.Context, name string, stdin io.Reader, out chan<- *ch
 		if err != nil && !eof {
 			return fmt.Errorf("read: %w", withoutPath(err))
 		}
-		if len(c.data) >= chunkSize || (eof && len(c.data) > 0) {
+		if len(c.data) >= size || (eof && len(c.data) > 0) {
 			cut := len(c.data)
 			if !eof {
 				cut = bytes.LastIndexByte(c.data, '\n') + 1
 			}
 			if cut > 0 {
 				line += int64(bytes.Count(c.data[:cut], []byte{'\n'}))
-				next := newChunk(free, name, line)
+				next := newChunk(free, size, name, line)
 				next.data = append(next.data, c.data[cut:]...)
 				c.data = c.data[:cut]
 				select {
@@ -96,12 +98,12 @@ func recycle(free chan *chunk, c *chunk) {
 	}
 }
 
-func newChunk(free chan *chunk, file string, firstLine int64) *chunk {
+func newChunk(free chan *chunk, size int, file string, firstLine int64) *chunk {
 	var c *chunk
 	select {
 	case c = <-free:
 	default:
-		c = &chunk{data: make([]byte, 0, chunkSize+64<<10)}
+		c = &chunk{data: make([]byte, 0, size+size/16)}
 	}
 	c.file, c.firstLine, c.err, c.data = file, firstLine, nil, c.data[:0]
 	return c

@@ -24,12 +24,21 @@ type MemoryPlan struct {
 	State int64
 	// PebbleCache is the block cache of each Pebble store.
 	PebbleCache int64
+	// BatchBytes is the size at which each Pebble store commits the
+	// writes it holds (state.Options.BatchBytes); a store holds up to three
+	// times as much while one batch commits.
+	BatchBytes int
+	// Chunk is the size of the chunks replay reads its input in: a few
+	// dozen chunks and their decoded records are in flight at once, so
+	// that they fit in the eighth of the budget kept for them.
+	Chunk int
 }
 
 // PlanMemory shares budget among the window state, the block caches and
 // memtables of stores Pebble stores, and an eighth kept for the rest:
-// input chunks and decoded batches in flight, output buffers, and the
-// garbage the collector has not yet reclaimed.
+// input chunks and decoded batches in flight, the state writes each store
+// holds until it commits them, output buffers, and the garbage the
+// collector has not yet reclaimed.
 func PlanMemory(budget int64, stores int) (MemoryPlan, error) {
 	if budget < MinMemory {
 		return MemoryPlan{}, fmt.Errorf("memory budget %d bytes: at least %d MiB", budget, MinMemory>>20)
@@ -39,7 +48,16 @@ func PlanMemory(budget int64, stores int) (MemoryPlan, error) {
 	if state < MinMemory/2 {
 		return MemoryPlan{}, fmt.Errorf("memory budget %d MiB: too small for %d state stores", budget>>20, stores)
 	}
-	return MemoryPlan{State: state, PebbleCache: max(cache/int64(stores), 1<<20)}, nil
+	chunk := chunkSize
+	for chunk > 64<<10 && int64(chunk)*512 > budget {
+		chunk /= 2
+	}
+	return MemoryPlan{
+		State:       state,
+		PebbleCache: max(cache/int64(stores), 1<<20),
+		BatchBytes:  int(min(max(budget/128/int64(stores), 1<<20), 8<<20)),
+		Chunk:       chunk,
+	}, nil
 }
 
 // SetMemoryLimit makes budget the Go runtime's soft memory limit, so that

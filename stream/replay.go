@@ -86,6 +86,9 @@ type Summary struct {
 	// Sources is the clock skew seen per source, and how long each was
 	// degraded.
 	Sources []watermark.SourceSkew
+	// Spilled counts the states written to Pebble because they did not fit
+	// the memory budget.
+	Spilled int64
 	Elapsed time.Duration
 }
 
@@ -154,7 +157,7 @@ func Replay(ctx context.Context, opts ReplayOptions) (_ *Summary, err error) {
 	for i := range dbs {
 		db, err := state.Open(state.Options{
 			Dir: filepath.Join(stateDir, fmt.Sprintf("shard-%d", i)), DisableWAL: true, Logger: opts.Logger,
-			CacheBytes: mem.PebbleCache,
+			CacheBytes: mem.PebbleCache, BatchBytes: mem.BatchBytes,
 		})
 		if err != nil {
 			return nil, err
@@ -203,7 +206,7 @@ func Replay(ctx context.Context, opts ReplayOptions) (_ *Summary, err error) {
 		shardIn[k] = make(chan *batch, 2)
 		shards.Go(func() { processShard(s, k, shardIn[k]) })
 	}
-	go readInputs(ctx, opts.Inputs, opts.Stdin, chunks, freeChunks)
+	go readInputs(ctx, opts.Inputs, opts.Stdin, mem.Chunk, chunks, freeChunks)
 	go decodeChunks(ctx, e, workers, chunks, shardIn, merge, freeBatches)
 	defer func() {
 		// On an early return, stop the decoder and let the shards finish
@@ -251,6 +254,6 @@ func Replay(ctx context.Context, opts ReplayOptions) (_ *Summary, err error) {
 	if err := files.Commit(); err != nil {
 		return nil, err
 	}
-	sum := &Summary{Stats: e.Stats(), Sources: e.Sources(), Elapsed: opts.Now().Sub(start)}
+	sum := &Summary{Stats: e.Stats(), Sources: e.Sources(), Spilled: e.Spilled(), Elapsed: opts.Now().Sub(start)}
 	return sum, nil
 }

@@ -124,6 +124,10 @@ func New(cfg *rules.Config, schema *event.Schema, backend Backend, out Output, o
 // Watermark returns the current event-time watermark.
 func (op *Operator) Watermark() int64 { return op.wm }
 
+// Spilled counts the states the cold store wrote to the Backend because
+// they did not fit its memory budget (none when it writes through).
+func (op *Operator) Spilled() int64 { return op.cache.cold.spills }
+
 // WindowsFired counts heatmap records emitted, revisions included.
 func (op *Operator) WindowsFired() int64 { return op.windowed }
 
