@@ -349,11 +349,18 @@ func (c *coldStore) dropSpec(spec int) error {
 		if e.loc == 0 {
 			continue
 		}
-		if c.writeThrough || c.spilled.mayHold(spec, e.id) {
+		// The Backend may hold a copy: always when writing through, else
+		// one spilled before the state was read back.
+		var err error
+		switch {
+		case c.writeThrough:
 			key, _, _ := c.record(e.loc)
-			if err := c.backend.Delete(key); err != nil {
-				return fmt.Errorf("windows: delete state: %w", err)
-			}
+			err = c.backend.Delete(key)
+		case c.spilled.mayHold(spec, e.id):
+			err = c.backend.Delete(c.spillKey(spec, e.id))
+		}
+		if err != nil {
+			return fmt.Errorf("windows: delete state: %w", err)
 		}
 		c.forget(e.loc)
 		*e = coldEntry{}
