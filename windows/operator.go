@@ -474,6 +474,11 @@ func (op *Operator) runTimers(at int64, ib *timerBucket[idTimer], kb *timerBucke
 					op.prefetchTimers(blk, i)
 				}
 				if sp := op.specs[e.spec]; sp.rule != nil {
+					if op.wm == MaxWatermark && !op.cache.cold.writeThrough {
+						// dropRules forgot what memory held; what was
+						// spilled stays in a store no one reads again.
+						continue
+					}
 					done, err := op.cache.purgeCold(sp, e.id, at, op.wm)
 					if err != nil {
 						return err
