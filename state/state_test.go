@@ -2,6 +2,7 @@ package state
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -260,5 +261,40 @@ func TestPermissions(t *testing.T) {
 		if fi.Mode().Perm() != 0o600 {
 			t.Errorf("%s: %v, want 0600", e.Name(), fi.Mode())
 		}
+	}
+}
+
+// TestGetSorted: a sorted run of keys reads what Get reads for each: values
+// committed, overwritten, deleted and pending, and keys never written.
+func TestGetSorted(t *testing.T) {
+	db := open(t, t.TempDir(), Options{AtomicCheckpoints: true})
+	defer db.Close()
+	for i := range 1000 {
+		db.Set(fmt.Appendf(nil, "k%04d", i), fmt.Appendf(nil, "v%d", i))
+	}
+	if err := db.Commit(true); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 1000; i += 7 {
+		db.Set(fmt.Appendf(nil, "k%04d", i), []byte("pending"))
+	}
+	for i := 3; i < 1000; i += 11 {
+		db.Delete(fmt.Appendf(nil, "k%04d", i))
+	}
+	var keys [][]byte
+	for i := 0; i < 1200; i += 2 { // beyond 999: never written
+		keys = append(keys, fmt.Appendf(nil, "k%04d", i))
+	}
+	n := 0
+	err := db.GetSorted(keys, func(i int, value []byte, found bool) error {
+		want, wantFound := get(t, db, string(keys[i]))
+		if found != wantFound || string(value) != want {
+			t.Errorf("%s: %q, %v; Get reads %q, %v", keys[i], value, found, want, wantFound)
+		}
+		n++
+		return nil
+	})
+	if err != nil || n != len(keys) {
+		t.Fatalf("GetSorted: %v after %d of %d keys", err, n, len(keys))
 	}
 }

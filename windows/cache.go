@@ -18,6 +18,11 @@ type Backend interface {
 	// Get returns the value stored under key; it is valid until the next
 	// call on the Backend.
 	Get(key []byte) (value []byte, found bool, err error)
+	// GetSorted calls fn with the value stored under each of keys, which
+	// are in increasing order, or found false; the value is valid only
+	// during the call. It is what Get would return for each, read the way
+	// a Backend reads a sorted run of keys best.
+	GetSorted(keys [][]byte, fn func(i int, value []byte, found bool) error) error
 	// Set stores value under key; the Backend may batch writes, but a Get
 	// must see them.
 	Set(key, value []byte) error
@@ -137,6 +142,23 @@ func (c *cache) lookupID(spec int, id slotID) (*slot, error) {
 	return s, nil
 }
 
+// spilledOnly reports whether the slot of spec with id is neither cached
+// nor in the cold store's memory but may be in the Backend, spilled
+// without writing through.
+func (c *cache) spilledOnly(spec int, id slotID) bool {
+	return !c.cold.writeThrough && c.cold.spilled.mayHold(spec, id) &&
+		c.m[spec].get(id) == nil && c.cold.idx[spec].get(id) == 0
+}
+
+// lastCleanup is when a rule's slot whose last pane starts, or last
+// session ends, at last can go.
+func (sp *spec) lastCleanup(last int64) int64 {
+	if sp.wtype == rules.Session {
+		return sp.cleanup(last)
+	}
+	return sp.paneCleanup(last)
+}
+
 // purgeCold runs the purge timer, due at at, of a rule's slot with id that
 // the cache does not hold, straight on the cold store when it can: the
 // slot is deleted without decoding when the watermark wm has passed the
@@ -158,11 +180,7 @@ func (c *cache) purgeCold(sp *spec, id slotID, at, wm int64) (bool, error) {
 	if timerAt != at {
 		return true, nil
 	}
-	end := sp.paneCleanup(last)
-	if sp.wtype == rules.Session {
-		end = sp.cleanup(last)
-	}
-	if last != MinWatermark && end > wm {
+	if last != MinWatermark && sp.lastCleanup(last) > wm {
 		return false, nil
 	}
 	return true, c.cold.del(sp.index, id, unsafe.String(unsafe.SliceData(key), len(key)))
@@ -437,6 +455,17 @@ func NewMemBackend() *MemBackend { return &MemBackend{m: make(map[string][]byte)
 func (b *MemBackend) Get(key []byte) ([]byte, bool, error) {
 	v, ok := b.m[string(key)]
 	return v, ok, nil
+}
+
+// GetSorted implements Backend.
+func (b *MemBackend) GetSorted(keys [][]byte, fn func(i int, value []byte, found bool) error) error {
+	for i, k := range keys {
+		v, ok := b.m[string(k)]
+		if err := fn(i, v, ok); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Set implements Backend.

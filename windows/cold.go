@@ -253,12 +253,22 @@ func (c *coldStore) getByID(spec int, id slotID) (key, val []byte, found bool, e
 	if !found {
 		return nil, nil, false, nil
 	}
+	key, val, err = splitSpilled(b)
+	return key, val, err == nil, err
+}
+
+// splitSpilled splits the Backend value of a spilled state into its slot
+// key and slot value.
+func splitSpilled(b []byte) (key, val []byte, err error) {
 	kl, n := binary.Uvarint(b)
 	if n <= 0 || uint64(len(b)-n) < kl {
-		return nil, nil, false, fmt.Errorf("windows: spilled state: %w", ErrCorrupt)
+		return nil, nil, fmt.Errorf("windows: spilled state: %w", ErrCorrupt)
 	}
-	return b[n : n+int(kl)], b[n+int(kl):], true, nil
+	return b[n : n+int(kl)], b[n+int(kl):], nil
 }
+
+// spillKeyLen is the length of a spillKey.
+const spillKeyLen = 2 + 1 + 16
 
 // spillKey is the Backend key of a state spilled without writing through
 // (docs/format/state.md "Memory"): its spec, 0xff, which no key
@@ -452,7 +462,7 @@ func (c *coldStore) reclaimOldest(move bool) error {
 
 // idFilter is a Bloom filter of (spec, slot id) pairs: it answers whether
 // a state may be in the Backend without a Backend read. It grows by adding
-// a filter twice the size of the last when that one is full, and never
+// a filter four times the size of the last when that one is full, and never
 // forgets: an id whose state was deleted since costs a Backend read that
 // finds nothing. Each lookup touches one 64-byte block per filter.
 type idFilter struct {
@@ -464,8 +474,9 @@ type bloomSet struct {
 	n, cap int
 }
 
-// bloomBitsPerKey gives a false-positive rate near 1% (blocked, 7 probes).
-const bloomBitsPerKey = 10
+// bloomBitsPerKey gives a false-positive rate of a few per thousand per
+// set (blocked, 7 probes): a false positive costs a Backend read.
+const bloomBitsPerKey = 16
 
 func bloomHash(spec int, id slotID) (uint64, uint64) {
 	return id[0] ^ uint64(spec)*0x9e3779b97f4a7c15, id[1]
@@ -476,7 +487,7 @@ func (f *idFilter) add(spec int, id slotID) {
 	if n == 0 || f.sets[n-1].n >= f.sets[n-1].cap {
 		c := 1 << 16
 		if n > 0 {
-			c = 2 * f.sets[n-1].cap
+			c = 4 * f.sets[n-1].cap // few sets: a lookup misses in each
 		}
 		f.sets = append(f.sets, bloomSet{blocks: make([][8]uint64, c*bloomBitsPerKey/512), cap: c})
 		n++

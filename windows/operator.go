@@ -1,6 +1,7 @@
 package windows
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -72,6 +73,12 @@ type Operator struct {
 	wm        int64
 	// firing is AdvanceWatermark's buffer for timers run in key order.
 	firing []keyedTimer
+	// spilledTimers, and the keys and actions that go with them, are
+	// purgeSpilled's buffers.
+	spilledTimers []idTimer
+	spilledKeys   [][]byte
+	spilledKeyBuf []byte
+	spilledActs   []byte
 
 	dec      Decision
 	hw       HeatmapWindow
@@ -479,6 +486,10 @@ func (op *Operator) runTimers(at int64, ib *timerBucket[idTimer], kb *timerBucke
 						// spilled stays in a store no one reads again.
 						continue
 					}
+					if op.cache.spilledOnly(sp.index, e.id) {
+						op.spilledTimers = append(op.spilledTimers, e)
+						continue
+					}
 					done, err := op.cache.purgeCold(sp, e.id, at, op.wm)
 					if err != nil {
 						return err
@@ -496,6 +507,9 @@ func (op *Operator) runTimers(at int64, ib *timerBucket[idTimer], kb *timerBucke
 				}
 			}
 		}
+		if err := op.purgeSpilled(at); err != nil {
+			return err
+		}
 	}
 	if kb != nil {
 		for _, blk := range kb.blocks {
@@ -508,6 +522,90 @@ func (op *Operator) runTimers(at int64, ib *timerBucket[idTimer], kb *timerBucke
 	}
 	return nil
 }
+
+// purgeSpilled runs the purge timers, due at at, of rules' states that
+// only the Backend holds (spilled), collected in op.spilledTimers: it reads
+// them in one sorted run, deletes those the watermark wholly expired
+// without decoding them, and loads the others to purge them as onTimer
+// does. Most purges are of states untouched since they were spilled.
+func (op *Operator) purgeSpilled(at int64) error {
+	ts := op.spilledTimers
+	if len(ts) == 0 {
+		return nil
+	}
+	defer func() {
+		clear(ts)
+		op.spilledTimers = ts[:0]
+	}()
+	slices.SortFunc(ts, func(x, y idTimer) int {
+		if c := cmp.Compare(x.spec, y.spec); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(x.id[0], y.id[0]); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.id[1], y.id[1])
+	})
+	c := op.cache.cold
+	keys, buf := op.spilledKeys[:0], op.spilledKeyBuf[:0]
+	for _, e := range ts {
+		buf = append(buf, c.spillKey(int(e.spec), e.id)...)
+	}
+	for i := range ts {
+		keys = append(keys, buf[i*spillKeyLen:(i+1)*spillKeyLen])
+	}
+	op.spilledKeys, op.spilledKeyBuf = keys, buf
+	acts := slices.Grow(op.spilledActs[:0], len(ts))[:len(ts)]
+	op.spilledActs = acts
+	err := c.backend.GetSorted(keys, func(i int, b []byte, found bool) error {
+		acts[i] = spilledGone
+		if !found {
+			return nil
+		}
+		_, val, err := splitSpilled(b)
+		if err != nil {
+			return err
+		}
+		timerAt, last, err := ruleSlotSpan(val)
+		if err != nil {
+			return err
+		}
+		switch sp := op.specs[ts[i].spec]; {
+		case timerAt != at:
+			// superseded
+		case last == MinWatermark || sp.lastCleanup(last) <= op.wm:
+			acts[i] = spilledExpired
+		default:
+			acts[i] = spilledLive
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("windows: load state: %w", err)
+	}
+	for i, e := range ts {
+		switch acts[i] {
+		case spilledExpired:
+			err = c.del(int(e.spec), e.id, "")
+		case spilledLive:
+			var s *slot
+			if s, err = op.cache.lookupID(int(e.spec), e.id); err == nil {
+				err = op.runTimer(s, at)
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// What purgeSpilled does with a spilled state.
+const (
+	spilledGone    = iota // not stored, or its timer superseded
+	spilledExpired        // wholly expired: deleted
+	spilledLive           // loaded, to purge what expired
+)
 
 // keyedTimer is a timer to run in key order.
 type keyedTimer struct {
