@@ -149,8 +149,15 @@ func startJob(t testing.TB, opts RunOptions) (stop func()) {
 // with stopEarly, any), then stops it.
 func runUntil(t *testing.T, addr, stateDir string, n int, stopEarly bool, reg *prometheus.Registry) {
 	t.Helper()
-	stop := startJob(t, RunOptions{Brokers: []string{addr}, StateDir: stateDir,
-		CheckpointInterval: 100 * time.Millisecond, Registry: reg})
+	runUntilWith(t, RunOptions{Registry: reg}, addr, stateDir, n, stopEarly)
+}
+
+// runUntilWith is runUntil with options of the job's own (o's Brokers,
+// StateDir and CheckpointInterval are set here).
+func runUntilWith(t *testing.T, o RunOptions, addr, stateDir string, n int, stopEarly bool) {
+	t.Helper()
+	o.Brokers, o.StateDir, o.CheckpointInterval = []string{addr}, stateDir, 100*time.Millisecond
+	stop := startJob(t, o)
 	defer stop()
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		conn, err := kafka.DialLeader(context.Background(), "tcp", addr, "decisions", 0)
@@ -265,26 +272,37 @@ func TestLiveEqualsReplay(t *testing.T) {
 // TestLiveRestartResumes stops the job early and starts it again on the same
 // state: it resumes from its checkpoint, and the decisions together cover
 // replay's, with nothing replay does not have (duplicates allowed).
+//
+// It runs with the default memory budget, and with one decoded state and
+// the smallest budget, which sends every state through the cold store and
+// the restart's reads through Pebble.
 func TestLiveRestartResumes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a broker")
 	}
 	want := replayDecisions(t)
-	addr := startLiveBroker(t)
-	// The first run sees half the input, so that the second has to resume
-	// in the middle of it.
-	produce := produceHalves(t, addr)
-	produce(0)
-	stateDir := t.TempDir()
-	runUntil(t, addr, stateDir, len(want), true, nil)
-	mid := len(readTopic(t, addr, "decisions"))
-	if mid == 0 || mid >= len(want) {
-		t.Fatalf("the first run stopped at %d of %d decisions, not in the middle", mid, len(want))
+	for name, o := range map[string]RunOptions{
+		"default":                   {},
+		"one decoded state, 64 MiB": {CacheSlots: 1, MemoryBytes: MinMemory},
+	} {
+		t.Run(name, func(t *testing.T) {
+			addr := startLiveBroker(t)
+			// The first run sees half the input, so that the second has to
+			// resume in the middle of it.
+			produce := produceHalves(t, addr)
+			produce(0)
+			stateDir := t.TempDir()
+			runUntilWith(t, o, addr, stateDir, len(want), true)
+			mid := len(readTopic(t, addr, "decisions"))
+			if mid == 0 || mid >= len(want) {
+				t.Fatalf("the first run stopped at %d of %d decisions, not in the middle", mid, len(want))
+			}
+			produce(1)
+			runUntilWith(t, o, addr, stateDir, len(want), false)
+			checkDecisions(t, addr, want)
+			t.Logf("%d decisions before the restart", mid)
+		})
 	}
-	produce(1)
-	runUntil(t, addr, stateDir, len(want), false, nil)
-	checkDecisions(t, addr, want)
-	t.Logf("%d decisions before the restart", mid)
 }
 
 func first(xs []string) string {
