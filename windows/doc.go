@@ -23,9 +23,12 @@
 //     when an event bridges or touches them (the MergingWindowSet idea: a
 //     merge rewrites one slot, not the state of every window it absorbs).
 //
-// Slots live in a write-back cache (CLOCK eviction) in front of a Backend
-// (Pebble in production, MemBackend in tests): a slot is encoded and written
-// when evicted or flushed, not per event, and read back on demand, so state
-// may exceed memory. One timer queue orders every firing and cleanup; there
-// is no goroutine or timer per key or window.
+// Slots live in a write-back cache (CLOCK eviction) in front of the cold
+// store, which keeps evicted slots encoded in memory within a byte budget,
+// and in front of a Backend (Pebble in production, MemBackend in tests)
+// beyond it: a slot is encoded when evicted or flushed, not per event, and
+// read back on demand, so state may exceed memory. Timers find slots by the
+// hash of their key (restored ones by the key). One timer queue orders
+// every firing and cleanup; there is no goroutine or timer per key or
+// window.
 package windows
