@@ -7,8 +7,6 @@ import (
 	"maps"
 	"slices"
 	"unsafe"
-
-	"github.com/riskstream/riskstream/rules"
 )
 
 // Backend stores encoded slot state outside memory. state.DB is the real
@@ -150,21 +148,11 @@ func (c *cache) spilledOnly(spec int, id slotID) bool {
 		c.m[spec].get(id) == nil && c.cold.idx[spec].get(id) == 0
 }
 
-// lastCleanup is when a rule's slot whose last pane starts, or last
-// session ends, at last can go.
-func (sp *spec) lastCleanup(last int64) int64 {
-	if sp.wtype == rules.Session {
-		return sp.cleanup(last)
-	}
-	return sp.paneCleanup(last)
-}
-
 // purgeCold runs the purge timer, due at at, of a rule's slot with id that
-// the cache does not hold, straight on the cold store when it can: the
-// slot is deleted without decoding when the watermark wm has passed the
-// cleanup of all of it. It reports whether the timer is done with: the
-// slot was deleted, is not in memory (spilled, whose key timer runs
-// instead, or gone), or has a later timer; if not, the caller loads it.
+// the cache does not hold, straight on the cold store when it can (see
+// purgeAction). It reports whether the timer is done with: the slot was
+// deleted, is not stored (gone, or spilled writing through, whose key
+// timer runs instead), or has another timer; if not, the caller loads it.
 func (c *cache) purgeCold(sp *spec, id slotID, at, wm int64) (bool, error) {
 	if c.m[sp.index].get(id) != nil {
 		return false, nil
@@ -173,21 +161,19 @@ func (c *cache) purgeCold(sp *spec, id slotID, at, wm int64) (bool, error) {
 	if err != nil || !found {
 		return true, err
 	}
-	timerAt, last, err := ruleSlotSpan(val)
-	if err != nil {
+	switch act, err := sp.purgeAction(val, at, wm); {
+	case err != nil:
 		return false, err
-	}
-	if timerAt != at {
-		return true, nil
-	}
-	if last != MinWatermark && sp.lastCleanup(last) > wm {
+	case act == purgeLoad:
 		return false, nil
+	case act == purgeDelete:
+		return true, c.cold.del(sp.index, id, unsafe.String(unsafe.SliceData(key), len(key)))
 	}
-	return true, c.cold.del(sp.index, id, unsafe.String(unsafe.SliceData(key), len(key)))
+	return true, nil
 }
 
 // keyOf returns the key of the slot of spec with id if the cache or the
-// cold store holds it, else "".
+// cold store holds it (in memory or spilled by id), else "".
 func (c *cache) keyOf(spec int, id slotID) (string, error) {
 	if s := c.m[spec].get(id); s != nil {
 		return s.key, nil

@@ -217,16 +217,16 @@ func (c *coldStore) indexBytes() int {
 // get returns the stored value of key, whose spec is spec and hash id; it
 // is valid until the next call on the store.
 func (c *coldStore) get(spec int, id slotID, key string) ([]byte, bool, error) {
+	if !c.writeThrough {
+		_, val, found, err := c.getByID(spec, id)
+		return val, found, err
+	}
 	if loc := c.idx[spec].get(id); loc != 0 {
 		_, val, _ := c.record(loc)
 		return val, true, nil
 	}
 	if !c.spilled.mayHold(spec, id) {
 		return nil, false, nil
-	}
-	if !c.writeThrough {
-		_, val, found, err := c.getByID(spec, id)
-		return val, found, err
 	}
 	val, found, err := c.backend.Get(keyBytes(key))
 	if err != nil {

@@ -67,12 +67,12 @@ type Operator struct {
 	out    Output
 	cache  *cache
 	timers timerQueue[idTimer]
-	// keyTimers are the timers of slots the cache and the cold store may
-	// not hold: restored or spilled ones, found by key.
+	// keyTimers are the timers of slots found by key: restored ones, and
+	// those a cold store that writes through spilled.
 	keyTimers timerQueue[string]
 	wm        int64
 	// firing is AdvanceWatermark's buffer for timers run in key order.
-	firing []keyedTimer
+	firing []string
 	// spilledTimers, and the keys and actions that go with them, are
 	// purgeSpilled's buffers.
 	spilledTimers []idTimer
@@ -558,36 +558,26 @@ func (op *Operator) purgeSpilled(at int64) error {
 	acts := slices.Grow(op.spilledActs[:0], len(ts))[:len(ts)]
 	op.spilledActs = acts
 	err := c.backend.GetSorted(keys, func(i int, b []byte, found bool) error {
-		acts[i] = spilledGone
+		acts[i] = purgeNone
 		if !found {
 			return nil
 		}
 		_, val, err := splitSpilled(b)
-		if err != nil {
-			return err
+		if err == nil {
+			var act int
+			act, err = op.specs[ts[i].spec].purgeAction(val, at, op.wm)
+			acts[i] = byte(act)
 		}
-		timerAt, last, err := ruleSlotSpan(val)
-		if err != nil {
-			return err
-		}
-		switch sp := op.specs[ts[i].spec]; {
-		case timerAt != at:
-			// superseded
-		case last == MinWatermark || sp.lastCleanup(last) <= op.wm:
-			acts[i] = spilledExpired
-		default:
-			acts[i] = spilledLive
-		}
-		return nil
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("windows: load state: %w", err)
 	}
 	for i, e := range ts {
 		switch acts[i] {
-		case spilledExpired:
+		case purgeDelete:
 			err = c.del(int(e.spec), e.id, "")
-		case spilledLive:
+		case purgeLoad:
 			var s *slot
 			if s, err = op.cache.lookupID(int(e.spec), e.id); err == nil {
 				err = op.runTimer(s, at)
@@ -598,19 +588,6 @@ func (op *Operator) purgeSpilled(at int64) error {
 		}
 	}
 	return nil
-}
-
-// What purgeSpilled does with a spilled state.
-const (
-	spilledGone    = iota // not stored, or its timer superseded
-	spilledExpired        // wholly expired: deleted
-	spilledLive           // loaded, to purge what expired
-)
-
-// keyedTimer is a timer to run in key order.
-type keyedTimer struct {
-	key   string
-	order int // the order it was set in, for a stable sort
 }
 
 // runInKeyOrder runs the timers of ib and kb, due at at, in key order.
@@ -626,27 +603,20 @@ func (op *Operator) runInKeyOrder(at int64, ib *timerBucket[idTimer], kb *timerB
 					return err
 				}
 				if key != "" {
-					firing = append(firing, keyedTimer{key, len(firing)})
+					firing = append(firing, key)
 				}
 			}
 		}
 	}
 	if kb != nil {
 		for _, blk := range kb.blocks {
-			for _, key := range blk {
-				firing = append(firing, keyedTimer{key, len(firing)})
-			}
+			firing = append(firing, blk...)
 		}
 	}
-	slices.SortFunc(firing, func(x, y keyedTimer) int {
-		if c := strings.Compare(x.key, y.key); c != 0 {
-			return c
-		}
-		return x.order - y.order
-	})
+	slices.SortStableFunc(firing, strings.Compare)
 	var err error
-	for _, t := range firing {
-		if err = op.runKeyTimer(t.key, at); err != nil {
+	for _, key := range firing {
+		if err = op.runKeyTimer(key, at); err != nil {
 			break
 		}
 	}

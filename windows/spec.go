@@ -284,3 +284,35 @@ func (sp *spec) paneCleanup(p int64) int64 {
 	}
 	return sp.cleanup(sp.lastStart(p) + sp.size)
 }
+
+// What a rule's purge timer does with a state stored encoded.
+const (
+	purgeNone   = iota // nothing: gone, or another timer is pending
+	purgeDelete        // delete it without decoding: all of it expired
+	purgeLoad          // load it, to purge what expired and keep the rest
+)
+
+// purgeAction decides what the purge timer due at at, with the watermark
+// at wm, does with a rule's state stored as val, reading only what
+// ruleSlotSpan reads.
+func (sp *spec) purgeAction(val []byte, at, wm int64) (int, error) {
+	timerAt, last, err := ruleSlotSpan(val)
+	switch {
+	case err != nil:
+		return purgeNone, err
+	case timerAt != at:
+		return purgeNone, nil // superseded by an earlier timer
+	case last == MinWatermark || sp.lastCleanup(last) <= wm:
+		return purgeDelete, nil
+	}
+	return purgeLoad, nil
+}
+
+// lastCleanup is when a rule's slot whose last pane starts, or last
+// session ends, at last can go.
+func (sp *spec) lastCleanup(last int64) int64 {
+	if sp.wtype == rules.Session {
+		return sp.cleanup(last)
+	}
+	return sp.paneCleanup(last)
+}
