@@ -177,14 +177,8 @@ func (x *coldIndex) remove(id slotID) uint64 {
 	}
 	loc := x.entries[i].loc
 	x.n--
-	mask := uint64(len(x.entries) - 1)
-	for j := x.next(i); x.entries[j].loc != 0; j = x.next(j) {
-		if (j-x.home(x.entries[j].id))&mask >= (j-i)&mask {
-			x.entries[i] = x.entries[j]
-			i = j
-		}
-	}
-	x.entries[i] = coldEntry{}
+	closeHole(x.entries, i, func(e *coldEntry) bool { return e.loc == 0 },
+		func(e *coldEntry) uint64 { return x.home(e.id) })
 	// An index that spilling or purging emptied gives its memory back.
 	if x.n*8 < len(x.entries) && len(x.entries) > 64 {
 		x.resize(len(x.entries) / 2)

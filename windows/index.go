@@ -113,14 +113,23 @@ func (x *slotIndex) remove(s *slot) {
 		i = x.next(i)
 	}
 	x.n--
-	mask := uint64(len(x.entries) - 1)
-	for j := x.next(i); x.entries[j].tag != 0; j = x.next(j) {
-		// The entry at j may move to the hole at i when its home is not in
-		// the cyclic range (i, j]: then the hole lies on its probe path.
-		if (j-x.home(x.entries[j].tag))&mask >= (j-i)&mask {
-			x.entries[i] = x.entries[j]
+	closeHole(x.entries, i, func(e *indexEntry) bool { return e.tag == 0 },
+		func(e *indexEntry) uint64 { return x.home(e.tag) })
+}
+
+// closeHole empties place i of a linear-probing array (its length a power
+// of two) without a tombstone: each later entry of the probe run moves back
+// into the hole when its home is not in the cyclic range (hole, entry],
+// since the hole then lies on its probe path, and the hole moves to where
+// it was. free tells a free place, home an entry's home.
+func closeHole[E any](entries []E, i uint64, free func(*E) bool, home func(*E) uint64) {
+	mask := uint64(len(entries) - 1)
+	for j := (i + 1) & mask; !free(&entries[j]); j = (j + 1) & mask {
+		if (j-home(&entries[j]))&mask >= (j-i)&mask {
+			entries[i] = entries[j]
 			i = j
 		}
 	}
-	x.entries[i] = indexEntry{}
+	var empty E
+	entries[i] = empty
 }
