@@ -37,13 +37,11 @@ func parseByteSize(s string) (int64, error) {
 	return int64(v * float64(factor)), nil
 }
 
+// String writes the size with the largest binary unit that divides it.
 func (b byteSize) String() string {
 	n := *b.n
-	for _, u := range []struct {
-		suffix string
-		factor int64
-	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if n >= u.factor && n%u.factor == 0 {
+	for i := 3; i >= 0; i-- { // TiB to KiB
+		if u := byteUnits[i]; n >= u.factor && n%u.factor == 0 {
 			return strconv.FormatInt(n/u.factor, 10) + u.suffix
 		}
 	}
