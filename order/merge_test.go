@@ -1,0 +1,261 @@
+package order
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// rec is a test record: its partition, offset and timestamp.
+type rec struct {
+	p      int32
+	offset int
+	ts     int64
+}
+
+func newMerger(t *testing.T, wait, behindWait int64, timeouts *[]int32) *Merger[rec] {
+	t.Helper()
+	m, err := New(Options[rec]{
+		Timestamp: func(r *rec) int64 { return r.ts }, Wait: wait, BehindWait: behindWait,
+		OnTimeout: func(p int32, _ int64) {
+			if timeouts != nil {
+				*timeouts = append(*timeouts, p)
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// reference merges whole partitions: repeatedly the head with the smallest
+// timestamp, ties to the lower partition.
+func reference(parts [][]rec) []rec {
+	heads := make([]int, len(parts))
+	var out []rec
+	for {
+		best := -1
+		for p, recs := range parts {
+			if heads[p] < len(recs) && (best < 0 || recs[heads[p]].ts < parts[best][heads[best]].ts) {
+				best = p
+			}
+		}
+		if best < 0 {
+			return out
+		}
+		out = append(out, parts[best][heads[best]])
+		heads[best]++
+	}
+}
+
+// randomParts makes n partitions of random records, timestamps mostly
+// rising with some disorder and ties.
+func randomParts(r *rand.Rand, n int) [][]rec {
+	parts := make([][]rec, n)
+	for p := range parts {
+		ts := int64(r.IntN(20))
+		for i := range r.IntN(60) {
+			ts += int64(r.IntN(10)) - 2
+			parts[p] = append(parts[p], rec{p: int32(p), offset: i, ts: ts})
+		}
+	}
+	return parts
+}
+
+// TestOrderIndependentOfFetches: however the partitions' records are cut
+// into fetches and whenever the fetches arrive, as long as no wait runs
+// out, the Merger gives the reference order.
+func TestOrderIndependentOfFetches(t *testing.T) {
+	for seed := range uint64(500) {
+		r := rand.New(rand.NewPCG(seed, 1))
+		parts := randomParts(r, 1+r.IntN(5))
+		want := reference(parts)
+		m := newMerger(t, 10, 1000, nil)
+		now := int64(0)
+		for p := range parts {
+			m.AddPartition(int32(p), now)
+		}
+		next := make([]int, len(parts))
+		var got []rec
+		for len(got) < len(want) {
+			now += int64(r.IntN(3)) // never past a wait
+			// A random partition's next fetch arrives, or records are
+			// taken.
+			if p := r.IntN(len(parts) + 1); p < len(parts) && next[p] <= len(parts[p]) {
+				if next[p] == len(parts[p]) {
+					m.Done(int32(p))
+					next[p]++
+					continue
+				}
+				n := 1 + r.IntN(len(parts[p])-next[p])
+				m.Push(int32(p), slices.Clone(parts[p][next[p]:next[p]+n]), true, now)
+				next[p] += n
+				continue
+			}
+			for {
+				x, p, ok := m.Pop(now)
+				if !ok {
+					break
+				}
+				if x.p != p {
+					t.Fatalf("seed %d: record of partition %d popped as %d", seed, x.p, p)
+				}
+				got = append(got, x)
+			}
+			if len(got) < len(want) && m.Len() == 0 && allPushed(next, parts) {
+				t.Fatalf("seed %d: %d of %d records, nothing buffered", seed, len(got), len(want))
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("seed %d:\n got %v\nwant %v", seed, got, want)
+		}
+	}
+}
+
+func allPushed(next []int, parts [][]rec) bool {
+	for p := range parts {
+		if next[p] <= len(parts[p]) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestCaughtUpPartitionWaitedFor: a partition that has read all the broker
+// had holds the others back for Wait; a record that reaches it within the
+// wait still goes first; past the wait the others go on (counted), and the
+// partition, idle, holds nothing back until it has records again.
+func TestCaughtUpPartitionWaitedFor(t *testing.T) {
+	var timeouts []int32
+	m := newMerger(t, 100, 1000, &timeouts)
+	m.AddPartition(0, 0)
+	m.AddPartition(1, 0)
+	m.Push(1, []rec{{1, 0, 5}}, false, 0)
+	m.Push(0, []rec{{0, 0, 10}}, false, 1)
+	// Both have a record: the smaller timestamp goes, then partition 0's
+	// waits for partition 1, empty since 2.
+	if x, _, ok := m.Pop(2); !ok || x.p != 1 {
+		t.Fatalf("first pop %v %v, want partition 1's", x, ok)
+	}
+	if _, _, ok := m.Pop(50); ok {
+		t.Fatal("took partition 0's record while partition 1 was still waited for")
+	}
+	if d, ok := m.Deadline(); !ok || d != 102 {
+		t.Fatalf("deadline %d %v, want 102", d, ok)
+	}
+	// A record with a smaller timestamp arrives within the wait: it goes
+	// first.
+	m.Push(1, []rec{{1, 1, 7}}, false, 60)
+	if x, _, _ := m.Pop(60); x.p != 1 || x.ts != 7 {
+		t.Fatalf("popped %v, want partition 1's record at 7", x)
+	}
+	if _, _, ok := m.Pop(159); ok {
+		t.Fatal("the wait ran out early")
+	}
+	if x, _, ok := m.Pop(160); !ok || x.p != 0 {
+		t.Fatalf("after the wait: %v %v, want partition 0's record", x, ok)
+	}
+	if !slices.Equal(timeouts, []int32{1}) {
+		t.Fatalf("timeouts %v, want one for partition 1", timeouts)
+	}
+	// Partition 1 is idle now: a new record of partition 0 goes at once,
+	// and no timeout is counted.
+	m.Push(0, []rec{{0, 1, 20}}, false, 500)
+	if x, _, ok := m.Pop(500); !ok || x.ts != 20 {
+		t.Fatalf("with partition 1 idle: %v %v", x, ok)
+	}
+	// Records again on partition 1 end its idleness; once drained, it is
+	// waited for again.
+	m.Push(1, []rec{{1, 2, 30}}, false, 600)
+	m.Push(0, []rec{{0, 2, 40}}, false, 600)
+	if x, _, _ := m.Pop(600); x.ts != 30 {
+		t.Fatalf("popped %v, want ts 30", x)
+	}
+	if _, _, ok := m.Pop(650); ok {
+		t.Fatal("partition 1, drained at 600, was not waited for")
+	}
+	if len(timeouts) != 1 {
+		t.Fatalf("timeouts %v: a wait that had nothing to hold back was counted", timeouts)
+	}
+}
+
+// TestIdlePartitionHoldsNothing: a partition empty for longer than the wait
+// before another's record arrives does not delay it, and no timeout is
+// counted: nothing was held.
+func TestIdlePartitionHoldsNothing(t *testing.T) {
+	var timeouts []int32
+	m := newMerger(t, 100, 1000, &timeouts)
+	m.AddPartition(0, 0)
+	m.AddPartition(1, 0)
+	m.Push(1, nil, false, 5) // caught up, nothing there
+	m.Push(0, []rec{{0, 0, 10}}, false, 200)
+	if x, _, ok := m.Pop(200); !ok || x.ts != 10 {
+		t.Fatalf("popped %v %v", x, ok)
+	}
+	if len(timeouts) != 0 {
+		t.Fatalf("timeouts %v, want none", timeouts)
+	}
+}
+
+// TestBehindPartitionWaitedLonger: a partition known to have more to read
+// (or not yet read at all) holds the others for BehindWait, not Wait, and
+// a caught-up answer shortens that to Wait.
+func TestBehindPartitionWaitedLonger(t *testing.T) {
+	var timeouts []int32
+	m := newMerger(t, 100, 1000, &timeouts)
+	m.AddPartition(0, 0)
+	m.AddPartition(1, 0)
+	m.Push(0, []rec{{0, 0, 10}}, false, 1)
+	if _, _, ok := m.Pop(500); ok {
+		t.Fatal("a partition never fetched was not waited for")
+	}
+	m.Push(1, nil, false, 600) // its first fetch: caught up, empty
+	if _, _, ok := m.Pop(600); !ok {
+		t.Fatal("a partition caught up and empty for longer than Wait still held records back")
+	}
+	// A fetch that fails marks it behind again.
+	m.Push(0, []rec{{0, 1, 20}}, false, 700)
+	m.Behind(1, 700)
+	if _, _, ok := m.Pop(1699); ok {
+		t.Fatal("a partition behind was waited for less than BehindWait")
+	}
+	if _, _, ok := m.Pop(1700); !ok {
+		t.Fatal("a partition behind was waited for longer than BehindWait")
+	}
+	if !slices.Equal(timeouts, []int32{1, 1}) {
+		t.Fatalf("timeouts %v, want two for partition 1", timeouts)
+	}
+}
+
+// TestDoneNeverWaitedFor: a partition at its end does not hold the others
+// back, and fetches are given back once taken.
+func TestDoneNeverWaitedFor(t *testing.T) {
+	var released int
+	m, err := New(Options[rec]{Timestamp: func(r *rec) int64 { return r.ts }, Wait: 100,
+		Release: func(r []rec) { released += len(r) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.AddPartition(0, 0)
+	m.AddPartition(1, 0)
+	m.Done(1)
+	m.Push(0, []rec{{0, 0, 1}, {0, 1, 2}}, true, 0)
+	for i := range 2 {
+		if _, _, ok := m.Pop(0); !ok {
+			t.Fatalf("pop %d: held back by a partition at its end", i)
+		}
+	}
+	if released != 2 {
+		t.Fatalf("released %d records, want 2", released)
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	if _, err := New(Options[rec]{}); err == nil {
+		t.Error("no Timestamp accepted")
+	}
+	if _, err := New(Options[rec]{Timestamp: func(r *rec) int64 { return r.ts }, Wait: -1}); err == nil {
+		t.Error("a negative wait accepted")
+	}
+}
