@@ -207,14 +207,17 @@ func New(opts Options) (*Engine, error) {
 	return e, nil
 }
 
-// countingOutput counts decisions per rule on their way out.
+// countingOutput counts decisions per rule on their way out, and gives
+// them the provenance of the record being processed.
 type countingOutput struct {
 	Output
 	stats *Stats
+	prov  *event.Provenance
 }
 
 func (c *countingOutput) Decision(d *windows.Decision) {
 	c.stats.Decisions[d.RuleIndex]++
+	d.Source = c.prov
 	c.Output.Decision(d)
 }
 
@@ -325,6 +328,7 @@ func (e *Engine) processDecoded(rec *Record, ev *event.Event, refs []windows.Slo
 	if processing {
 		e.stats.Retimed++
 	}
+	e.count.prov = &rec.Prov
 	res, err := e.op.ProcessElement(ev, refs, keys, t, processing)
 	if err != nil {
 		return err

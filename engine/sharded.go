@@ -367,6 +367,10 @@ func (e *Sharded) emit(b *Batch, i int32, fired bool) {
 			e.stats.WindowsFired++
 			e.out.Heatmap(&c.hw)
 		} else {
+			e.count.prov = nil
+			if int(i) < len(b.recs) {
+				e.count.prov = &b.recs[i].Prov
+			}
 			e.count.Decision(&c.dec)
 		}
 	}

@@ -78,10 +78,14 @@ const (
 )
 
 // Provenance says where an input record came from: a file and line in
-// replay, a partition and offset live. Late and dlq records carry it.
+// replay of files, a topic's partition and offset live and in replay of a
+// topic. Late and dlq records carry it, and decisions that of their event
+// when it came from a topic.
 type Provenance struct {
-	File      string
-	Line      int64
+	File string
+	Line int64
+	// Topic is set for a record read from Kafka.
+	Topic     string
 	Partition int32
 	Offset    int64
 }

@@ -69,11 +69,15 @@ func (e *Encoder) AppendDecision(dst []byte, d *windows.Decision) []byte {
 	dst = append(dst, `,"threshold":`...)
 	dst = AppendNumber(dst, d.Rule.Threshold)
 	if d.Processing {
-		dst = append(dst, `,"time_domain":"processing"}`...)
+		dst = append(dst, `,"time_domain":"processing"`...)
 	} else {
-		dst = append(dst, `,"time_domain":"event"}`...)
+		dst = append(dst, `,"time_domain":"event"`...)
 	}
-	return append(dst, '\n')
+	// An event read from a topic can be found again by where it is.
+	if p := d.Source; p != nil && p.Topic != "" {
+		dst = appendProvenance(dst, p)
+	}
+	return append(dst, '}', '\n')
 }
 
 // AppendHeatmap appends a heatmap record (docs/outputs.md "heatmap").

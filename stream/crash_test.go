@@ -108,7 +108,7 @@ func TestCrashSafety(t *testing.T) {
 	checkDecisions(t, addr, want)
 	// Effectively once: a restart reads what its predecessor wrote after
 	// the last checkpoint and does not write it again.
-	if got := readTopic(t, addr, "decisions"); len(got) != len(want) {
+	if got := liveDecisions(t, addr); len(got) != len(want) {
 		t.Errorf("%d decisions written for %d distinct: %d duplicates", len(got), len(want), len(got)-len(want))
 	}
 }
@@ -149,7 +149,7 @@ func waitFor(t *testing.T, logs *lockedBuffer, s string) {
 
 func decisionSet(t *testing.T, addr string) map[string]bool {
 	set := map[string]bool{}
-	for _, d := range readTopic(t, addr, "decisions") {
+	for _, d := range liveDecisions(t, addr) {
 		set[d] = true
 	}
 	return set

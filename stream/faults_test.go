@@ -140,7 +140,7 @@ func writeWorkload(t *testing.T, path string, o gen.Options) {
 // decision of want and nothing else (repeats of the same record allowed).
 func checkDecisions(t *testing.T, addr string, want []string) {
 	t.Helper()
-	got := readTopic(t, addr, "decisions")
+	got := liveDecisions(t, addr)
 	set := decisionSet(t, addr)
 	missing := 0
 	for _, d := range want {

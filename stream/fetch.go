@@ -29,10 +29,23 @@ const (
 	fetchMaxBytes = 1 << 20
 )
 
+// fetched is what one fetch of a partition gave, for the merge of the
+// partitions (order.Merger.Push).
+type fetched struct {
+	partition int32
+	msgs      []kafka.Message
+	// behind is set when the partition has more to read past msgs, or
+	// when that is not known (the fetch failed).
+	behind bool
+	// done is set when a fetcher with an end reached it: nothing follows.
+	done bool
+}
+
 // fetcher reads one input partition from an offset on, and hands its
 // records to the job's loop a whole fetch at a time: one channel send per
 // fetch rather than, as with kafka-go's Reader, two goroutine hand-offs per
-// record.
+// record. It also says when the partition falls behind or catches up, for
+// the merge's waits, sending a fetch without records if it has none.
 type fetcher struct {
 	brokers []string
 	// dialer connects with the cluster's TLS and SASL.
@@ -48,12 +61,39 @@ type fetcher struct {
 	// answered is set once the partition's leader answered a fetch, for
 	// /readyz.
 	answered atomic.Bool
-	out      chan<- []kafka.Message
-	log      *slog.Logger
+	// end, if not negative, is the offset the fetcher stops at (replay of
+	// a topic); it then sends a fetch marked done.
+	end int64
+	out chan<- fetched
+	// saidBehind is the behind last sent: the merge starts with every
+	// partition behind.
+	saidBehind bool
+	log        *slog.Logger
 }
 
-// run fetches until ctx ends, reconnecting with a backoff when the
-// connection fails.
+// newFetcher returns a fetcher of one partition from offset next
+// (kafka.FirstOffset for the first), up to end (-1 for no end).
+func newFetcher(brokers []string, dialer *kafka.Dialer, topic string, partition int, next, end int64, out chan<- fetched, log *slog.Logger) *fetcher {
+	return &fetcher{brokers: brokers, dialer: dialer, topic: topic, partition: partition,
+		next: next, end: end, out: out, saidBehind: true, log: log}
+}
+
+// send hands f to the loop; false when ctx ended first.
+func (f *fetcher) send(ctx context.Context, msgs []kafka.Message, behind, done bool) bool {
+	select {
+	case f.out <- fetched{partition: int32(f.partition), msgs: msgs, behind: behind, done: done}:
+		f.saidBehind = behind
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// atEnd reports whether a fetcher with an end has reached it.
+func (f *fetcher) atEnd() bool { return f.end >= 0 && f.next >= f.end }
+
+// run fetches until ctx ends or the fetcher reaches its end, reconnecting
+// with a backoff when the connection fails.
 func (f *fetcher) run(ctx context.Context) {
 	backoff := time.Duration(0)
 	for {
@@ -62,8 +102,21 @@ func (f *fetcher) run(ctx context.Context) {
 			return
 		case <-time.After(backoff):
 		}
+		if f.atEnd() {
+			f.send(ctx, nil, false, true)
+			return
+		}
 		err := f.connectAndFetch(ctx)
 		if ctx.Err() != nil {
+			return
+		}
+		if err == nil { // the end reached
+			f.send(ctx, nil, false, true)
+			return
+		}
+		// Until a fetch answers again, the partition may have records the
+		// merge must wait for.
+		if !f.saidBehind && !f.send(ctx, nil, true, false) {
 			return
 		}
 		f.log.Warn("fetching input, reconnecting", "topic", f.topic, "partition", f.partition,
@@ -88,23 +141,40 @@ func (f *fetcher) connectAndFetch(ctx context.Context) error {
 	defer conn.Close()
 	// Closing the connection is what interrupts a fetch in flight.
 	defer context.AfterFunc(ctx, func() { conn.Close() })()
-	if f.next == kafka.FirstOffset {
-		conn.SetReadDeadline(time.Now().Add(fetchTimeout))
-		if f.next, err = conn.ReadFirstOffset(); err != nil {
-			return fmt.Errorf("first offset: %w", err)
-		}
+	// Where the partition starts and ends: an empty partition is known to
+	// be caught up at once, not after a first fetch's wait for records.
+	conn.SetReadDeadline(time.Now().Add(fetchTimeout))
+	first, last, err := conn.ReadOffsets()
+	if err != nil {
+		return fmt.Errorf("offsets: %w", err)
 	}
-	for {
+	if f.next == kafka.FirstOffset {
+		f.next = first
+	}
+	if f.next >= last && f.saidBehind && !f.send(ctx, nil, false, false) {
+		return ctx.Err()
+	}
+	for !f.atEnd() {
 		msgs, hwm, err := f.fetch(conn)
+		if f.end >= 0 {
+			for len(msgs) > 0 && msgs[len(msgs)-1].Offset >= f.end {
+				msgs = msgs[:len(msgs)-1]
+			}
+		}
+		// Caught up when the fetch reached the end of the log, or nothing
+		// arrived while the broker waited.
+		behind := !(hwm >= 0 && f.next >= hwm || errors.Is(err, kafka.RequestTimedOut))
 		if len(msgs) > 0 {
 			f.next = msgs[len(msgs)-1].Offset + 1
-			select {
-			case f.out <- msgs:
-			case <-ctx.Done():
+			behind = hwm < 0 || f.next < hwm
+			if !f.send(ctx, msgs, behind, false) {
 				return ctx.Err()
 			}
 		} else {
 			recycleFetched(msgs)
+			if behind != f.saidBehind && (err == nil || !behind) && !f.send(ctx, nil, behind, false) {
+				return ctx.Err()
+			}
 		}
 		if hwm >= 0 {
 			f.lag.Store(max(hwm-f.next, 0))
@@ -134,6 +204,7 @@ func (f *fetcher) connectAndFetch(ctx context.Context) error {
 			return err
 		}
 	}
+	return nil
 }
 
 // fetchedPool recycles the slices fetches are read into (the loop puts

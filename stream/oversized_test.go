@@ -136,7 +136,7 @@ func TestLiveOversizedRecords(t *testing.T) {
 	stop = startJob(t, RunOptions{Brokers: []string{addr}, StateDir: stateDir, CheckpointInterval: 50 * time.Millisecond, Registry: reg})
 	var decisions []string
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && len(decisions) < 2; time.Sleep(50 * time.Millisecond) {
-		decisions = readTopic(t, addr, "decisions")
+		decisions = liveDecisions(t, addr)
 	}
 	stop()
 	if len(decisions) != 2 || !strings.Contains(decisions[0], `"id":"b5/pay-burst"`) {

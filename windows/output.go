@@ -1,6 +1,7 @@
 package windows
 
 import (
+	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/heatmap"
 	"github.com/riskstream/riskstream/rules"
 )
@@ -32,6 +33,9 @@ type Decision struct {
 	// Processing is set when the event was windowed by its reference time
 	// because its source's clock is skewed.
 	Processing bool
+	// Source is where the event's record came from, set by the engine
+	// (nil when unknown).
+	Source *event.Provenance
 }
 
 // HeatmapWindow is the latency distribution of one fired window.

@@ -1,0 +1,563 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/riskstream/riskstream/broker"
+	"github.com/riskstream/riskstream/engine"
+	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/kafkaconn"
+	"github.com/riskstream/riskstream/order"
+	"github.com/riskstream/riskstream/sink"
+	"github.com/riskstream/riskstream/state"
+	"github.com/riskstream/riskstream/watermark"
+	"github.com/segmentio/kafka-go"
+)
+
+// Run is the live job: it consumes every partition of the input topic from
+// the checkpointed offsets, merges them in timestamp order, runs the
+// engine, writes the outputs to Kafka and checkpoints state and offsets
+// together. It returns nil when ctx is cancelled after a final flush and
+// checkpoint (SIGINT/SIGTERM). A failure of the state store (a full or
+// stalled disk, a corrupt file) ends it at once with one error saying what
+// to do. docs/design.md maps its goroutines and the order of its writes.
+func Run(ctx context.Context, opts RunOptions) (err error) {
+	defer func() { err = explainState(err, true) }()
+	opts.ensureDefaults()
+	if opts.Config == nil || opts.StateDir == "" {
+		return errors.New("stream: run needs rules and a state directory")
+	}
+	if opts.MaxMessageBytes < sink.MinMaxMessageBytes {
+		return fmt.Errorf("stream: a maximum message size of %d bytes is less than the least, %d", opts.MaxMessageBytes, sink.MinMaxMessageBytes)
+	}
+	if len(opts.Brokers) == 0 && (opts.Security.TLS.On() || opts.Security.SASL.Mechanism != "") {
+		return ErrEmbeddedSecurity
+	}
+	j := &liveJob{opts: opts, log: opts.Logger, offsets: map[int32]int64{}, known: map[int]bool{}}
+	defer j.close()
+	for _, stage := range []func(context.Context) error{
+		j.openState, j.startBroker, j.startOutputs, j.restore, j.joinGroup, j.startFetching,
+	} {
+		if err := stage(ctx); err != nil {
+			return err
+		}
+	}
+	return j.loop(ctx)
+}
+
+// liveJob is the live job's state between its stages: Run calls each
+// stage once, in order, then loop until the job ends. Everything here is
+// owned by the goroutine that runs Run; the fetchers, the output writer,
+// the group member and Pebble's commits run on goroutines of their own
+// and reach it only through channels (docs/design.md).
+type liveJob struct {
+	opts RunOptions
+	log  *slog.Logger
+	// closers are undone in reverse order when the job ends.
+	closers []func()
+
+	sec     *kafkaconn.Security
+	mem     MemoryPlan
+	db      *state.DB
+	brokers []string
+	m       *metrics
+	out     *sink.Kafka
+	writer  *outputWriter
+	e       *engine.Engine
+	member  *groupMember
+
+	// offsets are the next offset of each input partition: of the record
+	// after the last one processed.
+	offsets map[int32]int64
+	// fetched carries what the fetchers fetched to the loop, which pushes
+	// it into merge.
+	fetched     chan fetched
+	fetchers    []*fetcher
+	known       map[int]bool // partitions with a fetcher
+	readCtx     context.Context
+	stopReading context.CancelFunc
+	reading     sync.WaitGroup
+	merge       *order.Merger[kafka.Message]
+	recs        []engine.Record // scratch for the records taken from merge
+	// waitTimeouts counts merge waits that ran out since they were last
+	// logged, and lastTimeoutLog is when that was (ms).
+	waitTimeouts   int
+	lastTimeoutLog int64
+
+	outputClient *kafka.Client
+	endsUnknown  bool // warned that outputEnds fails, until it works again
+	commitFailed chan error
+}
+
+// onClose adds fn to what is undone when the job ends.
+func (j *liveJob) onClose(fn func()) { j.closers = append(j.closers, fn) }
+
+func (j *liveJob) close() {
+	for i := len(j.closers) - 1; i >= 0; i-- {
+		j.closers[i]()
+	}
+}
+
+// now is processing time in ms.
+func (j *liveJob) now() int64 { return j.opts.Now().UnixMilli() }
+
+// openState opens the state store. Pebble locks its directory: a second
+// job on the same state refuses to start instead of corrupting it.
+func (j *liveJob) openState(context.Context) error {
+	var err error
+	if j.sec, err = kafkaconn.New(j.opts.Security); err != nil {
+		return err
+	}
+	if j.mem, err = PlanMemory(j.opts.MemoryBytes, 1); err != nil {
+		return err
+	}
+	so := j.opts.state
+	so.Dir, so.AtomicCheckpoints, so.Logger = filepath.Join(j.opts.StateDir, "state"), true, j.log
+	if so.CacheBytes == 0 {
+		so.CacheBytes = j.mem.PebbleCache
+	}
+	db, err := state.Open(so)
+	if errors.Is(err, state.ErrFailed) {
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("%w (is another riskstream running on this --state-dir?)", err)
+	}
+	j.db = db
+	j.onClose(func() { db.Close() })
+	return nil
+}
+
+// startBroker starts the embedded development broker when no brokers are
+// given.
+func (j *liveJob) startBroker(context.Context) error {
+	j.brokers = j.opts.Brokers
+	if len(j.brokers) > 0 {
+		return nil
+	}
+	o := j.opts
+	b, err := broker.Start(broker.Options{
+		Addr:    o.EmbeddedAddr,
+		DataDir: filepath.Join(o.StateDir, "broker"),
+		Topics: map[string]int32{o.Topic: 4, o.Outputs.Decisions: 1,
+			o.Outputs.Heatmaps: 1, o.Outputs.Late: 1, o.Outputs.DLQ: 1},
+		Logger: j.log,
+	})
+	if err != nil {
+		return fmt.Errorf("embedded broker: %w", err)
+	}
+	j.onClose(b.Close)
+	j.brokers = []string{b.Addr()}
+	j.log.Warn("no --brokers: started an embedded Kafka-compatible broker for development, not for production",
+		"addr", b.Addr(), "data", filepath.Join(o.StateDir, "broker"))
+	return nil
+}
+
+// startOutputs serves the metrics and builds the sink and the engine.
+func (j *liveJob) startOutputs(context.Context) error {
+	o := j.opts
+	j.m = newMetrics(o.Registry, o.Config, o.MetricLabelLimit)
+	registerStateMetrics(o.Registry, j.db)
+	if o.MetricsAddr != "" {
+		srv, err := j.m.serve(o.MetricsAddr, j.db.Health)
+		if err != nil {
+			return err
+		}
+		j.onClose(func() { srv.Close() })
+	}
+	j.out = sink.NewKafka(j.brokers, o.Outputs, sink.Transport(j.sec.Transport()),
+		sink.MaxMessageBytes(o.MaxMessageBytes), sink.Metrics(o.Registry), sink.Logger(j.log))
+	j.onClose(func() { j.out.Close() })
+	var err error
+	j.e, err = engine.New(engine.Options{
+		Config: o.Config, Backend: j.db, Output: heatmapMetrics{j.out, j.m}, MemoryBytes: j.mem.State, CacheSlots: o.CacheSlots,
+		OnSkewTransition: func(tr watermark.Transition) {
+			logTransition(j.log, tr)
+			j.m.transitions.WithLabelValues(j.m.sources.value(tr.Source)).Inc()
+		},
+	})
+	return err
+}
+
+// restore loads the last checkpoint, if any: the engine's state, the input
+// offsets, and what the outputs hold past the checkpoint (not written
+// again).
+func (j *liveJob) restore(ctx context.Context) error {
+	cp, ok, err := j.db.Meta(metaCheckpoint)
+	if err != nil || !ok {
+		return err
+	}
+	if err := j.e.Restore(cp); err != nil {
+		return fmt.Errorf("state in %s: %w", j.opts.StateDir, err)
+	}
+	raw, _, err := j.db.Meta(metaOffsets)
+	if err != nil {
+		return err
+	}
+	if j.offsets, err = decodeOffsets(raw); err != nil {
+		return err
+	}
+	j.log.Info("resuming from checkpoint", "offsets", j.offsets, "watermark", j.e.Watermark())
+	raw, ok, err = j.db.Meta(metaOutputs)
+	if err != nil || !ok {
+		return err
+	}
+	ends, err := decodeOutputEnds(raw)
+	if err != nil {
+		return err
+	}
+	written, err := writtenSince(ctx, j.brokers, j.sec, ends)
+	if err != nil {
+		return err
+	}
+	j.out.SkipWritten(written)
+	if n := written.Len(); n > 0 {
+		j.log.Info("outputs written after the checkpoint are not written again", "messages", n)
+	}
+	return nil
+}
+
+// joinGroup checks the connection and joins the consumer group, which it
+// keeps on a goroutine of its own.
+func (j *liveJob) joinGroup(ctx context.Context) error {
+	// A wrong password or a TLS mismatch fails here, saying so, rather
+	// than as an EOF from whichever client connects first; the state,
+	// local, is checked first.
+	if err := j.sec.Check(ctx, j.brokers); err != nil {
+		return fmt.Errorf("stream: brokers %v (%v): %w", j.brokers, j.sec, err)
+	}
+	instance, err := instanceID(j.db)
+	if err != nil {
+		return err
+	}
+	j.member, err = joinGroup(ctx, j.brokers, j.sec, j.opts.Group, j.opts.Topic, instance, j.log)
+	if err != nil {
+		return err
+	}
+	j.onClose(j.member.close)
+	keepCtx, stopKeeping := context.WithCancel(context.Background())
+	var keeping sync.WaitGroup
+	keeping.Go(func() { j.member.keep(keepCtx) })
+	j.onClose(keeping.Wait)
+	j.onClose(stopKeeping)
+	return nil
+}
+
+// startFetching starts a fetcher for every partition of the input topic
+// and the output writer.
+func (j *liveJob) startFetching(ctx context.Context) error {
+	partitions, err := readPartitions(ctx, j.sec.Dialer(), j.brokers[0], j.opts.Topic)
+	if err != nil {
+		return err
+	}
+	j.merge, err = order.New(order.Options[kafka.Message]{
+		Timestamp: messageTime,
+		Wait:      j.opts.PartitionWait.Milliseconds(), BehindWait: behindWait.Milliseconds(),
+		OnTimeout: j.waitTimedOut,
+		Release:   recycleFetched,
+	})
+	if err != nil {
+		return err
+	}
+	j.fetched = make(chan fetched, 16)
+	j.readCtx, j.stopReading = context.WithCancel(ctx)
+	j.onClose(j.reading.Wait)
+	j.onClose(j.stopReading)
+	j.addFetchers(partitions)
+	j.m.ready.consuming(j.fetchers)
+	if j.opts.Ready != nil {
+		j.opts.Ready(j.brokers)
+	}
+	j.log.Info("consuming", "topic", j.opts.Topic, "partitions", len(partitions), "brokers", j.brokers,
+		"partition_wait", j.opts.PartitionWait)
+
+	// Outputs are written by their own goroutine, in order, while the loop
+	// goes on: a decision leaves as soon as it exists, and what is made
+	// while a write is in flight goes out together in the next one.
+	j.writer = newOutputWriter(j.out, j.m.latency, j.log)
+	j.onClose(j.writer.close)
+	// A stop waits for the outputs a while, then gives up on them: the job
+	// ends with an error and no checkpoint covers them, so the next run
+	// makes them again.
+	stopWaiting := context.AfterFunc(ctx, func() { time.AfterFunc(stopOutputGrace, j.writer.stopRetrying) })
+	j.onClose(func() { stopWaiting() })
+	// A checkpoint is committed and synced on another goroutine (the loop
+	// goes on meanwhile), and only then are its offsets given to the
+	// group. Wait for the commit in flight before leaving, while the group
+	// member is still open.
+	j.commitFailed = make(chan error, 1)
+	j.onClose(func() { j.db.Wait() })
+	j.outputClient = &kafka.Client{Addr: kafka.TCP(j.brokers...), Transport: j.sec.Transport(), Timeout: 10 * time.Second}
+	return nil
+}
+
+// messageTime is a record's Kafka timestamp in ms, the merge's order.
+func messageTime(m *kafka.Message) int64 { return m.Time.UnixMilli() }
+
+// waitTimedOut logs and counts a merge wait that ran out: the order of
+// records across partitions may then depend on when they arrived. It logs
+// at most every 10 s, with the count since.
+func (j *liveJob) waitTimedOut(p int32, waited int64) {
+	j.m.waitTimeouts.Inc()
+	j.waitTimeouts++
+	if now := j.now(); now-j.lastTimeoutLog >= 10_000 {
+		j.log.Info("went on without a partition that had nothing to read: records arriving on it later may be taken out of timestamp order",
+			"partition", p, "waited", time.Duration(waited)*time.Millisecond, "timeouts", j.waitTimeouts)
+		j.waitTimeouts, j.lastTimeoutLog = 0, now
+	}
+}
+
+// addFetchers starts fetching each partition not read yet, from its
+// checkpointed offset or the beginning. It runs at start and then
+// periodically, so partitions added to the topic are picked up.
+func (j *liveJob) addFetchers(partitions []int) {
+	now := j.now()
+	for _, p := range partitions {
+		if j.known[p] {
+			continue
+		}
+		j.known[p] = true
+		j.e.AddPartition(int32(p), now)
+		j.merge.AddPartition(int32(p), now)
+		start, ok := j.offsets[int32(p)]
+		if !ok {
+			start = kafka.FirstOffset
+		}
+		f := newFetcher(j.brokers, j.sec.Dialer(), j.opts.Topic, p, start, -1, j.fetched, j.log)
+		j.fetchers = append(j.fetchers, f)
+		j.reading.Go(func() { f.run(j.readCtx) })
+	}
+}
+
+// loop processes what the fetchers bring until the job ends, ticking
+// processing time and checkpointing on the way.
+func (j *liveJob) loop(ctx context.Context) error {
+	ticker := time.NewTicker(j.opts.CheckpointInterval)
+	defer ticker.Stop()
+	// Processing time moves idle partitions' watermarks and fires windows
+	// even when no record arrives, and ends the merge's waits.
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	discover := time.NewTicker(j.opts.PartitionDiscovery)
+	defer discover.Stop()
+	for {
+		// While the group is not held (between two of its generations),
+		// nothing is processed: another instance may hold it by now.
+		input, tick10ms := j.fetched, tick.C
+		held, groupChanged := j.member.held()
+		if !held {
+			input, tick10ms = nil, nil
+		}
+		select {
+		case <-groupChanged:
+		case err := <-j.member.lost:
+			return err
+		case <-ctx.Done():
+			return j.stop()
+		case f := <-input:
+			j.push(f)
+			if err := j.process(); err != nil {
+				return err
+			}
+		case err := <-j.writer.done:
+			if err := j.writer.finished(err); err != nil {
+				return err
+			}
+		case err := <-j.commitFailed:
+			return err
+		case <-j.db.Failed():
+			// A write Pebble could not complete, a stalled disk, a corrupt
+			// file: the store takes no more writes.
+			return j.db.Err()
+		case <-tick10ms:
+			if err := j.tick(); err != nil {
+				return err
+			}
+		case <-ticker.C:
+			if err := j.checkpoint(false); err != nil {
+				return err
+			}
+		case <-discover.C:
+			j.discover(ctx)
+		}
+		j.writer.start()
+	}
+}
+
+// push hands a fetch to the merge.
+func (j *liveJob) push(f fetched) {
+	j.merge.Push(f.partition, f.msgs, f.behind, j.now())
+}
+
+// process runs the engine over every record the merge gives now, handing
+// the outputs to the writer as they come.
+func (j *liveJob) process() error {
+	now := j.now()
+	rs := j.recs[:0]
+	for {
+		m, p, ok := j.merge.Pop(now)
+		if !ok {
+			break
+		}
+		rs = append(rs, engine.Record{
+			Value:     m.Value,
+			Partition: p,
+			Reference: m.Time.UnixMilli(), HasReference: !m.Time.IsZero(),
+			Prov: event.Provenance{Topic: m.Topic, Partition: p, Offset: m.Offset},
+		})
+		j.offsets[p] = m.Offset + 1
+	}
+	j.recs = rs
+	if len(rs) == 0 {
+		return nil
+	}
+	at := 0
+	err := j.e.ProcessAll(rs, j.now, func(i int) {
+		at = i
+		// A decision's latency is measured from its record's timestamp;
+		// what the records before made goes out at once.
+		j.out.Ref = rs[i].Reference
+		j.writer.start()
+	})
+	if err != nil {
+		err = fmt.Errorf("input %s partition %d offset %d: %w", j.opts.Topic, rs[at].Prov.Partition, rs[at].Prov.Offset, err)
+	}
+	clear(rs) // drop the records' bytes
+	return err
+}
+
+// tick moves processing time: merge waits that ran out, idle partitions'
+// watermarks, and some of the next checkpoint's writes.
+func (j *liveJob) tick() error {
+	if err := j.process(); err != nil {
+		return err
+	}
+	if err := j.e.Tick(j.now()); err != nil {
+		return err
+	}
+	// Spread the next checkpoint's writes over the interval: it pauses
+	// the loop for what is left.
+	return j.e.WriteBack(writeBackPerTick)
+}
+
+// discover starts fetching partitions added to the input topic.
+func (j *liveJob) discover(ctx context.Context) {
+	ps, err := readPartitions(ctx, j.sec.Dialer(), j.brokers[0], j.opts.Topic)
+	if err != nil {
+		j.log.Warn("listing partitions", "topic", j.opts.Topic, "err", err)
+		return
+	}
+	n := len(j.fetchers)
+	if j.addFetchers(ps); len(j.fetchers) > n {
+		j.log.Info("reading new partitions", "topic", j.opts.Topic, "partitions", len(j.fetchers))
+	}
+}
+
+// stop ends the job cleanly: fetching stops, what was fetched and can be
+// taken in order is processed, then flushed and checkpointed, so that a
+// clean stop loses and repeats nothing. What the merge still holds back is
+// fetched again by the next run.
+func (j *liveJob) stop() error {
+	j.m.ready.stop()
+	j.stopReading()
+	for {
+		if held, _ := j.member.held(); !held {
+			break
+		}
+		select {
+		case f := <-j.fetched:
+			j.push(f)
+			if err := j.process(); err != nil {
+				return err
+			}
+			continue
+		default:
+		}
+		break
+	}
+	if err := j.checkpoint(true); err != nil {
+		return err
+	}
+	j.log.Info("stopped after a final checkpoint", "offsets", j.offsets)
+	return nil
+}
+
+// checkpoint makes sure every output is acknowledged, then commits state
+// and offsets in one batch: an output is never behind the checkpoint that
+// covers its input. The final one is durable, and its offsets are the
+// group's, when it returns; the others are committed on another goroutine,
+// and their offsets given to the group once durable.
+func (j *liveJob) checkpoint(final bool) error {
+	start := time.Now()
+	if err := j.writer.drain(); err != nil {
+		return err
+	}
+	if err := j.db.SetMeta(metaOutputs, encodeOutputEnds(j.outputEnds())); err != nil {
+		return err
+	}
+	cp, err := j.e.Checkpoint()
+	if err != nil {
+		return err
+	}
+	if err := j.db.SetMeta(metaCheckpoint, cp); err != nil {
+		return err
+	}
+	if err := j.db.SetMeta(metaOffsets, encodeOffsets(j.offsets)); err != nil {
+		return err
+	}
+	if final {
+		if err := j.db.Commit(true); err != nil {
+			return err
+		}
+		j.member.commitOrWarn(j.offsets, j.opts.Group, j.log)
+		j.m.checkpoint.Observe(time.Since(start).Seconds())
+	} else {
+		committed := maps.Clone(j.offsets)
+		j.db.CommitAsync(func(err error) {
+			if err != nil {
+				// The first failure is enough to stop the job.
+				select {
+				case j.commitFailed <- err:
+				default:
+				}
+				return
+			}
+			// Only now that the checkpoint is durable may the group see
+			// the offsets (never ahead of it).
+			j.member.commitOrWarn(committed, j.opts.Group, j.log)
+			j.m.checkpoint.Observe(time.Since(start).Seconds())
+		})
+	}
+	j.m.update(j.e, j.db)
+	j.m.lags(j.e, j.fetchers, j.now())
+	return nil
+}
+
+// outputEnds returns where the outputs end, now that all are acknowledged:
+// a restart does not write again what lies past it. Unknown (an error) is
+// an empty list: the restart then writes them again.
+func (j *liveJob) outputEnds() []partitionEnd {
+	o := j.opts.Outputs
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ends, err := outputEnds(ctx, j.outputClient, []string{o.Decisions, o.Heatmaps, o.Late, o.DLQ})
+	switch {
+	case err != nil && !j.endsUnknown:
+		j.log.Warn("reading where the outputs end; a restart from a checkpoint without it may write some outputs twice", "err", err)
+		j.endsUnknown = true
+	case err == nil && j.endsUnknown:
+		j.log.Info("reading where the outputs end again")
+		j.endsUnknown = false
+	}
+	if err != nil {
+		return nil
+	}
+	return ends
+}

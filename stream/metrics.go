@@ -1,0 +1,186 @@
+package stream
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/riskstream/riskstream/engine"
+	"github.com/riskstream/riskstream/rules"
+	"github.com/riskstream/riskstream/sink"
+	"github.com/riskstream/riskstream/state"
+	"github.com/riskstream/riskstream/watermark"
+	"github.com/riskstream/riskstream/windows"
+)
+
+// metrics are the job's Prometheus metrics (docs/metrics.md), registered on
+// an injected registry, never the global one.
+type metrics struct {
+	reg         *prometheus.Registry
+	events      *prometheus.CounterVec
+	decisions   *prometheus.CounterVec
+	watermark   prometheus.Gauge
+	skew        *prometheus.GaugeVec
+	degraded    *prometheus.GaugeVec
+	transitions *prometheus.CounterVec
+	forgotten   prometheus.Counter
+	checkpoint  prometheus.Histogram
+	stateBytes  prometheus.Gauge
+	latency     prometheus.Histogram
+	heatmaps    *heatmapCollector
+	wmLag       *prometheus.GaugeVec
+	consumerLag *prometheus.GaugeVec
+	// waitTimeouts counts merge waits for a partition that ran out.
+	waitTimeouts prometheus.Counter
+	last         engine.Stats
+	cfg          *rules.Config
+	// sources and heatmapKeys (one per heatmap) bound the label values
+	// taken from the input.
+	sources     *boundedLabels
+	heatmapKeys []*boundedLabels
+	// ready answers /readyz.
+	ready readiness
+}
+
+func newMetrics(reg *prometheus.Registry, cfg *rules.Config, labelLimit int) *metrics {
+	m := &metrics{
+		reg: reg, cfg: cfg, sources: newBoundedLabels(labelLimit),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "riskstream_events_total",
+			Help: "Input records by result: ok, late, invalid, unmatched."}, []string{"result"}),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "riskstream_decisions_total",
+			Help: "Decisions by rule and action."}, []string{"rule", "action"}),
+		watermark: prometheus.NewGauge(prometheus.GaugeOpts{Name: "riskstream_watermark_seconds",
+			Help: "The job's event-time watermark, Unix seconds."}),
+		skew: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "riskstream_source_skew_seconds",
+			Help: "Estimated clock skew (ts - reference) per source, as last judged: a source warming up (at start, after a silence) keeps its last judged estimate."}, []string{"source"}),
+		degraded: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "riskstream_source_degraded",
+			Help: "1 while a source is windowed by reference time."}, []string{"source"}),
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "riskstream_source_transitions_total",
+			Help: "Degrade and recover transitions per source."}, []string{"source"}),
+		forgotten: prometheus.NewCounter(prometheus.CounterOpts{Name: "riskstream_skew_sources_forgotten_total",
+			Help: "Sources the skew tracker forgot, the least recently seen, to stay within skew.max_sources."}),
+		checkpoint: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "riskstream_checkpoint_duration_seconds",
+			Help: "Time to flush outputs and write a checkpoint, until it is durable.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
+		stateBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "riskstream_state_bytes",
+			Help: "Size of the state store on disk."}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "riskstream_event_decision_latency_seconds",
+			Help: "From an event's Kafka record timestamp to the acknowledgement of its decision; a record replayed with an old timestamp counts its age.",
+			// Fine around the tens of milliseconds the job is meant for,
+			// so a p99 read from the buckets says whether it is under 20 ms.
+			Buckets: []float64{.001, .002, .003, .005, .0075, .01, .0125, .015, .0175, .02, .025, .03, .04, .05,
+				.075, .1, .15, .2, .3, .5, .75, 1, 2, 5, 10, 30}}),
+	}
+	m.heatmaps = newHeatmapCollector(cfg)
+	m.wmLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "riskstream_watermark_lag_seconds",
+		Help: "Wall clock minus the partition's watermark; it grows while the partition is silent."}, []string{"partition"})
+	m.waitTimeouts = prometheus.NewCounter(prometheus.CounterOpts{Name: "riskstream_partition_wait_timeouts_total",
+		Help: "Times the job went on without an input partition that had nothing to read, after waiting for it: only then can the order of records across partitions depend on timing."})
+	m.consumerLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "riskstream_consumer_lag",
+		Help: "Records of the partition not yet consumed."}, []string{"partition"})
+	for range cfg.Heatmaps {
+		m.heatmapKeys = append(m.heatmapKeys, newBoundedLabels(labelLimit))
+	}
+	reg.MustRegister(m.heatmaps, m.wmLag, m.consumerLag, m.waitTimeouts)
+	reg.MustRegister(m.events, m.decisions, m.watermark, m.skew, m.degraded, m.transitions, m.forgotten, m.checkpoint, m.stateBytes, m.latency)
+	registerBuildMetrics(reg)
+	return m
+}
+
+// update refreshes the metrics derived from the engine's counters; it runs
+// at each checkpoint, not per event.
+func (m *metrics) update(e *engine.Engine, db *state.DB) {
+	s := e.Stats()
+	m.events.WithLabelValues("ok").Add(float64(s.Accepted - m.last.Accepted))
+	m.events.WithLabelValues("late").Add(float64(s.Late - m.last.Late))
+	m.events.WithLabelValues("invalid").Add(float64(s.Invalid - m.last.Invalid))
+	m.events.WithLabelValues("unmatched").Add(float64(s.Unmatched - m.last.Unmatched))
+	m.forgotten.Add(float64(s.SourcesForgotten - m.last.SourcesForgotten))
+	for i, r := range m.cfg.Rules {
+		prev := int64(0)
+		if i < len(m.last.Decisions) {
+			prev = m.last.Decisions[i]
+		}
+		m.decisions.WithLabelValues(r.Name, r.Action).Add(float64(s.Decisions[i] - prev))
+	}
+	m.last = s
+	if wm := e.Watermark(); wm > watermark.Min && wm < watermark.Max {
+		m.watermark.Set(float64(wm) / 1000)
+	}
+	// Sources past the label limit share "other": the skew furthest from
+	// zero among them, and degraded while any of them is. A skew is
+	// exported once judged: during a warm-up the estimate stands on a few
+	// records (the late stragglers after a silence, say) and the gauge
+	// keeps its last judged value.
+	var otherSkew time.Duration
+	otherDegraded, others, otherKnown := false, false, false
+	for _, src := range e.Sources() {
+		label := m.sources.value(src.Source)
+		if label == otherLabel {
+			if src.Known && (!otherKnown || src.Skew.Abs() > otherSkew.Abs()) {
+				otherSkew, otherKnown = src.Skew, true
+			}
+			otherDegraded, others = otherDegraded || src.Degraded, true
+			continue
+		}
+		if src.Known {
+			m.skew.WithLabelValues(label).Set(src.Skew.Seconds())
+		}
+		m.degraded.WithLabelValues(label).Set(boolGauge(src.Degraded))
+	}
+	if others {
+		if otherKnown {
+			m.skew.WithLabelValues(otherLabel).Set(otherSkew.Seconds())
+		}
+		m.degraded.WithLabelValues(otherLabel).Set(boolGauge(otherDegraded))
+	}
+	m.stateBytes.Set(float64(db.DiskBytes()))
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// lags refreshes the per-partition watermark and consumer lags.
+func (m *metrics) lags(e *engine.Engine, fetchers []*fetcher, now int64) {
+	for _, f := range fetchers {
+		label := strconv.Itoa(f.partition)
+		if wm := e.PartitionWatermark(int32(f.partition)); wm > watermark.Min {
+			m.wmLag.WithLabelValues(label).Set(float64(now-wm) / 1000)
+		}
+		m.consumerLag.WithLabelValues(label).Set(float64(f.lag.Load()))
+	}
+}
+
+// heatmapMetrics exports fired heatmap windows (heatmapCollector) on
+// their way to the sink.
+type heatmapMetrics struct {
+	*sink.Kafka
+	m *metrics
+}
+
+func (h heatmapMetrics) Heatmap(w *windows.HeatmapWindow) {
+	h.m.heatmaps.observe(w, h.m.heatmapKeys[w.HeatmapIndex].value(heatmapKeyLabel(w.Key)))
+	h.Kafka.Heatmap(w)
+}
+
+// serve serves /metrics and /healthz, which reports health.
+func (m *metrics) serve(addr string, health func() error) (*http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/readyz", &m.ready)
+	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	mux.Handle("/healthz", healthz(health))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	return srv, nil
+}
