@@ -84,7 +84,12 @@ func decodeChunks(ctx context.Context, e *engine.Sharded, workers int, in <-chan
 func decodeWorker(dec *engine.Decoder, work <-chan *batch) {
 	var rec engine.Record
 	for b := range work {
-		if c := b.c; c.err == nil {
+		if c := b.c; c.err == nil && len(c.recs) > 0 {
+			b.b.Grow(len(c.recs))
+			for i := range c.recs {
+				b.b.Add(dec, &c.recs[i])
+			}
+		} else if c.err == nil {
 			b.b.Grow(bytes.Count(c.data, []byte{'\n'}) + 1)
 			rec.Prov.File = c.file
 			forEachLine(c, func(line []byte, n int64) error {

@@ -12,6 +12,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/riskstream/riskstream/engine"
 )
 
 // chunk is a run of whole lines from one input file, read ahead by the
@@ -21,7 +23,9 @@ type chunk struct {
 	file      string
 	firstLine int64 // line number of the first line in data
 	data      []byte
-	err       error
+	// recs, in a replay of a topic, are records instead of lines.
+	recs []engine.Record
+	err  error
 }
 
 // chunkSize is the size of input chunks within a large memory budget
@@ -92,6 +96,7 @@ func readInput(ctx context.Context, name string, stdin io.Reader, size int, out 
 
 // recycle offers a chunk for reuse, dropping it when enough are pooled.
 func recycle(free chan *chunk, c *chunk) {
+	clear(c.recs) // drop the records' bytes
 	select {
 	case free <- c:
 	default:
@@ -105,7 +110,7 @@ func newChunk(free chan *chunk, size int, file string, firstLine int64) *chunk {
 	default:
 		c = &chunk{data: make([]byte, 0, size+size/16)}
 	}
-	c.file, c.firstLine, c.err, c.data = file, firstLine, nil, c.data[:0]
+	c.file, c.firstLine, c.err, c.data, c.recs = file, firstLine, nil, c.data[:0], c.recs[:0]
 	return c
 }
 

@@ -12,7 +12,6 @@ import (
 
 	"github.com/riskstream/riskstream/broker"
 	"github.com/riskstream/riskstream/engine"
-	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/kafkaconn"
 	"github.com/riskstream/riskstream/order"
 	"github.com/riskstream/riskstream/sink"
@@ -406,12 +405,7 @@ func (j *liveJob) process() error {
 		if !ok {
 			break
 		}
-		rs = append(rs, engine.Record{
-			Value:     m.Value,
-			Partition: p,
-			Reference: m.Time.UnixMilli(), HasReference: !m.Time.IsZero(),
-			Prov: event.Provenance{Topic: m.Topic, Partition: p, Offset: m.Offset},
-		})
+		rs = append(rs, topicRecord(&m, p))
 		j.offsets[p] = m.Offset + 1
 	}
 	j.recs = rs

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/riskstream/riskstream/engine"
+	"github.com/riskstream/riskstream/kafkaconn"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/state"
@@ -28,8 +29,20 @@ type ReplayOptions struct {
 	// Config is the validated rules file. Required.
 	Config *rules.Config
 	// Inputs are .jsonl or .jsonl.gz files, or "-" for Stdin, read in order
-	// as one stream. Required.
+	// as one stream. Either Inputs or Topic is required.
 	Inputs []string
+	// Topic, if set, is a Kafka topic read instead of files: its
+	// partitions from From to To, through the merge the live job uses, so
+	// that the replay takes the records in the live job's order. Each
+	// record's Kafka timestamp is its reference time, as live.
+	Topic string
+	// Brokers are the Kafka bootstrap addresses of Topic.
+	Brokers []string
+	// Security is the TLS and SASL of the connections to Brokers.
+	Security kafkaconn.Options
+	// From and To bound what is read of Topic: from the start of each
+	// partition to where it ended when the replay began, by default.
+	From, To Position
 	// OutDir receives decisions.jsonl, heatmaps.jsonl, late.jsonl and
 	// dlq.jsonl; it is created if missing. The default value is "out".
 	OutDir string
@@ -118,8 +131,11 @@ func (s *Summary) EventsPerSecond() float64 {
 func Replay(ctx context.Context, opts ReplayOptions) (_ *Summary, err error) {
 	defer func() { err = explainState(err, false) }()
 	opts.EnsureDefaults()
-	if opts.Config == nil || len(opts.Inputs) == 0 {
-		return nil, errors.New("stream: replay needs rules and at least one input")
+	if opts.Config == nil || (len(opts.Inputs) == 0) == (opts.Topic == "") {
+		return nil, errors.New("stream: replay needs rules and either input files or a topic")
+	}
+	if opts.Topic != "" && len(opts.Brokers) == 0 {
+		return nil, errors.New("stream: replay of a topic needs its brokers")
 	}
 	for _, in := range opts.Inputs {
 		if in == "-" {
@@ -180,6 +196,35 @@ func Replay(ctx context.Context, opts ReplayOptions) (_ *Summary, err error) {
 		return nil, err
 	}
 
+	var startReading func(ctx context.Context, out chan<- *chunk, free chan *chunk)
+	if opts.Topic == "" {
+		startReading = func(ctx context.Context, out chan<- *chunk, free chan *chunk) {
+			go readInputs(ctx, opts.Inputs, opts.Stdin, mem.Chunk, out, free)
+		}
+	} else {
+		sec, err := kafkaconn.New(opts.Security)
+		if err != nil {
+			return nil, err
+		}
+		ranges, err := topicRanges(ctx, opts.Brokers, sec, opts.Topic, opts.From, opts.To)
+		if err != nil {
+			return nil, err
+		}
+		var records int64
+		for _, r := range ranges {
+			// A partition without records in the range has no say in the
+			// watermark: live, it turns idle.
+			if r.end > r.from {
+				e.AddPartition(r.partition, 0)
+				records += r.end - r.from
+			}
+		}
+		opts.Logger.Info("replaying a topic", "topic", opts.Topic, "partitions", len(ranges), "offsets", records)
+		startReading = func(ctx context.Context, out chan<- *chunk, free chan *chunk) {
+			go readTopicRanges(ctx, opts.Brokers, sec, opts.Topic, ranges, mem.Chunk, out, free, opts.Logger)
+		}
+	}
+
 	// Stages: read (and gunzip); decode and key, a goroutine per core;
 	// time, in order; one goroutine per shard; merge, here. The outputs'
 	// order is the files' order of records, whatever the stages' timing.
@@ -206,7 +251,7 @@ func Replay(ctx context.Context, opts ReplayOptions) (_ *Summary, err error) {
 		shardIn[k] = make(chan *batch, 2)
 		shards.Go(func() { processShard(s, k, shardIn[k]) })
 	}
-	go readInputs(ctx, opts.Inputs, opts.Stdin, mem.Chunk, chunks, freeChunks)
+	startReading(ctx, chunks, freeChunks)
 	go decodeChunks(ctx, e, workers, chunks, shardIn, merge, freeBatches)
 	defer func() {
 		// On an early return, stop the decoder and let the shards finish

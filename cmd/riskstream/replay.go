@@ -35,16 +35,49 @@ func startCPUProfile(path string) (stop func(), err error) {
 func newReplayCmd() *cobra.Command {
 	var rulesFile string
 	opts := stream.ReplayOptions{}
-	var progress, cpuProfile string
+	var progress, cpuProfile, from, to string
+	var resolveSecurity func() error
 	cmd := &cobra.Command{
-		Use:   "replay --rules FILE [--out DIR] INPUT...",
-		Short: "Run the job offline over recorded .jsonl or .jsonl.gz files (- for stdin)",
+		Use:   "replay --rules FILE [--out DIR] (INPUT... | --brokers HOST:PORT --topic TOPIC [--from POS] [--to POS])",
+		Short: "Run the job offline over recorded .jsonl or .jsonl.gz files (- for stdin), or over a Kafka topic",
+		Long: `Run the job offline, writing its outputs to files in --out.
+
+The input is recorded files, read in order as one stream, or a Kafka topic
+(--brokers, --topic): its partitions are merged by record timestamp as the
+live job merges them, so a replay of what the live job read makes the live
+job's decisions, id for id. --from and --to bound what is read of the
+topic: an offset in every partition (1500), offsets per partition
+(0=1500,3=1720) or an RFC 3339 time (2026-11-24T10:00:00Z, the first record
+at or after it). By default it reads from the start of each partition to
+where it ended when the replay began.
+` + securityHelp,
 		Example: `  riskstream replay --rules testdata/rules.yaml --out out testdata/requests.jsonl.gz
-  riskstream gen --events 100000 | riskstream replay --rules testdata/rules.yaml -`,
-		Args: cobra.MinimumNArgs(1),
+  riskstream gen --events 100000 | riskstream replay --rules testdata/rules.yaml -
+  riskstream replay --rules rules.yaml --brokers localhost:9092 --topic requests --from 2026-11-24T10:00:00Z`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := resolveSecurity(); err != nil {
+				return err
+			}
 			if err := atLeastOne(cmd, "shards", "cache-slots"); err != nil {
 				return err
+			}
+			opts.Brokers = brokerList(opts.Brokers)
+			switch {
+			case opts.Topic == "" && len(args) == 0:
+				return errors.New("name the input files, or a topic with --brokers and --topic")
+			case opts.Topic != "" && len(args) > 0:
+				return fmt.Errorf("input files %v and --topic %s: replay reads one or the other", args, opts.Topic)
+			case opts.Topic != "" && len(opts.Brokers) == 0:
+				return errors.New("--topic needs --brokers")
+			case opts.Topic == "" && (from != "" || to != ""):
+				return errors.New("--from and --to are for a replay of a topic (--topic)")
+			}
+			var err error
+			if opts.From, err = stream.ParsePosition(from); err != nil {
+				return fmt.Errorf("--from: %w", err)
+			}
+			if opts.To, err = stream.ParsePosition(to); err != nil {
+				return fmt.Errorf("--to: %w", err)
 			}
 			if _, err := stream.PlanMemory(opts.MemoryBytes, 1); err != nil {
 				return fmt.Errorf("--memory: %w", err)
@@ -90,6 +123,11 @@ func newReplayCmd() *cobra.Command {
 	f.IntVar(&opts.Shards, "shards", 0, "split the window state by key into this many shards, processed in parallel (default: the number of CPUs); outputs do not depend on it")
 	f.StringVar(&progress, "progress", "auto", "progress line on stderr: auto (on a terminal), on, off")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) to this file")
+	addBrokersFlag(cmd, &opts.Brokers, "none: the input is files")
+	f.StringVar(&opts.Topic, "topic", "", "replay this Kafka topic (with --brokers) instead of files")
+	f.StringVar(&from, "from", "", "where the replay of --topic starts: OFFSET, PARTITION=OFFSET,... or an RFC 3339 time (default: each partition's start)")
+	f.StringVar(&to, "to", "", "where the replay of --topic ends, excluded: OFFSET, PARTITION=OFFSET,... or an RFC 3339 time (default: each partition's end when the replay begins)")
+	resolveSecurity = addSecurityFlags(cmd, &opts.Security)
 	cmd.MarkFlagRequired("rules")
 	return cmd
 }

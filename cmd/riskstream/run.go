@@ -35,6 +35,12 @@ which is plaintext: the TLS and SASL flags then are refused.
 			if err := atLeastOne(cmd, "cache-slots"); err != nil {
 				return err
 			}
+			if opts.PartitionWait < 0 {
+				return fmt.Errorf("--partition-wait must not be negative, got %v", opts.PartitionWait)
+			}
+			if opts.PartitionWait == 0 {
+				opts.PartitionWait = -1 // no wait, not the default
+			}
 			if _, err := stream.PlanMemory(opts.MemoryBytes, 1); err != nil {
 				return fmt.Errorf("--memory: %w", err)
 			}
@@ -74,6 +80,7 @@ which is plaintext: the TLS and SASL flags then are refused.
 	f.StringVar(&opts.StateDir, "state-dir", defaultStateDir(), "state folder: checkpointed window state and offsets (Pebble), and the embedded broker's data")
 	f.StringVar(&opts.MetricsAddr, "metrics-addr", ":9464", "address serving /metrics, /healthz and /readyz (200 once restored and consuming); empty for none")
 	f.DurationVar(&opts.CheckpointInterval, "checkpoint-interval", 0, "how often state and offsets are checkpointed (default 1s)")
+	f.DurationVar(&opts.PartitionWait, "partition-wait", stream.DefaultPartitionWait, "how long an input partition with nothing to read holds back the others, so that records are taken in timestamp order across partitions whatever their arrival; 0 waits not at all (docs/design.md \"Order across partitions\")")
 	opts.MemoryBytes = stream.DefaultMemory
 	f.Var(byteSize{&opts.MemoryBytes}, "memory", "memory budget: window state, Pebble's caches and data in flight share it, and it is the Go runtime's memory limit unless GOMEMLIMIT is set; what does not fit goes to Pebble on disk (e.g. 1GiB, 512MiB, 64MiB)")
 	f.IntVar(&opts.CacheSlots, "cache-slots", 0, "expert: window states kept decoded, in front of the encoded ones (default: a quarter of the state's share of --memory, at 512 bytes a state)")

@@ -1,0 +1,304 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riskstream/riskstream/broker"
+	"github.com/riskstream/riskstream/gen"
+	"github.com/riskstream/riskstream/rules"
+	"github.com/segmentio/kafka-go"
+)
+
+// threeKeysRules keys its rules by a user, a channel x merchant x api and
+// a device.
+const threeKeysRules = "../testdata/three-keys.yaml"
+
+// generated writes n events of the default workload to a file.
+func generated(t testing.TB, n int) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "events.jsonl")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := gen.DefaultOptions()
+	o.Events = n
+	if _, err := gen.Generate(f, o); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// committed returns the sum of the group's committed offsets over the
+// input topic's partitions.
+func committed(t testing.TB, addr string, partitions int) int64 {
+	t.Helper()
+	ps := make([]int, partitions)
+	for i := range ps {
+		ps[i] = i
+	}
+	client := &kafka.Client{Addr: kafka.TCP(addr)}
+	resp, err := client.OffsetFetch(context.Background(), &kafka.OffsetFetchRequest{GroupID: "riskstream",
+		Topics: map[string][]int{"requests": ps}})
+	if err != nil {
+		return -1
+	}
+	var sum int64
+	for _, p := range resp.Topics["requests"] {
+		sum += max(p.CommittedOffset, 0)
+	}
+	return sum
+}
+
+// topicReplayDecisions replays the input topic with cfg and returns its
+// decisions.
+func topicReplayDecisions(t testing.TB, addr string, cfg *rules.Config) []string {
+	t.Helper()
+	out := t.TempDir()
+	if _, err := Replay(context.Background(), ReplayOptions{Config: cfg, Topic: "requests", Brokers: []string{addr}, OutDir: out}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "decisions.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSpace(string(b)), "\n")
+}
+
+// compareDecisions fails unless got holds want's decisions exactly: none
+// missing, none foreign, none twice, in the same order.
+func compareDecisions(t testing.TB, got, want []string) {
+	t.Helper()
+	wantSet := map[string]bool{}
+	for _, d := range want {
+		wantSet[d] = true
+	}
+	seen := map[string]int{}
+	foreign, dup := 0, 0
+	for _, d := range got {
+		if seen[d]++; seen[d] == 2 {
+			dup++
+		}
+		if !wantSet[d] {
+			foreign++
+		}
+	}
+	missing := 0
+	for _, d := range want {
+		if seen[d] == 0 {
+			missing++
+		}
+	}
+	if missing+foreign+dup > 0 || !slices.Equal(got, want) {
+		t.Fatalf("live wrote %d decisions, the replay of the topic made %d: %d missing, %d foreign, %d written twice; same order: %v",
+			len(got), len(want), missing, foreign, dup, slices.Equal(got, want))
+	}
+	t.Logf("%d decisions, equal to the replay of the topic, in the same order", len(got))
+}
+
+// startPartitionedBroker starts the embedded broker with a 4-partition
+// input topic and produces events to it, keyed by id.
+func startPartitionedBroker(t *testing.T) string {
+	t.Helper()
+	b, err := broker.Start(broker.Options{
+		Addr:   "127.0.0.1:0",
+		Topics: map[string]int32{"requests": 4, "decisions": 1, "heatmaps": 1, "late": 1, "dlq": 1},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return b.Addr()
+}
+
+// TestLiveEqualsTopicReplayPartitioned: 100,000 events over 4 partitions,
+// three rules with unrelated keys: the live job's decisions are those of a
+// replay of the topic, id for id and in order, and each names the
+// partition and offset of its event.
+func TestLiveEqualsTopicReplayPartitioned(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a broker")
+	}
+	cfg, err := rules.Load(threeKeysRules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const events = 100_000
+	input := generated(t, events)
+	addr := startPartitionedBroker(t)
+	if st, err := Produce(context.Background(), ProduceOptions{File: input, Brokers: []string{addr}}); err != nil || st.Failed != 0 {
+		t.Fatalf("produce: %+v %v", st, err)
+	}
+	want := topicReplayDecisions(t, addr, cfg)
+
+	stop := startJob(t, RunOptions{Config: cfg, Brokers: []string{addr}, CheckpointInterval: 50 * time.Millisecond})
+	for deadline := time.Now().Add(time.Minute); committed(t, addr, 4) < events; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the job did not read the input: %d of %d committed", committed(t, addr, 4), events)
+		}
+	}
+	stop()
+	got := readTopic(t, addr, "decisions")
+	compareDecisions(t, got, want)
+	if !sourceSuffix.MatchString(got[0]) {
+		t.Fatalf("a decision without its event's partition and offset: %s", got[0])
+	}
+}
+
+// TestPartitionWaitBounded: an input partition that has nothing to read
+// holds the records of the others back no longer than --partition-wait, and
+// the wait that ran out is counted.
+func TestPartitionWaitBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a broker")
+	}
+	addr := startPartitionedBroker(t)
+	reg := prometheus.NewRegistry()
+	const wait = 300 * time.Millisecond
+	stop := startJob(t, RunOptions{Brokers: []string{addr}, CheckpointInterval: 50 * time.Millisecond,
+		PartitionWait: wait, Registry: reg})
+	defer stop()
+	// Partitions 0-2 get a record each in turn; partition 3 stays empty,
+	// and the first records are taken only once its wait is over.
+	time.Sleep(2 * wait) // every partition caught up, partition 3 idle since
+	// A record to partition 0 while partition 1, just drained, is waited
+	// for.
+	send := func(p int, id string, ts int64) time.Time {
+		t.Helper()
+		msg := kafka.Message{Value: fmt.Appendf(nil, `{"id":%q,"ts":%d,"user":"u","api":"/pay"}`, id, ts),
+			Time: time.UnixMilli(ts)}
+		conn, err := kafka.DialLeader(context.Background(), "tcp", addr, "requests", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := conn.WriteMessages(msg); err != nil {
+			t.Fatal(err)
+		}
+		return time.Now()
+	}
+	now := time.Now().UnixMilli()
+	// Partitions idle for longer than the wait hold nothing back.
+	sent := send(1, "first", now)
+	if waitProcessed(t, reg, 1); time.Since(sent) > wait/2 {
+		t.Fatalf("a record was held %v while the other partitions were idle", time.Since(sent))
+	}
+	sent = send(0, "second", now+1)
+	waitProcessed(t, reg, 2)
+	held := time.Since(sent)
+	if held < wait/2 || held > wait+time.Second {
+		t.Fatalf("a record was held %v for a drained partition, want about %v", held, wait)
+	}
+	if n := metricSum(t, reg, "riskstream_partition_wait_timeouts_total"); n < 1 {
+		t.Fatalf("the wait that ran out was not counted (%v)", n)
+	}
+	t.Logf("held %v by a partition with nothing to read (--partition-wait %v)", held.Round(time.Millisecond), wait)
+}
+
+// waitProcessed waits until the job has counted n input records.
+func waitProcessed(t *testing.T, reg *prometheus.Registry, n float64) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); metricSum(t, reg, "riskstream_events_total") < n; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the job took %v records, want %v", metricSum(t, reg, "riskstream_events_total"), n)
+		}
+	}
+}
+
+// TestCrashSafetyPartitioned kills the job with SIGKILL at random moments
+// while 100,000 events arrive over 4 partitions, 20 times, restarting it
+// each time on the same state; the broker is restarted once too. At the
+// end the decisions topic holds exactly the decisions of a replay of the
+// topic: 0 missing, 0 foreign, 0 duplicates.
+func TestCrashSafetyPartitioned(t *testing.T) {
+	if testing.Short() || !faults() {
+		t.Skipf("fault injection: set %s=1", faultsEnv)
+	}
+	bin := buildBinary(t)
+	cfg, err := rules.Load(threeKeysRules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const events = 100_000
+	input := generated(t, events)
+	dataDir := t.TempDir()
+	brokerOpts := broker.Options{Addr: "127.0.0.1:0", DataDir: dataDir,
+		Topics: map[string]int32{"requests": 4, "decisions": 1, "heatmaps": 1, "late": 1, "dlq": 1}}
+	b, err := broker.Start(brokerOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := b.Addr()
+	brokerOpts.Addr = addr
+	defer func() { b.Close() }()
+	stateDir := t.TempDir()
+
+	// The input arrives over the kills: 100,000 events in about 12 s.
+	produced := make(chan error, 1)
+	go func() {
+		_, err := Produce(context.Background(), ProduceOptions{File: input, Brokers: []string{addr}, Rate: 8000})
+		produced <- err
+	}()
+	start := func() (*exec.Cmd, *lockedBuffer) {
+		logs := &lockedBuffer{}
+		cmd := exec.Command(bin, "run", "--rules", threeKeysRules, "--brokers", addr, "--state-dir", stateDir,
+			"--metrics-addr", "", "--checkpoint-interval", "50ms")
+		cmd.Stderr = logs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd, logs
+	}
+	r := rand.New(rand.NewPCG(21, 22))
+	const kills = 20
+	for i := range kills {
+		cmd, logs := start()
+		waitFor(t, logs, "consuming")
+		time.Sleep(time.Duration(60+r.IntN(400)) * time.Millisecond)
+		if i == kills/2 {
+			// The broker goes away under the job and comes back on the
+			// same port and data.
+			b.Close()
+			time.Sleep(500 * time.Millisecond)
+			if b, err = broker.Start(brokerOpts); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Duration(200+r.IntN(400)) * time.Millisecond)
+		}
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		if i > 0 && !strings.Contains(logs.String(), "resuming from checkpoint") {
+			t.Fatalf("restart %d did not resume from a checkpoint:\n%s", i, logs.String())
+		}
+	}
+	if err := <-produced; err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+	// A last run to the end, stopped cleanly.
+	cmd, logs := start()
+	waitFor(t, logs, "consuming")
+	for deadline := time.Now().Add(2 * time.Minute); committed(t, addr, 4) < events; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the job did not read the input: %d of %d committed", committed(t, addr, 4), events)
+		}
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("clean stop: %v\n%s", err, logs.String())
+	}
+	compareDecisions(t, readTopic(t, addr, "decisions"), topicReplayDecisions(t, addr, cfg))
+}

@@ -1,0 +1,266 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/riskstream/riskstream/engine"
+	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/kafkaconn"
+	"github.com/riskstream/riskstream/order"
+	"github.com/segmentio/kafka-go"
+)
+
+// Position is where a replay of a topic starts (--from) or ends (--to): an
+// offset in every partition, offsets per partition, or a time (the first
+// record at or after it). The zero value is the start of every partition
+// as a start, and the end of the topic when the replay begins as an end.
+type Position struct {
+	// offsets are per partition; a partition not named keeps the default.
+	offsets map[int32]int64
+	// all, if set, is the offset in every partition.
+	all *int64
+	// at, if not zero, is a time.
+	at time.Time
+}
+
+// ParsePosition parses a position: "" (the default), an offset for every
+// partition ("1500"), offsets per partition ("0=1500,3=1720"), or an
+// RFC 3339 time ("2026-11-24T10:00:00Z").
+func ParsePosition(s string) (Position, error) {
+	var p Position
+	switch {
+	case s == "":
+		return p, nil
+	case strings.Contains(s, "="):
+		p.offsets = map[int32]int64{}
+		for _, part := range strings.Split(s, ",") {
+			ps, os, _ := strings.Cut(part, "=")
+			id, err := strconv.ParseInt(strings.TrimSpace(ps), 10, 32)
+			if err != nil || id < 0 {
+				return p, fmt.Errorf("%q: want PARTITION=OFFSET, partition %q is not a partition number", part, ps)
+			}
+			off, err := strconv.ParseInt(strings.TrimSpace(os), 10, 64)
+			if err != nil || off < 0 {
+				return p, fmt.Errorf("%q: want PARTITION=OFFSET, offset %q is not an offset", part, os)
+			}
+			if _, dup := p.offsets[int32(id)]; dup {
+				return p, fmt.Errorf("partition %d named twice", id)
+			}
+			p.offsets[int32(id)] = off
+		}
+	default:
+		if off, err := strconv.ParseInt(s, 10, 64); err == nil {
+			if off < 0 {
+				return p, fmt.Errorf("%q: an offset is not negative", s)
+			}
+			p.all = &off
+			return p, nil
+		}
+		at, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			return p, fmt.Errorf("%q: want an offset (1500), offsets per partition (0=1500,1=1720) or an RFC 3339 time (2026-11-24T10:00:00Z)", s)
+		}
+		p.at = at
+	}
+	return p, nil
+}
+
+// String is the position as ParsePosition reads it.
+func (p Position) String() string {
+	switch {
+	case p.all != nil:
+		return strconv.FormatInt(*p.all, 10)
+	case !p.at.IsZero():
+		return p.at.Format(time.RFC3339Nano)
+	}
+	var parts []string
+	for _, id := range slices.Sorted(maps.Keys(p.offsets)) {
+		parts = append(parts, fmt.Sprintf("%d=%d", id, p.offsets[id]))
+	}
+	return strings.Join(parts, ",")
+}
+
+// resolve returns the position's offset in a partition whose records are
+// first to last-1; def is the offset when the position does not name one.
+func (p Position) resolve(conn *kafka.Conn, partition int32, first, last, def int64) (int64, error) {
+	off := def
+	switch {
+	case p.all != nil:
+		off = *p.all
+	case !p.at.IsZero():
+		conn.SetReadDeadline(time.Now().Add(fetchTimeout))
+		o, err := conn.ReadOffset(p.at)
+		if err != nil {
+			return 0, fmt.Errorf("partition %d: offset at %v: %w", partition, p.at, err)
+		}
+		off = o
+		if off < 0 { // no record at or after it
+			off = last
+		}
+	default:
+		if o, ok := p.offsets[partition]; ok {
+			off = o
+		}
+	}
+	return min(max(off, first), last), nil
+}
+
+// topicRange is the part of one partition a replay reads: offsets from
+// to end-1.
+type topicRange struct {
+	partition  int32
+	from, end  int64
+	first, hwm int64 // the partition's, when the replay began
+}
+
+// topicRanges resolves from and to in every partition of the topic.
+func topicRanges(ctx context.Context, brokers []string, sec *kafkaconn.Security, topic string, from, to Position) ([]topicRange, error) {
+	partitions, err := readPartitions(ctx, sec.Dialer(), brokers[0], topic)
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(partitions)
+	for id := range from.offsets {
+		if !slices.Contains(partitions, int(id)) {
+			return nil, fmt.Errorf("--from names partition %d: topic %s has %d partitions", id, topic, len(partitions))
+		}
+	}
+	for id := range to.offsets {
+		if !slices.Contains(partitions, int(id)) {
+			return nil, fmt.Errorf("--to names partition %d: topic %s has %d partitions", id, topic, len(partitions))
+		}
+	}
+	var ranges []topicRange
+	for _, p := range partitions {
+		r, err := partitionRange(ctx, brokers, sec, topic, int32(p), from, to)
+		if err != nil {
+			return nil, fmt.Errorf("topic %s: %w", topic, err)
+		}
+		ranges = append(ranges, r)
+	}
+	return ranges, nil
+}
+
+func partitionRange(ctx context.Context, brokers []string, sec *kafkaconn.Security, topic string, p int32, from, to Position) (topicRange, error) {
+	var conn *kafka.Conn
+	var err error
+	for _, b := range brokers {
+		if conn, err = sec.Dialer().DialLeader(ctx, "tcp", b, topic, int(p)); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return topicRange{}, fmt.Errorf("partition %d: connect: %w", p, err)
+	}
+	defer conn.Close()
+	conn.SetReadDeadline(time.Now().Add(fetchTimeout))
+	first, last, err := conn.ReadOffsets()
+	if err != nil {
+		return topicRange{}, fmt.Errorf("partition %d: offsets: %w", p, err)
+	}
+	r := topicRange{partition: p, first: first, hwm: last}
+	if r.from, err = from.resolve(conn, p, first, last, first); err != nil {
+		return r, err
+	}
+	if r.end, err = to.resolve(conn, p, first, last, last); err != nil {
+		return r, err
+	}
+	r.end = max(r.end, r.from)
+	return r, nil
+}
+
+// readTopicRanges reads the ranges of a topic through the merge the live job
+// uses (order.Merger), in chunks of records of about size bytes sent on
+// out; it closes out when every range is read. The merge never times out:
+// a replay waits for every partition, so its order depends on the topic
+// alone.
+func readTopicRanges(ctx context.Context, brokers []string, sec *kafkaconn.Security, topic string, ranges []topicRange, size int, out chan<- *chunk, free chan *chunk, log *slog.Logger) {
+	defer close(out)
+	fail := func(err error) {
+		select {
+		case out <- &chunk{file: "topic " + topic, err: err}:
+		case <-ctx.Done():
+		}
+	}
+	merge, err := order.New(order.Options[kafka.Message]{
+		Timestamp: messageTime, Wait: math.MaxInt64 / 4, BehindWait: math.MaxInt64 / 4, Release: recycleFetched,
+	})
+	if err != nil {
+		fail(err)
+		return
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	fetchedCh := make(chan fetched, 16)
+	open := 0
+	for _, r := range ranges {
+		if r.from >= r.end {
+			continue
+		}
+		merge.AddPartition(r.partition, 0)
+		f := newFetcher(brokers, sec.Dialer(), topic, int(r.partition), r.from, r.end, fetchedCh, log)
+		go f.run(ctx)
+		open++
+	}
+	c := newChunk(free, 0, "topic "+topic, 0)
+	bytes := 0
+	send := func() bool {
+		select {
+		case out <- c:
+		case <-ctx.Done():
+			return false
+		}
+		c, bytes = newChunk(free, 0, "topic "+topic, 0), 0
+		return true
+	}
+	for open > 0 {
+		var f fetched
+		select {
+		case f = <-fetchedCh:
+		case <-ctx.Done():
+			return
+		}
+		if f.done {
+			merge.Done(f.partition)
+			open--
+		} else {
+			merge.Push(f.partition, f.msgs, true, 0)
+		}
+		for {
+			m, p, ok := merge.Pop(0)
+			if !ok {
+				break
+			}
+			c.recs = append(c.recs, topicRecord(&m, p))
+			if bytes += len(m.Value); bytes >= size && !send() {
+				return
+			}
+		}
+	}
+	if len(c.recs) > 0 {
+		send()
+	}
+	if merge.Len() > 0 {
+		fail(errors.New("records left in the merge after every partition ended"))
+	}
+}
+
+// topicRecord is the engine's record of a Kafka message of partition p:
+// its timestamp is its reference time, as live.
+func topicRecord(m *kafka.Message, p int32) engine.Record {
+	return engine.Record{
+		Value:     m.Value,
+		Partition: p,
+		Reference: m.Time.UnixMilli(), HasReference: !m.Time.IsZero(),
+		Prov: event.Provenance{Topic: m.Topic, Partition: p, Offset: m.Offset},
+	}
+}
