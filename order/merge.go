@@ -19,23 +19,31 @@ package order
 import "fmt"
 
 // Options configure a Merger.
+//
+// A record is held for a partition that has nothing buffered until the
+// partition has records, or for at most the partition's wait (Wait, or
+// BehindWait while it is behind) counted from when the record arrived: a
+// record of that partition that arrives within the wait of the held one
+// is taken in timestamp order with it. A caught-up partition empty for
+// longer than Wait before the record arrived is idle and holds it not at
+// all.
 type Options[T any] struct {
 	// Timestamp returns a record's timestamp, the order's key. Required.
 	Timestamp func(*T) int64
 	// Wait is how long a partition that has nothing buffered and has read
-	// everything the broker had (caught up) holds back the records of the
-	// other partitions: a record written to it meanwhile with a smaller
-	// timestamp still goes first. Past it the partition counts as idle
-	// until it has records again. 0 never waits for a caught-up partition.
+	// everything the broker had (caught up) holds back a record of another
+	// partition: a record written to it meanwhile with a smaller timestamp
+	// still goes first. 0 never waits for a caught-up partition.
 	Wait int64
 	// BehindWait is how long a partition that has nothing buffered but is
 	// known to have more to read (a fetch in flight, a leader the fetcher
-	// is reconnecting to) holds back the others. It is at least Wait.
+	// is reconnecting to) holds back a record of another. It is at least
+	// Wait.
 	BehindWait int64
-	// OnTimeout, if set, is called when a wait for partition p times out
-	// while a record of another partition was held back for it: from then
-	// on the order depends on when records arrived. waited is how long
-	// that record was held (ms).
+	// OnTimeout, if set, is called when a wait for partition p runs out
+	// while a record of another partition was held back for it, once per
+	// silence of p: from then on the order depends on when records
+	// arrived. waited is how long that record was held (ms).
 	OnTimeout func(p int32, waited int64)
 	// Release, if set, is given back each slice of records Push took once
 	// every record in it has been taken by Pop.
@@ -65,10 +73,12 @@ type partition[T any] struct {
 	// done is set once the partition has nothing more to give (a replay
 	// reached its end): it is never waited for.
 	done bool
-	// emptySince is when the partition last had nothing buffered; idle is
-	// set once it has been so for longer than its wait.
+	// emptySince is when the partition last had nothing buffered.
 	emptySince int64
-	idle       bool
+	// timedOut is set once a wait for the partition ran out, until it
+	// has records again or falls behind: one timeout is reported per
+	// silence.
+	timedOut bool
 }
 
 // New returns a Merger with no partitions.
@@ -124,12 +134,11 @@ func (m *Merger[T]) mustFind(p int32) *partition[T] {
 // until Pop has taken every record (then Options.Release has it back).
 func (m *Merger[T]) Push(p int32, recs []T, behind bool, now int64) {
 	part := m.mustFind(p)
+	if behind && !part.behind {
+		part.timedOut = false
+	}
 	part.behind = behind
 	if len(recs) == 0 {
-		if m.empty(part) && part.idle && behind {
-			// Known to have more: wait for it again.
-			part.idle, part.emptySince = false, now
-		}
 		if m.opts.Release != nil {
 			m.opts.Release(recs)
 		}
@@ -137,22 +146,8 @@ func (m *Merger[T]) Push(p int32, recs []T, behind bool, now int64) {
 	}
 	part.fetches = append(part.fetches, recs)
 	part.arrived = append(part.arrived, now)
-	part.idle = false
+	part.timedOut = false
 	m.buffered += len(recs)
-}
-
-// Behind marks partition p as known to have records not fetched yet (a
-// fetch failed and the fetcher reconnects), so that the others wait for it
-// up to BehindWait from now.
-func (m *Merger[T]) Behind(p int32, now int64) {
-	part := m.mustFind(p)
-	if part.behind {
-		return
-	}
-	part.behind = true
-	if m.empty(part) {
-		part.idle, part.emptySince = false, now
-	}
 }
 
 // Done marks partition p as having nothing more to give: the Merger no
@@ -164,20 +159,18 @@ func (m *Merger[T]) Len() int { return m.buffered }
 
 func (m *Merger[T]) empty(part *partition[T]) bool { return len(part.fetches) == 0 }
 
-// wait returns how long partition part, empty, holds back the others.
-func (m *Merger[T]) wait(part *partition[T]) int64 {
+// deadline returns until when a record that arrived at arrived is held for
+// part, which has nothing buffered.
+func (m *Merger[T]) deadline(part *partition[T], arrived int64) int64 {
 	if part.behind {
-		return m.opts.BehindWait
+		return arrived + m.opts.BehindWait
 	}
-	return m.opts.Wait
+	return min(part.emptySince, arrived) + m.opts.Wait
 }
 
-// Pop takes the next record at processing time now: the buffered record
-// with the smallest timestamp (ties to the lower partition), provided that
-// no partition with nothing buffered is still to be waited for. ok is false
-// when there is no record to take yet; Deadline then says until when a
-// wait holds it back.
-func (m *Merger[T]) Pop(now int64) (rec T, p int32, ok bool) {
+// best returns the partition whose first record has the smallest
+// timestamp, ties to the lower partition; nil when none has records.
+func (m *Merger[T]) best() *partition[T] {
 	var best *partition[T]
 	var bestTS int64
 	for _, part := range m.parts {
@@ -189,21 +182,35 @@ func (m *Merger[T]) Pop(now int64) (rec T, p int32, ok bool) {
 			best, bestTS = part, ts
 		}
 	}
+	return best
+}
+
+// Pop takes the next record at processing time now: the buffered record
+// with the smallest timestamp (ties to the lower partition), provided that
+// no partition with nothing buffered is still to be waited for. ok is false
+// when there is no record to take yet; Deadline then says until when a
+// wait holds it back.
+func (m *Merger[T]) Pop(now int64) (rec T, p int32, ok bool) {
+	best := m.best()
 	if best == nil {
 		return rec, 0, false
 	}
+	arrived := best.arrived[0]
 	for _, part := range m.parts {
-		if !m.empty(part) || part.done || part.idle {
+		if !m.empty(part) || part.done {
 			continue
 		}
-		deadline := part.emptySince + m.wait(part)
-		if now < deadline {
+		if now < m.deadline(part, arrived) {
 			return rec, 0, false
 		}
-		part.idle = true
-		// The record was held back if it arrived before the wait ran out.
-		if held := best.arrived[0]; held < deadline && m.opts.OnTimeout != nil {
-			m.opts.OnTimeout(part.id, now-max(held, part.emptySince))
+		// Going on without the partition: reported when the record was
+		// held for it, not when the partition was idle already.
+		held := part.behind || arrived < part.emptySince+m.opts.Wait
+		if held && !part.timedOut {
+			part.timedOut = true
+			if m.opts.OnTimeout != nil {
+				m.opts.OnTimeout(part.id, now-arrived)
+			}
 		}
 	}
 	rec = best.fetches[0][best.head]
@@ -224,19 +231,20 @@ func (m *Merger[T]) Pop(now int64) (rec T, p int32, ok bool) {
 	return rec, best.id, true
 }
 
-// Deadline returns the earliest time at which a wait for an empty
-// partition runs out, if one holds records back.
+// Deadline returns when the wait that holds back the next record runs out,
+// if one does.
 func (m *Merger[T]) Deadline() (int64, bool) {
-	if m.buffered == 0 {
+	best := m.best()
+	if best == nil {
 		return 0, false
 	}
 	var at int64
 	found := false
 	for _, part := range m.parts {
-		if !m.empty(part) || part.done || part.idle {
+		if !m.empty(part) || part.done {
 			continue
 		}
-		if d := part.emptySince + m.wait(part); !found || d < at {
+		if d := m.deadline(part, best.arrived[0]); !found || d > at {
 			at, found = d, true
 		}
 	}

@@ -71,7 +71,7 @@ func TestOrderIndependentOfFetches(t *testing.T) {
 		r := rand.New(rand.NewPCG(seed, 1))
 		parts := randomParts(r, 1+r.IntN(5))
 		want := reference(parts)
-		m := newMerger(t, 10, 1000, nil)
+		m := newMerger(t, 10, 1<<40, nil)
 		now := int64(0)
 		for p := range parts {
 			m.AddPartition(int32(p), now)
@@ -123,9 +123,10 @@ func allPushed(next []int, parts [][]rec) bool {
 }
 
 // TestCaughtUpPartitionWaitedFor: a partition that has read all the broker
-// had holds the others back for Wait; a record that reaches it within the
-// wait still goes first; past the wait the others go on (counted), and the
-// partition, idle, holds nothing back until it has records again.
+// had holds a record of another back for at most Wait from its arrival; a
+// record that reaches it within the wait still goes first; past the wait
+// the others go on (counted once), and a partition empty for longer than
+// the wait before a record arrives does not hold it.
 func TestCaughtUpPartitionWaitedFor(t *testing.T) {
 	var timeouts []int32
 	m := newMerger(t, 100, 1000, &timeouts)
@@ -133,16 +134,16 @@ func TestCaughtUpPartitionWaitedFor(t *testing.T) {
 	m.AddPartition(1, 0)
 	m.Push(1, []rec{{1, 0, 5}}, false, 0)
 	m.Push(0, []rec{{0, 0, 10}}, false, 1)
-	// Both have a record: the smaller timestamp goes, then partition 0's
-	// waits for partition 1, empty since 2.
+	// Both have a record: the smaller timestamp goes, then partition 0's,
+	// which arrived at 1, waits for partition 1, empty since 2.
 	if x, _, ok := m.Pop(2); !ok || x.p != 1 {
 		t.Fatalf("first pop %v %v, want partition 1's", x, ok)
 	}
 	if _, _, ok := m.Pop(50); ok {
 		t.Fatal("took partition 0's record while partition 1 was still waited for")
 	}
-	if d, ok := m.Deadline(); !ok || d != 102 {
-		t.Fatalf("deadline %d %v, want 102", d, ok)
+	if d, ok := m.Deadline(); !ok || d != 101 {
+		t.Fatalf("deadline %d %v, want 101", d, ok)
 	}
 	// A record with a smaller timestamp arrives within the wait: it goes
 	// first.
@@ -150,23 +151,24 @@ func TestCaughtUpPartitionWaitedFor(t *testing.T) {
 	if x, _, _ := m.Pop(60); x.p != 1 || x.ts != 7 {
 		t.Fatalf("popped %v, want partition 1's record at 7", x)
 	}
-	if _, _, ok := m.Pop(159); ok {
+	// Partition 1 drained again at 60, but the record waiting since 1 is
+	// held only until 101 in all.
+	if _, _, ok := m.Pop(100); ok {
 		t.Fatal("the wait ran out early")
 	}
-	if x, _, ok := m.Pop(160); !ok || x.p != 0 {
+	if x, _, ok := m.Pop(101); !ok || x.p != 0 {
 		t.Fatalf("after the wait: %v %v, want partition 0's record", x, ok)
 	}
 	if !slices.Equal(timeouts, []int32{1}) {
 		t.Fatalf("timeouts %v, want one for partition 1", timeouts)
 	}
-	// Partition 1 is idle now: a new record of partition 0 goes at once,
-	// and no timeout is counted.
+	// Partition 1 has been empty for longer than the wait: a new record of
+	// partition 0 goes at once, and no timeout is counted.
 	m.Push(0, []rec{{0, 1, 20}}, false, 500)
 	if x, _, ok := m.Pop(500); !ok || x.ts != 20 {
 		t.Fatalf("with partition 1 idle: %v %v", x, ok)
 	}
-	// Records again on partition 1 end its idleness; once drained, it is
-	// waited for again.
+	// Records again on partition 1; once drained, it is waited for again.
 	m.Push(1, []rec{{1, 2, 30}}, false, 600)
 	m.Push(0, []rec{{0, 2, 40}}, false, 600)
 	if x, _, _ := m.Pop(600); x.ts != 30 {
@@ -177,6 +179,31 @@ func TestCaughtUpPartitionWaitedFor(t *testing.T) {
 	}
 	if len(timeouts) != 1 {
 		t.Fatalf("timeouts %v: a wait that had nothing to hold back was counted", timeouts)
+	}
+}
+
+// TestNoCascade: when the partitions fall silent one after the other (the
+// end of the traffic), a record held for one of them is not held again for
+// the next: each record waits at most Wait in all.
+func TestNoCascade(t *testing.T) {
+	m := newMerger(t, 100, 1000, nil)
+	for p := range int32(3) {
+		m.AddPartition(p, 0)
+	}
+	m.Push(0, []rec{{0, 0, 1}}, false, 0)
+	m.Push(1, []rec{{1, 0, 2}}, false, 0)
+	m.Push(2, []rec{{2, 0, 3}}, false, 0)
+	var took []int64
+	for now := int64(0); now <= 300 && len(took) < 3; now++ {
+		for _, _, ok := m.Pop(now); ok; _, _, ok = m.Pop(now) {
+			took = append(took, now)
+		}
+	}
+	// Partition 0 drains at 0 and holds the others until 100; partition 1
+	// drains at 100, but partition 2's record arrived at 0 and has waited
+	// its 100 already.
+	if !slices.Equal(took, []int64{0, 100, 100}) {
+		t.Fatalf("records taken at %v, want [0 100 100]", took)
 	}
 }
 
@@ -216,7 +243,7 @@ func TestBehindPartitionWaitedLonger(t *testing.T) {
 	}
 	// A fetch that fails marks it behind again.
 	m.Push(0, []rec{{0, 1, 20}}, false, 700)
-	m.Behind(1, 700)
+	m.Push(1, nil, true, 700)
 	if _, _, ok := m.Pop(1699); ok {
 		t.Fatal("a partition behind was waited for less than BehindWait")
 	}

@@ -81,7 +81,7 @@ func TestMetricLabelsBounded(t *testing.T) {
 
 // metricSum adds up every series of a counter or gauge, or the counts of a
 // histogram's.
-func metricSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
+func metricSum(t testing.TB, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {

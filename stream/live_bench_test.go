@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/riskstream/riskstream/gen"
 	"github.com/segmentio/kafka-go"
 )
@@ -19,6 +21,8 @@ var (
 	liveRate       = flag.Float64("live.rate", 20_000, "BenchmarkLive: events sent per second (0: as fast as the producer can)")
 	liveEvents     = flag.Int("live.events", 100_000, "BenchmarkLive: events sent")
 	livePartitions = flag.Int("live.partitions", 4, "BenchmarkLive: partitions of the input topic (riskstream run's embedded broker makes 4)")
+	liveWait       = flag.Duration("live.partition-wait", DefaultPartitionWait, "BenchmarkLive: the job's --partition-wait")
+	liveCheckpoint = flag.Duration("live.checkpoint-interval", time.Second, "BenchmarkLive: the job's --checkpoint-interval")
 )
 
 var ingestField = regexp.MustCompile(`,"ingest_ts":\d+`)
@@ -66,7 +70,15 @@ func BenchmarkLive(b *testing.B) {
 		var addr string
 		labelled("broker", func() { addr = startLiveBrokerWith(b, int32(*livePartitions)) })
 		var stop func()
-		labelled("job", func() { stop = startJob(b, RunOptions{Brokers: []string{addr}}) })
+		reg := prometheus.NewRegistry()
+		wait := *liveWait
+		if wait == 0 {
+			wait = -1 // no wait, not the default
+		}
+		labelled("job", func() {
+			stop = startJob(b, RunOptions{Brokers: []string{addr}, Registry: reg,
+				PartitionWait: wait, CheckpointInterval: *liveCheckpoint})
+		})
 		arrivalsSoFar.Store(0)
 		seen := make(chan []arrival, 1)
 		readerCtx, stopReader := context.WithCancel(context.Background())
@@ -120,7 +132,27 @@ func BenchmarkLive(b *testing.B) {
 		b.ReportMetric(float64(st.Records)/st.Elapsed.Seconds(), "sent/s")
 		b.ReportMetric(float64(st.Records)/lastAt.Sub(start).Seconds(), "consumed/s")
 		b.ReportMetric(float64(lastAt.Sub(produced))/float64(time.Millisecond), "drain-ms")
+		b.ReportMetric(metricSum(b, reg, "riskstream_partition_wait_timeouts_total"), "wait-timeouts")
+		ckpt := histogramOf(b, reg, "riskstream_checkpoint_duration_seconds")
+		b.ReportMetric(float64(ckpt.GetSampleCount()), "checkpoints")
+		b.ReportMetric(1000*ckpt.GetSampleSum()/float64(max(ckpt.GetSampleCount(), 1)), "checkpoint-mean-ms")
 	}
+}
+
+// histogramOf returns the histogram named name.
+func histogramOf(t testing.TB, reg *prometheus.Registry, name string) *dto.Histogram {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetHistogram()
+		}
+	}
+	t.Fatalf("no histogram %s", name)
+	return nil
 }
 
 // labelled runs f under the pprof label part=name; goroutines f starts
