@@ -397,6 +397,11 @@ func (e *Engine) Finish() error {
 // windows.Operator.WriteBack.
 func (e *Engine) WriteBack(n int) error { return e.op.WriteBack(n) }
 
+// Changed returns about how many window states changed since they were
+// last written to the backend: what the next Checkpoint writes, unless
+// WriteBack writes it first.
+func (e *Engine) Changed() int { return e.op.Changed() }
+
 // Watermark returns the job's watermark.
 func (e *Engine) Watermark() int64 { return e.op.Watermark() }
 

@@ -90,6 +90,10 @@ type liveJob struct {
 	waitTimeouts   int
 	lastTimeoutLog int64
 
+	// nextCheckpoint is when the next checkpoint is due, for the
+	// write-back's pace.
+	nextCheckpoint time.Time
+
 	outputClient *kafka.Client
 	endsUnknown  bool // warned that outputEnds fails, until it works again
 	commitFailed chan error
@@ -340,9 +344,10 @@ func (j *liveJob) addFetchers(partitions []int) {
 func (j *liveJob) loop(ctx context.Context) error {
 	ticker := time.NewTicker(j.opts.CheckpointInterval)
 	defer ticker.Stop()
+	j.nextCheckpoint = j.opts.Now().Add(j.opts.CheckpointInterval)
 	// Processing time moves idle partitions' watermarks and fires windows
 	// even when no record arrives, and ends the merge's waits.
-	tick := time.NewTicker(10 * time.Millisecond)
+	tick := time.NewTicker(tickInterval)
 	defer tick.Stop()
 	discover := time.NewTicker(j.opts.PartitionDiscovery)
 	defer discover.Stop()
@@ -380,6 +385,7 @@ func (j *liveJob) loop(ctx context.Context) error {
 				return err
 			}
 		case <-ticker.C:
+			j.nextCheckpoint = j.opts.Now().Add(j.opts.CheckpointInterval)
 			if err := j.checkpoint(false); err != nil {
 				return err
 			}
@@ -438,7 +444,8 @@ func (j *liveJob) tick() error {
 	}
 	// Spread the next checkpoint's writes over the interval: it pauses
 	// the loop for what is left.
-	return j.e.WriteBack(writeBackPerTick)
+	ticksLeft := max(1, int(j.nextCheckpoint.Sub(j.opts.Now())/tickInterval))
+	return j.e.WriteBack(max(writeBackPerTick, (j.e.Changed()+ticksLeft-1)/ticksLeft))
 }
 
 // discover starts fetching partitions added to the input topic.

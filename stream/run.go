@@ -17,11 +17,16 @@ import (
 	"github.com/segmentio/kafka-go"
 )
 
-// writeBackPerTick is how many changed window states the live loop writes
-// to Pebble every 10 ms tick ahead of the checkpoint (25,600 states a
-// second), so that the checkpoint, which pauses the loop, finds little left
-// to write (BenchmarkCheckpoint; BENCHMARKS.md, "Checkpoint pause").
+// writeBackPerTick is the least number of changed window states the live
+// loop writes to Pebble every tick ahead of the checkpoint, which pauses
+// the loop for what is left (BenchmarkCheckpoint; BENCHMARKS.md,
+// "Checkpoint pause"); when more states change, each tick writes its share
+// of those changed so far over the ticks left before the checkpoint.
 const writeBackPerTick = 256
+
+// tickInterval is how often the live loop moves processing time: merge
+// waits, idle partitions, write-back.
+const tickInterval = 10 * time.Millisecond
 
 // stopOutputGrace is how long a stop waits for outputs the brokers do not
 // acknowledge (an outage) before the job ends without its final

@@ -803,3 +803,7 @@ func (op *Operator) Flush() error { return op.cache.flush() }
 // longest ago first. The live job calls it between records, so that the
 // next checkpoint, which pauses the job, finds less left to write.
 func (op *Operator) WriteBack(n int) error { return op.cache.writeBackSome(n) }
+
+// Changed returns how many states are queued for WriteBack: changed since
+// they were last written, or written since (a few).
+func (op *Operator) Changed() int { return len(op.cache.changed) - op.cache.changedHead }
