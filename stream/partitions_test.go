@@ -110,6 +110,32 @@ func compareDecisions(t testing.TB, got, want []string) {
 	t.Logf("%d decisions, equal to the replay of the topic, in the same order", len(got))
 }
 
+// readWithKcat reads every message of topic with kcat, a client we did not
+// write, when it is installed (CI installs it); ok is false without it.
+func readWithKcat(t testing.TB, addr, topic string) (lines []string, ok bool) {
+	t.Helper()
+	kcat, err := exec.LookPath("kcat")
+	if err != nil {
+		return nil, false
+	}
+	out, err := exec.Command(kcat, "-C", "-b", addr, "-t", topic, "-o", "beginning", "-e", "-q", "-f", "%s\n").Output()
+	if err != nil {
+		t.Fatalf("kcat -C %s: %v", topic, err)
+	}
+	return strings.Split(strings.TrimSpace(string(out)), "\n"), true
+}
+
+// checkWithKcat fails unless kcat, if installed, reads the decisions topic
+// as want.
+func checkWithKcat(t testing.TB, addr string, want []string) {
+	t.Helper()
+	if got, ok := readWithKcat(t, addr, "decisions"); ok && !slices.Equal(got, want) {
+		t.Fatalf("kcat read %d decisions, the job wrote %d", len(got), len(want))
+	} else if ok {
+		t.Logf("kcat read the same %d decisions", len(got))
+	}
+}
+
 // startPartitionedBroker starts the embedded broker with a 4-partition
 // input topic and produces events to it, keyed by id.
 func startPartitionedBroker(t *testing.T) string {
@@ -154,6 +180,7 @@ func TestLiveEqualsTopicReplayPartitioned(t *testing.T) {
 	stop()
 	got := readTopic(t, addr, "decisions")
 	compareDecisions(t, got, want)
+	checkWithKcat(t, addr, got)
 	if !sourceSuffix.MatchString(got[0]) {
 		t.Fatalf("a decision without its event's partition and offset: %s", got[0])
 	}
@@ -300,5 +327,98 @@ func TestCrashSafetyPartitioned(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("clean stop: %v\n%s", err, logs.String())
 	}
-	compareDecisions(t, readTopic(t, addr, "decisions"), topicReplayDecisions(t, addr, cfg))
+	got := readTopic(t, addr, "decisions")
+	compareDecisions(t, got, topicReplayDecisions(t, addr, cfg))
+	checkWithKcat(t, addr, got)
+}
+
+// TestReplayTopicRange: --from and --to bound what a replay of a topic
+// reads, by offsets (all partitions, or some) and by time.
+func TestReplayTopicRange(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a broker")
+	}
+	addr := startPartitionedBroker(t)
+	produceBundled(t, addr)
+	var all []kafka.Message
+	ends := map[int32]int64{}
+	for p := range 4 {
+		msgs := readPartition(t, addr, "requests", p)
+		all = append(all, msgs...)
+		ends[int32(p)] = int64(len(msgs))
+	}
+	records := func(from, to string) int64 {
+		t.Helper()
+		f, err := ParsePosition(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tp, err := ParsePosition(to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum, err := Replay(context.Background(), ReplayOptions{Config: loadRules(t), Topic: "requests",
+			Brokers: []string{addr}, OutDir: t.TempDir(), From: f, To: tp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sum.Records
+	}
+	if n := records("", ""); n != int64(len(all)) {
+		t.Errorf("the whole topic: %d records, want %d", n, len(all))
+	}
+	// 100 to 200 in every partition.
+	if n := records("100", "200"); n != 400 {
+		t.Errorf("offsets 100 to 200: %d records, want 400", n)
+	}
+	// Partition 2 from 50, the others from their start; partition 0 up to
+	// 10, the others to their end.
+	want := int64(len(all)) - 50 - (ends[0] - 10)
+	if n := records("2=50", "0=10"); n != want {
+		t.Errorf("per partition: %d records, want %d", n, want)
+	}
+	// By time: the records at or after the median timestamp.
+	times := make([]int64, len(all))
+	for i, m := range all {
+		times[i] = m.Time.UnixMilli()
+	}
+	slices.Sort(times)
+	mid := times[len(times)/2]
+	var after int64
+	for _, m := range all {
+		if m.Time.UnixMilli() >= mid {
+			after++
+		}
+	}
+	// The broker finds the first record at or after the time (Kafka), or
+	// the first batch holding one (kfake): at least those records are
+	// read, and not the whole topic.
+	if n := records(time.UnixMilli(mid).UTC().Format(time.RFC3339Nano), ""); n < after || n >= int64(len(all)) {
+		t.Errorf("from %d: %d records, want at least %d and fewer than %d", mid, n, after, len(all))
+	}
+}
+
+func TestParsePosition(t *testing.T) {
+	for _, tc := range []struct{ in, out, err string }{
+		{in: "", out: ""},
+		{in: "1500", out: "1500"},
+		{in: "0=1500, 3=1720", out: "0=1500,3=1720"},
+		{in: "2026-11-24T10:00:00Z", out: "2026-11-24T10:00:00Z"},
+		{in: "-1", err: "not negative"},
+		{in: "0=1,0=2", err: "named twice"},
+		{in: "x=1", err: "not a partition number"},
+		{in: "1=y", err: "not an offset"},
+		{in: "yesterday", err: "RFC 3339"},
+	} {
+		p, err := ParsePosition(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: error %v, want one saying %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || p.String() != tc.out {
+			t.Errorf("%q: %q, %v; want %q", tc.in, p.String(), err, tc.out)
+		}
+	}
 }
