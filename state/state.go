@@ -102,16 +102,13 @@ type DB struct {
 	db   *pebble.DB
 	opts Options
 	m    *monitor
-	// pending holds the writes since the last commit, which reads must
-	// see; a commit turns them into one Pebble batch.
-	pending writes
-	// committing holds the writes CommitAsync is committing, which reads
-	// must see until the commit is done. Its goroutine reads their ops and
-	// data and sorts in scratch space of its own (sorted, tmp); reads on
-	// the owner's goroutine may build their index meanwhile.
-	committing writes
-	key        []byte
-	val        []byte
+	// own holds the DB's own writes (slots written through the DB, and
+	// metadata) not yet committed; each of parts holds its shard's.
+	own   buffer
+	parts []*Part
+	// sorted and tmp are the scratch space of sorting a commit's writes,
+	// used by one commit at a time.
+	sorted, tmp []sortKey
 	// inflight is closed when the commit started by CommitAsync is done;
 	// nil when there is none. inflightErr is its result, inflightStart
 	// when it started.
@@ -122,6 +119,71 @@ type DB struct {
 	// Unix nanoseconds (zero when none): Health reads it.
 	committingSince atomic.Int64
 }
+
+// buffer holds writes not yet committed, which reads through it must see:
+// those since the last commit (pending), which a commit turns into one
+// Pebble batch, and those of the commit CommitAsync has in flight
+// (committing), until it is done. The committing goroutine only reads
+// their ops and data; reads on the owner's goroutine may build their index
+// meanwhile.
+type buffer struct {
+	pending, committing writes
+	key, val            []byte
+}
+
+// Part is a share of a DB's slots with writes of its own: a shard of a
+// sharded engine writes and reads its slots through one, on its own
+// goroutine, while the other shards use theirs. A commit of the DB
+// (Commit, CommitAsync) commits every part's writes with the DB's own, in
+// one batch: a checkpoint stays atomic. Commits must not run while a part
+// is in use. Parts must not share slot keys.
+type Part struct {
+	d   *DB
+	buf buffer
+}
+
+// Parts returns n parts of d, made once, before any write. They need
+// Options.AtomicCheckpoints: a part's writes are only committed with the
+// DB's.
+func (d *DB) Parts(n int) ([]*Part, error) {
+	if !d.opts.AtomicCheckpoints {
+		return nil, errors.New("state: parts need Options.AtomicCheckpoints")
+	}
+	if d.parts != nil {
+		return nil, errors.New("state: parts made twice")
+	}
+	for range n {
+		d.parts = append(d.parts, &Part{d: d})
+	}
+	return d.parts, nil
+}
+
+// buffers returns the DB's buffer and its parts'.
+func (d *DB) buffers() []*buffer {
+	bs := []*buffer{&d.own}
+	for _, p := range d.parts {
+		bs = append(bs, &p.buf)
+	}
+	return bs
+}
+
+// Get implements windows.Backend, reading through the part's writes.
+func (p *Part) Get(key []byte) ([]byte, bool, error) { return p.d.get(&p.buf, key) }
+
+// GetSorted implements windows.Backend, as DB.GetSorted.
+func (p *Part) GetSorted(keys [][]byte, fn func(i int, value []byte, found bool) error) error {
+	return p.d.getSorted(&p.buf, keys, fn)
+}
+
+// Set implements windows.Backend.
+func (p *Part) Set(key, value []byte) error { return p.d.set(&p.buf, key, value, false) }
+
+// Delete implements windows.Backend.
+func (p *Part) Delete(key []byte) error { return p.d.set(&p.buf, key, nil, true) }
+
+// Scan implements windows.Backend: every stored slot, as DB.Scan (a
+// restoring shard takes its own).
+func (p *Part) Scan(fn func(key, value []byte) error) error { return p.d.Scan(fn) }
 
 // writes are the writes of one commit, in the order they were made. They
 // are kept out of a Pebble batch until the commit, and the batch is built
@@ -142,8 +204,6 @@ type writes struct {
 	// index maps a key to its last write in ops; valid only if indexed.
 	index   map[string]int
 	indexed bool
-	// sorted and tmp are the scratch space of sorting.
-	sorted, tmp []sortKey
 }
 
 // op is a pending write of the key data[key:value]: the value
@@ -189,19 +249,41 @@ func (w *writes) get(key []byte) (value []byte, deleted, ok bool) {
 
 func (w *writes) empty() bool { return len(w.ops) == 0 }
 
-// batch returns the last write of each key as a Pebble batch, in key
-// order. It only reads w's ops and data, so reads may go on meanwhile.
-func (w *writes) batch(db *pebble.DB) (*pebble.Batch, error) {
-	w.sorted = w.sorted[:0]
-	for i, o := range w.ops {
-		w.sorted = append(w.sorted, newSortKey(w.key(o), i))
+// batchOf returns the last write of each key of ws as a Pebble batch, in
+// key order. It only reads the writes' ops and data, so reads may go on
+// meanwhile. sorted and tmp are scratch space, returned grown.
+func batchOf(db *pebble.DB, ws []*writes, sorted, tmp []sortKey) (*pebble.Batch, []sortKey, []sortKey, error) {
+	// A write is numbered across ws: its writes' start plus its index.
+	starts := make([]int, len(ws))
+	size, n := 0, 0
+	for i, w := range ws {
+		starts[i] = n
+		n += len(w.ops)
+		size += len(w.data) + 8*len(w.ops)
 	}
-	w.tmp = sortWrites(w.sorted, w.tmp, func(op int) []byte { return w.key(w.ops[op]) })
-	b := db.NewBatchWithSize(len(w.data) + 8*len(w.ops))
-	for i, k := range w.sorted {
-		o := w.ops[k.op]
+	at := func(g int) (*writes, op) {
+		i := len(ws) - 1
+		for starts[i] > g {
+			i--
+		}
+		return ws[i], ws[i].ops[g-starts[i]]
+	}
+	keyOf := func(g int) []byte {
+		w, o := at(g)
+		return w.key(o)
+	}
+	sorted = sorted[:0]
+	for i, w := range ws {
+		for k, o := range w.ops {
+			sorted = append(sorted, newSortKey(w.key(o), starts[i]+k))
+		}
+	}
+	tmp = sortWrites(sorted, tmp, keyOf)
+	b := db.NewBatchWithSize(size)
+	for i, k := range sorted {
+		w, o := at(k.op)
 		key := w.key(o)
-		if i+1 < len(w.sorted) && bytes.Equal(key, w.key(w.ops[w.sorted[i+1].op])) {
+		if i+1 < len(sorted) && bytes.Equal(key, keyOf(sorted[i+1].op)) {
 			continue // written again later
 		}
 		var d *pebble.DeferredBatchOp
@@ -214,10 +296,10 @@ func (w *writes) batch(db *pebble.DB) (*pebble.Batch, error) {
 		copy(d.Key, key)
 		if err := d.Finish(); err != nil {
 			b.Close()
-			return nil, err
+			return nil, sorted, tmp, err
 		}
 	}
-	return b, nil
+	return b, sorted, tmp, nil
 }
 
 // reset empties w, keeping its memory for the next commit.
@@ -226,7 +308,7 @@ func (w *writes) reset() {
 		clear(w.index)
 		w.indexed = false
 	}
-	w.ops, w.data, w.sorted = w.ops[:0], w.data[:0], w.sorted[:0]
+	w.ops, w.data = w.ops[:0], w.data[:0]
 }
 
 // Open opens (creating if needed) the state database in opts.Dir. A
@@ -349,32 +431,43 @@ func (d *DB) readError(op string, err error) error {
 	return fmt.Errorf("state: %s: %w", op, err)
 }
 
-func (d *DB) slotKey(key []byte) []byte {
-	d.key = append(append(d.key[:0], prefixSlot), key...)
-	return d.key
+func (b *buffer) slotKey(key []byte) []byte {
+	b.key = append(append(b.key[:0], prefixSlot), key...)
+	return b.key
 }
 
 // Get implements windows.Backend, reading through the pending writes. The
 // value is valid until the next Get.
 func (d *DB) Get(key []byte) ([]byte, bool, error) {
-	return d.get(d.slotKey(key))
+	return d.get(&d.own, key)
 }
 
-func (d *DB) get(key []byte) (_ []byte, _ bool, err error) {
+// get reads slot key through b's writes.
+func (d *DB) get(b *buffer, key []byte) ([]byte, bool, error) {
+	return d.read(b, b.slotKey(key))
+}
+
+// pendingGet returns b's write of key not yet committed, if any.
+func (b *buffer) pendingGet(key []byte) (value []byte, deleted, ok bool) {
+	v, deleted, ok := b.pending.get(key)
+	if !ok {
+		v, deleted, ok = b.committing.get(key)
+	}
+	return v, deleted, ok
+}
+
+// read reads key (prefixed) through b's writes.
+func (d *DB) read(b *buffer, key []byte) (_ []byte, _ bool, err error) {
 	if err := d.usable(); err != nil {
 		return nil, false, err
 	}
 	defer d.recover(&err)
-	v, deleted, ok := d.pending.get(key)
-	if !ok {
-		v, deleted, ok = d.committing.get(key)
-	}
-	if ok {
+	if v, deleted, ok := b.pendingGet(key); ok {
 		if deleted {
 			return nil, false, nil
 		}
-		d.val = append(d.val[:0], v...)
-		return d.val, true, nil
+		b.val = append(b.val[:0], v...)
+		return b.val, true, nil
 	}
 	// What is not pending is in the database, whether or not the commit
 	// in flight is done: it does not touch this key.
@@ -385,16 +478,20 @@ func (d *DB) get(key []byte) (_ []byte, _ bool, err error) {
 	if err != nil {
 		return nil, false, d.readError("get", err)
 	}
-	d.val = append(d.val[:0], v...)
+	b.val = append(b.val[:0], v...)
 	closer.Close()
-	return d.val, true, nil
+	return b.val, true, nil
 }
 
 // GetSorted implements windows.Backend: it reads keys, in increasing
 // order, through the pending writes and then one iterator, whose seeks
 // forward reuse the blocks and indexes the previous ones loaded, where
 // separate Gets would each search every level afresh.
-func (d *DB) GetSorted(keys [][]byte, fn func(i int, value []byte, found bool) error) (err error) {
+func (d *DB) GetSorted(keys [][]byte, fn func(i int, value []byte, found bool) error) error {
+	return d.getSorted(&d.own, keys, fn)
+}
+
+func (d *DB) getSorted(b *buffer, keys [][]byte, fn func(i int, value []byte, found bool) error) (err error) {
 	if err := d.usable(); err != nil {
 		return err
 	}
@@ -408,12 +505,8 @@ func (d *DB) GetSorted(keys [][]byte, fn func(i int, value []byte, found bool) e
 		}
 	}()
 	for i, k := range keys {
-		key := d.slotKey(k)
-		v, deleted, ok := d.pending.get(key)
-		if !ok {
-			v, deleted, ok = d.committing.get(key)
-		}
-		if ok {
+		key := b.slotKey(k)
+		if v, deleted, ok := b.pendingGet(key); ok {
 			if err := fn(i, v, !deleted); err != nil {
 				return err
 			}
@@ -426,7 +519,7 @@ func (d *DB) GetSorted(keys [][]byte, fn func(i int, value []byte, found bool) e
 			}
 		}
 		found := it.SeekGE(key) && bytes.Equal(it.Key(), key)
-		v = nil
+		var v []byte
 		if found {
 			if v, err = it.ValueAndErr(); err != nil {
 				return d.readError("get", err)
@@ -440,20 +533,19 @@ func (d *DB) GetSorted(keys [][]byte, fn func(i int, value []byte, found bool) e
 }
 
 // Set implements windows.Backend.
-func (d *DB) Set(key, value []byte) error {
-	if err := d.usable(); err != nil {
-		return err
-	}
-	d.pending.put(d.slotKey(key), value, false)
-	return d.maybeCommit()
-}
+func (d *DB) Set(key, value []byte) error { return d.set(&d.own, key, value, false) }
 
 // Delete implements windows.Backend.
-func (d *DB) Delete(key []byte) error {
+func (d *DB) Delete(key []byte) error { return d.set(&d.own, key, nil, true) }
+
+func (d *DB) set(b *buffer, key, value []byte, deleted bool) error {
 	if err := d.usable(); err != nil {
 		return err
 	}
-	d.pending.put(d.slotKey(key), nil, true)
+	b.pending.put(b.slotKey(key), value, deleted)
+	if b != &d.own {
+		return nil // parts need atomic checkpoints
+	}
 	return d.maybeCommit()
 }
 
@@ -464,7 +556,7 @@ func (d *DB) Scan(fn func(key, value []byte) error) (err error) {
 	if err := d.usable(); err != nil {
 		return err
 	}
-	if !d.pending.empty() || d.inflight != nil {
+	if !d.pendingEmpty() || d.inflight != nil {
 		return errors.New("state: scan with uncommitted writes")
 	}
 	defer d.recover(&err)
@@ -495,13 +587,13 @@ func (d *DB) SetMeta(name string, value []byte) error {
 	if err := d.usable(); err != nil {
 		return err
 	}
-	d.pending.put(append([]byte{prefixMeta}, name...), value, false)
+	d.own.pending.put(append([]byte{prefixMeta}, name...), value, false)
 	return nil
 }
 
 // Meta returns a metadata value, or found false.
 func (d *DB) Meta(name string) (value []byte, found bool, err error) {
-	v, ok, err := d.get(append([]byte{prefixMeta}, name...))
+	v, ok, err := d.read(&d.own, append([]byte{prefixMeta}, name...))
 	if !ok || err != nil {
 		return nil, false, err
 	}
@@ -509,7 +601,7 @@ func (d *DB) Meta(name string) (value []byte, found bool, err error) {
 }
 
 func (d *DB) maybeCommit() error {
-	if d.opts.AtomicCheckpoints || len(d.pending.data) < d.opts.BatchBytes {
+	if d.opts.AtomicCheckpoints || len(d.own.pending.data) < d.opts.BatchBytes {
 		return nil
 	}
 	return d.commit(pebble.NoSync)
@@ -543,13 +635,16 @@ func (d *DB) CommitAsync(then func(error)) {
 	}
 	// The writes of the previous commit, done and reset by Wait, take the
 	// new ones.
-	d.committing, d.pending = d.pending, d.committing
-	w := &d.committing
+	var ws []*writes
+	for _, b := range d.buffers() {
+		b.committing, b.pending = b.pending, b.committing
+		ws = append(ws, &b.committing)
+	}
 	done := make(chan struct{})
 	d.inflight, d.inflightStart = done, d.startCommit()
 	go func() {
 		defer close(done)
-		err := d.commitWrites(w, pebble.Sync)
+		err := d.commitWrites(ws, pebble.Sync)
 		d.inflightErr = err
 		then(err)
 	}()
@@ -570,7 +665,9 @@ func (d *DB) Wait() error {
 		}
 		d.inflight = nil
 		if d.inflightErr == nil {
-			d.committing.reset()
+			for _, b := range d.buffers() {
+				b.committing.reset()
+			}
 		}
 	}
 	return d.inflightErr
@@ -611,15 +708,19 @@ func (d *DB) commit(o *pebble.WriteOptions) error {
 	if err := d.Wait(); err != nil {
 		return err
 	}
-	if d.pending.empty() {
+	if d.pendingEmpty() {
 		return nil
+	}
+	var ws []*writes
+	for _, b := range d.buffers() {
+		ws = append(ws, &b.pending)
 	}
 	done := make(chan struct{})
 	var err error
 	start := d.startCommit()
 	go func() {
 		defer close(done)
-		err = d.commitWrites(&d.pending, o)
+		err = d.commitWrites(ws, o)
 	}()
 	if err := d.await(done, start); err != nil {
 		return err
@@ -627,19 +728,36 @@ func (d *DB) commit(o *pebble.WriteOptions) error {
 	if err != nil {
 		return err
 	}
-	d.pending.reset()
+	for _, b := range d.buffers() {
+		b.pending.reset()
+	}
 	return nil
 }
 
-// commitWrites commits w to Pebble as one batch. A commit Pebble fails
+// pendingEmpty reports whether no write waits for a commit.
+func (d *DB) pendingEmpty() bool {
+	for _, b := range d.buffers() {
+		if !b.pending.empty() {
+			return false
+		}
+	}
+	return true
+}
+
+// commitWrites commits ws to Pebble as one batch. A commit Pebble fails
 // fails d: Pebble's commit pipeline is not usable after it.
-func (d *DB) commitWrites(w *writes, o *pebble.WriteOptions) (err error) {
+func (d *DB) commitWrites(ws []*writes, o *pebble.WriteOptions) (err error) {
 	defer d.committingSince.Store(0)
-	if w.empty() {
+	empty := true
+	for _, w := range ws {
+		empty = empty && w.empty()
+	}
+	if empty {
 		return nil
 	}
 	defer d.recover(&err)
-	b, err := w.batch(d.db)
+	var b *pebble.Batch
+	b, d.sorted, d.tmp, err = batchOf(d.db, ws, d.sorted, d.tmp)
 	if err != nil {
 		return fmt.Errorf("state: batch: %w", err)
 	}

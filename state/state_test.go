@@ -76,7 +76,7 @@ func TestAtomicCheckpoints(t *testing.T) {
 		for i := range 100 {
 			db.Set([]byte{byte(i)}, make([]byte, 100))
 		}
-		committed := len(db.pending.data) < 100*100 // the pending writes are all there until a commit
+		committed := len(db.own.pending.data) < 100*100 // the pending writes are all there until a commit
 		if committed == atomic {
 			t.Errorf("AtomicCheckpoints=%v: batch committed early = %v", atomic, committed)
 		}
@@ -296,5 +296,78 @@ func TestGetSorted(t *testing.T) {
 	})
 	if err != nil || n != len(keys) {
 		t.Fatalf("GetSorted: %v after %d of %d keys", err, n, len(keys))
+	}
+}
+
+// TestParts: shards write and read their slots through parts on
+// goroutines of their own; one commit of the DB makes the writes of every
+// part and its own durable together, and a part reads its writes, pending
+// and in flight, before that.
+func TestParts(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := open(t, t.TempDir(), Options{}).Parts(2); err == nil {
+		t.Fatal("parts without atomic checkpoints")
+	}
+	db := open(t, dir, Options{AtomicCheckpoints: true})
+	parts, err := db.Parts(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(round int) {
+		var wg sync.WaitGroup
+		for k, p := range parts {
+			wg.Go(func() {
+				for i := range 1000 {
+					key := fmt.Appendf(nil, "p%d-%04d", k, i)
+					if err := p.Set(key, fmt.Appendf(nil, "v%d", round)); err != nil {
+						t.Error(err)
+					}
+					if v, ok, err := p.Get(key); err != nil || !ok || string(v) != fmt.Sprintf("v%d", round) {
+						t.Errorf("part %d reads %q %v %v", k, v, ok, err)
+					}
+				}
+				if err := p.Delete(fmt.Appendf(nil, "p%d-%04d", k, 0)); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	write(1)
+	if err := db.SetMeta("checkpoint", []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	committed := make(chan error, 1)
+	db.CommitAsync(func(err error) { committed <- err })
+	// The commit is in flight: writes go on, and reads see the ones it
+	// commits.
+	write(2)
+	if v, ok, _ := parts[1].Get([]byte("p1-0005")); !ok || string(v) != "v2" {
+		t.Fatalf("part 1 reads %q %v during the commit", v, ok)
+	}
+	if err := <-committed; err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Reopened: Close committed what was pending, the parts' writes with
+	// the DB's own: the last round of both parts is there, deletions
+	// included.
+	db = open(t, dir, Options{})
+	defer db.Close()
+	for k := range 2 {
+		if _, ok := get(t, db, fmt.Sprintf("p%d-0000", k)); ok {
+			t.Errorf("part %d's deletion lost", k)
+		}
+		if v, ok := get(t, db, fmt.Sprintf("p%d-0999", k)); !ok || v != "v2" {
+			t.Errorf("part %d's writes: %q %v", k, v, ok)
+		}
+	}
+	if v, ok, _ := db.Meta("checkpoint"); !ok || string(v) != "1" {
+		t.Errorf("meta %q %v", v, ok)
 	}
 }
