@@ -146,7 +146,7 @@ func BenchmarkEngineReference(b *testing.B) {
 			if err := shard.Process(batch); err != nil {
 				b.Fatal(err)
 			}
-			e.Merge(batch)
+			e.Merge(batch, nil)
 		}
 		if err := e.Finish(); err != nil {
 			b.Fatal(err)

@@ -43,6 +43,10 @@ type Options struct {
 	// OnSkewTransition, if set, is told when a source becomes degraded or
 	// recovers, to log and count it.
 	OnSkewTransition func(watermark.Transition)
+	// Checkpoints makes a Sharded engine checkpointable: its shards write
+	// every state they flush through to their backends, as Engine always
+	// does (windows.Options.WriteThrough).
+	Checkpoints bool
 }
 
 // Record is one input record.

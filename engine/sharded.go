@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/watermark"
 	"github.com/riskstream/riskstream/windows"
 )
@@ -47,6 +48,7 @@ func prefetchAhead(op *windows.Operator, i, n int, refs func(i, j int) []windows
 // shard 0, so the windows a watermark fires keep the order of one timer
 // queue.
 type Sharded struct {
+	cfg    *rules.Config
 	schema *event.Schema
 	out    Output
 	count  countingOutput
@@ -94,6 +96,7 @@ func NewSharded(opts Options, backends []windows.Backend) (*Sharded, error) {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	e := &Sharded{
+		cfg:    opts.Config,
 		schema: schema,
 		out:    opts.Output,
 		clocks: newClocks(opts.Config, opts.OnSkewTransition),
@@ -111,7 +114,8 @@ func NewSharded(opts Options, backends []windows.Backend) (*Sharded, error) {
 	}
 	for i, b := range backends {
 		s := &Shard{index: i, rules: len(opts.Config.Rules)}
-		wopts := windows.Options{CacheSlots: slots, MemoryBytes: memory}
+		wopts := windows.Options{CacheSlots: slots, MemoryBytes: memory, WriteThrough: opts.Checkpoints,
+			Shard: i, Shards: len(backends)}
 		if i > 0 {
 			wopts.SameKeysAs = e.shards[0].op // one Keyer for all shards
 		}
@@ -308,12 +312,16 @@ func (s *Shard) Heatmap(h *windows.HeatmapWindow) {
 }
 
 // Merge emits the outputs of b, which every shard has processed, in the
-// order Engine would have, and counts its records.
-func (e *Sharded) Merge(b *Batch) {
+// order Engine would have, and counts its records. before, if not nil, is
+// called with each record's index before its outputs are emitted.
+func (e *Sharded) Merge(b *Batch, before func(i int)) {
 	e.forgotten = b.forgotten
 	e.cursors = append(e.cursors[:0], make([]int, len(e.shards))...)
 	for i := range b.recs {
 		rec := &b.recs[i]
+		if before != nil {
+			before(i)
+		}
 		e.stats.Records++
 		if b.errs[i] != nil {
 			e.stats.Invalid++
@@ -380,20 +388,34 @@ func (e *Sharded) emit(b *Batch, i int32, fired bool) {
 // not fired fire once, their outputs are emitted, and state is flushed to
 // the backends.
 func (e *Sharded) Finish() error {
-	wm := e.wm.Finish()
+	return e.advance(e.wm.Finish(), func(op *windows.Operator) error { return op.Flush() })
+}
+
+// Tick lets the watermark notice idle partitions at processing time now,
+// firing what it reaches (Engine's Tick). No shard may be processing.
+func (e *Sharded) Tick(now int64) error { return e.advance(e.wm.Advance(now), nil) }
+
+// advance advances every shard's watermark to wm, then runs then on each
+// shard's operator, if not nil, and emits what fired. The shards fire and
+// purge concurrently, as they process batches: each captures into its own
+// outputs.
+func (e *Sharded) advance(wm int64, then func(op *windows.Operator) error) error {
 	b := &e.end
 	b.Reset()
-	// The shards fire and purge concurrently, as they process batches:
-	// each captures into its own outputs.
 	errs := make([]error, len(e.shards))
 	var wg sync.WaitGroup
 	for i, s := range e.shards {
 		s.b, s.event, s.fired = b, 0, true
-		wg.Go(func() {
-			if errs[i] = s.op.AdvanceWatermark(wm); errs[i] == nil {
-				errs[i] = s.op.Flush()
+		run := func() {
+			if errs[i] = s.op.AdvanceWatermark(wm); errs[i] == nil && then != nil {
+				errs[i] = then(s.op)
 			}
-		})
+		}
+		if i == len(e.shards)-1 {
+			run() // on this goroutine: one less to start
+		} else {
+			wg.Go(run)
+		}
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -401,8 +423,33 @@ func (e *Sharded) Finish() error {
 	}
 	e.cursors = append(e.cursors[:0], make([]int, len(e.shards))...)
 	e.emit(b, 0, true)
+	e.merged = max(e.merged, wm)
 	return nil
 }
+
+// WriteBack writes up to n changed window states, shared among the shards,
+// to the backends ahead of the next Checkpoint (Engine's WriteBack). No
+// shard may be processing.
+func (e *Sharded) WriteBack(n int) error {
+	var errs []error
+	for _, s := range e.shards {
+		errs = append(errs, s.op.WriteBack(max(1, n/len(e.shards))))
+	}
+	return errors.Join(errs...)
+}
+
+// Changed returns about how many window states changed since they were
+// last written to the backends (Engine's Changed).
+func (e *Sharded) Changed() int {
+	n := 0
+	for _, s := range e.shards {
+		n += s.op.Changed()
+	}
+	return n
+}
+
+// PartitionWatermark returns one input partition's own watermark.
+func (e *Sharded) PartitionWatermark(id int32) int64 { return e.wm.Partition(id) }
 
 // Spilled counts the states the shards spilled to their Backends for
 // want of memory; it must not be called while shards run.

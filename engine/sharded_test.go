@@ -48,7 +48,7 @@ func runSharded(c *propCase, n, slots int, memory int64) (*capture, error) {
 				return err
 			}
 		}
-		e.Merge(b)
+		e.Merge(b, nil)
 		b.Reset()
 		return nil
 	}

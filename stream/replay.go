@@ -270,7 +270,7 @@ func Replay(ctx context.Context, opts ReplayOptions) (_ *Summary, err error) {
 		if err := errors.Join(b.errs...); err != nil {
 			return nil, err
 		}
-		e.Merge(b.b)
+		e.Merge(b.b, nil)
 		recycle(freeChunks, b.c)
 		select {
 		case freeBatches <- b:

@@ -34,6 +34,12 @@ func (op *Operator) Checkpoint(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+// owns reports whether the state of spec with id is this operator's: all
+// are, but for a shard's (Options.Shards).
+func (op *Operator) owns(spec int, id slotID) bool {
+	return shardOf(op.specs[spec], id, op.shards) == op.shard
+}
+
 // Restore loads a Checkpoint into an operator that has processed nothing
 // yet, and rebuilds the timer queue from every slot in the Backend. Slots
 // are read back from the Backend on demand.
@@ -63,8 +69,12 @@ func (op *Operator) Restore(b []byte) error {
 		if len(key) < 2 || specOf(key) >= len(op.specs) {
 			return fmt.Errorf("windows: restore: slot key %q names no rule", key)
 		}
+		id := hashSlotKey(c.seeds, string(key))
+		if !op.owns(specOf(key), id) {
+			return nil // another shard's
+		}
 		// Any stored slot may be read back; none is in memory.
-		c.cold.spilled.add(specOf(key), hashSlotKey(c.seeds, string(key)))
+		c.cold.spilled.add(specOf(key), id)
 		at, err := slotTimer(value)
 		if err != nil {
 			return fmt.Errorf("windows: restore: state of %q: %w", key, err)

@@ -86,11 +86,15 @@ func (r *SlotRef) slotKey(keys []byte) []byte {
 // Shard returns which of n shards owns r's state. Rules are split by key;
 // heatmaps all go to shard 0, so that the windows a watermark fires keep the
 // order of a single timer queue.
-func (k *Keyer) Shard(r SlotRef, n int) int {
-	if n == 1 || k.specs[r.spec].hm != nil {
+func (k *Keyer) Shard(r SlotRef, n int) int { return shardOf(k.specs[r.spec], r.id, n) }
+
+// shardOf returns which of n shards owns the state of sp with id (see
+// Keyer.Shard).
+func shardOf(sp *spec, id slotID, n int) int {
+	if n <= 1 || sp.hm != nil {
 		return 0
 	}
-	return int(r.id[0] % uint64(n))
+	return int(id[0] % uint64(n))
 }
 
 // hashKey is the 128-bit hash slots are found by (see cache.m): the hash

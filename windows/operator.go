@@ -34,6 +34,11 @@ type Options struct {
 	// this one uses, so that one Keyer's SlotRefs serve both: the shards of
 	// one engine.
 	SameKeysAs *Operator
+	// Shard and Shards say which of how many shards of one engine this
+	// operator is (Keyer.Shard), when its Backend holds the state of every
+	// shard: Restore then takes only the states of its own keys. The
+	// default value, 0 of 0, is a whole engine's operator.
+	Shard, Shards int
 }
 
 // EnsureDefaults fills in zero fields with their default values.
@@ -89,12 +94,17 @@ type Operator struct {
 	prefetchAddrs []unsafe.Pointer
 	rules         int   // how many of the specs are rules
 	windowed      int64 // heatmap windows emitted, revisions included
+	// shard and shards are Options.Shard and Options.Shards.
+	shard, shards int
 }
 
 // New returns an operator for cfg. Events must be decoded with a schema
 // built from Fields(cfg).
 func New(cfg *rules.Config, schema *event.Schema, backend Backend, out Output, opts Options) (*Operator, error) {
 	opts.EnsureDefaults()
+	if opts.Shards > 0 && (opts.Shard < 0 || opts.Shard >= opts.Shards) {
+		return nil, fmt.Errorf("windows: shard %d of %d", opts.Shard, opts.Shards)
+	}
 	specs, err := compile(cfg, schema)
 	if err != nil {
 		return nil, err
@@ -110,6 +120,8 @@ func New(cfg *rules.Config, schema *event.Schema, backend Backend, out Output, o
 		horizons: make([]horizon, len(specs)),
 		counts:   make(map[uint64]int32),
 		rules:    len(cfg.Rules),
+		shard:    opts.Shard,
+		shards:   opts.Shards,
 	}
 	for _, sp := range specs {
 		if sp.hm != nil {
