@@ -212,6 +212,9 @@ func (b *Batch) Grow(n int) {
 	}
 }
 
+// Records returns b's records, in order.
+func (b *Batch) Records() []Record { return b.recs }
+
 // Len is the number of records in b.
 func (b *Batch) Len() int { return len(b.recs) }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/state"
 	"github.com/riskstream/riskstream/watermark"
+	"github.com/riskstream/riskstream/windows"
 	"github.com/segmentio/kafka-go"
 )
 
@@ -69,8 +70,15 @@ type liveJob struct {
 	m       *metrics
 	out     *sink.Kafka
 	writer  *outputWriter
-	e       *engine.Engine
+	e       *engine.Sharded
 	member  *groupMember
+	// dec decodes and keys records into batch, which the shards process:
+	// shard 0 on the loop's goroutine, each other on its own (shardIn,
+	// shardDone).
+	dec       *engine.Decoder
+	batch     *engine.Batch
+	shardIn   []chan *engine.Batch
+	shardDone []chan error
 
 	// offsets are the next offset of each input partition: of the record
 	// after the last one processed.
@@ -118,7 +126,7 @@ func (j *liveJob) openState(context.Context) error {
 	if j.sec, err = kafkaconn.New(j.opts.Security); err != nil {
 		return err
 	}
-	if j.mem, err = PlanMemory(j.opts.MemoryBytes, 1); err != nil {
+	if j.mem, err = PlanMemory(j.opts.MemoryBytes, j.opts.Shards); err != nil {
 		return err
 	}
 	so := j.opts.state
@@ -178,15 +186,39 @@ func (j *liveJob) startOutputs(context.Context) error {
 	j.out = sink.NewKafka(j.brokers, o.Outputs, sink.Transport(j.sec.Transport()),
 		sink.MaxMessageBytes(o.MaxMessageBytes), sink.Metrics(o.Registry), sink.Logger(j.log))
 	j.onClose(func() { j.out.Close() })
-	var err error
-	j.e, err = engine.New(engine.Options{
-		Config: o.Config, Backend: j.db, Output: heatmapMetrics{j.out, j.m}, MemoryBytes: j.mem.State, CacheSlots: o.CacheSlots,
+	// The shards write their state through parts of the one store, so
+	// that a checkpoint of all of them is one atomic batch.
+	parts, err := j.db.Parts(o.Shards)
+	if err != nil {
+		return err
+	}
+	backends := make([]windows.Backend, len(parts))
+	for i, p := range parts {
+		backends[i] = p
+	}
+	j.e, err = engine.NewSharded(engine.Options{
+		Config: o.Config, Output: heatmapMetrics{j.out, j.m}, MemoryBytes: j.mem.State, CacheSlots: o.CacheSlots,
+		Checkpoints: true,
 		OnSkewTransition: func(tr watermark.Transition) {
 			logTransition(j.log, tr)
 			j.m.transitions.WithLabelValues(j.m.sources.value(tr.Source)).Inc()
 		},
-	})
-	return err
+	}, backends)
+	if err != nil {
+		return err
+	}
+	j.dec, j.batch = j.e.NewDecoder(), j.e.NewBatch()
+	for _, s := range j.e.Shards()[1:] {
+		in, done := make(chan *engine.Batch), make(chan error)
+		j.shardIn, j.shardDone = append(j.shardIn, in), append(j.shardDone, done)
+		go func() {
+			for b := range in {
+				done <- s.Process(b)
+			}
+		}()
+		j.onClose(func() { close(in) })
+	}
+	return nil
 }
 
 // restore loads the last checkpoint, if any: the engine's state, the input
@@ -402,7 +434,9 @@ func (j *liveJob) push(f fetched) {
 }
 
 // process runs the engine over every record the merge gives now, handing
-// the outputs to the writer as they come.
+// the outputs to the writer as they come: the records are decoded and
+// timed here, their window state updated by every shard at once, and
+// their outputs merged back into the order of one engine.
 func (j *liveJob) process() error {
 	now := j.now()
 	rs := j.recs[:0]
@@ -418,19 +452,32 @@ func (j *liveJob) process() error {
 	if len(rs) == 0 {
 		return nil
 	}
-	at := 0
-	err := j.e.ProcessAll(rs, j.now, func(i int) {
-		at = i
+	b := j.batch
+	b.Reset()
+	b.Grow(len(rs))
+	for i := range rs {
+		b.Add(j.dec, &rs[i])
+	}
+	clear(rs) // drop the records' bytes: the batch has them
+	j.e.Time(b, now)
+	for _, in := range j.shardIn {
+		in <- b
+	}
+	errs := []error{j.e.Shards()[0].Process(b)}
+	for _, done := range j.shardDone {
+		errs = append(errs, <-done)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("input %s: %w", j.opts.Topic, err)
+	}
+	recs := b.Records()
+	j.e.Merge(b, func(i int) {
 		// A decision's latency is measured from its record's timestamp;
 		// what the records before made goes out at once.
-		j.out.Ref = rs[i].Reference
+		j.out.Ref = recs[i].Reference
 		j.writer.start()
 	})
-	if err != nil {
-		err = fmt.Errorf("input %s partition %d offset %d: %w", j.opts.Topic, rs[at].Prov.Partition, rs[at].Prov.Offset, err)
-	}
-	clear(rs) // drop the records' bytes
-	return err
+	return nil
 }
 
 // tick moves processing time: merge waits that ran out, idle partitions'

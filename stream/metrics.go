@@ -92,7 +92,7 @@ func newMetrics(reg *prometheus.Registry, cfg *rules.Config, labelLimit int) *me
 
 // update refreshes the metrics derived from the engine's counters; it runs
 // at each checkpoint, not per event.
-func (m *metrics) update(e *engine.Engine, db *state.DB) {
+func (m *metrics) update(e *engine.Sharded, db *state.DB) {
 	s := e.Stats()
 	m.events.WithLabelValues("ok").Add(float64(s.Accepted - m.last.Accepted))
 	m.events.WithLabelValues("late").Add(float64(s.Late - m.last.Late))
@@ -148,7 +148,7 @@ func boolGauge(b bool) float64 {
 }
 
 // lags refreshes the per-partition watermark and consumer lags.
-func (m *metrics) lags(e *engine.Engine, fetchers []*fetcher, now int64) {
+func (m *metrics) lags(e *engine.Sharded, fetchers []*fetcher, now int64) {
 	for _, f := range fetchers {
 		label := strconv.Itoa(f.partition)
 		if wm := e.PartitionWatermark(int32(f.partition)); wm > watermark.Min {

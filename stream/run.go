@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -79,6 +80,10 @@ type RunOptions struct {
 	// CacheSlots overrides the number of decoded states kept: see
 	// windows.Options.
 	CacheSlots int
+	// Shards is how many shards the window state is split into by key,
+	// each updated on a goroutine of its own; outputs do not depend on it.
+	// The default value is GOMAXPROCS.
+	Shards int
 	// MetricLabelLimit bounds the label values taken from the input that
 	// the metrics keep per label (sources; each heatmap's keys): the first
 	// ones seen get their own, the rest are counted under "other". The
@@ -142,6 +147,9 @@ func (o *RunOptions) ensureDefaults() {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.Shards <= 0 {
+		o.Shards = runtime.GOMAXPROCS(0)
 	}
 	if o.CheckpointInterval <= 0 {
 		o.CheckpointInterval = time.Second

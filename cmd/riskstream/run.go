@@ -32,7 +32,7 @@ which is plaintext: the TLS and SASL flags then are refused.
 			if err := resolveSecurity(); err != nil {
 				return err
 			}
-			if err := atLeastOne(cmd, "cache-slots"); err != nil {
+			if err := atLeastOne(cmd, "cache-slots", "shards"); err != nil {
 				return err
 			}
 			if opts.PartitionWait < 0 {
@@ -41,7 +41,7 @@ which is plaintext: the TLS and SASL flags then are refused.
 			if opts.PartitionWait == 0 {
 				opts.PartitionWait = -1 // no wait, not the default
 			}
-			if _, err := stream.PlanMemory(opts.MemoryBytes, 1); err != nil {
+			if _, err := stream.PlanMemory(opts.MemoryBytes, max(opts.Shards, 1)); err != nil {
 				return fmt.Errorf("--memory: %w", err)
 			}
 			cfg, err := loadRules(rulesFile)
@@ -83,6 +83,7 @@ which is plaintext: the TLS and SASL flags then are refused.
 	f.DurationVar(&opts.PartitionWait, "partition-wait", stream.DefaultPartitionWait, "how long an input partition with nothing to read holds back the others, so that records are taken in timestamp order across partitions whatever their arrival; 0 waits not at all (docs/design.md \"Order across partitions\")")
 	opts.MemoryBytes = stream.DefaultMemory
 	f.Var(byteSize{&opts.MemoryBytes}, "memory", "memory budget: window state, Pebble's caches and data in flight share it, and it is the Go runtime's memory limit unless GOMEMLIMIT is set; what does not fit goes to Pebble on disk (e.g. 1GiB, 512MiB, 64MiB)")
+	f.IntVar(&opts.Shards, "shards", 0, "split the window state by key into this many shards, updated in parallel (default: the number of CPUs); outputs do not depend on it")
 	f.IntVar(&opts.CacheSlots, "cache-slots", 0, "expert: window states kept decoded, in front of the encoded ones (default: a quarter of the state's share of --memory, at 512 bytes a state)")
 	f.IntVar(&opts.MetricLabelLimit, "metrics-label-limit", 100, "label values taken from the input (sources, heatmap keys) that metrics keep per label; later ones are counted as \"other\"")
 	f.IntVar(&opts.MaxMessageBytes, "max-message-bytes", sink.DefaultMaxMessageBytes,
