@@ -23,6 +23,7 @@ var (
 	livePartitions = flag.Int("live.partitions", 4, "BenchmarkLive: partitions of the input topic (riskstream run's embedded broker makes 4)")
 	liveWait       = flag.Duration("live.partition-wait", DefaultPartitionWait, "BenchmarkLive: the job's --partition-wait")
 	liveCheckpoint = flag.Duration("live.checkpoint-interval", time.Second, "BenchmarkLive: the job's --checkpoint-interval")
+	liveShards     = flag.Int("live.shards", 0, "BenchmarkLive: the job's --shards (0: the number of CPUs)")
 )
 
 var ingestField = regexp.MustCompile(`,"ingest_ts":\d+`)
@@ -77,7 +78,7 @@ func BenchmarkLive(b *testing.B) {
 		}
 		labelled("job", func() {
 			stop = startJob(b, RunOptions{Brokers: []string{addr}, Registry: reg,
-				PartitionWait: wait, CheckpointInterval: *liveCheckpoint})
+				PartitionWait: wait, CheckpointInterval: *liveCheckpoint, Shards: *liveShards})
 		})
 		arrivalsSoFar.Store(0)
 		seen := make(chan []arrival, 1)
