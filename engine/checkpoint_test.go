@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/riskstream/riskstream/event"
@@ -235,17 +234,9 @@ func TestShardedCheckpointRestore(t *testing.T) {
 						for i := from; i < to; i++ {
 							b.Add(dec, &Record{Value: lines[i], Prov: event.Provenance{File: "in", Line: int64(i + 1)}})
 						}
-						e.Time(b, 0)
-						errs := make([]error, n)
-						var wg sync.WaitGroup
-						for k, s := range e.Shards() {
-							wg.Go(func() { errs[k] = s.Process(b) })
-						}
-						wg.Wait()
-						if err := errors.Join(errs...); err != nil {
+						if err := processBatch(e, b); err != nil {
 							return err
 						}
-						e.Merge(b, nil)
 						return e.WriteBack(16)
 					}
 				}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
@@ -14,6 +15,23 @@ import (
 	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/windows"
 )
+
+// processBatch times b, runs every shard over it on a goroutine of its own,
+// as replay and the live job do, and merges its outputs.
+func processBatch(e *Sharded, b *Batch) error {
+	e.Time(b, 0)
+	errs := make([]error, len(e.Shards()))
+	var wg sync.WaitGroup
+	for k, s := range e.Shards() {
+		wg.Go(func() { errs[k] = s.Process(b) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	e.Merge(b, nil)
+	return nil
+}
 
 // runSharded runs c through a Sharded engine of n shards, in batches of
 // random sizes, each batch's shards on goroutines of their own as replay
@@ -36,19 +54,9 @@ func runSharded(c *propCase, n, slots int, memory int64) (*capture, error) {
 	rng := rand.New(rand.NewPCG(c.seed, uint64(n)))
 	b := e.NewBatch()
 	flush := func() error {
-		e.Time(b, 0)
-		errs := make([]error, n)
-		var wg sync.WaitGroup
-		for k, s := range e.Shards() {
-			wg.Go(func() { errs[k] = s.Process(b) })
+		if err := processBatch(e, b); err != nil {
+			return err
 		}
-		wg.Wait()
-		for _, err := range errs {
-			if err != nil {
-				return err
-			}
-		}
-		e.Merge(b, nil)
 		b.Reset()
 		return nil
 	}
