@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -444,4 +445,90 @@ func TestParsePosition(t *testing.T) {
 			t.Errorf("%q: %q, %v; want %q", tc.in, p.String(), err, tc.out)
 		}
 	}
+}
+
+// TestLiveMemoryBudgetCrash: the live job with the smallest memory budget,
+// on a workload whose state is many times larger (a million users, a 24 h
+// sum per user), killed with SIGKILL in the middle and restarted, writes
+// exactly the decisions and heatmaps of a replay of the topic with the
+// default budget: what spilled to disk is read back the same, across a
+// crash.
+func TestLiveMemoryBudgetCrash(t *testing.T) {
+	if testing.Short() || !faults() {
+		t.Skipf("fault injection: set %s=1", faultsEnv)
+	}
+	bin := buildBinary(t)
+	// The key-scale rules, with thresholds low enough that the 24 h sum of
+	// a million users decides too.
+	yaml, err := os.ReadFile("../testdata/bench/keyscale.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	yaml = bytes.Replace(yaml, []byte("threshold: 100000"), []byte("threshold: 60"), 1)
+	rulesFile := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(rulesFile, yaml, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := rules.Load(rulesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	input := filepath.Join(t.TempDir(), "in.jsonl")
+	o := gen.DefaultOptions()
+	o.Events, o.Users, o.Rate = 300_000, 1_000_000, 20_000
+	o.UserDist, o.DevicesPerUser, o.AmountShare = gen.UniformUsers, 1, 1
+	writeWorkload(t, input, o)
+	addr := startPartitionedBroker(t)
+	if st, err := Produce(context.Background(), ProduceOptions{File: input, Brokers: []string{addr}}); err != nil || st.Failed != 0 {
+		t.Fatalf("produce: %+v %v", st, err)
+	}
+	out := t.TempDir()
+	if _, err := Replay(context.Background(), ReplayOptions{Config: cfg, Topic: "requests", Brokers: []string{addr}, OutDir: out}); err != nil {
+		t.Fatal(err)
+	}
+	wantOut := readOutputs(t, out)
+
+	stateDir := t.TempDir()
+	start := func() (*exec.Cmd, *lockedBuffer) {
+		logs := &lockedBuffer{}
+		cmd := exec.Command(bin, "run", "--rules", rulesFile, "--brokers", addr, "--state-dir", stateDir,
+			"--metrics-addr", "", "--checkpoint-interval", "200ms", "--memory", "64MiB")
+		cmd.Stderr = logs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd, logs
+	}
+	waitCommitted := func(n int64, what string) {
+		t.Helper()
+		for deadline := time.Now().Add(3 * time.Minute); committed(t, addr, 4) < n; time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d of %d records committed", what, committed(t, addr, 4), n)
+			}
+		}
+	}
+	cmd, _ := start()
+	waitCommitted(int64(o.Events/3), "before the kill")
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	cmd, logs := start()
+	waitCommitted(int64(o.Events), "after the restart")
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("clean stop: %v\n%s", err, logs.String())
+	}
+	if !strings.Contains(logs.String(), "resuming from checkpoint") {
+		t.Fatalf("the restart did not resume from a checkpoint:\n%s", logs.String())
+	}
+	got := readTopic(t, addr, "decisions")
+	compareDecisions(t, got, strings.Split(strings.TrimSpace(string(wantOut["decisions.jsonl"])), "\n"))
+	// A replay fires the windows still open at its end (docs/time.md "End
+	// of a replay"); the live job, whose input goes on, has fired those
+	// its watermark passed: the replay's first ones.
+	heatmaps := readTopic(t, addr, "heatmaps")
+	want := strings.Split(strings.TrimSpace(string(wantOut["heatmaps.jsonl"])), "\n")
+	if len(heatmaps) == 0 || len(heatmaps) > len(want) || !slices.Equal(heatmaps, want[:len(heatmaps)]) {
+		t.Fatalf("heatmaps: live wrote %d, not the first of the replay's %d", len(heatmaps), len(want))
+	}
+	t.Logf("%d heatmap windows, the replay's first", len(heatmaps))
 }
