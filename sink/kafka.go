@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -51,6 +53,41 @@ type Kafka struct {
 	// written, until it is empty, holds messages already in their topics,
 	// which add skips (see SkipWritten).
 	written *Written
+	// acked holds, per output partition, the offset after the last
+	// message the brokers acknowledged (see Acknowledged). kafka-go's
+	// writer goroutines update it.
+	ackedMu sync.Mutex
+	acked   map[Partition]int64
+}
+
+// Partition names a partition of an output topic.
+type Partition struct {
+	Topic     string
+	Partition int
+}
+
+// Acknowledged returns, for each output partition written to, the offset
+// after the last message of the sink's the brokers acknowledged: once no
+// write is in flight, where the sink's messages end in it (the live job's
+// checkpoint records it).
+func (k *Kafka) Acknowledged() map[Partition]int64 {
+	k.ackedMu.Lock()
+	defer k.ackedMu.Unlock()
+	return maps.Clone(k.acked)
+}
+
+// acknowledge notes the offsets of messages the brokers acknowledged
+// (kafka-go's Writer.Completion).
+func (k *Kafka) acknowledge(msgs []kafka.Message, err error) {
+	if err != nil {
+		return
+	}
+	k.ackedMu.Lock()
+	defer k.ackedMu.Unlock()
+	for i := range msgs {
+		p := Partition{msgs[i].Topic, msgs[i].Partition}
+		k.acked[p] = max(k.acked[p], msgs[i].Offset+1)
+	}
 }
 
 // KafkaOption configures NewKafka.
@@ -143,7 +180,8 @@ func NewKafka(brokers []string, topics Topics, opts ...KafkaOption) *Kafka {
 	if conns.MetadataTTL == 0 {
 		conns.MetadataTTL = time.Second
 	}
-	return &Kafka{
+	k := &Kafka{
+		acked:    make(map[Partition]int64),
 		enc:      NewEncoder(),
 		topics:   topics,
 		conns:    conns,
@@ -178,6 +216,8 @@ func NewKafka(brokers []string, topics Topics, opts ...KafkaOption) *Kafka {
 			AllowAutoTopicCreation: true,
 		},
 	}
+	k.w.Completion = k.acknowledge
+	return k
 }
 
 // Room for the keys and values of pending messages is taken from chunks

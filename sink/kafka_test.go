@@ -420,14 +420,25 @@ func TestKafkaPartitionsLikeJava(t *testing.T) {
 	r := &rules.Rule{Name: "r", Action: "deny", Key: []string{"user"}}
 	want := map[int]int{}
 	partitions := []int{0, 1, 2, 3, 4, 5, 6, 7}
-	for i := range 64 {
-		id := fmt.Sprintf("e-%d", i)
-		k.Decision(&windows.Decision{Rule: r, EventID: []byte(strconv.Quote(id)), Key: "\"u\"\x00"})
-		want[kafka.Murmur2Balancer{}.Balance(kafka.Message{Key: []byte(id)}, partitions...)]++
+	// Two writes: the second's offsets follow the first's.
+	for _, ids := range [][2]int{{0, 40}, {40, 64}} {
+		for i := ids[0]; i < ids[1]; i++ {
+			id := fmt.Sprintf("e-%d", i)
+			k.Decision(&windows.Decision{Rule: r, EventID: []byte(strconv.Quote(id)), Key: "\"u\"\x00"})
+			want[kafka.Murmur2Balancer{}.Balance(kafka.Message{Key: []byte(id)}, partitions...)]++
+		}
+		b := k.Detach()
+		if err := k.Write(context.Background(), &b); err != nil {
+			t.Fatal(err)
+		}
 	}
-	b := k.Detach()
-	if err := k.Write(context.Background(), &b); err != nil {
-		t.Fatal(err)
+	// Where the sink's messages end, as the brokers acknowledged them: the
+	// live job's checkpoints record it.
+	acked := k.Acknowledged()
+	for p := range 8 {
+		if got := acked[Partition{"decisions", p}]; got != int64(want[p]) {
+			t.Errorf("partition %d: acknowledged up to %d, want %d", p, got, want[p])
+		}
 	}
 	for p := range 8 {
 		conn, err := kafka.DialLeader(context.Background(), "tcp", c.ListenAddrs()[0], "decisions", p)

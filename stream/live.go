@@ -104,6 +104,9 @@ type liveJob struct {
 
 	outputClient *kafka.Client
 	endsUnknown  bool // warned that outputEnds fails, until it works again
+	// baseEnds are where the output partitions ended when first read,
+	// before the sink's acknowledged writes (outputEnds).
+	baseEnds     map[sink.Partition]int64
 	commitFailed chan error
 }
 
@@ -589,23 +592,41 @@ func (j *liveJob) checkpoint(final bool) error {
 }
 
 // outputEnds returns where the outputs end, now that all are acknowledged:
-// a restart does not write again what lies past it. Unknown (an error) is
-// an empty list: the restart then writes them again.
+// a restart does not write again what lies past it. They are read from
+// the brokers once (Metadata and ListOffsets), then followed from the
+// acknowledgements of the sink's writes, so that a checkpoint waits for no
+// round trip. Unknown (the brokers did not answer yet) is an empty list:
+// a restart then writes them again.
 func (j *liveJob) outputEnds() []partitionEnd {
-	o := j.opts.Outputs
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	ends, err := outputEnds(ctx, j.outputClient, []string{o.Decisions, o.Heatmaps, o.Late, o.DLQ})
-	switch {
-	case err != nil && !j.endsUnknown:
-		j.log.Warn("reading where the outputs end; a restart from a checkpoint without it may write some outputs twice", "err", err)
-		j.endsUnknown = true
-	case err == nil && j.endsUnknown:
-		j.log.Info("reading where the outputs end again")
-		j.endsUnknown = false
+	if j.baseEnds == nil {
+		o := j.opts.Outputs
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		ends, err := outputEnds(ctx, j.outputClient, []string{o.Decisions, o.Heatmaps, o.Late, o.DLQ})
+		if err != nil {
+			if !j.endsUnknown {
+				j.log.Warn("reading where the outputs end; a restart from a checkpoint without it may write some outputs twice", "err", err)
+				j.endsUnknown = true
+			}
+			return nil
+		}
+		if j.endsUnknown {
+			j.log.Info("reading where the outputs end again")
+			j.endsUnknown = false
+		}
+		j.baseEnds = make(map[sink.Partition]int64, len(ends))
+		for _, e := range ends {
+			j.baseEnds[sink.Partition{Topic: e.topic, Partition: e.partition}] = e.offset
+		}
 	}
-	if err != nil {
-		return nil
+	ends := maps.Clone(j.baseEnds)
+	for p, off := range j.out.Acknowledged() {
+		ends[p] = max(ends[p], off)
 	}
-	return ends
+	list := make([]partitionEnd, 0, len(ends))
+	for p, off := range ends {
+		list = append(list, partitionEnd{topic: p.Topic, partition: p.Partition, offset: off})
+	}
+	sortEnds(list)
+	return list
 }

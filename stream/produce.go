@@ -209,8 +209,13 @@ func (o *oversized) err(topic string) error {
 // Produce publishes every non-blank line of opts.File as one message to
 // opts.Topic. The record timestamp is the line's integer ingest_ts when it
 // has one, so a recorded capture replays with its original reference
-// clock, else the send time; with opts.Retime, the times are shifted to
-// start now. Lines that are not valid events are sent
+// clock; a line without one after lines with it takes the last one's, so
+// that the topic's times stay in the capture's time (the job takes its
+// partitions' records in timestamp order); else the send time. With
+// opts.Retime, the times are shifted to start now, and a line without
+// ingest_ts is stamped when it is sent. Lines without a key go
+// to the partition of their bytes' murmur2, so that producing a file twice
+// makes the same topic. Lines that are not valid events are sent
 // anyway: the job's dlq is where they belong, not a producer-side filter.
 //
 // A line larger than opts.MaxMessageBytes is not sent, nor one the broker
@@ -323,7 +328,7 @@ func Produce(ctx context.Context, opts ProduceOptions) (ProduceStats, error) {
 		Topic:     opts.Topic,
 		// Murmur2 places keys on the same partitions as the Java client's
 		// default partitioner, so other tools agree on where a key lives.
-		Balancer:     kafka.Murmur2Balancer{},
+		Balancer:     keylessByValue{},
 		BatchTimeout: opts.BatchTimeout,
 		BatchSize:    batchSize,
 		// Room for a line of MaxMessageBytes, so that kafka-go never
@@ -358,7 +363,7 @@ func Produce(ctx context.Context, opts ProduceOptions) (ProduceStats, error) {
 		Addr:         w.Addr,
 		Transport:    w.Transport,
 		Topic:        opts.Topic,
-		Balancer:     kafka.Murmur2Balancer{},
+		Balancer:     keylessByValue{},
 		BatchTimeout: time.Millisecond,
 		BatchSize:    1,
 		BatchBytes:   w.BatchBytes,
@@ -410,6 +415,9 @@ func Produce(ctx context.Context, opts ProduceOptions) (ProduceStats, error) {
 	var lineNo int64
 	keys := newKeyScanner(opts.Key)
 	var clock retimer
+	// lastTime is the last ingest_ts taken, the time of the lines after it
+	// that have none.
+	var lastTime time.Time
 	sendErr := func() error {
 		br := bufio.NewReaderSize(r, 256<<10)
 		for {
@@ -456,9 +464,15 @@ func Produce(ctx context.Context, opts ProduceOptions) (ProduceStats, error) {
 					}
 					continue
 				}
-				m := kafka.Message{Key: key, Value: line, Time: time.Now(), WriterData: lineNumber(lineNo)}
+				m := kafka.Message{Key: key, Value: line, Time: lastTime, WriterData: lineNumber(lineNo)}
+				if m.Time.IsZero() {
+					m.Time = time.Now()
+				}
 				if ok && ingestTS.set {
 					m.Time = time.UnixMilli(ingestTS.ms)
+					if !opts.Retime { // retimed, the send time is in the capture's time
+						lastTime = m.Time
+					}
 					if st.WithIngestTS == 0 && !opts.Retime {
 						hintOld(opts.Logger, m.Time)
 					}
@@ -523,6 +537,19 @@ func hintOld(log *slog.Logger, first time.Time) {
 			" ago: the live job's latency and lag metrics will count that age; --retime plays them as live traffic",
 			"first", first.UTC().Format(time.RFC3339))
 	}
+}
+
+// keylessByValue places keyed messages by murmur2 of their key, as the
+// Java client's default partitioner does, and keyless ones by murmur2 of
+// their value rather than at random, so that the same file makes the same
+// topic every time it is produced.
+type keylessByValue struct{}
+
+func (keylessByValue) Balance(m kafka.Message, partitions ...int) int {
+	if m.Key == nil {
+		m.Key = m.Value
+	}
+	return kafka.Murmur2Balancer{Consistent: true}.Balance(m, partitions...)
 }
 
 // metadataCache answers metadata requests from the last answer for up to

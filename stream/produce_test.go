@@ -67,8 +67,8 @@ func TestProduce(t *testing.T) {
 		ts  int64  // 0 means the send time
 	}{
 		{"r-1", 1732150000200},
-		{"r-2", 0},
-		{"", 0},
+		{"r-2", 1732150000200}, // no ingest_ts: the one before
+		{"", 1732150000200},
 		{"", 1732150000401},
 		{"r-5", 1732150000500},
 	}

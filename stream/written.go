@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/riskstream/riskstream/kafkaconn"
@@ -62,16 +63,18 @@ func outputEnds(ctx context.Context, client *kafka.Client, topics []string) ([]p
 			ends = append(ends, partitionEnd{topic: topic, partition: p.Partition, offset: p.LastOffset})
 		}
 	}
+	sortEnds(ends)
+	return ends, nil
+}
+
+// sortEnds orders ends by topic and partition.
+func sortEnds(ends []partitionEnd) {
 	slices.SortFunc(ends, func(a, b partitionEnd) int {
-		if a.topic != b.topic {
-			if a.topic < b.topic {
-				return -1
-			}
-			return 1
+		if c := strings.Compare(a.topic, b.topic); c != 0 {
+			return c
 		}
 		return a.partition - b.partition
 	})
-	return ends, nil
 }
 
 func encodeOutputEnds(ends []partitionEnd) []byte {
