@@ -532,3 +532,54 @@ func TestLiveMemoryBudgetCrash(t *testing.T) {
 	}
 	t.Logf("%d heatmap windows, the replay's first", len(heatmaps))
 }
+
+// TestBrokerRestartPartitioned: the broker stops for two seconds in the
+// middle of a run over 4 partitions, with input arriving all along: the job
+// rides it out, and its decisions are exactly those of a replay of the
+// topic, none twice.
+func TestBrokerRestartPartitioned(t *testing.T) {
+	if testing.Short() || !faults() {
+		t.Skipf("fault injection: set %s=1", faultsEnv)
+	}
+	cfg, err := rules.Load(threeKeysRules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	input := generated(t, 60_000)
+	opts := restartableBroker(t)
+	opts.Topics["requests"] = 4
+	addr := opts.Addr
+	b, err := broker.Start(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	produced := make(chan error, 1)
+	go func() {
+		_, err := Produce(context.Background(), ProduceOptions{File: input, Brokers: []string{addr}, Rate: 10_000})
+		produced <- err
+	}()
+	// The producer reconnects each partition on its own after the restart:
+	// the job waits for the late ones (see TestCrashSafetyPartitioned).
+	stop := startJob(t, RunOptions{Config: cfg, Brokers: []string{addr}, CheckpointInterval: 50 * time.Millisecond,
+		PartitionWait: 5 * time.Second})
+	time.Sleep(2 * time.Second)
+	if n := committed(t, addr, 4); n <= 0 || n >= 60_000 {
+		t.Fatalf("%d records committed when the broker stopped: not the middle of the run", n)
+	}
+	b.Close()
+	time.Sleep(2 * time.Second)
+	if b, err = broker.Start(opts); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { b.Close() }()
+	if err := <-produced; err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); committed(t, addr, 4) < 60_000; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the job did not read the input: %d committed", committed(t, addr, 4))
+		}
+	}
+	stop()
+	compareDecisions(t, readTopic(t, addr, "decisions"), topicReplayDecisions(t, addr, cfg))
+}
