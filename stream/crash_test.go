@@ -51,14 +51,8 @@ func TestCrashSafety(t *testing.T) {
 	}()
 
 	start := func() (*exec.Cmd, *lockedBuffer) {
-		logs := &lockedBuffer{}
-		cmd := exec.Command(bin, "run", "--rules", bundledRules, "--brokers", addr, "--state-dir", stateDir,
+		return startProcess(t, bin, "run", "--rules", bundledRules, "--brokers", addr, "--state-dir", stateDir,
 			"--metrics-addr", "", "--checkpoint-interval", "50ms")
-		cmd.Stderr = logs
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		return cmd, logs
 	}
 	r := rand.New(rand.NewPCG(11, 12))
 	var resumed []int
@@ -111,6 +105,19 @@ func TestCrashSafety(t *testing.T) {
 	if got := liveDecisions(t, addr); len(got) != len(want) {
 		t.Errorf("%d decisions written for %d distinct: %d duplicates", len(got), len(want), len(got)-len(want))
 	}
+}
+
+// startProcess starts the riskstream binary bin with args, its standard
+// error collected in the buffer returned.
+func startProcess(t *testing.T, bin string, args ...string) (*exec.Cmd, *lockedBuffer) {
+	t.Helper()
+	logs := &lockedBuffer{}
+	cmd := exec.Command(bin, args...)
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, logs
 }
 
 // lockedBuffer collects a process's output while the test reads it: the

@@ -296,14 +296,9 @@ func TestCrashSafetyPartitioned(t *testing.T) {
 	// longer than its default here.
 	var allLogs []*lockedBuffer
 	start := func() (*exec.Cmd, *lockedBuffer) {
-		logs := &lockedBuffer{}
-		allLogs = append(allLogs, logs)
-		cmd := exec.Command(bin, "run", "--rules", threeKeysRules, "--brokers", addr, "--state-dir", stateDir,
+		cmd, logs := startProcess(t, bin, "run", "--rules", threeKeysRules, "--brokers", addr, "--state-dir", stateDir,
 			"--metrics-addr", "", "--checkpoint-interval", "50ms", "--partition-wait", "5s")
-		cmd.Stderr = logs
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		allLogs = append(allLogs, logs)
 		return cmd, logs
 	}
 	r := rand.New(rand.NewPCG(21, 22))
@@ -473,11 +468,7 @@ func TestLiveMemoryBudgetCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	input := filepath.Join(t.TempDir(), "in.jsonl")
-	o := gen.DefaultOptions()
-	o.Events, o.Users, o.Rate = 300_000, 1_000_000, 20_000
-	o.UserDist, o.DevicesPerUser, o.AmountShare = gen.UniformUsers, 1, 1
-	writeWorkload(t, input, o)
+	input, events := keyScaleWorkload(t)
 	addr := startPartitionedBroker(t)
 	if st, err := Produce(context.Background(), ProduceOptions{File: input, Brokers: []string{addr}}); err != nil || st.Failed != 0 {
 		t.Fatalf("produce: %+v %v", st, err)
@@ -490,14 +481,8 @@ func TestLiveMemoryBudgetCrash(t *testing.T) {
 
 	stateDir := t.TempDir()
 	start := func() (*exec.Cmd, *lockedBuffer) {
-		logs := &lockedBuffer{}
-		cmd := exec.Command(bin, "run", "--rules", rulesFile, "--brokers", addr, "--state-dir", stateDir,
+		return startProcess(t, bin, "run", "--rules", rulesFile, "--brokers", addr, "--state-dir", stateDir,
 			"--metrics-addr", "", "--checkpoint-interval", "200ms", "--memory", "64MiB")
-		cmd.Stderr = logs
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		return cmd, logs
 	}
 	waitCommitted := func(n int64, what string) {
 		t.Helper()
@@ -508,11 +493,11 @@ func TestLiveMemoryBudgetCrash(t *testing.T) {
 		}
 	}
 	cmd, _ := start()
-	waitCommitted(int64(o.Events/3), "before the kill")
+	waitCommitted(int64(events/3), "before the kill")
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	cmd, logs := start()
-	waitCommitted(int64(o.Events), "after the restart")
+	waitCommitted(int64(events), "after the restart")
 	cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("clean stop: %v\n%s", err, logs.String())

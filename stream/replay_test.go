@@ -451,6 +451,20 @@ func TestAttackMostlyDecided(t *testing.T) {
 	}
 }
 
+// keyScaleWorkload writes a workload whose state is many times the
+// smallest memory budget: 300,000 events of a million users drawn
+// uniformly, one device each, an amount on every request. It returns the
+// file and the number of events.
+func keyScaleWorkload(t *testing.T) (string, int) {
+	t.Helper()
+	input := filepath.Join(t.TempDir(), "in.jsonl")
+	o := gen.DefaultOptions()
+	o.Events, o.Users, o.Rate = 300_000, 1_000_000, 20_000
+	o.UserDist, o.DevicesPerUser, o.AmountShare = gen.UniformUsers, 1, 1
+	writeWorkload(t, input, o)
+	return input, o.Events
+}
+
 // TestReplayMemoryBudget replays a workload whose window state (about
 // 700,000 states, 90 MB in the cold store's encoding) is several times
 // what a 64 MiB budget leaves it, so that most states are spilled to
@@ -465,11 +479,7 @@ func TestReplayMemoryBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	input := filepath.Join(t.TempDir(), "in.jsonl")
-	o := gen.DefaultOptions()
-	o.Events, o.Users, o.Rate = 300_000, 1_000_000, 20_000
-	o.UserDist, o.DevicesPerUser, o.AmountShare = gen.UniformUsers, 1, 1
-	writeWorkload(t, input, o)
+	input, _ := keyScaleWorkload(t)
 	a, b := t.TempDir(), t.TempDir()
 	if sum := replay(t, ReplayOptions{Config: cfg, Inputs: []string{input}, OutDir: a}); sum.Spilled != 0 {
 		t.Errorf("the default budget spilled %d states", sum.Spilled)
