@@ -24,9 +24,10 @@ import "fmt"
 // partition has records, or for at most the partition's wait (Wait, or
 // BehindWait while it is behind) counted from when the record arrived: a
 // record of that partition that arrives within the wait of the held one
-// is taken in timestamp order with it. A caught-up partition empty for
-// longer than Wait before the record arrived is idle and holds it not at
-// all.
+// is taken in timestamp order with it. As with Kafka Streams'
+// max.task.idle.ms, a partition that has been silent for long holds a new
+// record back as one just drained does: only so is the order of the first
+// records after a silence the topic's.
 type Options[T any] struct {
 	// Timestamp returns a record's timestamp, the order's key. Required.
 	Timestamp func(*T) int64
@@ -73,8 +74,6 @@ type partition[T any] struct {
 	// done is set once the partition has nothing more to give (a replay
 	// reached its end): it is never waited for.
 	done bool
-	// emptySince is when the partition last had nothing buffered.
-	emptySince int64
 	// timedOut is set once a wait for the partition ran out, until it
 	// has records again or falls behind: one timeout is reported per
 	// silence.
@@ -93,15 +92,14 @@ func New[T any](opts Options[T]) (*Merger[T], error) {
 	return &Merger[T]{opts: opts}, nil
 }
 
-// AddPartition starts merging partition p at processing time now. Until its
-// first fetch says otherwise it counts as behind: the records of the other
-// partitions wait for its first ones. Adding a partition twice does
-// nothing.
-func (m *Merger[T]) AddPartition(p int32, now int64) {
+// AddPartition starts merging partition p. Until its first fetch says
+// otherwise it counts as behind: the records of the other partitions wait
+// for its first ones. Adding a partition twice does nothing.
+func (m *Merger[T]) AddPartition(p int32) {
 	if m.find(p) != nil {
 		return
 	}
-	part := &partition[T]{id: p, behind: true, emptySince: now}
+	part := &partition[T]{id: p, behind: true}
 	i := 0
 	for i < len(m.parts) && m.parts[i].id < p {
 		i++
@@ -165,7 +163,7 @@ func (m *Merger[T]) deadline(part *partition[T], arrived int64) int64 {
 	if part.behind {
 		return arrived + m.opts.BehindWait
 	}
-	return min(part.emptySince, arrived) + m.opts.Wait
+	return arrived + m.opts.Wait
 }
 
 // best returns the partition whose first record has the smallest
@@ -203,10 +201,8 @@ func (m *Merger[T]) Pop(now int64) (rec T, p int32, ok bool) {
 		if now < m.deadline(part, arrived) {
 			return rec, 0, false
 		}
-		// Going on without the partition: reported when the record was
-		// held for it, not when the partition was idle already.
-		held := part.behind || arrived < part.emptySince+m.opts.Wait
-		if held && !part.timedOut {
+		// Going on without the partition: reported once per silence.
+		if !part.timedOut {
 			part.timedOut = true
 			if m.opts.OnTimeout != nil {
 				m.opts.OnTimeout(part.id, now-arrived)
@@ -222,7 +218,6 @@ func (m *Merger[T]) Pop(now int64) (rec T, p int32, ok bool) {
 		best.fetches, best.arrived, best.head = best.fetches[1:], best.arrived[1:], 0
 		if len(best.fetches) == 0 {
 			best.fetches, best.arrived = best.fetches[:0:0], best.arrived[:0:0]
-			best.emptySince = now
 		}
 		if m.opts.Release != nil {
 			m.opts.Release(done)

@@ -74,7 +74,7 @@ func TestOrderIndependentOfFetches(t *testing.T) {
 		m := newMerger(t, 10, 1<<40, nil)
 		now := int64(0)
 		for p := range parts {
-			m.AddPartition(int32(p), now)
+			m.AddPartition(int32(p))
 		}
 		next := make([]int, len(parts))
 		var got []rec
@@ -123,19 +123,19 @@ func allPushed(next []int, parts [][]rec) bool {
 }
 
 // TestCaughtUpPartitionWaitedFor: a partition that has read all the broker
-// had holds a record of another back for at most Wait from its arrival; a
-// record that reaches it within the wait still goes first; past the wait
-// the others go on (counted once), and a partition empty for longer than
-// the wait before a record arrives does not hold it.
+// had holds a record of another back for at most Wait from the record's
+// arrival; a record that reaches it within the wait still goes first; past
+// the wait the others go on (counted once per silence); and a partition
+// silent for long holds a new record back as one just drained does.
 func TestCaughtUpPartitionWaitedFor(t *testing.T) {
 	var timeouts []int32
 	m := newMerger(t, 100, 1000, &timeouts)
-	m.AddPartition(0, 0)
-	m.AddPartition(1, 0)
+	m.AddPartition(0)
+	m.AddPartition(1)
 	m.Push(1, []rec{{1, 0, 5}}, false, 0)
 	m.Push(0, []rec{{0, 0, 10}}, false, 1)
 	// Both have a record: the smaller timestamp goes, then partition 0's,
-	// which arrived at 1, waits for partition 1, empty since 2.
+	// which arrived at 1, waits for partition 1.
 	if x, _, ok := m.Pop(2); !ok || x.p != 1 {
 		t.Fatalf("first pop %v %v, want partition 1's", x, ok)
 	}
@@ -162,23 +162,31 @@ func TestCaughtUpPartitionWaitedFor(t *testing.T) {
 	if !slices.Equal(timeouts, []int32{1}) {
 		t.Fatalf("timeouts %v, want one for partition 1", timeouts)
 	}
-	// Partition 1 has been empty for longer than the wait: a new record of
-	// partition 0 goes at once, and no timeout is counted.
+	// Partition 1 has been silent for long: a new record of partition 0
+	// waits for it all the same, and its timeout is not counted again in
+	// the same silence.
 	m.Push(0, []rec{{0, 1, 20}}, false, 500)
-	if x, _, ok := m.Pop(500); !ok || x.ts != 20 {
-		t.Fatalf("with partition 1 idle: %v %v", x, ok)
+	if _, _, ok := m.Pop(599); ok {
+		t.Fatal("a record went before the wait for a silent partition ran out")
 	}
-	// Records again on partition 1; once drained, it is waited for again.
-	m.Push(1, []rec{{1, 2, 30}}, false, 600)
-	m.Push(0, []rec{{0, 2, 40}}, false, 600)
-	if x, _, _ := m.Pop(600); x.ts != 30 {
-		t.Fatalf("popped %v, want ts 30", x)
-	}
-	if _, _, ok := m.Pop(650); ok {
-		t.Fatal("partition 1, drained at 600, was not waited for")
+	if x, _, ok := m.Pop(600); !ok || x.ts != 20 {
+		t.Fatalf("after the wait: %v %v", x, ok)
 	}
 	if len(timeouts) != 1 {
-		t.Fatalf("timeouts %v: a wait that had nothing to hold back was counted", timeouts)
+		t.Fatalf("timeouts %v: one silence counted twice", timeouts)
+	}
+	// Records again on partition 1 end the silence; drained, it is waited
+	// for, and a timeout counted, again.
+	m.Push(1, []rec{{1, 2, 30}}, false, 700)
+	m.Push(0, []rec{{0, 2, 40}}, false, 700)
+	if x, _, _ := m.Pop(700); x.ts != 30 {
+		t.Fatalf("popped %v, want ts 30", x)
+	}
+	if _, _, ok := m.Pop(750); ok {
+		t.Fatal("partition 1, drained at 700, was not waited for")
+	}
+	if _, _, ok := m.Pop(800); !ok || !slices.Equal(timeouts, []int32{1, 1}) {
+		t.Fatalf("after the second silence's wait: %v, timeouts %v", ok, timeouts)
 	}
 }
 
@@ -188,7 +196,7 @@ func TestCaughtUpPartitionWaitedFor(t *testing.T) {
 func TestNoCascade(t *testing.T) {
 	m := newMerger(t, 100, 1000, nil)
 	for p := range int32(3) {
-		m.AddPartition(p, 0)
+		m.AddPartition(p)
 	}
 	m.Push(0, []rec{{0, 0, 1}}, false, 0)
 	m.Push(1, []rec{{1, 0, 2}}, false, 0)
@@ -207,21 +215,23 @@ func TestNoCascade(t *testing.T) {
 	}
 }
 
-// TestIdlePartitionHoldsNothing: a partition empty for longer than the wait
-// before another's record arrives does not delay it, and no timeout is
-// counted: nothing was held.
-func TestIdlePartitionHoldsNothing(t *testing.T) {
-	var timeouts []int32
-	m := newMerger(t, 100, 1000, &timeouts)
-	m.AddPartition(0, 0)
-	m.AddPartition(1, 0)
-	m.Push(1, nil, false, 5) // caught up, nothing there
-	m.Push(0, []rec{{0, 0, 10}}, false, 200)
-	if x, _, ok := m.Pop(200); !ok || x.ts != 10 {
-		t.Fatalf("popped %v %v", x, ok)
+// TestFirstRecordsAfterSilence: when traffic starts again after every
+// partition was silent, the first records are still taken in timestamp
+// order if they arrive within the wait of each other, whichever arrives
+// first.
+func TestFirstRecordsAfterSilence(t *testing.T) {
+	m := newMerger(t, 100, 1000, nil)
+	m.AddPartition(0)
+	m.AddPartition(1)
+	m.Push(0, nil, false, 0)
+	m.Push(1, nil, false, 0)
+	m.Push(0, []rec{{0, 0, 20}}, false, 10_000)
+	if _, _, ok := m.Pop(10_050); ok {
+		t.Fatal("the first record after a silence went without waiting for the other partition")
 	}
-	if len(timeouts) != 0 {
-		t.Fatalf("timeouts %v, want none", timeouts)
+	m.Push(1, []rec{{1, 0, 10}}, false, 10_060)
+	if x, _, _ := m.Pop(10_060); x.ts != 10 {
+		t.Fatalf("popped %v, want the earlier record of the partition heard from later", x)
 	}
 }
 
@@ -231,15 +241,15 @@ func TestIdlePartitionHoldsNothing(t *testing.T) {
 func TestBehindPartitionWaitedLonger(t *testing.T) {
 	var timeouts []int32
 	m := newMerger(t, 100, 1000, &timeouts)
-	m.AddPartition(0, 0)
-	m.AddPartition(1, 0)
+	m.AddPartition(0)
+	m.AddPartition(1)
 	m.Push(0, []rec{{0, 0, 10}}, false, 1)
 	if _, _, ok := m.Pop(500); ok {
 		t.Fatal("a partition never fetched was not waited for")
 	}
 	m.Push(1, nil, false, 600) // its first fetch: caught up, empty
 	if _, _, ok := m.Pop(600); !ok {
-		t.Fatal("a partition caught up and empty for longer than Wait still held records back")
+		t.Fatal("a record held for longer than Wait for a caught-up partition")
 	}
 	// A fetch that fails marks it behind again.
 	m.Push(0, []rec{{0, 1, 20}}, false, 700)
@@ -264,8 +274,8 @@ func TestDoneNeverWaitedFor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.AddPartition(0, 0)
-	m.AddPartition(1, 0)
+	m.AddPartition(0)
+	m.AddPartition(1)
 	m.Done(1)
 	m.Push(0, []rec{{0, 0, 1}, {0, 1, 2}}, true, 0)
 	for i := range 2 {

@@ -40,7 +40,7 @@ func Run(ctx context.Context, opts RunOptions) (err error) {
 	if len(opts.Brokers) == 0 && (opts.Security.TLS.On() || opts.Security.SASL.Mechanism != "") {
 		return ErrEmbeddedSecurity
 	}
-	j := &liveJob{opts: opts, log: opts.Logger, offsets: map[int32]int64{}, known: map[int]bool{}}
+	j := &liveJob{opts: opts, log: opts.Logger, offsets: map[int32]int64{}, known: map[int]bool{}, started: opts.Now()}
 	defer j.close()
 	for _, stage := range []func(context.Context) error{
 		j.openState, j.startBroker, j.startOutputs, j.restore, j.joinGroup, j.startFetching,
@@ -93,6 +93,13 @@ type liveJob struct {
 	reading     sync.WaitGroup
 	merge       *order.Merger[kafka.Message]
 	recs        []engine.Record // scratch for the records taken from merge
+	// busy is how long the loop has worked (processing, ticking,
+	// checkpointing) since started: the merge's clock leaves it out, so
+	// that the loop's own work, which on a loaded machine delays the
+	// fetchers' next records too, does not count against a partition's
+	// wait.
+	started time.Time
+	busy    time.Duration
 	// waitTimeouts counts merge waits that ran out since they were last
 	// logged, and lastTimeoutLog is when that was (ms).
 	waitTimeouts   int
@@ -121,6 +128,18 @@ func (j *liveJob) close() {
 
 // now is processing time in ms.
 func (j *liveJob) now() int64 { return j.opts.Now().UnixMilli() }
+
+// mergeNow is the merge's clock in ms: the time since the job started
+// less the loop's work (see busy).
+func (j *liveJob) mergeNow() int64 { return (j.opts.Now().Sub(j.started) - j.busy).Milliseconds() }
+
+// work runs fn, counting its time as the loop's work.
+func (j *liveJob) work(fn func() error) error {
+	start := j.opts.Now()
+	err := fn()
+	j.busy += j.opts.Now().Sub(start)
+	return err
+}
 
 // openState opens the state store. Pebble locks its directory: a second
 // job on the same state refuses to start instead of corrupting it.
@@ -363,7 +382,7 @@ func (j *liveJob) addFetchers(partitions []int) {
 		}
 		j.known[p] = true
 		j.e.AddPartition(int32(p), now)
-		j.merge.AddPartition(int32(p), now)
+		j.merge.AddPartition(int32(p))
 		start, ok := j.offsets[int32(p)]
 		if !ok {
 			start = kafka.FirstOffset
@@ -402,7 +421,7 @@ func (j *liveJob) loop(ctx context.Context) error {
 			return j.stop()
 		case f := <-input:
 			j.push(f)
-			if err := j.process(); err != nil {
+			if err := j.work(j.process); err != nil {
 				return err
 			}
 		case err := <-j.writer.done:
@@ -416,12 +435,12 @@ func (j *liveJob) loop(ctx context.Context) error {
 			// file: the store takes no more writes.
 			return j.db.Err()
 		case <-tick10ms:
-			if err := j.tick(); err != nil {
+			if err := j.work(j.tick); err != nil {
 				return err
 			}
 		case <-ticker.C:
 			j.nextCheckpoint = j.opts.Now().Add(j.opts.CheckpointInterval)
-			if err := j.checkpoint(false); err != nil {
+			if err := j.work(func() error { return j.checkpoint(false) }); err != nil {
 				return err
 			}
 		case <-discover.C:
@@ -433,7 +452,7 @@ func (j *liveJob) loop(ctx context.Context) error {
 
 // push hands a fetch to the merge.
 func (j *liveJob) push(f fetched) {
-	j.merge.Push(f.partition, f.msgs, f.behind, j.now())
+	j.merge.Push(f.partition, f.msgs, f.behind, j.mergeNow())
 }
 
 // process runs the engine over every record the merge gives now, handing
@@ -441,10 +460,21 @@ func (j *liveJob) push(f fetched) {
 // timed here, their window state updated by every shard at once, and
 // their outputs merged back into the order of one engine.
 func (j *liveJob) process() error {
-	now := j.now()
+	// Everything fetched so far goes into the merge first: time the loop
+	// spent processing must not make a wait run out while the partition's
+	// next records sat in the channel.
+	for more := true; more; {
+		select {
+		case f := <-j.fetched:
+			j.push(f)
+		default:
+			more = false
+		}
+	}
+	now, mergeNow := j.now(), j.mergeNow()
 	rs := j.recs[:0]
 	for {
-		m, p, ok := j.merge.Pop(now)
+		m, p, ok := j.merge.Pop(mergeNow)
 		if !ok {
 			break
 		}

@@ -66,10 +66,11 @@ type RunOptions struct {
 	// partitions. The default value is 10s.
 	PartitionDiscovery time.Duration
 	// PartitionWait is how long a partition that has nothing buffered and
-	// has read everything its broker had holds back the records of the
+	// has read everything its broker had holds back a record of the
 	// others, so that the order of records across partitions depends only
-	// on the topic (order.Options.Wait). The default value is
-	// DefaultPartitionWait; a negative value waits not at all.
+	// on the topic (order.Options.Wait), counted in the time the loop has
+	// nothing else to do. The default value is DefaultPartitionWait; a
+	// negative value waits not at all.
 	PartitionWait time.Duration
 	// MetricsAddr serves /metrics, /healthz and /readyz (see readiness);
 	// empty serves nothing.
@@ -111,9 +112,11 @@ type RunOptions struct {
 	state state.Options
 }
 
-// DefaultPartitionWait is RunOptions.PartitionWait's default: long enough
-// for a fetch round trip to a loaded broker, short enough that a partition
-// that falls silent delays the others once, by a tenth of a second.
+// DefaultPartitionWait is RunOptions.PartitionWait's default: longer than
+// the delivery skew between the partitions of a producer sending as fast
+// as it can to a broker on a loaded machine (tens of milliseconds), short
+// enough that a record of low-rate traffic waits at most a tenth of a
+// second for the silent partitions.
 const DefaultPartitionWait = 100 * time.Millisecond
 
 // behindWait is how long a partition known to have records the job has

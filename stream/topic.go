@@ -206,7 +206,7 @@ func readTopicRanges(ctx context.Context, brokers []string, sec *kafkaconn.Secur
 		if r.from >= r.end {
 			continue
 		}
-		merge.AddPartition(r.partition, 0)
+		merge.AddPartition(r.partition)
 		f := newFetcher(brokers, sec.Dialer(), topic, int(r.partition), r.from, r.end, fetchedCh, log)
 		go f.run(ctx)
 		open++
