@@ -50,6 +50,7 @@ var metricTypes = map[string]string{
 	"riskstream_output_refused_total":           counter,
 	"riskstream_output_dropped_total":           counter,
 	"riskstream_state_write_errors_total":       counter,
+	"riskstream_partition_wait_timeouts_total":  counter,
 }
 
 // series is one series name a query can select: a family, or a
@@ -91,6 +92,7 @@ var metricsShown = []string{
 	"riskstream_consumer_lag",
 	"riskstream_checkpoint_duration_seconds_bucket",
 	"riskstream_state_bytes",
+	"riskstream_partition_wait_timeouts_total",
 }
 
 // TestMetricTypesDefined: every family the dashboard may use is defined in
