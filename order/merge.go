@@ -186,8 +186,8 @@ func (m *Merger[T]) best() *partition[T] {
 // Pop takes the next record at processing time now: the buffered record
 // with the smallest timestamp (ties to the lower partition), provided that
 // no partition with nothing buffered is still to be waited for. ok is false
-// when there is no record to take yet; Deadline then says until when a
-// wait holds it back.
+// when there is no record to take yet: the caller tries again when a fetch
+// arrives or processing time has moved.
 func (m *Merger[T]) Pop(now int64) (rec T, p int32, ok bool) {
 	best := m.best()
 	if best == nil {
@@ -224,24 +224,4 @@ func (m *Merger[T]) Pop(now int64) (rec T, p int32, ok bool) {
 		}
 	}
 	return rec, best.id, true
-}
-
-// Deadline returns when the wait that holds back the next record runs out,
-// if one does.
-func (m *Merger[T]) Deadline() (int64, bool) {
-	best := m.best()
-	if best == nil {
-		return 0, false
-	}
-	var at int64
-	found := false
-	for _, part := range m.parts {
-		if !m.empty(part) || part.done {
-			continue
-		}
-		if d := m.deadline(part, best.arrived[0]); !found || d > at {
-			at, found = d, true
-		}
-	}
-	return at, found
 }
