@@ -86,9 +86,6 @@ type Engine struct {
 	ev   event.Event
 	refs []windows.SlotRef
 	keys []byte // the refs' keys
-	// groups hold ProcessAll's records decoded ahead: the group being
-	// processed and the next.
-	groups [2]group
 	clocks
 	op    *windows.Operator
 	stats Stats
@@ -248,74 +245,6 @@ func (e *Engine) Process(rec *Record, now int64) error {
 	return e.processDecoded(rec, &e.ev, refs, keys, err, now)
 }
 
-// ProcessAll runs recs in order, with exactly the outputs Process would
-// give record by record, at the processing time now returns (read once per
-// group of records, so a long call does not run on a stale clock): the live
-// job's loop. It decodes and keys prefetchEvents records at a time, a group
-// ahead of those it processes, and has their window state loaded into the
-// CPU cache meanwhile (windows.Operator.Prefetch), as a Shard does in
-// replay: the index entries of a group while the group before is
-// processed, its slots while the group after is decoded. before, if not
-// nil, is called with each record's index just before the record is
-// processed.
-func (e *Engine) ProcessAll(recs []Record, now func() int64, before func(i int)) error {
-	const g = prefetchEvents
-	cur, next := &e.groups[0], &e.groups[1]
-	e.decodeGroup(cur, recs[:min(g, len(recs))])
-	e.op.Prefetch(nil, cur.refs)
-	for start := 0; start < len(recs); start += g {
-		e.op.Prefetch(cur.refs, nil)
-		end := min(start+g, len(recs))
-		e.decodeGroup(next, recs[end:min(end+g, len(recs))])
-		e.op.Prefetch(nil, next.refs)
-		t := now()
-		for i := range cur.recs {
-			if before != nil {
-				before(start + i)
-			}
-			d := &cur.decoded[i]
-			if err := e.processDecoded(&cur.recs[i], &d.ev, cur.refs[d.from:d.to], cur.keys, d.err, t); err != nil {
-				return err
-			}
-		}
-		cur, next = next, cur
-	}
-	return nil
-}
-
-// group is a run of ProcessAll's records, decoded and keyed ahead.
-type group struct {
-	recs    []Record
-	decoded []decoded
-	refs    []windows.SlotRef
-	keys    []byte // the refs' keys
-}
-
-// decoded is a record of a group: its SlotRefs are the group's
-// refs[from:to].
-type decoded struct {
-	ev       event.Event
-	err      error
-	from, to int
-}
-
-// decodeGroup decodes and keys recs into gr.
-func (e *Engine) decodeGroup(gr *group, recs []Record) {
-	gr.recs, gr.refs, gr.keys = recs, gr.refs[:0], gr.keys[:0]
-	for i := range recs {
-		if i == len(gr.decoded) {
-			gr.decoded = append(gr.decoded, decoded{})
-		}
-		d := &gr.decoded[i]
-		d.from = len(gr.refs)
-		gr.refs, gr.keys, d.err = e.dec.Decode(recs[i].Value, &d.ev, gr.refs, gr.keys)
-		if d.err == nil {
-			e.dec.Retain() // the event lives until its group is processed
-		}
-		d.to = len(gr.refs)
-	}
-}
-
 // processDecoded runs a record that Decoder.Decode turned into ev, refs and
 // keys, or into decodeErr.
 func (e *Engine) processDecoded(rec *Record, ev *event.Event, refs []windows.SlotRef, keys []byte, decodeErr error, now int64) error {
@@ -400,11 +329,6 @@ func (e *Engine) Finish() error {
 // the next Checkpoint, so that the checkpoint's pause is shorter; see
 // windows.Operator.WriteBack.
 func (e *Engine) WriteBack(n int) error { return e.op.WriteBack(n) }
-
-// Changed returns about how many window states changed since they were
-// last written to the backend: what the next Checkpoint writes, unless
-// WriteBack writes it first.
-func (e *Engine) Changed() int { return e.op.Changed() }
 
 // Watermark returns the job's watermark.
 func (e *Engine) Watermark() int64 { return e.op.Watermark() }

@@ -12,10 +12,10 @@ import (
 	"github.com/riskstream/riskstream/windows"
 )
 
-// prefetchEvents is how many records' state a shard (or ProcessAll) loads
-// into the CPU cache at a time (windows.Operator.Prefetch): enough to
-// overlap their cache misses, few enough that what is loaded for a group
-// is still cached when the group is processed.
+// prefetchEvents is how many records' state a shard loads into the CPU
+// cache at a time (windows.Operator.Prefetch): enough to overlap their
+// cache misses, few enough that what is loaded for a group is still cached
+// when the group is processed.
 const prefetchEvents = 16
 
 // prefetchAhead prefetches, at the start of the group of records at i (of

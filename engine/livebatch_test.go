@@ -12,12 +12,13 @@ import (
 	"github.com/riskstream/riskstream/windows"
 )
 
-// TestPropertyProcessAllMatchesProcess: ProcessAll, the live loop's path,
-// gives what Process gives record by record (the same outputs in the same
-// order, and the same stats) for records cut into calls of random sizes,
-// with invalid records among them, and with one-slot caches, where every
-// access goes through the backend.
-func TestPropertyProcessAllMatchesProcess(t *testing.T) {
+// TestPropertyLiveBatchesMatchProcess: a Sharded engine fed as the live
+// loop feeds it (batches of random sizes, Merge's hook before each
+// record's outputs) gives what Engine's Process gives record by record (the
+// same outputs in the same order, and the same stats), with invalid
+// records among them, and with one-slot caches, where every access goes
+// through the backend.
+func TestPropertyLiveBatchesMatchProcess(t *testing.T) {
 	runProperty(t, propCacheIterations, func(c *propCase) error {
 		r := rand.New(rand.NewPCG(c.seed, 7))
 		recs := make([]Record, len(c.events))
@@ -38,12 +39,12 @@ func TestPropertyProcessAllMatchesProcess(t *testing.T) {
 		}
 		got, err := runRecords(c, recs, slots, r)
 		if err != nil {
-			return fmt.Errorf("process all: %v", err)
+			return fmt.Errorf("sharded: %v", err)
 		}
 		wl, gl := strings.SplitAfter(string(want.rendered), "\n"), strings.SplitAfter(string(got.rendered), "\n")
 		for i := range max(len(wl), len(gl)) {
 			if i >= len(wl) || i >= len(gl) || wl[i] != gl[i] {
-				return fmt.Errorf("cache %d: output differs at line %d:\nProcess:    %s\nProcessAll: %s", slots, i+1, at(wl, i), at(gl, i))
+				return fmt.Errorf("cache %d: output differs at line %d:\nProcess: %s\nSharded: %s", slots, i+1, at(wl, i), at(gl, i))
 			}
 		}
 		if fmt.Sprint(got.stats) != fmt.Sprint(want.stats) {
@@ -54,36 +55,56 @@ func TestPropertyProcessAllMatchesProcess(t *testing.T) {
 }
 
 // runRecords runs recs through an engine with Process one by one, or, with
-// r, through ProcessAll in calls of random sizes, checking that before sees
-// every record in order.
+// r, through a Sharded engine of two shards in batches of random sizes,
+// checking that Merge's hook sees every record in order.
 func runRecords(c *propCase, recs []Record, slots int, r *rand.Rand) (*capture, error) {
 	cfg, err := rules.Parse("rules.yaml", []byte(c.yaml()))
 	if err != nil {
 		return nil, err
 	}
 	out := &capture{enc: sink.NewEncoder()}
-	e, err := New(Options{Config: cfg, Backend: windows.NewMemBackend(), Output: out, CacheSlots: slots})
-	if err != nil {
-		return nil, err
-	}
-	for i := 0; i < len(recs); {
-		if r == nil {
+	if r == nil {
+		e, err := New(Options{Config: cfg, Backend: windows.NewMemBackend(), Output: out, CacheSlots: slots})
+		if err != nil {
+			return nil, err
+		}
+		for i := range recs {
 			if err := e.Process(&recs[i], 0); err != nil {
 				return nil, err
 			}
-			i++
-			continue
 		}
+		err = e.Finish()
+		out.stats = e.Stats()
+		return out, err
+	}
+	if slots > 0 {
+		slots *= 2 // one per shard
+	}
+	e, err := NewSharded(Options{Config: cfg, Output: out, CacheSlots: slots},
+		[]windows.Backend{windows.NewMemBackend(), windows.NewMemBackend()})
+	if err != nil {
+		return nil, err
+	}
+	dec, b := e.NewDecoder(), e.NewBatch()
+	for i := 0; i < len(recs); {
 		n := min(1+r.IntN(40), len(recs)-i)
+		b.Reset()
+		for j := range n {
+			b.Add(dec, &recs[i+j])
+		}
+		e.Time(b, 0)
+		for _, s := range e.Shards() {
+			if err := s.Process(b); err != nil {
+				return nil, err
+			}
+		}
 		next := 0
-		if err := e.ProcessAll(recs[i:i+n], func() int64 { return 0 }, func(j int) {
+		e.Merge(b, func(j int) {
 			if j != next {
 				panic(fmt.Sprintf("before(%d), want before(%d)", j, next))
 			}
 			next++
-		}); err != nil {
-			return nil, err
-		}
+		})
 		if next != n {
 			return nil, fmt.Errorf("before called %d times for %d records", next, n)
 		}
