@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/watermark"
@@ -38,11 +37,7 @@ func (e *Engine) Checkpoint() ([]byte, error) {
 func (e *Sharded) Checkpoint() ([]byte, error) {
 	ops := make([][]byte, len(e.shards))
 	errs := make([]error, len(e.shards))
-	var wg sync.WaitGroup
-	for i, s := range e.shards {
-		wg.Go(func() { ops[i], errs[i] = s.op.Checkpoint(nil) })
-	}
-	wg.Wait()
+	e.parallel(len(e.shards), func(i int) { ops[i], errs[i] = e.shards[i].op.Checkpoint(nil) })
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

@@ -223,7 +223,7 @@ func TestShardedCheckpointRestore(t *testing.T) {
 					for k, p := range parts {
 						backends[k] = p
 					}
-					e, err := NewSharded(Options{Config: cfg, Output: rec, CacheSlots: 300, Checkpoints: true}, backends)
+					e, err := NewSharded(Options{Config: cfg, Output: rec, CacheSlots: 300, Checkpoints: true, Parallel: inParallel}, backends)
 					if err != nil {
 						t.Fatal(err)
 					}

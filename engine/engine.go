@@ -47,6 +47,12 @@ type Options struct {
 	// every state they flush through to their backends, as Engine always
 	// does (windows.Options.WriteThrough).
 	Checkpoints bool
+	// Parallel, if set, calls fn(i) for every i in [0, n), each on a
+	// goroutine of the caller's choosing, and returns once all have
+	// returned: a Sharded engine fires, purges and checkpoints its shards
+	// through it, as its caller runs their batches. The default calls them
+	// one after the other: the engine starts no goroutine of its own.
+	Parallel func(n int, fn func(i int))
 }
 
 // Record is one input record.

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 
 	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/rules"
@@ -61,6 +60,8 @@ type Sharded struct {
 	cursors   []int
 	end       Batch // holds what Finish fires
 	specs     int   // rules and heatmaps
+	// parallel is Options.Parallel, or one call after the other.
+	parallel func(n int, fn func(i int))
 }
 
 // Shard is one shard of a Sharded engine: a window operator over the keys
@@ -96,12 +97,20 @@ func NewSharded(opts Options, backends []windows.Backend) (*Sharded, error) {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	e := &Sharded{
-		cfg:    opts.Config,
-		schema: schema,
-		out:    opts.Output,
-		clocks: newClocks(opts.Config, opts.OnSkewTransition),
-		merged: windows.MinWatermark,
-		specs:  len(opts.Config.Rules) + len(opts.Config.Heatmaps),
+		cfg:      opts.Config,
+		schema:   schema,
+		parallel: opts.Parallel,
+		out:      opts.Output,
+		clocks:   newClocks(opts.Config, opts.OnSkewTransition),
+		merged:   windows.MinWatermark,
+		specs:    len(opts.Config.Rules) + len(opts.Config.Heatmaps),
+	}
+	if e.parallel == nil {
+		e.parallel = func(n int, fn func(i int)) {
+			for i := range n {
+				fn(i)
+			}
+		}
 	}
 	e.stats.Decisions = make([]int64, len(opts.Config.Rules))
 	e.count = countingOutput{Output: opts.Output, stats: &e.stats}
@@ -400,27 +409,21 @@ func (e *Sharded) Tick(now int64) error { return e.advance(e.wm.Advance(now), ni
 
 // advance advances every shard's watermark to wm, then runs then on each
 // shard's operator, if not nil, and emits what fired. The shards fire and
-// purge concurrently, as they process batches: each captures into its own
-// outputs.
+// purge through Options.Parallel, concurrently if the caller runs them so:
+// each captures into its own outputs.
 func (e *Sharded) advance(wm int64, then func(op *windows.Operator) error) error {
 	b := &e.end
 	b.Reset()
-	errs := make([]error, len(e.shards))
-	var wg sync.WaitGroup
-	for i, s := range e.shards {
+	for _, s := range e.shards {
 		s.b, s.event, s.fired = b, 0, true
-		run := func() {
-			if errs[i] = s.op.AdvanceWatermark(wm); errs[i] == nil && then != nil {
-				errs[i] = then(s.op)
-			}
-		}
-		if i == len(e.shards)-1 {
-			run() // on this goroutine: one less to start
-		} else {
-			wg.Go(run)
-		}
 	}
-	wg.Wait()
+	errs := make([]error, len(e.shards))
+	e.parallel(len(e.shards), func(i int) {
+		op := e.shards[i].op
+		if errs[i] = op.AdvanceWatermark(wm); errs[i] == nil && then != nil {
+			errs[i] = then(op)
+		}
+	})
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}

@@ -102,6 +102,20 @@ func decodeWorker(dec *engine.Decoder, work <-chan *batch) {
 	}
 }
 
+// inParallel calls fn(i) for every i in [0, n), each on a goroutine of its
+// own but the last, on this one, and returns once all have returned
+// (engine.Options.Parallel).
+func inParallel(n int, fn func(i int)) {
+	var wg sync.WaitGroup
+	for i := range n - 1 {
+		wg.Go(func() { fn(i) })
+	}
+	if n > 0 {
+		fn(n - 1)
+	}
+	wg.Wait()
+}
+
 // processShard runs one shard over every batch from in, in order, and
 // marks each done; after an error it only marks them.
 func processShard(s *engine.Shard, k int, in <-chan *batch) {

@@ -220,7 +220,7 @@ func (j *liveJob) startOutputs(context.Context) error {
 	}
 	j.e, err = engine.NewSharded(engine.Options{
 		Config: o.Config, Output: heatmapMetrics{j.out, j.m}, MemoryBytes: j.mem.State, CacheSlots: o.CacheSlots,
-		Checkpoints: true,
+		Checkpoints: true, Parallel: inParallel,
 		OnSkewTransition: func(tr watermark.Transition) {
 			logTransition(j.log, tr)
 			j.m.transitions.WithLabelValues(j.m.sources.value(tr.Source)).Inc()
