@@ -469,7 +469,7 @@ func (e *Sharded) Spilled() int64 {
 
 // AddPartition registers an input partition before its first record, so it
 // holds the watermark back until it has data or turns idle (Engine's
-// AddPartition). It must be called before the first batch is timed.
+// AddPartition). It must not run while Time does.
 func (e *Sharded) AddPartition(id int32, now int64) { e.wm.AddPartition(id, now) }
 
 // Sources returns the clock skew of every source seen.

@@ -548,20 +548,11 @@ func (j *liveJob) discover(ctx context.Context) {
 func (j *liveJob) stop() error {
 	j.m.ready.stop()
 	j.stopReading()
-	for {
-		if held, _ := j.member.held(); !held {
-			break
+	// process takes in what the fetchers had sent.
+	if held, _ := j.member.held(); held {
+		if err := j.process(); err != nil {
+			return err
 		}
-		select {
-		case f := <-j.fetched:
-			j.push(f)
-			if err := j.process(); err != nil {
-				return err
-			}
-			continue
-		default:
-		}
-		break
 	}
 	if err := j.checkpoint(true); err != nil {
 		return err
@@ -576,7 +567,7 @@ func (j *liveJob) stop() error {
 // group's, when it returns; the others are committed on another goroutine,
 // and their offsets given to the group once durable.
 func (j *liveJob) checkpoint(final bool) error {
-	start := time.Now()
+	start := j.opts.Now()
 	if err := j.writer.drain(); err != nil {
 		return err
 	}
@@ -598,7 +589,7 @@ func (j *liveJob) checkpoint(final bool) error {
 			return err
 		}
 		j.member.commitOrWarn(j.offsets, j.opts.Group, j.log)
-		j.m.checkpoint.Observe(time.Since(start).Seconds())
+		j.m.checkpoint.Observe(j.opts.Now().Sub(start).Seconds())
 	} else {
 		committed := maps.Clone(j.offsets)
 		j.db.CommitAsync(func(err error) {
@@ -613,7 +604,7 @@ func (j *liveJob) checkpoint(final bool) error {
 			// Only now that the checkpoint is durable may the group see
 			// the offsets (never ahead of it).
 			j.member.commitOrWarn(committed, j.opts.Group, j.log)
-			j.m.checkpoint.Observe(time.Since(start).Seconds())
+			j.m.checkpoint.Observe(j.opts.Now().Sub(start).Seconds())
 		})
 	}
 	j.m.update(j.e, j.db)
@@ -646,7 +637,7 @@ func (j *liveJob) outputEnds() []partitionEnd {
 		}
 		j.baseEnds = make(map[sink.Partition]int64, len(ends))
 		for _, e := range ends {
-			j.baseEnds[sink.Partition{Topic: e.topic, Partition: e.partition}] = e.offset
+			j.baseEnds[e.Partition] = e.offset
 		}
 	}
 	ends := maps.Clone(j.baseEnds)
@@ -655,7 +646,7 @@ func (j *liveJob) outputEnds() []partitionEnd {
 	}
 	list := make([]partitionEnd, 0, len(ends))
 	for p, off := range ends {
-		list = append(list, partitionEnd{topic: p.Topic, partition: p.Partition, offset: off})
+		list = append(list, partitionEnd{p, off})
 	}
 	sortEnds(list)
 	return list

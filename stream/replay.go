@@ -220,7 +220,8 @@ func Replay(ctx context.Context, opts ReplayOptions) (_ *Summary, err error) {
 				records += r.end - r.from
 			}
 		}
-		opts.Logger.Info("replaying a topic", "topic", opts.Topic, "partitions", len(ranges), "offsets", records)
+		opts.Logger.Info("replaying a topic", "topic", opts.Topic, "from", opts.From, "to", opts.To,
+			"partitions", len(ranges), "offsets", records)
 		startReading = func(ctx context.Context, out chan<- *chunk, free chan *chunk) {
 			go readTopicRanges(ctx, opts.Brokers, sec, opts.Topic, ranges, mem.Chunk, out, free, opts.Logger)
 		}

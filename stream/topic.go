@@ -74,7 +74,7 @@ func ParsePosition(s string) (Position, error) {
 	return p, nil
 }
 
-// String is the position as ParsePosition reads it.
+// String is the position as ParsePosition reads it; "" for the default.
 func (p Position) String() string {
 	switch {
 	case p.all != nil:
@@ -117,9 +117,8 @@ func (p Position) resolve(conn *kafka.Conn, partition int32, first, last, def in
 // topicRange is the part of one partition a replay reads: offsets from
 // to end-1.
 type topicRange struct {
-	partition  int32
-	from, end  int64
-	first, hwm int64 // the partition's, when the replay began
+	partition int32
+	from, end int64
 }
 
 // topicRanges resolves from and to in every partition of the topic.
@@ -167,7 +166,7 @@ func partitionRange(ctx context.Context, brokers []string, sec *kafkaconn.Securi
 	if err != nil {
 		return topicRange{}, fmt.Errorf("partition %d: offsets: %w", p, err)
 	}
-	r := topicRange{partition: p, first: first, hwm: last}
+	r := topicRange{partition: p}
 	if r.from, err = from.resolve(conn, p, first, last, first); err != nil {
 		return r, err
 	}

@@ -27,9 +27,8 @@ const metaOutputs = "outputs"
 
 // partitionEnd is where one output partition ended at a checkpoint.
 type partitionEnd struct {
-	topic     string
-	partition int
-	offset    int64
+	sink.Partition
+	offset int64
 }
 
 // outputEnds returns the end offset of every partition of topics.
@@ -60,7 +59,7 @@ func outputEnds(ctx context.Context, client *kafka.Client, topics []string) ([]p
 			if p.Error != nil {
 				return nil, fmt.Errorf("end of %s/%d: %w", topic, p.Partition, p.Error)
 			}
-			ends = append(ends, partitionEnd{topic: topic, partition: p.Partition, offset: p.LastOffset})
+			ends = append(ends, partitionEnd{sink.Partition{Topic: topic, Partition: p.Partition}, p.LastOffset})
 		}
 	}
 	sortEnds(ends)
@@ -70,10 +69,10 @@ func outputEnds(ctx context.Context, client *kafka.Client, topics []string) ([]p
 // sortEnds orders ends by topic and partition.
 func sortEnds(ends []partitionEnd) {
 	slices.SortFunc(ends, func(a, b partitionEnd) int {
-		if c := strings.Compare(a.topic, b.topic); c != 0 {
+		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
 			return c
 		}
-		return a.partition - b.partition
+		return a.Partition.Partition - b.Partition.Partition
 	})
 }
 
@@ -81,9 +80,9 @@ func encodeOutputEnds(ends []partitionEnd) []byte {
 	var b []byte
 	b = binary.AppendUvarint(b, uint64(len(ends)))
 	for _, e := range ends {
-		b = binary.AppendUvarint(b, uint64(len(e.topic)))
-		b = append(b, e.topic...)
-		b = binary.AppendVarint(b, int64(e.partition))
+		b = binary.AppendUvarint(b, uint64(len(e.Topic)))
+		b = append(b, e.Topic...)
+		b = binary.AppendVarint(b, int64(e.Partition.Partition))
 		b = binary.AppendVarint(b, e.offset)
 	}
 	return b
@@ -103,7 +102,7 @@ func decodeOutputEnds(b []byte) ([]partitionEnd, error) {
 		if k <= 0 || l > uint64(len(b)-k) {
 			return nil, errCorruptOutputs
 		}
-		e := partitionEnd{topic: string(b[k : k+int(l)])}
+		e := partitionEnd{Partition: sink.Partition{Topic: string(b[k : k+int(l)])}}
 		b = b[k+int(l):]
 		p, k := binary.Varint(b)
 		if k <= 0 {
@@ -114,7 +113,7 @@ func decodeOutputEnds(b []byte) ([]partitionEnd, error) {
 			return nil, errCorruptOutputs
 		}
 		b = b[k:]
-		e.partition = int(p)
+		e.Partition.Partition = int(p)
 		ends = append(ends, e)
 	}
 	if len(b) != 0 {
@@ -130,7 +129,7 @@ func writtenSince(ctx context.Context, brokers []string, sec *kafkaconn.Security
 	dialer := sec.Dialer()
 	for _, e := range ends {
 		if err := readPartitionTail(ctx, dialer, brokers, e, w); err != nil {
-			return nil, fmt.Errorf("outputs written after the checkpoint, %s/%d from %d: %w", e.topic, e.partition, e.offset, err)
+			return nil, fmt.Errorf("outputs written after the checkpoint, %s/%d from %d: %w", e.Topic, e.Partition.Partition, e.offset, err)
 		}
 	}
 	return w, nil
@@ -142,7 +141,7 @@ func readPartitionTail(ctx context.Context, dialer *kafka.Dialer, brokers []stri
 	var conn *kafka.Conn
 	var err error
 	for _, b := range brokers {
-		if conn, err = dialer.DialLeader(ctx, "tcp", b, e.topic, e.partition); err == nil {
+		if conn, err = dialer.DialLeader(ctx, "tcp", b, e.Topic, e.Partition.Partition); err == nil {
 			break
 		}
 	}
@@ -168,7 +167,7 @@ func readPartitionTail(ctx context.Context, dialer *kafka.Dialer, brokers []stri
 				break
 			}
 			if m.Offset >= next && m.Offset < end {
-				w.Add(e.topic, m.Key, m.Value)
+				w.Add(e.Topic, m.Key, m.Value)
 				next = m.Offset + 1
 			}
 		}

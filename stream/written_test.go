@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/riskstream/riskstream/sink"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
@@ -15,8 +16,8 @@ import (
 func TestOutputEndsCodec(t *testing.T) {
 	for _, ends := range [][]partitionEnd{
 		nil,
-		{{topic: "decisions", partition: 0, offset: 0}},
-		{{topic: "decisions", partition: 3, offset: 1 << 40}, {topic: "dlq", partition: 0, offset: 7}, {topic: "héatmaps", partition: 1, offset: 12}},
+		{{sink.Partition{Topic: "decisions", Partition: 0}, 0}},
+		{{sink.Partition{Topic: "decisions", Partition: 3}, 1 << 40}, {sink.Partition{Topic: "dlq", Partition: 0}, 7}, {sink.Partition{Topic: "héatmaps", Partition: 1}, 12}},
 	} {
 		b := encodeOutputEnds(ends)
 		got, err := decodeOutputEnds(b)
@@ -53,7 +54,7 @@ func TestOutputEnds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ends) != 2 || ends[0].topic != "decisions" || ends[1].partition != 1 || ends[0].offset+ends[1].offset != 3 {
+	if len(ends) != 2 || ends[0].Topic != "decisions" || ends[1].Partition.Partition != 1 || ends[0].offset+ends[1].offset != 3 {
 		t.Errorf("ends %+v, want 3 records over decisions' 2 partitions and nothing of late", ends)
 	}
 }
