@@ -77,17 +77,17 @@ func (k *Kafka) Acknowledged() map[Partition]int64 {
 }
 
 // acknowledge notes the offsets of messages the brokers acknowledged
-// (kafka-go's Writer.Completion).
+// (kafka-go's Writer.Completion): a batch of one partition, in offset
+// order, so its last message says where the partition ends.
 func (k *Kafka) acknowledge(msgs []kafka.Message, err error) {
-	if err != nil {
+	if err != nil || len(msgs) == 0 {
 		return
 	}
+	last := &msgs[len(msgs)-1]
+	p := Partition{last.Topic, last.Partition}
 	k.ackedMu.Lock()
 	defer k.ackedMu.Unlock()
-	for i := range msgs {
-		p := Partition{msgs[i].Topic, msgs[i].Partition}
-		k.acked[p] = max(k.acked[p], msgs[i].Offset+1)
-	}
+	k.acked[p] = max(k.acked[p], last.Offset+1)
 }
 
 // KafkaOption configures NewKafka.
