@@ -230,7 +230,7 @@ func (c *countingOutput) Decision(d *windows.Decision) {
 
 // settle counts what became of a valid record, and sends it to the late
 // output when no window took it; wm is the watermark it came after.
-func settle(st *Stats, out Output, res windows.Result, rec *Record, wm int64) {
+func settle(st *Stats, out Output, res windows.Result, raw []byte, wm int64, prov *event.Provenance) {
 	switch res {
 	case windows.Accepted:
 		st.Accepted++
@@ -238,7 +238,7 @@ func settle(st *Stats, out Output, res windows.Result, rec *Record, wm int64) {
 		st.Unmatched++
 	case windows.Late:
 		st.Late++
-		out.Late(rec.Value, wm, &rec.Prov)
+		out.Late(raw, wm, prov)
 	}
 }
 
@@ -272,7 +272,7 @@ func (e *Engine) processDecoded(rec *Record, ev *event.Event, refs []windows.Slo
 	if err != nil {
 		return err
 	}
-	settle(&e.stats, e.out, res, rec, e.op.Watermark())
+	settle(&e.stats, e.out, res, rec.Value, e.op.Watermark(), &rec.Prov)
 	return e.op.AdvanceWatermark(wm)
 }
 

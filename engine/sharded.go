@@ -357,7 +357,7 @@ func (e *Sharded) Merge(b *Batch, before func(i int)) {
 				}
 			}
 		}
-		settle(&e.stats, e.out, res, rec, e.merged)
+		settle(&e.stats, e.out, res, rec.Value, e.merged, &rec.Prov)
 		e.emit(b, int32(i), true)
 		e.merged = max(e.merged, b.wm[i])
 	}

@@ -1,0 +1,233 @@
+package engine
+
+import (
+	"cmp"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/rules"
+	"github.com/riskstream/riskstream/windows"
+)
+
+// The distributed property: one input partition routed by a Router to the
+// Tasks of n partitions, through the message encoding, with marks at random
+// points, messages sent again as a restarted router would, and tasks
+// restored from checkpoints midway, gives the outputs of one Engine:
+// the same dlq records in order, and the same decisions, heatmap records
+// and late records as multisets (tasks emit independently of each other).
+// The one allowed difference: an event late unless a session merges it,
+// with sessions in several partitions (RouterStats.Split), may go to the
+// late output although a session merged it; never the other way round.
+
+// distributedIterations cases are checked.
+const distributedIterations = 200
+
+func TestPropertyDistributedMatchesEngine(t *testing.T) {
+	runProperty(t, distributedIterations, checkDistributed)
+}
+
+func checkDistributed(c *propCase) error {
+	want, err := runEngine(c, windows.NewMemBackend(), 0, 0, false)
+	if err != nil {
+		return fmt.Errorf("engine: %v", err)
+	}
+	r := rand.New(rand.NewPCG(c.seed, 7))
+	got, split, err := runDistributed(c, r)
+	if err != nil {
+		return fmt.Errorf("distributed: %v", err)
+	}
+	if !slices.Equal(got.dlq, want.dlq) {
+		return fmt.Errorf("dlq: got %v, want %v", got.dlq, want.dlq)
+	}
+	sortDec := func(ds []decRec) []decRec {
+		ds = slices.Clone(ds)
+		slices.SortStableFunc(ds, func(a, b decRec) int {
+			return cmp.Or(cmp.Compare(a.eventID, b.eventID), cmp.Compare(a.rule, b.rule))
+		})
+		return ds
+	}
+	if err := diffSeq("decisions (sorted)", sortDec(got.decisions), sortDec(want.decisions)); err != nil {
+		return err
+	}
+	sortLate := func(ls []lateRec) []lateRec {
+		ls = slices.Clone(ls)
+		slices.SortStableFunc(ls, func(a, b lateRec) int { return cmp.Compare(a.id, b.id) })
+		return ls
+	}
+	gl, wl := sortLate(got.late), sortLate(want.late)
+	if split == 0 {
+		if err := diffSeq("late (sorted)", gl, wl); err != nil {
+			return err
+		}
+	} else {
+		for _, l := range wl {
+			if _, found := slices.BinarySearchFunc(gl, l, func(a, b lateRec) int { return cmp.Compare(a.id, b.id) }); !found {
+				return fmt.Errorf("late %v missing (%d split events)", l, split)
+			}
+		}
+	}
+	return sameHeatmaps(got.heatmaps, want.heatmaps)
+}
+
+// sameHeatmaps compares two engines' heatmap records as multisets, their
+// quantiles too: the same values in the same order make the same sketch.
+func sameHeatmaps(got, want []hmRec) error {
+	got, want = slices.Clone(got), slices.Clone(want)
+	slices.SortStableFunc(got, compareIdentity)
+	slices.SortStableFunc(want, compareIdentity)
+	flat := func(hs []hmRec) []hmFull {
+		out := make([]hmFull, len(hs))
+		for i := range hs {
+			out[i] = hmFull{hs[i].hmCore, hs[i].quantiles}
+		}
+		return out
+	}
+	return diffSeq("heatmaps (sorted by identity)", flat(got), flat(want))
+}
+
+// hmFull is a heatmap record with its quantiles, comparable.
+type hmFull struct {
+	hmCore
+	q [3]float64
+}
+
+func (f hmFull) String() string { return fmt.Sprintf("%v q=%v", f.hmCore, f.q) }
+
+// runDistributed runs c's events as input partition 0 through a Router and
+// the Tasks of 1 to 5 partitions, and returns what they emitted and how
+// many split events the router saw.
+func runDistributed(c *propCase, r *rand.Rand) (*capture, int64, error) {
+	cfg, err := rules.Parse("rules.yaml", []byte(c.yaml()))
+	if err != nil {
+		return nil, 0, err
+	}
+	n := 1 + r.IntN(5)
+	out := &capture{}
+	router, err := NewRouter(cfg, n, nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	backends := make([]windows.Backend, n)
+	tasks := make([]*Task, n)
+	newTask := func(k int) (*Task, error) {
+		return NewTask(TaskOptions{Config: cfg, Backend: backends[k], Output: out, Partition: k, Partitions: n,
+			Topic: "requests", Inputs: []int32{0}})
+	}
+	for k := range n {
+		backends[k] = windows.NewMemBackend()
+		if tasks[k], err = newTask(k); err != nil {
+			return nil, 0, err
+		}
+	}
+	// sent keeps every encoded message per partition, so that some can be
+	// delivered again.
+	sent := make([][][]byte, n)
+	deliver := func(k int, b []byte) error {
+		var m Message
+		if err := DecodeMessage(b, &m); err != nil {
+			return err
+		}
+		_, err := tasks[k].Apply(&m)
+		return err
+	}
+	send := func(k int, m *Message) error {
+		b := AppendMessage(nil, m)
+		sent[k] = append(sent[k], b)
+		return deliver(k, b)
+	}
+	for i := range c.events {
+		rec := Record{Value: []byte(c.events[i].json()), Prov: event.Provenance{Topic: "requests", Offset: int64(i)}}
+		routed := router.Route(&rec, 0)
+		switch {
+		case routed.Invalid != nil:
+			out.DLQ(rec.Value, routed.Invalid.Error(), &rec.Prov)
+		case routed.Late:
+			out.Late(rec.Value, routed.Message.Before, &rec.Prov)
+		}
+		for _, k := range routed.Partitions {
+			m := routed.Message
+			m.Decider = k == routed.Decider
+			if err := send(int(k), &m); err != nil {
+				return nil, 0, err
+			}
+		}
+		if r.IntN(8) == 0 { // a mark to every partition
+			wm, idle := router.Mark(0, 0)
+			for k := range n {
+				if err := send(k, &Message{Kind: MarkMessage, Offset: int64(i), Watermark: wm, Idle: idle}); err != nil {
+					return nil, 0, err
+				}
+			}
+		}
+		if r.IntN(16) == 0 { // a partition gets some messages again
+			k := r.IntN(n)
+			from := r.IntN(len(sent[k]) + 1)
+			for _, b := range sent[k][from:] {
+				if err := deliver(k, b); err != nil {
+					return nil, 0, err
+				}
+			}
+		}
+		if r.IntN(20) == 0 { // a task restarts from a checkpoint
+			k := r.IntN(n)
+			cp, err := tasks[k].Checkpoint()
+			if err != nil {
+				return nil, 0, err
+			}
+			if tasks[k], err = newTask(k); err != nil {
+				return nil, 0, err
+			}
+			if err := tasks[k].Restore(cp); err != nil {
+				return nil, 0, err
+			}
+		}
+	}
+	for _, t := range tasks {
+		if err := t.Finish(); err != nil {
+			return nil, 0, err
+		}
+	}
+	return out, router.Stats().Split, nil
+}
+
+func TestMessageRoundTrip(t *testing.T) {
+	for _, m := range []Message{
+		{Kind: RecordMessage, Partition: 3, Offset: 1 << 40, Watermark: -5, Before: -7, Time: 1732150000123,
+			Processing: true, Decider: true, Value: []byte(`{"id":"a"}`)},
+		{Kind: RecordMessage, Offset: 0, Watermark: windows.MinWatermark, Before: windows.MinWatermark, Value: []byte{}},
+		{Kind: MarkMessage, Partition: 1, Offset: -1, Watermark: 99, Idle: true},
+	} {
+		var got Message
+		if err := DecodeMessage(AppendMessage(nil, &m), &got); err != nil {
+			t.Fatalf("%+v: %v", m, err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(m) {
+			t.Errorf("got %+v, want %+v", got, m)
+		}
+	}
+	for _, b := range [][]byte{nil, {1}, {2, 1, 0, 0, 0, 0}, {1, 3, 0, 0, 0, 0}, {1, 2, 0x80, 0, 0, 0}, {1, 2, 0, 0, 0, 0, 0}} {
+		var m Message
+		if err := DecodeMessage(b, &m); err == nil {
+			t.Errorf("DecodeMessage(%v) = %+v, want an error", b, m)
+		}
+	}
+}
+
+func FuzzDecodeMessage(f *testing.F) {
+	f.Add(AppendMessage(nil, &Message{Kind: RecordMessage, Partition: 2, Offset: 9, Value: []byte(`{}`)}))
+	f.Add(AppendMessage(nil, &Message{Kind: MarkMessage, Offset: -1, Idle: true}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var m Message
+		if err := DecodeMessage(b, &m); err != nil {
+			return
+		}
+		// What decodes encodes to bytes that decode to the same.
+		var again Message
+		if err := DecodeMessage(AppendMessage(nil, &m), &again); err != nil || fmt.Sprint(again) != fmt.Sprint(m) {
+			t.Fatalf("%x decodes to %+v, which encodes to bytes that decode to %+v (%v)", b, m, again, err)
+		}
+	})
+}

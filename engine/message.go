@@ -1,0 +1,128 @@
+package engine
+
+import (
+	"encoding/binary"
+	"errors"
+)
+
+// Message is what the first stage of a distributed job sends a partition
+// of the repartition topic: a record, timed, for the state of its keys
+// that the partition holds, or a mark of an input partition's progress
+// (docs/format/repartition.md).
+type Message struct {
+	Kind MessageKind
+	// Partition and Offset are the input record's, or for a mark those of
+	// the last record routed before it (-1 before any).
+	Partition int32
+	Offset    int64
+	// Watermark is, for a record, the input partition's watermark after
+	// it, and for a mark its watermark now.
+	Watermark int64
+	// Before is the input partition's watermark before the record.
+	Before int64
+	// Time is the time that windows the record's event; Processing is set
+	// when that is its reference time (its source's clock is skewed).
+	Time       int64
+	Processing bool
+	// Decider is set on the one message of a record whose receiver writes
+	// the record to the late output if no window of its takes the event.
+	Decider bool
+	// Idle is set on a mark of an input partition that has turned idle.
+	Idle bool
+	// Value is the record's bytes.
+	Value []byte
+}
+
+// MessageKind tells a record from a mark.
+type MessageKind byte
+
+const (
+	// RecordMessage carries an input record.
+	RecordMessage MessageKind = 1
+	// MarkMessage carries an input partition's watermark.
+	MarkMessage MessageKind = 2
+)
+
+// messageVersion is the first byte of an encoded Message.
+const messageVersion = 1
+
+const (
+	flagProcessing = 1 << iota
+	flagDecider
+	flagIdle
+)
+
+// AppendMessage appends m's encoding to dst.
+func AppendMessage(dst []byte, m *Message) []byte {
+	var flags byte
+	if m.Processing {
+		flags |= flagProcessing
+	}
+	if m.Decider {
+		flags |= flagDecider
+	}
+	if m.Idle {
+		flags |= flagIdle
+	}
+	dst = append(dst, messageVersion, byte(m.Kind), flags)
+	dst = binary.AppendVarint(dst, int64(m.Partition))
+	dst = binary.AppendVarint(dst, m.Offset)
+	dst = binary.AppendVarint(dst, m.Watermark)
+	if m.Kind == MarkMessage {
+		return dst
+	}
+	dst = binary.AppendVarint(dst, m.Before)
+	dst = binary.AppendVarint(dst, m.Time)
+	return append(dst, m.Value...)
+}
+
+// ErrBadMessage reports bytes that are not a Message.
+var ErrBadMessage = errors.New("engine: not a repartition message")
+
+// DecodeMessage decodes b into m. m.Value points into b.
+func DecodeMessage(b []byte, m *Message) error {
+	if len(b) < 3 || b[0] != messageVersion {
+		return ErrBadMessage
+	}
+	*m = Message{Kind: MessageKind(b[1])}
+	flags := b[2]
+	m.Processing, m.Decider, m.Idle = flags&flagProcessing != 0, flags&flagDecider != 0, flags&flagIdle != 0
+	if m.Kind != RecordMessage && m.Kind != MarkMessage || flags&^(flagProcessing|flagDecider|flagIdle) != 0 {
+		return ErrBadMessage
+	}
+	b = b[3:]
+	var p int64
+	var ok bool
+	if p, b, ok = varint(b); !ok || p < 0 || p > 1<<31-1 {
+		return ErrBadMessage
+	}
+	m.Partition = int32(p)
+	if m.Offset, b, ok = varint(b); !ok {
+		return ErrBadMessage
+	}
+	if m.Watermark, b, ok = varint(b); !ok {
+		return ErrBadMessage
+	}
+	if m.Kind == MarkMessage {
+		if len(b) != 0 {
+			return ErrBadMessage
+		}
+		return nil
+	}
+	if m.Before, b, ok = varint(b); !ok {
+		return ErrBadMessage
+	}
+	if m.Time, b, ok = varint(b); !ok {
+		return ErrBadMessage
+	}
+	m.Value = b
+	return nil
+}
+
+func varint(b []byte) (int64, []byte, bool) {
+	v, n := binary.Varint(b)
+	if n <= 0 {
+		return 0, nil, false
+	}
+	return v, b[n:], true
+}

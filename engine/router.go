@@ -1,0 +1,239 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/rules"
+	"github.com/riskstream/riskstream/watermark"
+	"github.com/riskstream/riskstream/windows"
+)
+
+// Router is the first stage of a distributed job (docs/distributed.md):
+// for the input partitions an instance reads, it decodes and keys each
+// record, times it as the engine does (its source's skew, its partition's
+// watermark), and names the partitions of the repartition topic that hold
+// the state of its keys, where Tasks process it. It holds no window state:
+// each input partition's clocks are all it keeps, and checkpoints, so that
+// another instance can take the partition over.
+//
+// The watermark a Router computes is its partition's own; the Tasks
+// combine those of every input partition. Skew is tracked per source
+// within each input partition, so scope: job degrades the sources of one
+// partition together.
+type Router struct {
+	cfg        *rules.Config
+	dec        *event.Decoder
+	keyer      *windows.Keyer
+	partitions int
+	onTr       func(watermark.Transition)
+	inputs     map[int32]*clocks
+	ev         event.Event
+	refs       []windows.SlotRef
+	keys       []byte
+	routed     Routed
+	stats      RouterStats
+}
+
+// RouterStats count what became of the records a Router took.
+type RouterStats struct {
+	Records   int64
+	Invalid   int64
+	Unmatched int64
+	Retimed   int64
+	// Late counts events every window of which was purged at their input
+	// partition's watermark; the Router sends them to the late output.
+	Late int64
+	// Split counts events that are late unless a session merges them, with
+	// session rules or heatmaps in more than one partition: the partition
+	// of the first decides alone (docs/distributed.md "Late events").
+	Split int64
+}
+
+// Routed is where a Router sends a record.
+type Routed struct {
+	// Invalid is why the record goes to the dlq output, or nil.
+	Invalid error
+	// Late is set when the record goes to the late output, with the
+	// watermark Message.Before.
+	Late bool
+	// Message is the record's, to each of Partitions; Decider is set on
+	// the one to Decider.
+	Message Message
+	// Partitions are those of the repartition topic that hold the record's
+	// keys, in increasing order; none when the record is invalid, late or
+	// matches no rule.
+	Partitions []int32
+	// Decider is the partition that writes the record to the late output
+	// if it turns out late there, or -1 when it cannot be late.
+	Decider int32
+}
+
+// NewRouter returns a Router for cfg sending records to a repartition topic
+// of the given number of partitions. onTr, if set, is told when a source
+// becomes degraded or recovers.
+func NewRouter(cfg *rules.Config, partitions int, onTr func(watermark.Transition)) (*Router, error) {
+	if partitions < 1 {
+		return nil, fmt.Errorf("engine: a router needs at least one partition, not %d", partitions)
+	}
+	schema, err := event.NewSchema(windows.Fields(cfg))
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	keyer, err := windows.NewKeyer(cfg, schema)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	return &Router{cfg: cfg, dec: event.NewDecoder(schema), keyer: keyer, partitions: partitions,
+		onTr: onTr, inputs: make(map[int32]*clocks)}, nil
+}
+
+// input returns input partition p's clocks, registering it at now.
+func (r *Router) input(p int32, now int64) *clocks {
+	c, ok := r.inputs[p]
+	if !ok {
+		nc := newClocks(r.cfg, r.onTr)
+		c = &nc
+		c.wm.AddPartition(p, now)
+		r.inputs[p] = c
+	}
+	return c
+}
+
+// AddPartition registers input partition p before its first record.
+func (r *Router) AddPartition(p int32, now int64) { r.input(p, now) }
+
+// RemovePartition forgets input partition p: another instance took it.
+func (r *Router) RemovePartition(p int32) { delete(r.inputs, p) }
+
+// Route decides what becomes of rec at processing time now. The result is
+// valid until the next call.
+func (r *Router) Route(rec *Record, now int64) *Routed {
+	r.stats.Records++
+	c := r.input(rec.Partition, now)
+	out := &r.routed
+	*out = Routed{Partitions: out.Partitions[:0], Decider: -1,
+		Message: Message{Kind: RecordMessage, Partition: rec.Partition, Offset: rec.Prov.Offset, Value: rec.Value}}
+	if err := r.dec.Decode(rec.Value, &r.ev); err != nil {
+		out.Invalid = err
+	} else if err := c.ahead(rec, &r.ev); err != nil {
+		out.Invalid = err
+	}
+	if out.Invalid != nil {
+		r.stats.Invalid++
+		out.Message.Watermark = c.wm.Current()
+		return out
+	}
+	r.refs, r.keys = r.keyer.Append(r.refs[:0], r.keys[:0], &r.ev)
+	m := &out.Message
+	m.Before = c.wm.Current()
+	m.Time, m.Processing, m.Watermark = c.observe(rec, &r.ev, now)
+	if m.Processing {
+		r.stats.Retimed++
+	}
+	alive, matched := false, false
+	merging := int32(-1)
+	split := false
+	for _, ref := range r.refs {
+		fate := r.keyer.Fate(ref, m.Time, m.Before)
+		if fate == windows.Skipped {
+			continue
+		}
+		p := int32(r.keyer.Route(ref, r.keys, r.partitions))
+		if !matched {
+			out.Decider = p
+		}
+		matched = true
+		switch fate {
+		case windows.Alive:
+			alive = true
+		case windows.Merging:
+			if merging < 0 {
+				merging = p
+			}
+			split = split || merging != p
+		}
+		if i, found := slices.BinarySearch(out.Partitions, p); !found {
+			out.Partitions = slices.Insert(out.Partitions, i, p)
+		}
+	}
+	switch {
+	case !matched:
+		r.stats.Unmatched++
+	case alive:
+		out.Decider = -1
+	case merging < 0:
+		// Every window is purged: late wherever its state is.
+		r.stats.Late++
+		out.Late, out.Partitions, out.Decider = true, out.Partitions[:0], -1
+	default:
+		out.Decider = merging
+		if split {
+			r.stats.Split++
+		}
+	}
+	return out
+}
+
+// Mark returns input partition p's watermark at processing time now and
+// whether the partition is idle, for a mark to every partition.
+func (r *Router) Mark(p int32, now int64) (wm int64, idle bool) {
+	c := r.input(p, now)
+	return c.wm.Advance(now), c.wm.Idle(p, now)
+}
+
+// Watermark returns input partition p's watermark.
+func (r *Router) Watermark(p int32) int64 { return r.input(p, 0).wm.Current() }
+
+// Stats returns the counts so far.
+func (r *Router) Stats() RouterStats { return r.stats }
+
+// Sources returns the clock skew of every source seen on the partitions
+// routed.
+func (r *Router) Sources() []watermark.SourceSkew {
+	var all []watermark.SourceSkew
+	for _, c := range r.inputs {
+		all = append(all, c.skew.Sources()...)
+	}
+	return all
+}
+
+// routerCheckpointVersion is the first byte of a Router's checkpoint of
+// one input partition.
+const routerCheckpointVersion = 1
+
+// Checkpoint returns input partition p's clocks (its watermark and the
+// skew of its sources), to be stored with the offset they cover.
+func (r *Router) Checkpoint(p int32) []byte {
+	c := r.input(p, 0)
+	dst := []byte{routerCheckpointVersion}
+	dst = append(dst, r.cfg.Fingerprint()...)
+	dst = append(dst, 0)
+	dst = c.wm.AppendBinary(dst)
+	return c.skew.AppendBinary(dst)
+}
+
+// Restore resumes input partition p from what Checkpoint returned.
+func (r *Router) Restore(p int32, b []byte) error {
+	if len(b) == 0 || b[0] != routerCheckpointVersion {
+		return fmt.Errorf("engine: router checkpoint version unknown")
+	}
+	fp := r.cfg.Fingerprint()
+	if len(b) < 2+len(fp) || string(b[1:1+len(fp)]) != fp || b[1+len(fp)] != 0 {
+		return ErrRulesChanged
+	}
+	b = b[2+len(fp):]
+	nc := newClocks(r.cfg, r.onTr)
+	wm, rest, err := watermark.DecodeCombined(b,
+		r.cfg.Watermark.OutOfOrderness.Milliseconds(), r.cfg.Watermark.IdleTimeout.Milliseconds())
+	if err != nil {
+		return fmt.Errorf("engine: router checkpoint watermark: %w", err)
+	}
+	nc.wm = wm
+	if nc.skew, err = watermark.DecodeSkewTracker(rest, watermark.SkewOptionsFrom(r.cfg.Skew)); err != nil {
+		return fmt.Errorf("engine: router checkpoint skew: %w", err)
+	}
+	r.inputs[p] = &nc
+	return nil
+}

@@ -1,0 +1,287 @@
+package engine
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+
+	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/rules"
+	"github.com/riskstream/riskstream/watermark"
+	"github.com/riskstream/riskstream/windows"
+)
+
+// Task is the second stage of a distributed job (docs/distributed.md): the
+// window state of the keys of one partition of the repartition topic. It
+// takes the Messages Routers send that partition, in the order they come:
+// a record updates the windows of the keys the partition holds, a mark
+// moves an input partition's watermark. Its watermark is the minimum over
+// the input partitions (watermark.Valve), set to the record's input
+// partition's watermark before each record, so that with one input
+// partition every record meets the watermark it met in one engine, and
+// the outputs are the same.
+//
+// A record is applied once: a Task keeps the offset of the last record of
+// each input partition it applied and ignores records at or before it, so
+// that what a Router sends again after it restarts from a checkpoint (or
+// what two instances routing one partition in turn both sent) is skipped.
+type Task struct {
+	cfg        *rules.Config
+	topic      string
+	partition  int
+	partitions int
+	op         *windows.Operator
+	dec        *Decoder
+	keyer      *windows.Keyer
+	valve      *watermark.Valve
+	// applied is, per input partition, the offset of the last record or
+	// mark applied.
+	applied map[int32]int64
+	out     Output
+	count   countingOutput
+	stats   Stats
+	ev      event.Event
+	refs    []windows.SlotRef
+	keys    []byte
+	prov    event.Provenance
+}
+
+// TaskOptions configure a Task.
+type TaskOptions struct {
+	// Config is the validated rules file. Required.
+	Config *rules.Config
+	// Backend stores the task's window state. Required.
+	Backend windows.Backend
+	// Output receives what the task emits. Required.
+	Output Output
+	// Partition is the partition of the repartition topic the task holds,
+	// of Partitions.
+	Partition, Partitions int
+	// Topic is the input topic, for the records' provenance.
+	Topic string
+	// Inputs are the input topic's partitions, each holding the watermark
+	// back until it reports.
+	Inputs []int32
+	// MemoryBytes and CacheSlots bound the window state in memory; see
+	// windows.Options.
+	MemoryBytes int64
+	CacheSlots  int
+}
+
+// NewTask returns a Task for one partition of the repartition topic.
+func NewTask(opts TaskOptions) (*Task, error) {
+	if opts.Config == nil || opts.Backend == nil || opts.Output == nil {
+		return nil, fmt.Errorf("engine: Config, Backend and Output are required")
+	}
+	if opts.Partition < 0 || opts.Partition >= opts.Partitions {
+		return nil, fmt.Errorf("engine: task of partition %d of %d", opts.Partition, opts.Partitions)
+	}
+	schema, err := event.NewSchema(windows.Fields(opts.Config))
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	t := &Task{cfg: opts.Config, topic: opts.Topic, partition: opts.Partition, partitions: opts.Partitions,
+		valve: watermark.NewValve(opts.Inputs), applied: make(map[int32]int64), out: opts.Output}
+	t.stats.Decisions = make([]int64, len(opts.Config.Rules))
+	t.count = countingOutput{Output: opts.Output, stats: &t.stats}
+	t.op, err = windows.New(opts.Config, schema, opts.Backend, &t.count, windows.Options{
+		MemoryBytes: opts.MemoryBytes, CacheSlots: opts.CacheSlots, WriteThrough: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	t.dec = newDecoder(schema, t.op)
+	t.keyer = t.op.NewKeyer()
+	return t, nil
+}
+
+// Applied returns the offset of the last record or mark of input partition
+// p the task applied, and false before any.
+func (t *Task) Applied(p int32) (int64, bool) {
+	o, ok := t.applied[p]
+	return o, ok
+}
+
+// fresh reports whether a message of input partition p at offset o comes
+// after everything applied, and notes it applied.
+func (t *Task) fresh(p int32, o int64) bool {
+	if last, ok := t.applied[p]; ok && o <= last {
+		return false
+	}
+	t.applied[p] = o
+	return true
+}
+
+// Apply takes one message. It returns false for a record applied before
+// (skipped). An error comes only from the state backend, or a record that
+// does not decode as it did when it was routed.
+func (t *Task) Apply(m *Message) (bool, error) {
+	if m.Kind == MarkMessage {
+		if last, ok := t.applied[m.Partition]; !ok || m.Offset > last {
+			t.applied[m.Partition] = m.Offset
+		}
+		return true, t.op.AdvanceWatermark(t.valve.Set(m.Partition, m.Watermark, m.Idle))
+	}
+	if !t.fresh(m.Partition, m.Offset) {
+		return false, nil
+	}
+	if err := t.op.AdvanceWatermark(t.valve.Set(m.Partition, m.Before, false)); err != nil {
+		return true, err
+	}
+	refs, keys, err := t.dec.Decode(m.Value, &t.ev, t.refs[:0], t.keys[:0])
+	if err != nil {
+		return true, fmt.Errorf("engine: record %d/%d was routed but does not decode: %w", m.Partition, m.Offset, err)
+	}
+	// Only the state of the keys this partition holds.
+	mine := refs[:0]
+	for _, r := range refs {
+		if t.keyer.Route(r, keys, t.partitions) == t.partition {
+			mine = append(mine, r)
+		}
+	}
+	t.refs, t.keys = mine, keys
+	t.prov = event.Provenance{Topic: t.topic, Partition: m.Partition, Offset: m.Offset}
+	t.count.prov = &t.prov
+	t.stats.Records++
+	if m.Processing {
+		t.stats.Retimed++
+	}
+	res, err := t.op.ProcessElement(&t.ev, mine, keys, m.Time, m.Processing)
+	if err != nil {
+		return true, err
+	}
+	if res == windows.Late && !m.Decider {
+		res = windows.Unmatched // another partition tells
+	}
+	settle(&t.stats, t.out, res, m.Value, t.op.Watermark(), &t.prov)
+	return true, t.op.AdvanceWatermark(t.valve.Set(m.Partition, m.Watermark, false))
+}
+
+// Finish ends the input: the watermark goes to +infinity, windows that have
+// not fired fire once, and state is flushed to the backend.
+func (t *Task) Finish() error {
+	if err := t.op.AdvanceWatermark(watermark.Max); err != nil {
+		return err
+	}
+	return t.op.Flush()
+}
+
+// WriteBack writes up to n changed window states to the backend ahead of
+// the next Checkpoint; see windows.Operator.WriteBack.
+func (t *Task) WriteBack(n int) error { return t.op.WriteBack(n) }
+
+// Changed returns about how many window states changed since they were
+// last written to the backend.
+func (t *Task) Changed() int { return t.op.Changed() }
+
+// Watermark returns the task's watermark.
+func (t *Task) Watermark() int64 { return t.op.Watermark() }
+
+// Stats returns the counts so far: Records counts the records applied,
+// Late those this partition decided were late.
+func (t *Task) Stats() Stats {
+	s := t.stats
+	s.Decisions = slices.Clone(s.Decisions)
+	s.WindowsFired = t.op.WindowsFired()
+	return s
+}
+
+// taskCheckpointVersion is the first byte of a Task's checkpoint.
+const taskCheckpointVersion = 1
+
+// Checkpoint writes every changed window state to the backend and returns
+// the rest of the task's state (rules fingerprint, watermarks, the offsets
+// applied per input partition, counters), to be stored with it.
+func (t *Task) Checkpoint() ([]byte, error) {
+	op, err := t.op.Checkpoint(nil)
+	if err != nil {
+		return nil, err
+	}
+	dst := []byte{taskCheckpointVersion}
+	section := func(b []byte) {
+		dst = binary.AppendUvarint(dst, uint64(len(b)))
+		dst = append(dst, b...)
+	}
+	section([]byte(t.cfg.Fingerprint()))
+	section(op)
+	section(t.valve.AppendBinary(nil))
+	var b []byte
+	inputs := slices.Sorted(func(yield func(int32) bool) {
+		for p := range t.applied {
+			if !yield(p) {
+				return
+			}
+		}
+	})
+	b = binary.AppendUvarint(b, uint64(len(inputs)))
+	for _, p := range inputs {
+		b = binary.AppendVarint(b, int64(p))
+		b = binary.AppendVarint(b, t.applied[p])
+	}
+	section(b)
+	counters := append([]int64{t.stats.Records, t.stats.Accepted, t.stats.Unmatched, t.stats.Late, t.stats.Retimed}, t.stats.Decisions...)
+	b = b[:0]
+	for _, n := range counters {
+		b = binary.AppendVarint(b, n)
+	}
+	section(b)
+	return dst, nil
+}
+
+// Restore resumes a new task, over the backend the checkpoint's state was
+// written to, from what Checkpoint returned.
+func (t *Task) Restore(b []byte) error {
+	if len(b) == 0 || b[0] != taskCheckpointVersion {
+		return fmt.Errorf("engine: task checkpoint version unknown")
+	}
+	b = b[1:]
+	var sections [5][]byte
+	for i := range sections {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > uint64(len(b)-k) {
+			return fmt.Errorf("engine: task checkpoint truncated")
+		}
+		sections[i], b = b[k:k+int(n)], b[k+int(n):]
+	}
+	if string(sections[0]) != t.cfg.Fingerprint() {
+		return ErrRulesChanged
+	}
+	if err := t.op.Restore(sections[1]); err != nil {
+		return err
+	}
+	valve, rest, err := watermark.DecodeValve(sections[2])
+	if err != nil || len(rest) != 0 {
+		return fmt.Errorf("engine: task checkpoint watermarks: %v", err)
+	}
+	t.valve = valve
+	ab := sections[3]
+	n, k := binary.Uvarint(ab)
+	if k <= 0 || n > uint64(len(ab)) {
+		return fmt.Errorf("engine: task checkpoint offsets truncated")
+	}
+	ab = ab[k:]
+	for range n {
+		p, rest, ok := varint(ab)
+		if !ok {
+			return fmt.Errorf("engine: task checkpoint offsets truncated")
+		}
+		o, rest, ok := varint(rest)
+		if !ok {
+			return fmt.Errorf("engine: task checkpoint offsets truncated")
+		}
+		t.applied[int32(p)], ab = o, rest
+	}
+	counters := []*int64{&t.stats.Records, &t.stats.Accepted, &t.stats.Unmatched, &t.stats.Late, &t.stats.Retimed}
+	for i := range t.stats.Decisions {
+		counters = append(counters, &t.stats.Decisions[i])
+	}
+	cs := sections[4]
+	for _, p := range counters {
+		v, rest, ok := varint(cs)
+		if !ok {
+			return fmt.Errorf("engine: task checkpoint counters truncated")
+		}
+		*p, cs = v, rest
+	}
+	return nil
+}
