@@ -20,7 +20,7 @@ func TestValve(t *testing.T) {
 		{1, 400, false, 300},
 		{0, 500, false, 400},
 		{0, 600, true, 400},
-		{1, 400, true, 400}, // every channel idle: it stays
+		{1, 400, true, 400},  // every channel idle: it stays
 		{2, 450, false, 450}, // an unknown channel is added
 	}
 	for i, s := range steps {
