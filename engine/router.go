@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/riskstream/riskstream/event"
@@ -103,6 +104,10 @@ func (r *Router) input(p int32, now int64) *clocks {
 
 // AddPartition registers input partition p before its first record.
 func (r *Router) AddPartition(p int32, now int64) { r.input(p, now) }
+
+// Inputs returns the input partitions the router has clocks of, in
+// increasing order.
+func (r *Router) Inputs() []int32 { return slices.Sorted(maps.Keys(r.inputs)) }
 
 // RemovePartition forgets input partition p: another instance took it.
 func (r *Router) RemovePartition(p int32) { delete(r.inputs, p) }

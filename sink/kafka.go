@@ -94,6 +94,7 @@ func (k *Kafka) acknowledge(msgs []kafka.Message, err error) {
 type KafkaOption func(*kafkaConfig)
 
 type kafkaConfig struct {
+	direct          []string
 	conns           *kafka.Transport
 	maxMessageBytes int
 	reg             prometheus.Registerer
@@ -117,6 +118,13 @@ func Transport(conns *kafka.Transport) KafkaOption {
 // default value is DefaultMaxMessageBytes.
 func MaxMessageBytes(n int) KafkaOption {
 	return func(c *kafkaConfig) { c.maxMessageBytes = max(n, MinMaxMessageBytes) }
+}
+
+// DirectTopics names topics of the job's own the sink writes messages to
+// with Send, each to the partition Send names (a distributed job's
+// repartition topic). The default value is none.
+func DirectTopics(topics ...string) KafkaOption {
+	return func(c *kafkaConfig) { c.direct = append(c.direct, topics...) }
 }
 
 // Metrics registers the sink's counters on reg: output records cut to
@@ -180,6 +188,10 @@ func NewKafka(brokers []string, topics Topics, opts ...KafkaOption) *Kafka {
 	if conns.MetadataTTL == 0 {
 		conns.MetadataTTL = time.Second
 	}
+	direct := make(map[string]bool, len(cfg.direct))
+	for _, t := range cfg.direct {
+		direct[t] = true
+	}
 	k := &Kafka{
 		acked:    make(map[Partition]int64),
 		enc:      NewEncoder(),
@@ -195,7 +207,7 @@ func NewKafka(brokers []string, topics Topics, opts ...KafkaOption) *Kafka {
 			// partitioner (murmur2) gives them, as produce's do: a consumer
 			// or producer of any client finds an event id's decisions
 			// where it would put them.
-			Balancer: kafka.Murmur2Balancer{},
+			Balancer: directBalancer{direct: direct},
 			// A batch is sent when its BatchTimeout expires or it is full,
 			// even by a synchronous WriteMessages: kafka-go's default of a
 			// second (or any milliseconds) would be added to every
@@ -329,6 +341,31 @@ func (k *Kafka) DLQ(raw []byte, reason string, p *event.Provenance) {
 	if k.add(k.topics.DLQ, start, start, false) && cut {
 		k.metrics.truncated.WithLabelValues(k.topics.DLQ).Inc()
 	}
+}
+
+// directBalancer puts the messages of the direct topics in the partition
+// Send named, and the others where the Java client's default partitioner
+// (murmur2) puts their keys.
+type directBalancer struct {
+	kafka.Murmur2Balancer
+	direct map[string]bool
+}
+
+func (b directBalancer) Balance(m kafka.Message, partitions ...int) int {
+	if b.direct[m.Topic] {
+		return m.Partition
+	}
+	return b.Murmur2Balancer.Balance(m, partitions...)
+}
+
+// Send queues a keyless message of value, with timestamp t, to partition
+// of topic, one of DirectTopics: it is written in order with the outputs.
+func (k *Kafka) Send(topic string, partition int, value []byte, t time.Time) {
+	b := k.room()
+	start := len(b)
+	b = append(b, value...)
+	k.chunk = b
+	k.pending = append(k.pending, kafka.Message{Topic: topic, Partition: partition, Value: b[start:len(b):len(b)], Time: t})
 }
 
 // Batch is a set of output messages detached from the sink, for Write.

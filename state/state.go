@@ -848,3 +848,65 @@ func (d *DB) closeFailed() error {
 	}
 	return d.Err()
 }
+
+// Changes calls fn with the last pending write of every key, in the order
+// the keys were first written, as the store's own keys (slots and
+// metadata alike; value nil for a deletion): what the next Commit makes
+// durable, for a copy of the checkpoint elsewhere (a distributed job's
+// changelog topic). Load writes them into another store.
+func (d *DB) Changes(fn func(key, value []byte) error) error {
+	if err := d.usable(); err != nil {
+		return err
+	}
+	for _, b := range d.buffers() {
+		w := &b.pending
+		if w.empty() {
+			continue
+		}
+		for i, o := range w.ops {
+			if last, ok := w.lastOf(w.key(o)); ok && last != i {
+				continue // written again later
+			}
+			var v []byte
+			if !o.deleted {
+				v = w.data[o.value:o.end]
+			}
+			if err := fn(w.key(o), v); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// lastOf returns the index of the last pending write of key.
+func (w *writes) lastOf(key []byte) (int, bool) {
+	if _, _, ok := w.get(key); !ok {
+		return 0, false
+	}
+	return w.index[string(key)], true
+}
+
+// Load adds a write of key, one of the store's own keys as Changes gave
+// it, to the pending writes (a deletion when value is nil): restoring a
+// copy of another store's checkpoints.
+func (d *DB) Load(key, value []byte) error {
+	if err := d.usable(); err != nil {
+		return err
+	}
+	if len(key) == 0 || key[0] != prefixSlot && key[0] != prefixMeta {
+		return fmt.Errorf("state: load of key %q, which is not a store's", key)
+	}
+	d.own.pending.put(key, value, value == nil)
+	return d.maybeCommit()
+}
+
+// Stored returns the value of key, one of the store's own keys as Changes
+// gives them, reading through the pending writes, or found false.
+func (d *DB) Stored(key []byte) (value []byte, found bool, err error) {
+	v, ok, err := d.read(&d.own, key)
+	if !ok || err != nil {
+		return nil, false, err
+	}
+	return append([]byte(nil), v...), true, nil
+}

@@ -40,6 +40,9 @@ func Run(ctx context.Context, opts RunOptions) (err error) {
 	if len(opts.Brokers) == 0 && (opts.Security.TLS.On() || opts.Security.SASL.Mechanism != "") {
 		return ErrEmbeddedSecurity
 	}
+	if opts.Distributed {
+		return runDistributed(ctx, opts)
+	}
 	j := &liveJob{opts: opts, log: opts.Logger, offsets: map[int32]int64{}, known: map[int]bool{}, started: opts.Now()}
 	defer j.close()
 	for _, stage := range []func(context.Context) error{
@@ -109,11 +112,8 @@ type liveJob struct {
 	// write-back's pace.
 	nextCheckpoint time.Time
 
-	outputClient *kafka.Client
-	endsUnknown  bool // warned that outputEnds fails, until it works again
-	// baseEnds are where the output partitions ended when first read,
-	// before the sink's acknowledged writes (outputEnds).
-	baseEnds     map[sink.Partition]int64
+	// ends follows where the outputs end, for checkpoints.
+	ends         *endTracker
 	commitFailed chan error
 }
 
@@ -351,7 +351,9 @@ func (j *liveJob) startFetching(ctx context.Context) error {
 	// member is still open.
 	j.commitFailed = make(chan error, 1)
 	j.onClose(func() { j.db.Wait() })
-	j.outputClient = &kafka.Client{Addr: kafka.TCP(j.brokers...), Transport: j.sec.Transport(), Timeout: 10 * time.Second}
+	o := j.opts.Outputs
+	j.ends = &endTracker{client: &kafka.Client{Addr: kafka.TCP(j.brokers...), Transport: j.sec.Transport(), Timeout: 10 * time.Second},
+		topics: []string{o.Decisions, o.Heatmaps, o.Late, o.DLQ}, out: j.out, log: j.log}
 	return nil
 }
 
@@ -613,41 +615,5 @@ func (j *liveJob) checkpoint(final bool) error {
 }
 
 // outputEnds returns where the outputs end, now that all are acknowledged:
-// a restart does not write again what lies past it. They are read from
-// the brokers once (Metadata and ListOffsets), then followed from the
-// acknowledgements of the sink's writes, so that a checkpoint waits for no
-// round trip. Unknown (the brokers did not answer yet) is an empty list:
-// a restart then writes them again.
-func (j *liveJob) outputEnds() []partitionEnd {
-	if j.baseEnds == nil {
-		o := j.opts.Outputs
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		ends, err := outputEnds(ctx, j.outputClient, []string{o.Decisions, o.Heatmaps, o.Late, o.DLQ})
-		if err != nil {
-			if !j.endsUnknown {
-				j.log.Warn("reading where the outputs end; a restart from a checkpoint without it may write some outputs twice", "err", err)
-				j.endsUnknown = true
-			}
-			return nil
-		}
-		if j.endsUnknown {
-			j.log.Info("reading where the outputs end again")
-			j.endsUnknown = false
-		}
-		j.baseEnds = make(map[sink.Partition]int64, len(ends))
-		for _, e := range ends {
-			j.baseEnds[e.Partition] = e.offset
-		}
-	}
-	ends := maps.Clone(j.baseEnds)
-	for p, off := range j.out.Acknowledged() {
-		ends[p] = max(ends[p], off)
-	}
-	list := make([]partitionEnd, 0, len(ends))
-	for p, off := range ends {
-		list = append(list, partitionEnd{p, off})
-	}
-	sortEnds(list)
-	return list
-}
+// a restart does not write again what lies past it.
+func (j *liveJob) outputEnds() []partitionEnd { return j.ends.now() }

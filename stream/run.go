@@ -72,6 +72,16 @@ type RunOptions struct {
 	// nothing else to do. The default value is DefaultPartitionWait; a
 	// negative value waits not at all.
 	PartitionWait time.Duration
+	// Distributed makes the instance one of several sharing the job
+	// through the consumer group Group (docs/distributed.md); it needs
+	// Brokers. The default value is false: one instance owns the whole
+	// input, and a second one is refused.
+	Distributed bool
+	// RepartitionPartitions is the partitions of a distributed job's
+	// repartition and changelog topics: how many instances can hold state.
+	// It cannot change once the topics exist. The default value is
+	// DefaultRepartitionPartitions.
+	RepartitionPartitions int
 	// MetricsAddr serves /metrics, /healthz and /readyz (see readiness);
 	// empty serves nothing.
 	MetricsAddr string

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -179,4 +181,57 @@ func readPartitionTail(ctx context.Context, dialer *kafka.Dialer, brokers []stri
 		}
 	}
 	return nil
+}
+
+// endTracker follows where the output partitions end. They are read from
+// the brokers once (Metadata and ListOffsets), then followed from the
+// acknowledgements of the sink's writes, so that a checkpoint waits for no
+// round trip.
+type endTracker struct {
+	client  *kafka.Client
+	topics  []string
+	out     *sink.Kafka
+	log     *slog.Logger
+	unknown bool // warned that outputEnds fails, until it works again
+	// base are where the output partitions ended when first read, before
+	// the sink's acknowledged writes.
+	base map[sink.Partition]int64
+}
+
+// now returns where the outputs end, once every output made so far is
+// acknowledged. Unknown (the brokers did not answer yet) is an empty list:
+// a restart then writes them again.
+func (t *endTracker) now() []partitionEnd {
+	if t.base == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		ends, err := outputEnds(ctx, t.client, t.topics)
+		if err != nil {
+			if !t.unknown {
+				t.log.Warn("reading where the outputs end; a restart from a checkpoint without it may write some outputs twice", "err", err)
+				t.unknown = true
+			}
+			return nil
+		}
+		if t.unknown {
+			t.log.Info("reading where the outputs end again")
+			t.unknown = false
+		}
+		t.base = make(map[sink.Partition]int64, len(ends))
+		for _, e := range ends {
+			t.base[e.Partition] = e.offset
+		}
+	}
+	ends := maps.Clone(t.base)
+	for p, off := range t.out.Acknowledged() {
+		if _, output := ends[p]; output || slices.Contains(t.topics, p.Topic) {
+			ends[p] = max(ends[p], off)
+		}
+	}
+	list := make([]partitionEnd, 0, len(ends))
+	for p, off := range ends {
+		list = append(list, partitionEnd{p, off})
+	}
+	sortEnds(list)
+	return list
 }

@@ -35,6 +35,12 @@ which is plaintext: the TLS and SASL flags then are refused.
 			if err := atLeastOne(cmd, "cache-slots", "shards"); err != nil {
 				return err
 			}
+			if opts.Distributed && len(brokerList(opts.Brokers)) == 0 {
+				return fmt.Errorf("--distributed needs --brokers: the instances share the job through a Kafka cluster")
+			}
+			if opts.RepartitionPartitions < 1 {
+				return fmt.Errorf("--repartition-partitions must be at least 1, got %d", opts.RepartitionPartitions)
+			}
 			if opts.PartitionWait < 0 {
 				return fmt.Errorf("--partition-wait must not be negative, got %v", opts.PartitionWait)
 			}
@@ -72,7 +78,9 @@ which is plaintext: the TLS and SASL flags then are refused.
 	f.StringVar(&rulesFile, "rules", "", "rules file (YAML); required")
 	addBrokersFlag(cmd, &opts.Brokers, "start an embedded broker on 127.0.0.1:9092")
 	f.StringVar(&opts.Topic, "topic", "requests", "input topic")
-	f.StringVar(&opts.Group, "group", "riskstream", "consumer group: joined to keep a second instance out, and given the checkpointed offsets for lag tools")
+	f.StringVar(&opts.Group, "group", "riskstream", "consumer group: joined to keep a second instance out (with --distributed, shared by the instances), and given the checkpointed offsets for lag tools")
+	f.BoolVar(&opts.Distributed, "distributed", false, "share the job with the other instances of --group: each routes some input partitions by key to the repartition topic and holds the state of some of its partitions (docs/distributed.md); needs --brokers")
+	f.IntVar(&opts.RepartitionPartitions, "repartition-partitions", stream.DefaultRepartitionPartitions, "with --distributed: partitions of the internal repartition and changelog topics, the most instances that hold state; fixed once the topics exist")
 	f.StringVar(&opts.Outputs.Decisions, "decisions-topic", sink.Decisions, "output topic for decisions")
 	f.StringVar(&opts.Outputs.Heatmaps, "heatmaps-topic", sink.Heatmaps, "output topic for heatmaps")
 	f.StringVar(&opts.Outputs.Late, "late-topic", sink.Late, "output topic for late events")

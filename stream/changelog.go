@@ -1,0 +1,252 @@
+package stream
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/riskstream/riskstream/state"
+	"github.com/segmentio/kafka-go"
+)
+
+// A distributed job copies each checkpoint of a repartition partition's
+// state to that partition of the changelog topic, so that any instance can
+// take the partition over (docs/distributed.md "Takeover"). A checkpoint is
+// the store's writes since the last one (state.DB.Changes: slots and
+// metadata, a deletion as a tombstone), followed by a marker record: only
+// writes followed by their marker count. Every record carries the
+// generation of the consumer group the writer held the partition in (the
+// header "generation"), so that the writes of an instance that lost the
+// partition without noticing, which come after a newer generation's, are
+// left out.
+
+// changelogMarker is the key of the record that ends a checkpoint; the
+// store's own keys start with another byte.
+const changelogMarker = "checkpoint"
+
+// changelogHeader is the header carrying the writer's generation.
+const changelogHeader = "generation"
+
+// changelogRequestBytes bounds the records of one produce request.
+const changelogRequestBytes = 512 << 10
+
+// changelog is one partition of the changelog topic.
+type changelog struct {
+	client    *kafka.Client
+	brokers   []string
+	dialer    *kafka.Dialer
+	topic     string
+	partition int
+}
+
+// end returns the offset after the partition's last record.
+func (c *changelog) end(ctx context.Context) (int64, error) {
+	resp, err := c.client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{
+		c.topic: {kafka.LastOffsetOf(c.partition)}}})
+	if err != nil {
+		return 0, fmt.Errorf("end of %s/%d: %w", c.topic, c.partition, err)
+	}
+	for _, p := range resp.Topics[c.topic] {
+		if p.Partition == c.partition {
+			if p.Error != nil {
+				return 0, fmt.Errorf("end of %s/%d: %w", c.topic, c.partition, p.Error)
+			}
+			return p.LastOffset, nil
+		}
+	}
+	return 0, fmt.Errorf("end of %s/%d: not in the answer", c.topic, c.partition)
+}
+
+// write copies db's pending writes, the checkpoint its next commit makes
+// durable, to the changelog, then the marker, and returns the log's end
+// after the marker and the bytes written.
+func (c *changelog) write(ctx context.Context, db *state.DB, generation int32) (end, bytes int64, err error) {
+	header := []kafka.Header{{Key: changelogHeader, Value: binary.BigEndian.AppendUint32(nil, uint32(generation))}}
+	var batch []kafka.Record
+	size := 0
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		resp, err := c.client.Produce(ctx, &kafka.ProduceRequest{Topic: c.topic, Partition: c.partition,
+			RequiredAcks: kafka.RequireAll, Records: kafka.NewRecordReader(batch...)})
+		if err == nil && resp.Error != nil {
+			err = resp.Error
+		}
+		if err != nil {
+			return fmt.Errorf("changelog %s/%d: %w", c.topic, c.partition, err)
+		}
+		end = resp.BaseOffset + int64(len(batch))
+		bytes += int64(size)
+		batch, size = batch[:0], 0
+		return nil
+	}
+	add := func(key, value []byte) error {
+		r := kafka.Record{Key: kafka.NewBytes(append([]byte(nil), key...)), Headers: header}
+		if value != nil {
+			r.Value = kafka.NewBytes(append([]byte(nil), value...))
+		}
+		batch = append(batch, r)
+		size += len(key) + len(value)
+		if size >= changelogRequestBytes {
+			return flush()
+		}
+		return nil
+	}
+	if err := db.Changes(add); err != nil {
+		return 0, 0, err
+	}
+	if err := add([]byte(changelogMarker), []byte{1}); err != nil {
+		return 0, 0, err
+	}
+	return end, bytes, flush()
+}
+
+// restoreStats say what a restore read.
+type restoreStats struct {
+	records, bytes int64
+	// repaired counts the keys of unfinished checkpoints written again.
+	repaired int
+}
+
+// restore rebuilds db, empty, from the changelog: the writes of every
+// checkpoint that was finished (its marker written), in order, leaving
+// out those after the last marker of their generation (the writer died
+// while writing them) and those of a generation older than one written
+// before them (an instance that lost the partition). It then writes the
+// left-out keys again in generation, with the values the restored
+// checkpoint holds, and a marker: the log's last record of every key is
+// then the checkpoint's, whatever the log cleaner keeps. It returns the
+// log's end and what it read.
+func (c *changelog) restore(ctx context.Context, db *state.DB, generation int32) (end int64, st restoreStats, err error) {
+	type rec struct{ key, value []byte }
+	var (
+		maxGen   int32 = -1
+		tail     []rec
+		left     = map[string]bool{} // keys of left-out writes
+		loaded   int
+	)
+	leaveOut := func(rs []rec) {
+		for _, r := range rs {
+			left[string(r.key)] = true
+		}
+	}
+	apply := func() error {
+		for _, r := range tail {
+			if err := db.Load(r.key, r.value); err != nil {
+				return err
+			}
+			delete(left, string(r.key))
+			loaded += len(r.key) + len(r.value)
+		}
+		tail = tail[:0]
+		if loaded >= 8<<20 { // keep the pending writes small
+			loaded = 0
+			return db.Commit(false)
+		}
+		return nil
+	}
+	end, err = c.read(ctx, func(m *kafka.Message) error {
+		st.records++
+		st.bytes += int64(len(m.Key) + len(m.Value))
+		g := int32(-1)
+		for _, h := range m.Headers {
+			if h.Key == changelogHeader && len(h.Value) == 4 {
+				g = int32(binary.BigEndian.Uint32(h.Value))
+			}
+		}
+		switch {
+		case g < maxGen:
+			leaveOut([]rec{{key: m.Key}})
+			return nil
+		case g > maxGen:
+			leaveOut(tail)
+			tail, maxGen = tail[:0], g
+		}
+		if string(m.Key) == changelogMarker {
+			return apply()
+		}
+		tail = append(tail, rec{key: m.Key, value: m.Value})
+		return nil
+	})
+	if err != nil {
+		return 0, st, err
+	}
+	leaveOut(tail)
+	if err := db.Commit(true); err != nil {
+		return 0, st, err
+	}
+	if len(left) == 0 {
+		return end, st, nil
+	}
+	// Write the left-out keys again, with their restored values (or
+	// deleted), then a marker, as a checkpoint of this generation.
+	for key := range left {
+		v, found, err := db.Stored([]byte(key))
+		if err != nil {
+			return 0, st, err
+		}
+		if !found {
+			v = nil
+		}
+		if err := db.Load([]byte(key), v); err != nil {
+			return 0, st, err
+		}
+	}
+	st.repaired = len(left)
+	if end, _, err = c.write(ctx, db, generation); err != nil {
+		return 0, st, err
+	}
+	return end, st, db.Commit(true)
+}
+
+// read calls fn with every record of the partition, from its first to its
+// end as of the call, and returns that end.
+func (c *changelog) read(ctx context.Context, fn func(m *kafka.Message) error) (int64, error) {
+	var conn *kafka.Conn
+	var err error
+	for _, b := range c.brokers {
+		if conn, err = c.dialer.DialLeader(ctx, "tcp", b, c.topic, c.partition); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return 0, fmt.Errorf("changelog %s/%d: %w", c.topic, c.partition, err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(fetchTimeout))
+	first, last, err := conn.ReadOffsets()
+	if err != nil {
+		return 0, fmt.Errorf("changelog %s/%d: %w", c.topic, c.partition, err)
+	}
+	for next := first; next < last; {
+		conn.SetDeadline(time.Now().Add(fetchTimeout))
+		if _, err := conn.Seek(next, kafka.SeekAbsolute); err != nil {
+			return 0, fmt.Errorf("changelog %s/%d at %d: %w", c.topic, c.partition, next, err)
+		}
+		batch := conn.ReadBatch(1, 16<<20)
+		from := next
+		for {
+			m, err := batch.ReadMessage()
+			if err != nil {
+				break
+			}
+			if m.Offset < next || m.Offset >= last {
+				continue
+			}
+			next = m.Offset + 1
+			if err := fn(&m); err != nil {
+				batch.Close()
+				return 0, err
+			}
+		}
+		if err := batch.Close(); err != nil {
+			return 0, fmt.Errorf("changelog %s/%d at %d: %w", c.topic, c.partition, next, err)
+		}
+		if next == from {
+			return 0, fmt.Errorf("changelog %s/%d: no record at offset %d of %d", c.topic, c.partition, next, last)
+		}
+	}
+	return last, nil
+}

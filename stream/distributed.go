@@ -1,0 +1,788 @@
+package stream
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riskstream/riskstream/engine"
+	"github.com/riskstream/riskstream/kafkaconn"
+	"github.com/riskstream/riskstream/sink"
+	"github.com/riskstream/riskstream/state"
+	"github.com/riskstream/riskstream/watermark"
+	"github.com/segmentio/kafka-go"
+)
+
+// DefaultRepartitionPartitions is RunOptions.RepartitionPartitions'
+// default: room for a dozen instances, each holding one partition or more.
+const DefaultRepartitionPartitions = 12
+
+// markInterval is how often a router tells every repartition partition
+// where its input partitions' watermarks are (Flink's watermark interval),
+// when they moved; heartbeatMarks is how often it does when they did not.
+const (
+	markInterval   = 100 * time.Millisecond
+	heartbeatMarks = time.Second
+)
+
+// Distributed group timings: a member that stops heartbeating is taken
+// for dead after distSessionTimeout; the others then have
+// distRebalanceTimeout to checkpoint and join again.
+const (
+	distHeartbeat        = 500 * time.Millisecond
+	distSessionTimeout   = 6 * time.Second
+	distRebalanceTimeout = 30 * time.Second
+)
+
+// metaChangelog is the meta key of where the changelog partition ended
+// after the checkpoint the store holds: the store is current when the log
+// still ends there (nobody wrote after it).
+const metaChangelog = "changelog"
+
+// runDistributed is Run with RunOptions.Distributed: several instances
+// share the job through one consumer group (docs/distributed.md). Each
+// reads the input partitions the group gives it and routes their records
+// to a repartition topic by key (engine.Router); each holds the window
+// state of the repartition partitions the group gives it (engine.Task),
+// checkpointed to a changelog topic so that another instance can take
+// them over.
+func runDistributed(ctx context.Context, opts RunOptions) error {
+	if len(opts.Brokers) == 0 {
+		return errors.New("stream: --distributed needs --brokers: the instances share the job through a Kafka cluster")
+	}
+	if opts.RepartitionPartitions <= 0 {
+		opts.RepartitionPartitions = DefaultRepartitionPartitions
+	}
+	j := &distJob{opts: opts, log: opts.Logger, topics: internalTopicsOf(opts.Group),
+		tasks: map[int]*ownedTask{}, inputs: map[int32]*routedInput{}}
+	defer j.close()
+	for _, stage := range []func(context.Context) error{j.connect, j.lockState, j.startOutputs, j.joinGroup} {
+		if err := stage(ctx); err != nil {
+			return err
+		}
+	}
+	return j.generations(ctx)
+}
+
+// distJob is one instance of a distributed job.
+type distJob struct {
+	opts    RunOptions
+	log     *slog.Logger
+	closers []func()
+
+	sec         *kafkaconn.Security
+	client      *kafka.Client
+	topics      internalTopics
+	inputParts  []int32 // the input topic's partitions, for the tasks' valves
+	m           *metrics
+	dm          *distMetrics
+	out         *sink.Kafka
+	writer      *outputWriter
+	ends        *endTracker
+	router      *engine.Router
+	cg          *kafka.ConsumerGroup
+	generation  int32
+	msg         engine.Message
+	buf         []byte
+	routerStats engine.RouterStats // last published
+
+	// tasks are the repartition partitions held, kept open from one
+	// generation to the next while the group gives them to this
+	// instance.
+	tasks map[int]*ownedTask
+	// inputs are the input partitions routed in this generation.
+	inputs map[int32]*routedInput
+
+	inputFetched, repFetched chan fetched
+	fetchers                 []*fetcher
+	lastMarks                time.Time
+}
+
+// ownedTask is a repartition partition this instance holds.
+type ownedTask struct {
+	partition int
+	db        *state.DB
+	task      *engine.Task
+	log       changelog
+	// next is the next offset of the repartition partition to read.
+	next int64
+	// changelogEnd is where the changelog partition ended after this
+	// instance's last checkpoint of it.
+	changelogEnd int64
+	ends         []partitionEnd
+	published    engine.Stats
+}
+
+// routedInput is an input partition this instance routes.
+type routedInput struct {
+	next int64 // the next offset to read
+	// mark is the last mark sent, and when.
+	markWM   int64
+	markIdle bool
+	markAt   time.Time
+	ends     []partitionEnd
+}
+
+func (j *distJob) onClose(fn func()) { j.closers = append(j.closers, fn) }
+
+func (j *distJob) close() {
+	for _, t := range j.tasks {
+		t.db.Close()
+	}
+	for i := len(j.closers) - 1; i >= 0; i-- {
+		j.closers[i]()
+	}
+}
+
+func (j *distJob) now() int64 { return j.opts.Now().UnixMilli() }
+
+// connect checks the connection, reads the input topic's partitions, and
+// creates or checks the internal topics.
+func (j *distJob) connect(ctx context.Context) error {
+	var err error
+	if j.sec, err = kafkaconn.New(j.opts.Security); err != nil {
+		return err
+	}
+	if err := j.sec.Check(ctx, j.opts.Brokers); err != nil {
+		return fmt.Errorf("stream: brokers %v (%v): %w", j.opts.Brokers, j.sec, err)
+	}
+	j.client = &kafka.Client{Addr: kafka.TCP(j.opts.Brokers...), Transport: j.sec.Transport(), Timeout: 10 * time.Second}
+	ps, err := readPartitions(ctx, j.sec.Dialer(), j.opts.Brokers[0], j.opts.Topic)
+	if err != nil {
+		return err
+	}
+	for _, p := range ps {
+		j.inputParts = append(j.inputParts, int32(p))
+	}
+	return ensureInternalTopics(ctx, j.client, j.topics, j.opts.RepartitionPartitions)
+}
+
+// lockState takes the state directory: two instances on one machine need
+// a directory each.
+func (j *distJob) lockState(context.Context) error {
+	if err := os.MkdirAll(j.opts.StateDir, 0o700); err != nil {
+		return err
+	}
+	lock, err := vfs.Default.Lock(filepath.Join(j.opts.StateDir, "LOCK"))
+	if err != nil {
+		return fmt.Errorf("state directory %s: %w (is another riskstream running on this --state-dir?)", j.opts.StateDir, err)
+	}
+	j.onClose(func() { lock.(io.Closer).Close() })
+	return nil
+}
+
+// startOutputs serves the metrics and builds the sink, its writer and the
+// router.
+func (j *distJob) startOutputs(context.Context) error {
+	o := j.opts
+	j.m = newMetrics(o.Registry, o.Config, o.MetricLabelLimit)
+	j.dm = newDistMetrics(o.Registry)
+	if o.MetricsAddr != "" {
+		srv, err := j.m.serve(o.MetricsAddr, func() error { return nil })
+		if err != nil {
+			return err
+		}
+		j.onClose(func() { srv.Close() })
+	}
+	j.out = sink.NewKafka(o.Brokers, o.Outputs, sink.Transport(j.sec.Transport()),
+		sink.MaxMessageBytes(o.MaxMessageBytes), sink.Metrics(o.Registry), sink.Logger(j.log),
+		sink.DirectTopics(j.topics.repartition))
+	j.onClose(func() { j.out.Close() })
+	j.writer = newOutputWriter(j.out, j.m.latency, j.log)
+	j.onClose(j.writer.close)
+	j.ends = &endTracker{client: j.client, out: j.out, log: j.log,
+		topics: []string{o.Outputs.Decisions, o.Outputs.Heatmaps, o.Outputs.Late, o.Outputs.DLQ}}
+	var err error
+	j.router, err = engine.NewRouter(o.Config, o.RepartitionPartitions, func(tr watermark.Transition) {
+		logTransition(j.log, tr)
+		j.m.transitions.WithLabelValues(j.m.sources.value(tr.Source)).Inc()
+	})
+	return err
+}
+
+// joinGroup joins the consumer group for the input and repartition
+// topics.
+func (j *distJob) joinGroup(context.Context) error {
+	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
+		ID: j.opts.Group, Brokers: j.opts.Brokers, Topics: []string{j.opts.Topic, j.topics.repartition},
+		Dialer: j.sec.Dialer(), HeartbeatInterval: distHeartbeat, SessionTimeout: distSessionTimeout,
+		RebalanceTimeout: distRebalanceTimeout, JoinGroupBackoff: rejoinBackoff,
+		GroupBalancers: []kafka.GroupBalancer{kafka.RangeGroupBalancer{}},
+	})
+	if err != nil {
+		return fmt.Errorf("join group %s: %w", j.opts.Group, err)
+	}
+	j.cg = cg
+	j.onClose(func() { cg.Close() })
+	return nil
+}
+
+// generations runs one generation of the group after the other until the
+// job stops.
+func (j *distJob) generations(ctx context.Context) error {
+	for {
+		gen, err := j.cg.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("group %s: %w", j.opts.Group, err)
+		}
+		result := make(chan error, 1)
+		// The group joins again only once this returns: the partitions
+		// given up are checkpointed before another instance takes them.
+		gen.Start(func(genCtx context.Context) { result <- j.runGeneration(ctx, genCtx, gen) })
+		if err := <-result; err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+// runGeneration takes the partitions the generation gives, processes them
+// until it ends, then checkpoints them.
+func (j *distJob) runGeneration(ctx, genCtx context.Context, gen *kafka.Generation) error {
+	j.generation = gen.ID
+	j.dm.rebalances.Inc()
+	if err := j.take(ctx, gen); err != nil {
+		return err
+	}
+	readCtx, stopReading := context.WithCancel(genCtx)
+	var reading sync.WaitGroup
+	j.startFetchers(readCtx, &reading)
+	if j.opts.Ready != nil {
+		j.opts.Ready(j.opts.Brokers)
+	}
+	err := j.loop(ctx, genCtx, gen)
+	stopReading()
+	reading.Wait()
+	if err != nil {
+		return err
+	}
+	// The generation ended (a rebalance) or the job stops: checkpoint
+	// what this instance holds, so that whoever takes it next resumes
+	// there.
+	return j.checkpoint(ctx, gen)
+}
+
+// take opens the tasks of the repartition partitions the generation gives
+// and restores the routers of its input partitions, closing the tasks it
+// no longer gives.
+func (j *distJob) take(ctx context.Context, gen *kafka.Generation) error {
+	start := time.Now()
+	mine := map[int]bool{}
+	for _, a := range gen.Assignments[j.topics.repartition] {
+		mine[a.ID] = true
+	}
+	for k, t := range j.tasks {
+		if !mine[k] {
+			t.db.Close()
+			delete(j.tasks, k)
+		}
+	}
+	var ends [][]partitionEnd
+	for _, k := range slices.Sorted(maps.Keys(mine)) {
+		t, err := j.openTask(ctx, k)
+		if err != nil {
+			return fmt.Errorf("repartition partition %d: %w", k, err)
+		}
+		j.tasks[k] = t
+		ends = append(ends, t.ends)
+	}
+	clear(j.inputs)
+	var inputs []int32
+	for _, a := range gen.Assignments[j.opts.Topic] {
+		inputs = append(inputs, int32(a.ID))
+	}
+	slices.Sort(inputs)
+	cps, err := j.readRouterCheckpoints(ctx)
+	if err != nil {
+		return err
+	}
+	now := j.now()
+	for _, p := range j.router.Inputs() {
+		if !slices.Contains(inputs, p) {
+			j.router.RemovePartition(p)
+		}
+	}
+	for _, p := range inputs {
+		in := &routedInput{next: kafka.FirstOffset, markWM: watermark.Min}
+		if cp, ok := cps[p]; ok {
+			if err := j.router.Restore(p, cp.clocks); err != nil {
+				return fmt.Errorf("input partition %d: %w", p, err)
+			}
+			in.next, in.ends = cp.next, cp.ends
+			ends = append(ends, cp.ends)
+		} else {
+			j.router.RemovePartition(p)
+			j.router.AddPartition(p, now)
+		}
+		j.inputs[p] = in
+	}
+	// What the former holders wrote after their checkpoints is not
+	// written again.
+	written, err := writtenSince(ctx, j.opts.Brokers, j.sec, earliestEnds(ends))
+	if err != nil {
+		return err
+	}
+	j.out.SkipWritten(written)
+	j.dm.ownedInputs.Set(float64(len(inputs)))
+	j.dm.ownedPartitions.Set(float64(len(j.tasks)))
+	j.log.Info("took partitions", "generation", gen.ID, "input", inputs, "repartition", slices.Sorted(maps.Keys(mine)),
+		"took", time.Since(start).Round(time.Millisecond), "outputs_not_written_again", written.Len())
+	return nil
+}
+
+// earliestEnds returns, of several lists of output ends, the earliest end
+// of each partition.
+func earliestEnds(lists [][]partitionEnd) []partitionEnd {
+	earliest := map[sink.Partition]int64{}
+	for _, l := range lists {
+		for _, e := range l {
+			if o, ok := earliest[e.Partition]; !ok || e.offset < o {
+				earliest[e.Partition] = e.offset
+			}
+		}
+	}
+	var out []partitionEnd
+	for p, o := range earliest {
+		out = append(out, partitionEnd{p, o})
+	}
+	sortEnds(out)
+	return out
+}
+
+// openTask returns the task of repartition partition k: the one held in
+// the last generation if nobody wrote its changelog since, else from the
+// local store if it is current, else restored from the changelog.
+func (j *distJob) openTask(ctx context.Context, k int) (*ownedTask, error) {
+	log := changelog{client: j.client, brokers: j.opts.Brokers, dialer: j.sec.Dialer(), topic: j.topics.changelog, partition: k}
+	end, err := log.end(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if t, ok := j.tasks[k]; ok {
+		if t.changelogEnd == end {
+			return t, nil
+		}
+		t.db.Close() // another instance held it meanwhile
+	}
+	dir := filepath.Join(j.opts.StateDir, "tasks", strconv.Itoa(k))
+	so := j.opts.state
+	so.Dir, so.AtomicCheckpoints, so.Logger = dir, true, j.log
+	db, err := state.Open(so)
+	if err != nil {
+		return nil, err
+	}
+	local, ok, err := db.Meta(metaChangelog)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	if !ok || len(local) != 8 || int64(binary.BigEndian.Uint64(local)) != end {
+		// Not current: another instance wrote the partition's changelog
+		// since this store's checkpoint, or it holds none.
+		db.Close()
+		if err := os.RemoveAll(dir); err != nil {
+			return nil, err
+		}
+		if db, err = state.Open(so); err != nil {
+			return nil, err
+		}
+		start := time.Now()
+		var st restoreStats
+		if end, st, err = log.restore(ctx, db, j.generation); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("restore from %s/%d: %w", log.topic, k, err)
+		}
+		if err := db.SetMeta(metaChangelog, binary.BigEndian.AppendUint64(nil, uint64(end))); err != nil {
+			db.Close()
+			return nil, err
+		}
+		if err := db.Commit(true); err != nil {
+			db.Close()
+			return nil, err
+		}
+		took := time.Since(start)
+		j.dm.restoreSeconds.Observe(took.Seconds())
+		j.dm.restoreBytes.Add(float64(st.bytes))
+		j.log.Info("restored a repartition partition's state from its changelog", "partition", k, "records", st.records,
+			"bytes", st.bytes, "rewritten", st.repaired, "took", took.Round(time.Millisecond))
+	}
+	t := &ownedTask{partition: k, db: db, log: log, next: kafka.FirstOffset, changelogEnd: end}
+	t.task, err = engine.NewTask(engine.TaskOptions{Config: j.opts.Config, Backend: db, Output: heatmapMetrics{j.out, j.m},
+		Partition: k, Partitions: j.opts.RepartitionPartitions, Topic: j.opts.Topic, Inputs: j.inputParts,
+		CacheSlots: j.opts.CacheSlots})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	if cp, ok, err := db.Meta(metaCheckpoint); err != nil || ok {
+		if err == nil {
+			err = t.task.Restore(cp)
+		}
+		if err != nil {
+			db.Close()
+			return nil, fmt.Errorf("state in %s: %w", dir, err)
+		}
+		raw, _, err := db.Meta(metaOffsets)
+		if err != nil {
+			db.Close()
+			return nil, err
+		}
+		if len(raw) > 0 {
+			next, n := binary.Varint(raw)
+			if n <= 0 {
+				db.Close()
+				return nil, errors.New("stream: corrupt repartition offset in checkpoint")
+			}
+			t.next = next
+		}
+		if raw, ok, err := db.Meta(metaOutputs); err == nil && ok {
+			t.ends, _ = decodeOutputEnds(raw)
+		}
+	}
+	return t, nil
+}
+
+// routerCheckpoint is one input partition's router checkpoint, as the
+// routers topic holds it.
+type routerCheckpoint struct {
+	next   int64
+	clocks []byte
+	ends   []partitionEnd
+}
+
+func encodeRouterCheckpoint(c routerCheckpoint) []byte {
+	b := []byte{1}
+	b = binary.AppendVarint(b, c.next)
+	b = binary.AppendUvarint(b, uint64(len(c.clocks)))
+	b = append(b, c.clocks...)
+	return append(b, encodeOutputEnds(c.ends)...)
+}
+
+func decodeRouterCheckpoint(b []byte) (routerCheckpoint, error) {
+	var c routerCheckpoint
+	bad := errors.New("stream: corrupt router checkpoint")
+	if len(b) == 0 || b[0] != 1 {
+		return c, bad
+	}
+	b = b[1:]
+	var n int
+	if c.next, n = binary.Varint(b); n <= 0 {
+		return c, bad
+	}
+	b = b[n:]
+	l, n := binary.Uvarint(b)
+	if n <= 0 || l > uint64(len(b)-n) {
+		return c, bad
+	}
+	c.clocks, b = b[n:n+int(l)], b[n+int(l):]
+	var err error
+	c.ends, err = decodeOutputEnds(b)
+	return c, err
+}
+
+// readRouterCheckpoints returns the last checkpoint of every input
+// partition in the routers topic.
+func (j *distJob) readRouterCheckpoints(ctx context.Context) (map[int32]routerCheckpoint, error) {
+	log := changelog{client: j.client, brokers: j.opts.Brokers, dialer: j.sec.Dialer(), topic: j.topics.routers}
+	cps := map[int32]routerCheckpoint{}
+	_, err := log.read(ctx, func(m *kafka.Message) error {
+		p, err := strconv.Atoi(string(m.Key))
+		if err != nil {
+			return nil // not a router's
+		}
+		cp, err := decodeRouterCheckpoint(m.Value)
+		if err != nil {
+			return fmt.Errorf("input partition %d: %w", p, err)
+		}
+		cps[int32(p)] = cp
+		return nil
+	})
+	return cps, err
+}
+
+// startFetchers starts reading the input partitions routed and the
+// repartition partitions held.
+func (j *distJob) startFetchers(ctx context.Context, reading *sync.WaitGroup) {
+	j.inputFetched, j.repFetched = make(chan fetched, 16), make(chan fetched, 16)
+	j.fetchers = j.fetchers[:0]
+	for p, in := range j.inputs {
+		f := newFetcher(j.opts.Brokers, j.sec.Dialer(), j.opts.Topic, int(p), in.next, -1, j.inputFetched, j.log)
+		j.fetchers = append(j.fetchers, f)
+		reading.Go(func() { f.run(ctx) })
+	}
+	for k, t := range j.tasks {
+		f := newFetcher(j.opts.Brokers, j.sec.Dialer(), j.topics.repartition, k, t.next, -1, j.repFetched, j.log)
+		j.fetchers = append(j.fetchers, f)
+		reading.Go(func() { f.run(ctx) })
+	}
+}
+
+// loop processes what the fetchers bring until the generation ends or the
+// job stops.
+func (j *distJob) loop(ctx, genCtx context.Context, gen *kafka.Generation) error {
+	tick := time.NewTicker(tickInterval)
+	defer tick.Stop()
+	checkpoints := time.NewTicker(j.opts.CheckpointInterval)
+	defer checkpoints.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-genCtx.Done():
+			return nil
+		case f := <-j.inputFetched:
+			j.route(f)
+		case f := <-j.repFetched:
+			if err := j.apply(f); err != nil {
+				return err
+			}
+		case err := <-j.writer.done:
+			if err := j.writer.finished(err); err != nil {
+				return err
+			}
+		case <-tick.C:
+			if err := j.tick(); err != nil {
+				return err
+			}
+		case <-checkpoints.C:
+			if err := j.checkpoint(ctx, gen); err != nil {
+				return err
+			}
+		}
+		j.writer.start()
+	}
+}
+
+// route routes the records of an input fetch.
+func (j *distJob) route(f fetched) {
+	defer recycleFetched(f.msgs)
+	in := j.inputs[f.partition]
+	if in == nil {
+		return
+	}
+	now := j.now()
+	for i := range f.msgs {
+		m := &f.msgs[i]
+		rec := topicRecord(m, f.partition)
+		r := j.router.Route(&rec, now)
+		switch {
+		case r.Invalid != nil:
+			j.out.DLQ(rec.Value, r.Invalid.Error(), &rec.Prov)
+		case r.Late:
+			j.out.Late(rec.Value, r.Message.Before, &rec.Prov)
+		}
+		for _, k := range r.Partitions {
+			msg := r.Message
+			msg.Decider = k == r.Decider
+			j.buf = engine.AppendMessage(j.buf[:0], &msg)
+			j.out.Send(j.topics.repartition, int(k), j.buf, m.Time)
+		}
+		in.next = m.Offset + 1
+	}
+	j.publishRouter()
+}
+
+// apply runs a fetch of a repartition partition through its task.
+func (j *distJob) apply(f fetched) error {
+	defer recycleFetched(f.msgs)
+	t := j.tasks[int(f.partition)]
+	if t == nil {
+		return nil
+	}
+	for i := range f.msgs {
+		m := &f.msgs[i]
+		if err := engine.DecodeMessage(m.Value, &j.msg); err != nil {
+			j.log.Error("not a repartition message, skipped", "topic", m.Topic, "partition", m.Partition, "offset", m.Offset, "err", err)
+			t.next = m.Offset + 1
+			continue
+		}
+		j.out.Ref = m.Time.UnixMilli()
+		if _, err := t.task.Apply(&j.msg); err != nil {
+			return fmt.Errorf("repartition partition %d offset %d: %w", f.partition, m.Offset, err)
+		}
+		t.next = m.Offset + 1
+		j.writer.start()
+	}
+	j.publishTask(t)
+	return nil
+}
+
+// tick sends the marks due and writes some of the next checkpoint's state
+// ahead.
+func (j *distJob) tick() error {
+	nowT := j.opts.Now()
+	if nowT.Sub(j.lastMarks) >= markInterval {
+		j.lastMarks = nowT
+		now := j.now()
+		for p, in := range j.inputs {
+			wm, idle := j.router.Mark(p, now)
+			if wm == in.markWM && idle == in.markIdle && nowT.Sub(in.markAt) < heartbeatMarks {
+				continue
+			}
+			in.markWM, in.markIdle, in.markAt = wm, idle, nowT
+			j.buf = engine.AppendMessage(j.buf[:0], &engine.Message{Kind: engine.MarkMessage, Partition: p,
+				Offset: max(in.next, 0) - 1, Watermark: wm, Idle: idle})
+			for k := range j.opts.RepartitionPartitions {
+				j.out.Send(j.topics.repartition, k, j.buf, nowT)
+			}
+		}
+	}
+	for _, t := range j.tasks {
+		if err := t.task.WriteBack(writeBackPerTick); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkpoint makes every output and repartition message acknowledged,
+// then checkpoints each task held (its changelog first, then its store)
+// and each input partition routed (the routers topic), then commits the
+// offsets to the group for lag tools.
+func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
+	start := time.Now()
+	if err := j.writer.drain(); err != nil {
+		return err
+	}
+	ends := j.ends.now()
+	endsRaw := encodeOutputEnds(ends)
+	offsets := map[string]map[int]int64{j.opts.Topic: {}, j.topics.repartition: {}}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	for _, k := range slices.Sorted(maps.Keys(j.tasks)) {
+		t := j.tasks[k]
+		cp, err := t.task.Checkpoint()
+		if err != nil {
+			return err
+		}
+		db := t.db
+		for _, kv := range []struct {
+			name  string
+			value []byte
+		}{{metaCheckpoint, cp}, {metaOffsets, binary.AppendVarint(nil, t.next)}, {metaOutputs, endsRaw}} {
+			if err := db.SetMeta(kv.name, kv.value); err != nil {
+				return err
+			}
+		}
+		end, n, err := t.log.write(cctx, db, j.generation)
+		if err != nil {
+			return err
+		}
+		j.dm.changelogBytes.Add(float64(n))
+		if err := db.SetMeta(metaChangelog, binary.BigEndian.AppendUint64(nil, uint64(end))); err != nil {
+			return err
+		}
+		if err := db.Commit(true); err != nil {
+			return err
+		}
+		t.changelogEnd, t.ends = end, ends
+		if t.next >= 0 {
+			offsets[j.topics.repartition][k] = t.next
+		}
+	}
+	if len(j.inputs) > 0 {
+		var recs []kafka.Record
+		for _, p := range slices.Sorted(maps.Keys(j.inputs)) {
+			in := j.inputs[p]
+			if in.next < 0 {
+				continue // nothing read yet
+			}
+			cp := encodeRouterCheckpoint(routerCheckpoint{next: in.next, clocks: j.router.Checkpoint(p), ends: ends})
+			recs = append(recs, kafka.Record{Key: kafka.NewBytes([]byte(strconv.Itoa(int(p)))), Value: kafka.NewBytes(cp)})
+			in.ends = ends
+			offsets[j.opts.Topic][int(p)] = in.next
+		}
+		if len(recs) > 0 {
+			resp, err := j.client.Produce(cctx, &kafka.ProduceRequest{Topic: j.topics.routers, Partition: 0,
+				RequiredAcks: kafka.RequireAll, Records: kafka.NewRecordReader(recs...)})
+			if err == nil && resp.Error != nil {
+				err = resp.Error
+			}
+			if err != nil {
+				return fmt.Errorf("router checkpoint: %w", err)
+			}
+		}
+	}
+	if err := gen.CommitOffsets(offsets); err != nil {
+		j.log.Warn("committing offsets to the group, for lag tools; the checkpoint is not affected", "group", j.opts.Group, "err", err)
+	}
+	j.m.checkpoint.Observe(time.Since(start).Seconds())
+	return nil
+}
+
+// publishRouter adds what the router counted since last time to the
+// metrics.
+func (j *distJob) publishRouter() {
+	s := j.router.Stats()
+	p := j.routerStats
+	j.m.events.WithLabelValues("invalid").Add(float64(s.Invalid - p.Invalid))
+	j.m.events.WithLabelValues("unmatched").Add(float64(s.Unmatched - p.Unmatched))
+	j.m.events.WithLabelValues("late").Add(float64(s.Late - p.Late))
+	j.dm.routed.Add(float64(s.Records - p.Records))
+	j.routerStats = s
+}
+
+// publishTask adds what a task counted since last time to the metrics.
+func (j *distJob) publishTask(t *ownedTask) {
+	s := t.task.Stats()
+	p := t.published
+	if p.Decisions == nil {
+		p.Decisions = make([]int64, len(s.Decisions))
+	}
+	j.m.events.WithLabelValues("ok").Add(float64(s.Accepted - p.Accepted))
+	j.m.events.WithLabelValues("late").Add(float64(s.Late - p.Late))
+	for i, r := range j.opts.Config.Rules {
+		j.m.decisions.WithLabelValues(r.Name, r.Action).Add(float64(s.Decisions[i] - p.Decisions[i]))
+	}
+	t.published = s
+}
+
+// distMetrics are the metrics of a distributed job's own (docs/metrics.md).
+type distMetrics struct {
+	rebalances      prometheus.Counter
+	restoreSeconds  prometheus.Histogram
+	restoreBytes    prometheus.Counter
+	changelogBytes  prometheus.Counter
+	ownedInputs     prometheus.Gauge
+	ownedPartitions prometheus.Gauge
+	routed          prometheus.Counter
+}
+
+func newDistMetrics(reg prometheus.Registerer) *distMetrics {
+	assigned := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "riskstream_assigned_partitions",
+		Help: "Partitions the consumer group gives this instance: of the input topic (routed) and of the repartition topic (whose state it holds)."}, []string{"topic"})
+	m := &distMetrics{
+		rebalances: prometheus.NewCounter(prometheus.CounterOpts{Name: "riskstream_rebalances_total",
+			Help: "Generations of the consumer group this instance took part in: one per rebalance."}),
+		restoreSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "riskstream_restore_duration_seconds",
+			Help:    "Time to restore a repartition partition's state from its changelog.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14)}),
+		restoreBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "riskstream_restore_bytes_total",
+			Help: "Bytes of changelog records read to restore state."}),
+		changelogBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "riskstream_changelog_bytes_total",
+			Help: "Bytes of state written to the changelog topic at checkpoints."}),
+		ownedInputs:     assigned.WithLabelValues("input"),
+		ownedPartitions: assigned.WithLabelValues("repartition"),
+		routed: prometheus.NewCounter(prometheus.CounterOpts{Name: "riskstream_routed_records_total",
+			Help: "Input records routed to the repartition topic's partitions."}),
+	}
+	reg.MustRegister(m.rebalances, m.restoreSeconds, m.restoreBytes, m.changelogBytes, assigned, m.routed)
+	return m
+}

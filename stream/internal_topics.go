@@ -1,0 +1,151 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// internalTopics are the topics a distributed job keeps for itself, named
+// after its consumer group as Kafka Streams names them after its
+// application.id (docs/distributed.md "Topics").
+type internalTopics struct {
+	// repartition carries records from the instances that read the input
+	// to those that hold their keys' state.
+	repartition string
+	// changelog holds each repartition partition's window state, as of
+	// its last checkpoint: compacted.
+	changelog string
+	// routers holds the checkpoint of each input partition's router (its
+	// offset and clocks): compacted, one partition.
+	routers string
+}
+
+func internalTopicsOf(group string) internalTopics {
+	return internalTopics{repartition: group + "-repartition", changelog: group + "-changelog", routers: group + "-routers"}
+}
+
+// minCompactionLag is the changelog's min.compaction.lag.ms: how long
+// records stay uncompacted. The records of a checkpoint an instance did
+// not finish (it died while writing them) sit after its last complete
+// checkpoint's, and would make the log cleaner drop the values that
+// checkpoint holds for their keys; the next owner writes those values
+// again when it takes the partition over (changelog.restore), which it
+// does well within this lag.
+const minCompactionLag = 10 * 60 * 1000
+
+// topicLayout is what the job needs of one internal topic.
+type topicLayout struct {
+	topic      string
+	partitions int
+	compacted  bool
+}
+
+// layouts returns the layout of every internal topic for a repartition
+// topic of the given partitions.
+func (t internalTopics) layouts(partitions int) []topicLayout {
+	return []topicLayout{
+		{t.repartition, partitions, false},
+		{t.changelog, partitions, true},
+		{t.routers, 1, true},
+	}
+}
+
+// LayoutError is returned when an internal topic exists with another
+// layout than the job needs: its records would be read with the wrong
+// keys' state. The job refuses to start.
+type LayoutError struct {
+	Topic string
+	What  string // what differs
+	Have  string
+	Want  string
+}
+
+func (e *LayoutError) Error() string {
+	return fmt.Sprintf("internal topic %s has %s %s, the job needs %s: delete the topic to start afresh (its state is lost), or run with --repartition-partitions to match it",
+		e.Topic, e.What, e.Have, e.Want)
+}
+
+// ensureInternalTopics creates the internal topics that do not exist yet,
+// with the layout the job needs, and checks the layout of those that do.
+func ensureInternalTopics(ctx context.Context, client *kafka.Client, t internalTopics, partitions int) error {
+	layouts := t.layouts(partitions)
+	var create []kafka.TopicConfig
+	for _, l := range layouts {
+		cfg := kafka.TopicConfig{Topic: l.topic, NumPartitions: l.partitions, ReplicationFactor: -1,
+			ConfigEntries: []kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "delete"}}}
+		if l.compacted {
+			cfg.ConfigEntries = []kafka.ConfigEntry{
+				{ConfigName: "cleanup.policy", ConfigValue: "compact"},
+				{ConfigName: "min.compaction.lag.ms", ConfigValue: strconv.Itoa(minCompactionLag)},
+			}
+		}
+		create = append(create, cfg)
+	}
+	resp, err := client.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: create})
+	if err != nil {
+		return fmt.Errorf("create internal topics: %w", err)
+	}
+	for topic, err := range resp.Errors {
+		if err != nil && !errors.Is(err, kafka.TopicAlreadyExists) {
+			return fmt.Errorf("create internal topic %s: %w", topic, err)
+		}
+	}
+	return checkLayouts(ctx, client, layouts)
+}
+
+// checkLayouts returns a LayoutError for the first topic of layouts whose
+// partitions or cleanup policy differ from what the job needs.
+func checkLayouts(ctx context.Context, client *kafka.Client, layouts []topicLayout) error {
+	names := make([]string, len(layouts))
+	var resources []kafka.DescribeConfigRequestResource
+	for i, l := range layouts {
+		names[i] = l.topic
+		resources = append(resources, kafka.DescribeConfigRequestResource{ResourceType: kafka.ResourceTypeTopic,
+			ResourceName: l.topic, ConfigNames: []string{"cleanup.policy"}})
+	}
+	meta, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: names})
+	if err != nil {
+		return fmt.Errorf("internal topics: %w", err)
+	}
+	partitions := map[string]int{}
+	for _, t := range meta.Topics {
+		if t.Error != nil {
+			return fmt.Errorf("internal topic %s: %w", t.Name, t.Error)
+		}
+		partitions[t.Name] = len(t.Partitions)
+	}
+	configs, err := client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: resources})
+	if err != nil {
+		return fmt.Errorf("internal topics' configs: %w", err)
+	}
+	policy := map[string]string{}
+	for _, r := range configs.Resources {
+		if r.Error != nil {
+			return fmt.Errorf("internal topic %s's config: %w", r.ResourceName, r.Error)
+		}
+		for _, c := range r.ConfigEntries {
+			if c.ConfigName == "cleanup.policy" {
+				policy[r.ResourceName] = c.ConfigValue
+			}
+		}
+	}
+	for _, l := range layouts {
+		if have := partitions[l.topic]; have != l.partitions {
+			return &LayoutError{Topic: l.topic, What: "partitions", Have: strconv.Itoa(have), Want: strconv.Itoa(l.partitions)}
+		}
+		want := "delete"
+		if l.compacted {
+			want = "compact"
+		}
+		// A policy of compact,delete keeps what compact keeps, for a
+		// while: not a changelog, which must keep every key's last value.
+		if have := policy[l.topic]; have != want && !(have == "" && want == "delete") {
+			return &LayoutError{Topic: l.topic, What: "cleanup.policy", Have: strconv.Quote(have), Want: strconv.Quote(want)}
+		}
+	}
+	return nil
+}
