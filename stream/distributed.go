@@ -108,6 +108,7 @@ type distJob struct {
 	inputFetched, repFetched chan fetched
 	fetchers                 []*fetcher
 	lastMarks                time.Time
+	ready                    bool // Ready was called
 }
 
 // ownedTask is a repartition partition this instance holds.
@@ -234,17 +235,28 @@ func (j *distJob) joinGroup(context.Context) error {
 func (j *distJob) generations(ctx context.Context) error {
 	for {
 		gen, err := j.cg.Next(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, kafka.ErrGroupClosed):
 			return fmt.Errorf("group %s: %w", j.opts.Group, err)
+		case err != nil:
+			// A rebalance or a coordinator move while joining: the group
+			// joins again on its own.
+			j.log.Debug("joining the group again", "group", j.opts.Group, "err", err)
+			continue
 		}
 		result := make(chan error, 1)
 		// The group joins again only once this returns: the partitions
 		// given up are checkpointed before another instance takes them.
 		gen.Start(func(genCtx context.Context) { result <- j.runGeneration(ctx, genCtx, gen) })
 		if err := <-result; err != nil {
+			if ctx.Err() != nil {
+				// Stopped while taking partitions: what was taken is
+				// checkpointed already, what was not is another's.
+				j.log.Info("stopped while taking partitions", "err", err)
+				return nil
+			}
 			return err
 		}
 		if ctx.Err() != nil {
@@ -264,7 +276,8 @@ func (j *distJob) runGeneration(ctx, genCtx context.Context, gen *kafka.Generati
 	readCtx, stopReading := context.WithCancel(genCtx)
 	var reading sync.WaitGroup
 	j.startFetchers(readCtx, &reading)
-	if j.opts.Ready != nil {
+	if j.opts.Ready != nil && !j.ready {
+		j.ready = true
 		j.opts.Ready(j.opts.Brokers)
 	}
 	err := j.loop(ctx, genCtx, gen)
@@ -343,7 +356,7 @@ func (j *distJob) take(ctx context.Context, gen *kafka.Generation) error {
 	j.dm.ownedInputs.Set(float64(len(inputs)))
 	j.dm.ownedPartitions.Set(float64(len(j.tasks)))
 	j.log.Info("took partitions", "generation", gen.ID, "input", inputs, "repartition", slices.Sorted(maps.Keys(mine)),
-		"took", time.Since(start).Round(time.Millisecond), "outputs_not_written_again", written.Len())
+		"took", time.Since(start).Round(time.Millisecond), "outputs_since_checkpoints", written.Len())
 	return nil
 }
 
