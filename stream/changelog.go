@@ -122,10 +122,10 @@ type restoreStats struct {
 func (c *changelog) restore(ctx context.Context, db *state.DB, generation int32) (end int64, st restoreStats, err error) {
 	type rec struct{ key, value []byte }
 	var (
-		maxGen   int32 = -1
-		tail     []rec
-		left     = map[string]bool{} // keys of left-out writes
-		loaded   int
+		maxGen int32 = -1
+		tail   []rec
+		left   = map[string]bool{} // keys of left-out writes
+		loaded int
 	)
 	leaveOut := func(rs []rec) {
 		for _, r := range rs {
