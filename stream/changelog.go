@@ -158,7 +158,9 @@ func (c *changelog) restore(ctx context.Context, db *state.DB, generation int32)
 		}
 		switch {
 		case g < maxGen:
-			leaveOut([]rec{{key: m.Key}})
+			if string(m.Key) != changelogMarker {
+				leaveOut([]rec{{key: m.Key}})
+			}
 			return nil
 		case g > maxGen:
 			leaveOut(tail)

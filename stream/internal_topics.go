@@ -65,8 +65,11 @@ type LayoutError struct {
 }
 
 func (e *LayoutError) Error() string {
-	return fmt.Sprintf("internal topic %s has %s %s, the job needs %s: delete the topic to start afresh (its state is lost), or run with --repartition-partitions to match it",
-		e.Topic, e.What, e.Have, e.Want)
+	fix := "set it on the topic, or delete the topic to start afresh (its state is lost)"
+	if e.What == "partitions" {
+		fix = "run with --repartition-partitions " + e.Have + " to use the topics as they are, or delete them to start afresh (their state is lost)"
+	}
+	return fmt.Sprintf("internal topic %s has %s %s, the job needs %s: %s", e.Topic, e.What, e.Have, e.Want, fix)
 }
 
 // ensureInternalTopics creates the internal topics that do not exist yet,

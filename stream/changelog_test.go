@@ -1,0 +1,165 @@
+package stream
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/riskstream/riskstream/state"
+	"github.com/segmentio/kafka-go"
+)
+
+// TestChangelogRestore: a restore takes the checkpoints that were
+// finished, leaves out the writes of one that was not (its writer died)
+// and those of an instance that lost the partition (an older generation
+// after a newer one), and writes the left-out keys again so that the log's
+// last record of each is the restored checkpoint's.
+func TestChangelogRestore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a broker")
+	}
+	addr := startLiveBroker(t)
+	ctx := context.Background()
+	client := &kafka.Client{Addr: kafka.TCP(addr), Timeout: 10 * time.Second}
+	topics := internalTopicsOf("g")
+	if err := ensureInternalTopics(ctx, client, topics, 2); err != nil {
+		t.Fatal(err)
+	}
+	log := changelog{client: client, brokers: []string{addr}, dialer: &kafka.Dialer{}, topic: topics.changelog, partition: 1}
+	open := func() *state.DB {
+		db, err := state.Open(state.Options{Dir: t.TempDir(), AtomicCheckpoints: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	checkpoint := func(db *state.DB, gen int32, meta string, writes map[string]string) {
+		t.Helper()
+		for k, v := range writes {
+			var err error
+			if v == "" {
+				err = db.Delete([]byte(k))
+			} else {
+				err = db.Set([]byte(k), []byte(v))
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := db.SetMeta("checkpoint", []byte(meta)); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := log.write(ctx, db, gen); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Commit(true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// unfinished writes records of a checkpoint without its marker, as a
+	// writer that died would.
+	unfinished := func(gen int32, writes map[string]string) {
+		t.Helper()
+		var recs []kafka.Record
+		for k, v := range writes {
+			r := kafka.Record{Key: kafka.NewBytes(append([]byte{'s'}, k...)),
+				Headers: []kafka.Header{{Key: changelogHeader, Value: binary.BigEndian.AppendUint32(nil, uint32(gen))}}}
+			if v != "" {
+				r.Value = kafka.NewBytes([]byte(v))
+			}
+			recs = append(recs, r)
+		}
+		if _, err := client.Produce(ctx, &kafka.ProduceRequest{Topic: log.topic, Partition: log.partition,
+			RequiredAcks: kafka.RequireAll, Records: kafka.NewRecordReader(recs...)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(db *state.DB, meta string, want map[string]string) {
+		t.Helper()
+		for k, v := range want {
+			got, found, err := db.Get([]byte(k))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if found != (v != "") || string(got) != v {
+				t.Errorf("%s = %q (found %v), want %q", k, got, found, v)
+			}
+		}
+		cp, _, _ := db.Meta("checkpoint")
+		if string(cp) != meta {
+			t.Errorf("checkpoint meta %q, want %q", cp, meta)
+		}
+	}
+
+	first := open()
+	checkpoint(first, 1, "one", map[string]string{"a": "a1", "b": "b1", "c": "c1"})
+	checkpoint(first, 1, "two", map[string]string{"a": "a2", "b": ""}) // b deleted
+	unfinished(1, map[string]string{"a": "a3", "d": "d3"})
+
+	second := open()
+	end, st, err := log.restore(ctx, second, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"a": "a2", "b": "", "c": "c1", "d": ""}
+	check(second, "two", want)
+	if st.repaired != 2 {
+		t.Errorf("%d keys written again, want 2 (a and d, of the unfinished checkpoint)", st.repaired)
+	}
+	if now, _ := log.end(ctx); now != end {
+		t.Errorf("restore says the log ends at %d, it ends at %d", end, now)
+	}
+
+	// The first instance, which lost the partition without noticing,
+	// finishes a checkpoint after the second took over.
+	checkpoint(first, 1, "zombie", map[string]string{"a": "zombie", "c": "zombie"})
+	checkpoint(second, 2, "three", map[string]string{"c": "c4"})
+
+	third := open()
+	if _, st, err = log.restore(ctx, third, 3); err != nil {
+		t.Fatal(err)
+	}
+	want["c"] = "c4"
+	check(third, "three", want)
+	if st.repaired != 1 {
+		t.Errorf("%d keys written again, want 1 (a, of the instance that lost the partition)", st.repaired)
+	}
+}
+
+// TestInternalTopicLayoutRefused: a job whose internal topics exist with
+// another layout than it needs refuses to start, saying which and how.
+func TestInternalTopicLayoutRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a broker")
+	}
+	addr := startLiveBroker(t)
+	ctx := context.Background()
+	client := &kafka.Client{Addr: kafka.TCP(addr), Timeout: 10 * time.Second}
+	topics := internalTopicsOf("riskstream")
+	if err := ensureInternalTopics(ctx, client, topics, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := ensureInternalTopics(ctx, client, topics, 3); err != nil {
+		t.Fatalf("the same layout again: %v", err)
+	}
+	err := Run(ctx, RunOptions{Config: loadRules(t), Brokers: []string{addr}, StateDir: t.TempDir(),
+		Distributed: true, RepartitionPartitions: 4})
+	var layout *LayoutError
+	if !errors.As(err, &layout) || layout.Topic != "riskstream-repartition" || layout.Have != "3" || layout.Want != "4" {
+		t.Fatalf("Run = %v, want a LayoutError on riskstream-repartition, 3 partitions for 4", err)
+	}
+	// A changelog that is not compacted would lose state.
+	other := internalTopicsOf("other")
+	if _, err := client.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{Topic: other.changelog,
+		NumPartitions: 3, ReplicationFactor: -1}}}); err != nil {
+		t.Fatal(err)
+	}
+	err = ensureInternalTopics(ctx, client, other, 3)
+	if !errors.As(err, &layout) || layout.Topic != "other-changelog" || layout.What != "cleanup.policy" {
+		t.Fatalf("ensureInternalTopics = %v, want a LayoutError on other-changelog's cleanup.policy", err)
+	}
+	t.Log(err)
+}
