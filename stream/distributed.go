@@ -109,6 +109,10 @@ type distJob struct {
 	fetchers                 []*fetcher
 	lastMarks                time.Time
 	ready                    bool // Ready was called
+	// mem divides the memory budget; the state's share is split among
+	// the repartition partitions assigned when each is opened.
+	mem      MemoryPlan
+	assigned int
 }
 
 // ownedTask is a repartition partition this instance holds.
@@ -154,6 +158,9 @@ func (j *distJob) now() int64 { return j.opts.Now().UnixMilli() }
 func (j *distJob) connect(ctx context.Context) error {
 	var err error
 	if j.sec, err = kafkaconn.New(j.opts.Security); err != nil {
+		return err
+	}
+	if j.mem, err = PlanMemory(j.opts.MemoryBytes, 1); err != nil {
 		return err
 	}
 	if err := j.sec.Check(ctx, j.opts.Brokers); err != nil {
@@ -214,8 +221,21 @@ func (j *distJob) startOutputs(context.Context) error {
 }
 
 // joinGroup joins the consumer group for the input and repartition
-// topics.
-func (j *distJob) joinGroup(context.Context) error {
+// topics, unless an instance without --distributed holds it: that one
+// reads the whole input itself.
+func (j *distJob) joinGroup(ctx context.Context) error {
+	members, err := groupMembers(ctx, j.client, j.opts.Group)
+	if err != nil {
+		return err
+	}
+	for _, m := range members {
+		// A member that is joining (the group rebalancing) shows no
+		// topics yet.
+		if len(m.MemberMetadata.Topics) > 0 && !slices.Contains(m.MemberMetadata.Topics, j.topics.repartition) {
+			busy := busyError(j.opts.Group, members)
+			return fmt.Errorf("consumer group %q is held by a riskstream instance without --distributed (%v), which reads the whole input: stop it first or use another --group", busy.Group, busy.Members)
+		}
+	}
 	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
 		ID: j.opts.Group, Brokers: j.opts.Brokers, Topics: []string{j.opts.Topic, j.topics.repartition},
 		Dialer: j.sec.Dialer(), HeartbeatInterval: distHeartbeat, SessionTimeout: distSessionTimeout,
@@ -308,6 +328,7 @@ func (j *distJob) take(ctx context.Context, gen *kafka.Generation) error {
 		}
 	}
 	var ends [][]partitionEnd
+	j.assigned = len(mine)
 	for _, k := range slices.Sorted(maps.Keys(mine)) {
 		t, err := j.openTask(ctx, k)
 		if err != nil {
@@ -397,6 +418,9 @@ func (j *distJob) openTask(ctx context.Context, k int) (*ownedTask, error) {
 	dir := filepath.Join(j.opts.StateDir, "tasks", strconv.Itoa(k))
 	so := j.opts.state
 	so.Dir, so.AtomicCheckpoints, so.Logger = dir, true, j.log
+	if so.CacheBytes == 0 {
+		so.CacheBytes = max(8<<20, j.mem.PebbleCache/int64(max(1, j.assigned)))
+	}
 	db, err := state.Open(so)
 	if err != nil {
 		return nil, err
@@ -439,7 +463,7 @@ func (j *distJob) openTask(ctx context.Context, k int) (*ownedTask, error) {
 	t := &ownedTask{partition: k, db: db, log: log, next: kafka.FirstOffset, changelogEnd: end}
 	t.task, err = engine.NewTask(engine.TaskOptions{Config: j.opts.Config, Backend: db, Output: heatmapMetrics{j.out, j.m},
 		Partition: k, Partitions: j.opts.RepartitionPartitions, Topic: j.opts.Topic, Inputs: j.inputParts,
-		CacheSlots: j.opts.CacheSlots})
+		CacheSlots: j.opts.CacheSlots, MemoryBytes: j.mem.State / int64(max(1, j.assigned))})
 	if err != nil {
 		db.Close()
 		return nil, err

@@ -2,16 +2,19 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/riskstream/riskstream/gen"
 	"github.com/riskstream/riskstream/rules"
 )
 
@@ -52,9 +55,10 @@ func TestDistributedOneInstance(t *testing.T) {
 // of the riskstream binary on one broker, each with a state directory of
 // its own.
 type distributedRun struct {
-	t    *testing.T
-	bin  string
-	addr string
+	t     *testing.T
+	bin   string
+	addr  string
+	rules string
 	cmds []*exec.Cmd
 	logs []*lockedBuffer
 }
@@ -62,7 +66,7 @@ type distributedRun struct {
 // start starts one more instance.
 func (d *distributedRun) start() int {
 	d.t.Helper()
-	cmd, logs := startProcess(d.t, d.bin, "run", "--distributed", "--rules", threeKeysRules, "--brokers", d.addr,
+	cmd, logs := startProcess(d.t, d.bin, "run", "--distributed", "--rules", d.rules, "--brokers", d.addr,
 		"--state-dir", d.t.TempDir(), "--metrics-addr", "", "--checkpoint-interval", "100ms", "--repartition-partitions", "6")
 	d.cmds, d.logs = append(d.cmds, cmd), append(d.logs, logs)
 	return len(d.cmds) - 1
@@ -97,17 +101,49 @@ func (d *distributedRun) decisionsOf(n int) []string {
 	return got
 }
 
+// distributedRules are the three rules keyed by unrelated attributes, and
+// heatmaps by tumbling and session windows.
+const distributedRules = `
+watermark:
+  out_of_orderness: 2s
+  idle_timeout: 10s
+rules:
+  - {name: user-burst, key: [user], window: {type: sliding, size: 60s, slide: 5s}, aggregate: count, threshold: 10, action: review}
+  - {name: merchant-burst, where: {api: /pay}, key: [channel, merchant, api], window: {type: tumbling, size: 10s}, aggregate: count, threshold: 40, action: review}
+  - {name: device-session, key: [device], window: {type: session, gap: 30s}, aggregate: count, threshold: 8, action: deny}
+heatmaps:
+  - {name: api-latency, key: [api], field: latency_ms, window: {type: tumbling, size: 10s}, buckets: [5, 10, 50, 100, 500]}
+  - {name: device-latency, key: [device], field: latency_ms, window: {type: session, gap: 30s}, buckets: [10, 100]}
+`
+
+// replayed is what replay makes of a test's input, sorted.
+type replayed struct {
+	decisions, heatmaps []string
+	// late and dlq are without their provenance.
+	late, dlq []string
+	// maxTS is the largest event time of the input.
+	maxTS int64
+}
+
 // newDistributedRun produces events events to a one-partition input topic
-// at rate, while the test starts instances, and returns the replay's
-// decisions of them, sorted.
-func newDistributedRun(t *testing.T, events int, rate float64) (*distributedRun, []string, chan error) {
-	cfg, err := rules.Load(threeKeysRules)
+// at rate, while the test starts instances, and returns what replay makes
+// of them.
+func newDistributedRun(t *testing.T, events int, rate float64) (*distributedRun, replayed, chan error) {
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(path, []byte(distributedRules), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := rules.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	input := generated(t, events)
-	d := &distributedRun{t: t, bin: buildBinary(t), addr: startLiveBroker(t)}
-	want := replayDecisionsWith(t, cfg, input)
+	// Events over minutes of event time, so that windows fire while the
+	// jobs run.
+	o := gen.DefaultOptions()
+	o.Events, o.Rate = events, 400
+	input := generatedWith(t, o)
+	d := &distributedRun{t: t, bin: buildBinary(t), addr: startLiveBroker(t), rules: path}
+	want := replayOf(t, cfg, input)
 	produced := make(chan error, 1)
 	go func() {
 		_, err := Produce(context.Background(), ProduceOptions{File: input, Brokers: []string{d.addr}, Rate: rate})
@@ -116,18 +152,95 @@ func newDistributedRun(t *testing.T, events int, rate float64) (*distributedRun,
 	return d, want, produced
 }
 
-// replayDecisionsWith is what replay decides on input with cfg, sorted.
-func replayDecisionsWith(t *testing.T, cfg *rules.Config, input string) []string {
+var eventTS = regexp.MustCompile(`"ts":(\d+)`)
+
+// replayOf is what replay makes of input with cfg.
+func replayOf(t *testing.T, cfg *rules.Config, input string) replayed {
 	t.Helper()
 	out := t.TempDir()
 	replay(t, ReplayOptions{Config: cfg, Inputs: []string{input}, OutDir: out})
-	b, err := os.ReadFile(filepath.Join(out, "decisions.jsonl"))
+	lines := func(name string) []string {
+		b, err := os.ReadFile(filepath.Join(out, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls := strings.Split(strings.TrimSpace(string(b)), "\n")
+		slices.Sort(ls)
+		return ls
+	}
+	r := replayed{decisions: lines("decisions.jsonl"), heatmaps: lines("heatmaps.jsonl"),
+		late: withoutProvenance(lines("late.jsonl")), dlq: withoutProvenance(lines("dlq.jsonl"))}
+	b, err := os.ReadFile(input)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := strings.Split(strings.TrimSpace(string(b)), "\n")
-	slices.Sort(want)
-	return want
+	for _, m := range eventTS.FindAllSubmatch(b, -1) {
+		ts, _ := strconv.ParseInt(string(m[1]), 10, 64)
+		r.maxTS = max(r.maxTS, ts)
+	}
+	return r
+}
+
+// provenance is where a late or dlq record's input came from: a file's
+// line in replay, a partition's offset live.
+var provenance = regexp.MustCompile(`,("file":"[^"]*","line"|"partition":\d+,"offset"):\d+}$`)
+
+// withoutProvenance drops the provenance of late or dlq records, sorted.
+func withoutProvenance(rs []string) []string {
+	out := make([]string, 0, len(rs))
+	for _, r := range rs {
+		if r != "" {
+			out = append(out, provenance.ReplaceAllString(r, "}"))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// compareSide fails unless a side output's records are replay's.
+func compareSide(t *testing.T, topic string, got, want []string) {
+	t.Helper()
+	got = withoutProvenance(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("%s: %d records, replay's %d:\n%s\nreplay:\n%s", topic, len(got), len(want), strings.Join(got, "\n"), strings.Join(want, "\n"))
+		return
+	}
+	t.Logf("%s: %d records, equal to replay's", topic, len(got))
+}
+
+var windowEnd = regexp.MustCompile(`"window":\{"start":-?\d+,"end":(-?\d+)\}`)
+
+// compareHeatmaps fails unless the heatmap records got are replay's, each
+// once, but for the windows the job's watermark has not reached (replay
+// fires them all at the end of its input).
+func compareHeatmaps(t *testing.T, got []string, want replayed) {
+	t.Helper()
+	wm := want.maxTS - 2000 - 1 // the watermark after the last event
+	seen := map[string]int{}
+	for _, h := range got {
+		if seen[h]++; seen[h] == 2 {
+			t.Errorf("heatmap written twice: %s", h)
+		}
+	}
+	wantSet := map[string]bool{}
+	unfired := 0
+	for _, h := range want.heatmaps {
+		wantSet[h] = true
+		if seen[h] > 0 {
+			continue
+		}
+		end, _ := strconv.ParseInt(windowEnd.FindStringSubmatch(h)[1], 10, 64)
+		if end-1 <= wm {
+			t.Errorf("heatmap of a window the watermark passed is missing: %s", h)
+		}
+		unfired++
+	}
+	for _, h := range got {
+		if !wantSet[h] {
+			t.Errorf("heatmap replay does not make: %s", h)
+		}
+	}
+	t.Logf("%d heatmap records equal to replay's; %d more of replay's windows not fired yet", len(got), unfired)
 }
 
 // withoutSource drops the partition and offset of decisions' events, for a
@@ -157,9 +270,13 @@ func TestDistributedThreeInstances(t *testing.T) {
 	if err := <-produced; err != nil {
 		t.Fatalf("produce: %v", err)
 	}
-	got := d.decisionsOf(len(want))
+	got := d.decisionsOf(len(want.decisions))
+	time.Sleep(time.Second) // the last windows fire on a mark
 	d.stopAll()
-	compareDecisions(t, withoutSource(got), want)
+	compareDecisions(t, withoutSource(got), want.decisions)
+	compareHeatmaps(t, readTopic(t, d.addr, "heatmaps"), want)
+	compareSide(t, "late", readTopic(t, d.addr, "late"), want.late)
+	compareSide(t, "dlq", readTopic(t, d.addr, "dlq"), want.dlq)
 	// The work was shared: in the group's last generation each instance
 	// held state.
 	for i, l := range d.logs {
@@ -173,6 +290,9 @@ func TestDistributedThreeInstances(t *testing.T) {
 // restoredRecords finds a restore of state from a changelog that was not
 // empty.
 var restoredRecords = regexp.MustCompile(`from its changelog"? partition=\d+ records=[1-9]`)
+
+// tookInput finds the input partitions an instance took in a generation.
+var tookInput = regexp.MustCompile(`took partitions.* input="?\[([0-9 ]*)\]`)
 
 // tookPartitions finds the repartition partitions an instance took in a
 // generation.
@@ -191,7 +311,18 @@ func TestDistributedTakeover(t *testing.T) {
 		d.start()
 	}
 	time.Sleep(3 * time.Second)
-	killed := 1
+	// The instance routing the input goes: the new router resumes from its
+	// checkpoint, and the tasks take what it sends again once.
+	killed := -1
+	for i, l := range d.logs {
+		took := tookInput.FindAllStringSubmatch(l.String(), -1)
+		if len(took) > 0 && took[len(took)-1][1] == "0" {
+			killed = i
+		}
+	}
+	if killed < 0 {
+		t.Fatal("no instance routes the input")
+	}
 	d.cmds[killed].Process.Signal(syscall.SIGKILL)
 	d.cmds[killed].Wait()
 	time.Sleep(time.Second)
@@ -199,14 +330,42 @@ func TestDistributedTakeover(t *testing.T) {
 	if err := <-produced; err != nil {
 		t.Fatalf("produce: %v", err)
 	}
-	got := d.decisionsOf(len(want))
+	got := d.decisionsOf(len(want.decisions))
+	time.Sleep(time.Second)
 	d.stopAll()
-	compareDecisions(t, withoutSource(got), want)
+	compareDecisions(t, withoutSource(got), want.decisions)
+	compareHeatmaps(t, readTopic(t, d.addr, "heatmaps"), want)
+	compareSide(t, "late", readTopic(t, d.addr, "late"), want.late)
+	compareSide(t, "dlq", readTopic(t, d.addr, "dlq"), want.dlq)
 	restored := false
 	for i, l := range d.logs {
 		restored = restored || i != killed && restoredRecords.MatchString(l.String())
 	}
 	if !restored {
 		t.Errorf("no instance restored state from the changelog; the fourth's logs:\n%s", d.logs[fourth].String())
+	}
+}
+
+// TestDistributedAndSingleExclusive: an instance without --distributed
+// reads the whole input, so a distributed one refuses its group, and the
+// other way round.
+func TestDistributedAndSingleExclusive(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a broker")
+	}
+	addr := startLiveBroker(t)
+	stop := startJob(t, RunOptions{Brokers: []string{addr}})
+	err := Run(context.Background(), RunOptions{Config: loadRules(t), Brokers: []string{addr}, StateDir: t.TempDir(), Distributed: true})
+	if err == nil || !strings.Contains(err.Error(), "without --distributed") {
+		t.Fatalf("a distributed instance beside a single one: %v, want a refusal", err)
+	}
+	stop()
+
+	stop = startJob(t, RunOptions{Brokers: []string{addr}, Distributed: true, Group: "shared"})
+	defer stop()
+	err = Run(context.Background(), RunOptions{Config: loadRules(t), Brokers: []string{addr}, StateDir: t.TempDir(), Group: "shared"})
+	var busy *ErrGroupBusy
+	if !errors.As(err, &busy) {
+		t.Fatalf("a single instance beside a distributed one: %v, want ErrGroupBusy", err)
 	}
 }

@@ -29,13 +29,19 @@ const threeKeysRules = "../testdata/three-keys.yaml"
 // generated writes n events of the default workload to a file.
 func generated(t testing.TB, n int) string {
 	t.Helper()
+	o := gen.DefaultOptions()
+	o.Events = n
+	return generatedWith(t, o)
+}
+
+// generatedWith writes the workload o to a file.
+func generatedWith(t testing.TB, o gen.Options) string {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "events.jsonl")
 	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := gen.DefaultOptions()
-	o.Events = n
 	if _, err := gen.Generate(f, o); err != nil {
 		t.Fatal(err)
 	}
