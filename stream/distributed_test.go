@@ -59,8 +59,8 @@ type distributedRun struct {
 	bin   string
 	addr  string
 	rules string
-	cmds []*exec.Cmd
-	logs []*lockedBuffer
+	cmds  []*exec.Cmd
+	logs  []*lockedBuffer
 }
 
 // start starts one more instance.
