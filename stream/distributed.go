@@ -682,6 +682,11 @@ func (j *distJob) tick() error {
 		}
 	}
 	for _, t := range j.tasks {
+		if err := t.db.Err(); err != nil {
+			// A write Pebble could not complete, a stalled disk, a
+			// corrupt file: the store takes no more writes.
+			return err
+		}
 		if err := t.task.WriteBack(writeBackPerTick); err != nil {
 			return err
 		}
@@ -701,8 +706,6 @@ func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 	ends := j.ends.now()
 	endsRaw := encodeOutputEnds(ends)
 	offsets := map[string]map[int]int64{j.opts.Topic: {}, j.topics.repartition: {}}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
 	for _, k := range slices.Sorted(maps.Keys(j.tasks)) {
 		t := j.tasks[k]
 		cp, err := t.task.Checkpoint()
@@ -718,9 +721,15 @@ func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 				return err
 			}
 		}
-		end, n, err := t.log.write(cctx, db, j.generation)
-		if err != nil {
+		var end, n int64
+		err = j.retry(ctx, "changelog", func(ctx context.Context) (err error) {
+			end, n, err = t.log.write(ctx, db, j.generation)
 			return err
+		})
+		if err != nil {
+			// The store's writes stay pending, for the next checkpoint.
+			j.log.Error("checkpoint not written: the previous one stays in force", "partition", k, "err", err)
+			return nil
 		}
 		j.dm.changelogBytes.Add(float64(n))
 		if err := db.SetMeta(metaChangelog, binary.BigEndian.AppendUint64(nil, uint64(end))); err != nil {
@@ -747,13 +756,17 @@ func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 			offsets[j.opts.Topic][int(p)] = in.next
 		}
 		if len(recs) > 0 {
-			resp, err := j.client.Produce(cctx, &kafka.ProduceRequest{Topic: j.topics.routers, Partition: 0,
-				RequiredAcks: kafka.RequireAll, Records: kafka.NewRecordReader(recs...)})
-			if err == nil && resp.Error != nil {
-				err = resp.Error
-			}
+			err := j.retry(ctx, "router checkpoint", func(ctx context.Context) error {
+				resp, err := j.client.Produce(ctx, &kafka.ProduceRequest{Topic: j.topics.routers, Partition: 0,
+					RequiredAcks: kafka.RequireAll, Records: kafka.NewRecordReader(recs...)})
+				if err == nil && resp.Error != nil {
+					err = resp.Error
+				}
+				return err
+			})
 			if err != nil {
-				return fmt.Errorf("router checkpoint: %w", err)
+				j.log.Error("router checkpoint not written: the previous one stays in force", "err", err)
+				return nil
 			}
 		}
 	}
@@ -762,6 +775,36 @@ func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 	}
 	j.m.checkpoint.Observe(time.Since(start).Seconds())
 	return nil
+}
+
+// checkpointTimeout bounds how long a checkpoint's writes to Kafka are
+// retried: a checkpoint at the end of a generation must be done before
+// the group's rebalance timeout, and one that cannot be written leaves
+// the previous one in force.
+const checkpointTimeout = 20 * time.Second
+
+// retry runs fn until it succeeds, with the output writer's backoffs, for
+// up to checkpointTimeout: the brokers of the internal topics may be
+// restarting.
+func (j *distJob) retry(ctx context.Context, what string, fn func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), checkpointTimeout)
+	defer cancel()
+	backoff := outputBackoffMin
+	for {
+		err := fn(ctx)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s: gave up after %v: %w", what, checkpointTimeout, err)
+		}
+		j.log.Warn("writing a checkpoint, retrying", "what", what, "in", backoff, "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, outputBackoffMax)
+	}
 }
 
 // publishRouter adds what the router counted since last time to the
