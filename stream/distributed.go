@@ -816,6 +816,7 @@ func (j *distJob) publishRouter() {
 	j.m.events.WithLabelValues("unmatched").Add(float64(s.Unmatched - p.Unmatched))
 	j.m.events.WithLabelValues("late").Add(float64(s.Late - p.Late))
 	j.dm.routed.Add(float64(s.Records - p.Records))
+	j.dm.split.Add(float64(s.Split - p.Split))
 	j.routerStats = s
 }
 
@@ -843,6 +844,7 @@ type distMetrics struct {
 	ownedInputs     prometheus.Gauge
 	ownedPartitions prometheus.Gauge
 	routed          prometheus.Counter
+	split           prometheus.Counter
 }
 
 func newDistMetrics(reg prometheus.Registerer) *distMetrics {
@@ -862,7 +864,9 @@ func newDistMetrics(reg prometheus.Registerer) *distMetrics {
 		ownedPartitions: assigned.WithLabelValues("repartition"),
 		routed: prometheus.NewCounter(prometheus.CounterOpts{Name: "riskstream_routed_records_total",
 			Help: "Input records routed to the repartition topic's partitions."}),
+		split: prometheus.NewCounter(prometheus.CounterOpts{Name: "riskstream_late_split_sessions_total",
+			Help: "Events late unless a session merges them, whose session rules and heatmaps hold their state in more than one partition: the first partition decides for all."}),
 	}
-	reg.MustRegister(m.rebalances, m.restoreSeconds, m.restoreBytes, m.changelogBytes, assigned, m.routed)
+	reg.MustRegister(m.rebalances, m.restoreSeconds, m.restoreBytes, m.changelogBytes, assigned, m.routed, m.split)
 	return m
 }
