@@ -812,6 +812,8 @@ func (j *distJob) retry(ctx context.Context, what string, fn func(ctx context.Co
 func (j *distJob) publishRouter() {
 	s := j.router.Stats()
 	p := j.routerStats
+	routed := func(s engine.RouterStats) int64 { return s.Records - s.Invalid - s.Unmatched - s.Late }
+	j.m.events.WithLabelValues("ok").Add(float64(routed(s) - routed(p)))
 	j.m.events.WithLabelValues("invalid").Add(float64(s.Invalid - p.Invalid))
 	j.m.events.WithLabelValues("unmatched").Add(float64(s.Unmatched - p.Unmatched))
 	j.m.events.WithLabelValues("late").Add(float64(s.Late - p.Late))
@@ -827,8 +829,7 @@ func (j *distJob) publishTask(t *ownedTask) {
 	if p.Decisions == nil {
 		p.Decisions = make([]int64, len(s.Decisions))
 	}
-	j.m.events.WithLabelValues("ok").Add(float64(s.Accepted - p.Accepted))
-	j.m.events.WithLabelValues("late").Add(float64(s.Late - p.Late))
+	j.m.events.WithLabelValues("late_in_state").Add(float64(s.Late - p.Late))
 	for i, r := range j.opts.Config.Rules {
 		j.m.decisions.WithLabelValues(r.Name, r.Action).Add(float64(s.Decisions[i] - p.Decisions[i]))
 	}
