@@ -16,7 +16,7 @@ import (
 
 // buildBinary builds the riskstream command for tests that run it as a
 // process.
-func buildBinary(t *testing.T) string {
+func buildBinary(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "riskstream")
 	out, err := exec.Command("go", "build", "-o", bin, "../cmd/riskstream").CombinedOutput()
@@ -109,7 +109,7 @@ func TestCrashSafety(t *testing.T) {
 
 // startProcess starts the riskstream binary bin with args, its standard
 // error collected in the buffer returned.
-func startProcess(t *testing.T, bin string, args ...string) (*exec.Cmd, *lockedBuffer) {
+func startProcess(t testing.TB, bin string, args ...string) (*exec.Cmd, *lockedBuffer) {
 	t.Helper()
 	logs := &lockedBuffer{}
 	cmd := exec.Command(bin, args...)

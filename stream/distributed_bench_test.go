@@ -1,0 +1,272 @@
+package stream
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riskstream/riskstream/gen"
+	"github.com/riskstream/riskstream/state"
+	"github.com/segmentio/kafka-go"
+)
+
+var (
+	distEvents      = flag.Int("dist.events", 500_000, "BenchmarkDistributedCatchUp: events in the input topic")
+	distPartitions  = flag.Int("dist.partitions", 1, "BenchmarkDistributedCatchUp: partitions of the input topic")
+	distRepartition = flag.Int("dist.repartition-partitions", 12, "BenchmarkDistributedCatchUp: --repartition-partitions")
+	distDirect      = flag.Bool("dist.direct", false, "BenchmarkDistributedCatchUp: run the single job (no repartition hop) instead")
+	restoreBytes    = flag.Int64("restore.bytes", 256<<20, "BenchmarkChangelogRestore: bytes of state in the changelog")
+)
+
+// BenchmarkDistributedCatchUp measures what the repartition hop costs one
+// instance: the input topic is filled first, then one instance of the job,
+// distributed or (-dist.direct) not, reads it from the start with the
+// bundled rules, and the time until the decisions topic holds every
+// decision of a replay of the topic gives events/s. Broker and job share
+// the process and the machine. repartition-B/event is what the hop writes
+// to the repartition topic per input event (record, times and marks).
+//
+//	go test ./stream/ -run '^$' -bench BenchmarkDistributedCatchUp -benchtime 1x [-dist.direct] [-dist.events N]
+func BenchmarkDistributedCatchUp(b *testing.B) {
+	o := gen.DefaultOptions()
+	o.Events, o.Users = *distEvents, max(*distEvents/20, 1)
+	var buf bytes.Buffer
+	if _, err := gen.Generate(&buf, o); err != nil {
+		b.Fatal(err)
+	}
+	input := buf.Bytes()
+	cfg := loadRules(b)
+	for b.Loop() {
+		addr := startLiveBrokerWith(b, int32(*distPartitions))
+		if st, err := Produce(context.Background(), ProduceOptions{File: "-", Stdin: bytes.NewReader(input),
+			Brokers: []string{addr}}); err != nil || st.Failed != 0 {
+			b.Fatalf("produce: %+v %v", st, err)
+		}
+		want := len(topicReplayDecisions(b, addr, cfg))
+		reg := prometheus.NewRegistry()
+		start := time.Now()
+		stop := startJob(b, RunOptions{Config: cfg, Brokers: []string{addr}, Registry: reg, Distributed: !*distDirect,
+			RepartitionPartitions: *distRepartition, CheckpointInterval: time.Second})
+		for deadline := time.Now().Add(10 * time.Minute); topicEnd(b, addr, "decisions", 0) < int64(want); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				b.Fatalf("the job did not make the %d decisions of the replay", want)
+			}
+		}
+		took := time.Since(start)
+		stop()
+		b.ReportMetric(float64(*distEvents)/took.Seconds(), "events/s")
+		b.ReportMetric(float64(want), "decisions")
+		if !*distDirect {
+			var n int64
+			for p := range *distRepartition {
+				for _, m := range readPartition(b, addr, "riskstream-repartition", p) {
+					n += int64(len(m.Value))
+				}
+			}
+			b.ReportMetric(float64(n)/float64(*distEvents), "repartition-B/event")
+			b.ReportMetric(float64(len(input))/float64(*distEvents), "input-B/event")
+		}
+	}
+}
+
+// topicEnd returns the end offset of one partition of topic.
+func topicEnd(t testing.TB, addr, topic string, partition int) int64 {
+	t.Helper()
+	conn, err := kafka.DialLeader(context.Background(), "tcp", addr, topic, partition)
+	if err != nil {
+		return 0
+	}
+	defer conn.Close()
+	end, err := conn.ReadLastOffset()
+	if err != nil {
+		return 0
+	}
+	return end
+}
+
+// BenchmarkChangelogRestore measures a takeover's restore: -restore.bytes
+// of window state (keys of 24 bytes, values of 512) checkpointed to a
+// changelog partition on the embedded broker, then rebuilt into an empty
+// store, as an instance taking the partition over does. s/GB is the
+// restore's time per GiB of keys and values.
+//
+//	go test ./stream/ -run '^$' -bench BenchmarkChangelogRestore -benchtime 1x [-restore.bytes N]
+func BenchmarkChangelogRestore(b *testing.B) {
+	addr := startLiveBroker(b)
+	ctx := context.Background()
+	client := &kafka.Client{Addr: kafka.TCP(addr), Timeout: time.Minute}
+	topics := internalTopicsOf("bench")
+	if err := ensureInternalTopics(ctx, client, topics, 1); err != nil {
+		b.Fatal(err)
+	}
+	log := changelog{client: client, brokers: []string{addr}, dialer: &kafka.Dialer{}, topic: topics.changelog}
+	src, err := state.Open(state.Options{Dir: b.TempDir(), AtomicCheckpoints: true, DisableWAL: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer src.Close()
+	value := bytes.Repeat([]byte{7}, 512)
+	var written int64
+	for i := 0; written < *restoreBytes; i++ {
+		key := fmt.Appendf(nil, "\x00\x00user-%016d\x00", i)
+		if err := src.Set(key, value); err != nil {
+			b.Fatal(err)
+		}
+		written += int64(len(key) + len(value))
+		if i%100_000 == 99_999 { // a checkpoint every 100,000 states
+			if _, _, err := log.write(ctx, src, 1); err != nil {
+				b.Fatal(err)
+			}
+			if err := src.Commit(false); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if _, _, err := log.write(ctx, src, 1); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		dst, err := state.Open(state.Options{Dir: b.TempDir(), AtomicCheckpoints: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		_, st, err := log.restore(ctx, dst, 2)
+		if err != nil {
+			b.Fatal(err)
+		}
+		took := time.Since(start)
+		dst.Close()
+		b.ReportMetric(float64(st.bytes)/(1<<20), "MiB")
+		b.ReportMetric(took.Seconds()/(float64(st.bytes)/(1<<30)), "s/GiB")
+	}
+}
+
+var (
+	takeoverEvents = flag.Int("takeover.events", 400_000, "BenchmarkTakeover: events in the input topic")
+	takeoverUsers  = flag.Int("takeover.users", 200_000, "BenchmarkTakeover: users among them (the state grows with them)")
+)
+
+// tookAt finds when an instance took partitions, and how long restoring
+// them took.
+var tookAt = regexp.MustCompile(`time=(\S+) level=INFO msg="took partitions" generation=(\d+)`)
+
+// BenchmarkTakeover measures how long a killed instance's partitions stay
+// without an owner: two instances share a job over an input already in
+// its topic; once they have processed it, the one holding the input is
+// killed (SIGKILL), and the time until the other has taken every
+// partition, its state restored from the changelog, is takeover-s. It is
+// the session timeout (the group notices the death), the rebalance and the
+// restore; state-MiB is what was restored.
+//
+//	go test ./stream/ -run '^$' -bench BenchmarkTakeover -benchtime 1x [-takeover.events N -takeover.users N]
+func BenchmarkTakeover(b *testing.B) {
+	o := gen.DefaultOptions()
+	o.Events, o.Users = *takeoverEvents, *takeoverUsers
+	var buf bytes.Buffer
+	if _, err := gen.Generate(&buf, o); err != nil {
+		b.Fatal(err)
+	}
+	bin := buildBinary(b)
+	for b.Loop() {
+		addr := startLiveBroker(b)
+		if st, err := Produce(context.Background(), ProduceOptions{File: "-", Stdin: bytes.NewReader(buf.Bytes()),
+			Brokers: []string{addr}}); err != nil || st.Failed != 0 {
+			b.Fatalf("produce: %+v %v", st, err)
+		}
+		var cmds []*exec.Cmd
+		var logs []*lockedBuffer
+		for i := range 2 {
+			cmd, l := startProcess(b, bin, "run", "--distributed", "--rules", bundledRules, "--brokers", addr,
+				"--state-dir", b.TempDir(), "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", 19700+i),
+				"--checkpoint-interval", "1s", "--repartition-partitions", "4")
+			cmds, logs = append(cmds, cmd), append(logs, l)
+		}
+		// Both hold partitions, and the input is processed.
+		for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				b.Fatalf("the instances did not process the input:\n%s\n%s", logs[0], logs[1])
+			}
+			if lastGeneration(logs[0].String()) == lastGeneration(logs[1].String()) && lastGeneration(logs[0].String()) > 0 &&
+				metricAt(b, 19700, "riskstream_routed_records_total")+metricAt(b, 19701, "riskstream_routed_records_total") >= float64(*takeoverEvents) {
+				break
+			}
+		}
+		time.Sleep(3 * time.Second) // the state processed and checkpointed
+		victim := 0
+		if took := tookInput.FindAllStringSubmatch(logs[1].String(), -1); len(took) > 0 && took[len(took)-1][1] == "0" {
+			victim = 1
+		}
+		survivor := 1 - victim
+		before := lastGeneration(logs[survivor].String())
+		killed := time.Now()
+		cmds[victim].Process.Signal(syscall.SIGKILL)
+		cmds[victim].Wait()
+		var took time.Time
+		for deadline := time.Now().Add(2 * time.Minute); took.IsZero(); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				b.Fatalf("the survivor never took the partitions over:\n%s", logs[survivor])
+			}
+			for _, m := range tookAt.FindAllStringSubmatch(logs[survivor].String(), -1) {
+				if g, _ := strconv.Atoi(m[2]); g > before {
+					took, _ = time.Parse(time.RFC3339Nano, m[1])
+				}
+			}
+		}
+		restored := 0.0
+		for _, m := range restoredBytes.FindAllStringSubmatch(logs[survivor].String(), -1) {
+			n, _ := strconv.ParseFloat(m[2], 64)
+			restored += n
+		}
+		cmds[survivor].Process.Signal(syscall.SIGTERM)
+		cmds[survivor].Wait()
+		b.ReportMetric(took.Sub(killed).Seconds(), "takeover-s")
+		b.ReportMetric(restored/(1<<20), "restored-MiB")
+	}
+}
+
+var restoredBytes = regexp.MustCompile(`from its changelog"? partition=(\d+) records=\d+ bytes=(\d+)`)
+
+// lastGeneration returns the generation of an instance's last "took
+// partitions", 0 before any.
+func lastGeneration(logs string) int {
+	m := tookAt.FindAllStringSubmatch(logs, -1)
+	if len(m) == 0 {
+		return 0
+	}
+	g, _ := strconv.Atoi(m[len(m)-1][2])
+	return g
+}
+
+// metricAt returns the sum of a metric's series served on a local port, 0
+// when it cannot be read.
+func metricAt(t testing.TB, port int, name string) float64 {
+	t.Helper()
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	sum := 0.0
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, name) {
+			if f := strings.Fields(line); len(f) == 2 {
+				v, _ := strconv.ParseFloat(f[1], 64)
+				sum += v
+			}
+		}
+	}
+	return sum
+}
