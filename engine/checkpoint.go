@@ -49,23 +49,52 @@ func (e *Sharded) Checkpoint() ([]byte, error) {
 // checkpoint encodes a checkpoint of an engine whose operator's (or first
 // shard's) checkpoint is op.
 func (c *clocks) checkpoint(cfg *rules.Config, op []byte, st *Stats) []byte {
-	dst := []byte{checkpointVersion}
-	section := func(b []byte) {
+	counters := []int64{st.Records, st.Accepted, st.Unmatched, st.Late, st.Invalid, st.Retimed}
+	return appendSections([]byte{checkpointVersion}, []byte(cfg.Fingerprint()), op,
+		c.wm.AppendBinary(nil), c.skew.AppendBinary(nil), appendCounters(nil, append(counters, st.Decisions...)))
+}
+
+// appendSections appends each of sections to dst, its length first: the
+// layout of the engine's checkpoints and a Task's.
+func appendSections(dst []byte, sections ...[]byte) []byte {
+	for _, b := range sections {
 		dst = binary.AppendUvarint(dst, uint64(len(b)))
 		dst = append(dst, b...)
 	}
-	section([]byte(cfg.Fingerprint()))
-	section(op)
-	section(c.wm.AppendBinary(nil))
-	section(c.skew.AppendBinary(nil))
-	counters := []int64{st.Records, st.Accepted, st.Unmatched, st.Late, st.Invalid, st.Retimed}
-	counters = append(counters, st.Decisions...)
-	var b []byte
-	for _, n := range counters {
-		b = binary.AppendVarint(b, n)
-	}
-	section(b)
 	return dst
+}
+
+// readSections splits b, of n sections written by appendSections.
+func readSections(b []byte, n int) ([][]byte, error) {
+	sections := make([][]byte, n)
+	for i := range sections {
+		l, k := binary.Uvarint(b)
+		if k <= 0 || l > uint64(len(b)-k) {
+			return nil, fmt.Errorf("engine: checkpoint truncated")
+		}
+		sections[i], b = b[k:k+int(l)], b[k+int(l):]
+	}
+	return sections, nil
+}
+
+// appendCounters appends counters as varints.
+func appendCounters(dst []byte, counters []int64) []byte {
+	for _, n := range counters {
+		dst = binary.AppendVarint(dst, n)
+	}
+	return dst
+}
+
+// readCounters reads what appendCounters wrote into counters.
+func readCounters(b []byte, counters []*int64) error {
+	for _, p := range counters {
+		v, k := binary.Varint(b)
+		if k <= 0 {
+			return fmt.Errorf("engine: checkpoint counters truncated")
+		}
+		*p, b = v, b[k:]
+	}
+	return nil
 }
 
 // Restore resumes a new engine, over the backend the checkpoint's state was
@@ -100,14 +129,9 @@ func (c *clocks) restore(cfg *rules.Config, b []byte, st *Stats, op func([]byte)
 	if len(b) == 0 || b[0] != checkpointVersion {
 		return fmt.Errorf("engine: checkpoint version unknown")
 	}
-	b = b[1:]
-	var sections [5][]byte
-	for i := range sections {
-		n, k := binary.Uvarint(b)
-		if k <= 0 || n > uint64(len(b)-k) {
-			return fmt.Errorf("engine: checkpoint truncated")
-		}
-		sections[i], b = b[k:k+int(n)], b[k+int(n):]
+	sections, err := readSections(b[1:], 5)
+	if err != nil {
+		return err
 	}
 	if string(sections[0]) != cfg.Fingerprint() {
 		return ErrRulesChanged
@@ -128,13 +152,5 @@ func (c *clocks) restore(cfg *rules.Config, b []byte, st *Stats, op func([]byte)
 	for i := range st.Decisions {
 		counters = append(counters, &st.Decisions[i])
 	}
-	cs := sections[4]
-	for _, p := range counters {
-		v, k := binary.Varint(cs)
-		if k <= 0 {
-			return fmt.Errorf("engine: checkpoint counters truncated")
-		}
-		*p, cs = v, cs[k:]
-	}
-	return nil
+	return readCounters(sections[4], counters)
 }

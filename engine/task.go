@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/riskstream/riskstream/event"
@@ -197,35 +198,15 @@ func (t *Task) Checkpoint() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	dst := []byte{taskCheckpointVersion}
-	section := func(b []byte) {
-		dst = binary.AppendUvarint(dst, uint64(len(b)))
-		dst = append(dst, b...)
-	}
-	section([]byte(t.cfg.Fingerprint()))
-	section(op)
-	section(t.valve.AppendBinary(nil))
-	var b []byte
-	inputs := slices.Sorted(func(yield func(int32) bool) {
-		for p := range t.applied {
-			if !yield(p) {
-				return
-			}
-		}
-	})
-	b = binary.AppendUvarint(b, uint64(len(inputs)))
+	inputs := slices.Sorted(maps.Keys(t.applied))
+	applied := binary.AppendUvarint(nil, uint64(len(inputs)))
 	for _, p := range inputs {
-		b = binary.AppendVarint(b, int64(p))
-		b = binary.AppendVarint(b, t.applied[p])
+		applied = binary.AppendVarint(applied, int64(p))
+		applied = binary.AppendVarint(applied, t.applied[p])
 	}
-	section(b)
 	counters := append([]int64{t.stats.Records, t.stats.Accepted, t.stats.Unmatched, t.stats.Late, t.stats.Retimed}, t.stats.Decisions...)
-	b = b[:0]
-	for _, n := range counters {
-		b = binary.AppendVarint(b, n)
-	}
-	section(b)
-	return dst, nil
+	return appendSections([]byte{taskCheckpointVersion}, []byte(t.cfg.Fingerprint()), op,
+		t.valve.AppendBinary(nil), applied, appendCounters(nil, counters)), nil
 }
 
 // Restore resumes a new task, over the backend the checkpoint's state was
@@ -234,14 +215,9 @@ func (t *Task) Restore(b []byte) error {
 	if len(b) == 0 || b[0] != taskCheckpointVersion {
 		return fmt.Errorf("engine: task checkpoint version unknown")
 	}
-	b = b[1:]
-	var sections [5][]byte
-	for i := range sections {
-		n, k := binary.Uvarint(b)
-		if k <= 0 || n > uint64(len(b)-k) {
-			return fmt.Errorf("engine: task checkpoint truncated")
-		}
-		sections[i], b = b[k:k+int(n)], b[k+int(n):]
+	sections, err := readSections(b[1:], 5)
+	if err != nil {
+		return err
 	}
 	if string(sections[0]) != t.cfg.Fingerprint() {
 		return ErrRulesChanged
@@ -275,13 +251,5 @@ func (t *Task) Restore(b []byte) error {
 	for i := range t.stats.Decisions {
 		counters = append(counters, &t.stats.Decisions[i])
 	}
-	cs := sections[4]
-	for _, p := range counters {
-		v, rest, ok := varint(cs)
-		if !ok {
-			return fmt.Errorf("engine: task checkpoint counters truncated")
-		}
-		*p, cs = v, rest
-	}
-	return nil
+	return readCounters(sections[4], counters)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"time"
 
 	"github.com/riskstream/riskstream/state"
 	"github.com/segmentio/kafka-go"
@@ -206,49 +205,9 @@ func (c *changelog) restore(ctx context.Context, db *state.DB, generation int32)
 // read calls fn with every record of the partition, from its first to its
 // end as of the call, and returns that end.
 func (c *changelog) read(ctx context.Context, fn func(m *kafka.Message) error) (int64, error) {
-	var conn *kafka.Conn
-	var err error
-	for _, b := range c.brokers {
-		if conn, err = c.dialer.DialLeader(ctx, "tcp", b, c.topic, c.partition); err == nil {
-			break
-		}
-	}
+	end, err := readRecords(ctx, c.dialer, c.brokers, c.topic, c.partition, kafka.FirstOffset, fn)
 	if err != nil {
-		return 0, fmt.Errorf("changelog %s/%d: %w", c.topic, c.partition, err)
+		return 0, fmt.Errorf("%s/%d: %w", c.topic, c.partition, err)
 	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(fetchTimeout))
-	first, last, err := conn.ReadOffsets()
-	if err != nil {
-		return 0, fmt.Errorf("changelog %s/%d: %w", c.topic, c.partition, err)
-	}
-	for next := first; next < last; {
-		conn.SetDeadline(time.Now().Add(fetchTimeout))
-		if _, err := conn.Seek(next, kafka.SeekAbsolute); err != nil {
-			return 0, fmt.Errorf("changelog %s/%d at %d: %w", c.topic, c.partition, next, err)
-		}
-		batch := conn.ReadBatch(1, 16<<20)
-		from := next
-		for {
-			m, err := batch.ReadMessage()
-			if err != nil {
-				break
-			}
-			if m.Offset < next || m.Offset >= last {
-				continue
-			}
-			next = m.Offset + 1
-			if err := fn(&m); err != nil {
-				batch.Close()
-				return 0, err
-			}
-		}
-		if err := batch.Close(); err != nil {
-			return 0, fmt.Errorf("changelog %s/%d at %d: %w", c.topic, c.partition, next, err)
-		}
-		if next == from {
-			return 0, fmt.Errorf("changelog %s/%d: no record at offset %d of %d", c.topic, c.partition, next, last)
-		}
-	}
-	return last, nil
+	return end, nil
 }

@@ -140,26 +140,41 @@ func writtenSince(ctx context.Context, brokers []string, sec *kafkaconn.Security
 // readPartitionTail adds to w the messages of one partition from e.offset
 // to its end.
 func readPartitionTail(ctx context.Context, dialer *kafka.Dialer, brokers []string, e partitionEnd, w *sink.Written) error {
+	_, err := readRecords(ctx, dialer, brokers, e.Topic, e.Partition.Partition, e.offset, func(m *kafka.Message) error {
+		w.Add(e.Topic, m.Key, m.Value)
+		return nil
+	})
+	return err
+}
+
+// readRecords calls fn with every record of a partition from offset from
+// (kafka.FirstOffset: its first) to its end as of the call, and returns
+// that end.
+func readRecords(ctx context.Context, dialer *kafka.Dialer, brokers []string, topic string, partition int, from int64, fn func(m *kafka.Message) error) (int64, error) {
 	var conn *kafka.Conn
 	var err error
 	for _, b := range brokers {
-		if conn, err = dialer.DialLeader(ctx, "tcp", b, e.Topic, e.Partition.Partition); err == nil {
+		if conn, err = dialer.DialLeader(ctx, "tcp", b, topic, partition); err == nil {
 			break
 		}
 	}
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(fetchTimeout))
-	end, err := conn.ReadLastOffset()
+	first, end, err := conn.ReadOffsets()
 	if err != nil {
-		return err
+		return 0, err
 	}
-	for next := e.offset; next < end; {
+	next := from
+	if next == kafka.FirstOffset {
+		next = first
+	}
+	for next < end {
 		conn.SetDeadline(time.Now().Add(fetchTimeout))
 		if _, err := conn.Seek(next, kafka.SeekAbsolute); err != nil {
-			return err
+			return 0, err
 		}
 		batch := conn.ReadBatch(1, 16<<20)
 		from := next
@@ -168,19 +183,23 @@ func readPartitionTail(ctx context.Context, dialer *kafka.Dialer, brokers []stri
 			if err != nil {
 				break
 			}
-			if m.Offset >= next && m.Offset < end {
-				w.Add(e.Topic, m.Key, m.Value)
-				next = m.Offset + 1
+			if m.Offset < next || m.Offset >= end {
+				continue
+			}
+			next = m.Offset + 1
+			if err := fn(&m); err != nil {
+				batch.Close()
+				return 0, err
 			}
 		}
 		if err := batch.Close(); err != nil {
-			return err
+			return 0, err
 		}
 		if next == from {
-			return fmt.Errorf("no message at offset %d of %d", next, end)
+			return 0, fmt.Errorf("no message at offset %d of %d", next, end)
 		}
 	}
-	return nil
+	return end, nil
 }
 
 // endTracker follows where the output partitions end. They are read from
