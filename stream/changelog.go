@@ -20,9 +20,22 @@ import (
 // partition without noticing, which come after a newer generation's, are
 // left out.
 
-// changelogMarker is the key of the record that ends a checkpoint; the
-// store's own keys start with another byte.
+// changelogMarker starts the key of the record that ends a checkpoint:
+// the marker's key is it and the writer's generation (4 bytes, big-endian),
+// so that the log cleaner, which keeps the last record of each key, keeps
+// the last marker of every generation, and with it what that generation's
+// checkpoints wrote. The store's own keys start with another byte.
 const changelogMarker = "checkpoint"
+
+// markerKey returns the key of a marker of generation.
+func markerKey(generation int32) []byte {
+	return binary.BigEndian.AppendUint32([]byte(changelogMarker), uint32(generation))
+}
+
+// isMarker reports whether key is a marker's.
+func isMarker(key []byte) bool {
+	return len(key) == len(changelogMarker)+4 && string(key[:len(changelogMarker)]) == changelogMarker
+}
 
 // changelogHeader is the header carrying the writer's generation.
 const changelogHeader = "generation"
@@ -96,7 +109,7 @@ func (c *changelog) write(ctx context.Context, db *state.DB, generation int32) (
 	if err := db.Changes(add); err != nil {
 		return 0, 0, err
 	}
-	if err := add([]byte(changelogMarker), []byte{1}); err != nil {
+	if err := add(markerKey(generation), []byte{1}); err != nil {
 		return 0, 0, err
 	}
 	return end, bytes, flush()
@@ -157,7 +170,7 @@ func (c *changelog) restore(ctx context.Context, db *state.DB, generation int32)
 		}
 		switch {
 		case g < maxGen:
-			if string(m.Key) != changelogMarker {
+			if !isMarker(m.Key) {
 				leaveOut([]rec{{key: m.Key}})
 			}
 			return nil
@@ -165,7 +178,7 @@ func (c *changelog) restore(ctx context.Context, db *state.DB, generation int32)
 			leaveOut(tail)
 			tail, maxGen = tail[:0], g
 		}
-		if string(m.Key) == changelogMarker {
+		if isMarker(m.Key) {
 			return apply()
 		}
 		tail = append(tail, rec{key: m.Key, value: m.Value})

@@ -127,6 +127,47 @@ func TestChangelogRestore(t *testing.T) {
 	if st.repaired != 1 {
 		t.Errorf("%d keys written again, want 1 (a, of the instance that lost the partition)", st.repaired)
 	}
+
+	// The log cleaner keeps the last record of each key: the changelog
+	// holds the same state afterwards.
+	compacted := changelog{client: client, brokers: []string{addr}, dialer: &kafka.Dialer{}, topic: topics.changelog, partition: 0}
+	compact(t, log, compacted)
+	fourth := open()
+	if _, _, err = compacted.restore(ctx, fourth, 4); err != nil {
+		t.Fatal(err)
+	}
+	check(fourth, "three", want)
+}
+
+// compact writes to an empty partition to what the log cleaner leaves of
+// from: the last record of each key, in their order.
+func compact(t *testing.T, from, to changelog) {
+	t.Helper()
+	var all []kafka.Message
+	last := map[string]int{}
+	if _, err := from.read(context.Background(), func(m *kafka.Message) error {
+		last[string(m.Key)] = len(all)
+		all = append(all, *m)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var recs []kafka.Record
+	for i, m := range all {
+		if last[string(m.Key)] != i {
+			continue
+		}
+		r := kafka.Record{Key: kafka.NewBytes(m.Key), Headers: m.Headers}
+		if m.Value != nil {
+			r.Value = kafka.NewBytes(m.Value)
+		}
+		recs = append(recs, r)
+	}
+	if _, err := to.client.Produce(context.Background(), &kafka.ProduceRequest{Topic: to.topic, Partition: to.partition,
+		RequiredAcks: kafka.RequireAll, Records: kafka.NewRecordReader(recs...)}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("compacted %d records to %d", len(all), len(recs))
 }
 
 // TestInternalTopicLayoutRefused: a job whose internal topics exist with
