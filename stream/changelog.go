@@ -122,19 +122,23 @@ type restoreStats struct {
 	repaired int
 }
 
-// restore rebuilds db, empty, from the changelog: the writes of every
-// checkpoint that was finished (its marker written), in order, leaving
-// out those after the last marker of their generation (the writer died
-// while writing them) and those of a generation older than one written
-// before them (an instance that lost the partition). It then writes the
-// left-out keys again in generation, with the values the restored
+// restore brings db up to the changelog's last finished checkpoint. db
+// holds the checkpoint that ends at offset from, written in generation
+// fromGen (kafka.FirstOffset and -1 for an empty store): restore applies
+// the writes of every checkpoint finished after it (its marker written),
+// in order, leaving out those after the last marker of their generation
+// (the writer died while writing them) and those of a generation older
+// than one written before them (an instance that lost the partition). It
+// then writes the left-out keys again, with the values the restored
 // checkpoint holds, and a marker: the log's last record of every key is
-// then the checkpoint's, whatever the log cleaner keeps. It returns the
-// log's end and what it read.
-func (c *changelog) restore(ctx context.Context, db *state.DB, generation int32) (end int64, st restoreStats, err error) {
+// then the checkpoint's, whatever the log cleaner keeps. Those writes, and
+// the next checkpoints, are of generation epoch: generation, or more than
+// any generation in the log (a group whose generations started over). It
+// returns the log's end and the epoch.
+func (c *changelog) restore(ctx context.Context, db *state.DB, from int64, fromGen, generation int32) (end int64, epoch int32, st restoreStats, err error) {
 	type rec struct{ key, value []byte }
 	var (
-		maxGen int32 = -1
+		maxGen = fromGen
 		tail   []rec
 		left   = map[string]bool{} // keys of left-out writes
 		loaded int
@@ -159,7 +163,7 @@ func (c *changelog) restore(ctx context.Context, db *state.DB, generation int32)
 		}
 		return nil
 	}
-	end, err = c.read(ctx, func(m *kafka.Message) error {
+	end, err = c.readFrom(ctx, from, func(m *kafka.Message) error {
 		st.records++
 		st.bytes += int64(len(m.Key) + len(m.Value))
 		g := int32(-1)
@@ -185,40 +189,46 @@ func (c *changelog) restore(ctx context.Context, db *state.DB, generation int32)
 		return nil
 	})
 	if err != nil {
-		return 0, st, err
+		return 0, 0, st, err
 	}
 	leaveOut(tail)
 	if err := db.Commit(true); err != nil {
-		return 0, st, err
+		return 0, 0, st, err
 	}
+	epoch = max(generation, maxGen+1)
 	if len(left) == 0 {
-		return end, st, nil
+		return end, epoch, st, nil
 	}
 	// Write the left-out keys again, with their restored values (or
-	// deleted), then a marker, as a checkpoint of this generation.
+	// deleted), then a marker, as a checkpoint of this epoch.
 	for key := range left {
 		v, found, err := db.Stored([]byte(key))
 		if err != nil {
-			return 0, st, err
+			return 0, 0, st, err
 		}
 		if !found {
 			v = nil
 		}
 		if err := db.Load([]byte(key), v); err != nil {
-			return 0, st, err
+			return 0, 0, st, err
 		}
 	}
 	st.repaired = len(left)
-	if end, _, err = c.write(ctx, db, generation); err != nil {
-		return 0, st, err
+	if end, _, err = c.write(ctx, db, epoch); err != nil {
+		return 0, 0, st, err
 	}
-	return end, st, db.Commit(true)
+	return end, epoch, st, db.Commit(true)
 }
 
 // read calls fn with every record of the partition, from its first to its
 // end as of the call, and returns that end.
 func (c *changelog) read(ctx context.Context, fn func(m *kafka.Message) error) (int64, error) {
-	end, err := readRecords(ctx, c.dialer, c.brokers, c.topic, c.partition, kafka.FirstOffset, fn)
+	return c.readFrom(ctx, kafka.FirstOffset, fn)
+}
+
+// readFrom is read from offset from on.
+func (c *changelog) readFrom(ctx context.Context, from int64, fn func(m *kafka.Message) error) (int64, error) {
+	end, err := readRecords(ctx, c.dialer, c.brokers, c.topic, c.partition, from, fn)
 	if err != nil {
 		return 0, fmt.Errorf("%s/%d: %w", c.topic, c.partition, err)
 	}

@@ -100,7 +100,7 @@ func TestChangelogRestore(t *testing.T) {
 	unfinished(1, map[string]string{"a": "a3", "d": "d3"})
 
 	second := open()
-	end, st, err := log.restore(ctx, second, 2)
+	end, _, st, err := log.restore(ctx, second, kafka.FirstOffset, -1, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,8 @@ func TestChangelogRestore(t *testing.T) {
 	checkpoint(second, 2, "three", map[string]string{"c": "c4"})
 
 	third := open()
-	if _, st, err = log.restore(ctx, third, 3); err != nil {
+	_, epoch3, st, err := log.restore(ctx, third, kafka.FirstOffset, -1, 3)
+	if err != nil {
 		t.Fatal(err)
 	}
 	want["c"] = "c4"
@@ -128,15 +129,36 @@ func TestChangelogRestore(t *testing.T) {
 		t.Errorf("%d keys written again, want 1 (a, of the instance that lost the partition)", st.repaired)
 	}
 
+	// The third instance checkpoints and leaves; the second takes the
+	// partition back, from where its store is, and dies while
+	// checkpointing; the third takes it back from where its own store is.
+	checkpoint(third, epoch3, "four", map[string]string{"b": "b5", "e": "e5"})
+	end4, _ := log.end(ctx)
+	if _, _, st, err = log.restore(ctx, second, end, 2, 5); err != nil {
+		t.Fatal(err)
+	}
+	want["b"], want["e"] = "b5", "e5"
+	check(second, "four", want)
+	if st.records != end4-end {
+		t.Errorf("the second read %d records, want the %d after its own checkpoint", st.records, end4-end)
+	}
+	checkpoint(second, 5, "five", map[string]string{"a": "a6"})
+	unfinished(5, map[string]string{"c": "c7", "e": ""})
+	if _, _, _, err = log.restore(ctx, third, end4, epoch3, 6); err != nil {
+		t.Fatal(err)
+	}
+	want["a"] = "a6"
+	check(third, "five", want)
+
 	// The log cleaner keeps the last record of each key: the changelog
 	// holds the same state afterwards.
 	compacted := changelog{client: client, brokers: []string{addr}, dialer: &kafka.Dialer{}, topic: topics.changelog, partition: 0}
 	compact(t, log, compacted)
 	fourth := open()
-	if _, _, err = compacted.restore(ctx, fourth, 4); err != nil {
+	if _, _, _, err = compacted.restore(ctx, fourth, kafka.FirstOffset, -1, 4); err != nil {
 		t.Fatal(err)
 	}
-	check(fourth, "three", want)
+	check(fourth, "five", want)
 }
 
 // compact writes to an empty partition to what the log cleaner leaves of

@@ -126,6 +126,9 @@ type ownedTask struct {
 	// changelogEnd is where the changelog partition ended after this
 	// instance's last checkpoint of it.
 	changelogEnd int64
+	// epoch is the generation its changelog writes carry: the group's
+	// when it took the partition, or more than any in the changelog.
+	epoch int32
 	ends         []partitionEnd
 	published    engine.Stats
 }
@@ -401,9 +404,10 @@ func earliestEnds(lists [][]partitionEnd) []partitionEnd {
 }
 
 // openTask returns the task of repartition partition k: the one held in
-// the last generation if nobody wrote its changelog since, else from the
-// local store if it is current, else restored from the changelog.
-func (j *distJob) openTask(ctx context.Context, k int) (*ownedTask, error) {
+// the last generation if nobody wrote its changelog since; else the local
+// store, brought up to the changelog's last checkpoint (of those written
+// since its own, if it has one, else from the changelog's start).
+func (j *distJob) openTask(ctx context.Context, k int) (t *ownedTask, err error) {
 	log := changelog{client: j.client, brokers: j.opts.Brokers, dialer: j.sec.Dialer(), topic: j.topics.changelog, partition: k}
 	end, err := log.end(ctx)
 	if err != nil {
@@ -425,75 +429,99 @@ func (j *distJob) openTask(ctx context.Context, k int) (*ownedTask, error) {
 	if err != nil {
 		return nil, err
 	}
-	local, ok, err := db.Meta(metaChangelog)
+	defer func() {
+		if err != nil {
+			db.Close()
+		}
+	}()
+	local, err := readChangelogPosition(db)
 	if err != nil {
-		db.Close()
 		return nil, err
 	}
-	if !ok || len(local) != 8 || int64(binary.BigEndian.Uint64(local)) != end {
-		// Not current: another instance wrote the partition's changelog
-		// since this store's checkpoint, or it holds none.
-		db.Close()
-		if err := os.RemoveAll(dir); err != nil {
-			return nil, err
-		}
-		if db, err = state.Open(so); err != nil {
-			return nil, err
+	epoch := max(j.generation, local.epoch)
+	if local.end != end {
+		if local.end > end {
+			// The store is of another changelog (the topic was made
+			// again): start afresh.
+			db.Close()
+			if err := os.RemoveAll(dir); err != nil {
+				return nil, err
+			}
+			if db, err = state.Open(so); err != nil {
+				return nil, err
+			}
+			local = changelogPosition{end: kafka.FirstOffset, epoch: -1}
 		}
 		start := time.Now()
 		var st restoreStats
-		if end, st, err = log.restore(ctx, db, j.generation); err != nil {
-			db.Close()
+		if end, epoch, st, err = log.restore(ctx, db, local.end, local.epoch, j.generation); err != nil {
 			return nil, fmt.Errorf("restore from %s/%d: %w", log.topic, k, err)
 		}
-		if err := db.SetMeta(metaChangelog, binary.BigEndian.AppendUint64(nil, uint64(end))); err != nil {
-			db.Close()
-			return nil, err
-		}
-		if err := db.Commit(true); err != nil {
-			db.Close()
+		if err := writeChangelogPosition(db, changelogPosition{end, epoch}); err != nil {
 			return nil, err
 		}
 		took := time.Since(start)
 		j.dm.restoreSeconds.Observe(took.Seconds())
 		j.dm.restoreBytes.Add(float64(st.bytes))
 		j.log.Info("restored a repartition partition's state from its changelog", "partition", k, "records", st.records,
-			"bytes", st.bytes, "rewritten", st.repaired, "took", took.Round(time.Millisecond))
+			"bytes", st.bytes, "from", max(local.end, 0), "rewritten", st.repaired, "took", took.Round(time.Millisecond))
 	}
-	t := &ownedTask{partition: k, db: db, log: log, next: kafka.FirstOffset, changelogEnd: end}
+	t = &ownedTask{partition: k, db: db, log: log, next: kafka.FirstOffset, changelogEnd: end, epoch: epoch}
 	t.task, err = engine.NewTask(engine.TaskOptions{Config: j.opts.Config, Backend: db, Output: heatmapMetrics{j.out, j.m},
 		Partition: k, Partitions: j.opts.RepartitionPartitions, Topic: j.opts.Topic, Inputs: j.inputParts,
 		CacheSlots: j.opts.CacheSlots, MemoryBytes: j.mem.State / int64(max(1, j.assigned))})
 	if err != nil {
-		db.Close()
 		return nil, err
 	}
-	if cp, ok, err := db.Meta(metaCheckpoint); err != nil || ok {
-		if err == nil {
-			err = t.task.Restore(cp)
+	cp, ok, err := db.Meta(metaCheckpoint)
+	if err != nil || !ok {
+		return t, err
+	}
+	if err := t.task.Restore(cp); err != nil {
+		return nil, fmt.Errorf("state in %s: %w", dir, err)
+	}
+	raw, _, err := db.Meta(metaOffsets)
+	if err != nil {
+		return nil, err
+	}
+	if len(raw) > 0 {
+		next, n := binary.Varint(raw)
+		if n <= 0 {
+			return nil, errors.New("stream: corrupt repartition offset in checkpoint")
 		}
-		if err != nil {
-			db.Close()
-			return nil, fmt.Errorf("state in %s: %w", dir, err)
-		}
-		raw, _, err := db.Meta(metaOffsets)
-		if err != nil {
-			db.Close()
-			return nil, err
-		}
-		if len(raw) > 0 {
-			next, n := binary.Varint(raw)
-			if n <= 0 {
-				db.Close()
-				return nil, errors.New("stream: corrupt repartition offset in checkpoint")
-			}
-			t.next = next
-		}
-		if raw, ok, err := db.Meta(metaOutputs); err == nil && ok {
-			t.ends, _ = decodeOutputEnds(raw)
-		}
+		t.next = next
+	}
+	if raw, ok, err := db.Meta(metaOutputs); err == nil && ok {
+		t.ends, _ = decodeOutputEnds(raw)
 	}
 	return t, nil
+}
+
+// changelogPosition is where a store's checkpoint ends in its changelog
+// partition, and the generation it was written in (its epoch).
+type changelogPosition struct {
+	end   int64
+	epoch int32
+}
+
+// readChangelogPosition returns the store's changelog position, or
+// kafka.FirstOffset and -1 for a store that has none.
+func readChangelogPosition(db *state.DB) (changelogPosition, error) {
+	raw, ok, err := db.Meta(metaChangelog)
+	if err != nil || !ok || len(raw) != 12 {
+		return changelogPosition{end: kafka.FirstOffset, epoch: -1}, err
+	}
+	return changelogPosition{end: int64(binary.BigEndian.Uint64(raw)), epoch: int32(binary.BigEndian.Uint32(raw[8:]))}, nil
+}
+
+// writeChangelogPosition stores p with the store's pending writes and
+// commits them.
+func writeChangelogPosition(db *state.DB, p changelogPosition) error {
+	raw := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint64(nil, uint64(p.end)), uint32(p.epoch))
+	if err := db.SetMeta(metaChangelog, raw); err != nil {
+		return err
+	}
+	return db.Commit(true)
 }
 
 // routerCheckpoint is one input partition's router checkpoint, as the
@@ -723,7 +751,7 @@ func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 		}
 		var end, n int64
 		err = j.retry(ctx, "changelog", func(ctx context.Context) (err error) {
-			end, n, err = t.log.write(ctx, db, j.generation)
+			end, n, err = t.log.write(ctx, db, t.epoch)
 			return err
 		})
 		if err != nil {
@@ -732,10 +760,7 @@ func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 			return nil
 		}
 		j.dm.changelogBytes.Add(float64(n))
-		if err := db.SetMeta(metaChangelog, binary.BigEndian.AppendUint64(nil, uint64(end))); err != nil {
-			return err
-		}
-		if err := db.Commit(true); err != nil {
+		if err := writeChangelogPosition(db, changelogPosition{end, t.epoch}); err != nil {
 			return err
 		}
 		t.changelogEnd, t.ends = end, ends
