@@ -93,6 +93,7 @@ type distJob struct {
 	ends        *endTracker
 	router      *engine.Router
 	cg          *kafka.ConsumerGroup
+	balancer    *stickyBalancer
 	generation  int32
 	msg         engine.Message
 	buf         []byte
@@ -239,11 +240,12 @@ func (j *distJob) joinGroup(ctx context.Context) error {
 			return fmt.Errorf("consumer group %q is held by a riskstream instance without --distributed (%v), which reads the whole input: stop it first or use another --group", busy.Group, busy.Members)
 		}
 	}
+	j.balancer = &stickyBalancer{}
 	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
 		ID: j.opts.Group, Brokers: j.opts.Brokers, Topics: []string{j.opts.Topic, j.topics.repartition},
 		Dialer: j.sec.Dialer(), HeartbeatInterval: distHeartbeat, SessionTimeout: distSessionTimeout,
 		RebalanceTimeout: distRebalanceTimeout, JoinGroupBackoff: rejoinBackoff,
-		GroupBalancers: []kafka.GroupBalancer{kafka.RangeGroupBalancer{}},
+		GroupBalancers: []kafka.GroupBalancer{j.balancer},
 	})
 	if err != nil {
 		return fmt.Errorf("join group %s: %w", j.opts.Group, err)
@@ -377,6 +379,14 @@ func (j *distJob) take(ctx context.Context, gen *kafka.Generation) error {
 		return err
 	}
 	j.out.SkipWritten(written)
+	j.balancer.held(j.opts.Topic, slices.Sorted(func(yield func(int) bool) {
+		for _, p := range inputs {
+			if !yield(int(p)) {
+				return
+			}
+		}
+	}))
+	j.balancer.held(j.topics.repartition, slices.Sorted(maps.Keys(mine)))
 	j.dm.ownedInputs.Set(float64(len(inputs)))
 	j.dm.ownedPartitions.Set(float64(len(j.tasks)))
 	j.log.Info("took partitions", "generation", gen.ID, "input", inputs, "repartition", slices.Sorted(maps.Keys(mine)),
