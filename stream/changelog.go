@@ -122,33 +122,42 @@ type restoreStats struct {
 	repaired int
 }
 
-// restore brings db up to the changelog's last finished checkpoint. db
-// holds the checkpoint that ends at offset from, written in generation
-// fromGen (kafka.FirstOffset and -1 for an empty store): restore applies
-// the writes of every checkpoint finished after it (its marker written),
-// in order, leaving out those after the last marker of their generation
-// (the writer died while writing them) and those of a generation older
+// changelogPosition is where a store's checkpoint ends in its changelog
+// partition, and the generation of the marker that ended it.
+type changelogPosition struct {
+	end   int64
+	epoch int32
+}
+
+// noPosition is the position of a store that holds no checkpoint.
+var noPosition = changelogPosition{end: kafka.FirstOffset, epoch: -1}
+
+// follow applies to db, which holds the checkpoint ending at at, the
+// writes of every checkpoint finished after it (its marker written), in
+// order, up to the log's end as of the call. It leaves out the writes
+// after the last marker of their generation (the writer died while
+// writing them, or is writing them now) and those of a generation older
 // than one written before them (an instance that lost the partition). It
-// then writes the left-out keys again, with the values the restored
-// checkpoint holds, and a marker: the log's last record of every key is
-// then the checkpoint's, whatever the log cleaner keeps. Those writes, and
-// the next checkpoints, are of generation epoch: generation, or more than
-// any generation in the log (a group whose generations started over). It
-// returns the log's end and the epoch.
-func (c *changelog) restore(ctx context.Context, db *state.DB, from int64, fromGen, generation int32) (end int64, epoch int32, st restoreStats, err error) {
+// returns the position after the last checkpoint applied, the keys of the
+// writes left out that no later checkpoint wrote, and the largest
+// generation read.
+//
+// A standby copy follows the changelog so; the instance that holds the
+// partition then repairs what was left out (restore).
+func (c *changelog) follow(ctx context.Context, db *state.DB, at changelogPosition) (next changelogPosition, left map[string]bool, maxGen int32, st restoreStats, err error) {
 	type rec struct{ key, value []byte }
 	var (
-		maxGen = fromGen
 		tail   []rec
-		left   = map[string]bool{} // keys of left-out writes
 		loaded int
 	)
+	maxGen = at.epoch
+	next, left = at, map[string]bool{}
 	leaveOut := func(rs []rec) {
 		for _, r := range rs {
 			left[string(r.key)] = true
 		}
 	}
-	apply := func() error {
+	apply := func(marker int64) error {
 		for _, r := range tail {
 			if err := db.Load(r.key, r.value); err != nil {
 				return err
@@ -157,13 +166,14 @@ func (c *changelog) restore(ctx context.Context, db *state.DB, from int64, fromG
 			loaded += len(r.key) + len(r.value)
 		}
 		tail = tail[:0]
+		next = changelogPosition{end: marker + 1, epoch: maxGen}
 		if loaded >= 8<<20 { // keep the pending writes small
 			loaded = 0
 			return db.Commit(false)
 		}
 		return nil
 	}
-	end, err = c.readFrom(ctx, from, func(m *kafka.Message) error {
+	_, err = c.readFrom(ctx, at.end, func(m *kafka.Message) error {
 		st.records++
 		st.bytes += int64(len(m.Key) + len(m.Value))
 		g := int32(-1)
@@ -183,41 +193,59 @@ func (c *changelog) restore(ctx context.Context, db *state.DB, from int64, fromG
 			tail, maxGen = tail[:0], g
 		}
 		if isMarker(m.Key) {
-			return apply()
+			return apply(m.Offset)
 		}
 		tail = append(tail, rec{key: m.Key, value: m.Value})
 		return nil
 	})
 	if err != nil {
-		return 0, 0, st, err
+		return at, nil, maxGen, st, err
 	}
 	leaveOut(tail)
-	if err := db.Commit(true); err != nil {
-		return 0, 0, st, err
+	return next, left, maxGen, st, db.Commit(true)
+}
+
+// restore brings db, which holds the checkpoint ending at at (noPosition
+// for an empty store), up to the changelog's last finished checkpoint
+// (follow), for the instance that now holds the partition. It then
+// writes the keys follow left out again, with the values the restored
+// checkpoint holds, and a marker: the log's last record of every key is
+// then the checkpoint's, whatever the log cleaner keeps. Those writes, and
+// the next checkpoints, are of generation epoch: generation, or more than
+// any generation in the log (a group whose generations started over). It
+// returns the store's position: the log's end.
+func (c *changelog) restore(ctx context.Context, db *state.DB, at changelogPosition, generation int32) (changelogPosition, restoreStats, error) {
+	next, left, maxGen, st, err := c.follow(ctx, db, at)
+	if err != nil {
+		return at, st, err
 	}
-	epoch = max(generation, maxGen+1)
-	if len(left) == 0 {
-		return end, epoch, st, nil
+	end, err := c.end(ctx)
+	if err != nil {
+		return at, st, err
+	}
+	epoch := max(generation, maxGen+1)
+	if len(left) == 0 && next.end == end {
+		return changelogPosition{end, epoch}, st, nil
 	}
 	// Write the left-out keys again, with their restored values (or
 	// deleted), then a marker, as a checkpoint of this epoch.
 	for key := range left {
 		v, found, err := db.Stored([]byte(key))
 		if err != nil {
-			return 0, 0, st, err
+			return at, st, err
 		}
 		if !found {
 			v = nil
 		}
 		if err := db.Load([]byte(key), v); err != nil {
-			return 0, 0, st, err
+			return at, st, err
 		}
 	}
 	st.repaired = len(left)
 	if end, _, err = c.write(ctx, db, epoch); err != nil {
-		return 0, 0, st, err
+		return at, st, err
 	}
-	return end, epoch, st, db.Commit(true)
+	return changelogPosition{end, epoch}, st, db.Commit(true)
 }
 
 // read calls fn with every record of the partition, from its first to its

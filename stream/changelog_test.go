@@ -100,7 +100,8 @@ func TestChangelogRestore(t *testing.T) {
 	unfinished(1, map[string]string{"a": "a3", "d": "d3"})
 
 	second := open()
-	end, _, st, err := log.restore(ctx, second, kafka.FirstOffset, -1, 2)
+	pos2, st, err := log.restore(ctx, second, noPosition, 2)
+	end := pos2.end
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +120,7 @@ func TestChangelogRestore(t *testing.T) {
 	checkpoint(second, 2, "three", map[string]string{"c": "c4"})
 
 	third := open()
-	_, epoch3, st, err := log.restore(ctx, third, kafka.FirstOffset, -1, 3)
+	pos3, st, err := log.restore(ctx, third, noPosition, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,9 +133,9 @@ func TestChangelogRestore(t *testing.T) {
 	// The third instance checkpoints and leaves; the second takes the
 	// partition back, from where its store is, and dies while
 	// checkpointing; the third takes it back from where its own store is.
-	checkpoint(third, epoch3, "four", map[string]string{"b": "b5", "e": "e5"})
+	checkpoint(third, pos3.epoch, "four", map[string]string{"b": "b5", "e": "e5"})
 	end4, _ := log.end(ctx)
-	if _, _, st, err = log.restore(ctx, second, end, 2, 5); err != nil {
+	if _, st, err = log.restore(ctx, second, pos2, 5); err != nil {
 		t.Fatal(err)
 	}
 	want["b"], want["e"] = "b5", "e5"
@@ -144,7 +145,7 @@ func TestChangelogRestore(t *testing.T) {
 	}
 	checkpoint(second, 5, "five", map[string]string{"a": "a6"})
 	unfinished(5, map[string]string{"c": "c7", "e": ""})
-	if _, _, _, err = log.restore(ctx, third, end4, epoch3, 6); err != nil {
+	if _, _, err = log.restore(ctx, third, changelogPosition{end4, pos3.epoch}, 6); err != nil {
 		t.Fatal(err)
 	}
 	want["a"] = "a6"
@@ -155,7 +156,7 @@ func TestChangelogRestore(t *testing.T) {
 	compacted := changelog{client: client, brokers: []string{addr}, dialer: &kafka.Dialer{}, topic: topics.changelog, partition: 0}
 	compact(t, log, compacted)
 	fourth := open()
-	if _, _, _, err = compacted.restore(ctx, fourth, kafka.FirstOffset, -1, 4); err != nil {
+	if _, _, err = compacted.restore(ctx, fourth, noPosition, 4); err != nil {
 		t.Fatal(err)
 	}
 	check(fourth, "five", want)

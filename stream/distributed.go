@@ -460,16 +460,17 @@ func (j *distJob) openTask(ctx context.Context, k int) (t *ownedTask, err error)
 			if db, err = state.Open(so); err != nil {
 				return nil, err
 			}
-			local = changelogPosition{end: kafka.FirstOffset, epoch: -1}
+			local = noPosition
 		}
 		start := time.Now()
-		var st restoreStats
-		if end, epoch, st, err = log.restore(ctx, db, local.end, local.epoch, j.generation); err != nil {
+		pos, st, err := log.restore(ctx, db, local, j.generation)
+		if err != nil {
 			return nil, fmt.Errorf("restore from %s/%d: %w", log.topic, k, err)
 		}
-		if err := writeChangelogPosition(db, changelogPosition{end, epoch}); err != nil {
+		if err := writeChangelogPosition(db, pos); err != nil {
 			return nil, err
 		}
+		end, epoch = pos.end, pos.epoch
 		took := time.Since(start)
 		j.dm.restoreSeconds.Observe(took.Seconds())
 		j.dm.restoreBytes.Add(float64(st.bytes))
@@ -507,19 +508,12 @@ func (j *distJob) openTask(ctx context.Context, k int) (t *ownedTask, err error)
 	return t, nil
 }
 
-// changelogPosition is where a store's checkpoint ends in its changelog
-// partition, and the generation it was written in (its epoch).
-type changelogPosition struct {
-	end   int64
-	epoch int32
-}
-
 // readChangelogPosition returns the store's changelog position, or
 // kafka.FirstOffset and -1 for a store that has none.
 func readChangelogPosition(db *state.DB) (changelogPosition, error) {
 	raw, ok, err := db.Meta(metaChangelog)
 	if err != nil || !ok || len(raw) != 12 {
-		return changelogPosition{end: kafka.FirstOffset, epoch: -1}, err
+		return noPosition, err
 	}
 	return changelogPosition{end: int64(binary.BigEndian.Uint64(raw)), epoch: int32(binary.BigEndian.Uint32(raw[8:]))}, nil
 }

@@ -142,7 +142,7 @@ func BenchmarkChangelogRestore(b *testing.B) {
 			b.Fatal(err)
 		}
 		start := time.Now()
-		_, _, st, err := log.restore(ctx, dst, kafka.FirstOffset, -1, 2)
+		_, st, err := log.restore(ctx, dst, noPosition, 2)
 		if err != nil {
 			b.Fatal(err)
 		}
