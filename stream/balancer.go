@@ -56,6 +56,10 @@ func (b *stickyBalancer) UserData() ([]byte, error) {
 	return out, nil
 }
 
+// standbyTopic names, in a member's holds, the partitions of topic it
+// keeps standby copies of.
+func standbyTopic(topic string) string { return topic + "/standby" }
+
 // decodeHolds reads what UserData wrote; what does not decode holds
 // nothing.
 func decodeHolds(b []byte) map[string][]int {
@@ -164,10 +168,20 @@ func (b *stickyBalancer) AssignGroups(members []kafka.GroupMember, partitions []
 			if !free(p) {
 				continue
 			}
+			// A member with a standby copy of the partition first: it
+			// takes it over without reading its whole changelog.
 			best := -1
 			for _, i := range takers {
-				if count[i] < base && (best < 0 || count[i] < count[best]) {
+				if count[i] < base && slices.Contains(holds[i][standbyTopic(topic)], p) {
 					best = i
+					break
+				}
+			}
+			if best < 0 {
+				for _, i := range takers {
+					if count[i] < base && (best < 0 || count[i] < count[best]) {
+						best = i
+					}
 				}
 			}
 			if best < 0 {

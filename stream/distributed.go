@@ -65,6 +65,12 @@ func runDistributed(ctx context.Context, opts RunOptions) error {
 	if opts.RepartitionPartitions <= 0 {
 		opts.RepartitionPartitions = DefaultRepartitionPartitions
 	}
+	switch {
+	case opts.StandbyReplicas == 0:
+		opts.StandbyReplicas = 1
+	case opts.StandbyReplicas < 0:
+		opts.StandbyReplicas = 0
+	}
 	j := &distJob{opts: opts, log: opts.Logger, topics: internalTopicsOf(opts.Group),
 		tasks: map[int]*ownedTask{}, inputs: map[int32]*routedInput{}}
 	defer j.close()
@@ -110,6 +116,9 @@ type distJob struct {
 	fetchers                 []*fetcher
 	lastMarks                time.Time
 	ready                    bool // Ready was called
+	// standbys keep copies of partitions other instances hold, in this
+	// generation.
+	standbys *standbys
 	// mem divides the memory budget; the state's share is split among
 	// the repartition partitions assigned when each is opened.
 	mem      MemoryPlan
@@ -147,6 +156,7 @@ type routedInput struct {
 func (j *distJob) onClose(fn func()) { j.closers = append(j.closers, fn) }
 
 func (j *distJob) close() {
+	j.standbys.close()
 	for _, t := range j.tasks {
 		t.db.Close()
 	}
@@ -322,6 +332,10 @@ func (j *distJob) runGeneration(ctx, genCtx context.Context, gen *kafka.Generati
 // no longer gives.
 func (j *distJob) take(ctx context.Context, gen *kafka.Generation) error {
 	start := time.Now()
+	// The standby copies are this instance's to take over, or another's
+	// to keep now.
+	j.standbys.close()
+	j.standbys = nil
 	mine := map[int]bool{}
 	for _, a := range gen.Assignments[j.topics.repartition] {
 		mine[a.ID] = true
@@ -387,9 +401,17 @@ func (j *distJob) take(ctx context.Context, gen *kafka.Generation) error {
 		}
 	}))
 	j.balancer.held(j.topics.repartition, slices.Sorted(maps.Keys(mine)))
+	var standby []int
+	if j.opts.StandbyReplicas > 0 {
+		if standby, err = j.standbyPartitions(ctx, gen); err != nil {
+			j.log.Warn("finding which partitions to keep standby copies of; none this generation", "err", err)
+		}
+		j.standbys = startStandbys(standby, j.changelogOf, j.tasksDir(), j.storeOptions(), j.log)
+	}
+	j.balancer.held(standbyTopic(j.topics.repartition), standby)
 	j.dm.ownedInputs.Set(float64(len(inputs)))
 	j.dm.ownedPartitions.Set(float64(len(j.tasks)))
-	j.log.Info("took partitions", "generation", gen.ID, "input", inputs, "repartition", slices.Sorted(maps.Keys(mine)),
+	j.log.Info("took partitions", "generation", gen.ID, "input", inputs, "repartition", slices.Sorted(maps.Keys(mine)), "standby", standby,
 		"took", time.Since(start).Round(time.Millisecond), "outputs_since_checkpoints", written.Len())
 	return nil
 }
@@ -418,7 +440,7 @@ func earliestEnds(lists [][]partitionEnd) []partitionEnd {
 // store, brought up to the changelog's last checkpoint (of those written
 // since its own, if it has one, else from the changelog's start).
 func (j *distJob) openTask(ctx context.Context, k int) (t *ownedTask, err error) {
-	log := changelog{client: j.client, brokers: j.opts.Brokers, dialer: j.sec.Dialer(), topic: j.topics.changelog, partition: k}
+	log := j.changelogOf(k)
 	end, err := log.end(ctx)
 	if err != nil {
 		return nil, err
@@ -429,12 +451,9 @@ func (j *distJob) openTask(ctx context.Context, k int) (t *ownedTask, err error)
 		}
 		t.db.Close() // another instance held it meanwhile
 	}
-	dir := filepath.Join(j.opts.StateDir, "tasks", strconv.Itoa(k))
-	so := j.opts.state
-	so.Dir, so.AtomicCheckpoints, so.Logger = dir, true, j.log
-	if so.CacheBytes == 0 {
-		so.CacheBytes = max(8<<20, j.mem.PebbleCache/int64(max(1, j.assigned)))
-	}
+	dir := filepath.Join(j.tasksDir(), strconv.Itoa(k))
+	so := j.storeOptions()
+	so.Dir = dir
 	db, err := state.Open(so)
 	if err != nil {
 		return nil, err
@@ -506,6 +525,26 @@ func (j *distJob) openTask(ctx context.Context, k int) (t *ownedTask, err error)
 		t.ends, _ = decodeOutputEnds(raw)
 	}
 	return t, nil
+}
+
+// tasksDir holds the stores of the repartition partitions, held or
+// standby, one folder each.
+func (j *distJob) tasksDir() string { return filepath.Join(j.opts.StateDir, "tasks") }
+
+// storeOptions are the options of a repartition partition's store, but
+// its folder.
+func (j *distJob) storeOptions() state.Options {
+	so := j.opts.state
+	so.AtomicCheckpoints, so.Logger = true, j.log
+	if so.CacheBytes == 0 {
+		so.CacheBytes = max(8<<20, j.mem.PebbleCache/int64(max(1, j.assigned)))
+	}
+	return so
+}
+
+// changelogOf returns the changelog of repartition partition k.
+func (j *distJob) changelogOf(k int) changelog {
+	return changelog{client: j.client, brokers: j.opts.Brokers, dialer: j.sec.Dialer(), topic: j.topics.changelog, partition: k}
 }
 
 // readChangelogPosition returns the store's changelog position, or

@@ -337,6 +337,13 @@ func TestDistributedTakeover(t *testing.T) {
 	compareHeatmaps(t, readTopic(t, d.addr, "heatmaps"), want)
 	compareSide(t, "late", readTopic(t, d.addr, "late"), want.late)
 	compareSide(t, "dlq", readTopic(t, d.addr, "dlq"), want.dlq)
+	for i, l := range d.logs {
+		for _, line := range strings.Split(l.String(), "\n") {
+			if os.Getenv("RISKSTREAM_DEBUG_LOGS") != "" && (strings.Contains(line, "took partitions") || strings.Contains(line, "restored")) {
+				t.Logf("instance %d: %s", i, line)
+			}
+		}
+	}
 	restored := false
 	for i, l := range d.logs {
 		restored = restored || i != killed && restoredRecords.MatchString(l.String())

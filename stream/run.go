@@ -82,6 +82,11 @@ type RunOptions struct {
 	// It cannot change once the topics exist. The default value is
 	// DefaultRepartitionPartitions.
 	RepartitionPartitions int
+	// StandbyReplicas is how many standby copies of each repartition
+	// partition's state a distributed job keeps on other instances, which
+	// take the partition over without reading its whole changelog. The
+	// default value is 1; negative keeps none.
+	StandbyReplicas int
 	// MetricsAddr serves /metrics, /healthz and /readyz (see readiness);
 	// empty serves nothing.
 	MetricsAddr string

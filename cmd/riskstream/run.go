@@ -41,6 +41,12 @@ which is plaintext: the TLS and SASL flags then are refused.
 			if opts.RepartitionPartitions < 1 {
 				return fmt.Errorf("--repartition-partitions must be at least 1, got %d", opts.RepartitionPartitions)
 			}
+			if opts.StandbyReplicas < 0 {
+				return fmt.Errorf("--standby-replicas must not be negative, got %d", opts.StandbyReplicas)
+			}
+			if opts.StandbyReplicas == 0 {
+				opts.StandbyReplicas = -1 // none, not the default
+			}
 			if opts.PartitionWait < 0 {
 				return fmt.Errorf("--partition-wait must not be negative, got %v", opts.PartitionWait)
 			}
@@ -80,6 +86,7 @@ which is plaintext: the TLS and SASL flags then are refused.
 	f.StringVar(&opts.Topic, "topic", "requests", "input topic")
 	f.StringVar(&opts.Group, "group", "riskstream", "consumer group: joined to keep a second instance out (with --distributed, shared by the instances), and given the checkpointed offsets for lag tools")
 	f.BoolVar(&opts.Distributed, "distributed", false, "share the job with the other instances of --group: each routes some input partitions by key to the repartition topic and holds the state of some of its partitions (docs/distributed.md); needs --brokers")
+	f.IntVar(&opts.StandbyReplicas, "standby-replicas", 1, "with --distributed: standby copies of each repartition partition's state kept on other instances, which take it over without reading its whole changelog; 0 for none")
 	f.IntVar(&opts.RepartitionPartitions, "repartition-partitions", stream.DefaultRepartitionPartitions, "with --distributed: partitions of the internal repartition and changelog topics, the most instances that hold state; fixed once the topics exist")
 	f.StringVar(&opts.Outputs.Decisions, "decisions-topic", sink.Decisions, "output topic for decisions")
 	f.StringVar(&opts.Outputs.Heatmaps, "heatmaps-topic", sink.Heatmaps, "output topic for heatmaps")
