@@ -40,8 +40,15 @@ func isMarker(key []byte) bool {
 // changelogHeader is the header carrying the writer's generation.
 const changelogHeader = "generation"
 
-// changelogRequestBytes bounds the records of one produce request.
-const changelogRequestBytes = 512 << 10
+// changelogRequestBytes bounds the records of one produce request, well
+// under Kafka's default max.message.bytes (1 MiB): a record batch counts
+// each record's overhead and header too (changelogRecordOverhead). A
+// record larger on its own goes alone, within the changelog's
+// max.message.bytes (changelogMaxMessageBytes).
+const (
+	changelogRequestBytes   = 256 << 10
+	changelogRecordOverhead = 64
+)
 
 // changelog is one partition of the changelog topic.
 type changelog struct {
@@ -95,15 +102,18 @@ func (c *changelog) write(ctx context.Context, db *state.DB, generation int32) (
 		return nil
 	}
 	add := func(key, value []byte) error {
+		n := len(key) + len(value) + changelogRecordOverhead
+		if size+n > changelogRequestBytes {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
 		r := kafka.Record{Key: kafka.NewBytes(append([]byte(nil), key...)), Headers: header}
 		if value != nil {
 			r.Value = kafka.NewBytes(append([]byte(nil), value...))
 		}
 		batch = append(batch, r)
-		size += len(key) + len(value)
-		if size >= changelogRequestBytes {
-			return flush()
-		}
+		size += n
 		return nil
 	}
 	if err := db.Changes(add); err != nil {

@@ -3,7 +3,9 @@ package stream
 import (
 	"context"
 	"encoding/binary"
+	"bytes"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -80,6 +82,9 @@ func TestChangelogRestore(t *testing.T) {
 	check := func(db *state.DB, meta string, want map[string]string) {
 		t.Helper()
 		for k, v := range want {
+			if t.Failed() {
+				return
+			}
 			got, found, err := db.Get([]byte(k))
 			if err != nil {
 				t.Fatal(err)
@@ -226,4 +231,52 @@ func TestInternalTopicLayoutRefused(t *testing.T) {
 		t.Fatalf("ensureInternalTopics = %v, want a LayoutError on other-changelog's cleanup.policy", err)
 	}
 	t.Log(err)
+}
+
+// TestChangelogLargeCheckpoint: a checkpoint of more writes than a broker
+// takes in one request goes in several, and one state larger than the
+// default max.message.bytes (1 MiB) fits in the changelog.
+func TestChangelogLargeCheckpoint(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a broker")
+	}
+	addr := startLiveBroker(t)
+	ctx := context.Background()
+	client := &kafka.Client{Addr: kafka.TCP(addr), Timeout: 10 * time.Second}
+	topics := internalTopicsOf("g")
+	if err := ensureInternalTopics(ctx, client, topics, 1); err != nil {
+		t.Fatal(err)
+	}
+	log := changelog{client: client, brokers: []string{addr}, dialer: &kafka.Dialer{}, topic: topics.changelog}
+	src, err := state.Open(state.Options{Dir: t.TempDir(), AtomicCheckpoints: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	large := bytes.Repeat([]byte("x"), 3<<20)
+	for i := range 30_000 {
+		if err := src.Set(fmt.Appendf(nil, "k%05d", i), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := src.Set([]byte("large"), large); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := log.write(ctx, src, 1); err != nil {
+		t.Fatal(err)
+	}
+	dst, err := state.Open(state.Options{Dir: t.TempDir(), AtomicCheckpoints: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	if _, _, err := log.restore(ctx, dst, noPosition, 2); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"k00000", "k29999", "large"} {
+		v, ok, err := dst.Get([]byte(k))
+		if err != nil || !ok || (k == "large") != (len(v) == len(large)) {
+			t.Fatalf("%s: %d bytes, found %v, %v", k, len(v), ok, err)
+		}
+	}
 }

@@ -797,6 +797,10 @@ func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 			end, n, err = t.log.write(ctx, db, t.epoch)
 			return err
 		})
+		var tooLarge *ErrCheckpointTooLarge
+		if errors.As(err, &tooLarge) {
+			return err
+		}
 		if err != nil {
 			// The store's writes stay pending, for the next checkpoint.
 			j.log.Error("checkpoint not written: the previous one stays in force", "partition", k, "err", err)
@@ -832,6 +836,10 @@ func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 				}
 				return err
 			})
+			var tooLarge *ErrCheckpointTooLarge
+			if errors.As(err, &tooLarge) {
+				return err
+			}
 			if err != nil {
 				j.log.Error("router checkpoint not written: the previous one stays in force", "err", err)
 				return nil
@@ -844,6 +852,21 @@ func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 	j.m.checkpoint.Observe(time.Since(start).Seconds())
 	return nil
 }
+
+// ErrCheckpointTooLarge is returned when an internal topic refuses a
+// checkpoint's record as too large: no retry can write it, and without it
+// the partition could not be taken over, so the instance stops.
+type ErrCheckpointTooLarge struct {
+	What string
+	Err  error
+}
+
+func (e *ErrCheckpointTooLarge) Error() string {
+	return fmt.Sprintf("%s: a record of the checkpoint is larger than the topic takes (raise its max.message.bytes; the job makes its internal topics with %d): %v",
+		e.What, changelogMaxMessageBytes, e.Err)
+}
+
+func (e *ErrCheckpointTooLarge) Unwrap() error { return e.Err }
 
 // checkpointTimeout bounds how long a checkpoint's writes to Kafka are
 // retried: a checkpoint at the end of a generation must be done before
@@ -862,6 +885,11 @@ func (j *distJob) retry(ctx context.Context, what string, fn func(ctx context.Co
 		err := fn(ctx)
 		if err == nil {
 			return nil
+		}
+		if sink.TooLarge(err) {
+			// Writing it again cannot help: the topic refuses a state
+			// this large.
+			return &ErrCheckpointTooLarge{What: what, Err: err}
 		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("%s: gave up after %v: %w", what, checkpointTimeout, err)

@@ -6,8 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -154,8 +156,9 @@ func BenchmarkChangelogRestore(b *testing.B) {
 }
 
 var (
-	takeoverEvents = flag.Int("takeover.events", 400_000, "BenchmarkTakeover: events in the input topic")
-	takeoverUsers  = flag.Int("takeover.users", 200_000, "BenchmarkTakeover: users among them (the state grows with them)")
+	takeoverEvents  = flag.Int("takeover.events", 400_000, "BenchmarkTakeover: events in the input topic")
+	takeoverUsers   = flag.Int("takeover.users", 200_000, "BenchmarkTakeover: users among them (the state grows with them)")
+	takeoverStandby = flag.Int("takeover.standby-replicas", 1, "BenchmarkTakeover: the instances' --standby-replicas")
 )
 
 // tookAt finds when an instance took partitions, and how long restoring
@@ -187,11 +190,13 @@ func BenchmarkTakeover(b *testing.B) {
 		}
 		var cmds []*exec.Cmd
 		var logs []*lockedBuffer
+		var dirs []string
 		for i := range 2 {
+			dir := b.TempDir()
 			cmd, l := startProcess(b, bin, "run", "--distributed", "--rules", bundledRules, "--brokers", addr,
-				"--state-dir", b.TempDir(), "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", 19700+i),
-				"--checkpoint-interval", "1s", "--repartition-partitions", "4")
-			cmds, logs = append(cmds, cmd), append(logs, l)
+				"--state-dir", dir, "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", 19700+i),
+				"--checkpoint-interval", "1s", "--repartition-partitions", "4", "--standby-replicas", strconv.Itoa(*takeoverStandby))
+			cmds, logs, dirs = append(cmds, cmd), append(logs, l), append(dirs, dir)
 		}
 		// Both hold partitions, and the input is processed.
 		for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
@@ -233,6 +238,7 @@ func BenchmarkTakeover(b *testing.B) {
 		cmds[survivor].Wait()
 		b.ReportMetric(took.Sub(killed).Seconds(), "takeover-s")
 		b.ReportMetric(restored/(1<<20), "restored-MiB")
+		b.ReportMetric(float64(dirSize(b, dirs[survivor]))/(1<<20), "survivor-state-MiB")
 	}
 }
 
@@ -269,4 +275,19 @@ func metricAt(t testing.TB, port int, name string) float64 {
 		}
 	}
 	return sum
+}
+
+// dirSize returns the bytes of the files under dir.
+func dirSize(t testing.TB, dir string) int64 {
+	t.Helper()
+	var n int64
+	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if info, err := d.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
 }

@@ -37,6 +37,11 @@ func internalTopicsOf(group string) internalTopics {
 // does well within this lag.
 const minCompactionLag = 10 * 60 * 1000
 
+// changelogMaxMessageBytes is the compacted topics' max.message.bytes:
+// room for the state of one key (a long session's windows, a heatmap's
+// sketches) and a router's skew estimators, which cannot be split.
+const changelogMaxMessageBytes = 16 << 20
+
 // topicLayout is what the job needs of one internal topic.
 type topicLayout struct {
 	topic      string
@@ -84,6 +89,7 @@ func ensureInternalTopics(ctx context.Context, client *kafka.Client, t internalT
 			cfg.ConfigEntries = []kafka.ConfigEntry{
 				{ConfigName: "cleanup.policy", ConfigValue: "compact"},
 				{ConfigName: "min.compaction.lag.ms", ConfigValue: strconv.Itoa(minCompactionLag)},
+				{ConfigName: "max.message.bytes", ConfigValue: strconv.Itoa(changelogMaxMessageBytes)},
 			}
 		}
 		create = append(create, cfg)
