@@ -1,9 +1,9 @@
 package stream
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
-	"bytes"
 	"errors"
 	"fmt"
 	"testing"

@@ -138,9 +138,9 @@ type ownedTask struct {
 	changelogEnd int64
 	// epoch is the generation its changelog writes carry: the group's
 	// when it took the partition, or more than any in the changelog.
-	epoch int32
-	ends         []partitionEnd
-	published    engine.Stats
+	epoch     int32
+	ends      []partitionEnd
+	published engine.Stats
 }
 
 // routedInput is an input partition this instance routes.
