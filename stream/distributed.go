@@ -468,7 +468,9 @@ func (j *distJob) openTask(ctx context.Context, k int) (t *ownedTask, err error)
 		return nil, err
 	}
 	epoch := max(j.generation, local.epoch)
-	if local.end != end {
+	if local.end == end {
+		j.log.Info("a repartition partition's local store is current: nothing to restore", "partition", k, "at", end)
+	} else {
 		if local.end > end {
 			// The store is of another changelog (the topic was made
 			// again): start afresh.

@@ -291,6 +291,21 @@ func TestDistributedThreeInstances(t *testing.T) {
 // empty.
 var restoredRecords = regexp.MustCompile(`from its changelog"? partition=\d+ records=[1-9]`)
 
+// restoredFrom finds a restore that started from a store's own position
+// (a standby copy), not from the changelog's start.
+var restoredFrom = regexp.MustCompile(`from its changelog"? partition=\d+ records=\d+ bytes=\d+ from=[1-9]|local store is current`)
+
+// fromStandby reports whether an instance but skip restored a partition
+// from a standby copy.
+func fromStandby(logs []*lockedBuffer, skip int) bool {
+	for i, l := range logs {
+		if i != skip && restoredFrom.MatchString(l.String()) {
+			return true
+		}
+	}
+	return false
+}
+
 // tookInput finds the input partitions an instance took in a generation.
 var tookInput = regexp.MustCompile(`took partitions.* input="?\[([0-9 ]*)\]`)
 
@@ -298,9 +313,10 @@ var tookInput = regexp.MustCompile(`took partitions.* input="?\[([0-9 ]*)\]`)
 // generation.
 var tookPartitions = regexp.MustCompile(`took partitions.* repartition="?\[([0-9 ]*)\]`)
 
-// TestDistributedTakeover: one of three instances is killed mid-stream and
-// a fourth started: the partitions it held move, their state is restored
-// from the changelog, and the decisions are replay's, each written once.
+// TestDistributedTakeover: one of three instances is killed mid-stream:
+// the partitions it held move to the others, which take them over from
+// their standby copies; then a fourth starts and takes some, restoring
+// them from the changelog. The outputs are replay's, each written once.
 func TestDistributedTakeover(t *testing.T) {
 	if testing.Short() || !faults() {
 		t.Skipf("fault injection: set %s=1", faultsEnv)
@@ -325,7 +341,13 @@ func TestDistributedTakeover(t *testing.T) {
 	}
 	d.cmds[killed].Process.Signal(syscall.SIGKILL)
 	d.cmds[killed].Wait()
-	time.Sleep(time.Second)
+	// The survivors take its partitions over from their standby copies
+	// once its session expires, then a fourth instance joins.
+	for deadline := time.Now().Add(30 * time.Second); !fromStandby(d.logs, killed); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no survivor took a partition over from a standby copy:\n%s\n%s", d.logs[(killed+1)%3], d.logs[(killed+2)%3])
+		}
+	}
 	fourth := d.start()
 	if err := <-produced; err != nil {
 		t.Fatalf("produce: %v", err)
