@@ -97,6 +97,7 @@ type kafkaConfig struct {
 	direct          []string
 	conns           *kafka.Transport
 	maxMessageBytes int
+	batchSize       int
 	reg             prometheus.Registerer
 	log             *slog.Logger
 }
@@ -125,6 +126,14 @@ func MaxMessageBytes(n int) KafkaOption {
 // repartition topic). The default value is none.
 func DirectTopics(topics ...string) KafkaOption {
 	return func(c *kafkaConfig) { c.direct = append(c.direct, topics...) }
+}
+
+// BatchSize sets how many messages of one partition go in one request.
+// kafka-go allocates room for that many in every batch however few it
+// holds, so the outputs' writes, a few messages at a time, use a small
+// one. The default value is 200.
+func BatchSize(n int) KafkaOption {
+	return func(c *kafkaConfig) { c.batchSize = max(n, 1) }
 }
 
 // Metrics registers the sink's counters on reg: output records cut to
@@ -171,7 +180,7 @@ func newKafkaMetrics(reg prometheus.Registerer, topics Topics) kafkaMetrics {
 
 // NewKafka returns a sink writing to brokers. It waits for all replicas.
 func NewKafka(brokers []string, topics Topics, opts ...KafkaOption) *Kafka {
-	cfg := kafkaConfig{maxMessageBytes: DefaultMaxMessageBytes, log: slog.Default()}
+	cfg := kafkaConfig{maxMessageBytes: DefaultMaxMessageBytes, batchSize: 200, log: slog.Default()}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -219,7 +228,7 @@ func NewKafka(brokers []string, topics Topics, opts ...KafkaOption) *Kafka {
 			// batch, however few it holds: a large value made most of the
 			// job's garbage. More messages than this go out in several
 			// requests.
-			BatchSize: 200,
+			BatchSize: cfg.batchSize,
 			// Room for a message of maxMessageBytes and kafka-go's
 			// reckoning of its headers, so that kafka-go itself never
 			// refuses one (Write refuses those larger).

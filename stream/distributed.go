@@ -37,6 +37,10 @@ const (
 	heartbeatMarks = time.Second
 )
 
+// hopBatchSize is how many messages of one repartition partition go in
+// one request.
+const hopBatchSize = 2000
+
 // Distributed group timings: a member that stops heartbeating is taken
 // for dead after distSessionTimeout; the others then have
 // distRebalanceTimeout to checkpoint and join again.
@@ -96,6 +100,8 @@ type distJob struct {
 	dm          *distMetrics
 	out         *sink.Kafka
 	writer      *outputWriter
+	hop         *sink.Kafka
+	hopWriter   *outputWriter
 	ends        *endTracker
 	router      *engine.Router
 	cg          *kafka.ConsumerGroup
@@ -219,11 +225,18 @@ func (j *distJob) startOutputs(context.Context) error {
 		j.onClose(func() { srv.Close() })
 	}
 	j.out = sink.NewKafka(o.Brokers, o.Outputs, sink.Transport(j.sec.Transport()),
-		sink.MaxMessageBytes(o.MaxMessageBytes), sink.Metrics(o.Registry), sink.Logger(j.log),
-		sink.DirectTopics(j.topics.repartition))
+		sink.MaxMessageBytes(o.MaxMessageBytes), sink.Metrics(o.Registry), sink.Logger(j.log))
 	j.onClose(func() { j.out.Close() })
 	j.writer = newOutputWriter(j.out, j.m.latency, j.log)
 	j.onClose(j.writer.close)
+	// The repartition topic has a writer of its own: its messages, many
+	// more than the outputs, go in large batches, and a write of outputs
+	// does not wait behind them.
+	j.hop = sink.NewKafka(o.Brokers, sink.Topics{}, sink.Transport(j.sec.Transport()), sink.Logger(j.log),
+		sink.DirectTopics(j.topics.repartition), sink.BatchSize(hopBatchSize))
+	j.onClose(func() { j.hop.Close() })
+	j.hopWriter = newOutputWriter(j.hop, nil, j.log)
+	j.onClose(j.hopWriter.close)
 	j.ends = &endTracker{client: j.client, out: j.out, log: j.log,
 		topics: []string{o.Outputs.Decisions, o.Outputs.Heatmaps, o.Outputs.Late, o.Outputs.DLQ}}
 	var err error
@@ -667,6 +680,10 @@ func (j *distJob) loop(ctx, genCtx context.Context, gen *kafka.Generation) error
 			if err := j.writer.finished(err); err != nil {
 				return err
 			}
+		case err := <-j.hopWriter.done:
+			if err := j.hopWriter.finished(err); err != nil {
+				return err
+			}
 		case <-tick.C:
 			if err := j.tick(); err != nil {
 				return err
@@ -677,6 +694,7 @@ func (j *distJob) loop(ctx, genCtx context.Context, gen *kafka.Generation) error
 			}
 		}
 		j.writer.start()
+		j.hopWriter.start()
 	}
 }
 
@@ -702,7 +720,7 @@ func (j *distJob) route(f fetched) {
 			msg := r.Message
 			msg.Decider = k == r.Decider
 			j.buf = engine.AppendMessage(j.buf[:0], &msg)
-			j.out.Send(j.topics.repartition, int(k), j.buf, m.Time)
+			j.hop.Send(j.topics.repartition, int(k), j.buf, m.Time)
 		}
 		in.next = m.Offset + 1
 	}
@@ -750,7 +768,7 @@ func (j *distJob) tick() error {
 			j.buf = engine.AppendMessage(j.buf[:0], &engine.Message{Kind: engine.MarkMessage, Partition: p,
 				Offset: max(in.next, 0) - 1, Watermark: wm, Idle: idle})
 			for k := range j.opts.RepartitionPartitions {
-				j.out.Send(j.topics.repartition, k, j.buf, nowT)
+				j.hop.Send(j.topics.repartition, k, j.buf, nowT)
 			}
 		}
 	}
@@ -773,6 +791,9 @@ func (j *distJob) tick() error {
 // offsets to the group for lag tools.
 func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 	start := time.Now()
+	if err := j.hopWriter.drain(); err != nil {
+		return err
+	}
 	if err := j.writer.drain(); err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -159,7 +160,18 @@ var (
 	takeoverEvents  = flag.Int("takeover.events", 400_000, "BenchmarkTakeover: events in the input topic")
 	takeoverUsers   = flag.Int("takeover.users", 200_000, "BenchmarkTakeover: users among them (the state grows with them)")
 	takeoverStandby = flag.Int("takeover.standby-replicas", 1, "BenchmarkTakeover: the instances' --standby-replicas")
+	takeoverLong    = flag.Bool("takeover.long-windows", false, "BenchmarkTakeover: rules with day-long windows (longWindowRules), whose state holds every user and device, instead of the bundled rules")
 )
+
+// longWindowRules keep state for every user and device seen that day: the
+// distinct devices of a user over a day, a device's requests over a
+// sliding hour.
+const longWindowRules = `
+watermark: {out_of_orderness: 2s}
+rules:
+  - {name: user-devices-day, key: [user], window: {type: tumbling, size: 24h}, aggregate: "distinct:device", threshold: 5, action: review}
+  - {name: device-hour, key: [device], window: {type: sliding, size: 1h, slide: 1m}, aggregate: count, threshold: 1000, action: review}
+`
 
 // tookAt finds when an instance took partitions, and how long restoring
 // them took.
@@ -182,6 +194,13 @@ func BenchmarkTakeover(b *testing.B) {
 		b.Fatal(err)
 	}
 	bin := buildBinary(b)
+	rulesFile := bundledRules
+	if *takeoverLong {
+		rulesFile = filepath.Join(b.TempDir(), "rules.yaml")
+		if err := os.WriteFile(rulesFile, []byte(longWindowRules), 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
 	for b.Loop() {
 		addr := startLiveBroker(b)
 		if st, err := Produce(context.Background(), ProduceOptions{File: "-", Stdin: bytes.NewReader(buf.Bytes()),
@@ -193,7 +212,7 @@ func BenchmarkTakeover(b *testing.B) {
 		var dirs []string
 		for i := range 2 {
 			dir := b.TempDir()
-			cmd, l := startProcess(b, bin, "run", "--distributed", "--rules", bundledRules, "--brokers", addr,
+			cmd, l := startProcess(b, bin, "run", "--distributed", "--rules", rulesFile, "--brokers", addr,
 				"--state-dir", dir, "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", 19700+i),
 				"--checkpoint-interval", "1s", "--repartition-partitions", "4", "--standby-replicas", strconv.Itoa(*takeoverStandby))
 			cmds, logs, dirs = append(cmds, cmd), append(logs, l), append(dirs, dir)

@@ -43,6 +43,8 @@ const (
 	outputBackoffMax = 5 * time.Second
 )
 
+// newOutputWriter starts a writer of out's messages; latency, if not nil,
+// observes the event-to-decision latency of the decisions written.
 func newOutputWriter(out *sink.Kafka, latency prometheus.Histogram, log *slog.Logger) *outputWriter {
 	w := &outputWriter{out: out, latency: latency, log: log,
 		todo: make(chan sink.Batch, 1), done: make(chan error, 1), giveUp: make(chan struct{})}
@@ -53,7 +55,7 @@ func newOutputWriter(out *sink.Kafka, latency prometheus.Histogram, log *slog.Lo
 func (w *outputWriter) run() {
 	for b := range w.todo {
 		err := w.write(&b)
-		if err == nil {
+		if err == nil && w.latency != nil {
 			acked := time.Now().UnixMilli()
 			for _, ref := range b.DecisionRefs {
 				w.latency.Observe(float64(acked-ref) / 1000)
