@@ -125,6 +125,10 @@ type distJob struct {
 	// standbys keep copies of partitions other instances hold, in this
 	// generation.
 	standbys *standbys
+	// healthDBs are the stores of the partitions held, for /healthz,
+	// which reads them on the metrics server's goroutines.
+	healthMu  sync.Mutex
+	healthDBs []*state.DB
 	// mem divides the memory budget; the state's share is split among
 	// the repartition partitions assigned when each is opened.
 	mem      MemoryPlan
@@ -218,7 +222,7 @@ func (j *distJob) startOutputs(context.Context) error {
 	j.m = newMetrics(o.Registry, o.Config, o.MetricLabelLimit)
 	j.dm = newDistMetrics(o.Registry)
 	if o.MetricsAddr != "" {
-		srv, err := j.m.serve(o.MetricsAddr, func() error { return nil })
+		srv, err := j.m.serve(o.MetricsAddr, j.health)
 		if err != nil {
 			return err
 		}
@@ -324,11 +328,15 @@ func (j *distJob) runGeneration(ctx, genCtx context.Context, gen *kafka.Generati
 	readCtx, stopReading := context.WithCancel(genCtx)
 	var reading sync.WaitGroup
 	j.startFetchers(readCtx, &reading)
+	j.m.ready.consuming(j.fetchers)
 	if j.opts.Ready != nil && !j.ready {
 		j.ready = true
 		j.opts.Ready(j.opts.Brokers)
 	}
 	err := j.loop(ctx, genCtx, gen)
+	if ctx.Err() != nil {
+		j.m.ready.stop()
+	}
 	stopReading()
 	reading.Wait()
 	if err != nil {
@@ -345,6 +353,9 @@ func (j *distJob) runGeneration(ctx, genCtx context.Context, gen *kafka.Generati
 // no longer gives.
 func (j *distJob) take(ctx context.Context, gen *kafka.Generation) error {
 	start := time.Now()
+	j.healthMu.Lock()
+	j.healthDBs = nil // some are closed below
+	j.healthMu.Unlock()
 	// The standby copies are this instance's to take over, or another's
 	// to keep now.
 	j.standbys.close()
@@ -422,6 +433,11 @@ func (j *distJob) take(ctx context.Context, gen *kafka.Generation) error {
 		j.standbys = startStandbys(standby, j.changelogOf, j.tasksDir(), j.storeOptions(), j.log)
 	}
 	j.balancer.held(standbyTopic(j.topics.repartition), standby)
+	j.healthMu.Lock()
+	for _, t := range j.tasks {
+		j.healthDBs = append(j.healthDBs, t.db)
+	}
+	j.healthMu.Unlock()
 	j.dm.ownedInputs.Set(float64(len(inputs)))
 	j.dm.ownedPartitions.Set(float64(len(j.tasks)))
 	j.log.Info("took partitions", "generation", gen.ID, "input", inputs, "repartition", slices.Sorted(maps.Keys(mine)), "standby", standby,
@@ -873,7 +889,44 @@ func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 		j.log.Warn("committing offsets to the group, for lag tools; the checkpoint is not affected", "group", j.opts.Group, "err", err)
 	}
 	j.m.checkpoint.Observe(time.Since(start).Seconds())
+	j.publishGauges()
 	return nil
+}
+
+// health reports the stores of the partitions held: nil while they work,
+// else the first failure (/healthz).
+func (j *distJob) health() error {
+	j.healthMu.Lock()
+	defer j.healthMu.Unlock()
+	for _, db := range j.healthDBs {
+		if err := db.Health(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// publishGauges sets the watermark gauge to the least watermark of the
+// partitions held, and the lags of the input partitions routed.
+func (j *distJob) publishGauges() {
+	least := watermark.Max
+	for _, t := range j.tasks {
+		least = min(least, t.task.Watermark())
+	}
+	if least > watermark.Min && least < watermark.Max {
+		j.m.watermark.Set(float64(least) / 1000)
+	}
+	now := j.now()
+	for _, f := range j.fetchers {
+		if f.topic != j.opts.Topic {
+			continue
+		}
+		label := strconv.Itoa(f.partition)
+		if wm := j.router.Watermark(int32(f.partition)); wm > watermark.Min {
+			j.m.wmLag.WithLabelValues(label).Set(float64(now-wm) / 1000)
+		}
+		j.m.consumerLag.WithLabelValues(label).Set(float64(f.lag.Load()))
+	}
 }
 
 // ErrCheckpointTooLarge is returned when an internal topic refuses a

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskstream/riskstream/gen"
 	"github.com/riskstream/riskstream/rules"
 )
@@ -41,10 +42,21 @@ func TestDistributedOneInstance(t *testing.T) {
 	want := replayDecisions(t)
 	addr := startLiveBroker(t)
 	produceBundled(t, addr)
+	reg := prometheus.NewRegistry()
 	stop := startJob(t, RunOptions{Brokers: []string{addr}, Distributed: true, RepartitionPartitions: 4,
-		CheckpointInterval: 200 * time.Millisecond})
+		CheckpointInterval: 200 * time.Millisecond, Registry: reg})
 	got := waitDecisions(t, addr, len(want))
+	time.Sleep(300 * time.Millisecond) // a checkpoint publishes the gauges
 	stop()
+	if n := metricSum(t, reg, "riskstream_assigned_partitions"); n != 5 {
+		t.Errorf("riskstream_assigned_partitions sums to %v, want 5 (1 input, 4 repartition)", n)
+	}
+	if wm := metricSum(t, reg, "riskstream_watermark_seconds"); wm < 1.7e9 {
+		t.Errorf("riskstream_watermark_seconds = %v, want the watermark of the 2024 input", wm)
+	}
+	if n := metricSum(t, reg, "riskstream_decisions_total"); int(n) != len(want) {
+		t.Errorf("riskstream_decisions_total = %v, want %d", n, len(want))
+	}
 	slices.Sort(got)
 	sorted := slices.Clone(want)
 	slices.Sort(sorted)
