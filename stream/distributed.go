@@ -816,40 +816,57 @@ func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 	ends := j.ends.now()
 	endsRaw := encodeOutputEnds(ends)
 	offsets := map[string]map[int]int64{j.opts.Topic: {}, j.topics.repartition: {}}
-	for _, k := range slices.Sorted(maps.Keys(j.tasks)) {
+	held := slices.Sorted(maps.Keys(j.tasks))
+	for _, k := range held {
 		t := j.tasks[k]
 		cp, err := t.task.Checkpoint()
 		if err != nil {
 			return err
 		}
-		db := t.db
 		for _, kv := range []struct {
 			name  string
 			value []byte
 		}{{metaCheckpoint, cp}, {metaOffsets, binary.AppendVarint(nil, t.next)}, {metaOutputs, endsRaw}} {
-			if err := db.SetMeta(kv.name, kv.value); err != nil {
+			if err := t.db.SetMeta(kv.name, kv.value); err != nil {
 				return err
 			}
 		}
-		var end, n int64
-		err = j.retry(ctx, "changelog", func(ctx context.Context) (err error) {
-			end, n, err = t.log.write(ctx, db, t.epoch)
-			return err
+	}
+	// Each partition's changelog, then its store, at the same time as the
+	// others': a checkpoint waits for the slowest, not for their sum.
+	type written struct {
+		end, bytes int64
+		err        error
+	}
+	results := make([]written, len(held))
+	var writing sync.WaitGroup
+	for i, k := range held {
+		t := j.tasks[k]
+		writing.Go(func() {
+			r := &results[i]
+			r.err = j.retry(ctx, "changelog", func(ctx context.Context) (err error) {
+				r.end, r.bytes, err = t.log.write(ctx, t.db, t.epoch)
+				return err
+			})
+			if r.err == nil {
+				r.err = writeChangelogPosition(t.db, changelogPosition{r.end, t.epoch})
+			}
 		})
+	}
+	writing.Wait()
+	for i, k := range held {
+		t, r := j.tasks[k], results[i]
 		var tooLarge *ErrCheckpointTooLarge
-		if errors.As(err, &tooLarge) {
-			return err
-		}
-		if err != nil {
+		switch {
+		case errors.As(r.err, &tooLarge) || errors.Is(r.err, state.ErrFailed):
+			return r.err
+		case r.err != nil:
 			// The store's writes stay pending, for the next checkpoint.
-			j.log.Error("checkpoint not written: the previous one stays in force", "partition", k, "err", err)
-			return nil
+			j.log.Error("checkpoint not written: the previous one stays in force", "partition", k, "err", r.err)
+			continue
 		}
-		j.dm.changelogBytes.Add(float64(n))
-		if err := writeChangelogPosition(db, changelogPosition{end, t.epoch}); err != nil {
-			return err
-		}
-		t.changelogEnd, t.ends = end, ends
+		j.dm.changelogBytes.Add(float64(r.bytes))
+		t.changelogEnd, t.ends = r.end, ends
 		if t.next >= 0 {
 			offsets[j.topics.repartition][k] = t.next
 		}
