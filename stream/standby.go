@@ -137,8 +137,9 @@ func followStandby(ctx context.Context, dbs map[int]*state.DB, k int, log change
 	return writeChangelogPosition(db, next)
 }
 
-// close stops following and closes the stores, once the pass in progress
-// is done.
+// close stops following and closes the stores. A copy stopped in the
+// middle of reading its changelog keeps its position: the next pass
+// applies again what was applied after it, which writes the same values.
 func (s *standbys) close() {
 	if s == nil {
 		return

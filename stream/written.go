@@ -172,6 +172,9 @@ func readRecords(ctx context.Context, dialer *kafka.Dialer, brokers []string, to
 		next = first
 	}
 	for next < end {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
 		conn.SetDeadline(time.Now().Add(fetchTimeout))
 		if _, err := conn.Seek(next, kafka.SeekAbsolute); err != nil {
 			return 0, err
