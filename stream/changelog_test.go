@@ -22,13 +22,8 @@ func TestChangelogRestore(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a broker")
 	}
-	addr := startLiveBroker(t)
 	ctx := context.Background()
-	client := &kafka.Client{Addr: kafka.TCP(addr), Timeout: 10 * time.Second}
-	topics := internalTopicsOf("g")
-	if err := ensureInternalTopics(ctx, client, topics, 2); err != nil {
-		t.Fatal(err)
-	}
+	addr, client, topics := withInternalTopics(t, "g", 2)
 	log := changelog{client: client, brokers: []string{addr}, dialer: &kafka.Dialer{}, topic: topics.changelog, partition: 1}
 	open := func() *state.DB {
 		db, err := state.Open(state.Options{Dir: t.TempDir(), AtomicCheckpoints: true})
@@ -204,13 +199,8 @@ func TestInternalTopicLayoutRefused(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a broker")
 	}
-	addr := startLiveBroker(t)
 	ctx := context.Background()
-	client := &kafka.Client{Addr: kafka.TCP(addr), Timeout: 10 * time.Second}
-	topics := internalTopicsOf("riskstream")
-	if err := ensureInternalTopics(ctx, client, topics, 3); err != nil {
-		t.Fatal(err)
-	}
+	addr, client, topics := withInternalTopics(t, "riskstream", 3)
 	if err := ensureInternalTopics(ctx, client, topics, 3); err != nil {
 		t.Fatalf("the same layout again: %v", err)
 	}
@@ -240,13 +230,8 @@ func TestChangelogLargeCheckpoint(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a broker")
 	}
-	addr := startLiveBroker(t)
 	ctx := context.Background()
-	client := &kafka.Client{Addr: kafka.TCP(addr), Timeout: 10 * time.Second}
-	topics := internalTopicsOf("g")
-	if err := ensureInternalTopics(ctx, client, topics, 1); err != nil {
-		t.Fatal(err)
-	}
+	addr, client, topics := withInternalTopics(t, "g", 1)
 	log := changelog{client: client, brokers: []string{addr}, dialer: &kafka.Dialer{}, topic: topics.changelog}
 	src, err := state.Open(state.Options{Dir: t.TempDir(), AtomicCheckpoints: true})
 	if err != nil {
@@ -279,4 +264,18 @@ func TestChangelogLargeCheckpoint(t *testing.T) {
 			t.Fatalf("%s: %d bytes, found %v, %v", k, len(v), ok, err)
 		}
 	}
+}
+
+// withInternalTopics starts a broker with the internal topics of group,
+// of the given partitions, and returns its address, a client and the
+// topics.
+func withInternalTopics(t testing.TB, group string, partitions int) (string, *kafka.Client, internalTopics) {
+	t.Helper()
+	addr := startLiveBroker(t)
+	client := &kafka.Client{Addr: kafka.TCP(addr), Timeout: time.Minute}
+	topics := internalTopicsOf(group)
+	if err := ensureInternalTopics(context.Background(), client, topics, partitions); err != nil {
+		t.Fatal(err)
+	}
+	return addr, client, topics
 }

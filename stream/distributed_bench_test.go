@@ -106,13 +106,8 @@ func topicEnd(t testing.TB, addr, topic string, partition int) int64 {
 //
 //	go test ./stream/ -run '^$' -bench BenchmarkChangelogRestore -benchtime 1x [-restore.bytes N]
 func BenchmarkChangelogRestore(b *testing.B) {
-	addr := startLiveBroker(b)
 	ctx := context.Background()
-	client := &kafka.Client{Addr: kafka.TCP(addr), Timeout: time.Minute}
-	topics := internalTopicsOf("bench")
-	if err := ensureInternalTopics(ctx, client, topics, 1); err != nil {
-		b.Fatal(err)
-	}
+	addr, client, topics := withInternalTopics(b, "bench", 1)
 	log := changelog{client: client, brokers: []string{addr}, dialer: &kafka.Dialer{}, topic: topics.changelog}
 	src, err := state.Open(state.Options{Dir: b.TempDir(), AtomicCheckpoints: true, DisableWAL: true})
 	if err != nil {
