@@ -924,7 +924,8 @@ func (j *distJob) health() error {
 }
 
 // publishGauges sets the watermark gauge to the least watermark of the
-// partitions held, and the lags of the input partitions routed.
+// partitions held, and the skews of the sources and the lags of the input
+// partitions routed.
 func (j *distJob) publishGauges() {
 	least := watermark.Max
 	for _, t := range j.tasks {
@@ -933,6 +934,7 @@ func (j *distJob) publishGauges() {
 	if least > watermark.Min && least < watermark.Max {
 		j.m.watermark.Set(float64(least) / 1000)
 	}
+	j.m.skews(j.router.Sources())
 	now := j.now()
 	for _, f := range j.fetchers {
 		if f.topic != j.opts.Topic {

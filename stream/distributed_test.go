@@ -54,6 +54,19 @@ func TestDistributedOneInstance(t *testing.T) {
 	if wm := metricSum(t, reg, "riskstream_watermark_seconds"); wm < 1.7e9 {
 		t.Errorf("riskstream_watermark_seconds = %v, want the watermark of the 2024 input", wm)
 	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	skews := 0
+	for _, mf := range mfs {
+		if mf.GetName() == "riskstream_source_degraded" {
+			skews = len(mf.GetMetric())
+		}
+	}
+	if skews == 0 {
+		t.Error("no source's skew is published")
+	}
 	if n := metricSum(t, reg, "riskstream_decisions_total"); int(n) != len(want) {
 		t.Errorf("riskstream_decisions_total = %v, want %d", n, len(want))
 	}

@@ -110,6 +110,12 @@ func (m *metrics) update(e *engine.Sharded, db *state.DB) {
 	if wm := e.Watermark(); wm > watermark.Min && wm < watermark.Max {
 		m.watermark.Set(float64(wm) / 1000)
 	}
+	m.skews(e.Sources())
+	m.stateBytes.Set(float64(db.DiskBytes()))
+}
+
+// skews sets the skew and degraded gauges of sources.
+func (m *metrics) skews(sources []watermark.SourceSkew) {
 	// Sources past the label limit share "other": the skew furthest from
 	// zero among them, and degraded while any of them is. A skew is
 	// exported once judged: during a warm-up the estimate stands on a few
@@ -117,7 +123,7 @@ func (m *metrics) update(e *engine.Sharded, db *state.DB) {
 	// keeps its last judged value.
 	var otherSkew time.Duration
 	otherDegraded, others, otherKnown := false, false, false
-	for _, src := range e.Sources() {
+	for _, src := range sources {
 		label := m.sources.value(src.Source)
 		if label == otherLabel {
 			if src.Known && (!otherKnown || src.Skew.Abs() > otherSkew.Abs()) {
@@ -137,7 +143,6 @@ func (m *metrics) update(e *engine.Sharded, db *state.DB) {
 		}
 		m.degraded.WithLabelValues(otherLabel).Set(boolGauge(otherDegraded))
 	}
-	m.stateBytes.Set(float64(db.DiskBytes()))
 }
 
 func boolGauge(b bool) float64 {
