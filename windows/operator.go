@@ -195,15 +195,7 @@ func (op *Operator) slotOf(sp *spec, r *SlotRef, keys []byte, create bool) (*slo
 }
 
 func (op *Operator) addToPane(sp *spec, r *SlotRef, ev *event.Event, keys []byte, t int64, processing bool) (bool, error) {
-	// Divisions are a good part of the cost here. When the slide divides
-	// the size (pane == slide: tumbling windows, and most sliding ones) one
-	// is enough: the pane starts the latest window containing t, and the
-	// earliest starts size-slide before it.
-	p := sp.paneDiv.floor(t)
-	last, first := p, p-sp.size+sp.slide
-	if sp.pane != sp.slide {
-		last, first = sp.slideDiv.floor(p), sp.firstStart(t)
-	}
+	p, first, last := sp.windowsOf(t)
 	live := op.horizon(sp)
 	first = max(first, live.firstLive)
 	if first > last {
@@ -238,7 +230,7 @@ func (op *Operator) addToPane(sp *spec, r *SlotRef, ev *event.Event, keys []byte
 
 func (op *Operator) addToSession(sp *spec, r *SlotRef, ev *event.Event, keys []byte, t int64, processing bool) (bool, error) {
 	ns, ne := t, t+sp.gap
-	onTime := sp.cleanup(ne) > op.wm
+	onTime := sp.sessionOnTime(t, op.wm)
 	s, err := op.slotOf(sp, r, keys, onTime)
 	if err != nil || s == nil {
 		return false, err

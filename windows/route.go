@@ -64,16 +64,12 @@ func (k *Keyer) Fate(r SlotRef, t, wm int64) Fate {
 	case sp.inGap(t):
 		return Skipped
 	case sp.wtype == rules.Session:
-		if sp.cleanup(t+sp.gap) > wm {
+		if sp.sessionOnTime(t, wm) {
 			return Alive
 		}
 		return Merging
 	}
-	p := sp.paneDiv.floor(t)
-	last, first := p, p-sp.size+sp.slide
-	if sp.pane != sp.slide {
-		last, first = sp.slideDiv.floor(p), sp.firstStart(t)
-	}
+	_, first, last := sp.windowsOf(t)
 	if max(first, sp.firstLiveStart(wm)) > last {
 		return Purged
 	}

@@ -263,6 +263,24 @@ func (sp *spec) lastStart(t int64) int64 { return sp.slideDiv.floor(t) }
 // firstStart is the start of the earliest window containing t.
 func (sp *spec) firstStart(t int64) int64 { return sp.slideDiv.floor(t-sp.size) + sp.slide }
 
+// windowsOf returns the pane containing t and the starts of the earliest
+// and the latest window containing it, of a pane-based spec. Divisions are
+// a good part of the cost of adding an event: when the slide divides the
+// size (pane == slide: tumbling windows, and most sliding ones) one is
+// enough, the pane starting the latest window and the earliest starting
+// size-slide before it.
+func (sp *spec) windowsOf(t int64) (pane, first, last int64) {
+	pane = sp.paneDiv.floor(t)
+	if sp.pane != sp.slide {
+		return pane, sp.firstStart(t), sp.slideDiv.floor(pane)
+	}
+	return pane, pane - sp.size + sp.slide, pane
+}
+
+// sessionOnTime reports whether the session an event at t opens is not
+// yet purged at watermark wm.
+func (sp *spec) sessionOnTime(t, wm int64) bool { return sp.cleanup(t+sp.gap) > wm }
+
 // firstLiveStart is the start of the earliest window whose state is not yet
 // purged at watermark wm: s + size - 1 + lateness > wm.
 func (sp *spec) firstLiveStart(wm int64) int64 {
