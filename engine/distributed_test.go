@@ -14,8 +14,9 @@ import (
 
 // The distributed property: one input partition routed by a Router to the
 // Tasks of n partitions, through the message encoding, with marks at random
-// points, messages sent again as a restarted router would, and tasks
-// restored from checkpoints midway, gives the outputs of one Engine:
+// points, messages sent again as a restarted router would, and the router
+// and tasks restored from checkpoints midway, gives the outputs of one
+// Engine:
 // the same dlq records in order, and the same decisions, heatmap records
 // and late records as multisets (tasks emit independently of each other).
 // The one allowed difference: an event late unless a session merges it,
@@ -106,6 +107,7 @@ func runDistributed(c *propCase, r *rand.Rand) (*capture, int64, error) {
 	}
 	n := 1 + r.IntN(5)
 	out := &capture{}
+	var split int64 // of the routers before a restart
 	router, err := NewRouter(cfg, n, nil)
 	if err != nil {
 		return nil, 0, err
@@ -171,6 +173,16 @@ func runDistributed(c *propCase, r *rand.Rand) (*capture, int64, error) {
 				}
 			}
 		}
+		if r.IntN(25) == 0 { // the router restarts from a checkpoint
+			cp := router.Checkpoint(0)
+			split += router.Stats().Split
+			if router, err = NewRouter(cfg, n, nil); err != nil {
+				return nil, 0, err
+			}
+			if err := router.Restore(0, cp); err != nil {
+				return nil, 0, err
+			}
+		}
 		if r.IntN(20) == 0 { // a task restarts from a checkpoint
 			k := r.IntN(n)
 			cp, err := tasks[k].Checkpoint()
@@ -190,7 +202,7 @@ func runDistributed(c *propCase, r *rand.Rand) (*capture, int64, error) {
 			return nil, 0, err
 		}
 	}
-	return out, router.Stats().Split, nil
+	return out, split + router.Stats().Split, nil
 }
 
 func TestMessageRoundTrip(t *testing.T) {

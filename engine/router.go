@@ -25,8 +25,7 @@ import (
 // partition together.
 type Router struct {
 	cfg        *rules.Config
-	dec        *event.Decoder
-	keyer      *windows.Keyer
+	dec        *Decoder
 	partitions int
 	onTr       func(watermark.Transition)
 	inputs     map[int32]*clocks
@@ -86,7 +85,7 @@ func NewRouter(cfg *rules.Config, partitions int, onTr func(watermark.Transition
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	return &Router{cfg: cfg, dec: event.NewDecoder(schema), keyer: keyer, partitions: partitions,
+	return &Router{cfg: cfg, dec: &Decoder{dec: event.NewDecoder(schema), keyer: keyer}, partitions: partitions,
 		onTr: onTr, inputs: make(map[int32]*clocks)}, nil
 }
 
@@ -120,17 +119,17 @@ func (r *Router) Route(rec *Record, now int64) *Routed {
 	out := &r.routed
 	*out = Routed{Partitions: out.Partitions[:0], Decider: -1,
 		Message: Message{Kind: RecordMessage, Partition: rec.Partition, Offset: rec.Prov.Offset, Value: rec.Value}}
-	if err := r.dec.Decode(rec.Value, &r.ev); err != nil {
-		out.Invalid = err
-	} else if err := c.ahead(rec, &r.ev); err != nil {
-		out.Invalid = err
+	var err error
+	r.refs, r.keys, err = r.dec.Decode(rec.Value, &r.ev, r.refs[:0], r.keys[:0])
+	if err == nil {
+		err = c.ahead(rec, &r.ev)
 	}
-	if out.Invalid != nil {
+	if err != nil {
 		r.stats.Invalid++
-		out.Message.Watermark = c.wm.Current()
+		out.Invalid, out.Message.Watermark = err, c.wm.Current()
 		return out
 	}
-	r.refs, r.keys = r.keyer.Append(r.refs[:0], r.keys[:0], &r.ev)
+	keyer := r.dec.keyer
 	m := &out.Message
 	m.Before = c.wm.Current()
 	m.Time, m.Processing, m.Watermark = c.observe(rec, &r.ev, now)
@@ -141,11 +140,11 @@ func (r *Router) Route(rec *Record, now int64) *Routed {
 	merging := int32(-1)
 	split := false
 	for _, ref := range r.refs {
-		fate := r.keyer.Fate(ref, m.Time, m.Before)
+		fate := keyer.Fate(ref, m.Time, m.Before)
 		if fate == windows.Skipped {
 			continue
 		}
-		p := int32(r.keyer.Route(ref, r.keys, r.partitions))
+		p := int32(keyer.Route(ref, r.keys, r.partitions))
 		if !matched {
 			out.Decider = p
 		}
@@ -188,8 +187,14 @@ func (r *Router) Mark(p int32, now int64) (wm int64, idle bool) {
 	return c.wm.Advance(now), c.wm.Idle(p, now)
 }
 
-// Watermark returns input partition p's watermark.
-func (r *Router) Watermark(p int32) int64 { return r.input(p, 0).wm.Current() }
+// Watermark returns input partition p's watermark, watermark.Min for a
+// partition the router does not have.
+func (r *Router) Watermark(p int32) int64 {
+	if c, ok := r.inputs[p]; ok {
+		return c.wm.Current()
+	}
+	return watermark.Min
+}
 
 // Stats returns the counts so far.
 func (r *Router) Stats() RouterStats { return r.stats }
@@ -212,11 +217,8 @@ const routerCheckpointVersion = 1
 // skew of its sources), to be stored with the offset they cover.
 func (r *Router) Checkpoint(p int32) []byte {
 	c := r.input(p, 0)
-	dst := []byte{routerCheckpointVersion}
-	dst = append(dst, r.cfg.Fingerprint()...)
-	dst = append(dst, 0)
-	dst = c.wm.AppendBinary(dst)
-	return c.skew.AppendBinary(dst)
+	return appendSections([]byte{routerCheckpointVersion}, []byte(r.cfg.Fingerprint()),
+		c.wm.AppendBinary(nil), c.skew.AppendBinary(nil))
 }
 
 // Restore resumes input partition p from what Checkpoint returned.
@@ -224,19 +226,21 @@ func (r *Router) Restore(p int32, b []byte) error {
 	if len(b) == 0 || b[0] != routerCheckpointVersion {
 		return fmt.Errorf("engine: router checkpoint version unknown")
 	}
-	fp := r.cfg.Fingerprint()
-	if len(b) < 2+len(fp) || string(b[1:1+len(fp)]) != fp || b[1+len(fp)] != 0 {
+	sections, err := readSections(b[1:], 3)
+	if err != nil {
+		return err
+	}
+	if string(sections[0]) != r.cfg.Fingerprint() {
 		return ErrRulesChanged
 	}
-	b = b[2+len(fp):]
 	nc := newClocks(r.cfg, r.onTr)
-	wm, rest, err := watermark.DecodeCombined(b,
+	wm, rest, err := watermark.DecodeCombined(sections[1],
 		r.cfg.Watermark.OutOfOrderness.Milliseconds(), r.cfg.Watermark.IdleTimeout.Milliseconds())
-	if err != nil {
-		return fmt.Errorf("engine: router checkpoint watermark: %w", err)
+	if err != nil || len(rest) != 0 {
+		return fmt.Errorf("engine: router checkpoint watermark: %v", err)
 	}
 	nc.wm = wm
-	if nc.skew, err = watermark.DecodeSkewTracker(rest, watermark.SkewOptionsFrom(r.cfg.Skew)); err != nil {
+	if nc.skew, err = watermark.DecodeSkewTracker(sections[2], watermark.SkewOptionsFrom(r.cfg.Skew)); err != nil {
 		return fmt.Errorf("engine: router checkpoint skew: %w", err)
 	}
 	r.inputs[p] = &nc

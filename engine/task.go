@@ -33,7 +33,6 @@ type Task struct {
 	partitions int
 	op         *windows.Operator
 	dec        *Decoder
-	keyer      *windows.Keyer
 	valve      *watermark.Valve
 	// applied is, per input partition, the offset of the last record or
 	// mark applied.
@@ -92,15 +91,7 @@ func NewTask(opts TaskOptions) (*Task, error) {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	t.dec = newDecoder(schema, t.op)
-	t.keyer = t.op.NewKeyer()
 	return t, nil
-}
-
-// Applied returns the offset of the last record or mark of input partition
-// p the task applied, and false before any.
-func (t *Task) Applied(p int32) (int64, bool) {
-	o, ok := t.applied[p]
-	return o, ok
 }
 
 // fresh reports whether a message of input partition p at offset o comes
@@ -136,7 +127,7 @@ func (t *Task) Apply(m *Message) (bool, error) {
 	// Only the state of the keys this partition holds.
 	mine := refs[:0]
 	for _, r := range refs {
-		if t.keyer.Route(r, keys, t.partitions) == t.partition {
+		if t.dec.keyer.Route(r, keys, t.partitions) == t.partition {
 			mine = append(mine, r)
 		}
 	}
@@ -170,10 +161,6 @@ func (t *Task) Finish() error {
 // WriteBack writes up to n changed window states to the backend ahead of
 // the next Checkpoint; see windows.Operator.WriteBack.
 func (t *Task) WriteBack(n int) error { return t.op.WriteBack(n) }
-
-// Changed returns about how many window states changed since they were
-// last written to the backend.
-func (t *Task) Changed() int { return t.op.Changed() }
 
 // Watermark returns the task's watermark.
 func (t *Task) Watermark() int64 { return t.op.Watermark() }

@@ -64,7 +64,14 @@ func (v *Valve) Current() int64 { return v.current }
 
 // Channel returns channel id's last watermark, Min if it has not
 // reported.
-func (v *Valve) Channel(id int32) int64 { return v.channel(id).wm }
+func (v *Valve) Channel(id int32) int64 {
+	for _, c := range v.chans {
+		if c.id == id {
+			return c.wm
+		}
+	}
+	return Min
+}
 
 // valveVersion is the first byte of an encoded Valve.
 const valveVersion = 1

@@ -28,12 +28,15 @@ func TestValve(t *testing.T) {
 			t.Fatalf("step %d: Set(%d, %d, %v) = %d, want %d", i, s.id, s.wm, s.idle, got, s.want)
 		}
 	}
+	if v.Channel(7) != Min || v.Set(2, 460, false) != 460 {
+		t.Fatal("asking for an unknown channel's watermark added it to the valve")
+	}
 	b := v.AppendBinary(nil)
 	r, rest, err := DecodeValve(b)
 	if err != nil || len(rest) != 0 {
 		t.Fatalf("DecodeValve: %v (%d bytes left)", err, len(rest))
 	}
-	if string(r.AppendBinary(nil)) != string(b) || r.Current() != 450 || r.Channel(1) != 400 {
+	if string(r.AppendBinary(nil)) != string(b) || r.Current() != 460 || r.Channel(1) != 400 {
 		t.Fatalf("decoded valve differs: current %d, channel 1 at %d", r.Current(), r.Channel(1))
 	}
 	for n := range len(b) {
