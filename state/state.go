@@ -850,7 +850,7 @@ func (d *DB) closeFailed() error {
 }
 
 // Changes calls fn with the last pending write of every key, in the order
-// the keys were first written, as the store's own keys (slots and
+// of those last writes, as the store's own keys (slots and
 // metadata alike; value nil for a deletion): what the next Commit makes
 // durable, for a copy of the checkpoint elsewhere (a distributed job's
 // changelog topic). Load writes them into another store.
