@@ -2,8 +2,9 @@ package stream
 
 import (
 	"encoding/binary"
+	"maps"
 	"slices"
-	"sort"
+	"strings"
 	"sync"
 
 	"github.com/segmentio/kafka-go"
@@ -39,13 +40,8 @@ func (b *stickyBalancer) held(topic string, partitions []int) {
 func (b *stickyBalancer) UserData() ([]byte, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	topics := make([]string, 0, len(b.holds))
-	for t := range b.holds {
-		topics = append(topics, t)
-	}
-	sort.Strings(topics)
 	var out []byte
-	for _, t := range topics {
+	for _, t := range slices.Sorted(maps.Keys(b.holds)) {
 		out = binary.AppendUvarint(out, uint64(len(t)))
 		out = append(out, t...)
 		out = binary.AppendUvarint(out, uint64(len(b.holds[t])))
@@ -99,15 +95,7 @@ func decodeHolds(b []byte) map[string][]int {
 // to the members with the fewest, members in ID order.
 func (b *stickyBalancer) AssignGroups(members []kafka.GroupMember, partitions []kafka.Partition) kafka.GroupMemberAssignments {
 	members = slices.Clone(members)
-	slices.SortFunc(members, func(x, y kafka.GroupMember) int {
-		switch {
-		case x.ID < y.ID:
-			return -1
-		case x.ID > y.ID:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(members, func(x, y kafka.GroupMember) int { return strings.Compare(x.ID, y.ID) })
 	byTopic := map[string][]int{}
 	for _, p := range partitions {
 		byTopic[p.Topic] = append(byTopic[p.Topic], p.ID)
@@ -120,13 +108,7 @@ func (b *stickyBalancer) AssignGroups(members []kafka.GroupMember, partitions []
 	for i, m := range members {
 		holds[i] = decodeHolds(m.UserData)
 	}
-	for _, topic := range slices.Sorted(func(yield func(string) bool) {
-		for t := range byTopic {
-			if !yield(t) {
-				return
-			}
-		}
-	}) {
+	for _, topic := range slices.Sorted(maps.Keys(byTopic)) {
 		ps := slices.Sorted(slices.Values(byTopic[topic]))
 		var takers []int // members subscribed to the topic
 		for i, m := range members {

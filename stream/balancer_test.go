@@ -2,6 +2,7 @@ package stream
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -27,13 +28,7 @@ func TestStickyBalancer(t *testing.T) {
 			holds[fmt.Sprintf("m%03d", next)] = nil
 			next++
 		} else {
-			ids := slices.Sorted(func(yield func(string) bool) {
-				for id := range holds {
-					if !yield(id) {
-						return
-					}
-				}
-			})
+			ids := slices.Sorted(maps.Keys(holds))
 			delete(holds, ids[r.IntN(len(ids))])
 		}
 		var members []kafka.GroupMember

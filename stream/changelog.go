@@ -88,19 +88,16 @@ func (c *changelog) write(ctx context.Context, db *state.DB, generation int32) (
 		if len(batch) == 0 {
 			return nil
 		}
-		resp, err := c.client.Produce(ctx, &kafka.ProduceRequest{Topic: c.topic, Partition: c.partition,
-			RequiredAcks: kafka.RequireAll, Records: kafka.NewRecordReader(batch...)})
-		if err == nil && resp.Error != nil {
-			err = resp.Error
-		}
+		base, err := produceRecords(ctx, c.client, c.topic, c.partition, batch)
 		if err != nil {
 			return fmt.Errorf("changelog %s/%d: %w", c.topic, c.partition, err)
 		}
-		end = resp.BaseOffset + int64(len(batch))
-		bytes += int64(size)
+		end = base + int64(len(batch))
 		batch, size = batch[:0], 0
 		return nil
 	}
+	// The keys and values are the store's pending writes, which stay as
+	// they are until it commits, after this returns: no copy.
 	add := func(key, value []byte) error {
 		n := len(key) + len(value) + changelogRecordOverhead
 		if size+n > changelogRequestBytes {
@@ -108,12 +105,13 @@ func (c *changelog) write(ctx context.Context, db *state.DB, generation int32) (
 				return err
 			}
 		}
-		r := kafka.Record{Key: kafka.NewBytes(append([]byte(nil), key...)), Headers: header}
+		r := kafka.Record{Key: kafka.NewBytes(key), Headers: header}
 		if value != nil {
-			r.Value = kafka.NewBytes(append([]byte(nil), value...))
+			r.Value = kafka.NewBytes(value)
 		}
 		batch = append(batch, r)
 		size += n
+		bytes += int64(len(key) + len(value))
 		return nil
 	}
 	if err := db.Changes(add); err != nil {
@@ -142,29 +140,39 @@ type changelogPosition struct {
 // noPosition is the position of a store that holds no checkpoint.
 var noPosition = changelogPosition{end: kafka.FirstOffset, epoch: -1}
 
+// followed is what follow did.
+type followed struct {
+	// next is the position after the last checkpoint applied.
+	next changelogPosition
+	// end is the log's end, as far as it was read.
+	end int64
+	// left holds the keys of the writes left out that no later checkpoint
+	// wrote.
+	left map[string]bool
+	// maxGen is the largest generation read.
+	maxGen int32
+	restoreStats
+}
+
 // follow applies to db, which holds the checkpoint ending at at, the
 // writes of every checkpoint finished after it (its marker written), in
 // order, up to the log's end as of the call. It leaves out the writes
 // after the last marker of their generation (the writer died while
 // writing them, or is writing them now) and those of a generation older
-// than one written before them (an instance that lost the partition). It
-// returns the position after the last checkpoint applied, the keys of the
-// writes left out that no later checkpoint wrote, and the largest
-// generation read.
+// than one written before them (an instance that lost the partition).
 //
 // A standby copy follows the changelog so; the instance that holds the
 // partition then repairs what was left out (restore).
-func (c *changelog) follow(ctx context.Context, db *state.DB, at changelogPosition) (next changelogPosition, left map[string]bool, maxGen int32, st restoreStats, err error) {
+func (c *changelog) follow(ctx context.Context, db *state.DB, at changelogPosition) (f followed, err error) {
 	type rec struct{ key, value []byte }
 	var (
 		tail   []rec
 		loaded int
 	)
-	maxGen = at.epoch
-	next, left = at, map[string]bool{}
+	f = followed{next: at, left: map[string]bool{}, maxGen: at.epoch}
 	leaveOut := func(rs []rec) {
 		for _, r := range rs {
-			left[string(r.key)] = true
+			f.left[string(r.key)] = true
 		}
 	}
 	apply := func(marker int64) error {
@@ -172,20 +180,20 @@ func (c *changelog) follow(ctx context.Context, db *state.DB, at changelogPositi
 			if err := db.Load(r.key, r.value); err != nil {
 				return err
 			}
-			delete(left, string(r.key))
+			delete(f.left, string(r.key))
 			loaded += len(r.key) + len(r.value)
 		}
 		tail = tail[:0]
-		next = changelogPosition{end: marker + 1, epoch: maxGen}
+		f.next = changelogPosition{end: marker + 1, epoch: f.maxGen}
 		if loaded >= 8<<20 { // keep the pending writes small
 			loaded = 0
 			return db.Commit(false)
 		}
 		return nil
 	}
-	_, err = c.readFrom(ctx, at.end, func(m *kafka.Message) error {
-		st.records++
-		st.bytes += int64(len(m.Key) + len(m.Value))
+	f.end, err = c.readFrom(ctx, at.end, func(m *kafka.Message) error {
+		f.records++
+		f.bytes += int64(len(m.Key) + len(m.Value))
 		g := int32(-1)
 		for _, h := range m.Headers {
 			if h.Key == changelogHeader && len(h.Value) == 4 {
@@ -193,14 +201,14 @@ func (c *changelog) follow(ctx context.Context, db *state.DB, at changelogPositi
 			}
 		}
 		switch {
-		case g < maxGen:
+		case g < f.maxGen:
 			if !isMarker(m.Key) {
 				leaveOut([]rec{{key: m.Key}})
 			}
 			return nil
-		case g > maxGen:
+		case g > f.maxGen:
 			leaveOut(tail)
-			tail, maxGen = tail[:0], g
+			tail, f.maxGen = tail[:0], g
 		}
 		if isMarker(m.Key) {
 			return apply(m.Offset)
@@ -209,10 +217,10 @@ func (c *changelog) follow(ctx context.Context, db *state.DB, at changelogPositi
 		return nil
 	})
 	if err != nil {
-		return at, nil, maxGen, st, err
+		return f, err
 	}
 	leaveOut(tail)
-	return next, left, maxGen, st, db.Commit(true)
+	return f, db.Commit(true)
 }
 
 // restore brings db, which holds the checkpoint ending at at (noPosition
@@ -225,37 +233,50 @@ func (c *changelog) follow(ctx context.Context, db *state.DB, at changelogPositi
 // any generation in the log (a group whose generations started over). It
 // returns the store's position: the log's end.
 func (c *changelog) restore(ctx context.Context, db *state.DB, at changelogPosition, generation int32) (changelogPosition, restoreStats, error) {
-	next, left, maxGen, st, err := c.follow(ctx, db, at)
+	f, err := c.follow(ctx, db, at)
 	if err != nil {
-		return at, st, err
+		return at, f.restoreStats, err
 	}
-	end, err := c.end(ctx)
-	if err != nil {
-		return at, st, err
-	}
-	epoch := max(generation, maxGen+1)
-	if len(left) == 0 && next.end == end {
-		return changelogPosition{end, epoch}, st, nil
+	epoch := max(generation, f.maxGen+1)
+	if len(f.left) == 0 {
+		// What follows the last checkpoint applied, if anything, is
+		// markers of instances that lost the partition.
+		return changelogPosition{f.end, epoch}, f.restoreStats, nil
 	}
 	// Write the left-out keys again, with their restored values (or
 	// deleted), then a marker, as a checkpoint of this epoch.
-	for key := range left {
+	for key := range f.left {
 		v, found, err := db.Stored([]byte(key))
 		if err != nil {
-			return at, st, err
+			return at, f.restoreStats, err
 		}
 		if !found {
 			v = nil
 		}
 		if err := db.Load([]byte(key), v); err != nil {
-			return at, st, err
+			return at, f.restoreStats, err
 		}
 	}
-	st.repaired = len(left)
-	if end, _, err = c.write(ctx, db, epoch); err != nil {
-		return at, st, err
+	f.repaired = len(f.left)
+	end, _, err := c.write(ctx, db, epoch)
+	if err != nil {
+		return at, f.restoreStats, err
 	}
-	return changelogPosition{end, epoch}, st, db.Commit(true)
+	return changelogPosition{end, epoch}, f.restoreStats, db.Commit(true)
+}
+
+// produceRecords writes recs to a partition, acknowledged by every
+// replica, and returns the offset of the first.
+func produceRecords(ctx context.Context, client *kafka.Client, topic string, partition int, recs []kafka.Record) (int64, error) {
+	resp, err := client.Produce(ctx, &kafka.ProduceRequest{Topic: topic, Partition: partition,
+		RequiredAcks: kafka.RequireAll, Records: kafka.NewRecordReader(recs...)})
+	if err == nil && resp.Error != nil {
+		err = resp.Error
+	}
+	if err != nil {
+		return 0, err
+	}
+	return resp.BaseOffset, nil
 }
 
 // read calls fn with every record of the partition, from its first to its

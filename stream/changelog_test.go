@@ -69,8 +69,7 @@ func TestChangelogRestore(t *testing.T) {
 			}
 			recs = append(recs, r)
 		}
-		if _, err := client.Produce(ctx, &kafka.ProduceRequest{Topic: log.topic, Partition: log.partition,
-			RequiredAcks: kafka.RequireAll, Records: kafka.NewRecordReader(recs...)}); err != nil {
+		if _, err := produceRecords(ctx, client, log.topic, log.partition, recs); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -186,8 +185,7 @@ func compact(t *testing.T, from, to changelog) {
 		}
 		recs = append(recs, r)
 	}
-	if _, err := to.client.Produce(context.Background(), &kafka.ProduceRequest{Topic: to.topic, Partition: to.partition,
-		RequiredAcks: kafka.RequireAll, Records: kafka.NewRecordReader(recs...)}); err != nil {
+	if _, err := produceRecords(context.Background(), to.client, to.topic, to.partition, recs); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("compacted %d records to %d", len(all), len(recs))

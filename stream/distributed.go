@@ -137,10 +137,9 @@ type distJob struct {
 
 // ownedTask is a repartition partition this instance holds.
 type ownedTask struct {
-	partition int
-	db        *state.DB
-	task      *engine.Task
-	log       changelog
+	db   *state.DB
+	task *engine.Task
+	log  changelog
 	// next is the next offset of the repartition partition to read.
 	next int64
 	// changelogEnd is where the changelog partition ended after this
@@ -160,7 +159,6 @@ type routedInput struct {
 	markWM   int64
 	markIdle bool
 	markAt   time.Time
-	ends     []partitionEnd
 }
 
 func (j *distJob) onClose(fn func()) { j.closers = append(j.closers, fn) }
@@ -380,10 +378,16 @@ func (j *distJob) take(ctx context.Context, gen *kafka.Generation) error {
 		j.tasks[k] = t
 		ends = append(ends, t.ends)
 	}
+	// Every input partition resumes from its checkpoint in the routers
+	// topic, the ones this instance routed too: it checkpointed them when
+	// the last generation ended, and another may have since.
 	clear(j.inputs)
-	var inputs []int32
+	for _, p := range j.router.Inputs() {
+		j.router.RemovePartition(p)
+	}
+	var inputs []int
 	for _, a := range gen.Assignments[j.opts.Topic] {
-		inputs = append(inputs, int32(a.ID))
+		inputs = append(inputs, a.ID)
 	}
 	slices.Sort(inputs)
 	cps, err := j.readRouterCheckpoints(ctx)
@@ -391,21 +395,16 @@ func (j *distJob) take(ctx context.Context, gen *kafka.Generation) error {
 		return err
 	}
 	now := j.now()
-	for _, p := range j.router.Inputs() {
-		if !slices.Contains(inputs, p) {
-			j.router.RemovePartition(p)
-		}
-	}
-	for _, p := range inputs {
+	for _, id := range inputs {
+		p := int32(id)
 		in := &routedInput{next: kafka.FirstOffset, markWM: watermark.Min}
 		if cp, ok := cps[p]; ok {
 			if err := j.router.Restore(p, cp.clocks); err != nil {
 				return fmt.Errorf("input partition %d: %w", p, err)
 			}
-			in.next, in.ends = cp.next, cp.ends
+			in.next = cp.next
 			ends = append(ends, cp.ends)
 		} else {
-			j.router.RemovePartition(p)
 			j.router.AddPartition(p, now)
 		}
 		j.inputs[p] = in
@@ -417,13 +416,7 @@ func (j *distJob) take(ctx context.Context, gen *kafka.Generation) error {
 		return err
 	}
 	j.out.SkipWritten(written)
-	j.balancer.held(j.opts.Topic, slices.Sorted(func(yield func(int) bool) {
-		for _, p := range inputs {
-			if !yield(int(p)) {
-				return
-			}
-		}
-	}))
+	j.balancer.held(j.opts.Topic, inputs)
 	j.balancer.held(j.topics.repartition, slices.Sorted(maps.Keys(mine)))
 	var standby []int
 	if j.opts.StandbyReplicas > 0 {
@@ -483,7 +476,7 @@ func (j *distJob) openTask(ctx context.Context, k int) (t *ownedTask, err error)
 	dir := filepath.Join(j.tasksDir(), strconv.Itoa(k))
 	so := j.storeOptions()
 	so.Dir = dir
-	db, err := state.Open(so)
+	db, local, err := openStore(so, end)
 	if err != nil {
 		return nil, err
 	}
@@ -492,26 +485,10 @@ func (j *distJob) openTask(ctx context.Context, k int) (t *ownedTask, err error)
 			db.Close()
 		}
 	}()
-	local, err := readChangelogPosition(db)
-	if err != nil {
-		return nil, err
-	}
 	epoch := max(j.generation, local.epoch)
 	if local.end == end {
 		j.log.Info("a repartition partition's local store is current: nothing to restore", "partition", k, "at", end)
 	} else {
-		if local.end > end {
-			// The store is of another changelog (the topic was made
-			// again): start afresh.
-			db.Close()
-			if err := os.RemoveAll(dir); err != nil {
-				return nil, err
-			}
-			if db, err = state.Open(so); err != nil {
-				return nil, err
-			}
-			local = noPosition
-		}
 		start := time.Now()
 		pos, st, err := log.restore(ctx, db, local, j.generation)
 		if err != nil {
@@ -527,7 +504,7 @@ func (j *distJob) openTask(ctx context.Context, k int) (t *ownedTask, err error)
 		j.log.Info("restored a repartition partition's state from its changelog", "partition", k, "records", st.records,
 			"bytes", st.bytes, "from", max(local.end, 0), "rewritten", st.repaired, "took", took.Round(time.Millisecond))
 	}
-	t = &ownedTask{partition: k, db: db, log: log, next: kafka.FirstOffset, changelogEnd: end, epoch: epoch}
+	t = &ownedTask{db: db, log: log, next: kafka.FirstOffset, changelogEnd: end, epoch: epoch}
 	t.task, err = engine.NewTask(engine.TaskOptions{Config: j.opts.Config, Backend: db, Output: heatmapMetrics{j.out, j.m},
 		Partition: k, Partitions: j.opts.RepartitionPartitions, Topic: j.opts.Topic, Inputs: j.inputParts,
 		CacheSlots: j.opts.CacheSlots, MemoryBytes: j.mem.State / int64(max(1, j.assigned))})
@@ -552,8 +529,10 @@ func (j *distJob) openTask(ctx context.Context, k int) (t *ownedTask, err error)
 		}
 		t.next = next
 	}
-	if raw, ok, err := db.Meta(metaOutputs); err == nil && ok {
-		t.ends, _ = decodeOutputEnds(raw)
+	if raw, ok, err := db.Meta(metaOutputs); err != nil || !ok {
+		return t, err
+	} else if t.ends, err = decodeOutputEnds(raw); err != nil {
+		return nil, err
 	}
 	return t, nil
 }
@@ -639,9 +618,8 @@ func decodeRouterCheckpoint(b []byte) (routerCheckpoint, error) {
 // readRouterCheckpoints returns the last checkpoint of every input
 // partition in the routers topic.
 func (j *distJob) readRouterCheckpoints(ctx context.Context) (map[int32]routerCheckpoint, error) {
-	log := changelog{client: j.client, brokers: j.opts.Brokers, dialer: j.sec.Dialer(), topic: j.topics.routers}
 	cps := map[int32]routerCheckpoint{}
-	_, err := log.read(ctx, func(m *kafka.Message) error {
+	_, err := readRecords(ctx, j.sec.Dialer(), j.opts.Brokers, j.topics.routers, 0, kafka.FirstOffset, func(m *kafka.Message) error {
 		p, err := strconv.Atoi(string(m.Key))
 		if err != nil {
 			return nil // not a router's
@@ -653,7 +631,10 @@ func (j *distJob) readRouterCheckpoints(ctx context.Context) (map[int32]routerCh
 		cps[int32(p)] = cp
 		return nil
 	})
-	return cps, err
+	if err != nil {
+		return nil, fmt.Errorf("router checkpoints in %s: %w", j.topics.routers, err)
+	}
+	return cps, nil
 }
 
 // startFetchers starts reading the input partitions routed and the
@@ -880,16 +861,11 @@ func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 			}
 			cp := encodeRouterCheckpoint(routerCheckpoint{next: in.next, clocks: j.router.Checkpoint(p), ends: ends})
 			recs = append(recs, kafka.Record{Key: kafka.NewBytes([]byte(strconv.Itoa(int(p)))), Value: kafka.NewBytes(cp)})
-			in.ends = ends
 			offsets[j.opts.Topic][int(p)] = in.next
 		}
 		if len(recs) > 0 {
 			err := j.retry(ctx, "router checkpoint", func(ctx context.Context) error {
-				resp, err := j.client.Produce(ctx, &kafka.ProduceRequest{Topic: j.topics.routers, Partition: 0,
-					RequiredAcks: kafka.RequireAll, Records: kafka.NewRecordReader(recs...)})
-				if err == nil && resp.Error != nil {
-					err = resp.Error
-				}
+				_, err := produceRecords(ctx, j.client, j.topics.routers, 0, recs)
 				return err
 			})
 			var tooLarge *ErrCheckpointTooLarge

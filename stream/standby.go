@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,13 +25,7 @@ const standbyInterval = time.Second
 // partitions of an instance that dies are warm on every other one in the
 // proportion in which their shares grow.
 func standbysOf(assigned map[string][]int, me string, replicas int) []int {
-	members := slices.Sorted(func(yield func(string) bool) {
-		for m := range assigned {
-			if !yield(m) {
-				return
-			}
-		}
-	})
+	members := slices.Sorted(maps.Keys(assigned))
 	if len(members) < 2 || replicas < 1 {
 		return nil
 	}
@@ -99,42 +94,53 @@ func startStandbys(partitions []int, newLog func(k int) changelog, dir string, s
 // followStandby brings the standby copy of partition k up to its
 // changelog's last finished checkpoint, opening its store if needed.
 func followStandby(ctx context.Context, dbs map[int]*state.DB, k int, log changelog, dir string, so state.Options) error {
-	db := dbs[k]
-	path := filepath.Join(dir, strconv.Itoa(k))
-	if db == nil {
-		so.Dir = path
-		var err error
-		if db, err = state.Open(so); err != nil {
-			return err
-		}
-		dbs[k] = db
-	}
-	at, err := readChangelogPosition(db)
+	end, err := log.end(ctx)
 	if err != nil {
 		return err
 	}
-	end, err := log.end(ctx)
-	if err != nil || at.end == end {
-		return err
-	}
-	if at.end > end {
-		// A store of another changelog (the topic was made again).
-		db.Close()
-		delete(dbs, k)
-		if err := os.RemoveAll(path); err != nil {
+	db := dbs[k]
+	var at changelogPosition
+	if db == nil {
+		so.Dir = filepath.Join(dir, strconv.Itoa(k))
+		if db, at, err = openStore(so, end); err != nil {
 			return err
 		}
-		so.Dir = path
-		if db, err = state.Open(so); err != nil {
-			return err
-		}
-		dbs[k], at = db, noPosition
-	}
-	next, _, _, _, err := log.follow(ctx, db, at)
-	if err != nil || next == at {
+		dbs[k] = db
+	} else if at, err = readChangelogPosition(db); err != nil {
 		return err
 	}
-	return writeChangelogPosition(db, next)
+	if at.end == end {
+		return nil
+	}
+	f, err := log.follow(ctx, db, at)
+	if err != nil || f.next == at {
+		return err
+	}
+	return writeChangelogPosition(db, f.next)
+}
+
+// openStore opens the store of a repartition partition whose changelog
+// ends at end, and returns its position in the changelog. A store past
+// that end is of another changelog (the topic was made again): it is
+// emptied.
+func openStore(so state.Options, end int64) (*state.DB, changelogPosition, error) {
+	db, err := state.Open(so)
+	if err != nil {
+		return nil, noPosition, err
+	}
+	at, err := readChangelogPosition(db)
+	if err == nil && at.end <= end {
+		return db, at, nil
+	}
+	db.Close()
+	if err != nil {
+		return nil, noPosition, err
+	}
+	if err := os.RemoveAll(so.Dir); err != nil {
+		return nil, noPosition, err
+	}
+	db, err = state.Open(so)
+	return db, noPosition, err
 }
 
 // close stops following and closes the stores. A copy stopped in the

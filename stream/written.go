@@ -246,9 +246,7 @@ func (t *endTracker) now() []partitionEnd {
 	}
 	ends := maps.Clone(t.base)
 	for p, off := range t.out.Acknowledged() {
-		if _, output := ends[p]; output || slices.Contains(t.topics, p.Topic) {
-			ends[p] = max(ends[p], off)
-		}
+		ends[p] = max(ends[p], off)
 	}
 	list := make([]partitionEnd, 0, len(ends))
 	for p, off := range ends {
