@@ -64,6 +64,23 @@ func appendSections(dst []byte, sections ...[]byte) []byte {
 	return dst
 }
 
+// readCheckpoint splits a checkpoint of n sections after its version
+// byte, the first the rules fingerprint, written by appendSections: an
+// error for another version, ErrRulesChanged for other rules than cfg.
+func readCheckpoint(b []byte, version byte, cfg *rules.Config, n int) ([][]byte, error) {
+	if len(b) == 0 || b[0] != version {
+		return nil, fmt.Errorf("engine: checkpoint version unknown")
+	}
+	sections, err := readSections(b[1:], n)
+	if err != nil {
+		return nil, err
+	}
+	if string(sections[0]) != cfg.Fingerprint() {
+		return nil, ErrRulesChanged
+	}
+	return sections, nil
+}
+
 // readSections splits b, of n sections written by appendSections.
 func readSections(b []byte, n int) ([][]byte, error) {
 	sections := make([][]byte, n)
@@ -126,15 +143,9 @@ func (e *Sharded) Restore(b []byte) error {
 // restore decodes a checkpoint into c and st, and hands its operator
 // section to op.
 func (c *clocks) restore(cfg *rules.Config, b []byte, st *Stats, op func([]byte) error) error {
-	if len(b) == 0 || b[0] != checkpointVersion {
-		return fmt.Errorf("engine: checkpoint version unknown")
-	}
-	sections, err := readSections(b[1:], 5)
+	sections, err := readCheckpoint(b, checkpointVersion, cfg, 5)
 	if err != nil {
 		return err
-	}
-	if string(sections[0]) != cfg.Fingerprint() {
-		return ErrRulesChanged
 	}
 	if err := op(sections[1]); err != nil {
 		return err

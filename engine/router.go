@@ -223,15 +223,9 @@ func (r *Router) Checkpoint(p int32) []byte {
 
 // Restore resumes input partition p from what Checkpoint returned.
 func (r *Router) Restore(p int32, b []byte) error {
-	if len(b) == 0 || b[0] != routerCheckpointVersion {
-		return fmt.Errorf("engine: router checkpoint version unknown")
-	}
-	sections, err := readSections(b[1:], 3)
+	sections, err := readCheckpoint(b, routerCheckpointVersion, r.cfg, 3)
 	if err != nil {
 		return err
-	}
-	if string(sections[0]) != r.cfg.Fingerprint() {
-		return ErrRulesChanged
 	}
 	nc := newClocks(r.cfg, r.onTr)
 	wm, rest, err := watermark.DecodeCombined(sections[1],

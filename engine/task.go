@@ -199,15 +199,9 @@ func (t *Task) Checkpoint() ([]byte, error) {
 // Restore resumes a new task, over the backend the checkpoint's state was
 // written to, from what Checkpoint returned.
 func (t *Task) Restore(b []byte) error {
-	if len(b) == 0 || b[0] != taskCheckpointVersion {
-		return fmt.Errorf("engine: task checkpoint version unknown")
-	}
-	sections, err := readSections(b[1:], 5)
+	sections, err := readCheckpoint(b, taskCheckpointVersion, t.cfg, 5)
 	if err != nil {
 		return err
-	}
-	if string(sections[0]) != t.cfg.Fingerprint() {
-		return ErrRulesChanged
 	}
 	if err := t.op.Restore(sections[1]); err != nil {
 		return err
