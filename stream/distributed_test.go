@@ -19,17 +19,14 @@ import (
 	"github.com/riskstream/riskstream/rules"
 )
 
-// waitDecisions waits until the decisions topic (one partition) holds n
-// records, and returns them without their events' provenance.
-func waitDecisions(t *testing.T, addr string, n int) []string {
+// waitRecords reads a one-partition topic until it holds n records or a
+// minute passes, and returns them.
+func waitRecords(t *testing.T, addr, topic string, n int) []string {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		got := liveDecisions(t, addr)
-		if len(got) >= n || time.Now().After(deadline) {
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		if got := readTopic(t, addr, topic); len(got) >= n || time.Now().After(deadline) {
 			return got
 		}
-		time.Sleep(200 * time.Millisecond)
 	}
 }
 
@@ -45,7 +42,9 @@ func TestDistributedOneInstance(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	stop := startJob(t, RunOptions{Brokers: []string{addr}, Distributed: true, RepartitionPartitions: 4,
 		CheckpointInterval: 200 * time.Millisecond, Registry: reg})
-	got := waitDecisions(t, addr, len(want))
+	waitRecords(t, addr, "decisions", len(want))
+	got := liveDecisions(t, addr) // each says where its event came from
+	slices.Sort(got)
 	time.Sleep(300 * time.Millisecond) // a checkpoint publishes the gauges
 	stop()
 	if n := metricSum(t, reg, "riskstream_assigned_partitions"); n != 5 {
@@ -70,7 +69,6 @@ func TestDistributedOneInstance(t *testing.T) {
 	if n := metricSum(t, reg, "riskstream_decisions_total"); int(n) != len(want) {
 		t.Errorf("riskstream_decisions_total = %v, want %d", n, len(want))
 	}
-	slices.Sort(got)
 	sorted := slices.Clone(want)
 	slices.Sort(sorted)
 	compareDecisions(t, got, sorted)
@@ -112,18 +110,18 @@ func (d *distributedRun) stopAll() {
 	}
 }
 
-// decisionsOf reads the decisions topic until it holds n records or a
-// minute passes, and returns them sorted.
-func (d *distributedRun) decisionsOf(n int) []string {
+// checkOutputs waits for the decisions of want, and a second more for the
+// windows that fire on a mark, stops every instance, and checks that the
+// four outputs are replay's, each record once.
+func (d *distributedRun) checkOutputs(want replayed) {
 	d.t.Helper()
-	var got []string
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
-		if got = readTopic(d.t, d.addr, "decisions"); len(got) >= n || time.Now().After(deadline) {
-			break
-		}
-	}
-	slices.Sort(got)
-	return got
+	got := waitRecords(d.t, d.addr, "decisions", len(want.decisions))
+	time.Sleep(time.Second)
+	d.stopAll()
+	compareDecisions(d.t, withoutSource(got), want.decisions)
+	compareHeatmaps(d.t, readTopic(d.t, d.addr, "heatmaps"), want)
+	compareSide(d.t, "late", readTopic(d.t, d.addr, "late"), want.late)
+	compareSide(d.t, "dlq", readTopic(d.t, d.addr, "dlq"), want.dlq)
 }
 
 // distributedRules are the three rules keyed by unrelated attributes, and
@@ -295,13 +293,7 @@ func TestDistributedThreeInstances(t *testing.T) {
 	if err := <-produced; err != nil {
 		t.Fatalf("produce: %v", err)
 	}
-	got := d.decisionsOf(len(want.decisions))
-	time.Sleep(time.Second) // the last windows fire on a mark
-	d.stopAll()
-	compareDecisions(t, withoutSource(got), want.decisions)
-	compareHeatmaps(t, readTopic(t, d.addr, "heatmaps"), want)
-	compareSide(t, "late", readTopic(t, d.addr, "late"), want.late)
-	compareSide(t, "dlq", readTopic(t, d.addr, "dlq"), want.dlq)
+	d.checkOutputs(want)
 	// The work was shared: in the group's last generation each instance
 	// held state.
 	for i, l := range d.logs {
@@ -377,20 +369,7 @@ func TestDistributedTakeover(t *testing.T) {
 	if err := <-produced; err != nil {
 		t.Fatalf("produce: %v", err)
 	}
-	got := d.decisionsOf(len(want.decisions))
-	time.Sleep(time.Second)
-	d.stopAll()
-	compareDecisions(t, withoutSource(got), want.decisions)
-	compareHeatmaps(t, readTopic(t, d.addr, "heatmaps"), want)
-	compareSide(t, "late", readTopic(t, d.addr, "late"), want.late)
-	compareSide(t, "dlq", readTopic(t, d.addr, "dlq"), want.dlq)
-	for i, l := range d.logs {
-		for _, line := range strings.Split(l.String(), "\n") {
-			if os.Getenv("RISKSTREAM_DEBUG_LOGS") != "" && (strings.Contains(line, "took partitions") || strings.Contains(line, "restored")) {
-				t.Logf("instance %d: %s", i, line)
-			}
-		}
-	}
+	d.checkOutputs(want)
 	restored := false
 	for i, l := range d.logs {
 		restored = restored || i != killed && restoredRecords.MatchString(l.String())
