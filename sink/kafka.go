@@ -368,7 +368,8 @@ func (b directBalancer) Balance(m kafka.Message, partitions ...int) int {
 }
 
 // Send queues a keyless message of value, with timestamp t, to partition
-// of topic, one of DirectTopics: it is written in order with the outputs.
+// of topic, one of DirectTopics: it is written in order with the sink's
+// other messages.
 func (k *Kafka) Send(topic string, partition int, value []byte, t time.Time) {
 	b := k.room()
 	start := len(b)
