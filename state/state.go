@@ -181,9 +181,10 @@ func (p *Part) Set(key, value []byte) error { return p.d.set(&p.buf, key, value,
 // Delete implements windows.Backend.
 func (p *Part) Delete(key []byte) error { return p.d.set(&p.buf, key, nil, true) }
 
-// Scan implements windows.Backend: every stored slot, as DB.Scan (a
-// restoring shard takes its own).
-func (p *Part) Scan(fn func(key, value []byte) error) error { return p.d.Scan(fn) }
+// Seek implements windows.Backend, as DB.Seek.
+func (p *Part) Seek(start []byte, fn func(key []byte) (bool, error)) error {
+	return p.d.Seek(start, fn)
+}
 
 // writes are the writes of one commit, in the order they were made. They
 // are kept out of a Pebble batch until the commit, and the batch is built
@@ -549,34 +550,32 @@ func (d *DB) set(b *buffer, key, value []byte, deleted bool) error {
 	return d.maybeCommit()
 }
 
-// Scan implements windows.Backend: it calls fn with every stored slot's
-// key and value, in key order. It reads what is committed, and so refuses
-// to run while writes are pending: it is for restoring, before any write.
-func (d *DB) Scan(fn func(key, value []byte) error) (err error) {
+// Seek implements windows.Backend: it calls fn with the stored slot keys
+// from start on, in key order, until fn returns false or an error. It
+// reads what is committed (a commit in flight may or may not be seen), not
+// the pending writes; fn may write, through any buffer.
+func (d *DB) Seek(start []byte, fn func(key []byte) (bool, error)) (err error) {
 	if err := d.usable(); err != nil {
 		return err
 	}
-	if !d.pendingEmpty() || d.inflight != nil {
-		return errors.New("state: scan with uncommitted writes")
-	}
 	defer d.recover(&err)
-	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixSlot}, UpperBound: []byte{prefixSlot + 1}})
+	it, err := d.db.NewIter(&pebble.IterOptions{
+		LowerBound: append([]byte{prefixSlot}, start...), UpperBound: []byte{prefixSlot + 1}})
 	if err != nil {
-		return d.readError("scan", err)
+		return d.readError("seek", err)
 	}
 	for it.First(); it.Valid(); it.Next() {
-		v, err := it.ValueAndErr()
+		more, err := fn(it.Key()[1:])
 		if err != nil {
-			it.Close()
-			return d.readError("scan", err)
-		}
-		if err := fn(it.Key()[1:], v); err != nil {
 			it.Close()
 			return err
 		}
+		if !more {
+			break
+		}
 	}
 	if err := it.Close(); err != nil {
-		return d.readError("scan", err)
+		return d.readError("seek", err)
 	}
 	return nil
 }

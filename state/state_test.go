@@ -200,9 +200,10 @@ func TestLastWriteWins(t *testing.T) {
 	check("reopened")
 }
 
-// TestScan: Scan lists the committed slots in key order, not metadata, and
-// is refused while writes are pending, which it would not see.
-func TestScan(t *testing.T) {
+// TestSeek: Seek lists the committed slot keys from its start in key
+// order, not metadata nor pending writes, and stops when fn says so or
+// fails.
+func TestSeek(t *testing.T) {
 	db := open(t, t.TempDir(), Options{AtomicCheckpoints: true})
 	defer db.Close()
 	for _, k := range []string{"c", "a", "b", "d"} {
@@ -210,25 +211,36 @@ func TestScan(t *testing.T) {
 	}
 	db.Delete([]byte("d"))
 	db.SetMeta("checkpoint", []byte("x"))
-	if err := db.Scan(func(k, v []byte) error { return nil }); err == nil {
-		t.Fatal("a scan with pending writes must be refused")
+	seek := func(start string, n int) []string {
+		t.Helper()
+		var got []string
+		if err := db.Seek([]byte(start), func(k []byte) (bool, error) {
+			got = append(got, string(k))
+			return len(got) < n, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := seek("", 10); len(got) != 0 {
+		t.Fatalf("seek saw pending writes: %q", got)
 	}
 	if err := db.Commit(false); err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	if err := db.Scan(func(k, v []byte) error {
-		got = append(got, string(k)+"="+string(v))
-		return nil
-	}); err != nil {
-		t.Fatal(err)
+	db.Set([]byte("bb"), nil) // pending: not seen
+	if got, want := seek("", 10), []string{"a", "b", "c"}; !slices.Equal(got, want) {
+		t.Fatalf("seek gave %q, want %q", got, want)
 	}
-	if want := []string{"a=va", "b=vb", "c=vc"}; !slices.Equal(got, want) {
-		t.Fatalf("scan gave %q, want %q", got, want)
+	if got, want := seek("b", 10), []string{"b", "c"}; !slices.Equal(got, want) {
+		t.Fatalf("seek from b gave %q, want %q", got, want)
+	}
+	if got, want := seek("ab", 1), []string{"b"}; !slices.Equal(got, want) {
+		t.Fatalf("seek from ab, one key, gave %q, want %q", got, want)
 	}
 	stop := errors.New("stop")
-	if err := db.Scan(func(k, v []byte) error { return stop }); err != stop {
-		t.Fatalf("scan returned %v, want fn's error", err)
+	if err := db.Seek(nil, func([]byte) (bool, error) { return true, stop }); err != stop {
+		t.Fatalf("seek returned %v, want fn's error", err)
 	}
 }
 

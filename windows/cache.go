@@ -26,10 +26,12 @@ type Backend interface {
 	Set(key, value []byte) error
 	// Delete removes key.
 	Delete(key []byte) error
-	// Scan calls fn with every key and value stored, in key order; they
-	// are valid only during the call. Restore rebuilds the timers with it,
-	// before any write.
-	Scan(fn func(key, value []byte) error) error
+	// Seek calls fn with the keys stored from start on, in key order,
+	// until fn returns false or an error; a key is valid only during the
+	// call, and fn may Delete it. It may read what was committed before
+	// the last writes: a restored operator pages in the timer entries
+	// stored before it started with it (stored.go).
+	Seek(start []byte, fn func(key []byte) (bool, error)) error
 }
 
 // cache is the write-back cache of decoded slots in front of the cold
@@ -167,6 +169,11 @@ func (c *cache) purgeCold(sp *spec, id slotID, at, wm int64) (bool, error) {
 	case act == purgeLoad:
 		return false, nil
 	case act == purgeDelete:
+		if c.cold.writeThrough {
+			if err := c.cold.deleteTimerOf(key, val); err != nil {
+				return false, err
+			}
+		}
 		return true, c.cold.del(sp.index, id, unsafe.String(unsafe.SliceData(key), len(key)))
 	}
 	return true, nil
@@ -382,6 +389,12 @@ func (c *cache) writeBack(s *slot) error {
 	if err := c.cold.set(s.sp.index, s.id, s.key, c.buf); err != nil {
 		return err
 	}
+	if c.cold.writeThrough {
+		if err := c.cold.storeTimer(s.key, s.storedTimer, s.timerAt); err != nil {
+			return err
+		}
+		s.storedTimer = s.timerAt
+	}
 	s.persisted = true
 	c.clean(s)
 	return nil
@@ -393,6 +406,12 @@ func (c *cache) remove(s *slot) error {
 	if s.persisted {
 		if err := c.cold.del(s.sp.index, s.id, s.key); err != nil {
 			return err
+		}
+		if c.cold.writeThrough {
+			if err := c.cold.storeTimer(s.key, s.storedTimer, noTimer); err != nil {
+				return err
+			}
+			s.storedTimer = noTimer
 		}
 		s.persisted = false
 	}
@@ -466,10 +485,13 @@ func (b *MemBackend) Delete(key []byte) error {
 	return nil
 }
 
-// Scan implements Backend.
-func (b *MemBackend) Scan(fn func(key, value []byte) error) error {
+// Seek implements Backend.
+func (b *MemBackend) Seek(start []byte, fn func(key []byte) (bool, error)) error {
 	for _, k := range slices.Sorted(maps.Keys(b.m)) {
-		if err := fn([]byte(k), b.m[k]); err != nil {
+		if _, ok := b.m[k]; !ok || k < string(start) {
+			continue // deleted by fn, or before start
+		}
+		if more, err := fn([]byte(k)); !more || err != nil {
 			return err
 		}
 	}

@@ -1,15 +1,13 @@
 package windows
 
 import (
-	"cmp"
 	"encoding/binary"
 	"fmt"
-	"slices"
 )
 
 // checkpointVersion is the first byte of an operator checkpoint. Version 1
-// held the timer queue.
-const checkpointVersion = 2
+// held the timer queue; version 2's Backend held no timer entries.
+const checkpointVersion = 3
 
 // Checkpoint writes every changed slot to the Backend (the operator must
 // write through: see Options.WriteThrough) and appends to dst
@@ -17,10 +15,10 @@ const checkpointVersion = 2
 // stores both in one atomic batch (with the input offsets they cover);
 // Restore on a new operator over the same Backend resumes exactly there.
 //
-// The timers are not in it: each slot stores the time of its pending timer,
-// and Restore rebuilds the queue from the slots. So a checkpoint costs what
-// changed since the last one, not what the queue holds, which is every
-// live key.
+// The timers are not in it: the Backend holds a timer entry for each
+// stored slot with a pending timer (stored.go), written with the slot. So
+// a checkpoint costs what changed since the last one, not what the queue
+// holds, which is every live key.
 func (op *Operator) Checkpoint(dst []byte) ([]byte, error) {
 	if !op.cache.cold.writeThrough {
 		return nil, fmt.Errorf("windows: Checkpoint needs Options.WriteThrough")
@@ -41,11 +39,16 @@ func (op *Operator) owns(spec int, id slotID) bool {
 }
 
 // Restore loads a Checkpoint into an operator that has processed nothing
-// yet, and rebuilds the timer queue from every slot in the Backend. Slots
-// are read back from the Backend on demand.
+// yet. It reads no state: slots are read back from the Backend on demand,
+// and their timers are paged in from the Backend's timer entries as the
+// watermark reaches them, so a restore takes the same time whatever the
+// size of the state.
 func (op *Operator) Restore(b []byte) error {
 	if op.wm != MinWatermark || op.timers.Len() != 0 || op.keyTimers.Len() != 0 || len(op.cache.ring) != 0 {
 		return fmt.Errorf("windows: restore into an operator that has already run")
+	}
+	if !op.cache.cold.writeThrough {
+		return fmt.Errorf("windows: Restore needs Options.WriteThrough")
 	}
 	d := decoder{b: b}
 	if v := d.byte(); v != checkpointVersion {
@@ -59,39 +62,7 @@ func (op *Operator) Restore(b []byte) error {
 	if d.err != nil {
 		return fmt.Errorf("windows: checkpoint: %w", d.err)
 	}
-	type timer struct {
-		at  int64
-		key string
-	}
-	var timers []timer
-	c := op.cache
-	err := c.cold.backend.Scan(func(key, value []byte) error {
-		if len(key) < 2 || specOf(key) >= len(op.specs) {
-			return fmt.Errorf("windows: restore: slot key %q names no rule", key)
-		}
-		id := hashSlotKey(c.seeds, string(key))
-		if !op.owns(specOf(key), id) {
-			return nil // another shard's
-		}
-		// Any stored slot may be read back; none is in memory.
-		c.cold.spilled.add(specOf(key), id)
-		at, err := slotTimer(value)
-		if err != nil {
-			return fmt.Errorf("windows: restore: state of %q: %w", key, err)
-		}
-		if at != noTimer {
-			timers = append(timers, timer{at, string(key)})
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	// By time, then in key order (the scan's), as the queue runs a
-	// heatmap's timers.
-	slices.SortStableFunc(timers, func(x, y timer) int { return cmp.Compare(x.at, y.at) })
-	for _, t := range timers {
-		op.keyTimers.add(t.at, t.key, op.specs[specOf(t.key)].hm != nil)
-	}
-	return nil
+	op.cache.cold.restored = true
+	op.stored.from = appendTimerKey(op.stored.from[:0], MinWatermark, "")
+	return op.findStored()
 }

@@ -159,6 +159,7 @@ func decodeSlotInto(s *slot, b []byte) error {
 	}
 	s.firedEnd = d.varint()
 	s.timerAt = d.varint()
+	s.storedTimer = s.timerAt // a stored slot's timer entry is stored with it
 	// Panes, then sessions: a slot has the kind its spec windows by.
 	session := sp.wtype == rules.Session
 	for _, kind := range [2]bool{false, true} {

@@ -57,12 +57,16 @@ type coldStore struct {
 	// of current records.
 	alloc, used, live int
 	// spilled may hold the ids of states that are in the Backend but not in
-	// the store: spilled ones and, after a restore, every stored one. While
-	// it is empty, a key the store does not hold costs no Backend read.
-	spilled  idFilter
+	// the store, spilled ones. While it is empty, a key the store does not
+	// hold costs no Backend read.
+	spilled idFilter
+	// restored is set when the Backend held states before the store
+	// started (a restore): any key may then be there.
+	restored bool
 	onSpill  func(key []byte, at int64)
 	spills   int64 // records written to the Backend by spilling
 	val, key []byte
+	timerKey []byte
 }
 
 type coldChunk struct {
@@ -219,7 +223,7 @@ func (c *coldStore) get(spec int, id slotID, key string) ([]byte, bool, error) {
 		_, val, _ := c.record(loc)
 		return val, true, nil
 	}
-	if !c.spilled.mayHold(spec, id) {
+	if !c.restored && !c.spilled.mayHold(spec, id) {
 		return nil, false, nil
 	}
 	val, found, err := c.backend.Get(keyBytes(key))
@@ -345,6 +349,16 @@ func (c *coldStore) del(spec int, id slotID, key string) error {
 	return nil
 }
 
+// deleteTimerOf deletes the timer entry of the stored state val of key,
+// in write-through mode.
+func (c *coldStore) deleteTimerOf(key, val []byte) error {
+	at, err := slotTimer(val)
+	if err != nil {
+		return fmt.Errorf("windows: state of %q: %w", key, err)
+	}
+	return c.storeTimer(unsafe.String(unsafe.SliceData(key), len(key)), at, noTimer)
+}
+
 // dropSpec removes every state of spec.
 func (c *coldStore) dropSpec(spec int) error {
 	x := &c.idx[spec]
@@ -358,8 +372,11 @@ func (c *coldStore) dropSpec(spec int) error {
 		var err error
 		switch {
 		case c.writeThrough:
-			key, _, _ := c.record(e.loc)
+			key, val, _ := c.record(e.loc)
 			err = c.backend.Delete(key)
+			if err == nil {
+				err = c.deleteTimerOf(key, val)
+			}
 		case c.spilled.mayHold(spec, e.id):
 			err = c.backend.Delete(c.spillKey(spec, e.id))
 		}

@@ -75,7 +75,10 @@ type Operator struct {
 	// keyTimers are the timers of slots found by key: restored ones, and
 	// those a cold store that writes through spilled.
 	keyTimers timerQueue[string]
-	wm        int64
+	// stored are the timer entries of a restored Backend not yet paged
+	// into keyTimers.
+	stored storedTimers
+	wm     int64
 	// firing is AdvanceWatermark's buffer for timers run in key order.
 	firing []string
 	// spilledTimers, and the keys and actions that go with them, are
@@ -116,6 +119,7 @@ func New(cfg *rules.Config, schema *event.Schema, backend Backend, out Output, o
 		out:      out,
 		cache:    newCache(opts.CacheSlots, cold, specs),
 		wm:       MinWatermark,
+		stored:   storedTimers{next: noTimer},
 		scratch:  make([]*heatmap.Acc, len(specs)),
 		horizons: make([]horizon, len(specs)),
 		counts:   make(map[uint64]int32),
@@ -441,16 +445,32 @@ func (op *Operator) AdvanceWatermark(wm int64) error {
 			return err
 		}
 	}
-	for op.timers.Len() > 0 || op.keyTimers.Len() > 0 {
-		at := MaxWatermark
+	for op.timers.Len() > 0 || op.keyTimers.Len() > 0 || op.stored.next != noTimer {
+		at := op.stored.next
 		if op.timers.Len() > 0 {
-			at = op.timers.next()
+			at = min(at, op.timers.next())
 		}
 		if op.keyTimers.Len() > 0 {
 			at = min(at, op.keyTimers.next())
 		}
-		if at > wm {
+		if at > wm || at == noTimer {
 			return nil
+		}
+		if op.stored.next == at {
+			if err := op.pageTimers(at); err != nil {
+				return err
+			}
+			if op.stored.next == at {
+				// More rules' timers are stored for this time: run those
+				// paged in, ahead of the queue's (see pageTimers).
+				kb := op.keyTimers.popBucket()
+				err := op.runTimers(at, nil, kb)
+				op.keyTimers.recycle(kb)
+				if err != nil {
+					return err
+				}
+				continue
+			}
 		}
 		var ib *timerBucket[idTimer]
 		var kb *timerBucket[string]

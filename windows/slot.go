@@ -64,7 +64,11 @@ type slot struct {
 	// slots.
 	fired []firedWin
 	key   string
-	_     [24]byte // to 192 bytes
+	// storedTimer is the time of the timer entry the Backend holds for
+	// this slot (noTimer: none), in write-through mode: the timerAt of the
+	// slot as last written there (docs/format/state.md "Timers").
+	storedTimer int64
+	_           [16]byte // to 192 bytes
 }
 
 func newSlot(key string, sp *spec) *slot {
@@ -75,7 +79,7 @@ func newSlot(key string, sp *spec) *slot {
 
 // reset makes s an empty slot of key.
 func (s *slot) reset(key string, sp *spec) {
-	*s = slot{key: key, sp: sp, firedEnd: MinWatermark, timerAt: noTimer, purgeAt: MaxWatermark, ringIdx: -1}
+	*s = slot{key: key, sp: sp, firedEnd: MinWatermark, timerAt: noTimer, storedTimer: noTimer, purgeAt: MaxWatermark, ringIdx: -1}
 	s.wins = s.inline[:0:1]
 }
 

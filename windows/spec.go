@@ -157,8 +157,8 @@ func compile(cfg *rules.Config, schema *event.Schema) ([]*spec, error) {
 		}
 		specs = append(specs, sp)
 	}
-	if len(specs) > 1<<16 {
-		return nil, fmt.Errorf("windows: %d rules and heatmaps, at most %d", len(specs), 1<<16)
+	if len(specs) > timerSpec {
+		return nil, fmt.Errorf("windows: %d rules and heatmaps, at most %d", len(specs), timerSpec)
 	}
 	return specs, nil
 }

@@ -117,9 +117,11 @@ func writeLiveState(t *testing.T, dir string) string {
 	return largest
 }
 
-// flipMiddleBlock inverts 8 bytes in the middle data block of the table
-// at path, so that its checksum fails.
-func flipMiddleBlock(t *testing.T, path string) {
+// flipStateBlocks inverts 8 bytes in every data block but the first (the
+// metadata's) of the table at path, so that their checksums fail: a
+// restore then reads a corrupt block when it seeks the first timer entry,
+// which sorts after every slot.
+func flipStateBlocks(t *testing.T, path string) {
 	t.Helper()
 	f, err := vfs.Default.Open(path)
 	if err != nil {
@@ -138,13 +140,14 @@ func flipMiddleBlock(t *testing.T, path string) {
 	if err != nil || len(layout.Data) < 3 {
 		t.Fatalf("%d data blocks, %v", len(layout.Data), err)
 	}
-	h := layout.Data[len(layout.Data)/2]
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range 8 {
-		b[int(h.Offset+h.Length/2)+i] ^= 0xff
+	for _, h := range layout.Data[1:] {
+		for i := range 8 {
+			b[int(h.Offset+h.Length/2)+i] ^= 0xff
+		}
 	}
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
@@ -152,13 +155,13 @@ func flipMiddleBlock(t *testing.T, path string) {
 }
 
 // TestRunOnCorruptState: `riskstream run` on a state folder with a corrupt
-// file (a table's data block, read while restoring the window state; the
+// file (a table's data blocks, read while restoring the window state; the
 // MANIFEST, read while opening) exits with status 1 and one line saying
 // which file is corrupt and what to do: no panic, no stack trace.
 func TestRunOnCorruptState(t *testing.T) {
 	for name, corrupt := range map[string]func(t *testing.T, dir, table string) string{
 		"table": func(t *testing.T, dir, table string) string {
-			flipMiddleBlock(t, table)
+			flipStateBlocks(t, table)
 			return table + " is corrupt (checksum mismatch)"
 		},
 		"manifest": func(t *testing.T, dir, table string) string {

@@ -1,0 +1,228 @@
+package windows
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/riskstream/riskstream/event"
+)
+
+const storedTimersRules = `
+watermark: {allowed_lateness: 3s}
+rules:
+  - {name: sliding, key: [user], window: {type: sliding, size: 20s, slide: 1s}, aggregate: count, threshold: 3, action: deny}
+  - {name: session, key: [device], window: {type: session, gap: 5s}, aggregate: count, threshold: 3, action: review}
+heatmaps:
+  - {name: lat, key: [api], field: latency_ms, window: {type: tumbling, size: 2s}, buckets: [10, 100]}
+  - {name: lat-session, key: [user], field: latency_ms, window: {type: session, gap: 3s}, buckets: [10, 100]}
+`
+
+// checkTimerEntries fails unless the Backend's timer entries are exactly
+// one for each stored slot with a pending timer, at that timer's time.
+func checkTimerEntries(t *testing.T, b *MemBackend, when string) {
+	t.Helper()
+	want, got := map[string]bool{}, map[string]bool{}
+	for k, v := range b.m {
+		if specOf(k) == timerSpec {
+			got[k] = true
+			continue
+		}
+		at, err := slotTimer(v)
+		if err != nil {
+			t.Fatalf("%s: slot %q: %v", when, k, err)
+		}
+		if at != noTimer {
+			want[string(appendTimerKey(nil, at, k))] = true
+		}
+	}
+	if !maps.Equal(got, want) {
+		extra, missing := 0, 0
+		for k := range got {
+			if !want[k] {
+				extra++
+			}
+		}
+		for k := range want {
+			if !got[k] {
+				missing++
+			}
+		}
+		t.Fatalf("%s: %d timer entries, want %d: %d not of a stored slot's timer, %d missing", when, len(got), len(want), extra, missing)
+	}
+}
+
+// recorder keeps every output as text, in order.
+type recorder struct{ lines []string }
+
+func (r *recorder) Decision(d *Decision) {
+	r.lines = append(r.lines, fmt.Sprintf("decision %s %s %s [%d,%d) %g", d.Rule.Name, d.EventID, d.Key, d.Start, d.End, d.Value))
+}
+
+func (r *recorder) Heatmap(h *HeatmapWindow) {
+	r.lines = append(r.lines, fmt.Sprintf("heatmap %s %s [%d,%d) rev %d n %d", h.Heatmap.Name, h.Key, h.Start, h.End, h.Revision, h.Acc.Count))
+}
+
+// TestStoredTimers: in write-through mode the Backend holds exactly one
+// timer entry per stored slot with a pending timer, through evictions,
+// spills, firings, purges, checkpoints and restores; an operator restored
+// at any checkpoint and paging its timers in from those entries makes the
+// same outputs as one that never stopped; and once every window has
+// expired no entry is left.
+func TestStoredTimers(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 9))
+	var lines [][]byte
+	ts := int64(1_000_000)
+	for i := range 6000 {
+		ts += r.Int64N(40)
+		late := int64(0)
+		if r.IntN(10) == 0 {
+			late = r.Int64N(6000) // some late, some within allowed lateness
+		}
+		lines = append(lines, fmt.Appendf(nil, `{"id":"e%d","ts":%d,"user":"u%d","device":"d%d","api":"/a%d","latency_ms":%d}`,
+			i, ts-late, r.IntN(300), r.IntN(200), r.IntN(4), r.IntN(200)))
+	}
+	// Small caches and budgets: states go through the cold store and are
+	// spilled (forgotten, in write-through mode) all the time.
+	opts := Options{WriteThrough: true, CacheSlots: 16, MemoryBytes: 16 << 10}
+	run := func(b *MemBackend, out *recorder, from, to int, checkpoint []byte) []byte {
+		t.Helper()
+		op, dec := newTestOperatorWith(t, storedTimersRules, b, out, opts)
+		if checkpoint != nil {
+			if err := op.Restore(checkpoint); err != nil {
+				t.Fatal(err)
+			}
+		}
+		keyer := op.NewKeyer()
+		var ev event.Event
+		var refs []SlotRef
+		var keys []byte
+		maxTS := MinWatermark
+		for i := from; i < to; i++ {
+			if err := dec.Decode(lines[i], &ev); err != nil {
+				t.Fatal(err)
+			}
+			refs, keys = keyer.Append(refs[:0], keys[:0], &ev)
+			if _, err := op.ProcessElement(&ev, refs, keys, ev.TS, false); err != nil {
+				t.Fatal(err)
+			}
+			maxTS = max(maxTS, ev.TS)
+			if err := op.AdvanceWatermark(maxTS - 1000); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cp, err := op.Checkpoint(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cp
+	}
+
+	var whole recorder
+	wholeB := NewMemBackend()
+	run(wholeB, &whole, 0, len(lines), nil)
+	checkTimerEntries(t, wholeB, "uninterrupted")
+	if d, h := countPrefix(whole.lines, "decision"), countPrefix(whole.lines, "heatmap"); d < 100 || h < 100 {
+		t.Fatalf("%d decisions and %d heatmap windows: too few to test with", d, h)
+	}
+
+	cuts := []int{0, 700, 701, 2500, 4000, 5999, len(lines)}
+	var parts recorder
+	b := NewMemBackend()
+	var cp []byte
+	for i := 1; i < len(cuts); i++ {
+		cp = run(b, &parts, cuts[i-1], cuts[i], cp)
+		checkTimerEntries(t, b, fmt.Sprintf("checkpoint at %d", cuts[i]))
+	}
+	if !slices.Equal(parts.lines, whole.lines) {
+		t.Fatalf("restored at %v: %d outputs, uninterrupted: %d; they differ", cuts[1:len(cuts)-1], len(parts.lines), len(whole.lines))
+	}
+
+	// The watermark past every window: every state and entry goes, paged
+	// in by a restored operator.
+	op, _ := newTestOperatorWith(t, storedTimersRules, b, &parts, opts)
+	if err := op.Restore(cp); err != nil {
+		t.Fatal(err)
+	}
+	if err := op.AdvanceWatermark(ts + 1_000_000); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := op.Checkpoint(nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.Len(); n != 0 {
+		t.Fatalf("%d keys left in the Backend once every window expired", n)
+	}
+}
+
+// TestRestorePagesTimers: a restore reads no state, and the timers of a
+// restored Backend are paged in as the watermark reaches them, a page at a
+// time when many are due at once.
+func TestRestorePagesTimers(t *testing.T) {
+	const users = 3 * timerPage // due at one time: three pages
+	b := NewMemBackend()
+	op, dec := newTestOperatorWith(t, `
+rules:
+  - {name: count, key: [user], window: {type: tumbling, size: 10s}, aggregate: count, threshold: 1000, action: deny}
+`, b, discardOutput{}, Options{WriteThrough: true, CacheSlots: 64, MemoryBytes: 64 << 10})
+	keyer := op.NewKeyer()
+	var ev event.Event
+	for i := range users {
+		if err := dec.Decode(fmt.Appendf(nil, `{"id":"e%d","ts":%d,"user":"u%d"}`, i, 10_000+i%5000, i), &ev); err != nil {
+			t.Fatal(err)
+		}
+		refs, keys := keyer.Append(nil, nil, &ev)
+		if _, err := op.ProcessElement(&ev, refs, keys, ev.TS, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cp, err := op.Checkpoint(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := b.Len(); n != 2*users {
+		t.Fatalf("%d keys stored, want %d states and as many timers", n, 2*users)
+	}
+
+	op, _ = newTestOperatorWith(t, `
+rules:
+  - {name: count, key: [user], window: {type: tumbling, size: 10s}, aggregate: count, threshold: 1000, action: deny}
+`, b, discardOutput{}, Options{WriteThrough: true, CacheSlots: 64, MemoryBytes: 64 << 10})
+	if err := op.Restore(cp); err != nil {
+		t.Fatal(err)
+	}
+	if op.keyTimers.Len() != 0 || len(op.cache.ring) != 0 || op.stored.next != 20_000 {
+		t.Fatalf("restored: %d key timers, %d slots cached, next stored timer at %d; want none, none, 20000",
+			op.keyTimers.Len(), len(op.cache.ring), op.stored.next)
+	}
+	if err := op.AdvanceWatermark(19_999); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.Len(); n != 2*users {
+		t.Fatalf("before the timers are due: %d keys, want %d", n, 2*users)
+	}
+	if err := op.pageTimers(20_000); err != nil {
+		t.Fatal(err)
+	}
+	if n := op.keyTimers.Len(); n != timerPage || op.stored.next != 20_000 {
+		t.Fatalf("one page: %d key timers, next stored timer at %d; want %d, 20000", n, op.stored.next, timerPage)
+	}
+	if err := op.AdvanceWatermark(20_000); err != nil {
+		t.Fatal(err)
+	}
+	if n, left := b.Len(), op.keyTimers.Len(); n != 0 || left != 0 || op.stored.next != noTimer {
+		t.Fatalf("after the timers: %d keys stored, %d key timers, next stored timer %d; want 0, 0, none", n, left, op.stored.next)
+	}
+}
+
+func countPrefix(lines []string, prefix string) int {
+	n := 0
+	for _, l := range lines {
+		if len(l) >= len(prefix) && l[:len(prefix)] == prefix {
+			n++
+		}
+	}
+	return n
+}
