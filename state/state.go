@@ -552,11 +552,18 @@ func (d *DB) set(b *buffer, key, value []byte, deleted bool) error {
 
 // Seek implements windows.Backend: it calls fn with the stored slot keys
 // from start on, in key order, until fn returns false or an error. It
-// reads what is committed (a commit in flight may or may not be seen), not
-// the pending writes; fn may write, through any buffer.
+// reads what is committed (a commit in flight may or may not be seen):
+// with atomic checkpoints the pending writes wait for the next one, and
+// are not seen; without, it commits them first. fn may write, through any
+// buffer.
 func (d *DB) Seek(start []byte, fn func(key []byte) (bool, error)) (err error) {
 	if err := d.usable(); err != nil {
 		return err
+	}
+	if !d.opts.AtomicCheckpoints {
+		if err := d.commit(pebble.NoSync); err != nil {
+			return err
+		}
 	}
 	defer d.recover(&err)
 	it, err := d.db.NewIter(&pebble.IterOptions{

@@ -451,6 +451,9 @@ func (c *cache) writeBackSome(n int) error {
 // MemBackend is an in-memory Backend, the twin of the Pebble one in tests.
 type MemBackend struct {
 	m map[string][]byte
+	// sorted are the keys in order for Seek; nil once a key was added or
+	// removed since.
+	sorted []string
 }
 
 // NewMemBackend returns an empty MemBackend.
@@ -475,21 +478,32 @@ func (b *MemBackend) GetSorted(keys [][]byte, fn func(i int, value []byte, found
 
 // Set implements Backend.
 func (b *MemBackend) Set(key, value []byte) error {
+	if _, ok := b.m[string(key)]; !ok {
+		b.sorted = nil
+	}
 	b.m[string(key)] = append([]byte(nil), value...)
 	return nil
 }
 
 // Delete implements Backend.
 func (b *MemBackend) Delete(key []byte) error {
-	delete(b.m, string(key))
+	if _, ok := b.m[string(key)]; ok {
+		b.sorted = nil
+		delete(b.m, string(key))
+	}
 	return nil
 }
 
 // Seek implements Backend.
 func (b *MemBackend) Seek(start []byte, fn func(key []byte) (bool, error)) error {
-	for _, k := range slices.Sorted(maps.Keys(b.m)) {
-		if _, ok := b.m[k]; !ok || k < string(start) {
-			continue // deleted by fn, or before start
+	if b.sorted == nil {
+		b.sorted = slices.Sorted(maps.Keys(b.m))
+	}
+	keys := b.sorted // fn may write: iterate over these keys as they were
+	i, _ := slices.BinarySearch(keys, string(start))
+	for _, k := range keys[i:] {
+		if _, ok := b.m[k]; !ok {
+			continue // deleted by fn
 		}
 		if more, err := fn([]byte(k)); !more || err != nil {
 			return err

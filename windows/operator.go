@@ -75,10 +75,13 @@ type Operator struct {
 	// keyTimers are the timers of slots found by key: restored ones, and
 	// those a cold store that writes through spilled.
 	keyTimers timerQueue[string]
-	// stored are the timer entries of a restored Backend not yet paged
-	// into keyTimers.
+	// stored are the Backend's timer entries not yet paged in.
 	stored storedTimers
-	wm     int64
+	// timerBudget is the bytes the timer queue may take before
+	// spillTimers moves its latest timers to the Backend.
+	timerBudget   int
+	timersSpilled int64
+	wm            int64
 	// firing is AdvanceWatermark's buffer for timers run in key order.
 	firing []string
 	// spilledTimers, and the keys and actions that go with them, are
@@ -115,17 +118,19 @@ func New(cfg *rules.Config, schema *event.Schema, backend Backend, out Output, o
 	coldBudget := max(int(opts.MemoryBytes)-opts.CacheSlots*HotSlotBytes, 0)
 	cold := newColdStore(backend, len(specs), coldBudget, opts.WriteThrough)
 	op := &Operator{
-		specs:    specs,
-		out:      out,
-		cache:    newCache(opts.CacheSlots, cold, specs),
-		wm:       MinWatermark,
-		stored:   storedTimers{next: noTimer},
-		scratch:  make([]*heatmap.Acc, len(specs)),
-		horizons: make([]horizon, len(specs)),
-		counts:   make(map[uint64]int32),
-		rules:    len(cfg.Rules),
-		shard:    opts.Shard,
-		shards:   opts.Shards,
+		specs: specs,
+		out:   out,
+		cache: newCache(opts.CacheSlots, cold, specs),
+		wm:    MinWatermark,
+		stored: storedTimers{next: noTimer, ids: timerBucket[idTimer]{blocks: make([][]idTimer, 1)},
+			keys: timerBucket[string]{blocks: make([][]string, 1)}},
+		timerBudget: max(int(opts.MemoryBytes/4), minTimerBudget),
+		scratch:     make([]*heatmap.Acc, len(specs)),
+		horizons:    make([]horizon, len(specs)),
+		counts:      make(map[uint64]int32),
+		rules:       len(cfg.Rules),
+		shard:       opts.Shard,
+		shards:      opts.Shards,
 	}
 	for _, sp := range specs {
 		if sp.hm != nil {
@@ -150,6 +155,10 @@ func (op *Operator) Watermark() int64 { return op.wm }
 // Spilled counts the states the cold store wrote to the Backend because
 // they did not fit its memory budget (none when it writes through).
 func (op *Operator) Spilled() int64 { return op.cache.cold.spills }
+
+// TimersSpilled counts the timers moved to the Backend because the queue
+// outgrew its share of the memory budget (spillTimers).
+func (op *Operator) TimersSpilled() int64 { return op.timersSpilled }
 
 // WindowsFired counts heatmap records emitted, revisions included.
 func (op *Operator) WindowsFired() int64 { return op.windowed }
@@ -179,6 +188,11 @@ func (op *Operator) ProcessElement(ev *event.Event, refs []SlotRef, keys []byte,
 			return 0, fmt.Errorf("%s: %w", sp.name(), err)
 		}
 		accepted = accepted || ok
+	}
+	if op.timers.n*idTimerBytes > op.timerBudget {
+		if err := op.spillTimers(); err != nil {
+			return 0, err
+		}
 	}
 	switch {
 	case !matched:
@@ -460,17 +474,7 @@ func (op *Operator) AdvanceWatermark(wm int64) error {
 			if err := op.pageTimers(at); err != nil {
 				return err
 			}
-			if op.stored.next == at {
-				// More rules' timers are stored for this time: run those
-				// paged in, ahead of the queue's (see pageTimers).
-				kb := op.keyTimers.popBucket()
-				err := op.runTimers(at, nil, kb)
-				op.keyTimers.recycle(kb)
-				if err != nil {
-					return err
-				}
-				continue
-			}
+			continue // the heatmaps' timers paged in run with the queues'
 		}
 		var ib *timerBucket[idTimer]
 		var kb *timerBucket[string]

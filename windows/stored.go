@@ -52,14 +52,20 @@ func splitTimerKey(k []byte) (at int64, key []byte, ok bool) {
 	return int64(binary.BigEndian.Uint64(k[2:]) ^ 1<<63), k[timerKeyHead:], true
 }
 
-// storedTimers are what a restored operator has yet to page in of the
+// storedTimers are what the operator has yet to page in of the
 // Backend's timer entries.
 type storedTimers struct {
 	// next is the time of the first entry not paged in yet; noTimer when
-	// there is none (or the operator was not restored).
+	// there is none.
 	next int64
-	// from is the Backend key of that entry, where the next read starts.
+	// from is the Backend key where the next read starts: that entry's, or
+	// the start of its time.
 	from []byte
+	// ids and keys are the rules' timers of a page, run together.
+	ids  timerBucket[idTimer]
+	keys timerBucket[string]
+	// spill is spillTimers' buffer.
+	spill []byte
 }
 
 // findStored sets op.stored to the first timer entry at or after
@@ -79,44 +85,130 @@ func (op *Operator) findStored() error {
 	return nil
 }
 
-// pageTimers adds the Backend's timer entries due at at (op.stored.next)
-// to the key timer queue. They stay stored: a slot's entry changes with
-// its timer when the slot is written back (cache.writeBack). A heatmap's entries at one time are paged in together,
-// to run in key order with the queue's; a rule's (which only purge, in any
-// order) up to timerPage at a time, ahead of the heatmaps' (spec numbers
-// order the keys: rules come first). Another shard's entries are left to
-// it.
+// pageTimers pages in the Backend's timer entries due at at
+// (op.stored.next): rules' (which only purge, in any order, and may be
+// one for every key of a rule) timerPage at a time, each page run at
+// once; heatmaps' all into the queues, where they run with the queues'
+// own in key order (AdvanceWatermark). Spec numbers order the keys of
+// one time, rules first. Another shard's entries are left to it.
+//
+// An entry of a slot key (write-through) stays stored: it changes with
+// its slot (cache.writeBack). An entry of a spilled queue's timer
+// (spillTimers) is deleted once paged in.
 func (op *Operator) pageTimers(at int64) error {
 	c := op.cache
-	paged := 0
-	op.stored.next = noTimer
-	var stop []byte
-	err := c.cold.backend.Seek(op.stored.from, func(k []byte) (bool, error) {
-		t, key, ok := splitTimerKey(k)
-		if !ok {
-			return false, nil
+	if op.wm == MaxWatermark && !c.cold.writeThrough {
+		// The end of a replay, where rules' timers are not run (runTimers):
+		// straight to the heatmaps'.
+		skip := appendTimerKey(nil, at, string([]byte{byte(op.rules >> 8), byte(op.rules)}))
+		if string(skip) > string(op.stored.from) {
+			op.stored.from = skip
 		}
-		spec := specOf(key)
-		if spec >= len(op.specs) {
-			return false, fmt.Errorf("timer of slot key %q names no rule", key)
-		}
-		hm := op.specs[spec].hm != nil
-		if t != at || !hm && paged >= timerPage {
-			op.stored.next = t
-			stop = append([]byte(nil), k...) // k is valid during the call only
-			return false, nil
-		}
-		if !op.owns(spec, hashSlotKey(c.seeds, string(key))) {
+	}
+	for op.stored.next == at {
+		paged := 0
+		op.stored.next = noTimer
+		var stop []byte
+		err := c.cold.backend.Seek(op.stored.from, func(k []byte) (bool, error) {
+			t, key, ok := splitTimerKey(k)
+			if !ok {
+				return false, nil
+			}
+			spec := specOf(key)
+			if spec >= len(op.specs) {
+				return false, fmt.Errorf("timer of slot key %q names no rule", key)
+			}
+			hm := op.specs[spec].hm != nil
+			if t != at || !hm && paged >= timerPage {
+				op.stored.next = t
+				stop = append([]byte(nil), k...) // k is valid during the call only
+				return false, nil
+			}
+			if len(key) == spillKeyLen && key[2] == 0xff {
+				e := idTimer{spec: int32(spec), id: slotID{binary.BigEndian.Uint64(key[3:]), binary.BigEndian.Uint64(key[11:])}}
+				if !op.owns(spec, e.id) {
+					return true, nil
+				}
+				if hm {
+					op.timers.add(at, e, true)
+				} else {
+					op.stored.ids.blocks[0] = append(op.stored.ids.blocks[0], e)
+				}
+				paged++
+				return true, c.cold.backend.Delete(k)
+			}
+			if !op.owns(spec, hashSlotKey(c.seeds, string(key))) {
+				return true, nil
+			}
+			if hm {
+				op.keyTimers.add(at, string(key), true)
+			} else {
+				op.stored.keys.blocks[0] = append(op.stored.keys.blocks[0], string(key))
+			}
+			paged++
 			return true, nil
+		})
+		if err != nil {
+			return fmt.Errorf("windows: page in timers: %w", err)
 		}
-		op.keyTimers.add(at, string(key), hm)
-		paged++
-		return true, nil
+		op.stored.from = stop
+		if err := op.runPage(at); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runPage runs the rules' timers pageTimers read, due at at.
+func (op *Operator) runPage(at int64) error {
+	ids, keys := &op.stored.ids, &op.stored.keys
+	var ib *timerBucket[idTimer]
+	var kb *timerBucket[string]
+	if len(ids.blocks[0]) > 0 {
+		ib = ids
+	}
+	if len(keys.blocks[0]) > 0 {
+		kb = keys
+	}
+	err := op.runTimers(at, ib, kb)
+	clear(keys.blocks[0])
+	ids.blocks[0], keys.blocks[0] = ids.blocks[0][:0], keys.blocks[0][:0]
+	return err
+}
+
+// minTimerBudget is the least the timer queue may take before it spills:
+// below it, spilling would cost more Backend writes and reads than the
+// memory it saves.
+const minTimerBudget = 64 << 10
+
+// spillTimers moves the timers due last to the Backend, as timer entries
+// of their spec and slot id that pageTimers reads back when they are due,
+// when the queue takes more than a quarter of the operator's memory
+// budget, until it takes an eighth: a state takes a timer, and with
+// enough keys the timers alone would outgrow any budget. Only a store
+// that is never restored spills its timers (the ids' seeds are the
+// process's); one that writes through keeps them stored anyway.
+func (op *Operator) spillTimers() error {
+	q := &op.timers
+	if q.n*idTimerBytes <= op.timerBudget || op.cache.cold.writeThrough {
+		return nil
+	}
+	c := op.cache.cold
+	first := noTimer
+	n, err := q.removeLatest(op.timerBudget/2/idTimerBytes, func(at int64, e idTimer) error {
+		first = min(first, at)
+		op.stored.spill = appendTimerKey(op.stored.spill[:0], at, "")
+		op.stored.spill = append(op.stored.spill, c.spillKey(int(e.spec), e.id)...)
+		return c.backend.Set(op.stored.spill, timerValue)
 	})
 	if err != nil {
-		return fmt.Errorf("windows: page in timers: %w", err)
+		return fmt.Errorf("windows: spill timers: %w", err)
 	}
-	op.stored.from = stop
+	op.timersSpilled += int64(n)
+	if first <= op.stored.next {
+		op.stored.next = first
+		op.stored.from = appendTimerKey(op.stored.from[:0], first, "")
+	}
 	return nil
 }
 

@@ -72,18 +72,7 @@ func (r *recorder) Heatmap(h *HeatmapWindow) {
 // same outputs as one that never stopped; and once every window has
 // expired no entry is left.
 func TestStoredTimers(t *testing.T) {
-	r := rand.New(rand.NewPCG(7, 9))
-	var lines [][]byte
-	ts := int64(1_000_000)
-	for i := range 6000 {
-		ts += r.Int64N(40)
-		late := int64(0)
-		if r.IntN(10) == 0 {
-			late = r.Int64N(6000) // some late, some within allowed lateness
-		}
-		lines = append(lines, fmt.Appendf(nil, `{"id":"e%d","ts":%d,"user":"u%d","device":"d%d","api":"/a%d","latency_ms":%d}`,
-			i, ts-late, r.IntN(300), r.IntN(200), r.IntN(4), r.IntN(200)))
-	}
+	lines, ts := timerTestInput(6000)
 	// Small caches and budgets: states go through the cold store and are
 	// spilled (forgotten, in write-through mode) all the time.
 	opts := Options{WriteThrough: true, CacheSlots: 16, MemoryBytes: 16 << 10}
@@ -95,24 +84,7 @@ func TestStoredTimers(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		keyer := op.NewKeyer()
-		var ev event.Event
-		var refs []SlotRef
-		var keys []byte
-		maxTS := MinWatermark
-		for i := from; i < to; i++ {
-			if err := dec.Decode(lines[i], &ev); err != nil {
-				t.Fatal(err)
-			}
-			refs, keys = keyer.Append(refs[:0], keys[:0], &ev)
-			if _, err := op.ProcessElement(&ev, refs, keys, ev.TS, false); err != nil {
-				t.Fatal(err)
-			}
-			maxTS = max(maxTS, ev.TS)
-			if err := op.AdvanceWatermark(maxTS - 1000); err != nil {
-				t.Fatal(err)
-			}
-		}
+		drive(t, op, dec, lines[from:to])
 		cp, err := op.Checkpoint(nil)
 		if err != nil {
 			t.Fatal(err)
@@ -162,7 +134,7 @@ func TestStoredTimers(t *testing.T) {
 // time when many are due at once.
 func TestRestorePagesTimers(t *testing.T) {
 	const users = 3 * timerPage // due at one time: three pages
-	b := NewMemBackend()
+	b := &seekCounter{MemBackend: NewMemBackend()}
 	op, dec := newTestOperatorWith(t, `
 rules:
   - {name: count, key: [user], window: {type: tumbling, size: 10s}, aggregate: count, threshold: 1000, action: deny}
@@ -203,14 +175,12 @@ rules:
 	if n := b.Len(); n != 2*users {
 		t.Fatalf("before the timers are due: %d keys, want %d", n, 2*users)
 	}
-	if err := op.pageTimers(20_000); err != nil {
-		t.Fatal(err)
-	}
-	if n := op.keyTimers.Len(); n != timerPage || op.stored.next != 20_000 {
-		t.Fatalf("one page: %d key timers, next stored timer at %d; want %d, 20000", n, op.stored.next, timerPage)
-	}
+	seeks := b.seeks
 	if err := op.AdvanceWatermark(20_000); err != nil {
 		t.Fatal(err)
+	}
+	if n := b.seeks - seeks; n != 3 {
+		t.Fatalf("the timers were read in %d seeks, want 3 pages", n)
 	}
 	if n, left := b.Len(), op.keyTimers.Len(); n != 0 || left != 0 || op.stored.next != noTimer {
 		t.Fatalf("after the timers: %d keys stored, %d key timers, next stored timer %d; want 0, 0, none", n, left, op.stored.next)
@@ -225,4 +195,98 @@ func countPrefix(lines []string, prefix string) int {
 		}
 	}
 	return n
+}
+
+// seekCounter counts the Seeks of a MemBackend.
+type seekCounter struct {
+	*MemBackend
+	seeks int
+}
+
+func (b *seekCounter) Seek(start []byte, fn func(key []byte) (bool, error)) error {
+	b.seeks++
+	return b.MemBackend.Seek(start, fn)
+}
+
+// timerTestInput returns n events, mostly in order, of a few hundred users
+// and devices and four APIs, some late, and the largest ts.
+func timerTestInput(n int) ([][]byte, int64) {
+	r := rand.New(rand.NewPCG(7, 9))
+	var lines [][]byte
+	ts := int64(1_000_000)
+	for i := range n {
+		ts += r.Int64N(40)
+		late := int64(0)
+		if r.IntN(10) == 0 {
+			late = r.Int64N(6000) // some late, some within allowed lateness
+		}
+		lines = append(lines, fmt.Appendf(nil, `{"id":"e%d","ts":%d,"user":"u%d","device":"d%d","api":"/a%d","latency_ms":%d}`,
+			i, ts-late, r.IntN(300), r.IntN(200), r.IntN(4), r.IntN(200)))
+	}
+	return lines, ts
+}
+
+// drive feeds op the events of lines, the watermark a second behind the
+// largest ts after each.
+func drive(t *testing.T, op *Operator, dec *event.Decoder, lines [][]byte) {
+	t.Helper()
+	keyer := op.NewKeyer()
+	var ev event.Event
+	var refs []SlotRef
+	var keys []byte
+	maxTS := MinWatermark
+	for _, l := range lines {
+		if err := dec.Decode(l, &ev); err != nil {
+			t.Fatal(err)
+		}
+		refs, keys = keyer.Append(refs[:0], keys[:0], &ev)
+		if _, err := op.ProcessElement(&ev, refs, keys, ev.TS, false); err != nil {
+			t.Fatal(err)
+		}
+		maxTS = max(maxTS, ev.TS)
+		if err := op.AdvanceWatermark(maxTS - 1000); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestSpilledTimers: an operator whose timer queue outgrows its budget
+// moves its latest timers to the Backend and pages them back in when due,
+// with the same outputs, in the same order, as one whose queue fits, to
+// the end of the input; then no timer of a heatmap is left stored.
+func TestSpilledTimers(t *testing.T) {
+	lines, _ := timerTestInput(6000)
+	run := func(timerBudget int) (*recorder, *Operator, *MemBackend) {
+		out, b := &recorder{}, NewMemBackend()
+		// States go through the cold store and are spilled too.
+		op, dec := newTestOperatorWith(t, storedTimersRules, b, out, Options{CacheSlots: 16, MemoryBytes: 16 << 10})
+		if timerBudget > 0 {
+			op.timerBudget = timerBudget
+		}
+		drive(t, op, dec, lines)
+		if err := op.AdvanceWatermark(MaxWatermark); err != nil {
+			t.Fatal(err)
+		}
+		return out, op, b
+	}
+	fits, op, _ := run(1 << 30)
+	if op.TimersSpilled() != 0 {
+		t.Fatalf("%d timers spilled with room for all", op.TimersSpilled())
+	}
+	spills, op, b := run(40 * idTimerBytes)
+	if op.TimersSpilled() < 1000 {
+		t.Fatalf("only %d timers spilled", op.TimersSpilled())
+	}
+	if !slices.Equal(spills.lines, fits.lines) {
+		n := 0
+		for n < min(len(spills.lines), len(fits.lines)) && spills.lines[n] == fits.lines[n] {
+			n++
+		}
+		t.Fatalf("%d outputs with the timers spilled, %d without; they differ from output %d", len(spills.lines), len(fits.lines), n)
+	}
+	for k := range b.m {
+		if at, key, ok := splitTimerKey([]byte(k)); ok && op.specs[specOf(key)].hm != nil {
+			t.Fatalf("a heatmap's timer at %d is still stored after the end", at)
+		}
+	}
 }

@@ -2,6 +2,7 @@ package windows
 
 import (
 	"math/bits"
+	"slices"
 )
 
 // timerBucket holds the timers due at one time, in the order they were set.
@@ -126,6 +127,40 @@ func (q *timerQueue[E]) recycle(b *timerBucket[E]) {
 	clear(b.blocks)
 	b.blocks, b.keyed = b.blocks[:0], false
 	q.spare = append(q.spare, b)
+}
+
+// removeLatest removes the buckets due last, whole, until at most keep
+// timers are left, calling fn with each timer removed; it returns how many
+// it removed.
+func (q *timerQueue[E]) removeLatest(keep int, fn func(at int64, e E) error) (int, error) {
+	times := slices.Clone(q.times)
+	slices.Sort(times) // ascending: a min-heap too
+	removed := 0
+	for q.n > keep && len(times) > 0 {
+		at := times[len(times)-1]
+		times = times[:len(times)-1]
+		b := q.byTime[at]
+		delete(q.byTime, at)
+		if q.last == b {
+			q.last = nil
+		}
+		for _, blk := range b.blocks {
+			for _, e := range blk {
+				if err := fn(at, e); err != nil {
+					q.times = append(times, at) // the bucket stays, whole
+					q.byTime[at] = b
+					return removed, err
+				}
+			}
+		}
+		for _, blk := range b.blocks {
+			q.n -= len(blk)
+			removed += len(blk)
+		}
+		q.recycle(b)
+	}
+	q.times = times
+	return removed, nil
 }
 
 func (q *timerQueue[E]) pushTime(at int64) {
