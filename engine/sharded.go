@@ -457,14 +457,14 @@ func (e *Sharded) Changed() int {
 // PartitionWatermark returns one input partition's own watermark.
 func (e *Sharded) PartitionWatermark(id int32) int64 { return e.wm.Partition(id) }
 
-// Spilled counts the states the shards spilled to their Backends for
-// want of memory; it must not be called while shards run.
-func (e *Sharded) Spilled() int64 {
-	var n int64
+// Spilled counts the states and the timers the shards spilled to their
+// Backends for want of memory; it must not be called while shards run.
+func (e *Sharded) Spilled() (states, timers int64) {
 	for _, s := range e.shards {
-		n += s.op.Spilled()
+		states += s.op.Spilled()
+		timers += s.op.TimersSpilled()
 	}
-	return n
+	return states, timers
 }
 
 // AddPartition registers an input partition before its first record, so it

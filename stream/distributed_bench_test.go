@@ -213,7 +213,9 @@ func BenchmarkTakeover(b *testing.B) {
 			cmds, logs, dirs = append(cmds, cmd), append(logs, l), append(dirs, dir)
 		}
 		// Both hold partitions, and the input is processed.
-		for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		// At least 20,000 events a second, on a busy machine.
+		wait := max(5*time.Minute, time.Duration(*takeoverEvents/20_000)*time.Second)
+		for deadline := time.Now().Add(wait); ; time.Sleep(100 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				b.Fatalf("the instances did not process the input:\n%s\n%s", logs[0], logs[1])
 			}

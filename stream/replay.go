@@ -99,10 +99,10 @@ type Summary struct {
 	// Sources is the clock skew seen per source, and how long each was
 	// degraded.
 	Sources []watermark.SourceSkew
-	// Spilled counts the states written to Pebble because they did not fit
-	// the memory budget.
-	Spilled int64
-	Elapsed time.Duration
+	// Spilled and SpilledTimers count the states and the timers written
+	// to Pebble because they did not fit the memory budget.
+	Spilled, SpilledTimers int64
+	Elapsed                time.Duration
 }
 
 // logTransition writes one line per skew transition, with the source and
@@ -301,6 +301,7 @@ func Replay(ctx context.Context, opts ReplayOptions) (_ *Summary, err error) {
 	if err := files.Commit(); err != nil {
 		return nil, err
 	}
-	sum := &Summary{Stats: e.Stats(), Sources: e.Sources(), Spilled: e.Spilled(), Elapsed: opts.Now().Sub(start)}
+	sum := &Summary{Stats: e.Stats(), Sources: e.Sources(), Elapsed: opts.Now().Sub(start)}
+	sum.Spilled, sum.SpilledTimers = e.Spilled()
 	return sum, nil
 }

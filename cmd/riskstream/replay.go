@@ -173,8 +173,8 @@ func printSummary(w io.Writer, cfg *rules.Config, outDir string, s *stream.Summa
 	if s.SourcesForgotten > 0 {
 		fmt.Fprintf(w, "sources   %d forgotten by the skew tracker to stay within skew.max_sources\n", s.SourcesForgotten)
 	}
-	if s.Spilled > 0 {
-		fmt.Fprintf(w, "spilled   %d states to Pebble, beyond --memory\n", s.Spilled)
+	if s.Spilled > 0 || s.SpilledTimers > 0 {
+		fmt.Fprintf(w, "spilled   %d states and %d timers to Pebble, beyond --memory\n", s.Spilled, s.SpilledTimers)
 	}
 	fmt.Fprintf(w, "elapsed   %.3fs, %.0f events/s\n", s.Elapsed.Seconds(), s.EventsPerSecond())
 	fmt.Fprintf(w, "outputs   %s/{decisions,heatmaps,late,dlq}.jsonl\n", outDir)
