@@ -89,22 +89,16 @@ func (op *Operator) findStored() error {
 // (op.stored.next): rules' (which only purge, in any order, and may be
 // one for every key of a rule) timerPage at a time, each page run at
 // once; heatmaps' all into the queues, where they run with the queues'
-// own in key order (AdvanceWatermark). Spec numbers order the keys of
-// one time, rules first. Another shard's entries are left to it.
+// own in key order (AdvanceWatermark). Another shard's entries are left
+// to it.
 //
 // An entry of a slot key (write-through) stays stored: it changes with
 // its slot (cache.writeBack). An entry of a spilled queue's timer
 // (spillTimers) is deleted once paged in.
 func (op *Operator) pageTimers(at int64) error {
 	c := op.cache
-	if op.wm == MaxWatermark && !c.cold.writeThrough {
-		// The end of a replay, where rules' timers are not run (runTimers):
-		// straight to the heatmaps'.
-		skip := appendTimerKey(nil, at, string([]byte{byte(op.rules >> 8), byte(op.rules)}))
-		if string(skip) > string(op.stored.from) {
-			op.stored.from = skip
-		}
-	}
+	// At the end of a replay rules' timers are not run (runTimers).
+	skipRules := op.wm == MaxWatermark && !c.cold.writeThrough
 	for op.stored.next == at {
 		paged := 0
 		op.stored.next = noTimer
@@ -119,6 +113,9 @@ func (op *Operator) pageTimers(at int64) error {
 				return false, fmt.Errorf("timer of slot key %q names no rule", key)
 			}
 			hm := op.specs[spec].hm != nil
+			if t == at && !hm && skipRules {
+				return true, nil
+			}
 			if t != at || !hm && paged >= timerPage {
 				op.stored.next = t
 				stop = append([]byte(nil), k...) // k is valid during the call only

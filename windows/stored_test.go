@@ -72,7 +72,7 @@ func (r *recorder) Heatmap(h *HeatmapWindow) {
 // same outputs as one that never stopped; and once every window has
 // expired no entry is left.
 func TestStoredTimers(t *testing.T) {
-	lines, ts := timerTestInput(6000)
+	lines, ts := timerTestInput(3000)
 	// Small caches and budgets: states go through the cold store and are
 	// spilled (forgotten, in write-through mode) all the time.
 	opts := Options{WriteThrough: true, CacheSlots: 16, MemoryBytes: 16 << 10}
@@ -100,7 +100,7 @@ func TestStoredTimers(t *testing.T) {
 		t.Fatalf("%d decisions and %d heatmap windows: too few to test with", d, h)
 	}
 
-	cuts := []int{0, 700, 701, 2500, 4000, 5999, len(lines)}
+	cuts := []int{0, 700, 701, 1500, 2999, len(lines)}
 	var parts recorder
 	b := NewMemBackend()
 	var cp []byte
@@ -255,7 +255,7 @@ func drive(t *testing.T, op *Operator, dec *event.Decoder, lines [][]byte) {
 // with the same outputs, in the same order, as one whose queue fits, to
 // the end of the input; then no timer of a heatmap is left stored.
 func TestSpilledTimers(t *testing.T) {
-	lines, _ := timerTestInput(6000)
+	lines, _ := timerTestInput(3000)
 	run := func(timerBudget int) (*recorder, *Operator, *MemBackend) {
 		out, b := &recorder{}, NewMemBackend()
 		// States go through the cold store and are spilled too.
@@ -274,7 +274,7 @@ func TestSpilledTimers(t *testing.T) {
 		t.Fatalf("%d timers spilled with room for all", op.TimersSpilled())
 	}
 	spills, op, b := run(40 * idTimerBytes)
-	if op.TimersSpilled() < 1000 {
+	if op.TimersSpilled() < 500 {
 		t.Fatalf("only %d timers spilled", op.TimersSpilled())
 	}
 	if !slices.Equal(spills.lines, fits.lines) {
