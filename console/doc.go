@@ -12,7 +12,7 @@
 // report of the same outputs is the same bytes.
 //
 // The live side keeps bounded rings of recent data (Live), fed by the job
-// from its outputs and checkpoints, never per event; the HTTP side renders
-// them when a page asks, and pushes a new rendering to open pages over
-// server-sent events after each update.
+// from its outputs and checkpoints, never per event; the HTTP side draws
+// them when a page asks, at most once a second whatever the number of
+// pages open, and an open page asks every second.
 package console

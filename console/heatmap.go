@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/riskstream/riskstream/sink"
 )
 
 // HeatmapSeries is the fired windows of one heatmap and key, in the order
@@ -47,7 +49,7 @@ func bucketLabel(bounds []float64, i int) string {
 // bucketLE is the le of the i-th bucket as the heatmaps output writes it.
 func bucketLE(bounds []float64, i int) string {
 	if i < len(bounds) {
-		return formatValue(bounds[i])
+		return string(sink.AppendNumber(nil, bounds[i]))
 	}
 	return "+Inf"
 }

@@ -28,7 +28,7 @@ type LiveOptions struct {
 	// first ones to fire; later keys are counted, not drawn, as the
 	// metrics bound their labels. The default value is 24.
 	Series int
-	// Push is how often an open page is sent a new drawing. The default
+	// Push is how often an open page asks for a new drawing. The default
 	// value is 1 second.
 	Push time.Duration
 	// Now is the wall clock. The default value is time.Now.
@@ -111,10 +111,8 @@ type Live struct {
 	samples []Sample
 	// checkpointed is when the last checkpoint became durable, epoch ms.
 	checkpointed int64
-	// version counts the samples added; changed is closed and replaced at
-	// each.
+	// version counts the samples added.
 	version uint64
-	changed chan struct{}
 	// drawn caches the last drawing, for the version and second it was
 	// made at.
 	drawn struct {
@@ -127,7 +125,7 @@ type Live struct {
 // NewLive returns an empty console.
 func NewLive(opts LiveOptions) *Live {
 	opts.ensureDefaults()
-	return &Live{opts: opts, series: map[string]*HeatmapSeries{}, hidden: map[string]bool{}, changed: make(chan struct{})}
+	return &Live{opts: opts, series: map[string]*HeatmapSeries{}, hidden: map[string]bool{}}
 }
 
 // Heatmap keeps a fired window (or a later revision of it).
@@ -165,8 +163,7 @@ func (l *Live) Heatmap(w *windows.HeatmapWindow) {
 	}
 }
 
-// Add keeps a sample and drops those older than the span; open pages get
-// a new drawing.
+// Add keeps a sample and drops those older than the span.
 func (l *Live) Add(s Sample) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -178,8 +175,6 @@ func (l *Live) Add(s Sample) {
 	}
 	l.samples = slices.Delete(l.samples, 0, i)
 	l.version++
-	close(l.changed)
-	l.changed = make(chan struct{})
 }
 
 // Checkpointed notes that a checkpoint became durable at t.

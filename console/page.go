@@ -13,7 +13,7 @@ import (
 //go:embed assets/console.css
 var style string
 
-// script is the live console's script (server-sent events).
+// script is the live console's script, which refreshes its content.
 //
 //go:embed assets/console.js
 var script string

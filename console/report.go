@@ -334,8 +334,10 @@ func (r *Report) loadSkew(path string) error {
 	skewAt := map[string]int64{}
 	periods := map[string][]Period{}
 	last := int64(0)
-	err := eachLine(path, false, func(line []byte) error {
+	if _, err := os.Stat(path); err == nil {
 		r.SkewRecorded = true
+	}
+	err := eachLine(path, false, func(line []byte) error {
 		var tr struct {
 			Source   string `json:"source"`
 			Degraded bool   `json:"degraded"`

@@ -8,66 +8,41 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 )
 
 // chartedSources is how many sources the skew chart draws: those degraded
 // first, then those furthest from zero.
 const chartedSources = 8
 
-// Handler serves the console: the page at / and its updates, as
-// server-sent events, at /console/events. Any other path is not found.
+// Handler serves the console: the page at /, and at /console/content its
+// content drawn anew, which the page's script fetches every Push. Any
+// other path is not found.
 func (l *Live) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", l.page)
-	mux.HandleFunc("GET /console/events", l.events)
+	mux.HandleFunc("GET /console/content", l.content)
 	return mux
 }
 
-// page serves the whole page, drawn now; its script then follows the
-// events.
+// page serves the whole page, drawn now, with the script that keeps it
+// up to date.
 func (l *Live) page(w http.ResponseWriter, r *http.Request) {
 	var b strings.Builder
 	pageHead(&b, "riskstream live", "the job as it runs", "live")
 	b.WriteString(l.draw())
-	fmt.Fprintf(&b, "</main>\n<script>\n%s</script>\n</body>\n</html>\n", script)
+	fmt.Fprintf(&b, "</main>\n<script>\nconst refreshMillis = %d;\n%s</script>\n</body>\n</html>\n", l.opts.Push.Milliseconds(), script)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Write([]byte(b.String()))
 }
 
-// events sends the page's content, drawn anew, every Push while the page
-// is open: the charts' times move even when the job is stuck, and a
-// stuck job is when the checkpoint age matters.
-func (l *Live) events(w http.ResponseWriter, r *http.Request) {
-	flusher, ok := w.(http.Flusher)
-	if !ok {
-		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "text/event-stream")
+// content serves the page's content, drawn now: the charts' times move
+// even when the job is stuck, and a stuck job is when the checkpoint age
+// matters.
+func (l *Live) content(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	tick := time.NewTicker(l.opts.Push)
-	defer tick.Stop()
-	for {
-		var b strings.Builder
-		b.WriteString("event: update\n")
-		for line := range strings.SplitSeq(l.draw(), "\n") {
-			b.WriteString("data: ")
-			b.WriteString(line)
-			b.WriteByte('\n')
-		}
-		b.WriteByte('\n')
-		if _, err := w.Write([]byte(b.String())); err != nil {
-			return
-		}
-		flusher.Flush()
-		select {
-		case <-r.Context().Done():
-			return
-		case <-tick.C:
-		}
-	}
+	w.Write([]byte(l.draw()))
 }
 
 // draw returns the page's content, drawn at most once per sample and

@@ -168,7 +168,7 @@ func formatDuration(ms int64) string {
 // svgOpen starts an SVG of the chart width and the given height, with an
 // accessible name.
 func svgOpen(b *strings.Builder, height int, class, label string) {
-	fmt.Fprintf(b, `<svg class="%s" viewBox="0 0 %d %d" role="img" aria-label="%s" xmlns="http://www.w3.org/2000/svg">`,
+	fmt.Fprintf(b, `<svg class="%s" viewBox="0 0 %d %d" role="img" aria-label="%s">`,
 		class, chartWidth, height, esc(label))
 }
 

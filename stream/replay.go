@@ -190,7 +190,7 @@ func Replay(ctx context.Context, opts ReplayOptions) (_ *Summary, err error) {
 
 	e, err := engine.NewSharded(engine.Options{
 		Config: opts.Config, Output: files, MemoryBytes: mem.State, CacheSlots: opts.CacheSlots,
-		Parallel:         inParallel,
+		Parallel: inParallel,
 		OnSkewTransition: func(tr watermark.Transition) {
 			logTransition(opts.Logger, tr)
 			files.Transition(tr)

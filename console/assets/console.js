@@ -1,22 +1,34 @@
-// The live console's only script: it takes the page's new content from
-// the job's server-sent events (/console/events) and marks the
-// connection's state on <body data-live>. Everything it shows is drawn by
-// the job; the browser needs no other file and no network.
+// The live console's only script: every refreshMillis (set by the page)
+// it fetches the content drawn anew by the job (console/content) and puts
+// it in place, and marks on <body data-live> whether the job answers.
+// Everything it shows is drawn by the job; the browser needs no other
+// file and no network.
 "use strict";
 (function () {
   var main = document.getElementById("content");
-  var source = new EventSource("console/events");
-  source.addEventListener("open", function () {
-    document.body.setAttribute("data-live", "connected");
-  });
-  source.addEventListener("update", function (e) {
-    main.innerHTML = e.data;
-    document.body.setAttribute("data-live", "connected");
-    document.body.setAttribute("data-updates", String(Number(document.body.getAttribute("data-updates") || 0) + 1));
-  });
-  source.addEventListener("error", function () {
-    // EventSource reconnects by itself; say meanwhile that the page is
-    // not live.
-    document.body.setAttribute("data-live", "lost");
-  });
+  var updates = 0;
+  function refresh() {
+    fetch("console/content", { cache: "no-store" })
+      .then(function (r) {
+        if (!r.ok) {
+          throw new Error("HTTP " + r.status);
+        }
+        return r.text();
+      })
+      .then(function (html) {
+        main.innerHTML = html;
+        updates++;
+        document.body.setAttribute("data-live", "connected");
+        document.body.setAttribute("data-updates", String(updates));
+      })
+      .catch(function () {
+        // The job stopped or restarts: keep the last drawing, say so,
+        // and keep asking.
+        document.body.setAttribute("data-live", "lost");
+      })
+      .finally(function () {
+        setTimeout(refresh, refreshMillis);
+      });
+  }
+  setTimeout(refresh, refreshMillis);
 })();
