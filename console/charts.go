@@ -45,9 +45,9 @@ const chartHeight = 230
 
 // render draws the chart as SVG.
 func (c lineChart) render(b *strings.Builder) {
-	svgOpen(b, chartHeight, "chart", c.label)
+	svgOpen(b, chartWidth, chartHeight, "chart", c.label)
 	left, top := float64(marginLeft), float64(marginTop)
-	plotW := float64(chartWidth - marginLeft - marginRight)
+	plotW := float64(chartWidth - marginLeft - chartMarginRight)
 	plotH := float64(chartHeight - marginTop - marginBottom)
 	bottom := top + plotH
 	lo, hi := 0.0, 0.0
@@ -106,14 +106,14 @@ func (c lineChart) render(b *strings.Builder) {
 		}
 		fmt.Fprintf(b, `<polyline class="series" data-series="%s" points="%s" fill="none" stroke="%s" stroke-width="2"/>`,
 			esc(s.Name), strings.Join(pts, " "), seriesColor(i))
-		legendItem(b, i, seriesColor(i), false, s.Name)
+		legendItem(b, float64(chartWidth-chartMarginRight+14), i, seriesColor(i), false, s.Name)
 	}
 	if len(c.series) == 0 {
 		text(b, left+plotW/2, top+plotH/2, "middle", "empty", "nothing yet")
 	}
 	if len(c.shaded) > 0 {
 		ly := float64(marginTop + 8 + len(c.series)*18)
-		lx := float64(chartWidth - marginRight + 14)
+		lx := float64(chartWidth - chartMarginRight + 14)
 		fmt.Fprintf(b, `<rect x="%s" y="%s" width="18" height="10" fill="#d62728" fill-opacity="0.13"/>`, num(lx), num(ly-5))
 		text(b, lx+24, ly+4, "start", "legend", "degraded")
 	}
@@ -131,9 +131,9 @@ type timelineRow struct {
 func renderTimeline(b *strings.Builder, label string, rows []timelineRow, from, to int64) {
 	const rowH = 22
 	height := len(rows)*rowH + marginTop + marginBottom
-	svgOpen(b, height, "timeline", label)
+	svgOpen(b, chartWidth, height, "timeline", label)
 	left, top := float64(marginLeft), float64(marginTop)
-	plotW := float64(chartWidth - marginLeft - marginRight)
+	plotW := float64(chartWidth - marginLeft - chartMarginRight)
 	bottom := top + float64(len(rows)*rowH)
 	if to <= from {
 		to = from + 1000
@@ -154,7 +154,7 @@ func renderTimeline(b *strings.Builder, label string, rows []timelineRow, from, 
 		text(b, x(t), bottom+16, "middle", "tick", clock(t))
 	}
 	text(b, left+plotW/2, bottom+30, "middle", "axis-label", "reference time (UTC)")
-	lx := float64(chartWidth - marginRight + 14)
+	lx := float64(chartWidth - chartMarginRight + 14)
 	fmt.Fprintf(b, `<rect x="%s" y="%s" width="18" height="10" fill="#d62728"/>`, num(lx), num(top+3))
 	text(b, lx+24, top+12, "start", "legend", "degraded")
 	b.WriteString(`</svg>`)

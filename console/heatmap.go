@@ -98,9 +98,9 @@ func renderHeatmap(b *strings.Builder, hs HeatmapSeries, unit, id string) {
 	rows := len(hs.Bounds) + 1
 	plotH := float64(rows * heatmapRowHeight)
 	height := int(plotH) + marginTop + marginBottom + 8
-	svgOpen(b, height, "heatmap", hs.Heatmap+" "+hs.Key+" latency heatmap")
+	svgOpen(b, heatmapWidth, height, "heatmap", hs.Heatmap+" "+hs.Key+" latency heatmap")
 	left, top := float64(marginLeft), float64(marginTop+8)
-	plotW := float64(chartWidth - marginLeft - marginRight)
+	plotW := float64(heatmapWidth - marginLeft - marginRight)
 	bottom := top + plotH
 	n := len(hs.Windows)
 	var maxCount int64
@@ -121,6 +121,7 @@ func renderHeatmap(b *strings.Builder, hs HeatmapSeries, unit, id string) {
 		return
 	}
 	colW := plotW / float64(n)
+	lx := float64(heatmapWidth - marginRight + 14)
 	for j, w := range hs.Windows {
 		x := left + float64(j)*colW
 		for i, c := range w.Buckets {
@@ -160,30 +161,35 @@ func renderHeatmap(b *strings.Builder, hs HeatmapSeries, unit, id string) {
 		fmt.Fprintf(b, `<polyline class="halo" points="%s" fill="none" stroke="#fff" stroke-width="4.5" stroke-opacity="0.85"/>`, strings.Join(pts, " "))
 		fmt.Fprintf(b, `<polyline class="quantile %s" points="%s" fill="none" stroke="#d62728" stroke-width="2"%s/>`, q.name, strings.Join(pts, " "), dash)
 	}
-	// Time ticks at whole steps of the windows' starts.
+	// Time ticks at the windows starting on whole steps, at least a label
+	// apart; the first window's when none does.
 	first, last := hs.Windows[0].Start, hs.Windows[n-1].Start
-	step := timeStep(last-first, 6)
+	step := timeStep(last-first, 4)
 	prevX := math.Inf(-1)
-	for j, w := range hs.Windows {
-		if (j != 0 && w.Start%step != 0) || left+float64(j)*colW-prevX < 56 {
-			continue
-		}
+	tick := func(j int) {
 		x := left + float64(j)*colW
 		prevX = x
 		fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s" class="tickline"/>`, num(x), num(bottom), num(x), num(bottom+4))
-		text(b, x, bottom+16, "middle", "tick", clock(w.Start))
+		text(b, x, bottom+16, "middle", "tick", clock(hs.Windows[j].Start))
+	}
+	for j, w := range hs.Windows {
+		if floorTo(w.Start, step) == w.Start && left+float64(j)*colW-prevX >= 60 {
+			tick(j)
+		}
+	}
+	if math.IsInf(prevX, -1) {
+		tick(0)
 	}
 	text(b, left+plotW/2, bottom+30, "middle", "axis-label", "window start (UTC)")
 	// Legend: the colour scale, then the lines.
-	lx := float64(chartWidth - marginRight + 14)
 	fmt.Fprintf(b, `<defs><linearGradient id="scale-%s" x1="0" x2="0" y1="1" y2="0">`, id)
 	for i := range 5 {
 		f := float64(i) / 4
 		fmt.Fprintf(b, `<stop offset="%s" stop-color="%s"/>`, num(f), scaleColor(f))
 	}
 	b.WriteString(`</linearGradient></defs>`)
-	legendItem(b, 0, "#d62728", false, "p99")
-	legendItem(b, 1, "#d62728", true, "p50")
+	legendItem(b, lx, 0, "#d62728", false, "p99")
+	legendItem(b, lx, 1, "#d62728", true, "p50")
 	sy := top + 44
 	sh := math.Max(plotH-56, 30)
 	fmt.Fprintf(b, `<rect x="%s" y="%s" width="14" height="%s" fill="url(#scale-%s)" stroke="#999" stroke-width="0.5"/>`, num(lx), num(sy), num(sh), id)

@@ -47,6 +47,7 @@ func renderHeatmaps(b *strings.Builder, series []HeatmapSeries, note string) {
 	if len(series) == 0 {
 		b.WriteString(`<p class="note">No heatmap window has fired.</p>`)
 	}
+	b.WriteString(`<div class="heatmap-grid">`)
 	for i, s := range series {
 		var values int64
 		for _, w := range s.Windows {
@@ -57,7 +58,7 @@ func renderHeatmaps(b *strings.Builder, series []HeatmapSeries, note string) {
 		renderHeatmap(b, s, "ms", fmt.Sprint(i))
 		b.WriteString("</figure>\n")
 	}
-	b.WriteString("</section>\n")
+	b.WriteString("</div></section>\n")
 }
 
 // renderTopKeys writes the table of the keys with the most decisions.

@@ -67,7 +67,12 @@ func (l *Live) draw() string {
 
 // renderLive draws the live console's content.
 func renderLive(b *strings.Builder, s snapshot, o LiveOptions) {
+	// The charts span the last Span, or from the first sample when the
+	// job is younger.
 	from, to := s.now-o.Span.Milliseconds(), s.now
+	if len(s.samples) > 0 {
+		from = max(from, s.samples[0].At)
+	}
 	var last, prev *Sample
 	if n := len(s.samples); n > 0 {
 		last = &s.samples[n-1]

@@ -10,11 +10,15 @@ import (
 )
 
 // Chart geometry, in SVG user units: a chart is drawn in a viewBox of
-// chartWidth and scaled to the page's width by the style sheet.
+// chartWidth (a heatmap of heatmapWidth, two side by side on a wide
+// page) and scaled to the page's width by the style sheet.
 const (
 	chartWidth   = 960
+	heatmapWidth = 620
 	marginLeft   = 84
-	marginRight  = 150 // the legend
+	marginRight  = 130 // a heatmap's legend
+	// chartMarginRight is a line chart's legend, with the series' names.
+	chartMarginRight = 200
 	marginTop    = 14
 	marginBottom = 34
 )
@@ -156,20 +160,25 @@ func formatDuration(ms int64) string {
 		return "-" + formatDuration(-ms)
 	case ms < 1000:
 		return fmt.Sprintf("%d ms", ms)
+	case ms < 60_000 && ms%1000 == 0:
+		return fmt.Sprintf("%d s", ms/1000)
 	case ms < 60_000:
 		return strconv.FormatFloat(float64(ms)/1000, 'f', 1, 64) + " s"
+	case ms < 3_600_000 && ms%60_000 < 1000:
+		return fmt.Sprintf("%d min", ms/60_000)
 	case ms < 3_600_000:
 		return fmt.Sprintf("%d min %d s", ms/60_000, ms%60_000/1000)
+	case ms%3_600_000 < 60_000:
+		return fmt.Sprintf("%d h", ms/3_600_000)
 	default:
 		return fmt.Sprintf("%d h %d min", ms/3_600_000, ms%3_600_000/60_000)
 	}
 }
 
-// svgOpen starts an SVG of the chart width and the given height, with an
-// accessible name.
-func svgOpen(b *strings.Builder, height int, class, label string) {
+// svgOpen starts an SVG of the given size, with an accessible name.
+func svgOpen(b *strings.Builder, width, height int, class, label string) {
 	fmt.Fprintf(b, `<svg class="%s" viewBox="0 0 %d %d" role="img" aria-label="%s">`,
-		class, chartWidth, height, esc(label))
+		class, width, height, esc(label))
 }
 
 // text writes a text element.
@@ -177,10 +186,9 @@ func text(b *strings.Builder, x, y float64, anchor, class, s string) {
 	fmt.Fprintf(b, `<text x="%s" y="%s" text-anchor="%s" class="%s">%s</text>`, num(x), num(y), anchor, class, esc(s))
 }
 
-// legendItem writes one legend line of the right margin, the idx-th: a
-// swatch (a line, dashed when dash is set) and its label.
-func legendItem(b *strings.Builder, idx int, color string, dash bool, label string) {
-	x := float64(chartWidth - marginRight + 14)
+// legendItem writes the idx-th line of a legend starting at x: a swatch
+// (a line, dashed when dash is set) and its label.
+func legendItem(b *strings.Builder, x float64, idx int, color string, dash bool, label string) {
 	y := float64(marginTop + 8 + idx*18)
 	style := ""
 	if dash {
@@ -188,7 +196,7 @@ func legendItem(b *strings.Builder, idx int, color string, dash bool, label stri
 	}
 	fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="2.5"%s/>`,
 		num(x), num(y), num(x+18), num(y), color, style)
-	text(b, x+24, y+4, "start", "legend", truncate(label, 18))
+	text(b, x+24, y+4, "start", "legend", truncate(label, 24))
 }
 
 // truncate shortens s to n runes, with an ellipsis.
