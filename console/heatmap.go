@@ -122,18 +122,27 @@ func renderHeatmap(b *strings.Builder, hs HeatmapSeries, unit, id string) {
 	}
 	colW := plotW / float64(n)
 	lx := float64(heatmapWidth - marginRight + 14)
+	// A column per window: its window on the group, each cell's bucket
+	// and count on the cell, a tooltip on the cells with values.
 	for j, w := range hs.Windows {
 		x := left + float64(j)*colW
+		fmt.Fprintf(b, `<g class="col" data-start="%d" data-end="%d" transform="translate(%s 0)">`, w.Start, w.End, num(x))
 		for i, c := range w.Buckets {
 			y := bottom - float64(i+1)*heatmapRowHeight
-			fmt.Fprintf(b, `<rect class="cell" x="%s" y="%s" width="%s" height="%d" fill="%s" data-start="%d" data-end="%d" data-le="%s" data-count="%d"><title>%s–%s %s %s: %s</title></rect>`,
-				num(x), num(y), num(colW+0.3), heatmapRowHeight, countColor(c, maxCount), w.Start, w.End,
-				bucketLE(hs.Bounds, i), c, clock(w.Start), clock(w.End), bucketLabel(hs.Bounds, i), unit, formatCount(c))
+			fmt.Fprintf(b, `<rect class="cell" y="%s" width="%s" height="%d" fill="%s" data-le="%s" data-count="%d"`,
+				num(y), num(colW+0.3), heatmapRowHeight, countColor(c, maxCount), bucketLE(hs.Bounds, i), c)
+			if c == 0 {
+				b.WriteString("/>")
+				continue
+			}
+			fmt.Fprintf(b, `><title>%s–%s %s %s: %s</title></rect>`,
+				clock(w.Start), clock(w.End), bucketLabel(hs.Bounds, i), unit, formatCount(c))
 		}
 		if w.Degraded > 0 {
-			fmt.Fprintf(b, `<rect class="degraded-mark" x="%s" y="%s" width="%s" height="4" fill="#d62728"><title>%s re-timed events (degraded clock)</title></rect>`,
-				num(x), num(top-6), num(colW), formatCount(w.Degraded))
+			fmt.Fprintf(b, `<rect class="degraded-mark" y="%s" width="%s" height="4" fill="#d62728"><title>%s re-timed events (degraded clock)</title></rect>`,
+				num(top-6), num(colW), formatCount(w.Degraded))
 		}
+		b.WriteString("</g>")
 	}
 	// The quantile lines, through the middle of each column with values.
 	for _, q := range []struct {

@@ -104,28 +104,37 @@ type Live struct {
 	opts LiveOptions
 	mu   sync.Mutex
 	// series are the kept heatmap keys by heatmap name and key, hidden
-	// the count of keys not kept.
-	series map[string]*HeatmapSeries
+	// the keys not kept.
+	series map[string]*liveSeries
 	hidden map[string]bool
+	// heatmaps counts the changes to series.
+	heatmaps uint64
 	// samples are in time order, the oldest first.
 	samples []Sample
 	// checkpointed is when the last checkpoint became durable, epoch ms.
 	checkpointed int64
 	// version counts the samples added.
 	version uint64
-	// drawn caches the last drawing, for the version and second it was
-	// made at.
-	drawn struct {
-		version uint64
-		second  int64
-		html    string
-	}
+	// drawn caches the last drawing of each part of the page.
+	drawn map[string]drawing
+}
+
+// liveSeries is a kept heatmap key, with its figure as last drawn: a
+// key's figure is drawn again only when a window of it fires.
+type liveSeries struct {
+	HeatmapSeries
+	// order is the series' rank among those kept, which names its
+	// figure's gradient.
+	order int
+	// version counts its changes; figure was drawn at drawnVersion.
+	version, drawnVersion uint64
+	figure                string
 }
 
 // NewLive returns an empty console.
 func NewLive(opts LiveOptions) *Live {
 	opts.ensureDefaults()
-	return &Live{opts: opts, series: map[string]*HeatmapSeries{}, hidden: map[string]bool{}}
+	return &Live{opts: opts, series: map[string]*liveSeries{}, hidden: map[string]bool{}, drawn: map[string]drawing{}}
 }
 
 // Heatmap keeps a fired window (or a later revision of it).
@@ -147,9 +156,11 @@ func (l *Live) Heatmap(w *windows.HeatmapWindow) {
 			}
 			return
 		}
-		s = &HeatmapSeries{Heatmap: w.Heatmap.Name, Key: key, Bounds: w.Heatmap.Buckets}
+		s = &liveSeries{HeatmapSeries: HeatmapSeries{Heatmap: w.Heatmap.Name, Key: key, Bounds: w.Heatmap.Buckets}, order: len(l.series)}
 		l.series[id] = s
 	}
+	s.version++
+	l.heatmaps++
 	i, found := slices.BinarySearchFunc(s.Windows, hw, func(a, b HeatmapWindow) int {
 		return cmp.Or(cmp.Compare(a.Start, b.Start), cmp.Compare(a.End, b.End))
 	})
@@ -184,28 +195,59 @@ func (l *Live) Checkpointed(t time.Time) {
 	l.mu.Unlock()
 }
 
-// snapshot is a copy of what Live holds, drawn without the lock.
+// snapshot is a copy of the samples, drawn without the lock.
 type snapshot struct {
-	series       []HeatmapSeries
-	hidden       int
 	samples      []Sample
 	checkpointed int64
 	now          int64
 }
 
-// snapshot copies what is drawn; windows and samples are never changed
-// once kept, only replaced, so copying the slices is enough.
+// snapshot copies what the figures and charts are drawn from; samples
+// are never changed once kept, so copying the slice is enough.
 func (l *Live) snapshot() snapshot {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := snapshot{hidden: len(l.hidden), samples: slices.Clone(l.samples), checkpointed: l.checkpointed,
-		now: l.opts.Now().UnixMilli()}
-	for _, id := range slices.Sorted(maps.Keys(l.series)) {
-		hs := *l.series[id]
-		hs.Windows = slices.Clone(hs.Windows)
-		s.series = append(s.series, hs)
+	return snapshot{samples: slices.Clone(l.samples), checkpointed: l.checkpointed, now: l.opts.Now().UnixMilli()}
+}
+
+// figures returns the figures of the kept heatmap keys in key order, how
+// many keys are not kept, and the version of the heatmaps they show. The
+// figures of keys that changed since last drawn are drawn anew, outside
+// the lock, so that the job's calls do not wait for a drawing.
+func (l *Live) figures() (figures []string, hidden int, version uint64) {
+	type stale struct {
+		i       int
+		s       *liveSeries
+		copy    HeatmapSeries
+		version uint64
 	}
-	return s
+	var todo []stale
+	l.mu.Lock()
+	ids := slices.Sorted(maps.Keys(l.series))
+	figures = make([]string, len(ids))
+	for i, id := range ids {
+		s := l.series[id]
+		if s.figure != "" && s.drawnVersion == s.version {
+			figures[i] = s.figure
+			continue
+		}
+		c := s.HeatmapSeries
+		c.Windows = slices.Clone(c.Windows)
+		todo = append(todo, stale{i, s, c, s.version})
+	}
+	hidden, version = len(l.hidden), l.heatmaps
+	l.mu.Unlock()
+	for _, t := range todo {
+		figures[t.i] = heatmapFigure(t.copy, strconv.Itoa(t.s.order))
+	}
+	l.mu.Lock()
+	for _, t := range todo {
+		if t.s.version == t.version {
+			t.s.figure, t.s.drawnVersion = figures[t.i], t.version
+		}
+	}
+	l.mu.Unlock()
+	return figures, hidden, version
 }
 
 // keyText turns an operator's key (each attribute's JSON text followed by

@@ -2,6 +2,7 @@ package console
 
 import (
 	"io"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -38,13 +39,12 @@ func TestLiveKeepsTheLatestWindows(t *testing.T) {
 	l.Heatmap(fired(hm, "\"/pay\"\x00", 30, 40, 1, 5, 50, 500))
 	l.Heatmap(fired(hm, "\"/home\"\x00", 0, 10, 0, 1))
 	l.Heatmap(fired(hm, "\"/cart\"\x00", 0, 10, 0, 1))
-	s := l.snapshot()
-	if len(s.series) != 2 || s.hidden != 1 {
-		t.Fatalf("%d series kept and %d hidden, want 2 and 1", len(s.series), s.hidden)
+	if len(l.series) != 2 || len(l.hidden) != 1 {
+		t.Fatalf("%d series kept and %d hidden, want 2 and 1", len(l.series), len(l.hidden))
 	}
-	pay := s.series[1]
-	if pay.Key != "api=/pay" {
-		t.Fatalf("series %q, want api=/pay", pay.Key)
+	pay := l.series["lat\x00api=/pay"]
+	if pay == nil {
+		t.Fatalf("series %v, want api=/pay among them", slices.Collect(maps.Keys(l.series)))
 	}
 	var starts []int64
 	for _, w := range pay.Windows {
@@ -157,9 +157,35 @@ func TestLiveHandler(t *testing.T) {
 			t.Errorf("/ lacks %s", want)
 		}
 	}
-	code, content := get("/console/content")
+	code, content := get("/console/content?part=heatmaps")
 	if code != http.StatusOK || strings.Contains(content, "<script>") || !strings.Contains(content, `class="cell"`) {
-		t.Errorf("/console/content: %d, want the drawing without the page", code)
+		t.Errorf("/console/content?part=heatmaps: %d, want the heatmaps without the page", code)
+	}
+	if code, content := get("/console/content?part=status"); code != http.StatusOK || !strings.Contains(content, ">300 ms<") {
+		t.Errorf("/console/content?part=status: %d, want the figures", code)
+	}
+	if code, _ := get("/console/content?part=nothing"); code != http.StatusNotFound {
+		t.Errorf("/console/content?part=nothing: %d, want 404", code)
+	}
+	// The heatmaps again, as a page that has them: not sent while no
+	// window fired, sent once one did (in a later second).
+	heatmaps := func() *http.Response {
+		req, _ := http.NewRequest("GET", srv.URL+"/console/content?part=heatmaps", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		req.Header.Set("If-None-Match", resp.Header.Get("ETag"))
+		again, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again.Body.Close()
+		return again
+	}
+	if resp := heatmaps(); resp.StatusCode != http.StatusNotModified {
+		t.Errorf("the heatmaps asked for again, unchanged: %s, want 304", resp.Status)
 	}
 	if code, _ := get("/other"); code != http.StatusNotFound {
 		t.Errorf("/other: %d, want 404", code)

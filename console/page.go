@@ -40,25 +40,33 @@ func renderTiles(b *strings.Builder, tiles []tile) {
 	b.WriteString("</section>\n")
 }
 
-// renderHeatmaps writes a figure per heatmap series.
-func renderHeatmaps(b *strings.Builder, series []HeatmapSeries, note string) {
+// renderHeatmaps writes the heatmaps' section, a figure each.
+func renderHeatmaps(b *strings.Builder, figures []string, note string) {
 	b.WriteString(`<section id="heatmaps"><h2>Latency heatmaps</h2>`)
 	fmt.Fprintf(b, `<p class="note">%s</p>`, esc(note))
-	if len(series) == 0 {
+	if len(figures) == 0 {
 		b.WriteString(`<p class="note">No heatmap window has fired.</p>`)
 	}
 	b.WriteString(`<div class="heatmap-grid">`)
-	for i, s := range series {
-		var values int64
-		for _, w := range s.Windows {
-			values += w.Count
-		}
-		fmt.Fprintf(b, `<figure class="heatmap" data-heatmap="%s" data-key="%s"><h3>%s · %s <span class="note">%s windows, %s values</span></h3>`,
-			esc(s.Heatmap), esc(s.Key), esc(s.Heatmap), esc(s.Key), formatCount(int64(len(s.Windows))), formatCount(values))
-		renderHeatmap(b, s, "ms", fmt.Sprint(i))
-		b.WriteString("</figure>\n")
+	for _, f := range figures {
+		b.WriteString(f)
 	}
 	b.WriteString("</div></section>\n")
+}
+
+// heatmapFigure is a heatmap series' figure: its title and drawing. id
+// names the drawing's gradient, unique in the page.
+func heatmapFigure(s HeatmapSeries, id string) string {
+	var b strings.Builder
+	var values int64
+	for _, w := range s.Windows {
+		values += w.Count
+	}
+	fmt.Fprintf(&b, `<figure class="heatmap" data-heatmap="%s" data-key="%s"><h3>%s · %s <span class="note">%s windows, %s values</span></h3>`,
+		esc(s.Heatmap), esc(s.Key), esc(s.Heatmap), esc(s.Key), formatCount(int64(len(s.Windows))), formatCount(values))
+	renderHeatmap(&b, s, "ms", id)
+	b.WriteString("</figure>\n")
+	return b.String()
 }
 
 // renderTopKeys writes the table of the keys with the most decisions.
@@ -103,7 +111,11 @@ func WriteReport(w io.Writer, r *Report) error {
 		{"dlq", formatCount(r.DLQ), "invalid records"},
 		{"clock skew", fmt.Sprint(len(r.Skew)), degradedSources},
 	})
-	renderHeatmaps(&b, r.Heatmaps, "Per window (column) and latency bucket (row), the number of values, colour by count; the lines are each window's p50 and p99. A red mark over a column: the window has re-timed events.")
+	figures := make([]string, len(r.Heatmaps))
+	for i, hs := range r.Heatmaps {
+		figures[i] = heatmapFigure(hs, fmt.Sprint(i))
+	}
+	renderHeatmaps(&b, figures, "Per window (column) and latency bucket (row), the number of values, colour by count; the lines are each window's p50 and p99. A red mark over a column: the window has re-timed events.")
 
 	b.WriteString(`<section id="decisions"><h2>Decisions by rule over event time</h2>`)
 	fmt.Fprintf(&b, `<p class="note">Decisions per %s of event time, per rule and action.</p>`, formatDuration(r.Interval))

@@ -14,9 +14,30 @@ import (
 // first, then those furthest from zero.
 const chartedSources = 8
 
-// Handler serves the console: the page at /, and at /console/content its
-// content drawn anew, which the page's script fetches every Push. Any
-// other path is not found.
+// The parts of the live page, each drawn and fetched on its own: the
+// figures and charts change at every sample, the heatmaps only when a
+// window fires.
+const (
+	partStatus   = "status"
+	partHeatmaps = "heatmaps"
+	partCharts   = "charts"
+)
+
+var parts = []string{partStatus, partHeatmaps, partCharts}
+
+// drawing is a part of the page as drawn, with what it was drawn from: the
+// version of its data and the second it was drawn in.
+type drawing struct {
+	version uint64
+	second  int64
+	html    string
+}
+
+// Handler serves the console: the page at /, and at
+// /console/content?part=status|heatmaps|charts each part of it drawn
+// anew, which the page's script fetches every Push. The heatmaps part has
+// an ETag, so that a page asks for it again without getting it when no
+// window fired. Any other path is not found.
 func (l *Live) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", l.page)
@@ -29,50 +50,81 @@ func (l *Live) Handler() http.Handler {
 func (l *Live) page(w http.ResponseWriter, r *http.Request) {
 	var b strings.Builder
 	pageHead(&b, "riskstream live", "the job as it runs", "live")
-	b.WriteString(l.draw())
+	for _, part := range parts {
+		fmt.Fprintf(&b, "<div id=\"live-%s\">%s</div>\n", part, l.draw(part).html)
+	}
 	fmt.Fprintf(&b, "</main>\n<script>\nconst refreshMillis = %d;\n%s</script>\n</body>\n</html>\n", l.opts.Push.Milliseconds(), script)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Write([]byte(b.String()))
 }
 
-// content serves the page's content, drawn now: the charts' times move
+// content serves a part of the page, drawn now: the charts' times move
 // even when the job is stuck, and a stuck job is when the checkpoint age
 // matters.
 func (l *Live) content(w http.ResponseWriter, r *http.Request) {
+	part := r.URL.Query().Get("part")
+	if !slices.Contains(parts, part) {
+		http.Error(w, fmt.Sprintf("part: want one of %v, not %q", parts, part), http.StatusNotFound)
+		return
+	}
+	d := l.draw(part)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Write([]byte(l.draw()))
+	if part == partHeatmaps {
+		etag := fmt.Sprintf(`"%d"`, d.version)
+		w.Header().Set("Cache-Control", "no-cache")
+		w.Header().Set("ETag", etag)
+		if r.Header.Get("If-None-Match") == etag {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+	} else {
+		w.Header().Set("Cache-Control", "no-store")
+	}
+	w.Write([]byte(d.html))
 }
 
-// draw returns the page's content, drawn at most once per sample and
-// second, whatever the number of pages open.
-func (l *Live) draw() string {
+// draw returns a part of the page, drawn at most once a second whatever
+// the number of pages open, and the heatmaps only when a window fired.
+func (l *Live) draw(part string) drawing {
 	l.mu.Lock()
 	version, second := l.version, l.opts.Now().Unix()
-	if l.drawn.html != "" && l.drawn.version == version && l.drawn.second == second {
-		html := l.drawn.html
-		l.mu.Unlock()
-		return html
+	if part == partHeatmaps {
+		version = l.heatmaps
 	}
+	d, ok := l.drawn[part]
 	l.mu.Unlock()
+	fresh := d.version == version && d.second == second
+	if part == partHeatmaps {
+		fresh = d.version == version || d.second == second
+	}
+	if ok && fresh {
+		return d
+	}
 	var b strings.Builder
-	renderLive(&b, l.snapshot(), l.opts)
-	html := b.String()
+	switch part {
+	case partHeatmaps:
+		figures, hidden, v := l.figures()
+		version = v
+		note := fmt.Sprintf("The last %d fired windows per heatmap and key: per window (column) and latency bucket (row), the number of values, colour by count; the lines are each window's p50 and p99. A red mark over a column: the window has re-timed events.", l.opts.Windows)
+		if hidden > 0 {
+			note += fmt.Sprintf(" %d more keys fired windows and are not drawn (the console draws the first %d).", hidden, l.opts.Series)
+		}
+		renderHeatmaps(&b, figures, note)
+	case partStatus:
+		renderStatus(&b, l.snapshot())
+	case partCharts:
+		renderCharts(&b, l.snapshot(), l.opts)
+	}
+	d = drawing{version: version, second: second, html: b.String()}
 	l.mu.Lock()
-	l.drawn.version, l.drawn.second, l.drawn.html = version, second, html
+	l.drawn[part] = d
 	l.mu.Unlock()
-	return html
+	return d
 }
 
-// renderLive draws the live console's content.
-func renderLive(b *strings.Builder, s snapshot, o LiveOptions) {
-	// The charts span the last Span, or from the first sample when the
-	// job is younger.
-	from, to := s.now-o.Span.Milliseconds(), s.now
-	if len(s.samples) > 0 {
-		from = max(from, s.samples[0].At)
-	}
+// renderStatus draws the figures of the job's state.
+func renderStatus(b *strings.Builder, s snapshot) {
 	var last, prev *Sample
 	if n := len(s.samples); n > 0 {
 		last = &s.samples[n-1]
@@ -110,17 +162,22 @@ func renderLive(b *strings.Builder, s snapshot, o LiveOptions) {
 		ckpt,
 		tile{"state", size, "Pebble on disk"})
 	renderTiles(b, tiles)
+}
 
-	note := fmt.Sprintf("The last %d fired windows per heatmap and key: per window (column) and latency bucket (row), the number of values, colour by count; the lines are each window's p50 and p99. A red mark over a column: the window has re-timed events.", o.Windows)
-	if s.hidden > 0 {
-		note += fmt.Sprintf(" %d more keys fired windows and are not drawn (the console draws the first %d).", s.hidden, o.Series)
+// renderCharts draws the charts of the last Span.
+func renderCharts(b *strings.Builder, s snapshot, o LiveOptions) {
+	// The charts span the last Span, or from the first sample when the
+	// job is younger.
+	from, to := s.now-o.Span.Milliseconds(), s.now
+	if len(s.samples) > 0 {
+		from = max(from, s.samples[0].At)
 	}
-	renderHeatmaps(b, s.series, note)
-
+	all := s.samples
+	s.samples = thin(s.samples, chartPoints)
 	b.WriteString(`<section id="decisions"><h2>Decisions per second, per rule and action</h2>`)
 	lineChart{label: "decisions per second per rule", yLabel: "decisions/s", series: decisionRates(s.samples), from: from, to: to, steps: true}.render(b)
 	b.WriteString("</section>\n")
-	renderTopKeys(b, mergeTopKeys(s.samples), fmt.Sprintf("Over the last %s.", formatDuration(o.Span.Milliseconds())))
+	renderTopKeys(b, mergeTopKeys(all), fmt.Sprintf("Over the last %s.", formatDuration(o.Span.Milliseconds())))
 
 	b.WriteString(`<section id="watermarks"><h2>Watermark lag per partition</h2><p class="note">Wall clock minus the partition's watermark: the age of its event time.</p>`)
 	lineChart{label: "watermark lag per partition", yLabel: "seconds", series: partitionSeries(s.samples, func(p PartitionSample) (float64, bool) {
@@ -152,6 +209,28 @@ func renderLive(b *strings.Builder, s snapshot, o LiveOptions) {
 		renderTimeline(b, "degraded periods per source", rows, from, to)
 	}
 	b.WriteString("</section>\n")
+}
+
+// chartPoints is about how many points a chart's series has at most:
+// about one per two units of its width, which no eye tells apart from
+// more.
+const chartPoints = 200
+
+// thin keeps about n of samples, evenly, the first and the last among
+// them. Counters between two kept samples still give their rate.
+func thin(samples []Sample, n int) []Sample {
+	if len(samples) <= n {
+		return samples
+	}
+	step := (len(samples) + n - 1) / n
+	var out []Sample
+	for i := 0; i < len(samples); i += step {
+		out = append(out, samples[i])
+	}
+	if last := samples[len(samples)-1]; out[len(out)-1].At != last.At {
+		out = append(out, last)
+	}
+	return out
 }
 
 func sumDecisions(rs []RuleCount) int64 {

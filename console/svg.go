@@ -19,8 +19,8 @@ const (
 	marginRight  = 130 // a heatmap's legend
 	// chartMarginRight is a line chart's legend, with the series' names.
 	chartMarginRight = 200
-	marginTop    = 14
-	marginBottom = 34
+	marginTop        = 14
+	marginBottom     = 34
 )
 
 // palette is Tableau 10, a categorical palette whose colours stay apart

@@ -90,7 +90,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Errorf("the page draws %d windows, the heatmaps topic had %d before it was opened", len(windows), fired)
 	}
 
-	for _, path := range []string{"/console/content", "/"} {
+	for _, path := range []string{"/console/content?part=heatmaps", "/console/content?part=status", "/"} {
 		resp, err := http.Get("http://" + metrics + path)
 		if err != nil {
 			t.Fatal(err)

@@ -1,22 +1,33 @@
 // The live console's only script: every refreshMillis (set by the page)
-// it fetches the content drawn anew by the job (console/content) and puts
-// it in place, and marks on <body data-live> whether the job answers.
+// it fetches each part of the page drawn anew by the job
+// (console/content?part=...) and puts it in place when it changed, and
+// marks on <body data-live> whether the job answers. The heatmaps part
+// is revalidated with its ETag, so it only travels when a window fired.
 // Everything it shows is drawn by the job; the browser needs no other
 // file and no network.
 "use strict";
 (function () {
-  var main = document.getElementById("content");
+  var parts = ["status", "heatmaps", "charts"];
+  var shown = {};
   var updates = 0;
-  function refresh() {
-    fetch("console/content", { cache: "no-store" })
+  function fetchPart(part) {
+    return fetch("console/content?part=" + part, { cache: "no-cache" })
       .then(function (r) {
         if (!r.ok) {
-          throw new Error("HTTP " + r.status);
+          throw new Error(part + ": HTTP " + r.status);
         }
         return r.text();
       })
       .then(function (html) {
-        main.innerHTML = html;
+        if (shown[part] !== html) {
+          document.getElementById("live-" + part).innerHTML = html;
+          shown[part] = html;
+        }
+      });
+  }
+  function refresh() {
+    Promise.all(parts.map(fetchPart))
+      .then(function () {
         updates++;
         document.body.setAttribute("data-live", "connected");
         document.body.setAttribute("data-updates", String(updates));

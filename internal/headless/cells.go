@@ -21,10 +21,13 @@ type Cell struct {
 
 var (
 	figureOpen = regexp.MustCompile(`<figure class="heatmap" data-heatmap="([^"]*)" data-key="([^"]*)"`)
-	cellRect   = regexp.MustCompile(`<rect class="cell"[^>]* data-start="(-?\d+)" data-end="(-?\d+)" data-le="([^"]+)" data-count="(\d+)"`)
+	column     = regexp.MustCompile(`<g class="col" data-start="(-?\d+)" data-end="(-?\d+)"`)
+	cellRect   = regexp.MustCompile(`<rect class="cell"[^>]* data-le="([^"]+)" data-count="(\d+)"`)
 )
 
-// DOMCells reads the heatmap cells of a page's DOM, with their counts.
+// DOMCells reads the heatmap cells of a page's DOM, with their counts: a
+// figure per heatmap and key, a group per window (column), a cell per
+// bucket.
 func DOMCells(dom string) (map[Cell]int64, error) {
 	cells := map[Cell]int64{}
 	figures := figureOpen.FindAllStringSubmatchIndex(dom, -1)
@@ -34,15 +37,23 @@ func DOMCells(dom string) (map[Cell]int64, error) {
 			end = figures[i+1][0]
 		}
 		heatmap, key := html.UnescapeString(dom[f[2]:f[3]]), html.UnescapeString(dom[f[4]:f[5]])
-		for _, m := range cellRect.FindAllStringSubmatch(dom[f[1]:end], -1) {
-			start, _ := strconv.ParseInt(m[1], 10, 64)
-			stop, _ := strconv.ParseInt(m[2], 10, 64)
-			n, _ := strconv.ParseInt(m[4], 10, 64)
-			c := Cell{Heatmap: heatmap, Key: key, Start: start, End: stop, LE: m[3]}
-			if _, dup := cells[c]; dup {
-				return nil, fmt.Errorf("headless: cell %+v drawn twice", c)
+		figure := dom[f[1]:end]
+		cols := column.FindAllStringSubmatchIndex(figure, -1)
+		for j, col := range cols {
+			colEnd := len(figure)
+			if j+1 < len(cols) {
+				colEnd = cols[j+1][0]
 			}
-			cells[c] = n
+			start, _ := strconv.ParseInt(figure[col[2]:col[3]], 10, 64)
+			stop, _ := strconv.ParseInt(figure[col[4]:col[5]], 10, 64)
+			for _, m := range cellRect.FindAllStringSubmatch(figure[col[1]:colEnd], -1) {
+				n, _ := strconv.ParseInt(m[2], 10, 64)
+				c := Cell{Heatmap: heatmap, Key: key, Start: start, End: stop, LE: m[1]}
+				if _, dup := cells[c]; dup {
+					return nil, fmt.Errorf("headless: cell %+v drawn twice", c)
+				}
+				cells[c] = n
+			}
 		}
 	}
 	return cells, nil
