@@ -47,6 +47,11 @@ func renderHeatmaps(b *strings.Builder, figures []string, note string) {
 	if len(figures) == 0 {
 		b.WriteString(`<p class="note">No heatmap window has fired.</p>`)
 	}
+	size := 0
+	for _, f := range figures {
+		size += len(f)
+	}
+	b.Grow(size + 1024)
 	b.WriteString(`<div class="heatmap-grid">`)
 	for _, f := range figures {
 		b.WriteString(f)
