@@ -102,16 +102,14 @@ func (b *Browser) Load(ctx context.Context, url string, wait time.Duration) (*Pa
 }
 
 // Screenshot opens url in a window of width by height, lets the page run
-// for wait, and writes what it shows to path as PNG.
-func (b *Browser) Screenshot(ctx context.Context, url, path string, width, height int, wait time.Duration) error {
-	_, _, err := b.run(ctx, b.args(wait, "--screenshot="+path, fmt.Sprintf("--window-size=%d,%d", width, height), url))
+// for wait, writes what it shows to path as PNG, and returns how many
+// colours it has (DistinctColors).
+func (b *Browser) Screenshot(ctx context.Context, url, path string, width, height int, wait time.Duration) (colors int, err error) {
+	_, _, err = b.run(ctx, b.args(wait, "--screenshot="+path, fmt.Sprintf("--window-size=%d,%d", width, height), url))
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if _, err := os.Stat(path); err != nil {
-		return fmt.Errorf("headless: no screenshot of %s: %w", url, err)
-	}
-	return nil
+	return DistinctColors(path)
 }
 
 // DistinctColors counts the colours of a PNG: a blank or failed page
