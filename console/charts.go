@@ -127,8 +127,8 @@ type timelineRow struct {
 }
 
 // renderTimeline draws rows of periods over [from, to): which sources
-// were degraded when.
-func renderTimeline(b *strings.Builder, label string, rows []timelineRow, from, to int64) {
+// were degraded when, on a time axis named xLabel.
+func renderTimeline(b *strings.Builder, label, xLabel string, rows []timelineRow, from, to int64) {
 	const rowH = 22
 	height := len(rows)*rowH + marginTop + marginBottom
 	svgOpen(b, chartWidth, height, "timeline", label)
@@ -153,7 +153,7 @@ func renderTimeline(b *strings.Builder, label string, rows []timelineRow, from, 
 		fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s" class="tickline"/>`, num(x(t)), num(bottom), num(x(t)), num(bottom+4))
 		text(b, x(t), bottom+16, "middle", "tick", clock(t))
 	}
-	text(b, left+plotW/2, bottom+30, "middle", "axis-label", "reference time (UTC)")
+	text(b, left+plotW/2, bottom+30, "middle", "axis-label", xLabel)
 	lx := float64(chartWidth - chartMarginRight + 14)
 	fmt.Fprintf(b, `<rect x="%s" y="%s" width="18" height="10" fill="#d62728"/>`, num(lx), num(top+3))
 	text(b, lx+24, top+12, "start", "legend", "degraded")

@@ -149,7 +149,7 @@ func WriteReport(w io.Writer, r *Report) error {
 				from, to = min(from, p.From), max(to, p.To)
 			}
 		}
-		renderTimeline(&b, "degraded periods per source", rows, from, to)
+		renderTimeline(&b, "degraded periods per source", "reference time (UTC)", rows, from, to)
 	}
 	b.WriteString("</section>\n")
 

@@ -177,19 +177,6 @@ func renderCharts(b *strings.Builder, s snapshot, o LiveOptions) {
 	b.WriteString(`<section id="decisions"><h2>Decisions per second, per rule and action</h2>`)
 	lineChart{label: "decisions per second per rule", yLabel: "decisions/s", series: decisionRates(s.samples), from: from, to: to, steps: true}.render(b)
 	b.WriteString("</section>\n")
-	renderTopKeys(b, mergeTopKeys(all), fmt.Sprintf("Over the last %s.", formatDuration(o.Span.Milliseconds())))
-
-	b.WriteString(`<section id="watermarks"><h2>Watermark lag per partition</h2><p class="note">Wall clock minus the partition's watermark: the age of its event time.</p>`)
-	lineChart{label: "watermark lag per partition", yLabel: "seconds", series: partitionSeries(s.samples, func(p PartitionSample) (float64, bool) {
-		return float64(p.WatermarkLag) / 1000, p.Known
-	}), from: from, to: to}.render(b)
-	b.WriteString("</section>\n")
-	b.WriteString(`<section id="consumer-lag"><h2>Consumer lag per partition</h2><p class="note">Records of the partition not consumed yet.</p>`)
-	lineChart{label: "consumer lag per partition", yLabel: "records", series: partitionSeries(s.samples, func(p PartitionSample) (float64, bool) {
-		return float64(p.ConsumerLag), true
-	}), from: from, to: to}.render(b)
-	b.WriteString("</section>\n")
-
 	threshold := float64(o.Config.Skew.Threshold.Milliseconds())
 	skews, periods := sourceSeries(s.samples, to)
 	b.WriteString(`<section id="skew"><h2>Clock skew per source</h2>`)
@@ -206,9 +193,22 @@ func renderCharts(b *strings.Builder, s snapshot, o LiveOptions) {
 	}
 	lineChart{label: "clock skew per source", yLabel: "ms", series: skews, from: from, to: to, guides: guides, shaded: shaded}.render(b)
 	if len(rows) > 0 {
-		renderTimeline(b, "degraded periods per source", rows, from, to)
+		renderTimeline(b, "degraded periods per source", "time (UTC)", rows, from, to)
 	}
 	b.WriteString("</section>\n")
+
+	b.WriteString(`<section id="watermarks"><h2>Watermark lag per partition</h2><p class="note">Wall clock minus the partition's watermark: the age of its event time.</p>`)
+	lineChart{label: "watermark lag per partition", yLabel: "seconds", series: partitionSeries(s.samples, func(p PartitionSample) (float64, bool) {
+		return float64(p.WatermarkLag) / 1000, p.Known
+	}), from: from, to: to}.render(b)
+	b.WriteString("</section>\n")
+	b.WriteString(`<section id="consumer-lag"><h2>Consumer lag per partition</h2><p class="note">Records of the partition not consumed yet.</p>`)
+	lineChart{label: "consumer lag per partition", yLabel: "records", series: partitionSeries(s.samples, func(p PartitionSample) (float64, bool) {
+		return float64(p.ConsumerLag), true
+	}), from: from, to: to}.render(b)
+	b.WriteString("</section>\n")
+
+	renderTopKeys(b, mergeTopKeys(all), fmt.Sprintf("Over the last %s.", formatDuration(o.Span.Milliseconds())))
 }
 
 // chartPoints is about how many points a chart's series has at most:
