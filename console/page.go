@@ -120,7 +120,11 @@ func WriteReport(w io.Writer, r *Report) error {
 	for i, hs := range r.Heatmaps {
 		figures[i] = heatmapFigure(hs, fmt.Sprint(i))
 	}
-	renderHeatmaps(&b, figures, "Per window (column) and latency bucket (row), the number of values, colour by count; the lines are each window's p50 and p99. A red mark over a column: the window has re-timed events.")
+	note := "Per window (column) and latency bucket (row), the number of values, colour by count; the lines are each window's p50 and p99. A red mark over a column: the window has re-timed events."
+	if r.HiddenHeatmaps > 0 {
+		note += fmt.Sprintf(" The %d keys with the most values; %d more are not drawn.", len(r.Heatmaps), r.HiddenHeatmaps)
+	}
+	renderHeatmaps(&b, figures, note)
 
 	b.WriteString(`<section id="decisions"><h2>Decisions by rule over event time</h2>`)
 	fmt.Fprintf(&b, `<p class="note">Decisions per %s of event time, per rule and action.</p>`, formatDuration(r.Interval))

@@ -23,7 +23,10 @@ type Report struct {
 	// From and To bound the event time of the decisions and heatmap
 	// windows, epoch ms.
 	From, To int64
-	Heatmaps []HeatmapSeries
+	// Heatmaps are the heatmap keys with the most values, at most
+	// reportHeatmapKeys of them; HiddenHeatmaps counts the others.
+	Heatmaps       []HeatmapSeries
+	HiddenHeatmaps int
 	// Decisions counts the decisions per rule and action, in the order
 	// the rules first decided.
 	Decisions []RuleCount
@@ -87,6 +90,10 @@ type SourcePeriods struct {
 
 // exampleCount is how many late and dlq records a report shows.
 const exampleCount = 5
+
+// reportHeatmapKeys is how many heatmap keys a report draws: a heatmap
+// keyed by user could have millions, and a page of them no one reads.
+const reportHeatmapKeys = 48
 
 // topKeyCount is how many keys a top-keys table shows.
 const topKeyCount = 10
@@ -169,15 +176,34 @@ func LoadReport(dir string) (*Report, error) {
 		})
 		r.Heatmaps = append(r.Heatmaps, *s)
 	}
+	if len(r.Heatmaps) > reportHeatmapKeys {
+		// The keys with the most values, ties by name.
+		values := func(s HeatmapSeries) int64 {
+			var n int64
+			for _, w := range s.Windows {
+				n += w.Count
+			}
+			return n
+		}
+		slices.SortFunc(r.Heatmaps, func(a, b HeatmapSeries) int {
+			return cmp.Or(cmp.Compare(values(b), values(a)), strings.Compare(a.Heatmap, b.Heatmap), strings.Compare(a.Key, b.Key))
+		})
+		r.HiddenHeatmaps = len(r.Heatmaps) - reportHeatmapKeys
+		r.Heatmaps = r.Heatmaps[:reportHeatmapKeys]
+	}
 	slices.SortFunc(r.Heatmaps, func(a, b HeatmapSeries) int {
 		return cmp.Or(strings.Compare(a.Heatmap, b.Heatmap), strings.Compare(a.Key, b.Key))
 	})
 
+	// Decisions are kept as the index of their rule and action (in the
+	// order first seen) and their time, 16 bytes each, until the span,
+	// and so the chart's interval, is known.
 	type decision struct {
-		rule, action string
-		ts           int64
+		rule int
+		ts   int64
 	}
 	var decisions []decision
+	ruleIndex := map[[2]string]int{}
 	keys := map[[2]string]int64{}
 	err = eachLine(filepath.Join(dir, decisionsFile), true, func(line []byte) error {
 		var d struct {
@@ -199,24 +225,29 @@ func LoadReport(dir string) (*Report, error) {
 			r.Processing++
 		}
 		r.span(d.EventTS, d.EventTS)
-		decisions = append(decisions, decision{d.Rule, d.Action, d.EventTS})
+		id := [2]string{d.Rule, d.Action}
+		i, ok := ruleIndex[id]
+		if !ok {
+			i = len(r.Decisions)
+			ruleIndex[id] = i
+			r.Decisions = append(r.Decisions, RuleCount{Rule: d.Rule, Action: d.Action})
+		}
+		decisions = append(decisions, decision{i, d.EventTS})
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	r.Interval = timeStep(r.To-r.From, 60)
-	series := map[[2]string]map[int64]int64{}
+	series := make([]map[int64]int64, len(r.Decisions))
+	for i := range series {
+		series[i] = map[int64]int64{}
+	}
 	for _, d := range decisions {
-		id := [2]string{d.rule, d.action}
-		if series[id] == nil {
-			series[id] = map[int64]int64{}
-			r.Decisions = append(r.Decisions, RuleCount{Rule: d.rule, Action: d.action})
-		}
-		series[id][floorTo(d.ts, r.Interval)]++
+		series[d.rule][floorTo(d.ts, r.Interval)]++
 	}
 	for i, rc := range r.Decisions {
-		counts := series[[2]string{rc.Rule, rc.Action}]
+		counts := series[i]
 		s := Series{Name: rc.Rule + " → " + rc.Action}
 		for t := floorTo(r.From, r.Interval); t <= r.To; t += r.Interval {
 			s.Points = append(s.Points, Point{T: t, V: float64(counts[t])})

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -182,5 +183,37 @@ func TestReportRefusesBadOutputs(t *testing.T) {
 	_, err := console.LoadReport(dir)
 	if err == nil || !strings.Contains(err.Error(), "decisions.jsonl:2") {
 		t.Errorf("a bad line: %v, want an error naming decisions.jsonl:2", err)
+	}
+}
+
+// TestReportCapsHeatmapKeys: of more heatmap keys than a report draws, the
+// ones with the most values are drawn, and the page says how many are not.
+func TestReportCapsHeatmapKeys(t *testing.T) {
+	dir := t.TempDir()
+	var heatmaps strings.Builder
+	const keys = 50
+	for k := range keys {
+		// Key k has k+1 values.
+		fmt.Fprintf(&heatmaps, `{"heatmap":"lat","key":{"user":"u%02d"},"window":{"start":0,"end":1000},"revision":0,"count":%d,"p50":1,"p99":1,"buckets":[{"le":10,"count":%d},{"le":"+Inf","count":0}],"degraded_events":0}`+"\n", k, k+1, k+1)
+	}
+	os.WriteFile(filepath.Join(dir, "heatmaps.jsonl"), []byte(heatmaps.String()), 0o644)
+	os.WriteFile(filepath.Join(dir, "decisions.jsonl"), nil, 0o644)
+	r, err := console.LoadReport(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hidden := keys - len(r.Heatmaps)
+	if r.HiddenHeatmaps != hidden || hidden <= 0 {
+		t.Fatalf("%d keys drawn, %d hidden, of %d", len(r.Heatmaps), r.HiddenHeatmaps, keys)
+	}
+	for _, s := range r.Heatmaps {
+		// The keys with the fewest values are those left out.
+		if s.Key < fmt.Sprintf("user=u%02d", hidden) {
+			t.Errorf("key %s drawn, one with fewer values than those left out", s.Key)
+		}
+	}
+	page := report(t, dir)
+	if want := fmt.Sprintf("%d more are not drawn", hidden); !bytes.Contains(page, []byte(want)) {
+		t.Errorf("the report does not say %q", want)
 	}
 }
