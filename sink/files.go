@@ -7,8 +7,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/watermark"
 	"github.com/riskstream/riskstream/windows"
 )
 
@@ -35,6 +37,10 @@ type Files struct {
 	w         [4]*bufio.Writer
 	buf       []byte
 	committed bool
+	// skew holds the skew transitions' records, few, until Commit writes
+	// them: Transition is called by the stage that times records, not the
+	// one that writes the other outputs.
+	skew []byte
 	// Counts of records written, per output.
 	Counts struct{ Decisions, Heatmaps, Late, DLQ int64 }
 }
@@ -96,6 +102,31 @@ func (f *Files) Late(raw []byte, wm int64, p *event.Provenance) {
 	f.Counts.Late++
 }
 
+// Skew is the name of the replay's file of skew transitions,
+// <Skew>.jsonl (docs/outputs.md "skew").
+const Skew = "skew"
+
+// Transition keeps a skew transition's record for skew.jsonl. It may be
+// called from another goroutine than the other outputs', but not from two
+// at once.
+func (f *Files) Transition(tr watermark.Transition) {
+	f.skew = AppendTransition(f.skew, tr)
+}
+
+// AppendTransition appends a skew transition's record (docs/outputs.md
+// "skew").
+func AppendTransition(dst []byte, tr watermark.Transition) []byte {
+	dst = append(dst, `{"source":`...)
+	dst = event.AppendString(dst, []byte(tr.Source))
+	dst = append(dst, `,"degraded":`...)
+	dst = strconv.AppendBool(dst, tr.Degraded)
+	dst = append(dst, `,"skew_ms":`...)
+	dst = strconv.AppendInt(dst, tr.Skew.Milliseconds(), 10)
+	dst = append(dst, `,"at":`...)
+	dst = strconv.AppendInt(dst, tr.At, 10)
+	return append(dst, "}\n"...)
+}
+
 // DLQ writes a dead-letter record.
 func (f *Files) DLQ(raw []byte, reason string, p *event.Provenance) {
 	f.buf = AppendDLQ(f.buf[:0], raw, reason, p)
@@ -117,10 +148,19 @@ func (f *Files) Flush() error {
 }
 
 // Commit flushes and closes the files and puts them in place of the
-// outputs, <dir>/<output>.jsonl.
+// outputs, <dir>/<output>.jsonl, and skew.jsonl beside them.
 func (f *Files) Commit() error {
 	if err := f.Flush(); err != nil {
 		return err
+	}
+	skew := filepath.Join(f.dir, fmt.Sprintf(".%s.jsonl.%d-%d.partial", Skew, os.Getpid(), rand.Uint64()))
+	if err := os.WriteFile(skew, f.skew, 0o666); err != nil {
+		os.Remove(skew)
+		return fmt.Errorf("sink: %w", err)
+	}
+	if err := os.Rename(skew, filepath.Join(f.dir, Skew+".jsonl")); err != nil {
+		os.Remove(skew)
+		return fmt.Errorf("sink: %w", err)
 	}
 	for i, file := range f.files {
 		if err := file.Close(); err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/riskstream/riskstream/broker"
+	"github.com/riskstream/riskstream/console"
 	"github.com/riskstream/riskstream/engine"
 	"github.com/riskstream/riskstream/kafkaconn"
 	"github.com/riskstream/riskstream/order"
@@ -112,6 +113,12 @@ type liveJob struct {
 	// write-back's pace.
 	nextCheckpoint time.Time
 
+	// console is what the page at / shows, decisionKeys the decisions per
+	// key since its last sample, and lastSample when that was.
+	console      *console.Live
+	decisionKeys *console.DecisionKeys
+	lastSample   time.Time
+
 	// ends follows where the outputs end, for checkpoints.
 	ends         *endTracker
 	commitFailed chan error
@@ -198,8 +205,10 @@ func (j *liveJob) startOutputs(context.Context) error {
 	o := j.opts
 	j.m = newMetrics(o.Registry, o.Config, o.MetricLabelLimit)
 	registerStateMetrics(o.Registry, j.db)
+	j.console = console.NewLive(console.LiveOptions{Config: o.Config, Now: o.Now})
+	j.decisionKeys = console.NewDecisionKeys(consoleKeyLimit)
 	if o.MetricsAddr != "" {
-		srv, err := j.m.serve(o.MetricsAddr, j.db.Health)
+		srv, err := j.m.serve(o.MetricsAddr, j.db.Health, j.console.Handler())
 		if err != nil {
 			return err
 		}
@@ -219,7 +228,7 @@ func (j *liveJob) startOutputs(context.Context) error {
 		backends[i] = p
 	}
 	j.e, err = engine.NewSharded(engine.Options{
-		Config: o.Config, Output: heatmapMetrics{j.out, j.m}, MemoryBytes: j.mem.State, CacheSlots: o.CacheSlots,
+		Config: o.Config, Output: watchedOutput{heatmapMetrics{j.out, j.m}, j.console, j.decisionKeys}, MemoryBytes: j.mem.State, CacheSlots: o.CacheSlots,
 		Checkpoints: true, Parallel: inParallel,
 		OnSkewTransition: func(tr watermark.Transition) {
 			logTransition(j.log, tr)
@@ -592,6 +601,7 @@ func (j *liveJob) checkpoint(final bool) error {
 		}
 		j.member.commitOrWarn(j.offsets, j.opts.Group, j.log)
 		j.m.checkpoint.Observe(j.opts.Now().Sub(start).Seconds())
+		j.console.Checkpointed(j.opts.Now())
 	} else {
 		committed := maps.Clone(j.offsets)
 		j.db.CommitAsync(func(err error) {
@@ -607,10 +617,15 @@ func (j *liveJob) checkpoint(final bool) error {
 			// the offsets (never ahead of it).
 			j.member.commitOrWarn(committed, j.opts.Group, j.log)
 			j.m.checkpoint.Observe(j.opts.Now().Sub(start).Seconds())
+			j.console.Checkpointed(j.opts.Now())
 		})
 	}
 	j.m.update(j.e, j.db)
 	j.m.lags(j.e, j.fetchers, j.now())
+	if now := j.opts.Now(); now.Sub(j.lastSample) >= consoleSampleEvery {
+		j.lastSample = now
+		j.console.Add(j.sample(now.UnixMilli()))
+	}
 	return nil
 }
 

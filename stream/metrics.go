@@ -175,8 +175,9 @@ func (h heatmapMetrics) Heatmap(w *windows.HeatmapWindow) {
 	h.Kafka.Heatmap(w)
 }
 
-// serve serves /metrics and /healthz, which reports health.
-func (m *metrics) serve(addr string, health func() error) (*http.Server, error) {
+// serve serves /metrics, /healthz, which reports health, /readyz and,
+// when there is one, the console at / (docs/console.md).
+func (m *metrics) serve(addr string, health func() error, console http.Handler) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
@@ -185,6 +186,9 @@ func (m *metrics) serve(addr string, health func() error) (*http.Server, error) 
 	mux.Handle("/readyz", &m.ready)
 	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
 	mux.Handle("/healthz", healthz(health))
+	if console != nil {
+		mux.Handle("/", console)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	return srv, nil

@@ -190,8 +190,11 @@ func Replay(ctx context.Context, opts ReplayOptions) (_ *Summary, err error) {
 
 	e, err := engine.NewSharded(engine.Options{
 		Config: opts.Config, Output: files, MemoryBytes: mem.State, CacheSlots: opts.CacheSlots,
-		Parallel:         inParallel,
-		OnSkewTransition: func(tr watermark.Transition) { logTransition(opts.Logger, tr) },
+		Parallel: inParallel,
+		OnSkewTransition: func(tr watermark.Transition) {
+			logTransition(opts.Logger, tr)
+			files.Transition(tr)
+		},
 	}, backends)
 	if err != nil {
 		return nil, err

@@ -56,7 +56,7 @@ func newRootCmd() *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
 	root.PersistentFlags().StringVar(&format, "log-format", "text", "log format on stderr: text (key=value) or json (one object a line)")
-	root.AddCommand(newCheckCmd(), newRunCmd(), newGenCmd(), newReplayCmd(), newProduceCmd(), newBrokerCmd(), newVersionCmd(), newHealthcheckCmd())
+	root.AddCommand(newCheckCmd(), newRunCmd(), newGenCmd(), newReplayCmd(), newProduceCmd(), newBrokerCmd(), newVersionCmd(), newHealthcheckCmd(), newReportCmd())
 	documentEnv(root)
 	return root
 }

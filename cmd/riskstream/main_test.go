@@ -71,6 +71,32 @@ func TestReplayCommand(t *testing.T) {
 	}
 }
 
+// TestReportCommand: replay --report writes report.html beside the
+// outputs, the page report makes of them, as a file only others may read
+// too; report refuses a folder without outputs.
+func TestReportCommand(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	out, err := run(t, "", "replay", "--rules", "../../testdata/rules.yaml", "--out", dir, "--report", "../../testdata/requests.jsonl.gz")
+	if err != nil || !strings.Contains(out, "report    "+filepath.Join(dir, "report.html")) {
+		t.Fatalf("replay --report: %v\n%s", err, out)
+	}
+	other := filepath.Join(t.TempDir(), "replay.html")
+	if out, err := run(t, "", "report", dir, "-o", other); err != nil || !strings.Contains(out, other) {
+		t.Fatalf("report -o: %v\n%s", err, out)
+	}
+	a, _ := os.ReadFile(filepath.Join(dir, "report.html"))
+	b, _ := os.ReadFile(other)
+	if len(a) == 0 || !bytes.Equal(a, b) {
+		t.Errorf("replay --report wrote %d bytes, report %d: want the same page", len(a), len(b))
+	}
+	if fi, err := os.Stat(other); err != nil || fi.Mode().Perm()&0o044 != 0o044 {
+		t.Errorf("report's file: %v, %v: want it readable by others, as the outputs are", fi.Mode(), err)
+	}
+	if _, err := run(t, "", "report", t.TempDir()); err == nil || !strings.Contains(err.Error(), "heatmaps.jsonl") {
+		t.Errorf("report of a folder without outputs: %v, want an error naming heatmaps.jsonl", err)
+	}
+}
+
 // TestGenPipesIntoReplay: gen to stdout is deterministic and replay reads it
 // from stdin.
 func TestGenPipesIntoReplay(t *testing.T) {

@@ -36,6 +36,7 @@ func newReplayCmd() *cobra.Command {
 	var rulesFile string
 	opts := stream.ReplayOptions{}
 	var progress, cpuProfile, from, to string
+	var report bool
 	var resolveSecurity func() error
 	cmd := &cobra.Command{
 		Use:   "replay --rules FILE [--out DIR] (INPUT... | --brokers HOST:PORT --topic TOPIC [--from POS] [--to POS])",
@@ -110,6 +111,13 @@ where it ended when the replay began.
 				return err
 			}
 			printSummary(cmd.OutOrStdout(), cfg, opts.OutDir, sum)
+			if report {
+				path, err := writeReport(opts.OutDir, "")
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "report    %s\n", path)
+			}
 			return nil
 		},
 	}
@@ -123,6 +131,7 @@ where it ended when the replay began.
 	f.IntVar(&opts.Shards, "shards", 0, "split the window state by key into this many shards, processed in parallel (default: the number of CPUs); outputs do not depend on it")
 	f.StringVar(&progress, "progress", "auto", "progress line on stderr: auto (on a terminal), on, off")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) to this file")
+	f.BoolVar(&report, "report", false, "also write report.html, the outputs drawn as one HTML page (riskstream report), in --out")
 	addBrokersFlag(cmd, &opts.Brokers, "none: the input is files")
 	f.StringVar(&opts.Topic, "topic", "", "replay this Kafka topic (with --brokers) instead of files")
 	f.StringVar(&from, "from", "", "where the replay of --topic starts: OFFSET, PARTITION=OFFSET,... or an RFC 3339 time (default: each partition's start)")
@@ -177,5 +186,5 @@ func printSummary(w io.Writer, cfg *rules.Config, outDir string, s *stream.Summa
 		fmt.Fprintf(w, "spilled   %d states and %d timers to Pebble, beyond --memory\n", s.Spilled, s.SpilledTimers)
 	}
 	fmt.Fprintf(w, "elapsed   %.3fs, %.0f events/s\n", s.Elapsed.Seconds(), s.EventsPerSecond())
-	fmt.Fprintf(w, "outputs   %s/{decisions,heatmaps,late,dlq}.jsonl\n", outDir)
+	fmt.Fprintf(w, "outputs   %s/{decisions,heatmaps,late,dlq,skew}.jsonl\n", outDir)
 }

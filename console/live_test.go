@@ -1,0 +1,193 @@
+package console
+
+import (
+	"io"
+	"maps"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/riskstream/riskstream/heatmap"
+	"github.com/riskstream/riskstream/rules"
+	"github.com/riskstream/riskstream/windows"
+)
+
+// fired is a heatmap window of hm with values vs.
+func fired(hm *rules.Heatmap, key string, start, end int64, revision int32, vs ...float64) *windows.HeatmapWindow {
+	acc := heatmap.New(len(hm.Buckets))
+	for _, v := range vs {
+		acc.Add(v, false, hm.Buckets)
+	}
+	return &windows.HeatmapWindow{Heatmap: hm, Key: key, Start: start, End: end, Revision: revision, Acc: acc}
+}
+
+// TestLiveKeepsTheLatestWindows: per key, the last Windows windows in
+// start order, a later revision in place of the earlier; keys past Series
+// are counted, not kept.
+func TestLiveKeepsTheLatestWindows(t *testing.T) {
+	hm := &rules.Heatmap{Name: "lat", Key: []string{"api"}, Buckets: []float64{10, 100}}
+	l := NewLive(LiveOptions{Windows: 3, Series: 2})
+	// Out of order, and one window twice.
+	for _, start := range []int64{30, 10, 20, 0, 40} {
+		l.Heatmap(fired(hm, "\"/pay\"\x00", start, start+10, 0, 5))
+	}
+	l.Heatmap(fired(hm, "\"/pay\"\x00", 30, 40, 1, 5, 50, 500))
+	l.Heatmap(fired(hm, "\"/home\"\x00", 0, 10, 0, 1))
+	l.Heatmap(fired(hm, "\"/cart\"\x00", 0, 10, 0, 1))
+	if len(l.series) != 2 || len(l.hidden) != 1 {
+		t.Fatalf("%d series kept and %d hidden, want 2 and 1", len(l.series), len(l.hidden))
+	}
+	pay := l.series["lat\x00api=/pay"]
+	if pay == nil {
+		t.Fatalf("series %v, want api=/pay among them", slices.Collect(maps.Keys(l.series)))
+	}
+	var starts []int64
+	for _, w := range pay.Windows {
+		starts = append(starts, w.Start)
+	}
+	if !slices.Equal(starts, []int64{20, 30, 40}) {
+		t.Errorf("windows kept start at %v, want the last three, 20 30 40", starts)
+	}
+	if w := pay.Windows[1]; w.Revision != 1 || !slices.Equal(w.Buckets, []int64{1, 1, 1}) {
+		t.Errorf("window 30: revision %d buckets %v, want revision 1 with one value per bucket", w.Revision, w.Buckets)
+	}
+}
+
+// TestLiveSamplesSpan: samples older than the span are dropped, the
+// newest kept whatever its age.
+func TestLiveSamplesSpan(t *testing.T) {
+	l := NewLive(LiveOptions{Span: 10 * time.Second})
+	for at := int64(0); at <= 30_000; at += 1000 {
+		l.Add(Sample{At: at})
+	}
+	s := l.snapshot()
+	if first, last := s.samples[0].At, s.samples[len(s.samples)-1].At; first != 20_000 || last != 30_000 {
+		t.Errorf("samples kept from %d to %d, want 20000 to 30000", first, last)
+	}
+}
+
+// TestDecisionKeys: counts per rule and key, the most first, at most limit
+// keys between takes, afresh after each take.
+func TestDecisionKeys(t *testing.T) {
+	r := &rules.Rule{Name: "burst", Key: []string{"user"}}
+	k := NewDecisionKeys(2)
+	for _, key := range []string{"a", "b", "b", "c", "b", "a"} {
+		k.Add(&windows.Decision{Rule: r, Key: `"` + key + "\"\x00"})
+	}
+	got := k.Take(5)
+	want := []KeyCount{{"burst", "user=b", 3}, {"burst", "user=a", 2}}
+	if !slices.Equal(got, want) {
+		t.Errorf("took %v, want %v (c came past the limit)", got, want)
+	}
+	k.Add(&windows.Decision{Rule: r, Key: "\"c\"\x00"})
+	if got := k.Take(5); !slices.Equal(got, []KeyCount{{"burst", "user=c", 1}}) {
+		t.Errorf("after a take: %v, want c alone", got)
+	}
+}
+
+// TestValueRow: a value is drawn within its bucket's row, and higher
+// values higher, against the bucket found by a linear scan.
+func TestValueRow(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 200 {
+		bounds := []float64{rng.Float64() * 2}
+		for range rng.IntN(12) {
+			bounds = append(bounds, bounds[len(bounds)-1]*(1.1+rng.Float64()*3))
+		}
+		prev := -1.0
+		for v := 0.001; v < bounds[len(bounds)-1]*10; v *= 1.07 {
+			bucket := len(bounds)
+			for i, le := range bounds {
+				if v <= le {
+					bucket = i
+					break
+				}
+			}
+			row := valueRow(bounds, v)
+			if row < float64(bucket) || row > float64(bucket+1) || math.IsNaN(row) {
+				t.Fatalf("bounds %v: %v drawn at row %v, its bucket is %d", bounds, v, row, bucket)
+			}
+			if row < prev {
+				t.Fatalf("bounds %v: %v drawn lower (%v) than a smaller value (%v)", bounds, v, row, prev)
+			}
+			prev = row
+		}
+	}
+}
+
+// TestLiveHandler: / is the page with its script and the drawing, the
+// content alone at /console/content, and nothing else is found.
+func TestLiveHandler(t *testing.T) {
+	hm := &rules.Heatmap{Name: "lat", Key: []string{"api"}, Buckets: []float64{10, 100}}
+	cfg := &rules.Config{Heatmaps: []rules.Heatmap{*hm}}
+	now := time.UnixMilli(1_700_000_100_000)
+	l := NewLive(LiveOptions{Config: cfg, Now: func() time.Time { return now }})
+	l.Heatmap(fired(hm, "\"/pay\"\x00", 1_700_000_000_000, 1_700_000_010_000, 0, 5, 7, 70))
+	l.Add(Sample{At: 1_700_000_099_000, Records: 100, Decisions: []RuleCount{{"burst", "deny", 1}}})
+	l.Add(Sample{At: 1_700_000_100_000, Records: 300, Decisions: []RuleCount{{"burst", "deny", 5}},
+		Partitions: []PartitionSample{{Partition: 0, WatermarkLag: 2000, Known: true, ConsumerLag: 7}}})
+	l.Checkpointed(now.Add(-300 * time.Millisecond))
+	srv := httptest.NewServer(l.Handler())
+	defer srv.Close()
+	get := func(path string) (int, string) {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, page := get("/")
+	if code != http.StatusOK || !strings.Contains(page, "<script>") || !strings.Contains(page, "refreshMillis = 1000") {
+		t.Fatalf("/: %d, want the page and its script", code)
+	}
+	for _, want := range []string{
+		`data-le="10" data-count="2"`, `data-le="100" data-count="1"`, `data-le="+Inf" data-count="0"`, // the window's buckets
+		">200<",    // events/s: 200 records in a second
+		">4<",      // decisions/s
+		">300 ms<", // checkpoint age
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("/ lacks %s", want)
+		}
+	}
+	code, content := get("/console/content?part=heatmaps")
+	if code != http.StatusOK || strings.Contains(content, "<script>") || !strings.Contains(content, `class="cell"`) {
+		t.Errorf("/console/content?part=heatmaps: %d, want the heatmaps without the page", code)
+	}
+	if code, content := get("/console/content?part=status"); code != http.StatusOK || !strings.Contains(content, ">300 ms<") {
+		t.Errorf("/console/content?part=status: %d, want the figures", code)
+	}
+	if code, _ := get("/console/content?part=nothing"); code != http.StatusNotFound {
+		t.Errorf("/console/content?part=nothing: %d, want 404", code)
+	}
+	// The heatmaps again, as a page that has them: not sent while no
+	// window fired, sent once one did (in a later second).
+	heatmaps := func() *http.Response {
+		req, _ := http.NewRequest("GET", srv.URL+"/console/content?part=heatmaps", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		req.Header.Set("If-None-Match", resp.Header.Get("ETag"))
+		again, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again.Body.Close()
+		return again
+	}
+	if resp := heatmaps(); resp.StatusCode != http.StatusNotModified {
+		t.Errorf("the heatmaps asked for again, unchanged: %s, want 304", resp.Status)
+	}
+	if code, _ := get("/other"); code != http.StatusNotFound {
+		t.Errorf("/other: %d, want 404", code)
+	}
+}

@@ -1,0 +1,364 @@
+package console
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"math"
+	"net/http"
+	"slices"
+	"strings"
+)
+
+// chartedSources is how many sources the skew chart draws: those degraded
+// first, then those furthest from zero.
+const chartedSources = 8
+
+// The parts of the live page, each drawn and fetched on its own: the
+// figures and charts change at every sample, the heatmaps only when a
+// window fires.
+const (
+	partStatus   = "status"
+	partHeatmaps = "heatmaps"
+	partCharts   = "charts"
+)
+
+var parts = []string{partStatus, partHeatmaps, partCharts}
+
+// drawing is a part of the page as drawn, with what it was drawn from: the
+// version of its data and the second it was drawn in.
+type drawing struct {
+	version uint64
+	second  int64
+	html    string
+}
+
+// Handler serves the console: the page at /, and at
+// /console/content?part=status|heatmaps|charts each part of it drawn
+// anew, which the page's script fetches every Push. The heatmaps part has
+// an ETag, so that a page asks for it again without getting it when no
+// window fired. Any other path is not found.
+func (l *Live) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", l.page)
+	mux.HandleFunc("GET /console/content", l.content)
+	return mux
+}
+
+// page serves the whole page, drawn now, with the script that keeps it
+// up to date.
+func (l *Live) page(w http.ResponseWriter, r *http.Request) {
+	var b strings.Builder
+	pageHead(&b, "riskstream live", "the job as it runs", "live")
+	for _, part := range parts {
+		fmt.Fprintf(&b, "<div id=\"live-%s\">%s</div>\n", part, l.draw(part).html)
+	}
+	fmt.Fprintf(&b, "</main>\n<script>\nconst refreshMillis = %d;\n%s</script>\n</body>\n</html>\n", l.opts.Push.Milliseconds(), script)
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Write([]byte(b.String()))
+}
+
+// content serves a part of the page, drawn now: the charts' times move
+// even when the job is stuck, and a stuck job is when the checkpoint age
+// matters.
+func (l *Live) content(w http.ResponseWriter, r *http.Request) {
+	part := r.URL.Query().Get("part")
+	if !slices.Contains(parts, part) {
+		http.Error(w, fmt.Sprintf("part: want one of %v, not %q", parts, part), http.StatusNotFound)
+		return
+	}
+	d := l.draw(part)
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if part == partHeatmaps {
+		etag := fmt.Sprintf(`"%d"`, d.version)
+		w.Header().Set("Cache-Control", "no-cache")
+		w.Header().Set("ETag", etag)
+		if r.Header.Get("If-None-Match") == etag {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+	} else {
+		w.Header().Set("Cache-Control", "no-store")
+	}
+	w.Write([]byte(d.html))
+}
+
+// draw returns a part of the page, drawn at most once a second whatever
+// the number of pages open, and the heatmaps only when a window fired.
+func (l *Live) draw(part string) drawing {
+	l.mu.Lock()
+	version, second := l.version, l.opts.Now().Unix()
+	if part == partHeatmaps {
+		version = l.heatmaps
+	}
+	d, ok := l.drawn[part]
+	l.mu.Unlock()
+	fresh := d.version == version && d.second == second
+	if part == partHeatmaps {
+		fresh = d.version == version || d.second == second
+	}
+	if ok && fresh {
+		return d
+	}
+	var b strings.Builder
+	switch part {
+	case partHeatmaps:
+		figures, hidden, v := l.figures()
+		version = v
+		note := fmt.Sprintf("The last %d fired windows per heatmap and key: per window (column) and latency bucket (row), the number of values, colour by count; the lines are each window's p50 and p99. A red mark over a column: the window has re-timed events.", l.opts.Windows)
+		if hidden > 0 {
+			note += fmt.Sprintf(" %d more keys fired windows and are not drawn (the console draws the first %d).", hidden, l.opts.Series)
+		}
+		renderHeatmaps(&b, figures, note)
+	case partStatus:
+		renderStatus(&b, l.snapshot())
+	case partCharts:
+		renderCharts(&b, l.snapshot(), l.opts)
+	}
+	d = drawing{version: version, second: second, html: b.String()}
+	l.mu.Lock()
+	l.drawn[part] = d
+	l.mu.Unlock()
+	return d
+}
+
+// renderStatus draws the figures of the job's state.
+func renderStatus(b *strings.Builder, s snapshot) {
+	var last, prev *Sample
+	if n := len(s.samples); n > 0 {
+		last = &s.samples[n-1]
+		if n > 1 {
+			prev = &s.samples[n-2]
+		}
+	}
+	tiles := []tile{{"watermark", "none yet", "no event time seen"}}
+	if last != nil && last.Watermark > 0 {
+		tiles[0] = tile{"watermark", clock(last.Watermark), "lag " + formatDuration(last.At-last.Watermark)}
+	}
+	rate, decRate, lag := "–", "–", int64(0)
+	if last != nil {
+		for _, p := range last.Partitions {
+			lag += p.ConsumerLag
+		}
+		if prev != nil && last.At > prev.At {
+			dt := float64(last.At-prev.At) / 1000
+			rate = formatValue(math.Round(float64(last.Records-prev.Records) / dt))
+			decRate = formatValue(math.Round(float64(sumDecisions(last.Decisions)-sumDecisions(prev.Decisions)) / dt))
+		}
+	}
+	ckpt := tile{"checkpoint age", "none yet", "no checkpoint durable"}
+	if s.checkpointed > 0 {
+		ckpt = tile{"checkpoint age", formatDuration(s.now - s.checkpointed), "since the last durable checkpoint"}
+	}
+	size := "–"
+	if last != nil {
+		size = formatBytes(last.StateBytes)
+	}
+	tiles = append(tiles,
+		tile{"events/s", rate, "input records, last interval"},
+		tile{"decisions/s", decRate, "all rules"},
+		tile{"consumer lag", formatCount(lag), "records not consumed yet"},
+		ckpt,
+		tile{"state", size, "Pebble on disk"})
+	renderTiles(b, tiles)
+}
+
+// renderCharts draws the charts of the last Span.
+func renderCharts(b *strings.Builder, s snapshot, o LiveOptions) {
+	// The charts span the last Span, or from the first sample when the
+	// job is younger.
+	from, to := s.now-o.Span.Milliseconds(), s.now
+	if len(s.samples) > 0 {
+		from = max(from, s.samples[0].At)
+	}
+	all := s.samples
+	s.samples = thin(s.samples, chartPoints)
+	b.WriteString(`<section id="decisions"><h2>Decisions per second, per rule and action</h2>`)
+	lineChart{label: "decisions per second per rule", yLabel: "decisions/s", series: decisionRates(s.samples), from: from, to: to, steps: true}.render(b)
+	b.WriteString("</section>\n")
+	threshold := float64(o.Config.Skew.Threshold.Milliseconds())
+	skews, periods := sourceSeries(s.samples, to)
+	b.WriteString(`<section id="skew"><h2>Clock skew per source</h2>`)
+	fmt.Fprintf(b, `<p class="note">Estimated skew (event time minus reference time) of the sources, the degraded ones and those furthest from zero; the dashed lines are ±skew.threshold (%s), red bands the periods a source was degraded.</p>`, formatDuration(int64(threshold)))
+	var shaded []Period
+	var rows []timelineRow
+	for _, sp := range periods {
+		shaded = append(shaded, sp.Periods...)
+		rows = append(rows, timelineRow{label: sp.Source, periods: sp.Periods})
+	}
+	guides := []float64{}
+	if threshold > 0 {
+		guides = []float64{-threshold, threshold}
+	}
+	lineChart{label: "clock skew per source", yLabel: "ms", series: skews, from: from, to: to, guides: guides, shaded: shaded}.render(b)
+	if len(rows) > 0 {
+		renderTimeline(b, "degraded periods per source", "time (UTC)", rows, from, to)
+	}
+	b.WriteString("</section>\n")
+
+	b.WriteString(`<section id="watermarks"><h2>Watermark lag per partition</h2><p class="note">Wall clock minus the partition's watermark: the age of its event time.</p>`)
+	lineChart{label: "watermark lag per partition", yLabel: "seconds", series: partitionSeries(s.samples, func(p PartitionSample) (float64, bool) {
+		return float64(p.WatermarkLag) / 1000, p.Known
+	}), from: from, to: to}.render(b)
+	b.WriteString("</section>\n")
+	b.WriteString(`<section id="consumer-lag"><h2>Consumer lag per partition</h2><p class="note">Records of the partition not consumed yet.</p>`)
+	lineChart{label: "consumer lag per partition", yLabel: "records", series: partitionSeries(s.samples, func(p PartitionSample) (float64, bool) {
+		return float64(p.ConsumerLag), true
+	}), from: from, to: to}.render(b)
+	b.WriteString("</section>\n")
+
+	renderTopKeys(b, mergeTopKeys(all), fmt.Sprintf("Over the last %s.", formatDuration(o.Span.Milliseconds())))
+}
+
+// chartPoints is about how many points a chart's series has at most:
+// about one per two units of its width, which no eye tells apart from
+// more.
+const chartPoints = 200
+
+// thin keeps about n of samples, evenly, the first and the last among
+// them. Counters between two kept samples still give their rate.
+func thin(samples []Sample, n int) []Sample {
+	if len(samples) <= n {
+		return samples
+	}
+	step := (len(samples) + n - 1) / n
+	var out []Sample
+	for i := 0; i < len(samples); i += step {
+		out = append(out, samples[i])
+	}
+	if last := samples[len(samples)-1]; out[len(out)-1].At != last.At {
+		out = append(out, last)
+	}
+	return out
+}
+
+func sumDecisions(rs []RuleCount) int64 {
+	var n int64
+	for _, r := range rs {
+		n += r.Count
+	}
+	return n
+}
+
+// decisionRates is decisions per second of each rule and action between
+// consecutive samples.
+func decisionRates(samples []Sample) []Series {
+	var out []Series
+	for i := 1; i < len(samples); i++ {
+		prev, cur := samples[i-1], samples[i]
+		dt := float64(cur.At-prev.At) / 1000
+		if dt <= 0 {
+			continue
+		}
+		for k, d := range cur.Decisions {
+			if k >= len(out) {
+				out = append(out, Series{Name: d.Rule + " → " + d.Action})
+			}
+			var before int64
+			if k < len(prev.Decisions) {
+				before = prev.Decisions[k].Count
+			}
+			out[k].Points = append(out[k].Points, Point{T: cur.At, V: float64(d.Count-before) / dt})
+		}
+	}
+	return out
+}
+
+// mergeTopKeys adds up the top keys of the samples.
+func mergeTopKeys(samples []Sample) []KeyCount {
+	counts := map[[2]string]int64{}
+	for _, s := range samples {
+		for _, k := range s.TopKeys {
+			counts[[2]string{k.Rule, k.Key}] += k.Count
+		}
+	}
+	return topKeys(counts, topKeyCount)
+}
+
+// partitionSeries is a value of each partition over the samples.
+func partitionSeries(samples []Sample, value func(PartitionSample) (float64, bool)) []Series {
+	byPartition := map[int32]*Series{}
+	for _, s := range samples {
+		for _, p := range s.Partitions {
+			v, ok := value(p)
+			if !ok {
+				continue
+			}
+			ser := byPartition[p.Partition]
+			if ser == nil {
+				ser = &Series{Name: fmt.Sprintf("partition %d", p.Partition)}
+				byPartition[p.Partition] = ser
+			}
+			ser.Points = append(ser.Points, Point{T: s.At, V: v})
+		}
+	}
+	var out []Series
+	for _, p := range slices.Sorted(maps.Keys(byPartition)) {
+		out = append(out, *byPartition[p])
+	}
+	return out
+}
+
+// sourceSeries is the skew of the charted sources over the samples, and
+// the periods each source was degraded (consecutive samples that found it
+// so), up to end for a source still degraded.
+func sourceSeries(samples []Sample, end int64) ([]Series, []SourcePeriods) {
+	type state struct {
+		worst    float64
+		degraded bool
+		series   Series
+		periods  []Period
+		since    int64 // when its current degraded period began; -1 when none
+	}
+	sources := map[string]*state{}
+	for _, s := range samples {
+		for _, src := range s.Sources {
+			st := sources[src.Source]
+			if st == nil {
+				st = &state{series: Series{Name: src.Source}, since: -1}
+				sources[src.Source] = st
+			}
+			if src.Known {
+				st.series.Points = append(st.series.Points, Point{T: s.At, V: src.Skew})
+				st.worst = math.Max(st.worst, math.Abs(src.Skew))
+			}
+			switch {
+			case src.Degraded && st.since < 0:
+				st.since = s.At
+				st.degraded = true
+			case !src.Degraded && st.since >= 0:
+				st.periods = append(st.periods, Period{From: st.since, To: s.At, Title: src.Source + " degraded " + clock(st.since) + "–" + clock(s.At)})
+				st.since = -1
+			}
+		}
+	}
+	names := slices.Sorted(maps.Keys(sources))
+	var periods []SourcePeriods
+	for _, name := range names {
+		st := sources[name]
+		if st.since >= 0 {
+			st.periods = append(st.periods, Period{From: st.since, To: end, Title: name + " degraded since " + clock(st.since)})
+		}
+		if len(st.periods) > 0 {
+			periods = append(periods, SourcePeriods{Source: name, Periods: st.periods})
+		}
+	}
+	slices.SortStableFunc(names, func(a, b string) int {
+		sa, sb := sources[a], sources[b]
+		if sa.degraded != sb.degraded {
+			if sa.degraded {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(sb.worst, sa.worst)
+	})
+	var series []Series
+	for _, name := range names[:min(len(names), chartedSources)] {
+		if len(sources[name].series.Points) > 0 {
+			series = append(series, sources[name].series)
+		}
+	}
+	return series, periods
+}
