@@ -213,8 +213,8 @@ func BenchmarkTakeover(b *testing.B) {
 			cmds, logs, dirs = append(cmds, cmd), append(logs, l), append(dirs, dir)
 		}
 		// Both hold partitions, and the input is processed.
-		// At least 20,000 events a second, on a busy machine.
-		wait := max(5*time.Minute, time.Duration(*takeoverEvents/20_000)*time.Second)
+		// At least 10,000 events a second, on a busy machine.
+		wait := max(5*time.Minute, time.Duration(*takeoverEvents/10_000)*time.Second)
 		for deadline := time.Now().Add(wait); ; time.Sleep(100 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				b.Fatalf("the instances did not process the input:\n%s\n%s", logs[0], logs[1])
