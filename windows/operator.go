@@ -90,6 +90,9 @@ type Operator struct {
 	scratch  []*heatmap.Acc   // per spec: the merge of a sliding window's panes
 	horizons []horizon        // per spec: window bounds derived from the watermark
 	counts   map[uint64]int32 // distinct values in the window being swept
+	extremes extremes         // the min or max of the window being swept
+	// quantiles is per spec the merge of a sliding quantile rule's panes.
+	quantiles []*heatmap.Acc
 	// prefetchAddrs is Prefetch's buffer of addresses.
 	prefetchAddrs []unsafe.Pointer
 	rules         int   // how many of the specs are rules
@@ -112,20 +115,24 @@ func New(cfg *rules.Config, schema *event.Schema, backend Backend, out Output, o
 	coldBudget := max(int(opts.MemoryBytes)-opts.CacheSlots*HotSlotBytes, 0)
 	cold := newColdStore(backend, len(specs), coldBudget, opts.WriteThrough)
 	op := &Operator{
-		specs:    specs,
-		out:      out,
-		cache:    newCache(opts.CacheSlots, cold, specs),
-		wm:       MinWatermark,
-		scratch:  make([]*heatmap.Acc, len(specs)),
-		horizons: make([]horizon, len(specs)),
-		counts:   make(map[uint64]int32),
-		rules:    len(cfg.Rules),
-		shard:    opts.Shard,
-		shards:   opts.Shards,
+		specs:     specs,
+		out:       out,
+		cache:     newCache(opts.CacheSlots, cold, specs),
+		wm:        MinWatermark,
+		scratch:   make([]*heatmap.Acc, len(specs)),
+		horizons:  make([]horizon, len(specs)),
+		quantiles: make([]*heatmap.Acc, len(specs)),
+		counts:    make(map[uint64]int32),
+		rules:     len(cfg.Rules),
+		shard:     opts.Shard,
+		shards:    opts.Shards,
 	}
 	for _, sp := range specs {
 		if sp.hm != nil {
 			op.scratch[sp.index] = heatmap.New(len(sp.bounds))
+		}
+		if sp.agg == rules.Quantile {
+			op.quantiles[sp.index] = heatmap.New(0)
 		}
 	}
 	if opts.SameKeysAs != nil {
@@ -258,7 +265,7 @@ func (op *Operator) addToSession(sp *spec, r *SlotRef, ev *event.Event, keys []b
 		// it has not fired, whatever the sessions it absorbed did.
 		m := win{start: min(ns, ss[i].start), end: max(ne, ss[j-1].end), acc: ss[i].acc}
 		for k := i + 1; k < j; k++ {
-			m.acc.merge(&ss[k].acc)
+			m.acc.merge(&ss[k].acc, sp.agg)
 		}
 		ss[i] = m
 		s.wins = append(ss[:i+1], ss[j:]...)
@@ -278,7 +285,9 @@ func (op *Operator) addToSession(sp *spec, r *SlotRef, ev *event.Event, keys []b
 			op.fireSession(s, se)
 		}
 	} else {
-		op.decide(sp, ev, s, se.start, se.end, se.acc.value(sp.agg), processing)
+		if se.acc.n >= sp.minEvents {
+			op.decide(sp, ev, s, se.start, se.end, sp.sessionValue(&se.acc), processing)
+		}
 	}
 	op.schedule(s)
 	return true, nil
@@ -326,6 +335,8 @@ func (op *Operator) addTo(sp *spec, a *acc, val uint64, processing bool) {
 		a.sum += math.Float64frombits(val)
 	case rules.Distinct:
 		a.addDistinct(val)
+	case rules.Avg, rules.Ratio, rules.Min, rules.Max, rules.Quantile:
+		addToStat(sp.agg, a, math.Float64frombits(val))
 	}
 }
 
@@ -381,14 +392,17 @@ func (op *Operator) bestWindow(sp *spec, panes []win, first, last int64) (int64,
 			}
 		}
 	}
+	extreme := op.extremes.reset(sp.agg)
 	best, bestStart := math.Inf(-1), first
 	for ws := first; ; {
 		for lo < hi && panes[lo].start < ws {
 			add(&panes[lo], -1)
+			extreme.leave(lo)
 			lo++
 		}
 		for hi < len(panes) && panes[hi].start < ws+sp.size {
 			add(&panes[hi], 1)
+			extreme.enter(panes, hi)
 			hi++
 		}
 		var v float64
@@ -397,10 +411,12 @@ func (op *Operator) bestWindow(sp *spec, panes []win, first, last int64) (int64,
 			v = sum
 		case rules.Distinct:
 			v = float64(distinct)
-		default:
+		case rules.Count:
 			v = float64(n)
+		default:
+			v = op.statValue(sp, panes, panes[lo:hi], n, sum, extreme)
 		}
-		if v > best {
+		if v > best && n >= sp.minEvents {
 			best, bestStart = v, ws
 		}
 		next := MaxWatermark

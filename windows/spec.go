@@ -43,8 +43,15 @@ type spec struct {
 	filters  []filter
 	keyAttrs []int
 	agg      rules.AggregateKind
-	aggAttr  int // -1 for count
+	aggAttr  int // -1 for count and ratio
 	bounds   []float64
+	// match are a ratio rule's filters, whose share of events it computes.
+	match []filter
+	// q is a quantile rule's quantile.
+	q float64
+	// minEvents is the rule's min_events: a window with fewer events makes
+	// no decision.
+	minEvents int64
 }
 
 type filter struct {
@@ -69,11 +76,12 @@ func Fields(cfg *rules.Config) []event.Field {
 	}
 	for _, r := range cfg.Rules {
 		where(r.Where)
+		where(r.Match)
 		scalars(r.Key)
-		switch r.Aggregate.Kind {
-		case rules.Sum:
+		switch {
+		case r.Aggregate.Kind.Numeric():
 			fields = append(fields, event.Field{Name: r.Aggregate.Field, Use: event.UseNumber})
-		case rules.Distinct:
+		case r.Aggregate.Kind == rules.Distinct:
 			scalars([]string{r.Aggregate.Field})
 		}
 	}
@@ -94,9 +102,20 @@ func compile(cfg *rules.Config, schema *event.Schema) ([]*spec, error) {
 		return i, nil
 	}
 	lateness := cfg.Watermark.AllowedLateness.Milliseconds()
+	filters := func(fs []rules.Filter) ([]filter, error) {
+		var out []filter
+		for _, f := range fs {
+			i, err := attr(f.Field)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, filter{attr: i, values: f.Values})
+		}
+		return out, nil
+	}
 	var specs []*spec
-	build := func(where []rules.Filter, key []string, w rules.Window) (*spec, error) {
-		sp := &spec{index: len(specs), wtype: w.Type, lateness: lateness, aggAttr: -1}
+	build := func(where []rules.Filter, key []string, w rules.Window) (sp *spec, err error) {
+		sp = &spec{index: len(specs), wtype: w.Type, lateness: lateness, aggAttr: -1}
 		switch w.Type {
 		case rules.Tumbling:
 			sp.size, sp.slide = w.Size.Milliseconds(), w.Size.Milliseconds()
@@ -115,12 +134,8 @@ func compile(cfg *rules.Config, schema *event.Schema) ([]*spec, error) {
 			return nil, fmt.Errorf("windows: session window without gap")
 		}
 		sp.purgeGrain = min(max(sp.size, sp.gap, minPurgeGrain), maxPurgeGrain)
-		for _, f := range where {
-			i, err := attr(f.Field)
-			if err != nil {
-				return nil, err
-			}
-			sp.filters = append(sp.filters, filter{attr: i, values: f.Values})
+		if sp.filters, err = filters(where); err != nil {
+			return nil, err
 		}
 		for _, k := range key {
 			i, err := attr(k)
@@ -137,11 +152,14 @@ func compile(cfg *rules.Config, schema *event.Schema) ([]*spec, error) {
 		if err != nil {
 			return nil, fmt.Errorf("rule %q: %w", r.Name, err)
 		}
-		sp.rule, sp.agg = r, r.Aggregate.Kind
-		if r.Aggregate.Kind != rules.Count {
+		sp.rule, sp.agg, sp.q, sp.minEvents = r, r.Aggregate.Kind, r.Aggregate.Q, r.MinEvents
+		if r.Aggregate.Field != "" {
 			if sp.aggAttr, err = attr(r.Aggregate.Field); err != nil {
 				return nil, fmt.Errorf("rule %q: %w", r.Name, err)
 			}
+		}
+		if sp.match, err = filters(r.Match); err != nil {
+			return nil, fmt.Errorf("rule %q: %w", r.Name, err)
 		}
 		specs = append(specs, sp)
 	}
@@ -166,12 +184,8 @@ func compile(cfg *rules.Config, schema *event.Schema) ([]*spec, error) {
 // matches reports whether ev passes the filters and has every attribute the
 // spec needs; an event lacking one simply does not match.
 func (sp *spec) matches(ev *event.Event) bool {
-	for i := range sp.filters {
-		f := &sp.filters[i]
-		v := &ev.Attrs[f.attr]
-		if v.Kind == event.Missing || !f.accepts(v) {
-			return false
-		}
+	if !passes(sp.filters, ev) {
+		return false
 	}
 	for _, a := range sp.keyAttrs {
 		if ev.Attrs[a].Kind == event.Missing {
@@ -181,6 +195,19 @@ func (sp *spec) matches(ev *event.Event) bool {
 	if sp.aggAttr >= 0 {
 		v := &ev.Attrs[sp.aggAttr]
 		if v.Kind == event.Missing || (sp.agg != rules.Distinct && v.Kind != event.Number) {
+			return false
+		}
+	}
+	return true
+}
+
+// passes reports whether ev has every attribute of filters, each with a
+// value its filter accepts.
+func passes(filters []filter, ev *event.Event) bool {
+	for i := range filters {
+		f := &filters[i]
+		v := &ev.Attrs[f.attr]
+		if v.Kind == event.Missing || !f.accepts(v) {
 			return false
 		}
 	}
@@ -212,6 +239,11 @@ func (f *filter) accepts(v *event.Value) bool {
 // SlotRef.val.
 func (sp *spec) value(ev *event.Event) uint64 {
 	switch {
+	case sp.match != nil:
+		if passes(sp.match, ev) {
+			return math.Float64bits(1)
+		}
+		return math.Float64bits(0)
 	case sp.aggAttr < 0:
 		return 0
 	case sp.agg == rules.Distinct:
