@@ -176,12 +176,15 @@ func (j *liveJob) startBroker(context.Context) error {
 		return nil
 	}
 	o := j.opts
+	topics := map[string]int32{o.Topic: 4}
+	for _, t := range o.Outputs.Names() {
+		topics[t] = 1
+	}
 	b, err := broker.Start(broker.Options{
 		Addr:    o.EmbeddedAddr,
 		DataDir: filepath.Join(o.StateDir, "broker"),
-		Topics: map[string]int32{o.Topic: 4, o.Outputs.Decisions: 1,
-			o.Outputs.Heatmaps: 1, o.Outputs.Late: 1, o.Outputs.DLQ: 1},
-		Logger: j.log,
+		Topics:  topics,
+		Logger:  j.log,
 	})
 	if err != nil {
 		return fmt.Errorf("embedded broker: %w", err)
@@ -353,7 +356,7 @@ func (j *liveJob) startFetching(ctx context.Context) error {
 	j.onClose(func() { j.db.Wait() })
 	o := j.opts.Outputs
 	j.ends = &endTracker{client: &kafka.Client{Addr: kafka.TCP(j.brokers...), Transport: j.sec.Transport(), Timeout: 10 * time.Second},
-		topics: []string{o.Decisions, o.Heatmaps, o.Late, o.DLQ}, out: j.out, log: j.log}
+		topics: o.Names(), out: j.out, log: j.log}
 	return nil
 }
 

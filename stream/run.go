@@ -151,8 +151,9 @@ func (o *RunOptions) ensureDefaults() {
 	if o.Group == "" {
 		o.Group = "riskstream"
 	}
-	if o.Outputs == (sink.Topics{}) {
+	if t := o.Outputs; t == (sink.Topics{Shadow: t.Shadow}) {
 		o.Outputs = sink.DefaultTopics
+		o.Outputs.Shadow = t.Shadow
 	}
 	if o.PartitionDiscovery <= 0 {
 		o.PartitionDiscovery = 10 * time.Second

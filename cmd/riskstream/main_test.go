@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -230,4 +233,43 @@ func startInputBroker(t *testing.T) *broker.Broker {
 	}
 	t.Cleanup(b.Close)
 	return b
+}
+
+// TestReplayShadowRule: a rule in mode shadow decides what the same rule
+// enforcing does, its decisions marked, and the summary tells them apart.
+func TestReplayShadowRule(t *testing.T) {
+	dir := t.TempDir()
+	rulesFile := filepath.Join(dir, "rules.yaml")
+	body := "    key: [user]\n    window: {type: sliding, size: 60s, slide: 1s}\n    aggregate: count\n    threshold: 5\n    action: deny\n"
+	os.WriteFile(rulesFile, []byte("rules:\n  - name: burst\n"+body+"  - name: burst-watched\n"+body+"    mode: shadow\n"), 0o644)
+	out, err := run(t, "", "replay", "--rules", rulesFile, "--out", dir, "../../testdata/requests.jsonl.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "decisions.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		var d struct{ EventID, Rule, Mode string }
+		if err := json.Unmarshal([]byte(strings.ReplaceAll(line, "event_id", "eventid")), &d); err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		if (d.Rule == "burst-watched") != (d.Mode == "shadow") {
+			t.Fatalf("decision of %s with mode %q: %s", d.Rule, d.Mode, line)
+		}
+		events[d.Rule] = append(events[d.Rule], d.EventID)
+	}
+	if n := len(events["burst"]); n == 0 || !slices.Equal(events["burst"], events["burst-watched"]) {
+		t.Errorf("enforcing rule decided %d events, the shadow copy %d, or others", n, len(events["burst-watched"]))
+	}
+	for _, want := range []string{
+		fmt.Sprintf("decisions %-24s %d\n", "burst", len(events["burst"])),
+		fmt.Sprintf("decisions %-24s %d (shadow)\n", "burst-watched", len(events["burst-watched"])),
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
+	}
 }

@@ -89,6 +89,7 @@ which is plaintext: the TLS and SASL flags then are refused.
 	f.IntVar(&opts.StandbyReplicas, "standby-replicas", 1, "with --distributed: standby copies of each repartition partition's state kept on other instances, which take it over without reading its whole changelog; 0 for none")
 	f.IntVar(&opts.RepartitionPartitions, "repartition-partitions", stream.DefaultRepartitionPartitions, "with --distributed: partitions of the internal repartition and changelog topics, the most instances that hold state; fixed once the topics exist")
 	f.StringVar(&opts.Outputs.Decisions, "decisions-topic", sink.Decisions, "output topic for decisions")
+	f.StringVar(&opts.Outputs.Shadow, "shadow-decisions-topic", "", "output topic for the decisions of rules in mode shadow (default: the decisions topic, marked \"mode\": \"shadow\")")
 	f.StringVar(&opts.Outputs.Heatmaps, "heatmaps-topic", sink.Heatmaps, "output topic for heatmaps")
 	f.StringVar(&opts.Outputs.Late, "late-topic", sink.Late, "output topic for late events")
 	f.StringVar(&opts.Outputs.DLQ, "dlq-topic", sink.DLQ, "output topic for invalid records")
