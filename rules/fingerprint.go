@@ -28,8 +28,7 @@ func (c *Config) Fingerprint() string {
 		b.WriteString(r.definition())
 	}
 	for _, h := range c.Heatmaps {
-		fmt.Fprintf(&b, "heatmap %q where %s key %q field %q window %s buckets %s\n",
-			h.Name, canonicalWhere(h.Where), h.Key, h.Field, h.Window, formatFloats(h.Buckets))
+		b.WriteString(h.definition())
 	}
 	sum := sha256.Sum256([]byte(b.String()))
 	return hex.EncodeToString(sum[:])
@@ -50,6 +49,12 @@ func (r *Rule) definition() string {
 	}
 	return fmt.Sprintf("rule %q where %s key %q window %s aggregate %s\n",
 		r.Name, canonicalWhere(r.Where), r.Key, r.Window, agg)
+}
+
+// definition renders what shapes a heatmap's state, as Rule.definition.
+func (h *Heatmap) definition() string {
+	return fmt.Sprintf("heatmap %q where %s key %q field %q window %s buckets %s\n",
+		h.Name, canonicalWhere(h.Where), h.Key, h.Field, h.Window, formatFloats(h.Buckets))
 }
 
 // canonicalWhere renders filters sorted by field, each with its values sorted

@@ -112,6 +112,11 @@ type liveJob struct {
 	// write-back's pace.
 	nextCheckpoint time.Time
 
+	// watch follows the rules file, nil when it is not reloaded; hup
+	// asks the next tick to reload it.
+	watch *rulesWatch
+	hup   bool
+
 	// ends follows where the outputs end, for checkpoints.
 	ends         *endTracker
 	commitFailed chan error
@@ -201,6 +206,9 @@ func (j *liveJob) startOutputs(context.Context) error {
 	o := j.opts
 	j.m = newMetrics(o.Registry, o.Config, o.MetricLabelLimit)
 	registerStateMetrics(o.Registry, j.db)
+	if o.Config.File != "" && (o.WatchRules || o.ReloadRules != nil) {
+		j.watch = newRulesWatch(o.Registry, o.Config)
+	}
 	if o.MetricsAddr != "" {
 		srv, err := j.m.serve(o.MetricsAddr, j.db.Health)
 		if err != nil {
@@ -256,6 +264,11 @@ func (j *liveJob) restore(ctx context.Context) error {
 	}
 	if err := j.e.Restore(cp); err != nil {
 		return fmt.Errorf("state in %s: %w", j.opts.StateDir, err)
+	}
+	// The restore laid the rules' state out as the checkpoint had it.
+	j.dec, j.batch = j.e.NewDecoder(), j.e.NewBatch()
+	if d := j.e.Restored(); d.Changed() {
+		logDiff(j, "rules changed since the checkpoint", d, "file", j.opts.Config.File)
 	}
 	raw, _, err := j.db.Meta(metaOffsets)
 	if err != nil {
@@ -450,6 +463,9 @@ func (j *liveJob) loop(ctx context.Context) error {
 			}
 		case <-discover.C:
 			j.discover(ctx)
+		case <-j.opts.ReloadRules:
+			// At the next tick, which comes only while the group is held.
+			j.hup = true
 		}
 		j.writer.start()
 	}
@@ -523,6 +539,18 @@ func (j *liveJob) process() error {
 func (j *liveJob) tick() error {
 	if err := j.process(); err != nil {
 		return err
+	}
+	switch {
+	case j.watch == nil:
+	case j.hup:
+		j.hup = false
+		if err := j.reloadRules("SIGHUP", true); err != nil {
+			return err
+		}
+	case j.opts.WatchRules && j.watch.changed(j.opts.Now()):
+		if err := j.reloadRules("file changed", false); err != nil {
+			return err
+		}
 	}
 	if err := j.e.Tick(j.now()); err != nil {
 		return err

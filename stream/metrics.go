@@ -23,6 +23,9 @@ type metrics struct {
 	reg       *prometheus.Registry
 	events    *prometheus.CounterVec
 	decisions *prometheus.CounterVec
+	// labelLimit bounds the label values of each label taken from the
+	// input (RunOptions.MetricLabelLimit).
+	labelLimit int
 	// shadowDecisions counts the decisions of rules in mode shadow.
 	shadowDecisions *prometheus.CounterVec
 	watermark       prometheus.Gauge
@@ -50,7 +53,7 @@ type metrics struct {
 
 func newMetrics(reg *prometheus.Registry, cfg *rules.Config, labelLimit int) *metrics {
 	m := &metrics{
-		reg: reg, cfg: cfg, sources: newBoundedLabels(labelLimit),
+		reg: reg, cfg: cfg, sources: newBoundedLabels(labelLimit), labelLimit: labelLimit,
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "riskstream_events_total",
 			Help: "Input records by result: ok, late, invalid, unmatched."}, []string{"result"}),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "riskstream_decisions_total",

@@ -64,10 +64,19 @@ func (op *Operator) Restore(b []byte) error {
 		key string
 	}
 	var timers []timer
+	var retired [][]byte
 	c := op.cache
 	err := c.cold.backend.Scan(func(key, value []byte) error {
-		if len(key) < 2 || specOf(key) >= len(op.specs) {
+		if len(key) < 2 {
 			return fmt.Errorf("windows: restore: slot key %q names no rule", key)
+		}
+		if specOf(key) >= len(op.specs) || op.specs[specOf(key)] == nil {
+			// A rule removed or changed since (Options.SpecIDs): its
+			// state goes, once, after the scan.
+			if op.shard == 0 {
+				retired = append(retired, append([]byte(nil), key...))
+			}
+			return nil
 		}
 		id := hashSlotKey(c.seeds, string(key))
 		if !op.owns(specOf(key), id) {
@@ -87,6 +96,12 @@ func (op *Operator) Restore(b []byte) error {
 	if err != nil {
 		return err
 	}
+	for _, key := range retired {
+		if err := c.cold.backend.Delete(key); err != nil {
+			return fmt.Errorf("windows: restore: delete the state of a rule gone: %w", err)
+		}
+	}
+	op.deleted = len(retired)
 	// By time, then in key order (the scan's), as the queue runs a
 	// heatmap's timers.
 	slices.SortStableFunc(timers, func(x, y timer) int { return cmp.Compare(x.at, y.at) })

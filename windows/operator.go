@@ -30,6 +30,10 @@ type Options struct {
 	// Without it the cold store writes to the Backend only what does not
 	// fit in memory. The default value is false.
 	WriteThrough bool
+	// SpecIDs, if set, are the state ids of the rules, then the heatmaps,
+	// of the config, in file order (see Reload): distinct, below 65536.
+	// The default value is their places in the file.
+	SpecIDs []int
 	// SameKeysAs, if set, is an operator of the same rules whose key hashes
 	// this one uses, so that one Keyer's SlotRefs serve both: the shards of
 	// one engine.
@@ -68,10 +72,13 @@ const (
 // clock; its caller feeds it events and watermarks in order, and the same
 // sequence of calls always produces the same outputs.
 type Operator struct {
-	specs  []*spec
-	out    Output
-	cache  *cache
-	timers timerQueue[idTimer]
+	// specs are by state id, nil for ids no rule or heatmap has; ordered
+	// are the same in file order.
+	specs   []*spec
+	ordered []*spec
+	out     Output
+	cache   *cache
+	timers  timerQueue[idTimer]
 	// keyTimers are the timers of slots found by key: restored ones, and
 	// those a cold store that writes through spilled.
 	keyTimers timerQueue[string]
@@ -95,8 +102,9 @@ type Operator struct {
 	quantiles []*heatmap.Acc
 	// prefetchAddrs is Prefetch's buffer of addresses.
 	prefetchAddrs []unsafe.Pointer
-	rules         int   // how many of the specs are rules
 	windowed      int64 // heatmap windows emitted, revisions included
+	// deleted counts the states of retired state ids Restore deleted.
+	deleted int
 	// shard and shards are Options.Shard and Options.Shards.
 	shard, shards int
 }
@@ -108,14 +116,16 @@ func New(cfg *rules.Config, schema *event.Schema, backend Backend, out Output, o
 	if opts.Shards > 0 && (opts.Shard < 0 || opts.Shard >= opts.Shards) {
 		return nil, fmt.Errorf("windows: shard %d of %d", opts.Shard, opts.Shards)
 	}
-	specs, err := compile(cfg, schema)
+	ordered, err := compile(cfg, schema, opts.SpecIDs)
 	if err != nil {
 		return nil, err
 	}
+	specs := byID(ordered, 0)
 	coldBudget := max(int(opts.MemoryBytes)-opts.CacheSlots*HotSlotBytes, 0)
 	cold := newColdStore(backend, len(specs), coldBudget, opts.WriteThrough)
 	op := &Operator{
 		specs:     specs,
+		ordered:   ordered,
 		out:       out,
 		cache:     newCache(opts.CacheSlots, cold, specs),
 		wm:        MinWatermark,
@@ -123,17 +133,11 @@ func New(cfg *rules.Config, schema *event.Schema, backend Backend, out Output, o
 		horizons:  make([]horizon, len(specs)),
 		quantiles: make([]*heatmap.Acc, len(specs)),
 		counts:    make(map[uint64]int32),
-		rules:     len(cfg.Rules),
 		shard:     opts.Shard,
 		shards:    opts.Shards,
 	}
-	for _, sp := range specs {
-		if sp.hm != nil {
-			op.scratch[sp.index] = heatmap.New(len(sp.bounds))
-		}
-		if sp.agg == rules.Quantile {
-			op.quantiles[sp.index] = heatmap.New(0)
-		}
+	for _, sp := range ordered {
+		op.scratchFor(sp)
 	}
 	if opts.SameKeysAs != nil {
 		op.cache.setSeeds(opts.SameKeysAs.cache.seeds)
@@ -346,7 +350,7 @@ func (op *Operator) decide(sp *spec, ev *event.Event, s *slot, start, end int64,
 	}
 	op.dec = Decision{
 		Rule:       sp.rule,
-		RuleIndex:  sp.index, // rules come first among the specs, in file order
+		RuleIndex:  sp.pos,
 		EventID:    ev.ID,
 		EventTS:    ev.TS,
 		Key:        slotKeyText(s.key),
@@ -500,7 +504,11 @@ func (op *Operator) runTimers(at int64, ib *timerBucket[idTimer], kb *timerBucke
 				if i%timerPrefetch == 0 {
 					op.prefetchTimers(blk, i)
 				}
-				if sp := op.specs[e.spec]; sp.rule != nil {
+				sp := op.specs[e.spec]
+				if sp == nil {
+					continue // its state went with its rule (Reload)
+				}
+				if sp.rule != nil {
 					if op.wm == MaxWatermark && !op.cache.cold.writeThrough {
 						// dropRules forgot what memory held; what was
 						// spilled stays in a store no one reads again.
@@ -616,6 +624,9 @@ func (op *Operator) runInKeyOrder(at int64, ib *timerBucket[idTimer], kb *timerB
 	if ib != nil {
 		for _, blk := range ib.blocks {
 			for _, e := range blk {
+				if op.specs[e.spec] == nil {
+					continue // its state went with its rule (Reload)
+				}
 				// One the cache and the cold store do not hold is gone, or
 				// was spilled writing through: its key timer is in kb.
 				key, err := op.cache.keyOf(int(e.spec), e.id)
@@ -646,6 +657,9 @@ func (op *Operator) runInKeyOrder(at int64, ib *timerBucket[idTimer], kb *timerB
 }
 
 func (op *Operator) runKeyTimer(key string, at int64) error {
+	if op.specs[specOf(key)] == nil {
+		return nil // its state went with its rule (Reload)
+	}
 	s, err := op.cache.lookup(key)
 	if err != nil {
 		return err
@@ -804,7 +818,7 @@ func (op *Operator) fireSession(s *slot, se *win) {
 func (op *Operator) emitHeatmap(s *slot, start, end int64, rev int32, a *heatmap.Acc) {
 	op.hw = HeatmapWindow{
 		Heatmap:      s.sp.hm,
-		HeatmapIndex: s.sp.index - op.rules, // heatmaps follow the rules among the specs
+		HeatmapIndex: s.sp.pos,
 		Key:          slotKeyText(s.key),
 		Start:        start,
 		End:          end,

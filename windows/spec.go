@@ -19,9 +19,16 @@ const (
 )
 
 type spec struct {
+	// index is the spec's state id: its slot keys start with it, and the
+	// operator's tables of specs, timers and state are by it. It is the
+	// spec's place in the rules file unless Options.SpecIDs says otherwise,
+	// and a rule keeps it across reloads while its definition is unchanged.
 	index int
-	rule  *rules.Rule    // set for decision rules
-	hm    *rules.Heatmap // set for heatmaps
+	// pos is the spec's place among the rules, or among the heatmaps, of
+	// the file.
+	pos  int
+	rule *rules.Rule    // set for decision rules
+	hm   *rules.Heatmap // set for heatmaps
 
 	wtype rules.WindowType
 	size  int64 // tumbling and sliding
@@ -93,7 +100,12 @@ func Fields(cfg *rules.Config) []event.Field {
 	return fields
 }
 
-func compile(cfg *rules.Config, schema *event.Schema) ([]*spec, error) {
+// compile returns the specs of cfg, rules then heatmaps in file order, with
+// state ids ids (nil: their places).
+func compile(cfg *rules.Config, schema *event.Schema, ids []int) ([]*spec, error) {
+	if n := len(cfg.Rules) + len(cfg.Heatmaps); ids != nil && len(ids) != n {
+		return nil, fmt.Errorf("windows: %d state ids for %d rules and heatmaps", len(ids), n)
+	}
 	attr := func(name string) (int, error) {
 		i, ok := schema.Index(name)
 		if !ok {
@@ -152,7 +164,7 @@ func compile(cfg *rules.Config, schema *event.Schema) ([]*spec, error) {
 		if err != nil {
 			return nil, fmt.Errorf("rule %q: %w", r.Name, err)
 		}
-		sp.rule, sp.agg, sp.q, sp.minEvents = r, r.Aggregate.Kind, r.Aggregate.Q, r.MinEvents
+		sp.rule, sp.pos, sp.agg, sp.q, sp.minEvents = r, i, r.Aggregate.Kind, r.Aggregate.Q, r.MinEvents
 		if r.Aggregate.Field != "" {
 			if sp.aggAttr, err = attr(r.Aggregate.Field); err != nil {
 				return nil, fmt.Errorf("rule %q: %w", r.Name, err)
@@ -169,7 +181,7 @@ func compile(cfg *rules.Config, schema *event.Schema) ([]*spec, error) {
 		if err != nil {
 			return nil, fmt.Errorf("heatmap %q: %w", h.Name, err)
 		}
-		sp.hm, sp.bounds = h, h.Buckets
+		sp.hm, sp.pos, sp.bounds = h, i, h.Buckets
 		if sp.aggAttr, err = attr(h.Field); err != nil {
 			return nil, fmt.Errorf("heatmap %q: %w", h.Name, err)
 		}
@@ -177,6 +189,16 @@ func compile(cfg *rules.Config, schema *event.Schema) ([]*spec, error) {
 	}
 	if len(specs) > 1<<16 {
 		return nil, fmt.Errorf("windows: %d rules and heatmaps, at most %d", len(specs), 1<<16)
+	}
+	if ids != nil {
+		seen := make(map[int]bool, len(ids))
+		for i, sp := range specs {
+			if id := ids[i]; id < 0 || id >= 1<<16 || seen[id] {
+				return nil, fmt.Errorf("windows: state id %d of %s out of range or given twice", id, sp.name())
+			}
+			sp.index = ids[i]
+			seen[ids[i]] = true
+		}
 	}
 	return specs, nil
 }

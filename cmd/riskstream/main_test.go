@@ -273,3 +273,37 @@ func TestReplayShadowRule(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckDiff: check --diff says which rules keep their state, restart,
+// go and come, as the engine decides it, and refuses a change a reload
+// cannot make.
+func TestCheckDiff(t *testing.T) {
+	old, err := os.ReadFile("../../testdata/rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(old), "threshold: 5 ", "threshold: 4 ", 1)              // pay-burst: kept
+	edited = strings.Replace(edited, "size: 1m}", "size: 30s}", 1)                            // user-spend: restarted
+	edited = strings.Replace(edited, "name: device-session-scraping", "name: device-burst", 1) // removed, added
+	newPath := filepath.Join(t.TempDir(), "new.yaml")
+	os.WriteFile(newPath, []byte(edited), 0o644)
+	out, err := run(t, "", "check", "--diff", "../../testdata/rules.yaml", newPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "2 kept with their state, 1 restarted empty, 1 removed, 1 added\n" +
+		"kept       rule \"pay-burst\"\nkept       heatmap \"api-latency\"\n" +
+		"restarted  rule \"user-spend\": its definition changed, its state starts empty\n" +
+		"removed    rule \"device-session-scraping\": its state is deleted\n" +
+		"added      rule \"device-burst\"\n"
+	if !strings.HasSuffix(out, want) {
+		t.Errorf("check --diff:\n%s\nwant it to end with:\n%s", out, want)
+	}
+	os.WriteFile(newPath, []byte(strings.Replace(string(old), "out_of_orderness: 2s", "out_of_orderness: 3s", 1)), 0o644)
+	if _, err := run(t, "", "check", "--diff", "../../testdata/rules.yaml", newPath); err == nil || !strings.Contains(err.Error(), "restart") {
+		t.Errorf("check --diff of another out_of_orderness: %v, want a refusal", err)
+	}
+	if _, err := run(t, "", "check", "--diff", "../../testdata/rules.yaml"); err == nil {
+		t.Error("check --diff needs two files")
+	}
+}

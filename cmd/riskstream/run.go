@@ -72,6 +72,9 @@ which is plaintext: the TLS and SASL flags then are refused.
 			// a second one exits at once.
 			ctx, stop := notifyStop(cmd.Context(), cmd.ErrOrStderr(), os.Exit)
 			defer stop()
+			reload, stopReload := notifyReload()
+			defer stopReload()
+			opts.ReloadRules = reload
 			stopProfile, err := startCPUProfile(cpuProfile)
 			if err != nil {
 				return err
@@ -82,6 +85,7 @@ which is plaintext: the TLS and SASL flags then are refused.
 	}
 	f := cmd.Flags()
 	f.StringVar(&rulesFile, "rules", "", "rules file (YAML); required")
+	f.BoolVar(&opts.WatchRules, "watch-rules", true, "reload the rules file when it changes, as on SIGHUP, keeping the state of the rules whose definition is unchanged (not with --distributed)")
 	addBrokersFlag(cmd, &opts.Brokers, "start an embedded broker on 127.0.0.1:9092")
 	f.StringVar(&opts.Topic, "topic", "requests", "input topic")
 	f.StringVar(&opts.Group, "group", "riskstream", "consumer group: joined to keep a second instance out (with --distributed, shared by the instances), and given the checkpointed offsets for lag tools")

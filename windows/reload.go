@@ -1,0 +1,141 @@
+package windows
+
+import (
+	"fmt"
+
+	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/heatmap"
+	"github.com/riskstream/riskstream/rules"
+)
+
+// byID returns specs in a table by state id, at least n long, with nil
+// for the ids no spec has.
+func byID(specs []*spec, n int) []*spec {
+	for _, sp := range specs {
+		n = max(n, sp.index+1)
+	}
+	table := make([]*spec, n)
+	for _, sp := range specs {
+		table[sp.index] = sp
+	}
+	return table
+}
+
+// scratchFor makes the buffers sp's windows are merged into.
+func (op *Operator) scratchFor(sp *spec) {
+	op.scratch[sp.index], op.quantiles[sp.index] = nil, nil
+	if sp.hm != nil {
+		op.scratch[sp.index] = heatmap.New(len(sp.bounds))
+	}
+	if sp.agg == rules.Quantile {
+		op.quantiles[sp.index] = heatmap.New(0)
+	}
+}
+
+// Reload replaces the operator's rules and heatmaps with cfg's, between
+// two events, keeping the state of those that keep their state id. ids
+// are cfg's state ids, as Options.SpecIDs: a rule or heatmap whose id is
+// one of the operator's takes over its state and timers, and must have the
+// same definition (rules.Identity) and window settings; its threshold,
+// action, min_events and mode may differ. The state of every id the
+// operator has and ids leave out is deleted, from memory and, but for the
+// states only the Backend holds (see DeleteRetired), from the Backend. A
+// new id must not have been used since the operator was made: timers of
+// a deleted state may still name its id, and find nothing. Events must
+// then be decoded with a schema built from Fields(cfg), and keyed by new
+// Keyers.
+func (op *Operator) Reload(cfg *rules.Config, schema *event.Schema, ids []int) error {
+	ordered, err := compile(cfg, schema, ids)
+	if err != nil {
+		return err
+	}
+	n := len(op.specs)
+	for _, sp := range ordered {
+		n = max(n, sp.index+1)
+	}
+	kept := make([]bool, n)
+	for i, sp := range ordered {
+		if sp.index < len(op.specs) && op.specs[sp.index] != nil {
+			// Slots point to their spec: the kept one is updated in place,
+			// its attribute indexes now the new schema's.
+			old := op.specs[sp.index]
+			*old = *sp
+			ordered[i] = old
+			kept[sp.index] = true
+		}
+	}
+	var dropped []int
+	for id, sp := range op.specs {
+		if sp != nil && !kept[id] {
+			dropped = append(dropped, id)
+		}
+	}
+	if err := op.dropState(dropped); err != nil {
+		return err
+	}
+	op.grow(n)
+	for _, id := range dropped {
+		op.specs[id] = nil
+		op.horizons[id] = horizon{}
+		op.scratch[id], op.quantiles[id] = nil, nil
+	}
+	for _, sp := range ordered {
+		if !kept[sp.index] {
+			op.specs[sp.index] = sp
+			op.horizons[sp.index] = horizon{}
+			op.cache.m[sp.index] = slotIndex{}
+			op.cache.cold.idx[sp.index] = coldIndex{}
+		}
+		op.scratchFor(sp)
+	}
+	op.ordered = ordered
+	return nil
+}
+
+// grow makes the tables by state id n long.
+func (op *Operator) grow(n int) {
+	if n <= len(op.specs) {
+		return
+	}
+	extend := func(k int) int { return n - k }
+	op.specs = append(op.specs, make([]*spec, extend(len(op.specs)))...)
+	op.cache.specs = op.specs
+	op.cache.m = append(op.cache.m, make([]slotIndex, extend(len(op.cache.m)))...)
+	op.cache.cold.idx = append(op.cache.cold.idx, make([]coldIndex, extend(len(op.cache.cold.idx)))...)
+	op.horizons = append(op.horizons, make([]horizon, extend(len(op.horizons)))...)
+	op.scratch = append(op.scratch, make([]*heatmap.Acc, extend(len(op.scratch)))...)
+	op.quantiles = append(op.quantiles, make([]*heatmap.Acc, extend(len(op.quantiles)))...)
+}
+
+// dropState deletes the state of the specs with ids that the cache and the
+// cold store hold.
+func (op *Operator) dropState(ids []int) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	drop := make([]bool, len(op.specs))
+	for _, id := range ids {
+		drop[id] = true
+	}
+	c := op.cache
+	for i := 0; i < len(c.ring); {
+		if s := c.ring[i]; drop[s.sp.index] {
+			if err := c.remove(s); err != nil {
+				return fmt.Errorf("windows: drop the state of %s: %w", s.sp.name(), err)
+			}
+			continue // the last slot moved to i
+		}
+		i++
+	}
+	for _, id := range ids {
+		if err := c.cold.dropSpec(id); err != nil {
+			return fmt.Errorf("windows: drop the state of %s: %w", op.specs[id].name(), err)
+		}
+	}
+	return nil
+}
+
+// Deleted counts the states Restore deleted because no rule or heatmap of
+// the operator has their state id: those of rules removed, or changed,
+// since they were written.
+func (op *Operator) Deleted() int { return op.deleted }
