@@ -282,8 +282,8 @@ func TestCheckDiff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	edited := strings.Replace(string(old), "threshold: 5 ", "threshold: 4 ", 1)              // pay-burst: kept
-	edited = strings.Replace(edited, "size: 1m}", "size: 30s}", 1)                            // user-spend: restarted
+	edited := strings.Replace(string(old), "threshold: 5 ", "threshold: 4 ", 1)                // pay-burst: kept
+	edited = strings.Replace(edited, "size: 1m}", "size: 30s}", 1)                             // user-spend: restarted
 	edited = strings.Replace(edited, "name: device-session-scraping", "name: device-burst", 1) // removed, added
 	newPath := filepath.Join(t.TempDir(), "new.yaml")
 	os.WriteFile(newPath, []byte(edited), 0o644)
