@@ -68,7 +68,8 @@ func (w *rulesWatch) changed(now time.Time) bool {
 // records: the state of the rules whose definition is unchanged is kept.
 // A file with problems, or a change that needs a restart, is refused and
 // logged, and the job goes on with the rules it has. An applied reload is
-// logged and checkpointed at once, so that a restart resumes with it.
+// logged and checkpointed durably at once, so that a restart resumes with
+// it.
 // Only a failure of the state store is an error.
 func (j *liveJob) reloadRules(why string, force bool) error {
 	w := j.watch
@@ -112,7 +113,9 @@ func (j *liveJob) reloadRules(why string, force bool) error {
 	took := j.opts.Now().Sub(start)
 	w.reloads.WithLabelValues("applied").Inc()
 	logDiff(j, "rules reloaded", diff, "file", w.path, "why", why, "took", took)
-	return j.checkpoint(false)
+	// Durable before the next record: a restart, even after a SIGKILL,
+	// resumes with the new rules and their state.
+	return j.checkpoint(true)
 }
 
 // logDiff logs msg with what a change of rules did to each one's state.
