@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/riskstream/riskstream/event"
@@ -55,11 +56,16 @@ func (e *Sharded) Reload(cfg *rules.Config) (rules.Diff, error) {
 	if err != nil {
 		return diff, err
 	}
+	// The shards drop the state of changed rules concurrently, as they
+	// fire and purge (Options.Parallel).
+	ids := next.ids()
+	errs := make([]error, len(e.shards))
+	e.parallel(len(e.shards), func(i int) { errs[i] = e.shards[i].op.Reload(cfg, schema, ids) })
+	if err := errors.Join(errs...); err != nil {
+		// Every shard compiles the same rules: none or all fail.
+		return diff, fmt.Errorf("engine: reload: %w", err)
+	}
 	for _, s := range e.shards {
-		// A failure here is the backend's, fatal to the job anyway.
-		if err := s.op.Reload(cfg, schema, next.ids()); err != nil {
-			return diff, fmt.Errorf("engine: reload: %w", err)
-		}
 		s.rules = len(cfg.Rules)
 	}
 	e.cfg, e.schema, e.layout = cfg, schema, next

@@ -1,8 +1,6 @@
 package windows
 
 import (
-	"fmt"
-
 	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/heatmap"
 	"github.com/riskstream/riskstream/rules"
@@ -38,10 +36,11 @@ func (op *Operator) scratchFor(sp *spec) {
 // one of the operator's takes over its state and timers, and must have the
 // same definition (rules.Identity) and window settings; its threshold,
 // action, min_events and mode may differ. The state of every id the
-// operator has and ids leave out is deleted, from memory and, but for the
-// states only the Backend holds (see DeleteRetired), from the Backend. A
-// new id must not have been used since the operator was made: timers of
-// a deleted state may still name its id, and find nothing. Events must
+// operator has and ids leave out is dropped from memory; its copies in
+// the Backend are left to the next Restore, which deletes the states of
+// ids its operator does not have. A new id must not have been used since
+// the operator was made: timers of a dropped state may still name its id,
+// and find nothing. Events must
 // then be decoded with a schema built from Fields(cfg), and keyed by new
 // Keyers.
 func (op *Operator) Reload(cfg *rules.Config, schema *event.Schema, ids []int) error {
@@ -70,9 +69,7 @@ func (op *Operator) Reload(cfg *rules.Config, schema *event.Schema, ids []int) e
 			dropped = append(dropped, id)
 		}
 	}
-	if err := op.dropState(dropped); err != nil {
-		return err
-	}
+	op.dropState(dropped)
 	op.grow(n)
 	for _, id := range dropped {
 		op.specs[id] = nil
@@ -107,32 +104,38 @@ func (op *Operator) grow(n int) {
 	op.quantiles = append(op.quantiles, make([]*heatmap.Acc, extend(len(op.quantiles)))...)
 }
 
-// dropState deletes the state of the specs with ids that the cache and the
-// cold store hold.
-func (op *Operator) dropState(ids []int) error {
+// dropState forgets the state of the specs with ids, in the cache and the
+// cold store. The Backend's copies stay: deleting each of a rule's states
+// there took most of a reload's pause (BENCHMARKS.md "Rules reload"), and
+// the ids are retired, never read again, until the next Restore deletes
+// them in one pass.
+func (op *Operator) dropState(ids []int) {
 	if len(ids) == 0 {
-		return nil
-	}
-	drop := make([]bool, len(op.specs))
-	for _, id := range ids {
-		drop[id] = true
+		return
 	}
 	c := op.cache
-	for i := 0; i < len(c.ring); {
-		if s := c.ring[i]; drop[s.sp.index] {
-			if err := c.remove(s); err != nil {
-				return fmt.Errorf("windows: drop the state of %s: %w", s.sp.name(), err)
-			}
-			continue // the last slot moved to i
-		}
-		i++
-	}
+	// Found through their specs' indexes, not the whole ring: a reload
+	// that restarts one rule touches only that rule's slots.
+	var doomed []*slot
 	for _, id := range ids {
-		if err := c.cold.dropSpec(id); err != nil {
-			return fmt.Errorf("windows: drop the state of %s: %w", op.specs[id].name(), err)
+		for _, e := range c.m[id].entries {
+			if e.tag != 0 {
+				doomed = append(doomed, e.s)
+			}
 		}
 	}
-	return nil
+	for _, s := range doomed {
+		c.drop(s)
+		c.clean(s)
+	}
+	cold := c.cold
+	for _, id := range ids {
+		x := &cold.idx[id]
+		for i := range x.entries {
+			cold.forget(x.entries[i].loc)
+		}
+		*x = coldIndex{}
+	}
 }
 
 // Deleted counts the states Restore deleted because no rule or heatmap of
