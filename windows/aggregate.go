@@ -1,6 +1,11 @@
 package windows
 
-import "github.com/riskstream/riskstream/rules"
+import (
+	"math"
+
+	"github.com/riskstream/riskstream/heatmap"
+	"github.com/riskstream/riskstream/rules"
+)
 
 // The aggregates beyond count, sum and distinct keep their state in the
 // fields an acc already has, so that a slot's layout and encoding stay as
@@ -44,10 +49,10 @@ func (sp *spec) sessionValue(a *acc) float64 {
 	return float64(a.n)
 }
 
-// statValue is the aggregate of an avg, ratio, min, max or quantile rule's
-// window made of panes (at least one, a run of all), holding n events
-// whose sums add up to sum; extreme follows the smallest or largest of the
-// panes' values.
+// statValue is the aggregate of an avg, ratio, min or max rule's window
+// made of panes (at least one, a run of all), holding n events whose sums
+// add up to sum; extreme follows the smallest or largest of the panes'
+// values.
 func (op *Operator) statValue(sp *spec, all, panes []win, n int64, sum float64, extreme *extremes) float64 {
 	switch sp.agg {
 	case rules.Avg, rules.Ratio:
@@ -55,17 +60,62 @@ func (op *Operator) statValue(sp *spec, all, panes []win, n int64, sum float64, 
 	case rules.Min, rules.Max:
 		return extreme.value(all)
 	}
-	if len(panes) == 1 {
-		return panes[0].heatmap().Quantile(sp.q)
+	return 0 // quantiles: bestQuantile
+}
+
+// sweptWindow is a window of a quantile rule's sweep: its start, its panes
+// panes[lo:hi], and whether it holds min_events.
+type sweptWindow struct {
+	start  int64
+	lo, hi int
+	enough bool
+}
+
+// bestQuantile returns the start and quantile of the window with the
+// highest quantile among those of op.windows that hold min_events (ties to
+// the earliest; first and -Inf with none), and empties op.windows.
+//
+// A quantile cannot be updated as a pane leaves, so each window's is of a
+// merge of its panes. When the windows all end at the same pane (the event
+// is in the latest pane, as in-order events are) they are suffixes of one
+// run: merged from the latest start back, each pane is merged once;
+// otherwise each window merges its own.
+func (op *Operator) bestQuantile(sp *spec, panes []win, first int64) (int64, float64) {
+	ws := op.windows
+	defer func() { op.windows = ws[:0] }()
+	best, bestStart := math.Inf(-1), first
+	take := func(w *sweptWindow, a *heatmap.Acc) {
+		// Visited from the latest start back, a tie goes to the earlier.
+		if v := a.Quantile(sp.q); w.enough && v >= best {
+			best, bestStart = v, w.start
+		}
 	}
-	// DDSketch merges by adding bin counts, so the merge of the panes is the
-	// sketch of the window's values, whatever the panes.
 	m := op.quantiles[sp.index]
+	suffixes := len(ws) > 0 && ws[0].hi == ws[len(ws)-1].hi
 	m.Reset()
-	for i := range panes {
-		m.Merge(panes[i].heatmap())
+	merged := len(panes)
+	if suffixes {
+		merged = ws[0].hi
 	}
-	return m.Quantile(sp.q)
+	for i := len(ws) - 1; i >= 0; i-- {
+		w := &ws[i]
+		switch {
+		case suffixes:
+			for ; merged > w.lo; merged-- {
+				m.Merge(panes[merged-1].heatmap())
+			}
+			take(w, m)
+		case w.hi-w.lo == 1:
+			take(w, panes[w.lo].heatmap())
+		default:
+			m.Reset()
+			for j := w.lo; j < w.hi; j++ {
+				m.Merge(panes[j].heatmap())
+			}
+			take(w, m)
+		}
+	}
+	return bestStart, best
 }
 
 // extremes is the minimum or maximum of a sliding run of panes, which enter

@@ -98,6 +98,8 @@ type Operator struct {
 	horizons []horizon        // per spec: window bounds derived from the watermark
 	counts   map[uint64]int32 // distinct values in the window being swept
 	extremes extremes         // the min or max of the window being swept
+	// windows are the windows a quantile rule's sweep found.
+	windows []sweptWindow
 	// quantiles is per spec the merge of a sliding quantile rule's panes.
 	quantiles []*heatmap.Acc
 	// prefetchAddrs is Prefetch's buffer of addresses.
@@ -417,10 +419,13 @@ func (op *Operator) bestWindow(sp *spec, panes []win, first, last int64) (int64,
 			v = float64(distinct)
 		case rules.Count:
 			v = float64(n)
+		case rules.Quantile:
+			// Evaluated once the sweep has found every window.
+			op.windows = append(op.windows, sweptWindow{ws, lo, hi, n >= sp.minEvents})
 		default:
 			v = op.statValue(sp, panes, panes[lo:hi], n, sum, extreme)
 		}
-		if v > best && n >= sp.minEvents {
+		if v > best && n >= sp.minEvents && sp.agg != rules.Quantile {
 			best, bestStart = v, ws
 		}
 		next := MaxWatermark
@@ -437,6 +442,9 @@ func (op *Operator) bestWindow(sp *spec, panes []win, first, last int64) (int64,
 	}
 	if sp.agg == rules.Distinct {
 		clear(op.counts)
+	}
+	if sp.agg == rules.Quantile {
+		bestStart, best = op.bestQuantile(sp, panes, first)
 	}
 	return bestStart, best
 }
