@@ -123,6 +123,7 @@ func (op *Operator) dropState(ids []int) {
 				doomed = append(doomed, e.s)
 			}
 		}
+		c.m[id] = slotIndex{} // then drop has nothing to take out of it
 	}
 	for _, s := range doomed {
 		c.drop(s)
