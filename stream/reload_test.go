@@ -37,6 +37,21 @@ func editedRules(t *testing.T) string {
 	return s[:start] + shadow + s[end:]
 }
 
+// bundledRulesCopy writes the bundled rules to a file of the test's own,
+// for the job to watch and the test to edit, and returns its path.
+func bundledRulesCopy(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(bundledRules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // inputEnd is the offset after the last record of the input topic.
 func inputEnd(t *testing.T, addr string) int64 {
 	t.Helper()
@@ -140,12 +155,7 @@ func TestLiveReload(t *testing.T) {
 	addr := startLiveBroker(t)
 	produce := produceHalves(t, addr)
 	produce(0)
-	rulesPath := filepath.Join(t.TempDir(), "rules.yaml")
-	bundled, err := os.ReadFile(bundledRules)
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(rulesPath, bundled, 0o644)
+	rulesPath := bundledRulesCopy(t)
 	cfg, err := rules.Load(rulesPath)
 	if err != nil {
 		t.Fatal(err)
@@ -193,12 +203,7 @@ func TestLiveReloadSurvivesSIGKILL(t *testing.T) {
 	addr := startLiveBroker(t)
 	produce := produceHalves(t, addr)
 	produce(0)
-	rulesPath := filepath.Join(t.TempDir(), "rules.yaml")
-	bundled, err := os.ReadFile(bundledRules)
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(rulesPath, bundled, 0o644)
+	rulesPath := bundledRulesCopy(t)
 	stateDir := t.TempDir()
 	start := func() (interface{ Wait() error }, *lockedBuffer, func(syscall.Signal)) {
 		cmd, logs := startProcess(t, bin, "run", "--rules", rulesPath, "--brokers", addr, "--state-dir", stateDir,
