@@ -128,7 +128,11 @@ func (e *Engine) Restore(b []byte) error {
 			return err
 		}
 		e.dec = newDecoder(e.schema, e.op)
-		return e.op.Restore(op)
+		if err := e.op.Restore(op); err != nil {
+			return err
+		}
+		_, err := e.op.DeleteRetired()
+		return err
 	})
 	if err == nil {
 		e.layout, e.restored = l, diff
@@ -150,6 +154,12 @@ func (e *Sharded) Restore(b []byte) error {
 		e.end = *e.NewBatch()
 		for _, s := range e.shards {
 			if err := s.op.Restore(op); err != nil {
+				return err
+			}
+		}
+		// Once every shard has scanned the store.
+		for _, s := range e.shards {
+			if _, err := s.op.DeleteRetired(); err != nil {
 				return err
 			}
 		}

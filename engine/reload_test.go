@@ -301,3 +301,72 @@ func TestRestoreAfterReload(t *testing.T) {
 		db.Close()
 	}
 }
+
+// TestShardedRestoreWithOtherRules: a sharded engine, as the live job's,
+// restores a checkpoint of other rules: every shard scans the store
+// before the state of the rules gone is deleted, once.
+func TestShardedRestoreWithOtherRules(t *testing.T) {
+	before, after := loadTwoRules(t)
+	lines := bundledLines(t)
+	dir := t.TempDir()
+	open := func(cfg *rules.Config) (*state.DB, *Sharded) {
+		db, err := state.Open(state.Options{Dir: dir, AtomicCheckpoints: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts, err := db.Parts(2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := NewSharded(Options{Config: cfg, Output: &recorder{enc: sink.NewEncoder()}, Checkpoints: true},
+			[]windows.Backend{parts[0], parts[1]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return db, e
+	}
+	commit := func(db *state.DB, e *Sharded) {
+		cp, err := e.Checkpoint()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.SetMeta("cp", cp); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Commit(true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db, e := open(before)
+	b := e.NewBatch()
+	dec := e.NewDecoder()
+	for i := range len(lines) / 2 {
+		b.Add(dec, &Record{Value: lines[i]})
+	}
+	if err := processBatch(e, b); err != nil {
+		t.Fatal(err)
+	}
+	commit(db, e)
+	cp, _, _ := db.Meta("cp")
+	db.Close()
+
+	db, e = open(after)
+	defer db.Close()
+	if err := e.Restore(cp); err != nil {
+		t.Fatal(err)
+	}
+	if d := e.Restored(); len(d.Removed) != 1 || len(d.Restarted) != 1 {
+		t.Errorf("restore found removed %v, restarted %v", d.Removed, d.Restarted)
+	}
+	commit(db, e)
+	stale := 0
+	db.Scan(func(key, _ []byte) error {
+		if key[0] == 0 && (key[1] == 1 || key[1] == 2) {
+			stale++
+		}
+		return nil
+	})
+	if stale > 0 {
+		t.Errorf("%d states of rules gone still stored after the restore", stale)
+	}
+}

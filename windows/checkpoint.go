@@ -72,7 +72,7 @@ func (op *Operator) Restore(b []byte) error {
 		}
 		if specOf(key) >= len(op.specs) || op.specs[specOf(key)] == nil {
 			// A rule removed or changed since (Options.SpecIDs): its
-			// state goes, once, after the scan.
+			// state goes, once, with DeleteRetired.
 			if op.shard == 0 {
 				retired = append(retired, append([]byte(nil), key...))
 			}
@@ -96,12 +96,7 @@ func (op *Operator) Restore(b []byte) error {
 	if err != nil {
 		return err
 	}
-	for _, key := range retired {
-		if err := c.cold.backend.Delete(key); err != nil {
-			return fmt.Errorf("windows: restore: delete the state of a rule gone: %w", err)
-		}
-	}
-	op.deleted = len(retired)
+	op.retired = retired
 	// By time, then in key order (the scan's), as the queue runs a
 	// heatmap's timers.
 	slices.SortStableFunc(timers, func(x, y timer) int { return cmp.Compare(x.at, y.at) })

@@ -105,8 +105,9 @@ type Operator struct {
 	// prefetchAddrs is Prefetch's buffer of addresses.
 	prefetchAddrs []unsafe.Pointer
 	windowed      int64 // heatmap windows emitted, revisions included
-	// deleted counts the states of retired state ids Restore deleted.
-	deleted int
+	// retired are the keys of the states Restore found under state ids
+	// no spec has, for DeleteRetired.
+	retired [][]byte
 	// shard and shards are Options.Shard and Options.Shards.
 	shard, shards int
 }

@@ -1,6 +1,8 @@
 package windows
 
 import (
+	"fmt"
+
 	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/heatmap"
 	"github.com/riskstream/riskstream/rules"
@@ -139,7 +141,18 @@ func (op *Operator) dropState(ids []int) {
 	}
 }
 
-// Deleted counts the states Restore deleted because no rule or heatmap of
-// the operator has their state id: those of rules removed, or changed,
-// since they were written.
-func (op *Operator) Deleted() int { return op.deleted }
+// DeleteRetired deletes the states Restore found under state ids no rule
+// or heatmap of the operator has: those of rules removed, or changed,
+// since they were written (a shard's operator finds them only as shard 0).
+// It runs once every operator sharing the Backend has restored: a Backend
+// scans only what is committed. It returns how many it deleted.
+func (op *Operator) DeleteRetired() (int, error) {
+	n := len(op.retired)
+	for _, key := range op.retired {
+		if err := op.cache.cold.backend.Delete(key); err != nil {
+			return 0, fmt.Errorf("windows: delete the state of a rule gone: %w", err)
+		}
+	}
+	op.retired = nil
+	return n, nil
+}
