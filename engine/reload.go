@@ -31,7 +31,8 @@ func (e *Sharded) Config() *rules.Config { return e.cfg }
 // restore). Thresholds, actions, min_events, modes and
 // watermark.max_ahead take effect at once. The watermark settings that
 // shape every state, and the skew section, change only with a restart:
-// a cfg that changes them is refused, and the engine is left as it was.
+// a cfg that changes them is refused, and the engine is left as it was,
+// as it is for any error.
 // The next Checkpoint records the new rules. It returns what changed.
 func (e *Engine) Reload(cfg *rules.Config) (rules.Diff, error) {
 	next, diff, schema, err := prepareReload(e.cfg, cfg, &e.layout)
@@ -62,7 +63,8 @@ func (e *Sharded) Reload(cfg *rules.Config) (rules.Diff, error) {
 	errs := make([]error, len(e.shards))
 	e.parallel(len(e.shards), func(i int) { errs[i] = e.shards[i].op.Reload(cfg, schema, ids) })
 	if err := errors.Join(errs...); err != nil {
-		// Every shard compiles the same rules: none or all fail.
+		// An operator refuses rules before it changes anything, and every
+		// shard compiles the same: none or all fail.
 		return diff, fmt.Errorf("engine: reload: %w", err)
 	}
 	for _, s := range e.shards {

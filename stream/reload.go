@@ -2,7 +2,6 @@ package stream
 
 import (
 	"crypto/sha256"
-	"fmt"
 	"os"
 	"slices"
 	"time"
@@ -105,7 +104,11 @@ func (j *liveJob) reloadRules(why string, force bool) error {
 	start := j.opts.Now()
 	diff, err := j.e.Reload(cfg)
 	if err != nil {
-		return fmt.Errorf("reload %s: %w", w.path, err)
+		// The engine refuses before it changes anything (more state ids
+		// than a slot key holds, say), and writes nothing.
+		j.log.Warn("rules file refused: the rules stay as they are", "file", w.path, "why", why, "err", err)
+		w.reloads.WithLabelValues("refused").Inc()
+		return nil
 	}
 	j.dec, j.batch = j.e.NewDecoder(), j.e.NewBatch()
 	j.m.reload(j.opts.Config, cfg)

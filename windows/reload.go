@@ -42,9 +42,9 @@ func (op *Operator) scratchFor(sp *spec) {
 // the Backend are left to the next Restore, which deletes the states of
 // ids its operator does not have. A new id must not have been used since
 // the operator was made: timers of a dropped state may still name its id,
-// and find nothing. Events must
-// then be decoded with a schema built from Fields(cfg), and keyed by new
-// Keyers.
+// and find nothing. An error (rules that do not compile) comes before
+// anything changed. Events must then be decoded with a schema built from
+// Fields(cfg), and keyed by new Keyers.
 func (op *Operator) Reload(cfg *rules.Config, schema *event.Schema, ids []int) error {
 	ordered, err := compile(cfg, schema, ids)
 	if err != nil {
