@@ -131,8 +131,7 @@ func (e *Engine) Restore(b []byte) error {
 		if err := e.op.Restore(op); err != nil {
 			return err
 		}
-		_, err := e.op.DeleteRetired()
-		return err
+		return e.op.DeleteRetired()
 	})
 	if err == nil {
 		e.layout, e.restored = l, diff
@@ -159,7 +158,7 @@ func (e *Sharded) Restore(b []byte) error {
 		}
 		// Once every shard has scanned the store.
 		for _, s := range e.shards {
-			if _, err := s.op.DeleteRetired(); err != nil {
+			if err := s.op.DeleteRetired(); err != nil {
 				return err
 			}
 		}

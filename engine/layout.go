@@ -9,7 +9,7 @@ import (
 )
 
 // layout is where each rule's and heatmap's state is: the state id its
-// slot keys start with (windows.Options.SpecIDs), by its identity. Every
+// slot keys start with (windows.Operator.Reload), by its identity. Every
 // checkpoint records it, so that a job restarted, or reloaded, with other
 // rules keeps the state of those whose definition is unchanged, starts the
 // changed and new ones empty, and deletes the state of the others

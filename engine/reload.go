@@ -17,12 +17,6 @@ func (e *Engine) Restored() rules.Diff { return e.restored }
 // Restored is Engine's Restored.
 func (e *Sharded) Restored() rules.Diff { return e.restored }
 
-// Config returns the rules the engine runs.
-func (e *Engine) Config() *rules.Config { return e.cfg }
-
-// Config returns the rules the engine runs.
-func (e *Sharded) Config() *rules.Config { return e.cfg }
-
 // Reload replaces the engine's rules with cfg's between two records,
 // keeping the state of every rule and heatmap whose definition is
 // unchanged (its name and rules.Identity), however the others changed; a

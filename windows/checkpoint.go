@@ -71,7 +71,7 @@ func (op *Operator) Restore(b []byte) error {
 			return fmt.Errorf("windows: restore: slot key %q names no rule", key)
 		}
 		if specOf(key) >= len(op.specs) || op.specs[specOf(key)] == nil {
-			// A rule removed or changed since (Options.SpecIDs): its
+			// A rule removed or changed since (see Reload): its
 			// state goes, once, with DeleteRetired.
 			if op.shard == 0 {
 				retired = append(retired, append([]byte(nil), key...))

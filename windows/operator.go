@@ -30,10 +30,6 @@ type Options struct {
 	// Without it the cold store writes to the Backend only what does not
 	// fit in memory. The default value is false.
 	WriteThrough bool
-	// SpecIDs, if set, are the state ids of the rules, then the heatmaps,
-	// of the config, in file order (see Reload): distinct, below 65536.
-	// The default value is their places in the file.
-	SpecIDs []int
 	// SameKeysAs, if set, is an operator of the same rules whose key hashes
 	// this one uses, so that one Keyer's SlotRefs serve both: the shards of
 	// one engine.
@@ -119,7 +115,7 @@ func New(cfg *rules.Config, schema *event.Schema, backend Backend, out Output, o
 	if opts.Shards > 0 && (opts.Shard < 0 || opts.Shard >= opts.Shards) {
 		return nil, fmt.Errorf("windows: shard %d of %d", opts.Shard, opts.Shards)
 	}
-	ordered, err := compile(cfg, schema, opts.SpecIDs)
+	ordered, err := compile(cfg, schema, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -34,9 +34,10 @@ func (op *Operator) scratchFor(sp *spec) {
 
 // Reload replaces the operator's rules and heatmaps with cfg's, between
 // two events, keeping the state of those that keep their state id. ids
-// are cfg's state ids, as Options.SpecIDs: a rule or heatmap whose id is
-// one of the operator's takes over its state and timers, and must have the
-// same definition (rules.Identity) and window settings; its threshold,
+// are the state ids of cfg's rules, then heatmaps, in file order, distinct
+// and below 65536 (a new operator's are their places): a rule or heatmap
+// whose id is one of the operator's takes over its state and timers, and
+// must have the same definition (rules.Identity) and window settings; its threshold,
 // action, min_events and mode may differ. The state of every id the
 // operator has and ids leave out is dropped from memory; its copies in
 // the Backend are left to the next Restore, which deletes the states of
@@ -145,14 +146,13 @@ func (op *Operator) dropState(ids []int) {
 // or heatmap of the operator has: those of rules removed, or changed,
 // since they were written (a shard's operator finds them only as shard 0).
 // It runs once every operator sharing the Backend has restored: a Backend
-// scans only what is committed. It returns how many it deleted.
-func (op *Operator) DeleteRetired() (int, error) {
-	n := len(op.retired)
+// scans only what is committed.
+func (op *Operator) DeleteRetired() error {
 	for _, key := range op.retired {
 		if err := op.cache.cold.backend.Delete(key); err != nil {
-			return 0, fmt.Errorf("windows: delete the state of a rule gone: %w", err)
+			return fmt.Errorf("windows: delete the state of a rule gone: %w", err)
 		}
 	}
 	op.retired = nil
-	return n, nil
+	return nil
 }

@@ -21,8 +21,8 @@ const (
 type spec struct {
 	// index is the spec's state id: its slot keys start with it, and the
 	// operator's tables of specs, timers and state are by it. It is the
-	// spec's place in the rules file unless Options.SpecIDs says otherwise,
-	// and a rule keeps it across reloads while its definition is unchanged.
+	// spec's place in the rules file until a Reload says otherwise, and a
+	// rule keeps it across reloads while its definition is unchanged.
 	index int
 	// pos is the spec's place among the rules, or among the heatmaps, of
 	// the file.
