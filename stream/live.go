@@ -41,6 +41,10 @@ func Run(ctx context.Context, opts RunOptions) (err error) {
 		return ErrEmbeddedSecurity
 	}
 	if opts.Distributed {
+		if opts.WatchRules || opts.ReloadRules != nil {
+			// Each instance would have to reload at the same record.
+			opts.Logger.Info("the rules file is not reloaded with --distributed: new rules take a restart of every instance")
+		}
 		return runDistributed(ctx, opts)
 	}
 	j := &liveJob{opts: opts, log: opts.Logger, offsets: map[int32]int64{}, known: map[int]bool{}, started: opts.Now()}
