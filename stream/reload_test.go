@@ -171,7 +171,7 @@ func TestLiveReload(t *testing.T) {
 	}()
 	waitCheckpointed(t, addr, inputEnd(t, addr))
 
-	os.WriteFile(rulesPath, []byte(strings.Replace(editedRules(t), "threshold:", "thresold:", 1)), 0o644)
+	os.WriteFile(rulesPath, []byte(strings.Replace(editedRules(t), "aggregate: count", "aggregate: median", 1)), 0o644)
 	waitMetric(t, reg, `riskstream_rules_reloads_total{result="refused"}`, 1)
 	if n := metricValue(t, reg, `riskstream_rules_reloads_total{result="applied"}`); n != 0 {
 		t.Fatalf("a broken rules file was applied (%v reloads)", n)
