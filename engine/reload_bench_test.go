@@ -105,16 +105,7 @@ func loadedSharded(b *testing.B, cfg *rules.Config, users int) (*Sharded, *state
 			b.Fatal(err)
 		}
 	}
-	cp, err := e.Checkpoint()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := db.SetMeta("checkpoint", cp); err != nil {
-		b.Fatal(err)
-	}
-	if err := db.Commit(true); err != nil {
-		b.Fatal(err)
-	}
+	commitCheckpoint(b, db, e.Checkpoint)
 	return e, db
 }
 

@@ -120,6 +120,37 @@ func decisionValues(t *testing.T, out, rule string) map[string]float64 {
 	return values
 }
 
+// commitCheckpoint stores what checkpoint returns in db, as the live job
+// does, and commits it synced; it returns the checkpoint.
+func commitCheckpoint(tb testing.TB, db *state.DB, checkpoint func() ([]byte, error)) []byte {
+	tb.Helper()
+	cp, err := checkpoint()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := db.SetMeta("cp", cp); err != nil {
+		tb.Fatal(err)
+	}
+	if err := db.Commit(true); err != nil {
+		tb.Fatal(err)
+	}
+	return cp
+}
+
+// staleStates counts the states db holds under the state ids 1 and 2: those
+// of device-session-scraping and user-spend in testdata/rules.yaml, whose
+// state the edit of reloadedRules removes and restarts.
+func staleStates(db *state.DB) int {
+	n := 0
+	db.Scan(func(key, _ []byte) error {
+		if key[0] == 0 && (key[1] == 1 || key[1] == 2) {
+			n++
+		}
+		return nil
+	})
+	return n
+}
+
 // TestReloadKeepsUnchangedRules: reloading the rules between two records
 // keeps the state of the rules whose definition is unchanged: pay-burst,
 // its threshold and action changed, decides after the reload exactly as a
@@ -220,19 +251,7 @@ func TestRestoreAfterReload(t *testing.T) {
 		}
 		return db, e
 	}
-	checkpoint := func(db *state.DB, e *Engine) []byte {
-		cp, err := e.Checkpoint()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := db.SetMeta("cp", cp); err != nil {
-			t.Fatal(err)
-		}
-		if err := db.Commit(true); err != nil {
-			t.Fatal(err)
-		}
-		return cp
-	}
+	checkpoint := func(db *state.DB, e *Engine) []byte { return commitCheckpoint(t, db, e.Checkpoint) }
 	// One job, reloaded at cut, uninterrupted.
 	rec := &recorder{enc: sink.NewEncoder()}
 	db, e := open(t.TempDir(), before, rec)
@@ -285,14 +304,7 @@ func TestRestoreAfterReload(t *testing.T) {
 			t.Errorf("restarted with the new rules: pay-burst %d bytes of decisions, want the reloaded job's %d", len(g), len(w))
 		}
 		checkpoint(db, e)
-		stale := 0
-		db.Scan(func(key, _ []byte) error {
-			if key[0] == 0 && (key[1] == 1 || key[1] == 2) {
-				stale++
-			}
-			return nil
-		})
-		if stale > 0 {
+		if stale := staleStates(db); stale > 0 {
 			t.Errorf("reloaded before the checkpoint %v: %d states of rules gone still stored after the restore", reloadFirst, stale)
 		}
 		if n := bytes.Count([]byte(got), []byte(`"rule":"device-session-scraping"`)); n > 0 {
@@ -325,18 +337,7 @@ func TestShardedRestoreWithOtherRules(t *testing.T) {
 		}
 		return db, e
 	}
-	commit := func(db *state.DB, e *Sharded) {
-		cp, err := e.Checkpoint()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := db.SetMeta("cp", cp); err != nil {
-			t.Fatal(err)
-		}
-		if err := db.Commit(true); err != nil {
-			t.Fatal(err)
-		}
-	}
+	commit := func(db *state.DB, e *Sharded) { commitCheckpoint(t, db, e.Checkpoint) }
 	db, e := open(before)
 	b := e.NewBatch()
 	dec := e.NewDecoder()
@@ -359,14 +360,7 @@ func TestShardedRestoreWithOtherRules(t *testing.T) {
 		t.Errorf("restore found removed %v, restarted %v", d.Removed, d.Restarted)
 	}
 	commit(db, e)
-	stale := 0
-	db.Scan(func(key, _ []byte) error {
-		if key[0] == 0 && (key[1] == 1 || key[1] == 2) {
-			stale++
-		}
-		return nil
-	})
-	if stale > 0 {
+	if stale := staleStates(db); stale > 0 {
 		t.Errorf("%d states of rules gone still stored after the restore", stale)
 	}
 }
