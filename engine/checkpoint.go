@@ -9,11 +9,14 @@ import (
 	"github.com/riskstream/riskstream/watermark"
 )
 
-// checkpointVersion is the first byte of an engine checkpoint.
-const checkpointVersion = 1
+// checkpointVersion is the first byte of an engine checkpoint. Version 1
+// had the fingerprint of the whole rules file instead of the settings'
+// and the layout, and is restored only with the same rules.
+const checkpointVersion = 2
 
 // ErrRulesChanged is returned by Restore when the checkpoint was written
-// with rules whose state is laid out differently.
+// with rules whose state is laid out differently: with other watermark
+// settings or, for a version 1 checkpoint, any other rules.
 var ErrRulesChanged = errors.New("engine: the state was written with different rules")
 
 // Checkpoint writes every changed window state to the backend and returns
@@ -26,7 +29,7 @@ func (e *Engine) Checkpoint() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return e.clocks.checkpoint(e.cfg, op, &e.stats), nil
+	return e.clocks.checkpoint(e.cfg, &e.layout, op, &e.stats), nil
 }
 
 // Checkpoint writes every changed window state of every shard to its
@@ -43,14 +46,14 @@ func (e *Sharded) Checkpoint() ([]byte, error) {
 	}
 	// Every shard has the same watermark, and heatmaps, the only windows
 	// counted, are all in shard 0.
-	return e.clocks.checkpoint(e.cfg, ops[0], &e.stats), nil
+	return e.clocks.checkpoint(e.cfg, &e.layout, ops[0], &e.stats), nil
 }
 
-// checkpoint encodes a checkpoint of an engine whose operator's (or first
-// shard's) checkpoint is op.
-func (c *clocks) checkpoint(cfg *rules.Config, op []byte, st *Stats) []byte {
+// checkpoint encodes a checkpoint of an engine with layout l whose
+// operator's (or first shard's) checkpoint is op.
+func (c *clocks) checkpoint(cfg *rules.Config, l *layout, op []byte, st *Stats) []byte {
 	counters := []int64{st.Records, st.Accepted, st.Unmatched, st.Late, st.Invalid, st.Retimed}
-	return appendSections([]byte{checkpointVersion}, []byte(cfg.Fingerprint()), op,
+	return appendSections([]byte{checkpointVersion}, []byte(cfg.StateSettings()), l.appendBinary(nil), op,
 		c.wm.AppendBinary(nil), c.skew.AppendBinary(nil), appendCounters(nil, append(counters, st.Decisions...)))
 }
 
@@ -115,24 +118,49 @@ func readCounters(b []byte, counters []*int64) error {
 }
 
 // Restore resumes a new engine, over the backend the checkpoint's state was
-// written to, from what Checkpoint returned.
+// written to, from what Checkpoint returned. When the checkpoint was
+// written with other rules, the state of those whose definition is
+// unchanged is kept, and the rest deleted: Restored says what became of
+// each.
 func (e *Engine) Restore(b []byte) error {
-	return e.clocks.restore(e.cfg, b, &e.stats, e.op.Restore)
+	l, diff, err := e.clocks.restore(e.cfg, b, &e.stats, func(ids, retired []int, op []byte) error {
+		if err := e.op.Reload(e.cfg, e.schema, ids); err != nil {
+			return err
+		}
+		e.dec = newDecoder(e.schema, e.op)
+		if err := e.op.Restore(op); err != nil {
+			return err
+		}
+		return e.op.DeleteRetired(retired)
+	})
+	if err == nil {
+		e.layout, e.restored = l, diff
+	}
+	return err
 }
 
 // Restore resumes a new sharded engine, over backends that hold the state
 // of the checkpoint (parts of one store: each shard takes the states of
-// its keys), from what a Checkpoint of either engine returned.
+// its keys), from what a Checkpoint of either engine returned, as Engine's
+// Restore. Decoders and batches made before must be made again.
 func (e *Sharded) Restore(b []byte) error {
-	err := e.clocks.restore(e.cfg, b, &e.stats, func(op []byte) error {
+	l, diff, err := e.clocks.restore(e.cfg, b, &e.stats, func(ids, retired []int, op []byte) error {
+		for _, s := range e.shards {
+			if err := s.op.Reload(e.cfg, e.schema, ids); err != nil {
+				return err
+			}
+		}
+		e.end = *e.NewBatch()
 		for _, s := range e.shards {
 			if err := s.op.Restore(op); err != nil {
 				return err
 			}
 		}
-		return nil
+		// One store: one shard deletes for all.
+		return e.shards[0].op.DeleteRetired(retired)
 	})
 	if err == nil {
+		e.layout, e.restored = l, diff
 		e.merged = e.shards[0].op.Watermark()
 		e.stats.WindowsFired = e.shards[0].op.WindowsFired()
 		e.forgotten = e.skew.Forgotten()
@@ -140,28 +168,94 @@ func (e *Sharded) Restore(b []byte) error {
 	return err
 }
 
-// restore decodes a checkpoint into c and st, and hands its operator
-// section to op.
-func (c *clocks) restore(cfg *rules.Config, b []byte, st *Stats, op func([]byte) error) error {
-	sections, err := readCheckpoint(b, checkpointVersion, cfg, 5)
+// restore decodes a checkpoint into c and st, and hands the state ids of
+// cfg's rules and heatmaps, those retired, whose state is to be deleted,
+// and the operator section, to op. It returns
+// the layout after it (the retired state deleted by the restore) and what
+// changed since the checkpoint's rules.
+func (c *clocks) restore(cfg *rules.Config, b []byte, st *Stats, op func(ids, retired []int, op []byte) error) (layout, rules.Diff, error) {
+	var sections [][]byte
+	var prev layout
+	var err error
+	if len(b) > 0 && b[0] == 1 {
+		var v1 [][]byte
+		if v1, err = readCheckpoint(b, 1, cfg, 5); err == nil {
+			// The same rules, laid out at their places; no layout section.
+			prev = identityLayout(cfg)
+			sections = append([][]byte{v1[0], nil}, v1[1:]...)
+		}
+	} else {
+		sections, err = readVersion2(b, cfg)
+		if err == nil {
+			prev, err = decodeLayout(sections[1])
+		}
+	}
 	if err != nil {
-		return err
+		return layout{}, rules.Diff{}, err
 	}
-	if err := op(sections[1]); err != nil {
-		return err
+	next, diff := prev.next(cfg)
+	if err := op(next.ids(), next.retired, sections[2]); err != nil {
+		return layout{}, rules.Diff{}, err
 	}
-	wm, rest, err := watermark.DecodeCombined(sections[2],
+	next.retired = nil // the restore deleted their state
+	wm, rest, err := watermark.DecodeCombined(sections[3],
 		cfg.Watermark.OutOfOrderness.Milliseconds(), cfg.Watermark.IdleTimeout.Milliseconds())
 	if err != nil || len(rest) != 0 {
-		return fmt.Errorf("engine: checkpoint watermarks: %v", err)
+		return layout{}, rules.Diff{}, fmt.Errorf("engine: checkpoint watermarks: %v", err)
 	}
 	c.wm = wm
-	if c.skew, err = watermark.DecodeSkewTracker(sections[3], watermark.SkewOptionsFrom(cfg.Skew)); err != nil {
-		return fmt.Errorf("engine: checkpoint skew: %w", err)
+	if c.skew, err = watermark.DecodeSkewTracker(sections[4], watermark.SkewOptionsFrom(cfg.Skew)); err != nil {
+		return layout{}, rules.Diff{}, fmt.Errorf("engine: checkpoint skew: %w", err)
 	}
 	counters := []*int64{&st.Records, &st.Accepted, &st.Unmatched, &st.Late, &st.Invalid, &st.Retimed}
-	for i := range st.Decisions {
-		counters = append(counters, &st.Decisions[i])
+	// The checkpoint's rules' decision counts, then those of the rules
+	// of cfg of the same names.
+	decisions := make([]int64, 0, len(prev.specs))
+	for _, s := range prev.specs {
+		if !s.Heatmap {
+			decisions = append(decisions, 0)
+		}
 	}
-	return readCounters(sections[4], counters)
+	for i := range decisions {
+		counters = append(counters, &decisions[i])
+	}
+	if err := readCounters(sections[5], counters); err != nil {
+		return layout{}, rules.Diff{}, err
+	}
+	st.Decisions = carryDecisions(prev.identities(), decisions, cfg)
+	return next, diff, nil
+}
+
+// readVersion2 splits a version 2 checkpoint: the state settings'
+// fingerprint, the layout, the operator's, watermarks, skew and counters.
+func readVersion2(b []byte, cfg *rules.Config) ([][]byte, error) {
+	if len(b) == 0 || b[0] != checkpointVersion {
+		return nil, fmt.Errorf("engine: checkpoint version unknown")
+	}
+	sections, err := readSections(b[1:], 6)
+	if err != nil {
+		return nil, err
+	}
+	if string(sections[0]) != cfg.StateSettings() {
+		return nil, fmt.Errorf("%w: watermark out_of_orderness, idle_timeout or allowed_lateness changed", ErrRulesChanged)
+	}
+	return sections, nil
+}
+
+// carryDecisions returns the decision counts of cfg's rules: those of the
+// rules of the same names among old, whose counts are counts, else 0.
+func carryDecisions(old []rules.Identity, counts []int64, cfg *rules.Config) []int64 {
+	byName := map[string]int64{}
+	i := 0
+	for _, id := range old {
+		if !id.Heatmap {
+			byName[id.Name] = counts[i]
+			i++
+		}
+	}
+	out := make([]int64, len(cfg.Rules))
+	for j, r := range cfg.Rules {
+		out[j] = byName[r.Name]
+	}
+	return out
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/rules"
@@ -114,7 +115,9 @@ func TestCheckpointRestore(t *testing.T) {
 	}
 }
 
-// TestRestoreRefusesOtherRules: state written with other rules is refused.
+// TestRestoreRefusesOtherRules: state written with other watermark
+// settings is refused, as a version 1 checkpoint (one fingerprint of the
+// whole rules file) of other rules is; other rules are not.
 func TestRestoreRefusesOtherRules(t *testing.T) {
 	cfg, err := rules.Load("../testdata/rules.yaml")
 	if err != nil {
@@ -125,29 +128,53 @@ func TestRestoreRefusesOtherRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	e, _ := New(Options{Config: cfg, Backend: db, Output: &recorder{enc: sink.NewEncoder()}})
-	cp, err := e.Checkpoint()
+	newEngine := func(cfg *rules.Config) *Engine {
+		e, err := New(Options{Config: cfg, Backend: db, Output: &recorder{enc: sink.NewEncoder()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	cp, err := newEngine(cfg).Checkpoint()
 	if err != nil {
 		t.Fatal(err)
 	}
 	other := *cfg
 	other.Rules = other.Rules[1:]
-	e2, _ := New(Options{Config: &other, Backend: db, Output: &recorder{enc: sink.NewEncoder()}})
-	if err := e2.Restore(cp); !errors.Is(err, ErrRulesChanged) {
-		t.Fatalf("restore with other rules: %v, want ErrRulesChanged", err)
+	if err := newEngine(&other).Restore(cp); err != nil {
+		t.Fatalf("restore with other rules: %v", err)
 	}
-	if err := e2.Restore(cp[:len(cp)/2]); err == nil {
+	lateness := *cfg
+	lateness.Watermark.AllowedLateness = time.Second
+	if err := newEngine(&lateness).Restore(cp); !errors.Is(err, ErrRulesChanged) {
+		t.Fatalf("restore with other watermark settings: %v, want ErrRulesChanged", err)
+	}
+	if err := newEngine(cfg).Restore(cp[:len(cp)/2]); err == nil {
 		t.Fatal("a truncated checkpoint must be refused")
+	}
+	// A version 1 checkpoint: the whole rules' fingerprint, no layout.
+	sections, err := readSections(cp[1:], 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := appendSections([]byte{1}, append([][]byte{[]byte(cfg.Fingerprint())}, sections[2:]...)...)
+	if err := newEngine(cfg).Restore(v1); err != nil {
+		t.Fatalf("restore of a version 1 checkpoint of the same rules: %v", err)
+	}
+	if err := newEngine(&other).Restore(v1); !errors.Is(err, ErrRulesChanged) {
+		t.Fatalf("restore of a version 1 checkpoint of other rules: %v, want ErrRulesChanged", err)
 	}
 	// A version 1 operator checkpoint held the timer queue, which version 2
 	// rebuilds from the slots: it must be refused, not misread.
 	old := append([]byte(nil), cp...)
-	n, k := binary.Uvarint(old[1:])
-	opStart := 1 + k + int(n)
-	_, k = binary.Uvarint(old[opStart:])
+	opStart := 1
+	for range 2 { // the settings and the layout
+		n, k := binary.Uvarint(old[opStart:])
+		opStart += k + int(n)
+	}
+	_, k := binary.Uvarint(old[opStart:])
 	old[opStart+k] = 1
-	e3, _ := New(Options{Config: cfg, Backend: db, Output: &recorder{enc: sink.NewEncoder()}})
-	if err := e3.Restore(old); err == nil || !strings.Contains(err.Error(), "version 1") {
+	if err := newEngine(cfg).Restore(old); err == nil || !strings.Contains(err.Error(), "version 1") {
 		t.Fatalf("restore of a version 1 operator checkpoint: %v, want a version error", err)
 	}
 }

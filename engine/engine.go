@@ -86,12 +86,17 @@ type Stats struct {
 
 // Engine runs records through decoding, watermarks and the window operator.
 type Engine struct {
-	cfg  *rules.Config
-	out  Output
-	dec  *Decoder
-	ev   event.Event
-	refs []windows.SlotRef
-	keys []byte // the refs' keys
+	cfg    *rules.Config
+	schema *event.Schema
+	// layout is where each rule's state is; restored, what the restore
+	// found changed since the checkpoint's rules.
+	layout   layout
+	restored rules.Diff
+	out      Output
+	dec      *Decoder
+	ev       event.Event
+	refs     []windows.SlotRef
+	keys     []byte // the refs' keys
 	clocks
 	op    *windows.Operator
 	stats Stats
@@ -198,6 +203,8 @@ func New(opts Options) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg:    opts.Config,
+		schema: schema,
+		layout: identityLayout(opts.Config),
 		out:    opts.Output,
 		clocks: newClocks(opts.Config, opts.OnSkewTransition),
 	}

@@ -127,7 +127,7 @@ func genWhere(r *rand.Rand) []string {
 func genRule(r *rand.Rand, i int) refSpec {
 	sp := refSpec{name: fmt.Sprintf("r%d", i), where: genWhere(r), win: genWindow(r),
 		key: pick(r, [][]string{{"user"}, {"user"}, {"user"}, {"user", "api"}, {"api"}}),
-		agg: pick(r, []string{"count", "count", "sum", "distinct"}), threshold: float64(r.IntN(6))}
+		agg: pick(r, []string{"count", "count", "sum", "distinct", "avg", "min", "max", "ratio", "quantile"}), threshold: float64(r.IntN(6))}
 	if r.IntN(5) == 0 {
 		sp.threshold += 0.5
 	}
@@ -137,6 +137,27 @@ func genRule(r *rand.Rand, i int) refSpec {
 		sp.threshold *= 40 // amounts are up to ~100 each
 	case "distinct":
 		sp.field = "device"
+	case "avg", "min", "max":
+		sp.field = pick(r, []string{"amount", "latency_ms"})
+		if sp.agg == "avg" {
+			// Whole amounts add up exactly in any order, as the engine's
+			// panes and the model's scan add them; latencies in tenths
+			// would round differently.
+			sp.field = "amount"
+		}
+		sp.threshold *= 20
+		if sp.field == "latency_ms" {
+			sp.threshold *= 10 // latencies are up to 2000
+		}
+	case "ratio":
+		sp.match = pick(r, [][]string{{"d1"}, {"d1", "d2", "d3"}})
+		sp.threshold /= 6
+	case "quantile":
+		sp.field, sp.q = "latency_ms", pick(r, []float64{0.5, 0.9, 0.99, 1})
+		sp.threshold *= 300
+	}
+	if r.IntN(3) == 0 {
+		sp.minEvents = r.IntN(5)
 	}
 	return sp
 }
@@ -247,7 +268,16 @@ func (c *propCase) yaml() string {
 		if sp.field != "" {
 			agg += ":" + sp.field
 		}
-		fmt.Fprintf(&b, "    aggregate: %s\n    threshold: %v\n    action: deny\n", agg, sp.threshold)
+		if sp.agg == "quantile" {
+			agg += ":" + strconv.FormatFloat(sp.q, 'g', -1, 64)
+		}
+		fmt.Fprintf(&b, "    aggregate: %q\n    threshold: %v\n    action: deny\n", agg, sp.threshold)
+		if sp.match != nil {
+			fmt.Fprintf(&b, "    match: {device: [%s]}\n", strings.Join(sp.match, ", "))
+		}
+		if sp.minEvents > 0 {
+			fmt.Fprintf(&b, "    min_events: %d\n", sp.minEvents)
+		}
 	}
 	return b.String()
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/riskstream/riskstream/heatmap"
 )
 
 // This file is a brute-force model of docs/time.md, written from
@@ -29,8 +31,11 @@ type refSpec struct {
 	where     []string // allowed api values; nil: no filter
 	key       []string
 	win       refWindow
-	agg       string // count, sum or distinct (rules)
-	field     string // amount, device (rules) or latency_ms (heatmaps)
+	agg       string   // count, sum, distinct, avg, min, max, ratio or quantile (rules)
+	field     string   // amount, device, latency_ms (rules) or latency_ms (heatmaps)
+	q         float64  // quantile
+	match     []string // ratio: the device values whose share it computes
+	minEvents int
 	threshold float64
 	buckets   []float64
 }
@@ -288,7 +293,7 @@ func (m *refModel) addToWindows(i int, e *genEvent) bool {
 	}
 	best, bestV := int64(0), math.Inf(-1)
 	for _, s := range live { // ascending: ties keep the earliest start
-		if v := m.aggregate(sp, m.windowMembers(i, key, s)); v > bestV {
+		if v, enough := m.aggregate(sp, m.windowMembers(i, key, s)); enough && v > bestV {
 			best, bestV = s, v
 		}
 	}
@@ -358,7 +363,9 @@ func (m *refModel) addSession(i int, e *genEvent) bool {
 		}
 		return true
 	}
-	m.decide(sp, e, key, se.start, se.end, m.aggregate(sp, se.members))
+	if v, enough := m.aggregate(sp, se.members); enough {
+		m.decide(sp, e, key, se.start, se.end, v)
+	}
 	return true
 }
 
@@ -435,7 +442,24 @@ func sortedKeys[V any](mp map[string]V) []string {
 	return keys
 }
 
-func (m *refModel) aggregate(sp *refSpec, members []*genEvent) float64 {
+// aggregate is the rule's aggregate over a window's events, and whether
+// there are enough of them (min_events) to decide on it.
+func (m *refModel) aggregate(sp *refSpec, members []*genEvent) (float64, bool) {
+	return aggregateOf(sp, members), len(members) >= sp.minEvents
+}
+
+func aggregateOf(sp *refSpec, members []*genEvent) float64 {
+	values := func() []float64 {
+		vs := make([]float64, len(members))
+		for i, e := range members {
+			if sp.field == "amount" {
+				vs[i] = float64(e.amount)
+			} else {
+				vs[i] = e.latency
+			}
+		}
+		return vs
+	}
 	switch sp.agg {
 	case "sum":
 		var s int64
@@ -450,6 +474,32 @@ func (m *refModel) aggregate(sp *refSpec, members []*genEvent) float64 {
 			seen[t] = true
 		}
 		return float64(len(seen))
+	case "avg":
+		var s float64
+		for _, v := range values() {
+			s += v
+		}
+		return s / float64(len(members))
+	case "min":
+		return slices.Min(values())
+	case "max":
+		return slices.Max(values())
+	case "ratio":
+		in := 0
+		for _, e := range members {
+			if e.device != "" && slices.Contains(sp.match, e.device) {
+				in++
+			}
+		}
+		return float64(in) / float64(len(members))
+	case "quantile":
+		// The contract's quantiles are the sketch's: one built from the
+		// window's values at once, not merged from parts as the engine's.
+		a := heatmap.New(0)
+		for _, v := range values() {
+			a.Add(v, false, nil)
+		}
+		return a.Quantile(sp.q)
 	}
 	return float64(len(members))
 }

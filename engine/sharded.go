@@ -49,8 +49,11 @@ func prefetchAhead(op *windows.Operator, i, n int, refs func(i, j int) []windows
 type Sharded struct {
 	cfg    *rules.Config
 	schema *event.Schema
-	out    Output
-	count  countingOutput
+	// layout and restored are as Engine's.
+	layout   layout
+	restored rules.Diff
+	out      Output
+	count    countingOutput
 	clocks
 	shards []*Shard
 	stats  Stats
@@ -99,6 +102,7 @@ func NewSharded(opts Options, backends []windows.Backend) (*Sharded, error) {
 	e := &Sharded{
 		cfg:      opts.Config,
 		schema:   schema,
+		layout:   identityLayout(opts.Config),
 		parallel: opts.Parallel,
 		out:      opts.Output,
 		clocks:   newClocks(opts.Config, opts.OnSkewTransition),

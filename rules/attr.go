@@ -83,36 +83,37 @@ func (c *checker) key(f field) []string {
 
 // where reads the equality filters of a rule or heatmap: attribute → value,
 // or attribute → list of values meaning any of them. Null means no filter.
-func (c *checker) where(f field) []Filter {
+// what is the field they are read from, where or match.
+func (c *checker) where(f field, what string) []Filter {
 	n := f.val
 	if isNull(n) {
 		return nil
 	}
 	if n.Kind != yaml.MappingNode {
-		c.addf(n.Line, "where must be a mapping of attribute to value or list of values, got %s", describe(n))
+		c.addf(n.Line, "%s must be a mapping of attribute to value or list of values, got %s", what, describe(n))
 		return nil
 	}
 	var filters []Filter
 	first := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := resolve(n.Content[i]), resolve(n.Content[i+1])
-		name, ok := c.attr(k, "where")
+		name, ok := c.attr(k, what)
 		if !ok {
 			continue
 		}
 		if line, dup := first[name]; dup {
-			c.addf(k.Line, "where: duplicate attribute %q (first at line %d)", name, line)
+			c.addf(k.Line, "%s: duplicate attribute %q (first at line %d)", what, name, line)
 			continue
 		}
 		first[name] = k.Line
-		filters = append(filters, Filter{Field: name, Values: c.filterValues(name, v)})
+		filters = append(filters, Filter{Field: name, Values: c.filterValues(what+" "+name, v)})
 	}
 	return filters
 }
 
 // filterValues reads the value or list of values a filter accepts.
-func (c *checker) filterValues(name string, n *yaml.Node) []Scalar {
-	what := "where " + name
+// what names the filter in messages ("where status").
+func (c *checker) filterValues(what string, n *yaml.Node) []Scalar {
 	if n.Kind != yaml.SequenceNode {
 		if s, ok := c.scalar(n, what); ok {
 			return []Scalar{s}

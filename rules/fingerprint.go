@@ -25,15 +25,36 @@ func (c *Config) Fingerprint() string {
 	wm := c.Watermark
 	fmt.Fprintf(&b, "watermark %d %d %d\n", wm.OutOfOrderness.Milliseconds(), wm.IdleTimeout.Milliseconds(), wm.AllowedLateness.Milliseconds())
 	for _, r := range c.Rules {
-		fmt.Fprintf(&b, "rule %q where %s key %q window %s aggregate %s %q\n",
-			r.Name, canonicalWhere(r.Where), r.Key, r.Window, r.Aggregate.Kind, r.Aggregate.Field)
+		b.WriteString(r.definition())
 	}
 	for _, h := range c.Heatmaps {
-		fmt.Fprintf(&b, "heatmap %q where %s key %q field %q window %s buckets %s\n",
-			h.Name, canonicalWhere(h.Where), h.Key, h.Field, h.Window, formatFloats(h.Buckets))
+		b.WriteString(h.definition())
 	}
 	sum := sha256.Sum256([]byte(b.String()))
 	return hex.EncodeToString(sum[:])
+}
+
+// definition renders what shapes a rule's state: its name, filters, key,
+// window and aggregate (with the quantile and the match filters of the
+// aggregates that have them), one line. Threshold, min_events, action and
+// mode only read the state. Rules of the aggregates that came first render
+// as they always have, so that their state dirs stay usable.
+func (r *Rule) definition() string {
+	agg := fmt.Sprintf("%s %q", r.Aggregate.Kind, r.Aggregate.Field)
+	if r.Aggregate.Kind == Quantile {
+		agg += " " + strconv.FormatFloat(r.Aggregate.Q, 'g', -1, 64)
+	}
+	if r.Aggregate.Kind == Ratio {
+		agg += " match " + canonicalWhere(r.Match)
+	}
+	return fmt.Sprintf("rule %q where %s key %q window %s aggregate %s\n",
+		r.Name, canonicalWhere(r.Where), r.Key, r.Window, agg)
+}
+
+// definition renders what shapes a heatmap's state, as Rule.definition.
+func (h *Heatmap) definition() string {
+	return fmt.Sprintf("heatmap %q where %s key %q field %q window %s buckets %s\n",
+		h.Name, canonicalWhere(h.Where), h.Key, h.Field, h.Window, formatFloats(h.Buckets))
 }
 
 // canonicalWhere renders filters sorted by field, each with its values sorted

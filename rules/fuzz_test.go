@@ -113,10 +113,29 @@ func checkConfig(t *testing.T, cfg *Config) {
 			if r.Aggregate.Field != "" {
 				t.Errorf("count with field %q", r.Aggregate.Field)
 			}
-		case Sum, Distinct:
+		case Ratio:
+			if r.Aggregate.Field != "" || len(r.Match) == 0 {
+				t.Errorf("ratio with field %q and %d match filters", r.Aggregate.Field, len(r.Match))
+			}
+			checkWhere(t, r.Match)
+		case Quantile:
+			checkAttr(t, r.Aggregate.Field)
+			if !(r.Aggregate.Q > 0 && r.Aggregate.Q <= 1) {
+				t.Errorf("quantile %v", r.Aggregate.Q)
+			}
+		case Sum, Distinct, Avg, Min, Max:
 			checkAttr(t, r.Aggregate.Field)
 		default:
 			t.Errorf("aggregate kind %d", r.Aggregate.Kind)
+		}
+		if r.Aggregate.Kind != Ratio && r.Match != nil {
+			t.Errorf("%s aggregate with match filters", r.Aggregate.Kind)
+		}
+		if r.MinEvents < 0 {
+			t.Errorf("min_events %d", r.MinEvents)
+		}
+		if r.Mode != Enforce && r.Mode != Shadow {
+			t.Errorf("mode %d", r.Mode)
 		}
 		if !(r.Threshold >= 0) || math.IsInf(r.Threshold, 0) {
 			t.Errorf("threshold %v", r.Threshold)

@@ -17,20 +17,23 @@ func render(cfg *Config) string {
 		formatDuration(sk.Threshold), formatDuration(sk.RecoverAfter), sk.Scope, sk.MaxSources)
 	for _, r := range cfg.Rules {
 		fmt.Fprintf(&b, "rule %s (line %d)\n", r.Name, r.Line)
-		renderWhere(&b, r.Where)
+		renderWhere(&b, "where", r.Where)
 		fmt.Fprintf(&b, "  key %s\n", strings.Join(r.Key, ", "))
 		fmt.Fprintf(&b, "  window %s\n", r.Window)
-		agg := r.Aggregate.Kind.String()
-		if r.Aggregate.Field != "" {
-			agg += ":" + r.Aggregate.Field
-		}
-		fmt.Fprintf(&b, "  aggregate %s\n", agg)
+		fmt.Fprintf(&b, "  aggregate %s\n", r.Aggregate)
+		renderWhere(&b, "match", r.Match)
 		fmt.Fprintf(&b, "  threshold %s\n", strconv.FormatFloat(r.Threshold, 'g', -1, 64))
+		if r.MinEvents > 0 {
+			fmt.Fprintf(&b, "  min_events %d\n", r.MinEvents)
+		}
 		fmt.Fprintf(&b, "  action %s\n", r.Action)
+		if r.Mode != Enforce {
+			fmt.Fprintf(&b, "  mode %s\n", r.Mode)
+		}
 	}
 	for _, h := range cfg.Heatmaps {
 		fmt.Fprintf(&b, "heatmap %s (line %d)\n", h.Name, h.Line)
-		renderWhere(&b, h.Where)
+		renderWhere(&b, "where", h.Where)
 		fmt.Fprintf(&b, "  key %s\n", strings.Join(h.Key, ", "))
 		fmt.Fprintf(&b, "  field %s\n", h.Field)
 		fmt.Fprintf(&b, "  window %s\n", h.Window)
@@ -42,9 +45,9 @@ func render(cfg *Config) string {
 	return b.String()
 }
 
-// renderWhere prints one line per filter, each value with its kind; numbers
+// renderWhere prints one line per filter of a where or match (what), each value with its kind; numbers
 // show their value too when it reads differently from their text.
-func renderWhere(b *strings.Builder, filters []Filter) {
+func renderWhere(b *strings.Builder, what string, filters []Filter) {
 	for _, f := range filters {
 		values := make([]string, len(f.Values))
 		for i, v := range f.Values {
@@ -60,6 +63,6 @@ func renderWhere(b *strings.Builder, filters []Filter) {
 				}
 			}
 		}
-		fmt.Fprintf(b, "  where %s in [%s]\n", f.Field, strings.Join(values, ", "))
+		fmt.Fprintf(b, "  %s %s in [%s]\n", what, f.Field, strings.Join(values, ", "))
 	}
 }

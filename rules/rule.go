@@ -1,6 +1,8 @@
 package rules
 
 import (
+	"math"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v4"
@@ -9,7 +11,7 @@ import (
 // ruleFields and heatmapFields are the fields of a rule and of a heatmap, in
 // the order messages list them.
 var (
-	ruleFields    = []string{"name", "where", "key", "window", "aggregate", "threshold", "action"}
+	ruleFields    = []string{"name", "where", "key", "window", "aggregate", "match", "threshold", "min_events", "action", "mode"}
 	heatmapFields = []string{"name", "where", "key", "field", "window", "buckets"}
 )
 
@@ -27,7 +29,7 @@ func (c *checker) rule(item *yaml.Node, names map[string]int) Rule {
 		r.Name = c.name(f, "rule", r.Line, names)
 	}
 	if f, ok := fs["where"]; ok {
-		r.Where = c.where(f)
+		r.Where = c.where(f, "where")
 	}
 	if f, ok := fs["key"]; ok {
 		r.Key = c.key(f)
@@ -35,16 +37,54 @@ func (c *checker) rule(item *yaml.Node, names map[string]int) Rule {
 	if f, ok := fs["window"]; ok {
 		r.Window = c.window(f)
 	}
-	if f, ok := fs["aggregate"]; ok {
-		r.Aggregate = c.aggregate(f)
+	agg, hasAgg := fs["aggregate"]
+	if hasAgg {
+		r.Aggregate = c.aggregate(agg)
+	}
+	if f, ok := fs["match"]; ok {
+		r.Match = c.where(f, "match")
+		if hasAgg && r.Aggregate.Kind != Ratio {
+			c.addf(f.key.Line, "match is only for aggregate: ratio, which counts the share of events that match")
+		} else if len(r.Match) == 0 {
+			c.addf(f.val.Line, "match must name at least one attribute: a ratio of every event is always 1")
+		}
+	} else if hasAgg && r.Aggregate.Kind == Ratio {
+		c.addf(agg.val.Line, "aggregate: ratio needs match, the filters of the events whose share it computes, e.g. match: {status: [500, 502, 503]}")
 	}
 	if f, ok := fs["threshold"]; ok {
 		r.Threshold = c.threshold(f)
 	}
+	if f, ok := fs["min_events"]; ok {
+		r.MinEvents = c.minEvents(f)
+	}
 	if f, ok := fs["action"]; ok {
 		r.Action = c.nonEmpty(f)
 	}
+	if f, ok := fs["mode"]; ok {
+		switch s, ok := c.str(f); {
+		case !ok:
+		case s == "enforce":
+			r.Mode = Enforce
+		case s == "shadow":
+			r.Mode = Shadow
+		default:
+			c.addf(f.val.Line, "mode must be enforce or shadow, got %q", s)
+		}
+	}
 	return r
+}
+
+// minEvents reads the number of events a window needs to make a decision.
+func (c *checker) minEvents(f field) int64 {
+	v, ok := c.number(f.val, "min_events")
+	if !ok {
+		return 0
+	}
+	if v < 0 || v != math.Trunc(v) || v > 1e9 {
+		c.addf(f.val.Line, "min_events must be a whole number from 0 to 1000000000, got %s", f.val.Value)
+		return 0
+	}
+	return int64(v)
 }
 
 // heatmap reads one item of the heatmaps list; names is as for rule.
@@ -60,7 +100,7 @@ func (c *checker) heatmap(item *yaml.Node, names map[string]int) Heatmap {
 		h.Name = c.name(f, "heatmap", h.Line, names)
 	}
 	if f, ok := fs["where"]; ok {
-		h.Where = c.where(f)
+		h.Where = c.where(f, "where")
 	}
 	if f, ok := fs["key"]; ok {
 		h.Key = c.key(f)
@@ -92,7 +132,8 @@ func (c *checker) name(f field, kind string, line int, names map[string]int) str
 	return name
 }
 
-// aggregate reads count, sum:FIELD or distinct:FIELD.
+// aggregate reads count, sum:FIELD, distinct:FIELD, avg:FIELD, min:FIELD,
+// max:FIELD, ratio or quantile:FIELD:Q.
 func (c *checker) aggregate(f field) Aggregate {
 	s, ok := c.str(f)
 	if !ok {
@@ -102,21 +143,49 @@ func (c *checker) aggregate(f field) Aggregate {
 	kind, attr, hasField := strings.Cut(s, ":")
 	var a Aggregate
 	switch kind {
-	case "count":
+	case "count", "ratio":
+		if kind == "ratio" {
+			a.Kind = Ratio
+		}
 		if hasField {
-			c.addf(line, "aggregate: count takes no field, got %q", s)
+			c.addf(line, "aggregate: %s takes no field, got %q", kind, s)
 		}
 		return a
 	case "sum":
 		a.Kind = Sum
 	case "distinct":
 		a.Kind = Distinct
+	case "avg":
+		a.Kind = Avg
+	case "min":
+		a.Kind = Min
+	case "max":
+		a.Kind = Max
+	case "quantile":
+		a.Kind = Quantile
+		var q string
+		var hasQ bool
+		attr, q, hasQ = strings.Cut(attr, ":")
+		if !hasField || !hasQ {
+			c.addf(line, "aggregate: quantile needs a field and a quantile, e.g. quantile:latency_ms:0.99, got %q", s)
+			return a
+		}
+		v, err := strconv.ParseFloat(q, 64)
+		if err != nil || !(v > 0 && v <= 1) {
+			c.addf(line, "aggregate: the quantile must be a number above 0 and at most 1, got %q", q)
+			return a
+		}
+		a.Q = v
 	default:
-		c.addf(line, "aggregate must be count, sum:FIELD or distinct:FIELD, got %q", s)
+		c.addf(line, "aggregate must be count, sum:FIELD, distinct:FIELD, avg:FIELD, min:FIELD, max:FIELD, ratio or quantile:FIELD:Q, got %q", s)
 		return a
 	}
 	if !hasField || attr == "" {
-		c.addf(line, "aggregate: %s needs a field, e.g. %s:amount", kind, kind)
+		example := kind + ":amount"
+		if a.Kind == Quantile {
+			example = "quantile:latency_ms:0.99"
+		}
+		c.addf(line, "aggregate: %s needs a field, e.g. %s", kind, example)
 		return a
 	}
 	if p := attrProblem(attr); p != "" {

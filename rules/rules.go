@@ -5,6 +5,7 @@
 package rules
 
 import (
+	"strconv"
 	"time"
 )
 
@@ -121,6 +122,18 @@ const (
 	Sum
 	// Distinct counts the distinct values of a field.
 	Distinct
+	// Avg is the mean of a numeric field.
+	Avg
+	// Min is the smallest value of a numeric field.
+	Min
+	// Max is the largest value of a numeric field.
+	Max
+	// Ratio is the share of the window's events that pass the rule's
+	// Match filters: a failure rate, say.
+	Ratio
+	// Quantile is a quantile of a numeric field, from the mergeable sketch
+	// heatmaps use (1% relative error).
+	Quantile
 )
 
 // String returns the aggregate's function name as the rules file spells it.
@@ -130,15 +143,71 @@ func (k AggregateKind) String() string {
 		return "sum"
 	case Distinct:
 		return "distinct"
+	case Avg:
+		return "avg"
+	case Min:
+		return "min"
+	case Max:
+		return "max"
+	case Ratio:
+		return "ratio"
+	case Quantile:
+		return "quantile"
 	default:
 		return "count"
 	}
 }
 
-// Aggregate is a rule's aggregate function; Field is empty for Count.
+// Numeric reports whether the aggregate reads a numeric field: an event
+// whose field is not a number does not match the rule.
+func (k AggregateKind) Numeric() bool {
+	switch k {
+	case Sum, Avg, Min, Max, Quantile:
+		return true
+	}
+	return false
+}
+
+// Aggregate is a rule's aggregate function; Field is empty for Count and
+// Ratio.
 type Aggregate struct {
 	Kind  AggregateKind
 	Field string
+	// Q is the quantile, in (0, 1], of a Quantile aggregate.
+	Q float64
+}
+
+// String returns the aggregate as the rules file spells it
+// (`quantile:latency_ms:0.99`).
+func (a Aggregate) String() string {
+	s := a.Kind.String()
+	if a.Field != "" {
+		s += ":" + a.Field
+	}
+	if a.Kind == Quantile {
+		s += ":" + strconv.FormatFloat(a.Q, 'g', -1, 64)
+	}
+	return s
+}
+
+// Mode says what a rule's decisions do.
+type Mode uint8
+
+const (
+	// Enforce rules' decisions act: the default.
+	Enforce Mode = iota
+	// Shadow rules are evaluated and their decisions written, marked
+	// "mode": "shadow" (or to a topic of their own), so that a new rule can
+	// be watched on live traffic before it acts.
+	Shadow
+)
+
+// String returns the mode as the rules file spells it.
+func (m Mode) String() string {
+	if m == Shadow {
+		return "shadow"
+	}
+	return "enforce"
 }
 
 // ScalarKind is the JSON type of a filter value.
@@ -180,8 +249,16 @@ type Rule struct {
 	Key       []string
 	Window    Window
 	Aggregate Aggregate
+	// Match are the filters a Ratio aggregate counts the share of; nil for
+	// every other aggregate.
+	Match     []Filter
 	Threshold float64
+	// MinEvents is how many events a window needs before it can make a
+	// decision, so that a ratio or quantile over a handful of events does
+	// not fire; 0 sets no minimum.
+	MinEvents int64
 	Action    string
+	Mode      Mode
 }
 
 // Heatmap measures the distribution of a numeric field per window and key.

@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/windows"
 )
 
@@ -72,6 +73,9 @@ func (e *Encoder) AppendDecision(dst []byte, d *windows.Decision) []byte {
 		dst = append(dst, `,"time_domain":"processing"`...)
 	} else {
 		dst = append(dst, `,"time_domain":"event"`...)
+	}
+	if d.Rule.Mode == rules.Shadow {
+		dst = append(dst, `,"mode":"shadow"`...)
 	}
 	// An event read from a topic can be found again by where it is.
 	if p := d.Source; p != nil && p.Topic != "" {

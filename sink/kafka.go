@@ -16,13 +16,26 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/windows"
 	"github.com/segmentio/kafka-go"
 )
 
-// Topics names the four output topics.
+// Topics names the four output topics, and the shadow rules' own.
 type Topics struct {
 	Decisions, Heatmaps, Late, DLQ string
+	// Shadow, if set, takes the decisions of the rules in mode shadow,
+	// which otherwise go to Decisions marked "mode": "shadow".
+	Shadow string
+}
+
+// Names lists the topics the outputs are written to, each once.
+func (t Topics) Names() []string {
+	names := []string{t.Decisions, t.Heatmaps, t.Late, t.DLQ}
+	if t.Shadow != "" && !slices.Contains(names, t.Shadow) {
+		names = append(names, t.Shadow)
+	}
+	return names
 }
 
 // DefaultTopics are the default output topic names (docs/outputs.md "Where
@@ -308,7 +321,11 @@ func (k *Kafka) Decision(d *windows.Decision) {
 	}
 	valueStart := len(b)
 	k.chunk = k.enc.AppendDecision(b, d)
-	if k.add(k.topics.Decisions, keyStart, valueStart, true) {
+	topic := k.topics.Decisions
+	if d.Rule.Mode == rules.Shadow && k.topics.Shadow != "" {
+		topic = k.topics.Shadow
+	}
+	if k.add(topic, keyStart, valueStart, true) {
 		k.DecisionRefs = append(k.DecisionRefs, k.Ref)
 	}
 }

@@ -57,6 +57,34 @@ func TestKafkaKeys(t *testing.T) {
 	}
 }
 
+// TestKafkaShadowTopic: a shadow rule's decisions go to the shadow topic
+// when there is one, marked either way; an enforcing rule's stay where
+// they were.
+func TestKafkaShadowTopic(t *testing.T) {
+	enforce := &rules.Rule{Name: "r", Action: "deny", Key: []string{"user"}}
+	shadow := &rules.Rule{Name: "s", Action: "deny", Key: []string{"user"}, Mode: rules.Shadow}
+	for _, tc := range []struct {
+		shadowTopic, want string
+		topics            int
+	}{{"", "decisions", 4}, {"watched", "watched", 5}} {
+		topics := DefaultTopics
+		topics.Shadow = tc.shadowTopic
+		k := NewKafka([]string{"127.0.0.1:1"}, topics)
+		k.Decision(&windows.Decision{Rule: enforce, EventID: []byte(`"e"`), Key: "\"u\"\x00"})
+		k.Decision(&windows.Decision{Rule: shadow, EventID: []byte(`"e"`), Key: "\"u\"\x00"})
+		if got := k.pending[0]; got.Topic != "decisions" || bytes.Contains(got.Value, []byte(`"mode"`)) {
+			t.Errorf("shadow topic %q: enforcing decision %s on %s", tc.shadowTopic, got.Value, got.Topic)
+		}
+		if got := k.pending[1]; got.Topic != tc.want || !bytes.HasSuffix(got.Value, []byte(`,"mode":"shadow"}`)) {
+			t.Errorf("shadow topic %q: shadow decision %s on %s, want on %s", tc.shadowTopic, got.Value, got.Topic, tc.want)
+		}
+		if names := topics.Names(); !slices.Contains(names, tc.want) || len(names) != tc.topics {
+			t.Errorf("shadow topic %q: Names %v", tc.shadowTopic, names)
+		}
+		k.Close()
+	}
+}
+
 // TestKafkaWriteKeepsTheUnacknowledged: when the broker refuses the
 // messages of one topic, Write reports it and keeps only those, so that
 // writing the batch again sends no message twice.

@@ -240,7 +240,7 @@ func (j *distJob) startOutputs(context.Context) error {
 	j.hopWriter = newOutputWriter(j.hop, nil, j.log)
 	j.onClose(j.hopWriter.close)
 	j.ends = &endTracker{client: j.client, out: j.out, log: j.log,
-		topics: []string{o.Outputs.Decisions, o.Outputs.Heatmaps, o.Outputs.Late, o.Outputs.DLQ}}
+		topics: o.Outputs.Names()}
 	var err error
 	j.router, err = engine.NewRouter(o.Config, o.RepartitionPartitions, func(tr watermark.Transition) {
 		logTransition(j.log, tr)
@@ -998,7 +998,7 @@ func (j *distJob) publishTask(t *ownedTask) {
 	}
 	j.m.events.WithLabelValues("late_in_state").Add(float64(s.Late - p.Late))
 	for i, r := range j.opts.Config.Rules {
-		j.m.decisions.WithLabelValues(r.Name, r.Action).Add(float64(s.Decisions[i] - p.Decisions[i]))
+		j.m.addDecisions(&r, s.Decisions[i]-p.Decisions[i])
 	}
 	t.published = s
 }

@@ -42,6 +42,10 @@ func Run(ctx context.Context, opts RunOptions) (err error) {
 		return ErrEmbeddedSecurity
 	}
 	if opts.Distributed {
+		if opts.WatchRules || opts.ReloadRules != nil {
+			// Each instance would have to reload at the same record.
+			opts.Logger.Info("the rules file is not reloaded with --distributed: new rules take a restart of every instance")
+		}
 		return runDistributed(ctx, opts)
 	}
 	j := &liveJob{opts: opts, log: opts.Logger, offsets: map[int32]int64{}, known: map[int]bool{}, started: opts.Now()}
@@ -119,6 +123,11 @@ type liveJob struct {
 	decisionKeys *console.DecisionKeys
 	lastSample   time.Time
 
+	// watch follows the rules file, nil when it is not reloaded; hup
+	// asks the next tick to reload it.
+	watch *rulesWatch
+	hup   bool
+
 	// ends follows where the outputs end, for checkpoints.
 	ends         *endTracker
 	commitFailed chan error
@@ -183,12 +192,15 @@ func (j *liveJob) startBroker(context.Context) error {
 		return nil
 	}
 	o := j.opts
+	topics := map[string]int32{o.Topic: 4}
+	for _, t := range o.Outputs.Names() {
+		topics[t] = 1
+	}
 	b, err := broker.Start(broker.Options{
 		Addr:    o.EmbeddedAddr,
 		DataDir: filepath.Join(o.StateDir, "broker"),
-		Topics: map[string]int32{o.Topic: 4, o.Outputs.Decisions: 1,
-			o.Outputs.Heatmaps: 1, o.Outputs.Late: 1, o.Outputs.DLQ: 1},
-		Logger: j.log,
+		Topics:  topics,
+		Logger:  j.log,
 	})
 	if err != nil {
 		return fmt.Errorf("embedded broker: %w", err)
@@ -207,6 +219,9 @@ func (j *liveJob) startOutputs(context.Context) error {
 	registerStateMetrics(o.Registry, j.db)
 	j.console = console.NewLive(console.LiveOptions{Config: o.Config, Now: o.Now})
 	j.decisionKeys = console.NewDecisionKeys(consoleKeyLimit)
+	if o.Config.File != "" && (o.WatchRules || o.ReloadRules != nil) {
+		j.watch = newRulesWatch(o.Registry, o.Config)
+	}
 	if o.MetricsAddr != "" {
 		srv, err := j.m.serve(o.MetricsAddr, j.db.Health, j.console.Handler())
 		if err != nil {
@@ -262,6 +277,11 @@ func (j *liveJob) restore(ctx context.Context) error {
 	}
 	if err := j.e.Restore(cp); err != nil {
 		return fmt.Errorf("state in %s: %w", j.opts.StateDir, err)
+	}
+	// The restore laid the rules' state out as the checkpoint had it.
+	j.dec, j.batch = j.e.NewDecoder(), j.e.NewBatch()
+	if d := j.e.Restored(); d.Changed() {
+		logDiff(j, "rules changed since the checkpoint", d, "file", j.opts.Config.File)
 	}
 	raw, _, err := j.db.Meta(metaOffsets)
 	if err != nil {
@@ -362,7 +382,7 @@ func (j *liveJob) startFetching(ctx context.Context) error {
 	j.onClose(func() { j.db.Wait() })
 	o := j.opts.Outputs
 	j.ends = &endTracker{client: &kafka.Client{Addr: kafka.TCP(j.brokers...), Transport: j.sec.Transport(), Timeout: 10 * time.Second},
-		topics: []string{o.Decisions, o.Heatmaps, o.Late, o.DLQ}, out: j.out, log: j.log}
+		topics: o.Names(), out: j.out, log: j.log}
 	return nil
 }
 
@@ -456,6 +476,9 @@ func (j *liveJob) loop(ctx context.Context) error {
 			}
 		case <-discover.C:
 			j.discover(ctx)
+		case <-j.opts.ReloadRules:
+			// At the next tick, which comes only while the group is held.
+			j.hup = true
 		}
 		j.writer.start()
 	}
@@ -529,6 +552,18 @@ func (j *liveJob) process() error {
 func (j *liveJob) tick() error {
 	if err := j.process(); err != nil {
 		return err
+	}
+	switch {
+	case j.watch == nil:
+	case j.hup:
+		j.hup = false
+		if err := j.reloadRules("SIGHUP", true); err != nil {
+			return err
+		}
+	case j.opts.WatchRules && j.watch.changed(j.opts.Now()):
+		if err := j.reloadRules("file changed", false); err != nil {
+			return err
+		}
 	}
 	if err := j.e.Tick(j.now()); err != nil {
 		return err

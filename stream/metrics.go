@@ -20,20 +20,25 @@ import (
 // metrics are the job's Prometheus metrics (docs/metrics.md), registered on
 // an injected registry, never the global one.
 type metrics struct {
-	reg         *prometheus.Registry
-	events      *prometheus.CounterVec
-	decisions   *prometheus.CounterVec
-	watermark   prometheus.Gauge
-	skew        *prometheus.GaugeVec
-	degraded    *prometheus.GaugeVec
-	transitions *prometheus.CounterVec
-	forgotten   prometheus.Counter
-	checkpoint  prometheus.Histogram
-	stateBytes  prometheus.Gauge
-	latency     prometheus.Histogram
-	heatmaps    *heatmapCollector
-	wmLag       *prometheus.GaugeVec
-	consumerLag *prometheus.GaugeVec
+	reg       *prometheus.Registry
+	events    *prometheus.CounterVec
+	decisions *prometheus.CounterVec
+	// labelLimit bounds the label values of each label taken from the
+	// input (RunOptions.MetricLabelLimit).
+	labelLimit int
+	// shadowDecisions counts the decisions of rules in mode shadow.
+	shadowDecisions *prometheus.CounterVec
+	watermark       prometheus.Gauge
+	skew            *prometheus.GaugeVec
+	degraded        *prometheus.GaugeVec
+	transitions     *prometheus.CounterVec
+	forgotten       prometheus.Counter
+	checkpoint      prometheus.Histogram
+	stateBytes      prometheus.Gauge
+	latency         prometheus.Histogram
+	heatmaps        *heatmapCollector
+	wmLag           *prometheus.GaugeVec
+	consumerLag     *prometheus.GaugeVec
 	// waitTimeouts counts merge waits for a partition that ran out.
 	waitTimeouts prometheus.Counter
 	last         engine.Stats
@@ -48,11 +53,13 @@ type metrics struct {
 
 func newMetrics(reg *prometheus.Registry, cfg *rules.Config, labelLimit int) *metrics {
 	m := &metrics{
-		reg: reg, cfg: cfg, sources: newBoundedLabels(labelLimit),
+		reg: reg, cfg: cfg, sources: newBoundedLabels(labelLimit), labelLimit: labelLimit,
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "riskstream_events_total",
 			Help: "Input records by result: ok, late, invalid, unmatched."}, []string{"result"}),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "riskstream_decisions_total",
-			Help: "Decisions by rule and action."}, []string{"rule", "action"}),
+			Help: "Decisions by rule and action, of the rules that enforce (not in mode shadow)."}, []string{"rule", "action"}),
+		shadowDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "riskstream_shadow_decisions_total",
+			Help: "Decisions of the rules in mode shadow, by rule and action: what they would have done."}, []string{"rule", "action"}),
 		watermark: prometheus.NewGauge(prometheus.GaugeOpts{Name: "riskstream_watermark_seconds",
 			Help: "The job's event-time watermark, Unix seconds."}),
 		skew: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "riskstream_source_skew_seconds",
@@ -85,9 +92,19 @@ func newMetrics(reg *prometheus.Registry, cfg *rules.Config, labelLimit int) *me
 		m.heatmapKeys = append(m.heatmapKeys, newBoundedLabels(labelLimit))
 	}
 	reg.MustRegister(m.heatmaps, m.wmLag, m.consumerLag, m.waitTimeouts)
-	reg.MustRegister(m.events, m.decisions, m.watermark, m.skew, m.degraded, m.transitions, m.forgotten, m.checkpoint, m.stateBytes, m.latency)
+	reg.MustRegister(m.events, m.decisions, m.shadowDecisions, m.watermark, m.skew, m.degraded, m.transitions, m.forgotten, m.checkpoint, m.stateBytes, m.latency)
 	registerBuildMetrics(reg)
 	return m
+}
+
+// addDecisions counts n more decisions of r: a shadow rule's apart, so
+// that what is counted by action is what was enforced.
+func (m *metrics) addDecisions(r *rules.Rule, n int64) {
+	if r.Mode == rules.Shadow {
+		m.shadowDecisions.WithLabelValues(r.Name, r.Action).Add(float64(n))
+		return
+	}
+	m.decisions.WithLabelValues(r.Name, r.Action).Add(float64(n))
 }
 
 // update refreshes the metrics derived from the engine's counters; it runs
@@ -104,7 +121,7 @@ func (m *metrics) update(e *engine.Sharded, db *state.DB) {
 		if i < len(m.last.Decisions) {
 			prev = m.last.Decisions[i]
 		}
-		m.decisions.WithLabelValues(r.Name, r.Action).Add(float64(s.Decisions[i] - prev))
+		m.addDecisions(&r, s.Decisions[i]-prev)
 	}
 	m.last = s
 	if wm := e.Watermark(); wm > watermark.Min && wm < watermark.Max {

@@ -38,6 +38,15 @@ const stopOutputGrace = 10 * time.Second
 type RunOptions struct {
 	// Config is the validated rules file. Required.
 	Config *rules.Config
+	// WatchRules makes the live job reload its rules file (Config.File)
+	// when the file changes (docs/rules.md "Changing the rules of a live
+	// job"). The default value is false; the command sets it. Not with
+	// Distributed.
+	WatchRules bool
+	// ReloadRules, if set, makes the live job reload its rules file each
+	// time it receives (SIGHUP), whether or not the file changed. Not with
+	// Distributed.
+	ReloadRules <-chan struct{}
 	// Brokers are Kafka bootstrap addresses. Empty starts the embedded
 	// development broker on EmbeddedAddr.
 	Brokers []string
@@ -151,8 +160,9 @@ func (o *RunOptions) ensureDefaults() {
 	if o.Group == "" {
 		o.Group = "riskstream"
 	}
-	if o.Outputs == (sink.Topics{}) {
+	if t := o.Outputs; t == (sink.Topics{Shadow: t.Shadow}) {
 		o.Outputs = sink.DefaultTopics
+		o.Outputs.Shadow = t.Shadow
 	}
 	if o.PartitionDiscovery <= 0 {
 		o.PartitionDiscovery = 10 * time.Second

@@ -65,10 +65,18 @@ func (a *acc) addDistinct(h uint64) {
 	}
 }
 
-// merge folds b into a (session merges).
-func (a *acc) merge(b *acc) {
+// merge folds b into a (session merges) for a spec whose aggregate is
+// kind: for min and max rules sum holds the extreme, not a sum.
+func (a *acc) merge(b *acc, kind rules.AggregateKind) {
+	switch {
+	case kind == rules.Min && a.n > 0 && b.n > 0:
+		a.sum = min(a.sum, b.sum)
+	case kind == rules.Max && a.n > 0 && b.n > 0:
+		a.sum = max(a.sum, b.sum)
+	default:
+		a.sum += b.sum
+	}
 	a.n += b.n
-	a.sum += b.sum
 	for _, h := range b.distinct() {
 		a.addDistinct(h)
 	}
@@ -78,17 +86,5 @@ func (a *acc) merge(b *acc) {
 			x.hm = heatmap.New(len(hm.Buckets) - 1)
 		}
 		x.hm.Merge(hm)
-	}
-}
-
-// value is the rule aggregate of a single pane or session.
-func (a *acc) value(kind rules.AggregateKind) float64 {
-	switch kind {
-	case rules.Sum:
-		return a.sum
-	case rules.Distinct:
-		return float64(len(a.distinct()))
-	default:
-		return float64(a.n)
 	}
 }

@@ -315,7 +315,7 @@ func (c *cache) dropRules() error {
 		i++
 	}
 	for _, sp := range c.specs {
-		if sp.rule != nil {
+		if sp != nil && sp.rule != nil {
 			if err := c.cold.dropSpec(sp.index); err != nil {
 				return err
 			}

@@ -145,6 +145,18 @@ func (d *decoder) acc(a *acc) {
 	}
 }
 
+// skipSketch reads past an encoded heatmap.Acc.
+func (d *decoder) skipSketch() {
+	if d.err != nil {
+		return
+	}
+	if _, rest, err := heatmap.Decode(d.b); err != nil {
+		d.fail()
+	} else {
+		d.b = rest
+	}
+}
+
 func decodeSlot(key string, sp *spec, b []byte) (*slot, error) {
 	s := newSlot(key, sp)
 	return s, decodeSlotInto(s, b)
@@ -227,7 +239,7 @@ func ruleSlotSpan(b []byte) (timerAt, last int64, err error) {
 				d.uint64()
 			}
 			if d.byte() != 0 {
-				d.fail() // a heatmap's
+				d.skipSketch() // a quantile rule's
 			}
 		}
 	}

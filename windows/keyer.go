@@ -34,13 +34,15 @@ type SlotRef struct {
 // goroutine than the operator's, each goroutine with a Keyer of its own from
 // Operator.NewKeyer, and hand the SlotRefs to ProcessElement.
 type Keyer struct {
-	specs []*spec
+	specs []*spec // in file order
+	byID  []*spec // by state id
 	seeds [2]maphash.Seed
 }
 
-// NewKeyer returns a Keyer for op's rules and heatmaps.
+// NewKeyer returns a Keyer for op's rules and heatmaps. A Reload of op
+// needs new Keyers.
 func (op *Operator) NewKeyer() *Keyer {
-	return &Keyer{specs: op.specs, seeds: op.cache.seeds}
+	return &Keyer{specs: op.ordered, byID: op.specs, seeds: op.cache.seeds}
 }
 
 // Append appends to dst a SlotRef for every rule and heatmap ev matches, in
@@ -86,7 +88,7 @@ func (r *SlotRef) slotKey(keys []byte) []byte {
 // Shard returns which of n shards owns r's state. Rules are split by key;
 // heatmaps all go to shard 0, so that the windows a watermark fires keep the
 // order of a single timer queue.
-func (k *Keyer) Shard(r SlotRef, n int) int { return shardOf(k.specs[r.spec], r.id, n) }
+func (k *Keyer) Shard(r SlotRef, n int) int { return shardOf(k.byID[r.spec], r.id, n) }
 
 // shardOf returns which of n shards owns the state of sp with id (see
 // Keyer.Shard).

@@ -68,10 +68,13 @@ const (
 // clock; its caller feeds it events and watermarks in order, and the same
 // sequence of calls always produces the same outputs.
 type Operator struct {
-	specs  []*spec
-	out    Output
-	cache  *cache
-	timers timerQueue[idTimer]
+	// specs are by state id, nil for ids no rule or heatmap has; ordered
+	// are the same in file order.
+	specs   []*spec
+	ordered []*spec
+	out     Output
+	cache   *cache
+	timers  timerQueue[idTimer]
 	// keyTimers are the timers of slots found by key: restored ones, and
 	// those a cold store that writes through spilled.
 	keyTimers timerQueue[string]
@@ -96,9 +99,13 @@ type Operator struct {
 	scratch  []*heatmap.Acc   // per spec: the merge of a sliding window's panes
 	horizons []horizon        // per spec: window bounds derived from the watermark
 	counts   map[uint64]int32 // distinct values in the window being swept
+	extremes extremes         // the min or max of the window being swept
+	// windows are the windows a quantile rule's sweep found.
+	windows []sweptWindow
+	// quantiles is per spec the merge of a sliding quantile rule's panes.
+	quantiles []*heatmap.Acc
 	// prefetchAddrs is Prefetch's buffer of addresses.
 	prefetchAddrs []unsafe.Pointer
-	rules         int   // how many of the specs are rules
 	windowed      int64 // heatmap windows emitted, revisions included
 	// shard and shards are Options.Shard and Options.Shards.
 	shard, shards int
@@ -111,31 +118,31 @@ func New(cfg *rules.Config, schema *event.Schema, backend Backend, out Output, o
 	if opts.Shards > 0 && (opts.Shard < 0 || opts.Shard >= opts.Shards) {
 		return nil, fmt.Errorf("windows: shard %d of %d", opts.Shard, opts.Shards)
 	}
-	specs, err := compile(cfg, schema)
+	ordered, err := compile(cfg, schema, nil)
 	if err != nil {
 		return nil, err
 	}
+	specs := byID(ordered, 0)
 	coldBudget := max(int(opts.MemoryBytes)-opts.CacheSlots*HotSlotBytes, 0)
 	cold := newColdStore(backend, len(specs), coldBudget, opts.WriteThrough)
 	op := &Operator{
-		specs: specs,
-		out:   out,
-		cache: newCache(opts.CacheSlots, cold, specs),
-		wm:    MinWatermark,
+		specs:   specs,
+		ordered: ordered,
+		out:     out,
+		cache:   newCache(opts.CacheSlots, cold, specs),
+		wm:      MinWatermark,
 		stored: storedTimers{next: noTimer, ids: timerBucket[idTimer]{blocks: make([][]idTimer, 1)},
 			keys: timerBucket[string]{blocks: make([][]string, 1)}},
 		timerBudget: max(int(opts.MemoryBytes/4), minTimerBudget),
 		scratch:     make([]*heatmap.Acc, len(specs)),
 		horizons:    make([]horizon, len(specs)),
+		quantiles:   make([]*heatmap.Acc, len(specs)),
 		counts:      make(map[uint64]int32),
-		rules:       len(cfg.Rules),
 		shard:       opts.Shard,
 		shards:      opts.Shards,
 	}
-	for _, sp := range specs {
-		if sp.hm != nil {
-			op.scratch[sp.index] = heatmap.New(len(sp.bounds))
-		}
+	for _, sp := range ordered {
+		op.scratchFor(sp)
 	}
 	if opts.SameKeysAs != nil {
 		op.cache.setSeeds(opts.SameKeysAs.cache.seeds)
@@ -276,7 +283,7 @@ func (op *Operator) addToSession(sp *spec, r *SlotRef, ev *event.Event, keys []b
 		// it has not fired, whatever the sessions it absorbed did.
 		m := win{start: min(ns, ss[i].start), end: max(ne, ss[j-1].end), acc: ss[i].acc}
 		for k := i + 1; k < j; k++ {
-			m.acc.merge(&ss[k].acc)
+			m.acc.merge(&ss[k].acc, sp.agg)
 		}
 		ss[i] = m
 		s.wins = append(ss[:i+1], ss[j:]...)
@@ -296,7 +303,9 @@ func (op *Operator) addToSession(sp *spec, r *SlotRef, ev *event.Event, keys []b
 			op.fireSession(s, se)
 		}
 	} else {
-		op.decide(sp, ev, s, se.start, se.end, se.acc.value(sp.agg), processing)
+		if se.acc.n >= sp.minEvents {
+			op.decide(sp, ev, s, se.start, se.end, sp.sessionValue(&se.acc), processing)
+		}
 	}
 	op.schedule(s)
 	return true, nil
@@ -344,6 +353,8 @@ func (op *Operator) addTo(sp *spec, a *acc, val uint64, processing bool) {
 		a.sum += math.Float64frombits(val)
 	case rules.Distinct:
 		a.addDistinct(val)
+	case rules.Avg, rules.Ratio, rules.Min, rules.Max, rules.Quantile:
+		addToStat(sp.agg, a, math.Float64frombits(val))
 	}
 }
 
@@ -353,7 +364,7 @@ func (op *Operator) decide(sp *spec, ev *event.Event, s *slot, start, end int64,
 	}
 	op.dec = Decision{
 		Rule:       sp.rule,
-		RuleIndex:  sp.index, // rules come first among the specs, in file order
+		RuleIndex:  sp.pos,
 		EventID:    ev.ID,
 		EventTS:    ev.TS,
 		Key:        slotKeyText(s.key),
@@ -399,14 +410,17 @@ func (op *Operator) bestWindow(sp *spec, panes []win, first, last int64) (int64,
 			}
 		}
 	}
+	extreme := op.extremes.reset(sp.agg)
 	best, bestStart := math.Inf(-1), first
 	for ws := first; ; {
 		for lo < hi && panes[lo].start < ws {
 			add(&panes[lo], -1)
+			extreme.leave(lo)
 			lo++
 		}
 		for hi < len(panes) && panes[hi].start < ws+sp.size {
 			add(&panes[hi], 1)
+			extreme.enter(panes, hi)
 			hi++
 		}
 		var v float64
@@ -415,10 +429,15 @@ func (op *Operator) bestWindow(sp *spec, panes []win, first, last int64) (int64,
 			v = sum
 		case rules.Distinct:
 			v = float64(distinct)
-		default:
+		case rules.Count:
 			v = float64(n)
+		case rules.Quantile:
+			// Evaluated once the sweep has found every window.
+			op.windows = append(op.windows, sweptWindow{ws, lo, hi, n >= sp.minEvents})
+		default:
+			v = op.statValue(sp, panes, panes[lo:hi], n, sum, extreme)
 		}
-		if v > best {
+		if v > best && n >= sp.minEvents && sp.agg != rules.Quantile {
 			best, bestStart = v, ws
 		}
 		next := MaxWatermark
@@ -435,6 +454,9 @@ func (op *Operator) bestWindow(sp *spec, panes []win, first, last int64) (int64,
 	}
 	if sp.agg == rules.Distinct {
 		clear(op.counts)
+	}
+	if sp.agg == rules.Quantile {
+		bestStart, best = op.bestQuantile(sp, panes, first)
 	}
 	return bestStart, best
 }
@@ -508,7 +530,11 @@ func (op *Operator) runTimers(at int64, ib *timerBucket[idTimer], kb *timerBucke
 				if i%timerPrefetch == 0 {
 					op.prefetchTimers(blk, i)
 				}
-				if sp := op.specs[e.spec]; sp.rule != nil {
+				sp := op.specs[e.spec]
+				if sp == nil {
+					continue // its state went with its rule (Reload)
+				}
+				if sp.rule != nil {
 					if op.wm == MaxWatermark && !op.cache.cold.writeThrough {
 						// dropRules forgot what memory held; what was
 						// spilled stays in a store no one reads again.
@@ -624,6 +650,9 @@ func (op *Operator) runInKeyOrder(at int64, ib *timerBucket[idTimer], kb *timerB
 	if ib != nil {
 		for _, blk := range ib.blocks {
 			for _, e := range blk {
+				if op.specs[e.spec] == nil {
+					continue // its state went with its rule (Reload)
+				}
 				// One the cache and the cold store do not hold is gone, or
 				// was spilled writing through: its key timer is in kb.
 				key, err := op.cache.keyOf(int(e.spec), e.id)
@@ -654,6 +683,9 @@ func (op *Operator) runInKeyOrder(at int64, ib *timerBucket[idTimer], kb *timerB
 }
 
 func (op *Operator) runKeyTimer(key string, at int64) error {
+	if op.specs[specOf(key)] == nil {
+		return nil // its state went with its rule (Reload)
+	}
 	s, err := op.cache.lookup(key)
 	if err != nil {
 		return err
@@ -812,7 +844,7 @@ func (op *Operator) fireSession(s *slot, se *win) {
 func (op *Operator) emitHeatmap(s *slot, start, end int64, rev int32, a *heatmap.Acc) {
 	op.hw = HeatmapWindow{
 		Heatmap:      s.sp.hm,
-		HeatmapIndex: s.sp.index - op.rules, // heatmaps follow the rules among the specs
+		HeatmapIndex: s.sp.pos,
 		Key:          slotKeyText(s.key),
 		Start:        start,
 		End:          end,

@@ -12,11 +12,11 @@ import (
 // them (Route, Fate), and never hands its SlotRefs to an operator. Events
 // must be decoded with a schema built from Fields(cfg).
 func NewKeyer(cfg *rules.Config, schema *event.Schema) (*Keyer, error) {
-	specs, err := compile(cfg, schema)
+	specs, err := compile(cfg, schema, nil)
 	if err != nil {
 		return nil, err
 	}
-	return &Keyer{specs: specs, seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}}, nil
+	return &Keyer{specs: specs, byID: specs, seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}}, nil
 }
 
 // Route returns which of n partitions owns r's state in a distributed job:
@@ -59,7 +59,7 @@ const (
 // Fate returns r's fate when its event is windowed at t with the operator
 // at watermark wm, as ProcessElement decides it.
 func (k *Keyer) Fate(r SlotRef, t, wm int64) Fate {
-	sp := k.specs[r.spec]
+	sp := k.byID[r.spec]
 	switch {
 	case sp.inGap(t):
 		return Skipped

@@ -19,9 +19,16 @@ const (
 )
 
 type spec struct {
+	// index is the spec's state id: its slot keys start with it, and the
+	// operator's tables of specs, timers and state are by it. It is the
+	// spec's place in the rules file until a Reload says otherwise, and a
+	// rule keeps it across reloads while its definition is unchanged.
 	index int
-	rule  *rules.Rule    // set for decision rules
-	hm    *rules.Heatmap // set for heatmaps
+	// pos is the spec's place among the rules, or among the heatmaps, of
+	// the file.
+	pos  int
+	rule *rules.Rule    // set for decision rules
+	hm   *rules.Heatmap // set for heatmaps
 
 	wtype rules.WindowType
 	size  int64 // tumbling and sliding
@@ -43,8 +50,15 @@ type spec struct {
 	filters  []filter
 	keyAttrs []int
 	agg      rules.AggregateKind
-	aggAttr  int // -1 for count
+	aggAttr  int // -1 for count and ratio
 	bounds   []float64
+	// match are a ratio rule's filters, whose share of events it computes.
+	match []filter
+	// q is a quantile rule's quantile.
+	q float64
+	// minEvents is the rule's min_events: a window with fewer events makes
+	// no decision.
+	minEvents int64
 }
 
 type filter struct {
@@ -69,11 +83,12 @@ func Fields(cfg *rules.Config) []event.Field {
 	}
 	for _, r := range cfg.Rules {
 		where(r.Where)
+		where(r.Match)
 		scalars(r.Key)
-		switch r.Aggregate.Kind {
-		case rules.Sum:
+		switch {
+		case r.Aggregate.Kind.Numeric():
 			fields = append(fields, event.Field{Name: r.Aggregate.Field, Use: event.UseNumber})
-		case rules.Distinct:
+		case r.Aggregate.Kind == rules.Distinct:
 			scalars([]string{r.Aggregate.Field})
 		}
 	}
@@ -85,7 +100,12 @@ func Fields(cfg *rules.Config) []event.Field {
 	return fields
 }
 
-func compile(cfg *rules.Config, schema *event.Schema) ([]*spec, error) {
+// compile returns the specs of cfg, rules then heatmaps in file order, with
+// state ids ids (nil: their places).
+func compile(cfg *rules.Config, schema *event.Schema, ids []int) ([]*spec, error) {
+	if n := len(cfg.Rules) + len(cfg.Heatmaps); ids != nil && len(ids) != n {
+		return nil, fmt.Errorf("windows: %d state ids for %d rules and heatmaps", len(ids), n)
+	}
 	attr := func(name string) (int, error) {
 		i, ok := schema.Index(name)
 		if !ok {
@@ -94,9 +114,20 @@ func compile(cfg *rules.Config, schema *event.Schema) ([]*spec, error) {
 		return i, nil
 	}
 	lateness := cfg.Watermark.AllowedLateness.Milliseconds()
+	filters := func(fs []rules.Filter) ([]filter, error) {
+		var out []filter
+		for _, f := range fs {
+			i, err := attr(f.Field)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, filter{attr: i, values: f.Values})
+		}
+		return out, nil
+	}
 	var specs []*spec
-	build := func(where []rules.Filter, key []string, w rules.Window) (*spec, error) {
-		sp := &spec{index: len(specs), wtype: w.Type, lateness: lateness, aggAttr: -1}
+	build := func(where []rules.Filter, key []string, w rules.Window) (sp *spec, err error) {
+		sp = &spec{index: len(specs), wtype: w.Type, lateness: lateness, aggAttr: -1}
 		switch w.Type {
 		case rules.Tumbling:
 			sp.size, sp.slide = w.Size.Milliseconds(), w.Size.Milliseconds()
@@ -115,12 +146,8 @@ func compile(cfg *rules.Config, schema *event.Schema) ([]*spec, error) {
 			return nil, fmt.Errorf("windows: session window without gap")
 		}
 		sp.purgeGrain = min(max(sp.size, sp.gap, minPurgeGrain), maxPurgeGrain)
-		for _, f := range where {
-			i, err := attr(f.Field)
-			if err != nil {
-				return nil, err
-			}
-			sp.filters = append(sp.filters, filter{attr: i, values: f.Values})
+		if sp.filters, err = filters(where); err != nil {
+			return nil, err
 		}
 		for _, k := range key {
 			i, err := attr(k)
@@ -137,11 +164,14 @@ func compile(cfg *rules.Config, schema *event.Schema) ([]*spec, error) {
 		if err != nil {
 			return nil, fmt.Errorf("rule %q: %w", r.Name, err)
 		}
-		sp.rule, sp.agg = r, r.Aggregate.Kind
-		if r.Aggregate.Kind != rules.Count {
+		sp.rule, sp.pos, sp.agg, sp.q, sp.minEvents = r, i, r.Aggregate.Kind, r.Aggregate.Q, r.MinEvents
+		if r.Aggregate.Field != "" {
 			if sp.aggAttr, err = attr(r.Aggregate.Field); err != nil {
 				return nil, fmt.Errorf("rule %q: %w", r.Name, err)
 			}
+		}
+		if sp.match, err = filters(r.Match); err != nil {
+			return nil, fmt.Errorf("rule %q: %w", r.Name, err)
 		}
 		specs = append(specs, sp)
 	}
@@ -151,14 +181,24 @@ func compile(cfg *rules.Config, schema *event.Schema) ([]*spec, error) {
 		if err != nil {
 			return nil, fmt.Errorf("heatmap %q: %w", h.Name, err)
 		}
-		sp.hm, sp.bounds = h, h.Buckets
+		sp.hm, sp.pos, sp.bounds = h, i, h.Buckets
 		if sp.aggAttr, err = attr(h.Field); err != nil {
 			return nil, fmt.Errorf("heatmap %q: %w", h.Name, err)
 		}
 		specs = append(specs, sp)
 	}
-	if len(specs) > timerSpec {
-		return nil, fmt.Errorf("windows: %d rules and heatmaps, at most %d", len(specs), timerSpec)
+	if len(specs) > StateIDs {
+		return nil, fmt.Errorf("windows: %d rules and heatmaps, at most %d", len(specs), StateIDs)
+	}
+	if ids != nil {
+		seen := make(map[int]bool, len(ids))
+		for i, sp := range specs {
+			if id := ids[i]; id < 0 || id >= StateIDs || seen[id] {
+				return nil, fmt.Errorf("windows: state id %d of %s out of range or given twice", id, sp.name())
+			}
+			sp.index = ids[i]
+			seen[ids[i]] = true
+		}
 	}
 	return specs, nil
 }
@@ -166,12 +206,8 @@ func compile(cfg *rules.Config, schema *event.Schema) ([]*spec, error) {
 // matches reports whether ev passes the filters and has every attribute the
 // spec needs; an event lacking one simply does not match.
 func (sp *spec) matches(ev *event.Event) bool {
-	for i := range sp.filters {
-		f := &sp.filters[i]
-		v := &ev.Attrs[f.attr]
-		if v.Kind == event.Missing || !f.accepts(v) {
-			return false
-		}
+	if !passes(sp.filters, ev) {
+		return false
 	}
 	for _, a := range sp.keyAttrs {
 		if ev.Attrs[a].Kind == event.Missing {
@@ -181,6 +217,19 @@ func (sp *spec) matches(ev *event.Event) bool {
 	if sp.aggAttr >= 0 {
 		v := &ev.Attrs[sp.aggAttr]
 		if v.Kind == event.Missing || (sp.agg != rules.Distinct && v.Kind != event.Number) {
+			return false
+		}
+	}
+	return true
+}
+
+// passes reports whether ev has every attribute of filters, each with a
+// value its filter accepts.
+func passes(filters []filter, ev *event.Event) bool {
+	for i := range filters {
+		f := &filters[i]
+		v := &ev.Attrs[f.attr]
+		if v.Kind == event.Missing || !f.accepts(v) {
 			return false
 		}
 	}
@@ -212,6 +261,11 @@ func (f *filter) accepts(v *event.Value) bool {
 // SlotRef.val.
 func (sp *spec) value(ev *event.Event) uint64 {
 	switch {
+	case sp.match != nil:
+		if passes(sp.match, ev) {
+			return math.Float64bits(1)
+		}
+		return math.Float64bits(0)
 	case sp.aggAttr < 0:
 		return 0
 	case sp.agg == rules.Distinct:

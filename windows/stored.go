@@ -18,9 +18,12 @@ import (
 // heatmap has, so that they go wherever slots go (checkpoints, changelogs,
 // standby copies) in the same atomic writes.
 
-// timerSpec is the spec number of timer entries; compile allows fewer
-// specs than it.
+// timerSpec is the state id of timer entries; no rule or heatmap has it.
 const timerSpec = 0xffff
+
+// StateIDs is how many state ids rules and heatmaps may have: 0 to
+// StateIDs-1 (the slot key's two bytes, less the timer entries' id).
+const StateIDs = timerSpec
 
 // timerValue is the value of a timer entry: not empty, which a changelog
 // record could not tell from a deletion.
@@ -109,8 +112,9 @@ func (op *Operator) pageTimers(at int64) error {
 				return false, nil
 			}
 			spec := specOf(key)
-			if spec >= len(op.specs) {
-				return false, fmt.Errorf("timer of slot key %q names no rule", key)
+			if spec >= len(op.specs) || op.specs[spec] == nil {
+				// A rule's whose state was deleted (DeleteRetired).
+				return true, c.cold.backend.Delete(k)
 			}
 			hm := op.specs[spec].hm != nil
 			if t == at && !hm && skipRules {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/rules"
 )
 
 const storedTimersRules = `
@@ -288,5 +289,73 @@ func TestSpilledTimers(t *testing.T) {
 		if at, key, ok := splitTimerKey([]byte(k)); ok && op.specs[specOf(key)].hm != nil {
 			t.Fatalf("a heatmap's timer at %d is still stored after the end", at)
 		}
+	}
+}
+
+// TestRetiredTimers: once a rule is gone, DeleteRetired deletes its stored
+// states, and its timer entries are deleted as they come due: a restored
+// operator whose watermark passes every window leaves nothing stored.
+func TestRetiredTimers(t *testing.T) {
+	const both = `
+rules:
+  - {name: users, key: [user], window: {type: tumbling, size: 10s}, aggregate: count, threshold: 100, action: deny}
+  - {name: devices, key: [device], window: {type: tumbling, size: 10s}, aggregate: count, threshold: 100, action: deny}
+`
+	const one = `
+rules:
+  - {name: users, key: [user], window: {type: tumbling, size: 10s}, aggregate: count, threshold: 100, action: deny}
+`
+	b := NewMemBackend()
+	opts := Options{WriteThrough: true}
+	op, dec := newTestOperatorWith(t, both, b, discardOutput{}, opts)
+	lines, ts := timerTestInput(500)
+	drive(t, op, dec, lines)
+	cp, err := op.Checkpoint(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	devices := func() (states, timers int) {
+		for k := range b.m {
+			if at, key, ok := splitTimerKey([]byte(k)); ok && at > 0 && specOf(key) == 1 {
+				timers++
+			} else if !ok && specOf(k) == 1 {
+				states++
+			}
+		}
+		return states, timers
+	}
+	if s, tm := devices(); s == 0 || s != tm {
+		t.Fatalf("devices' states and timers stored: %d and %d, want as many, not none", s, tm)
+	}
+
+	cfg, err := rules.Parse("rules.yaml", []byte(one))
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema, err := event.NewSchema(Fields(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, _ = newTestOperatorWith(t, both, b, discardOutput{}, opts)
+	if err := op.Reload(cfg, schema, []int{0}); err != nil {
+		t.Fatal(err)
+	}
+	if err := op.Restore(cp); err != nil {
+		t.Fatal(err)
+	}
+	if err := op.DeleteRetired([]int{1}); err != nil {
+		t.Fatal(err)
+	}
+	if s, tm := devices(); s != 0 || tm == 0 {
+		t.Fatalf("after DeleteRetired: %d devices' states, %d timers; want none, and the timers until due", s, tm)
+	}
+	if err := op.AdvanceWatermark(ts + 100_000); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := op.Checkpoint(nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.Len(); n != 0 {
+		t.Fatalf("%d keys stored once every window expired, want none", n)
 	}
 }

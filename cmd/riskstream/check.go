@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 
 	"github.com/riskstream/riskstream/rules"
@@ -9,15 +10,29 @@ import (
 )
 
 func newCheckCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "check FILE",
-		Short: "Validate a rules file without running",
+	var diff bool
+	cmd := &cobra.Command{
+		Use:   "check FILE | check --diff OLD NEW",
+		Short: "Validate a rules file without running, or say what changing it would do",
 		Long: `Validate a rules file without running: every problem is listed as
 FILE:LINE: reason and the command fails. Settings that are valid but
 probably not meant (a sliding window whose slide is larger than its size)
-are listed as warnings on stderr; the file still passes.`,
-		Args: cobra.ExactArgs(1),
+are listed as warnings on stderr; the file still passes.
+
+With --diff, validate NEW and print what a job running OLD would do with
+its state on reloading NEW (or restarting with it): the rules and heatmaps
+kept with their state, restarted empty, removed with their state, and
+added.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if diff {
+				return cobra.ExactArgs(2)(cmd, args)
+			}
+			return cobra.ExactArgs(1)(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if diff {
+				return checkDiff(cmd.OutOrStdout(), args[0], args[1])
+			}
 			cfg, err := rules.Load(args[0])
 			if err != nil {
 				return err
@@ -30,6 +45,40 @@ are listed as warnings on stderr; the file still passes.`,
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&diff, "diff", false, "compare two rules files, OLD and NEW: print what reloading NEW in a job running OLD does to each rule's state")
+	return cmd
+}
+
+// checkDiff prints what a job running the rules of oldPath does on
+// reloading those of newPath: the same diff the engine makes.
+func checkDiff(w io.Writer, oldPath, newPath string) error {
+	old, err := rules.Load(oldPath)
+	if err != nil {
+		return err
+	}
+	cfg, err := rules.Load(newPath)
+	if err != nil {
+		return err
+	}
+	if err := rules.CheckReload(old, cfg); err != nil {
+		return fmt.Errorf("%s cannot be reloaded over %s: %w", newPath, oldPath, err)
+	}
+	d := rules.DiffIdentities(old.Identities(), cfg.Identities())
+	fmt.Fprintf(w, "%s -> %s: %d kept with their state, %d restarted empty, %d removed, %d added\n",
+		oldPath, newPath, len(d.Kept), len(d.Restarted), len(d.Removed), len(d.Added))
+	for _, p := range d.Kept {
+		fmt.Fprintf(w, "kept       %s\n", d.New[p.New])
+	}
+	for _, p := range d.Restarted {
+		fmt.Fprintf(w, "restarted  %s: its definition changed, its state starts empty\n", d.New[p.New])
+	}
+	for _, i := range d.Removed {
+		fmt.Fprintf(w, "removed    %s: its state is deleted\n", d.Old[i])
+	}
+	for _, j := range d.Added {
+		fmt.Fprintf(w, "added      %s\n", d.New[j])
+	}
+	return nil
 }
 
 // loadRules reads and validates the rules file of a job, logging its

@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -256,4 +259,77 @@ func startInputBroker(t *testing.T) *broker.Broker {
 	}
 	t.Cleanup(b.Close)
 	return b
+}
+
+// TestReplayShadowRule: a rule in mode shadow decides what the same rule
+// enforcing does, its decisions marked, and the summary tells them apart.
+func TestReplayShadowRule(t *testing.T) {
+	dir := t.TempDir()
+	rulesFile := filepath.Join(dir, "rules.yaml")
+	body := "    key: [user]\n    window: {type: sliding, size: 60s, slide: 1s}\n    aggregate: count\n    threshold: 5\n    action: deny\n"
+	os.WriteFile(rulesFile, []byte("rules:\n  - name: burst\n"+body+"  - name: burst-watched\n"+body+"    mode: shadow\n"), 0o644)
+	out, err := run(t, "", "replay", "--rules", rulesFile, "--out", dir, "../../testdata/requests.jsonl.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "decisions.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		var d struct{ EventID, Rule, Mode string }
+		if err := json.Unmarshal([]byte(strings.ReplaceAll(line, "event_id", "eventid")), &d); err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		if (d.Rule == "burst-watched") != (d.Mode == "shadow") {
+			t.Fatalf("decision of %s with mode %q: %s", d.Rule, d.Mode, line)
+		}
+		events[d.Rule] = append(events[d.Rule], d.EventID)
+	}
+	if n := len(events["burst"]); n == 0 || !slices.Equal(events["burst"], events["burst-watched"]) {
+		t.Errorf("enforcing rule decided %d events, the shadow copy %d, or others", n, len(events["burst-watched"]))
+	}
+	for _, want := range []string{
+		fmt.Sprintf("decisions %-24s %d\n", "burst", len(events["burst"])),
+		fmt.Sprintf("decisions %-24s %d (shadow)\n", "burst-watched", len(events["burst-watched"])),
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestCheckDiff: check --diff says which rules keep their state, restart,
+// go and come, as the engine decides it, and refuses a change a reload
+// cannot make.
+func TestCheckDiff(t *testing.T) {
+	old, err := os.ReadFile("../../testdata/rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(old), "threshold: 5 ", "threshold: 4 ", 1)                // pay-burst: kept
+	edited = strings.Replace(edited, "size: 1m}", "size: 30s}", 1)                             // user-spend: restarted
+	edited = strings.Replace(edited, "name: device-session-scraping", "name: device-burst", 1) // removed, added
+	newPath := filepath.Join(t.TempDir(), "new.yaml")
+	os.WriteFile(newPath, []byte(edited), 0o644)
+	out, err := run(t, "", "check", "--diff", "../../testdata/rules.yaml", newPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "2 kept with their state, 1 restarted empty, 1 removed, 1 added\n" +
+		"kept       rule \"pay-burst\"\nkept       heatmap \"api-latency\"\n" +
+		"restarted  rule \"user-spend\": its definition changed, its state starts empty\n" +
+		"removed    rule \"device-session-scraping\": its state is deleted\n" +
+		"added      rule \"device-burst\"\n"
+	if !strings.HasSuffix(out, want) {
+		t.Errorf("check --diff:\n%s\nwant it to end with:\n%s", out, want)
+	}
+	os.WriteFile(newPath, []byte(strings.Replace(string(old), "out_of_orderness: 2s", "out_of_orderness: 3s", 1)), 0o644)
+	if _, err := run(t, "", "check", "--diff", "../../testdata/rules.yaml", newPath); err == nil || !strings.Contains(err.Error(), "restart") {
+		t.Errorf("check --diff of another out_of_orderness: %v, want a refusal", err)
+	}
+	if _, err := run(t, "", "check", "--diff", "../../testdata/rules.yaml"); err == nil {
+		t.Error("check --diff needs two files")
+	}
 }

@@ -167,7 +167,11 @@ func printSummary(w io.Writer, cfg *rules.Config, outDir string, s *stream.Summa
 	fmt.Fprintf(w, "records   %d (accepted %d, unmatched %d, late %d, invalid %d)\n",
 		s.Records, s.Accepted, s.Unmatched, s.Late, s.Invalid)
 	for i, r := range cfg.Rules {
-		fmt.Fprintf(w, "decisions %-24s %d\n", r.Name, s.Decisions[i])
+		if r.Mode == rules.Shadow {
+			fmt.Fprintf(w, "decisions %-24s %d (shadow)\n", r.Name, s.Decisions[i])
+		} else {
+			fmt.Fprintf(w, "decisions %-24s %d\n", r.Name, s.Decisions[i])
+		}
 	}
 	fmt.Fprintf(w, "heatmap windows fired %d\n", s.WindowsFired)
 	for _, src := range s.Sources {

@@ -72,6 +72,9 @@ which is plaintext: the TLS and SASL flags then are refused.
 			// a second one exits at once.
 			ctx, stop := notifyStop(cmd.Context(), cmd.ErrOrStderr(), os.Exit)
 			defer stop()
+			reload, stopReload := notifyReload()
+			defer stopReload()
+			opts.ReloadRules = reload
 			stopProfile, err := startCPUProfile(cpuProfile)
 			if err != nil {
 				return err
@@ -82,6 +85,7 @@ which is plaintext: the TLS and SASL flags then are refused.
 	}
 	f := cmd.Flags()
 	f.StringVar(&rulesFile, "rules", "", "rules file (YAML); required")
+	f.BoolVar(&opts.WatchRules, "watch-rules", true, "reload the rules file when it changes, as on SIGHUP, keeping the state of the rules whose definition is unchanged (not with --distributed)")
 	addBrokersFlag(cmd, &opts.Brokers, "start an embedded broker on 127.0.0.1:9092")
 	f.StringVar(&opts.Topic, "topic", "requests", "input topic")
 	f.StringVar(&opts.Group, "group", "riskstream", "consumer group: joined to keep a second instance out (with --distributed, shared by the instances), and given the checkpointed offsets for lag tools")
@@ -89,6 +93,7 @@ which is plaintext: the TLS and SASL flags then are refused.
 	f.IntVar(&opts.StandbyReplicas, "standby-replicas", 1, "with --distributed: standby copies of each repartition partition's state kept on other instances, which take it over without reading its whole changelog; 0 for none")
 	f.IntVar(&opts.RepartitionPartitions, "repartition-partitions", stream.DefaultRepartitionPartitions, "with --distributed: partitions of the internal repartition and changelog topics, the most instances that hold state; fixed once the topics exist")
 	f.StringVar(&opts.Outputs.Decisions, "decisions-topic", sink.Decisions, "output topic for decisions")
+	f.StringVar(&opts.Outputs.Shadow, "shadow-decisions-topic", "", "output topic for the decisions of rules in mode shadow (default: the decisions topic, marked \"mode\": \"shadow\")")
 	f.StringVar(&opts.Outputs.Heatmaps, "heatmaps-topic", sink.Heatmaps, "output topic for heatmaps")
 	f.StringVar(&opts.Outputs.Late, "late-topic", sink.Late, "output topic for late events")
 	f.StringVar(&opts.Outputs.DLQ, "dlq-topic", sink.DLQ, "output topic for invalid records")

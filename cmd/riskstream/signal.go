@@ -46,3 +46,31 @@ func notifyStop(parent context.Context, stderr io.Writer, exit func(code int)) (
 		cancel()
 	}
 }
+
+// notifyReload returns a channel that receives when the process gets
+// SIGHUP, the conventional "reload your configuration", and a function
+// that stops it. A signal that comes while one is pending is merged with
+// it.
+func notifyReload() (<-chan struct{}, func()) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGHUP)
+	reload := make(chan struct{}, 1)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-sigs:
+				select {
+				case reload <- struct{}{}:
+				default:
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	return reload, func() {
+		signal.Stop(sigs)
+		close(done)
+	}
+}

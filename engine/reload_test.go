@@ -1,0 +1,366 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/rules"
+	"github.com/riskstream/riskstream/sink"
+	"github.com/riskstream/riskstream/state"
+	"github.com/riskstream/riskstream/windows"
+)
+
+// reloadedRules is testdata/rules.yaml after an edit: pay-burst with
+// another threshold and action (its state kept), user-spend over another
+// window (restarted), device-session-scraping removed, a ratio rule added,
+// the heatmap unchanged.
+const reloadedRules = `
+watermark:
+  out_of_orderness: 2s
+  idle_timeout: 10s
+  allowed_lateness: 0s
+  max_ahead: 2h
+rules:
+  - name: pay-ratio
+    key: [user]
+    window: {type: tumbling, size: 1m}
+    aggregate: ratio
+    match: {api: /pay}
+    min_events: 3
+    threshold: 0.5
+    action: review
+  - name: pay-burst
+    where: {api: /pay}
+    key: [user]
+    window: {type: sliding, size: 60s, slide: 1s}
+    aggregate: count
+    threshold: 4
+    action: block
+  - name: user-spend
+    where: {api: /pay, channel: [alipay, wechat, card]}
+    key: [user]
+    window: {type: tumbling, size: 30s}
+    aggregate: sum:amount
+    threshold: 300
+    action: review
+heatmaps:
+  - name: api-latency
+    key: [api]
+    field: latency_ms
+    window: {type: tumbling, size: 10s}
+    buckets: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000]
+`
+
+func loadTwoRules(t *testing.T) (before, after *rules.Config) {
+	t.Helper()
+	before, err := rules.Load("../testdata/rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err = rules.Parse("reloaded.yaml", []byte(reloadedRules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return before, after
+}
+
+// phases runs lines through e in two phases, split at cut, calling
+// between before the second, and returns each phase's outputs.
+func phases(t *testing.T, e *Engine, rec *recorder, lines [][]byte, cut int, between func()) (first, second string) {
+	t.Helper()
+	for i, l := range lines {
+		if i == cut {
+			first = rec.take()
+			if between != nil {
+				between()
+			}
+		}
+		if err := e.Process(&Record{Value: l, Prov: event.Provenance{File: "in", Line: int64(i + 1)}}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	return first, rec.take()
+}
+
+// of keeps the output lines of a rule (or, with name "heatmap", the
+// heatmap records).
+func of(out, name string) string {
+	var b strings.Builder
+	for _, l := range strings.SplitAfter(out, "\n") {
+		if name == "heatmap" && strings.HasPrefix(l, "heatmap ") || strings.Contains(l, `"rule":"`+name+`"`) {
+			b.WriteString(l)
+		}
+	}
+	return b.String()
+}
+
+// decisionValues returns the values of a rule's decisions by event id.
+func decisionValues(t *testing.T, out, rule string) map[string]float64 {
+	t.Helper()
+	values := map[string]float64{}
+	for _, l := range strings.Split(strings.TrimSpace(of(out, rule)), "\n") {
+		if l == "" {
+			continue
+		}
+		var d struct {
+			EventID string  `json:"event_id"`
+			Value   float64 `json:"value"`
+		}
+		if err := json.Unmarshal([]byte(strings.TrimPrefix(l, "decision ")), &d); err != nil {
+			t.Fatalf("%s: %v", l, err)
+		}
+		values[d.EventID] = d.Value
+	}
+	return values
+}
+
+// commitCheckpoint stores what checkpoint returns in db, as the live job
+// does, and commits it synced; it returns the checkpoint.
+func commitCheckpoint(tb testing.TB, db *state.DB, checkpoint func() ([]byte, error)) []byte {
+	tb.Helper()
+	cp, err := checkpoint()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := db.SetMeta("cp", cp); err != nil {
+		tb.Fatal(err)
+	}
+	if err := db.Commit(true); err != nil {
+		tb.Fatal(err)
+	}
+	return cp
+}
+
+// staleStates counts the states db holds under the state ids 1 and 2: those
+// of device-session-scraping and user-spend in testdata/rules.yaml, whose
+// state the edit of reloadedRules removes and restarts.
+func staleStates(db *state.DB) int {
+	n := 0
+	db.Seek(nil, func(key []byte) (bool, error) {
+		if key[0] == 0 && (key[1] == 1 || key[1] == 2) {
+			n++
+		}
+		return true, nil
+	})
+	return n
+}
+
+// TestReloadKeepsUnchangedRules: reloading the rules between two records
+// keeps the state of the rules whose definition is unchanged: pay-burst,
+// its threshold and action changed, decides after the reload exactly as a
+// run that had the new rules from the start, and the heatmap fires the
+// same windows; user-spend, its window changed, starts empty.
+func TestReloadKeepsUnchangedRules(t *testing.T) {
+	before, after := loadTwoRules(t)
+	lines := bundledLines(t)
+	cut := len(lines) / 2
+	run := func(cfg *rules.Config, reload *rules.Config, slots int) (first, second string, diff rules.Diff) {
+		backend := windows.NewMemBackend()
+		rec := &recorder{enc: sink.NewEncoder()}
+		e, err := New(Options{Config: cfg, Backend: backend, Output: rec, CacheSlots: slots})
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, second = phases(t, e, rec, lines, cut, func() {
+			if reload == nil {
+				return
+			}
+			if diff, err = e.Reload(reload); err != nil {
+				t.Fatal(err)
+			}
+		})
+		return first, second, diff
+	}
+	for _, slots := range []int{0, 50} {
+		_, want, _ := run(after, nil, slots)
+		_, got, diff := run(before, after, slots)
+		if g, w := of(got, "pay-burst"), of(want, "pay-burst"); g != w || g == "" {
+			t.Errorf("%d slots: pay-burst after the reload: %d bytes of decisions, want %d", slots, len(g), len(w))
+		}
+		if g, w := of(got, "heatmap"), of(want, "heatmap"); g != w || g == "" {
+			t.Errorf("%d slots: heatmaps after the reload: %d bytes, want %d", slots, len(g), len(w))
+		}
+		if g, w := of(got, "pay-ratio"), of(want, "pay-ratio"); g == "" || w == "" {
+			t.Errorf("%d slots: the added rule decided nothing", slots)
+		}
+		// user-spend restarted: its sums hold only what came after the
+		// reload, never more than the run that had it all along.
+		fresh, all := decisionValues(t, got, "user-spend"), decisionValues(t, want, "user-spend")
+		lower := 0
+		for id, v := range fresh {
+			if w, ok := all[id]; !ok || v > w {
+				t.Errorf("%d slots: user-spend decided %s at %v, the run with all its state %v (%v)", slots, id, v, w, ok)
+			} else if v < w {
+				lower++
+			}
+		}
+		if len(fresh) == 0 || lower == 0 {
+			t.Errorf("%d slots: user-spend after the reload: %d decisions, %d lower than with all the state", slots, len(fresh), lower)
+		}
+		names := func(ids []int, of []rules.Identity) (s []string) {
+			for _, i := range ids {
+				s = append(s, of[i].Name)
+			}
+			return s
+		}
+		var kept, restarted []string
+		for _, p := range diff.Kept {
+			kept = append(kept, diff.New[p.New].Name)
+		}
+		for _, p := range diff.Restarted {
+			restarted = append(restarted, diff.New[p.New].Name)
+		}
+		if strings.Join(kept, ",") != "pay-burst,api-latency" || strings.Join(restarted, ",") != "user-spend" ||
+			strings.Join(names(diff.Removed, diff.Old), ",") != "device-session-scraping" || strings.Join(names(diff.Added, diff.New), ",") != "pay-ratio" {
+			t.Errorf("diff: kept %v, restarted %v, removed %v, added %v", kept, restarted, names(diff.Removed, diff.Old), names(diff.Added, diff.New))
+		}
+	}
+}
+
+// TestRestoreAfterReload: a checkpoint taken after a reload records the
+// new rules' layout: a job restarted on it with the new rules goes on
+// exactly as the reloaded one did; and a job restarted with the new rules
+// on a checkpoint of the old keeps the unchanged rules' state as a reload
+// would. Either way the restore deletes the state of the rules gone from
+// the store: a reload drops it from memory only.
+func TestRestoreAfterReload(t *testing.T) {
+	before, after := loadTwoRules(t)
+	lines := bundledLines(t)
+	cut, restart := len(lines)/3, 2*len(lines)/3
+	process := func(e *Engine, from, to int) {
+		for i := from; i < to; i++ {
+			if err := e.Process(&Record{Value: lines[i], Prov: event.Provenance{File: "in", Line: int64(i + 1)}}, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	open := func(dir string, cfg *rules.Config, rec *recorder) (*state.DB, *Engine) {
+		db, err := state.Open(state.Options{Dir: dir, AtomicCheckpoints: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := New(Options{Config: cfg, Backend: db, Output: rec, CacheSlots: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return db, e
+	}
+	checkpoint := func(db *state.DB, e *Engine) []byte { return commitCheckpoint(t, db, e.Checkpoint) }
+	// One job, reloaded at cut, uninterrupted.
+	rec := &recorder{enc: sink.NewEncoder()}
+	db, e := open(t.TempDir(), before, rec)
+	process(e, 0, cut)
+	if _, err := e.Reload(after); err != nil {
+		t.Fatal(err)
+	}
+	process(e, cut, len(lines))
+	if err := e.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	want := rec.take()
+	db.Close()
+
+	for _, reloadFirst := range []bool{true, false} {
+		dir := t.TempDir()
+		rec := &recorder{enc: sink.NewEncoder()}
+		db, e := open(dir, before, rec)
+		process(e, 0, cut)
+		if reloadFirst {
+			if _, err := e.Reload(after); err != nil {
+				t.Fatal(err)
+			}
+			process(e, cut, restart)
+		}
+		cp := checkpoint(db, e)
+		db.Close()
+		db, e = open(dir, after, rec)
+		if err := e.Restore(cp); err != nil {
+			t.Fatal(err)
+		}
+		d := e.Restored()
+		if reloadFirst == d.Changed() || !reloadFirst && (len(d.Kept) != 2 || len(d.Restarted) != 1 || len(d.Removed) != 1 || len(d.Added) != 1) {
+			t.Errorf("reloaded before the checkpoint %v: restore found kept %v, restarted %v, removed %v, added %v",
+				reloadFirst, d.Kept, d.Restarted, d.Removed, d.Added)
+		}
+		from := restart
+		if !reloadFirst {
+			from = cut
+		}
+		process(e, from, len(lines))
+		if err := e.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		got := rec.take()
+		if reloadFirst && got != want {
+			t.Errorf("restarted after a reload: %d bytes of outputs, want the reloaded job's %d", len(got), len(want))
+		}
+		if g, w := of(got, "pay-burst"), of(want, "pay-burst"); !reloadFirst && g != w {
+			t.Errorf("restarted with the new rules: pay-burst %d bytes of decisions, want the reloaded job's %d", len(g), len(w))
+		}
+		checkpoint(db, e)
+		if stale := staleStates(db); stale > 0 {
+			t.Errorf("reloaded before the checkpoint %v: %d states of rules gone still stored after the restore", reloadFirst, stale)
+		}
+		if n := bytes.Count([]byte(got), []byte(`"rule":"device-session-scraping"`)); n > 0 {
+			t.Errorf("the removed rule decided %d times after the restore", n)
+		}
+		db.Close()
+	}
+}
+
+// TestShardedRestoreWithOtherRules: a sharded engine, as the live job's,
+// restores a checkpoint of other rules: every shard scans the store
+// before the state of the rules gone is deleted, once.
+func TestShardedRestoreWithOtherRules(t *testing.T) {
+	before, after := loadTwoRules(t)
+	lines := bundledLines(t)
+	dir := t.TempDir()
+	open := func(cfg *rules.Config) (*state.DB, *Sharded) {
+		db, err := state.Open(state.Options{Dir: dir, AtomicCheckpoints: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts, err := db.Parts(2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := NewSharded(Options{Config: cfg, Output: &recorder{enc: sink.NewEncoder()}, Checkpoints: true},
+			[]windows.Backend{parts[0], parts[1]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return db, e
+	}
+	commit := func(db *state.DB, e *Sharded) { commitCheckpoint(t, db, e.Checkpoint) }
+	db, e := open(before)
+	b := e.NewBatch()
+	dec := e.NewDecoder()
+	for i := range len(lines) / 2 {
+		b.Add(dec, &Record{Value: lines[i]})
+	}
+	if err := processBatch(e, b); err != nil {
+		t.Fatal(err)
+	}
+	commit(db, e)
+	cp, _, _ := db.Meta("cp")
+	db.Close()
+
+	db, e = open(after)
+	defer db.Close()
+	if err := e.Restore(cp); err != nil {
+		t.Fatal(err)
+	}
+	if d := e.Restored(); len(d.Removed) != 1 || len(d.Restarted) != 1 {
+		t.Errorf("restore found removed %v, restarted %v", d.Removed, d.Restarted)
+	}
+	commit(db, e)
+	if stale := staleStates(db); stale > 0 {
+		t.Errorf("%d states of rules gone still stored after the restore", stale)
+	}
+}

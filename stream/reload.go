@@ -1,0 +1,191 @@
+package stream
+
+import (
+	"crypto/sha256"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riskstream/riskstream/rules"
+)
+
+// rulesPollInterval is how often the live job looks at its rules file's
+// modification time and size, when it watches the file.
+const rulesPollInterval = 250 * time.Millisecond
+
+// rulesWatch follows the live job's rules file: what it last read there,
+// to reload it only when it changed.
+type rulesWatch struct {
+	path     string
+	modTime  time.Time
+	size     int64
+	sum      [sha256.Size]byte
+	lastPoll time.Time
+	reloads  *prometheus.CounterVec
+}
+
+// newRulesWatch follows the file cfg was read from; the metric counts the
+// reloads by result.
+func newRulesWatch(reg prometheus.Registerer, cfg *rules.Config) *rulesWatch {
+	w := &rulesWatch{path: cfg.File,
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "riskstream_rules_reloads_total",
+			Help: "Reloads of the rules file, by result: applied, or refused (a file with problems, or a change that needs a restart)."}, []string{"result"})}
+	reg.MustRegister(w.reloads)
+	for _, r := range []string{"applied", "refused"} {
+		w.reloads.WithLabelValues(r)
+	}
+	if data, fi, err := w.read(); err == nil {
+		w.modTime, w.size, w.sum = fi.ModTime(), fi.Size(), sha256.Sum256(data)
+	}
+	return w
+}
+
+func (w *rulesWatch) read() ([]byte, os.FileInfo, error) {
+	fi, err := os.Stat(w.path)
+	if err != nil {
+		return nil, nil, err
+	}
+	data, err := os.ReadFile(w.path)
+	return data, fi, err
+}
+
+// changed reports, at most every rulesPollInterval, whether the file's
+// modification time or size moved since it was last read; now is wall
+// time.
+func (w *rulesWatch) changed(now time.Time) bool {
+	if now.Sub(w.lastPoll) < rulesPollInterval {
+		return false
+	}
+	w.lastPoll = now
+	fi, err := os.Stat(w.path)
+	return err == nil && (!fi.ModTime().Equal(w.modTime) || fi.Size() != w.size)
+}
+
+// reloadRules reads the rules file again and, when its content changed
+// (or force, for SIGHUP), validates it and reloads the engine between two
+// records: the state of the rules whose definition is unchanged is kept.
+// A file with problems, or a change that needs a restart, is refused and
+// logged, and the job goes on with the rules it has. An applied reload is
+// logged and checkpointed durably at once, so that a restart resumes with
+// it.
+// Only a failure of the state store is an error.
+func (j *liveJob) reloadRules(why string, force bool) error {
+	w := j.watch
+	data, fi, err := w.read()
+	if err != nil {
+		j.log.Warn("rules file unreadable: the rules stay as they are", "file", w.path, "err", err)
+		w.reloads.WithLabelValues("refused").Inc()
+		return nil
+	}
+	sum := sha256.Sum256(data)
+	w.modTime, w.size = fi.ModTime(), fi.Size()
+	if sum == w.sum && !force {
+		return nil // touched, not changed
+	}
+	w.sum = sum
+	cfg, err := rules.Parse(w.path, data)
+	if err == nil {
+		err = rules.CheckReload(j.opts.Config, cfg)
+	}
+	if err != nil {
+		j.log.Warn("rules file refused: the rules stay as they are", "file", w.path, "why", why, "err", err)
+		w.reloads.WithLabelValues("refused").Inc()
+		return nil
+	}
+	for _, warning := range cfg.Warnings {
+		j.log.Warn("rules: " + warning.String())
+	}
+	// Between two records: every record fetched so far is processed with
+	// the rules it came under.
+	if err := j.process(); err != nil {
+		return err
+	}
+	start := j.opts.Now()
+	diff, err := j.e.Reload(cfg)
+	if err != nil {
+		// The engine refuses before it changes anything (more state ids
+		// than a slot key holds, say), and writes nothing.
+		j.log.Warn("rules file refused: the rules stay as they are", "file", w.path, "why", why, "err", err)
+		w.reloads.WithLabelValues("refused").Inc()
+		return nil
+	}
+	j.dec, j.batch = j.e.NewDecoder(), j.e.NewBatch()
+	j.m.reload(j.opts.Config, cfg)
+	j.opts.Config = cfg
+	took := j.opts.Now().Sub(start)
+	w.reloads.WithLabelValues("applied").Inc()
+	logDiff(j, "rules reloaded", diff, "file", w.path, "why", why, "took", took)
+	// Durable before the next record: a restart, even after a SIGKILL,
+	// resumes with the new rules and their state.
+	return j.checkpoint(true)
+}
+
+// logDiff logs msg with what a change of rules did to each one's state.
+func logDiff(j *liveJob, msg string, d rules.Diff, args ...any) {
+	names := func(ids []rules.Identity, at []int) []string {
+		s := []string{}
+		for _, i := range at {
+			s = append(s, ids[i].String())
+		}
+		return s
+	}
+	var kept, restarted []int
+	for _, p := range d.Kept {
+		kept = append(kept, p.New)
+	}
+	for _, p := range d.Restarted {
+		restarted = append(restarted, p.New)
+	}
+	j.log.Info(msg, append(args, "kept", names(d.New, kept), "restarted", names(d.New, restarted),
+		"removed", names(d.Old, d.Removed), "added", names(d.New, d.Added))...)
+}
+
+// reload makes the metrics follow a reload from old rules to cfg: counts
+// and label sets go with the rule or heatmap of the same name.
+func (m *metrics) reload(old, cfg *rules.Config) {
+	byName := map[string]int64{}
+	for i, r := range old.Rules {
+		if i < len(m.last.Decisions) {
+			byName[r.Name] = m.last.Decisions[i]
+		}
+	}
+	m.last.Decisions = make([]int64, len(cfg.Rules))
+	for i, r := range cfg.Rules {
+		m.last.Decisions[i] = byName[r.Name]
+	}
+	keys := map[string]*boundedLabels{}
+	for i, h := range old.Heatmaps {
+		keys[h.Name] = m.heatmapKeys[i]
+	}
+	m.heatmapKeys = m.heatmapKeys[:0]
+	for _, h := range cfg.Heatmaps {
+		k := keys[h.Name]
+		if k == nil {
+			k = newBoundedLabels(m.labelLimit)
+		}
+		m.heatmapKeys = append(m.heatmapKeys, k)
+	}
+	m.cfg = cfg
+	m.heatmaps.reload(cfg)
+}
+
+// reload makes the collector follow a reload to cfg: a heatmap keeps its
+// series while its name and buckets are the same.
+func (c *heatmapCollector) reload(cfg *rules.Config) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := map[string]int{}
+	for i, h := range c.cfg.Heatmaps {
+		old[h.Name] = i
+	}
+	series := make([]map[string]*heatmapSeries, len(cfg.Heatmaps))
+	for j, h := range cfg.Heatmaps {
+		if i, ok := old[h.Name]; ok && slices.Equal(c.cfg.Heatmaps[i].Buckets, h.Buckets) {
+			series[j] = c.series[i]
+		} else {
+			series[j] = map[string]*heatmapSeries{}
+		}
+	}
+	c.cfg, c.series = cfg, series
+}

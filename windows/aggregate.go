@@ -1,0 +1,166 @@
+package windows
+
+import (
+	"math"
+
+	"github.com/riskstream/riskstream/heatmap"
+	"github.com/riskstream/riskstream/rules"
+)
+
+// The aggregates beyond count, sum and distinct keep their state in the
+// fields an acc already has, so that a slot's layout and encoding stay as
+// they are (docs/format/state.md "Aggregates"): n counts the events of
+// every rule; sum is the sum of the field for avg, the number of events
+// that pass the match filters for ratio, and the smallest or largest value
+// for min and max; a quantile rule keeps the heatmaps' sketch, with no
+// buckets, out of line.
+
+// addToStat adds v, an event's value, to a, whose n already counts the
+// event, for an avg, ratio (v is 1 or 0), min, max or quantile rule.
+func addToStat(kind rules.AggregateKind, a *acc, v float64) {
+	switch kind {
+	case rules.Avg, rules.Ratio:
+		a.sum += v
+	case rules.Min:
+		if a.n == 1 || v < a.sum {
+			a.sum = v
+		}
+	case rules.Max:
+		if a.n == 1 || v > a.sum {
+			a.sum = v
+		}
+	case rules.Quantile:
+		a.addLatency(v, false, nil)
+	}
+}
+
+// sessionValue is the aggregate of a rule's session window, a.
+func (sp *spec) sessionValue(a *acc) float64 {
+	switch sp.agg {
+	case rules.Sum, rules.Min, rules.Max:
+		return a.sum
+	case rules.Distinct:
+		return float64(len(a.distinct()))
+	case rules.Avg, rules.Ratio:
+		return a.sum / float64(a.n)
+	case rules.Quantile:
+		return a.heatmap().Quantile(sp.q)
+	}
+	return float64(a.n)
+}
+
+// statValue is the aggregate of an avg, ratio, min or max rule's window
+// made of panes (at least one, a run of all), holding n events whose sums
+// add up to sum; extreme follows the smallest or largest of the panes'
+// values.
+func (op *Operator) statValue(sp *spec, all, panes []win, n int64, sum float64, extreme *extremes) float64 {
+	switch sp.agg {
+	case rules.Avg, rules.Ratio:
+		return sum / float64(n)
+	case rules.Min, rules.Max:
+		return extreme.value(all)
+	}
+	return 0 // quantiles: bestQuantile
+}
+
+// sweptWindow is a window of a quantile rule's sweep: its start, its panes
+// panes[lo:hi], and whether it holds min_events.
+type sweptWindow struct {
+	start  int64
+	lo, hi int
+	enough bool
+}
+
+// bestQuantile returns the start and quantile of the window with the
+// highest quantile among those of op.windows that hold min_events (ties to
+// the earliest; first and -Inf with none), and empties op.windows.
+//
+// A quantile cannot be updated as a pane leaves, so each window's is of a
+// merge of its panes. When the windows all end at the same pane (the event
+// is in the latest pane, as in-order events are) they are suffixes of one
+// run: merged from the latest start back, each pane is merged once;
+// otherwise each window merges its own.
+func (op *Operator) bestQuantile(sp *spec, panes []win, first int64) (int64, float64) {
+	ws := op.windows
+	defer func() { op.windows = ws[:0] }()
+	best, bestStart := math.Inf(-1), first
+	take := func(w *sweptWindow, a *heatmap.Acc) {
+		// Visited from the latest start back, a tie goes to the earlier.
+		if v := a.Quantile(sp.q); w.enough && v >= best {
+			best, bestStart = v, w.start
+		}
+	}
+	m := op.quantiles[sp.index]
+	suffixes := len(ws) > 0 && ws[0].hi == ws[len(ws)-1].hi
+	m.Reset()
+	merged := len(panes)
+	if suffixes {
+		merged = ws[0].hi
+	}
+	for i := len(ws) - 1; i >= 0; i-- {
+		w := &ws[i]
+		switch {
+		case suffixes:
+			for ; merged > w.lo; merged-- {
+				m.Merge(panes[merged-1].heatmap())
+			}
+			take(w, m)
+		case w.hi-w.lo == 1:
+			take(w, panes[w.lo].heatmap())
+		default:
+			m.Reset()
+			for j := w.lo; j < w.hi; j++ {
+				m.Merge(panes[j].heatmap())
+			}
+			take(w, m)
+		}
+	}
+	return bestStart, best
+}
+
+// extremes is the minimum or maximum of a sliding run of panes, which enter
+// and leave in order: a monotonic queue of pane indexes from head on, each
+// pane's value beating all those queued after it, so that the one at head
+// is the extreme. It does nothing for other aggregates.
+type extremes struct {
+	active, max bool
+	queue       []int
+	head        int
+}
+
+// reset empties e for a sweep of a rule aggregating kind, and returns it.
+func (e *extremes) reset(kind rules.AggregateKind) *extremes {
+	e.active, e.max = kind == rules.Min || kind == rules.Max, kind == rules.Max
+	e.queue, e.head = e.queue[:0], 0
+	return e
+}
+
+// enter adds panes[i], later than every pane queued.
+func (e *extremes) enter(panes []win, i int) {
+	if !e.active {
+		return
+	}
+	v := panes[i].sum
+	for len(e.queue) > e.head && !e.beats(panes[e.queue[len(e.queue)-1]].sum, v) {
+		e.queue = e.queue[:len(e.queue)-1]
+	}
+	e.queue = append(e.queue, i)
+}
+
+// leave drops pane i, the earliest of those that entered and not left.
+func (e *extremes) leave(i int) {
+	if len(e.queue) > e.head && e.queue[e.head] == i {
+		e.head++
+	}
+}
+
+// value is the extreme of the run, whose panes are among all.
+func (e *extremes) value(all []win) float64 { return all[e.queue[e.head]].sum }
+
+// beats reports whether a stays ahead of b, entered after it.
+func (e *extremes) beats(a, b float64) bool {
+	if e.max {
+		return a > b
+	}
+	return a < b
+}

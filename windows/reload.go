@@ -1,0 +1,166 @@
+package windows
+
+import (
+	"fmt"
+
+	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/heatmap"
+	"github.com/riskstream/riskstream/rules"
+)
+
+// byID returns specs in a table by state id, at least n long, with nil
+// for the ids no spec has.
+func byID(specs []*spec, n int) []*spec {
+	for _, sp := range specs {
+		n = max(n, sp.index+1)
+	}
+	table := make([]*spec, n)
+	for _, sp := range specs {
+		table[sp.index] = sp
+	}
+	return table
+}
+
+// scratchFor makes the buffers sp's windows are merged into.
+func (op *Operator) scratchFor(sp *spec) {
+	op.scratch[sp.index], op.quantiles[sp.index] = nil, nil
+	if sp.hm != nil {
+		op.scratch[sp.index] = heatmap.New(len(sp.bounds))
+	}
+	if sp.agg == rules.Quantile {
+		op.quantiles[sp.index] = heatmap.New(0)
+	}
+}
+
+// Reload replaces the operator's rules and heatmaps with cfg's, between
+// two events, keeping the state of those that keep their state id. ids
+// are the state ids of cfg's rules, then heatmaps, in file order, distinct
+// and below 65536 (a new operator's are their places): a rule or heatmap
+// whose id is one of the operator's takes over its state and timers, and
+// must have the same definition (rules.Identity) and window settings; its threshold,
+// action, min_events and mode may differ. The state of every id the
+// operator has and ids leave out is dropped from memory; its copies in
+// the Backend are left to the next Restore, which deletes the states of
+// ids its operator does not have. A new id must not have been used since
+// the operator was made: timers of a dropped state may still name its id,
+// and find nothing. An error (rules that do not compile) comes before
+// anything changed. Events must then be decoded with a schema built from
+// Fields(cfg), and keyed by new Keyers.
+func (op *Operator) Reload(cfg *rules.Config, schema *event.Schema, ids []int) error {
+	ordered, err := compile(cfg, schema, ids)
+	if err != nil {
+		return err
+	}
+	n := len(op.specs)
+	for _, sp := range ordered {
+		n = max(n, sp.index+1)
+	}
+	kept := make([]bool, n)
+	for i, sp := range ordered {
+		if sp.index < len(op.specs) && op.specs[sp.index] != nil {
+			// Slots point to their spec: the kept one is updated in place,
+			// its attribute indexes now the new schema's.
+			old := op.specs[sp.index]
+			*old = *sp
+			ordered[i] = old
+			kept[sp.index] = true
+		}
+	}
+	var dropped []int
+	for id, sp := range op.specs {
+		if sp != nil && !kept[id] {
+			dropped = append(dropped, id)
+		}
+	}
+	op.dropState(dropped)
+	op.grow(n)
+	for _, id := range dropped {
+		op.specs[id] = nil
+		op.horizons[id] = horizon{}
+		op.scratch[id], op.quantiles[id] = nil, nil
+	}
+	for _, sp := range ordered {
+		if !kept[sp.index] {
+			op.specs[sp.index] = sp
+			op.horizons[sp.index] = horizon{}
+			op.cache.m[sp.index] = slotIndex{}
+			op.cache.cold.idx[sp.index] = coldIndex{}
+		}
+		op.scratchFor(sp)
+	}
+	op.ordered = ordered
+	return nil
+}
+
+// grow makes the tables by state id n long.
+func (op *Operator) grow(n int) {
+	if n <= len(op.specs) {
+		return
+	}
+	extend := func(k int) int { return n - k }
+	op.specs = append(op.specs, make([]*spec, extend(len(op.specs)))...)
+	op.cache.specs = op.specs
+	op.cache.m = append(op.cache.m, make([]slotIndex, extend(len(op.cache.m)))...)
+	op.cache.cold.idx = append(op.cache.cold.idx, make([]coldIndex, extend(len(op.cache.cold.idx)))...)
+	op.horizons = append(op.horizons, make([]horizon, extend(len(op.horizons)))...)
+	op.scratch = append(op.scratch, make([]*heatmap.Acc, extend(len(op.scratch)))...)
+	op.quantiles = append(op.quantiles, make([]*heatmap.Acc, extend(len(op.quantiles)))...)
+}
+
+// dropState forgets the state of the specs with ids, in the cache and the
+// cold store. The Backend's copies stay: deleting each of a rule's states
+// there took most of a reload's pause (BENCHMARKS.md "Rules reload"), and
+// the ids are retired, never read again, until the next Restore deletes
+// them in one pass.
+func (op *Operator) dropState(ids []int) {
+	if len(ids) == 0 {
+		return
+	}
+	c := op.cache
+	// Found through their specs' indexes, not the whole ring: a reload
+	// that restarts one rule touches only that rule's slots.
+	var doomed []*slot
+	for _, id := range ids {
+		for _, e := range c.m[id].entries {
+			if e.tag != 0 {
+				doomed = append(doomed, e.s)
+			}
+		}
+		c.m[id] = slotIndex{} // then drop has nothing to take out of it
+	}
+	for _, s := range doomed {
+		c.drop(s)
+		c.clean(s)
+	}
+	cold := c.cold
+	for _, id := range ids {
+		x := &cold.idx[id]
+		for i := range x.entries {
+			cold.forget(x.entries[i].loc)
+		}
+		*x = coldIndex{}
+	}
+}
+
+// DeleteRetired deletes the states stored under the state ids retired,
+// which no rule or heatmap has any more: those of rules removed, or
+// changed, since they were written. It reads their keys alone, not the
+// rest of the state; their timer entries go when they come due
+// (pageTimers). Of the operators sharing a Backend (the shards of one
+// engine) one is enough.
+func (op *Operator) DeleteRetired(retired []int) error {
+	b := op.cache.cold.backend
+	for _, id := range retired {
+		prefix := []byte{byte(id >> 8), byte(id)}
+		err := b.Seek(prefix, func(k []byte) (bool, error) {
+			if k[0] != prefix[0] || k[1] != prefix[1] {
+				return false, nil
+			}
+			return true, b.Delete(k)
+		})
+		if err != nil {
+			return fmt.Errorf("windows: delete the state of a rule gone: %w", err)
+		}
+	}
+	return nil
+}
