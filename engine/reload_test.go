@@ -142,7 +142,7 @@ func commitCheckpoint(tb testing.TB, db *state.DB, checkpoint func() ([]byte, er
 // state the edit of reloadedRules removes and restarts.
 func staleStates(db *state.DB) int {
 	n := 0
-	db.Seek(nil, func(key []byte) (bool, error) {
+	db.Seek(nil, func(key, _ []byte) (bool, error) {
 		if key[0] == 0 && (key[1] == 1 || key[1] == 2) {
 			n++
 		}

@@ -140,7 +140,7 @@ func TestCorruptTable(t *testing.T) {
 							_, _, err = db.Get(fmt.Appendf(nil, "k%06d", i))
 						}
 					case "scan":
-						err = db.Seek(nil, func([]byte) (bool, error) { return true, nil })
+						err = db.Seek(nil, func(_, _ []byte) (bool, error) { return true, nil })
 					}
 					errs = append(errs, err)
 					// Every read after the failure returns it.

@@ -182,7 +182,7 @@ func (p *Part) Set(key, value []byte) error { return p.d.set(&p.buf, key, value,
 func (p *Part) Delete(key []byte) error { return p.d.set(&p.buf, key, nil, true) }
 
 // Seek implements windows.Backend, as DB.Seek.
-func (p *Part) Seek(start []byte, fn func(key []byte) (bool, error)) error {
+func (p *Part) Seek(start []byte, fn func(key, value []byte) (bool, error)) error {
 	return p.d.Seek(start, fn)
 }
 
@@ -551,12 +551,12 @@ func (d *DB) set(b *buffer, key, value []byte, deleted bool) error {
 }
 
 // Seek implements windows.Backend: it calls fn with the stored slot keys
-// from start on, in key order, until fn returns false or an error. It
+// from start on and their values, in key order, until fn returns false or an error. It
 // reads what is committed (a commit in flight may or may not be seen):
 // with atomic checkpoints the pending writes wait for the next one, and
 // are not seen; without, it commits them first. fn may write, through any
 // buffer.
-func (d *DB) Seek(start []byte, fn func(key []byte) (bool, error)) (err error) {
+func (d *DB) Seek(start []byte, fn func(key, value []byte) (bool, error)) (err error) {
 	if err := d.usable(); err != nil {
 		return err
 	}
@@ -572,7 +572,12 @@ func (d *DB) Seek(start []byte, fn func(key []byte) (bool, error)) (err error) {
 		return d.readError("seek", err)
 	}
 	for it.First(); it.Valid(); it.Next() {
-		more, err := fn(it.Key()[1:])
+		v, err := it.ValueAndErr()
+		if err != nil {
+			it.Close()
+			return d.readError("seek", err)
+		}
+		more, err := fn(it.Key()[1:], v)
 		if err != nil {
 			it.Close()
 			return err

@@ -214,7 +214,7 @@ func TestSeek(t *testing.T) {
 	seek := func(start string, n int) []string {
 		t.Helper()
 		var got []string
-		if err := db.Seek([]byte(start), func(k []byte) (bool, error) {
+		if err := db.Seek([]byte(start), func(k, _ []byte) (bool, error) {
 			got = append(got, string(k))
 			return len(got) < n, nil
 		}); err != nil {
@@ -239,7 +239,7 @@ func TestSeek(t *testing.T) {
 		t.Fatalf("seek from ab, one key, gave %q, want %q", got, want)
 	}
 	stop := errors.New("stop")
-	if err := db.Seek(nil, func([]byte) (bool, error) { return true, stop }); err != stop {
+	if err := db.Seek(nil, func(_, _ []byte) (bool, error) { return true, stop }); err != stop {
 		t.Fatalf("seek returned %v, want fn's error", err)
 	}
 
@@ -249,7 +249,7 @@ func TestSeek(t *testing.T) {
 	defer free.Close()
 	free.Set([]byte("x"), []byte("vx"))
 	var got []string
-	if err := free.Seek(nil, func(k []byte) (bool, error) { got = append(got, string(k)); return true, nil }); err != nil {
+	if err := free.Seek(nil, func(k, _ []byte) (bool, error) { got = append(got, string(k)); return true, nil }); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(got, []string{"x"}) {

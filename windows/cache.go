@@ -26,12 +26,12 @@ type Backend interface {
 	Set(key, value []byte) error
 	// Delete removes key.
 	Delete(key []byte) error
-	// Seek calls fn with the keys stored from start on, in key order,
-	// until fn returns false or an error; a key is valid only during the
-	// call, and fn may Delete it. It may read what was committed before
+	// Seek calls fn with the keys stored from start on, and their values,
+	// in key order, until fn returns false or an error; they are valid
+	// only during the call, and fn may Delete the key. It may read what was committed before
 	// the last writes: a restored operator pages in the timer entries
 	// stored before it started with it (stored.go).
-	Seek(start []byte, fn func(key []byte) (bool, error)) error
+	Seek(start []byte, fn func(key, value []byte) (bool, error)) error
 }
 
 // cache is the write-back cache of decoded slots in front of the cold
@@ -495,17 +495,18 @@ func (b *MemBackend) Delete(key []byte) error {
 }
 
 // Seek implements Backend.
-func (b *MemBackend) Seek(start []byte, fn func(key []byte) (bool, error)) error {
+func (b *MemBackend) Seek(start []byte, fn func(key, value []byte) (bool, error)) error {
 	if b.sorted == nil {
 		b.sorted = slices.Sorted(maps.Keys(b.m))
 	}
 	keys := b.sorted // fn may write: iterate over these keys as they were
 	i, _ := slices.BinarySearch(keys, string(start))
 	for _, k := range keys[i:] {
-		if _, ok := b.m[k]; !ok {
+		v, ok := b.m[k]
+		if !ok {
 			continue // deleted by fn
 		}
-		if more, err := fn([]byte(k)); !more || err != nil {
+		if more, err := fn([]byte(k), v); !more || err != nil {
 			return err
 		}
 	}

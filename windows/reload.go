@@ -144,17 +144,20 @@ func (op *Operator) dropState(ids []int) {
 
 // DeleteRetired deletes the states stored under the state ids retired,
 // which no rule or heatmap has any more: those of rules removed, or
-// changed, since they were written. It reads their keys alone, not the
-// rest of the state; their timer entries go when they come due
-// (pageTimers). Of the operators sharing a Backend (the shards of one
-// engine) one is enough.
+// changed, since they were written, and their timer entries. It reads
+// those states alone, not the rest. Of the operators sharing a Backend
+// (the shards of one engine) one is enough; it is for one that writes
+// through, whose store is restored.
 func (op *Operator) DeleteRetired(retired []int) error {
 	b := op.cache.cold.backend
 	for _, id := range retired {
 		prefix := []byte{byte(id >> 8), byte(id)}
-		err := b.Seek(prefix, func(k []byte) (bool, error) {
+		err := b.Seek(prefix, func(k, v []byte) (bool, error) {
 			if k[0] != prefix[0] || k[1] != prefix[1] {
 				return false, nil
+			}
+			if err := op.cache.cold.deleteTimerOf(k, v); err != nil {
+				return false, err
 			}
 			return true, b.Delete(k)
 		})

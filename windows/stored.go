@@ -75,7 +75,7 @@ type storedTimers struct {
 // op.stored.from.
 func (op *Operator) findStored() error {
 	op.stored.next = noTimer
-	err := op.cache.cold.backend.Seek(op.stored.from, func(k []byte) (bool, error) {
+	err := op.cache.cold.backend.Seek(op.stored.from, func(k, _ []byte) (bool, error) {
 		if at, _, ok := splitTimerKey(k); ok {
 			op.stored.next = at
 			op.stored.from = append(op.stored.from[:0], k...)
@@ -106,15 +106,17 @@ func (op *Operator) pageTimers(at int64) error {
 		paged := 0
 		op.stored.next = noTimer
 		var stop []byte
-		err := c.cold.backend.Seek(op.stored.from, func(k []byte) (bool, error) {
+		err := c.cold.backend.Seek(op.stored.from, func(k, _ []byte) (bool, error) {
 			t, key, ok := splitTimerKey(k)
 			if !ok {
 				return false, nil
 			}
 			spec := specOf(key)
 			if spec >= len(op.specs) || op.specs[spec] == nil {
-				// A rule's whose state was deleted (DeleteRetired).
-				return true, c.cold.backend.Delete(k)
+				// A rule's gone: DeleteRetired deleted it with its state,
+				// in writes a store with atomic checkpoints has not
+				// committed yet.
+				return true, nil
 			}
 			hm := op.specs[spec].hm != nil
 			if t == at && !hm && skipRules {
