@@ -89,9 +89,11 @@ type Engine struct {
 	cfg    *rules.Config
 	schema *event.Schema
 	// layout is where each rule's state is; restored, what the restore
-	// found changed since the checkpoint's rules.
+	// found changed since the checkpoint's rules; retiring, where
+	// DeleteRetired goes on.
 	layout   layout
 	restored rules.Diff
+	retiring []byte
 	out      Output
 	dec      *Decoder
 	ev       event.Event

@@ -21,8 +21,8 @@ func (e *Sharded) Restored() rules.Diff { return e.restored }
 // keeping the state of every rule and heatmap whose definition is
 // unchanged (its name and rules.Identity), however the others changed; a
 // changed one starts empty, and a removed one's state is deleted (what
-// memory holds of it now, what only the backend holds at the next
-// restore). Thresholds, actions, min_events, modes and
+// memory holds of it now, what only the backend holds by DeleteRetired,
+// or at the next restore). Thresholds, actions, min_events, modes and
 // watermark.max_ahead take effect at once. The watermark settings that
 // shape every state, and the skew section, change only with a restart:
 // a cfg that changes them is refused, and the engine is left as it was,
@@ -37,6 +37,7 @@ func (e *Engine) Reload(cfg *rules.Config) (rules.Diff, error) {
 		return diff, fmt.Errorf("engine: reload: %w", err)
 	}
 	e.cfg, e.schema, e.layout = cfg, schema, next
+	e.retiring = nil // the retired ids are sorted anew
 	e.dec = newDecoder(schema, e.op)
 	e.maxAhead = cfg.Watermark.MaxAhead.Milliseconds()
 	e.stats.Decisions = carryDecisions(diff.Old, e.stats.Decisions, cfg)
@@ -65,6 +66,7 @@ func (e *Sharded) Reload(cfg *rules.Config) (rules.Diff, error) {
 		s.rules = len(cfg.Rules)
 	}
 	e.cfg, e.schema, e.layout = cfg, schema, next
+	e.retiring = nil // the retired ids are sorted anew
 	e.specs = len(cfg.Rules) + len(cfg.Heatmaps)
 	e.maxAhead = cfg.Watermark.MaxAhead.Milliseconds()
 	e.stats.Decisions = carryDecisions(diff.Old, e.stats.Decisions, cfg)
@@ -84,4 +86,35 @@ func prepareReload(old, cfg *rules.Config, l *layout) (layout, rules.Diff, *even
 	}
 	next, diff := l.next(cfg)
 	return next, diff, schema, nil
+}
+
+// DeleteRetired deletes up to n of the stored states of the rules and
+// heatmaps a reload removed or changed (dropped from memory at once), with
+// their timer entries; a state id whose states are all deleted leaves the
+// layout, from the next checkpoint on, which commits the deletions with
+// it. The live job calls it between records, so that neither a reload's
+// pause nor the restart after it grows with the state dropped. It returns
+// how many it deleted and how many state ids are left to delete.
+func (e *Engine) DeleteRetired(n int) (deleted, left int, err error) {
+	return deleteRetired(e.op, &e.layout, &e.retiring, n)
+}
+
+// DeleteRetired is Engine's DeleteRetired; no shard may be processing.
+func (e *Sharded) DeleteRetired(n int) (deleted, left int, err error) {
+	return deleteRetired(e.shards[0].op, &e.layout, &e.retiring, n) // one store: one shard deletes for all
+}
+
+func deleteRetired(op *windows.Operator, l *layout, after *[]byte, n int) (deleted, left int, err error) {
+	for deleted < n && len(l.retired) > 0 {
+		last, k, done, err := op.DeleteRetiredSome(l.retired[0], *after, n-deleted)
+		deleted += k
+		if err != nil {
+			return deleted, len(l.retired), err
+		}
+		*after = last
+		if done {
+			l.retired, *after = l.retired[1:], nil
+		}
+	}
+	return deleted, len(l.retired), nil
 }

@@ -364,3 +364,80 @@ func TestShardedRestoreWithOtherRules(t *testing.T) {
 		t.Errorf("%d states of rules gone still stored after the restore", stale)
 	}
 }
+
+// TestDeleteRetiredBetweenRecords: after a reload, the stored state of the
+// rules it removed and changed is deleted a few states at a time between
+// records, each part committed by a checkpoint; once all is deleted the
+// checkpoint's layout retires nothing more, so a restore has nothing left
+// to delete, and the outputs are those of a job never interrupted.
+func TestDeleteRetiredBetweenRecords(t *testing.T) {
+	before, after := loadTwoRules(t)
+	lines := bundledLines(t)
+	cut := len(lines) / 2
+	db, err := state.Open(state.Options{Dir: t.TempDir(), AtomicCheckpoints: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rec := &recorder{enc: sink.NewEncoder()}
+	// Few states in memory: most of the removed rules' states are on disk.
+	e, err := New(Options{Config: before, Backend: db, Output: rec, CacheSlots: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	process := func(from, to int) {
+		for i := from; i < to; i++ {
+			if err := e.Process(&Record{Value: lines[i], Prov: event.Provenance{File: "in", Line: int64(i + 1)}}, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	process(0, cut)
+	commitCheckpoint(t, db, e.Checkpoint)
+	stale := staleStates(db)
+	if stale < 50 {
+		t.Fatalf("%d states of the rules to remove stored before the reload: too few to test with", stale)
+	}
+	if _, err := e.Reload(after); err != nil {
+		t.Fatal(err)
+	}
+	parts, total := 0, 0
+	for left := 1; left > 0; parts++ {
+		var deleted int
+		if deleted, left, err = e.DeleteRetired(20); err != nil {
+			t.Fatal(err)
+		}
+		total += deleted
+		process(min(cut+parts*10, len(lines)), min(cut+parts*10+10, len(lines)))
+		commitCheckpoint(t, db, e.Checkpoint)
+	}
+	if n := staleStates(db); n != 0 || total != stale || parts < stale/20 {
+		t.Fatalf("%d states of rules gone left, %d deleted of %d, in %d parts of at most 20", n, total, stale, parts)
+	}
+	if len(e.layout.retired) != 0 {
+		t.Fatalf("the layout still retires %v", e.layout.retired)
+	}
+	process(min(cut+parts*10, len(lines)), len(lines))
+	if err := e.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	got := rec.take()
+
+	// The same job without a pause: the same outputs.
+	rec = &recorder{enc: sink.NewEncoder()}
+	e, err = New(Options{Config: before, Backend: windows.NewMemBackend(), Output: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	process(0, cut)
+	if _, err := e.Reload(after); err != nil {
+		t.Fatal(err)
+	}
+	process(cut, len(lines))
+	if err := e.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	if want := rec.take(); got != want {
+		t.Fatalf("%d bytes of outputs deleting the retired state between records, %d without", len(got), len(want))
+	}
+}

@@ -49,9 +49,10 @@ func prefetchAhead(op *windows.Operator, i, n int, refs func(i, j int) []windows
 type Sharded struct {
 	cfg    *rules.Config
 	schema *event.Schema
-	// layout and restored are as Engine's.
+	// layout, restored and retiring are as Engine's.
 	layout   layout
 	restored rules.Diff
+	retiring []byte
 	out      Output
 	count    countingOutput
 	clocks

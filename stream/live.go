@@ -124,9 +124,11 @@ type liveJob struct {
 	lastSample   time.Time
 
 	// watch follows the rules file, nil when it is not reloaded; hup
-	// asks the next tick to reload it.
-	watch *rulesWatch
-	hup   bool
+	// asks the next tick to reload it; retiredDeleted counts the stored
+	// states of the rules it removed or changed deleted so far.
+	watch          *rulesWatch
+	hup            bool
+	retiredDeleted int
 
 	// ends follows where the outputs end, for checkpoints.
 	ends         *endTracker
@@ -567,6 +569,15 @@ func (j *liveJob) tick() error {
 	}
 	if err := j.e.Tick(j.now()); err != nil {
 		return err
+	}
+	deleted, left, err := j.e.DeleteRetired(retiredPerTick)
+	if err != nil {
+		return err
+	}
+	j.retiredDeleted += deleted
+	if left == 0 && j.retiredDeleted > 0 {
+		j.log.Info("deleted the stored state of the rules a reload removed or changed", "states", j.retiredDeleted)
+		j.retiredDeleted = 0
 	}
 	// Spread the next checkpoint's writes over the interval: it pauses
 	// the loop for what is left.

@@ -25,6 +25,11 @@ import (
 // of those changed so far over the ticks left before the checkpoint.
 const writeBackPerTick = 256
 
+// retiredPerTick is how many stored states of rules a reload removed or
+// changed the live loop deletes each tick: about 50,000 a second, each a
+// small part of a tick.
+const retiredPerTick = 512
+
 // tickInterval is how often the live loop moves processing time: merge
 // waits, idle partitions, write-back.
 const tickInterval = 10 * time.Millisecond

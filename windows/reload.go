@@ -2,6 +2,8 @@ package windows
 
 import (
 	"fmt"
+	"math"
+	"slices"
 
 	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/heatmap"
@@ -35,13 +37,12 @@ func (op *Operator) scratchFor(sp *spec) {
 // Reload replaces the operator's rules and heatmaps with cfg's, between
 // two events, keeping the state of those that keep their state id. ids
 // are the state ids of cfg's rules, then heatmaps, in file order, distinct
-// and below 65536 (a new operator's are their places): a rule or heatmap
+// and below StateIDs (a new operator's are their places): a rule or heatmap
 // whose id is one of the operator's takes over its state and timers, and
 // must have the same definition (rules.Identity) and window settings; its threshold,
 // action, min_events and mode may differ. The state of every id the
 // operator has and ids leave out is dropped from memory; its copies in
-// the Backend are left to the next Restore, which deletes the states of
-// ids its operator does not have. A new id must not have been used since
+// the Backend are left to DeleteRetired or DeleteRetiredSome. A new id must not have been used since
 // the operator was made: timers of a dropped state may still name its id,
 // and find nothing. An error (rules that do not compile) comes before
 // anything changed. Events must then be decoded with a schema built from
@@ -110,8 +111,8 @@ func (op *Operator) grow(n int) {
 // dropState forgets the state of the specs with ids, in the cache and the
 // cold store. The Backend's copies stay: deleting each of a rule's states
 // there took most of a reload's pause (BENCHMARKS.md "Rules reload"), and
-// the ids are retired, never read again, until the next Restore deletes
-// them in one pass.
+// the ids are retired, never read again, until DeleteRetiredSome deletes
+// them a part at a time between records (or DeleteRetired at a restore).
 func (op *Operator) dropState(ids []int) {
 	if len(ids) == 0 {
 		return
@@ -149,21 +150,44 @@ func (op *Operator) dropState(ids []int) {
 // (the shards of one engine) one is enough; it is for one that writes
 // through, whose store is restored.
 func (op *Operator) DeleteRetired(retired []int) error {
-	b := op.cache.cold.backend
 	for _, id := range retired {
-		prefix := []byte{byte(id >> 8), byte(id)}
-		err := b.Seek(prefix, func(k, v []byte) (bool, error) {
-			if k[0] != prefix[0] || k[1] != prefix[1] {
-				return false, nil
-			}
-			if err := op.cache.cold.deleteTimerOf(k, v); err != nil {
-				return false, err
-			}
-			return true, b.Delete(k)
-		})
-		if err != nil {
-			return fmt.Errorf("windows: delete the state of a rule gone: %w", err)
+		if _, _, _, err := op.DeleteRetiredSome(id, nil, math.MaxInt); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// DeleteRetiredSome deletes, as DeleteRetired, up to n of the states
+// stored under the retired state id, from the first key after after on
+// (nil: from the first). It returns the last key it deleted, for the next
+// call, how many it deleted, and whether none is left: a caller between
+// records deletes a large state a part at a time.
+func (op *Operator) DeleteRetiredSome(id int, after []byte, n int) (last []byte, deleted int, done bool, err error) {
+	b := op.cache.cold.backend
+	prefix := []byte{byte(id >> 8), byte(id)}
+	start := prefix
+	if after != nil {
+		start = append(slices.Clone(after), 0) // the first key after it
+	}
+	done = true
+	err = b.Seek(start, func(k, v []byte) (bool, error) {
+		if k[0] != prefix[0] || k[1] != prefix[1] {
+			return false, nil
+		}
+		if deleted == n {
+			done = false
+			return false, nil
+		}
+		if err := op.cache.cold.deleteTimerOf(k, v); err != nil {
+			return false, err
+		}
+		last = append(last[:0], k...)
+		deleted++
+		return true, b.Delete(k)
+	})
+	if err != nil {
+		return nil, deleted, false, fmt.Errorf("windows: delete the state of a rule gone: %w", err)
+	}
+	return last, deleted, done, nil
 }
