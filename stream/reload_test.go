@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"encoding/json"
+	"github.com/riskstream/riskstream/state"
 	"os"
 	"path/filepath"
 	"strings"
@@ -162,8 +163,9 @@ func TestLiveReload(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	hup := make(chan struct{}, 1)
+	stateDir := t.TempDir()
 	stop := startJob(t, RunOptions{Config: cfg, Brokers: []string{addr}, CheckpointInterval: 100 * time.Millisecond,
-		WatchRules: true, ReloadRules: hup, Registry: reg})
+		WatchRules: true, ReloadRules: hup, Registry: reg, StateDir: stateDir})
 	defer func() {
 		if stop != nil {
 			stop()
@@ -188,6 +190,27 @@ func TestLiveReload(t *testing.T) {
 	checkReloadedDecisions(t, liveDecisions(t, addr), want)
 	if n := metricValue(t, reg, `riskstream_shadow_decisions_total{action="deny",rule="pay-burst-watched"}`); n <= 0 {
 		t.Errorf("riskstream_shadow_decisions_total of the shadow rule: %v", n)
+	}
+	// The removed and the changed rule's states (state ids 1 and 2) left
+	// the disk too, with their timer entries, without a restart.
+	db, err := state.Open(state.Options{Dir: filepath.Join(stateDir, "state")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	retired := func(id byte) bool { return id == 1 || id == 2 }
+	states, timers := 0, 0
+	db.Seek(nil, func(k, _ []byte) (bool, error) {
+		switch {
+		case k[0] == 0 && retired(k[1]):
+			states++
+		case k[0] == 0xff && k[1] == 0xff && len(k) > 12 && k[10] == 0 && retired(k[11]):
+			timers++
+		}
+		return true, nil
+	})
+	if states+timers > 0 {
+		t.Errorf("%d states and %d timer entries of the rules the reload removed or changed still stored", states, timers)
 	}
 }
 
