@@ -169,12 +169,8 @@ func (c *cache) purgeCold(sp *spec, id slotID, at, wm int64) (bool, error) {
 	case act == purgeLoad:
 		return false, nil
 	case act == purgeDelete:
-		if c.cold.writeThrough {
-			if err := c.cold.deleteTimerOf(key, val); err != nil {
-				return false, err
-			}
-		}
-		return true, c.cold.del(sp.index, id, unsafe.String(unsafe.SliceData(key), len(key)))
+		// Its timer is this one (purgeAction).
+		return true, c.cold.del(sp.index, id, unsafe.String(unsafe.SliceData(key), len(key)), at)
 	}
 	return true, nil
 }
@@ -386,15 +382,10 @@ func (c *cache) writeBack(s *slot) error {
 		return c.remove(s)
 	}
 	c.buf = encodeSlot(c.buf[:0], s)
-	if err := c.cold.set(s.sp.index, s.id, s.key, c.buf); err != nil {
+	if err := c.cold.set(s.sp.index, s.id, s.key, c.buf, s.storedTimer, s.timerAt); err != nil {
 		return err
 	}
-	if c.cold.writeThrough {
-		if err := c.cold.storeTimer(s.key, s.storedTimer, s.timerAt); err != nil {
-			return err
-		}
-		s.storedTimer = s.timerAt
-	}
+	s.storedTimer = s.timerAt
 	s.persisted = true
 	c.clean(s)
 	return nil
@@ -404,15 +395,10 @@ func (c *cache) writeBack(s *slot) error {
 func (c *cache) remove(s *slot) error {
 	c.drop(s)
 	if s.persisted {
-		if err := c.cold.del(s.sp.index, s.id, s.key); err != nil {
+		if err := c.cold.del(s.sp.index, s.id, s.key, s.storedTimer); err != nil {
 			return err
 		}
-		if c.cold.writeThrough {
-			if err := c.cold.storeTimer(s.key, s.storedTimer, noTimer); err != nil {
-				return err
-			}
-			s.storedTimer = noTimer
-		}
+		s.storedTimer = noTimer
 		s.persisted = false
 	}
 	c.clean(s)

@@ -280,11 +280,15 @@ func (c *coldStore) spillKey(spec int, id slotID) []byte {
 	return c.key
 }
 
-// set stores val as the state of key.
-func (c *coldStore) set(spec int, id slotID, key string, val []byte) error {
+// set stores val as the state of key; writing through, it moves the
+// state's timer entry from the time old to at (stored.go).
+func (c *coldStore) set(spec int, id slotID, key string, val []byte, old, at int64) error {
 	if c.writeThrough {
 		if err := c.backend.Set(keyBytes(key), val); err != nil {
 			return fmt.Errorf("windows: write state: %w", err)
+		}
+		if err := c.storeTimer(key, old, at); err != nil {
+			return err
 		}
 	}
 	c.forget(c.idx[spec].set(id, c.append(keyBytes(key), val)))
@@ -333,13 +337,16 @@ func (c *coldStore) forget(loc uint64) {
 	c.live -= size
 }
 
-// del removes the state of key.
-func (c *coldStore) del(spec int, id slotID, key string) error {
+// del removes the state of key; writing through, with its timer entry
+// at timer.
+func (c *coldStore) del(spec int, id slotID, key string, timer int64) error {
 	c.forget(c.idx[spec].remove(id))
 	var err error
 	switch {
 	case c.writeThrough:
-		err = c.backend.Delete(keyBytes(key))
+		if err = c.backend.Delete(keyBytes(key)); err == nil {
+			err = c.storeTimer(key, timer, noTimer)
+		}
 	case c.spilled.mayHold(spec, id):
 		err = c.backend.Delete(c.spillKey(spec, id))
 	}

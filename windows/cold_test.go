@@ -37,7 +37,7 @@ func checkColdStore(t *testing.T, budget int, writeThrough bool) {
 		key := keyOf(r.IntN(3000))
 		id := hashSlotKey(c.seeds, key)
 		if r.IntN(4) == 0 {
-			if err := c.del(specOf(key), id, key); err != nil {
+			if err := c.del(specOf(key), id, key, noTimer); err != nil {
 				t.Fatal(err)
 			}
 			delete(want, key)
@@ -48,7 +48,7 @@ func checkColdStore(t *testing.T, budget int, writeThrough bool) {
 		s.timerAt = r.Int64N(1000)
 		val := encodeSlot(nil, s)
 		val = append(val, make([]byte, r.IntN(3)*r.IntN(2000))...)
-		if err := c.set(specOf(key), id, key, val); err != nil {
+		if err := c.set(specOf(key), id, key, val, noTimer, noTimer); err != nil {
 			t.Fatal(err)
 		}
 		want[key] = val

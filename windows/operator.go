@@ -630,7 +630,7 @@ func (op *Operator) purgeSpilled(at int64) error {
 	for i, e := range ts {
 		switch acts[i] {
 		case purgeDelete:
-			err = c.del(int(e.spec), e.id, "")
+			err = c.del(int(e.spec), e.id, "", at)
 		case purgeLoad:
 			var s *slot
 			if s, err = op.cache.lookupID(int(e.spec), e.id); err == nil {

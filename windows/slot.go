@@ -64,9 +64,9 @@ type slot struct {
 	// slots.
 	fired []firedWin
 	key   string
-	// storedTimer is the time of the timer entry the Backend holds for
-	// this slot (noTimer: none), in write-through mode: the timerAt of the
-	// slot as last written there (docs/format/state.md "Timers").
+	// storedTimer is the slot's timerAt as last written to the cold store:
+	// writing through, the time of the timer entry the Backend holds for
+	// it (noTimer: none; docs/format/state.md "Timers").
 	storedTimer int64
 	_           [16]byte // to 192 bytes
 }

@@ -73,10 +73,18 @@ func (r *recorder) Heatmap(h *HeatmapWindow) {
 // same outputs as one that never stopped; and once every window has
 // expired no entry is left.
 func TestStoredTimers(t *testing.T) {
+	// Small caches: states go through the cold store, where purges delete
+	// them without decoding, and with a small budget are spilled
+	// (forgotten, in write-through mode) all the time.
+	for _, memory := range []int64{16 << 10, 4 << 20} {
+		t.Run(fmt.Sprintf("memory=%d", memory), func(t *testing.T) {
+			testStoredTimers(t, Options{WriteThrough: true, CacheSlots: 16, MemoryBytes: memory})
+		})
+	}
+}
+
+func testStoredTimers(t *testing.T, opts Options) {
 	lines, ts := timerTestInput(3000)
-	// Small caches and budgets: states go through the cold store and are
-	// spilled (forgotten, in write-through mode) all the time.
-	opts := Options{WriteThrough: true, CacheSlots: 16, MemoryBytes: 16 << 10}
 	run := func(b *MemBackend, out *recorder, from, to int, checkpoint []byte) []byte {
 		t.Helper()
 		op, dec := newTestOperatorWith(t, storedTimersRules, b, out, opts)
