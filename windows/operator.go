@@ -81,7 +81,9 @@ type Operator struct {
 	// stored are the Backend's timer entries not yet paged in.
 	stored storedTimers
 	// timerBudget is the bytes the timer queue may take before
-	// spillTimers moves its latest timers to the Backend.
+	// spillTimers moves its latest timers to the Backend: unlimited when
+	// writing through, where the Backend keeps every stored state's timer
+	// anyway.
 	timerBudget   int
 	timersSpilled int64
 	wm            int64
@@ -133,7 +135,7 @@ func New(cfg *rules.Config, schema *event.Schema, backend Backend, out Output, o
 		wm:      MinWatermark,
 		stored: storedTimers{next: noTimer, ids: timerBucket[idTimer]{blocks: make([][]idTimer, 1)},
 			keys: timerBucket[string]{blocks: make([][]string, 1)}},
-		timerBudget: max(int(opts.MemoryBytes/4), minTimerBudget),
+		timerBudget: timerBudget(opts),
 		scratch:     make([]*heatmap.Acc, len(specs)),
 		horizons:    make([]horizon, len(specs)),
 		quantiles:   make([]*heatmap.Acc, len(specs)),

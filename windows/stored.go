@@ -3,6 +3,7 @@ package windows
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 )
 
 // Timer entries in the Backend (docs/format/state.md "Timers"), as Flink
@@ -184,18 +185,23 @@ func (op *Operator) runPage(at int64) error {
 // memory it saves.
 const minTimerBudget = 64 << 10
 
+// timerBudget is Operator.timerBudget for opts.
+func timerBudget(opts Options) int {
+	if opts.WriteThrough {
+		return math.MaxInt
+	}
+	return max(int(opts.MemoryBytes/4), minTimerBudget)
+}
+
 // spillTimers moves the timers due last to the Backend, as timer entries
 // of their spec and slot id that pageTimers reads back when they are due,
 // when the queue takes more than a quarter of the operator's memory
 // budget, until it takes an eighth: a state takes a timer, and with
 // enough keys the timers alone would outgrow any budget. Only a store
 // that is never restored spills its timers (the ids' seeds are the
-// process's); one that writes through keeps them stored anyway.
+// process's): timerBudget.
 func (op *Operator) spillTimers() error {
 	q := &op.timers
-	if q.n*idTimerBytes <= op.timerBudget || op.cache.cold.writeThrough {
-		return nil
-	}
 	c := op.cache.cold
 	first := noTimer
 	n, err := q.removeLatest(op.timerBudget/2/idTimerBytes, func(at int64, e idTimer) error {
