@@ -120,18 +120,15 @@ func readCounters(b []byte, counters []*int64) error {
 // Restore resumes a new engine, over the backend the checkpoint's state was
 // written to, from what Checkpoint returned. When the checkpoint was
 // written with other rules, the state of those whose definition is
-// unchanged is kept, and the rest deleted: Restored says what became of
-// each.
+// unchanged is kept, and the rest is left to DeleteRetired, as after a
+// reload: Restored says what became of each.
 func (e *Engine) Restore(b []byte) error {
-	l, diff, err := e.clocks.restore(e.cfg, b, &e.stats, func(ids, retired []int, op []byte) error {
+	l, diff, err := e.clocks.restore(e.cfg, b, &e.stats, func(ids []int, op []byte) error {
 		if err := e.op.Reload(e.cfg, e.schema, ids); err != nil {
 			return err
 		}
 		e.dec = newDecoder(e.schema, e.op)
-		if err := e.op.Restore(op); err != nil {
-			return err
-		}
-		return e.op.DeleteRetired(retired)
+		return e.op.Restore(op)
 	})
 	if err == nil {
 		e.layout, e.restored = l, diff
@@ -144,7 +141,7 @@ func (e *Engine) Restore(b []byte) error {
 // its keys), from what a Checkpoint of either engine returned, as Engine's
 // Restore. Decoders and batches made before must be made again.
 func (e *Sharded) Restore(b []byte) error {
-	l, diff, err := e.clocks.restore(e.cfg, b, &e.stats, func(ids, retired []int, op []byte) error {
+	l, diff, err := e.clocks.restore(e.cfg, b, &e.stats, func(ids []int, op []byte) error {
 		for _, s := range e.shards {
 			if err := s.op.Reload(e.cfg, e.schema, ids); err != nil {
 				return err
@@ -156,8 +153,7 @@ func (e *Sharded) Restore(b []byte) error {
 				return err
 			}
 		}
-		// One store: one shard deletes for all.
-		return e.shards[0].op.DeleteRetired(retired)
+		return nil
 	})
 	if err == nil {
 		e.layout, e.restored = l, diff
@@ -169,11 +165,11 @@ func (e *Sharded) Restore(b []byte) error {
 }
 
 // restore decodes a checkpoint into c and st, and hands the state ids of
-// cfg's rules and heatmaps, those retired, whose state is to be deleted,
-// and the operator section, to op. It returns
-// the layout after it (the retired state deleted by the restore) and what
+// cfg's rules and heatmaps and the operator section to op. It returns the
+// layout after it, whose retired ids (of rules changed or removed since,
+// or before and not yet deleted) are left to DeleteRetired, and what
 // changed since the checkpoint's rules.
-func (c *clocks) restore(cfg *rules.Config, b []byte, st *Stats, op func(ids, retired []int, op []byte) error) (layout, rules.Diff, error) {
+func (c *clocks) restore(cfg *rules.Config, b []byte, st *Stats, op func(ids []int, op []byte) error) (layout, rules.Diff, error) {
 	var sections [][]byte
 	var prev layout
 	var err error
@@ -194,10 +190,9 @@ func (c *clocks) restore(cfg *rules.Config, b []byte, st *Stats, op func(ids, re
 		return layout{}, rules.Diff{}, err
 	}
 	next, diff := prev.next(cfg)
-	if err := op(next.ids(), next.retired, sections[2]); err != nil {
+	if err := op(next.ids(), sections[2]); err != nil {
 		return layout{}, rules.Diff{}, err
 	}
-	next.retired = nil // the restore deleted their state
 	wm, rest, err := watermark.DecodeCombined(sections[3],
 		cfg.Watermark.OutOfOrderness.Milliseconds(), cfg.Watermark.IdleTimeout.Milliseconds())
 	if err != nil || len(rest) != 0 {

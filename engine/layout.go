@@ -19,7 +19,7 @@ type layout struct {
 	specs []layoutSpec // rules, then heatmaps, in file order
 	// retired are the ids of state that no rule has any more but that
 	// may still be stored: a reload deletes what memory holds of it,
-	// DeleteRetired the rest between records, or the next restore.
+	// DeleteRetired the rest between records.
 	retired []int
 }
 

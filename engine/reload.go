@@ -21,8 +21,7 @@ func (e *Sharded) Restored() rules.Diff { return e.restored }
 // keeping the state of every rule and heatmap whose definition is
 // unchanged (its name and rules.Identity), however the others changed; a
 // changed one starts empty, and a removed one's state is deleted (what
-// memory holds of it now, what only the backend holds by DeleteRetired,
-// or at the next restore). Thresholds, actions, min_events, modes and
+// memory holds of it now, what only the backend holds by DeleteRetired). Thresholds, actions, min_events, modes and
 // watermark.max_ahead take effect at once. The watermark settings that
 // shape every state, and the skew section, change only with a restart:
 // a cfg that changes them is refused, and the engine is left as it was,
@@ -89,11 +88,12 @@ func prepareReload(old, cfg *rules.Config, l *layout) (layout, rules.Diff, *even
 }
 
 // DeleteRetired deletes up to n of the stored states of the rules and
-// heatmaps a reload removed or changed (dropped from memory at once), with
-// their timer entries; a state id whose states are all deleted leaves the
-// layout, from the next checkpoint on, which commits the deletions with
-// it. The live job calls it between records, so that neither a reload's
-// pause nor the restart after it grows with the state dropped. It returns
+// heatmaps a reload, or a restore with other rules, removed or changed
+// (a reload drops them from memory at once), with their timer entries; a
+// state id whose states are all deleted leaves the layout, from the next
+// checkpoint on, which commits the deletions with it. The live job calls
+// it between records, so that neither a reload's pause nor a restart
+// grows with the state dropped. It returns
 // how many it deleted and how many state ids are left to delete.
 func (e *Engine) DeleteRetired(n int) (deleted, left int, err error) {
 	return deleteRetired(e.op, &e.layout, &e.retiring, n)

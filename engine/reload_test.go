@@ -137,6 +137,18 @@ func commitCheckpoint(tb testing.TB, db *state.DB, checkpoint func() ([]byte, er
 	return cp
 }
 
+// deleteAllRetired calls an engine's DeleteRetired until no retired state
+// is left, as the live loop does tick by tick.
+func deleteAllRetired(t *testing.T, deleteRetired func(n int) (int, int, error)) {
+	t.Helper()
+	for left := 1; left > 0; {
+		var err error
+		if _, left, err = deleteRetired(512); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // staleStates counts the states db holds under the state ids 1 and 2: those
 // of device-session-scraping and user-spend in testdata/rules.yaml, whose
 // state the edit of reloadedRules removes and restarts.
@@ -283,6 +295,7 @@ func TestRestoreAfterReload(t *testing.T) {
 		if err := e.Restore(cp); err != nil {
 			t.Fatal(err)
 		}
+		deleteAllRetired(t, e.DeleteRetired)
 		d := e.Restored()
 		if reloadFirst == d.Changed() || !reloadFirst && (len(d.Kept) != 2 || len(d.Restarted) != 1 || len(d.Removed) != 1 || len(d.Added) != 1) {
 			t.Errorf("reloaded before the checkpoint %v: restore found kept %v, restarted %v, removed %v, added %v",
@@ -315,8 +328,8 @@ func TestRestoreAfterReload(t *testing.T) {
 }
 
 // TestShardedRestoreWithOtherRules: a sharded engine, as the live job's,
-// restores a checkpoint of other rules: every shard scans the store
-// before the state of the rules gone is deleted, once.
+// restores a checkpoint of other rules, and DeleteRetired, as the live
+// loop calls it, then deletes the stored state of the rules gone.
 func TestShardedRestoreWithOtherRules(t *testing.T) {
 	before, after := loadTwoRules(t)
 	lines := bundledLines(t)
@@ -359,6 +372,7 @@ func TestShardedRestoreWithOtherRules(t *testing.T) {
 	if d := e.Restored(); len(d.Removed) != 1 || len(d.Restarted) != 1 {
 		t.Errorf("restore found removed %v, restarted %v", d.Removed, d.Restarted)
 	}
+	deleteAllRetired(t, e.DeleteRetired)
 	commit(db, e)
 	if stale := staleStates(db); stale > 0 {
 		t.Errorf("%d states of rules gone still stored after the restore", stale)

@@ -2,7 +2,6 @@ package windows
 
 import (
 	"fmt"
-	"math"
 	"slices"
 
 	"github.com/riskstream/riskstream/event"
@@ -42,7 +41,7 @@ func (op *Operator) scratchFor(sp *spec) {
 // must have the same definition (rules.Identity) and window settings; its threshold,
 // action, min_events and mode may differ. The state of every id the
 // operator has and ids leave out is dropped from memory; its copies in
-// the Backend are left to DeleteRetired or DeleteRetiredSome. A new id must not have been used since
+// the Backend are left to DeleteRetiredSome. A new id must not have been used since
 // the operator was made: timers of a dropped state may still name its id,
 // and find nothing. An error (rules that do not compile) comes before
 // anything changed. Events must then be decoded with a schema built from
@@ -112,7 +111,7 @@ func (op *Operator) grow(n int) {
 // cold store. The Backend's copies stay: deleting each of a rule's states
 // there took most of a reload's pause (BENCHMARKS.md "Rules reload"), and
 // the ids are retired, never read again, until DeleteRetiredSome deletes
-// them a part at a time between records (or DeleteRetired at a restore).
+// them a part at a time between records.
 func (op *Operator) dropState(ids []int) {
 	if len(ids) == 0 {
 		return
@@ -143,26 +142,14 @@ func (op *Operator) dropState(ids []int) {
 	}
 }
 
-// DeleteRetired deletes the states stored under the state ids retired,
-// which no rule or heatmap has any more: those of rules removed, or
-// changed, since they were written, and their timer entries. It reads
-// those states alone, not the rest. Of the operators sharing a Backend
-// (the shards of one engine) one is enough; it is for one that writes
-// through, whose store is restored.
-func (op *Operator) DeleteRetired(retired []int) error {
-	for _, id := range retired {
-		if _, _, _, err := op.DeleteRetiredSome(id, nil, math.MaxInt); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// DeleteRetiredSome deletes, as DeleteRetired, up to n of the states
-// stored under the retired state id, from the first key after after on
-// (nil: from the first). It returns the last key it deleted, for the next
+// DeleteRetiredSome deletes up to n of the states stored under the
+// retired state id, which no rule or heatmap has any more (removed, or
+// changed, since they were written), with their timer entries, from the
+// first key after after on (nil: from the first). It reads those states
+// alone, not the rest. It returns the last key it deleted, for the next
 // call, how many it deleted, and whether none is left: a caller between
-// records deletes a large state a part at a time.
+// records deletes a large state a part at a time. Of the operators
+// sharing a Backend (the shards of one engine) one is enough.
 func (op *Operator) DeleteRetiredSome(id int, after []byte, n int) (last []byte, deleted int, done bool, err error) {
 	b := op.cache.cold.backend
 	prefix := []byte{byte(id >> 8), byte(id)}

@@ -114,9 +114,8 @@ func (op *Operator) pageTimers(at int64) error {
 			}
 			spec := specOf(key)
 			if spec >= len(op.specs) || op.specs[spec] == nil {
-				// A rule's gone: DeleteRetired deleted it with its state,
-				// in writes a store with atomic checkpoints has not
-				// committed yet.
+				// A rule's gone: its state and timer entries are deleted
+				// by DeleteRetiredSome, if not yet.
 				return true, nil
 			}
 			hm := op.specs[spec].hm != nil

@@ -300,7 +300,8 @@ func TestSpilledTimers(t *testing.T) {
 	}
 }
 
-// TestRetiredTimers: once a rule is gone, DeleteRetired deletes its stored
+// TestRetiredTimers: once a rule is gone, DeleteRetiredSome, 7 states at a
+// time, deletes its stored
 // states and their timer entries, and a restored operator whose watermark
 // passes every window leaves nothing stored.
 func TestRetiredTimers(t *testing.T) {
@@ -351,11 +352,13 @@ rules:
 	if err := op.Restore(cp); err != nil {
 		t.Fatal(err)
 	}
-	if err := op.DeleteRetired([]int{1}); err != nil {
-		t.Fatal(err)
+	for after, done := []byte(nil), false; !done; {
+		if after, _, done, err = op.DeleteRetiredSome(1, after, 7); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if s, tm := devices(); s != 0 || tm != 0 {
-		t.Fatalf("after DeleteRetired: %d devices' states and %d timers stored, want none", s, tm)
+		t.Fatalf("after DeleteRetiredSome: %d devices' states and %d timers stored, want none", s, tm)
 	}
 	if err := op.AdvanceWatermark(ts + 100_000); err != nil {
 		t.Fatal(err)
