@@ -50,10 +50,10 @@ func (sp *spec) sessionValue(a *acc) float64 {
 }
 
 // statValue is the aggregate of an avg, ratio, min or max rule's window
-// made of panes (at least one, a run of all), holding n events whose sums
-// add up to sum; extreme follows the smallest or largest of the panes'
+// of at least one of the panes all, holding n events whose sums add up to
+// sum; extreme follows the smallest or largest of the window's panes'
 // values.
-func (op *Operator) statValue(sp *spec, all, panes []win, n int64, sum float64, extreme *extremes) float64 {
+func statValue(sp *spec, all []win, n int64, sum float64, extreme *extremes) float64 {
 	switch sp.agg {
 	case rules.Avg, rules.Ratio:
 		return sum / float64(n)
@@ -90,7 +90,7 @@ func (op *Operator) bestQuantile(sp *spec, panes []win, first int64) (int64, flo
 			best, bestStart = v, w.start
 		}
 	}
-	m := op.quantiles[sp.index]
+	m := op.quantile
 	suffixes := len(ws) > 0 && ws[0].hi == ws[len(ws)-1].hi
 	m.Reset()
 	merged := len(panes)

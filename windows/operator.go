@@ -104,8 +104,8 @@ type Operator struct {
 	extremes extremes         // the min or max of the window being swept
 	// windows are the windows a quantile rule's sweep found.
 	windows []sweptWindow
-	// quantiles is per spec the merge of a sliding quantile rule's panes.
-	quantiles []*heatmap.Acc
+	// quantile is the merge of a quantile rule's panes, in bestQuantile.
+	quantile *heatmap.Acc
 	// prefetchAddrs is Prefetch's buffer of addresses.
 	prefetchAddrs []unsafe.Pointer
 	windowed      int64 // heatmap windows emitted, revisions included
@@ -138,7 +138,7 @@ func New(cfg *rules.Config, schema *event.Schema, backend Backend, out Output, o
 		timerBudget: timerBudget(opts),
 		scratch:     make([]*heatmap.Acc, len(specs)),
 		horizons:    make([]horizon, len(specs)),
-		quantiles:   make([]*heatmap.Acc, len(specs)),
+		quantile:    heatmap.New(0),
 		counts:      make(map[uint64]int32),
 		shard:       opts.Shard,
 		shards:      opts.Shards,
@@ -437,7 +437,7 @@ func (op *Operator) bestWindow(sp *spec, panes []win, first, last int64) (int64,
 			// Evaluated once the sweep has found every window.
 			op.windows = append(op.windows, sweptWindow{ws, lo, hi, n >= sp.minEvents})
 		default:
-			v = op.statValue(sp, panes, panes[lo:hi], n, sum, extreme)
+			v = statValue(sp, panes, n, sum, extreme)
 		}
 		if v > best && n >= sp.minEvents && sp.agg != rules.Quantile {
 			best, bestStart = v, ws

@@ -22,14 +22,11 @@ func byID(specs []*spec, n int) []*spec {
 	return table
 }
 
-// scratchFor makes the buffers sp's windows are merged into.
+// scratchFor makes the buffer a heatmap's sliding windows are merged into.
 func (op *Operator) scratchFor(sp *spec) {
-	op.scratch[sp.index], op.quantiles[sp.index] = nil, nil
+	op.scratch[sp.index] = nil
 	if sp.hm != nil {
 		op.scratch[sp.index] = heatmap.New(len(sp.bounds))
-	}
-	if sp.agg == rules.Quantile {
-		op.quantiles[sp.index] = heatmap.New(0)
 	}
 }
 
@@ -77,7 +74,7 @@ func (op *Operator) Reload(cfg *rules.Config, schema *event.Schema, ids []int) e
 	for _, id := range dropped {
 		op.specs[id] = nil
 		op.horizons[id] = horizon{}
-		op.scratch[id], op.quantiles[id] = nil, nil
+		op.scratch[id] = nil
 	}
 	for _, sp := range ordered {
 		if !kept[sp.index] {
@@ -97,14 +94,13 @@ func (op *Operator) grow(n int) {
 	if n <= len(op.specs) {
 		return
 	}
-	extend := func(k int) int { return n - k }
-	op.specs = append(op.specs, make([]*spec, extend(len(op.specs)))...)
+	more := n - len(op.specs) // every table is as long
+	op.specs = append(op.specs, make([]*spec, more)...)
 	op.cache.specs = op.specs
-	op.cache.m = append(op.cache.m, make([]slotIndex, extend(len(op.cache.m)))...)
-	op.cache.cold.idx = append(op.cache.cold.idx, make([]coldIndex, extend(len(op.cache.cold.idx)))...)
-	op.horizons = append(op.horizons, make([]horizon, extend(len(op.horizons)))...)
-	op.scratch = append(op.scratch, make([]*heatmap.Acc, extend(len(op.scratch)))...)
-	op.quantiles = append(op.quantiles, make([]*heatmap.Acc, extend(len(op.quantiles)))...)
+	op.cache.m = append(op.cache.m, make([]slotIndex, more)...)
+	op.cache.cold.idx = append(op.cache.cold.idx, make([]coldIndex, more)...)
+	op.horizons = append(op.horizons, make([]horizon, more)...)
+	op.scratch = append(op.scratch, make([]*heatmap.Acc, more)...)
 }
 
 // dropState forgets the state of the specs with ids, in the cache and the
