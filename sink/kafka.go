@@ -179,7 +179,7 @@ func newKafkaMetrics(reg prometheus.Registerer, topics Topics) kafkaMetrics {
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "riskstream_output_duplicates_skipped_total",
 			Help: "Output messages not written again after a restart: a run that stopped without a final checkpoint had written them already."}, []string{"topic"}),
 	}
-	for _, t := range []string{topics.Decisions, topics.Heatmaps, topics.Late, topics.DLQ} {
+	for _, t := range topics.Names() {
 		m.truncated.WithLabelValues(t)
 		m.refused.WithLabelValues(t)
 		m.dropped.WithLabelValues(t)

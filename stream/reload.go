@@ -85,8 +85,18 @@ func (j *liveJob) reloadRules(why string, force bool) error {
 	}
 	w.sum = sum
 	cfg, err := rules.Parse(w.path, data)
+	var diff rules.Diff
+	start := j.opts.Now()
 	if err == nil {
-		err = rules.CheckReload(j.opts.Config, cfg)
+		// Between two records: every record fetched so far is processed
+		// with the rules it came under.
+		if err := j.process(); err != nil {
+			return err
+		}
+		start = j.opts.Now()
+		// The engine refuses what a reload cannot change (rules.CheckReload)
+		// before it changes anything, and writes nothing.
+		diff, err = j.e.Reload(cfg)
 	}
 	if err != nil {
 		j.log.Warn("rules file refused: the rules stay as they are", "file", w.path, "why", why, "err", err)
@@ -95,20 +105,6 @@ func (j *liveJob) reloadRules(why string, force bool) error {
 	}
 	for _, warning := range cfg.Warnings {
 		j.log.Warn("rules: " + warning.String())
-	}
-	// Between two records: every record fetched so far is processed with
-	// the rules it came under.
-	if err := j.process(); err != nil {
-		return err
-	}
-	start := j.opts.Now()
-	diff, err := j.e.Reload(cfg)
-	if err != nil {
-		// The engine refuses before it changes anything (more state ids
-		// than a slot key holds, say), and writes nothing.
-		j.log.Warn("rules file refused: the rules stay as they are", "file", w.path, "why", why, "err", err)
-		w.reloads.WithLabelValues("refused").Inc()
-		return nil
 	}
 	j.dec, j.batch = j.e.NewDecoder(), j.e.NewBatch()
 	j.m.reload(j.opts.Config, cfg)
