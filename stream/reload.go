@@ -1,7 +1,7 @@
 package stream
 
 import (
-	"crypto/sha256"
+	"bytes"
 	"os"
 	"slices"
 	"time"
@@ -20,7 +20,7 @@ type rulesWatch struct {
 	path     string
 	modTime  time.Time
 	size     int64
-	sum      [sha256.Size]byte
+	data     []byte
 	lastPoll time.Time
 	reloads  *prometheus.CounterVec
 }
@@ -36,7 +36,7 @@ func newRulesWatch(reg prometheus.Registerer, cfg *rules.Config) *rulesWatch {
 		w.reloads.WithLabelValues(r)
 	}
 	if data, fi, err := w.read(); err == nil {
-		w.modTime, w.size, w.sum = fi.ModTime(), fi.Size(), sha256.Sum256(data)
+		w.modTime, w.size, w.data = fi.ModTime(), fi.Size(), data
 	}
 	return w
 }
@@ -78,12 +78,11 @@ func (j *liveJob) reloadRules(why string, force bool) error {
 		w.reloads.WithLabelValues("refused").Inc()
 		return nil
 	}
-	sum := sha256.Sum256(data)
 	w.modTime, w.size = fi.ModTime(), fi.Size()
-	if sum == w.sum && !force {
+	if bytes.Equal(data, w.data) && !force {
 		return nil // touched, not changed
 	}
-	w.sum = sum
+	w.data = data
 	cfg, err := rules.Parse(w.path, data)
 	var diff rules.Diff
 	start := j.opts.Now()
