@@ -22,15 +22,24 @@ import (
 func (c *Config) Fingerprint() string {
 	var b strings.Builder
 	b.WriteString("riskstream rules v1\n")
-	wm := c.Watermark
-	fmt.Fprintf(&b, "watermark %d %d %d\n", wm.OutOfOrderness.Milliseconds(), wm.IdleTimeout.Milliseconds(), wm.AllowedLateness.Milliseconds())
+	b.WriteString(c.Watermark.stateLine())
 	for _, r := range c.Rules {
 		b.WriteString(r.definition())
 	}
 	for _, h := range c.Heatmaps {
 		b.WriteString(h.definition())
 	}
-	sum := sha256.Sum256([]byte(b.String()))
+	return hashHex(b.String())
+}
+
+// stateLine renders the watermark settings that shape every state.
+func (wm *WatermarkConfig) stateLine() string {
+	return fmt.Sprintf("watermark %d %d %d\n", wm.OutOfOrderness.Milliseconds(), wm.IdleTimeout.Milliseconds(), wm.AllowedLateness.Milliseconds())
+}
+
+// hashHex is the hex SHA-256 of s.
+func hashHex(s string) string {
+	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
 }
 

@@ -1,8 +1,6 @@
 package rules
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 )
@@ -46,15 +44,7 @@ func (c *Config) Identities() []Identity {
 // and heatmap's state at once: the watermark's out_of_orderness,
 // idle_timeout and allowed_lateness. State written under other settings is
 // not carried over.
-func (c *Config) StateSettings() string {
-	wm := c.Watermark
-	return hashHex(fmt.Sprintf("watermark %d %d %d\n", wm.OutOfOrderness.Milliseconds(), wm.IdleTimeout.Milliseconds(), wm.AllowedLateness.Milliseconds()))
-}
-
-func hashHex(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:])
-}
+func (c *Config) StateSettings() string { return hashHex(c.Watermark.stateLine()) }
 
 // Pair is a rule or heatmap of an old rules file and the one of the same
 // name in a new one, by their positions in Identities.
