@@ -68,9 +68,16 @@ func appendSections(dst []byte, sections ...[]byte) []byte {
 }
 
 // readCheckpoint splits a checkpoint of n sections after its version
-// byte, the first the rules fingerprint, written by appendSections: an
-// error for another version, ErrRulesChanged for other rules than cfg.
+// byte, written by appendSections, the first the rules fingerprint of
+// cfg: an error for another version, ErrRulesChanged for other rules.
 func readCheckpoint(b []byte, version byte, cfg *rules.Config, n int) ([][]byte, error) {
+	return readChecked(b, version, n, cfg.Fingerprint(), ErrRulesChanged)
+}
+
+// readChecked splits a checkpoint of n sections after its version byte,
+// written by appendSections: an error for another version, changed when
+// the first section is not first.
+func readChecked(b []byte, version byte, n int, first string, changed error) ([][]byte, error) {
 	if len(b) == 0 || b[0] != version {
 		return nil, fmt.Errorf("engine: checkpoint version unknown")
 	}
@@ -78,8 +85,8 @@ func readCheckpoint(b []byte, version byte, cfg *rules.Config, n int) ([][]byte,
 	if err != nil {
 		return nil, err
 	}
-	if string(sections[0]) != cfg.Fingerprint() {
-		return nil, ErrRulesChanged
+	if string(sections[0]) != first {
+		return nil, changed
 	}
 	return sections, nil
 }
@@ -181,7 +188,10 @@ func (c *clocks) restore(cfg *rules.Config, b []byte, st *Stats, op func(ids []i
 			sections = append([][]byte{v1[0], nil}, v1[1:]...)
 		}
 	} else {
-		sections, err = readVersion2(b, cfg)
+		// The state settings' fingerprint, the layout, the operator's,
+		// watermarks, skew and counters.
+		sections, err = readChecked(b, checkpointVersion, 6, cfg.StateSettings(),
+			fmt.Errorf("%w: watermark out_of_orderness, idle_timeout or allowed_lateness changed", ErrRulesChanged))
 		if err == nil {
 			prev, err = decodeLayout(sections[1])
 		}
@@ -219,22 +229,6 @@ func (c *clocks) restore(cfg *rules.Config, b []byte, st *Stats, op func(ids []i
 	}
 	st.Decisions = carryDecisions(prev.identities(), decisions, cfg)
 	return next, diff, nil
-}
-
-// readVersion2 splits a version 2 checkpoint: the state settings'
-// fingerprint, the layout, the operator's, watermarks, skew and counters.
-func readVersion2(b []byte, cfg *rules.Config) ([][]byte, error) {
-	if len(b) == 0 || b[0] != checkpointVersion {
-		return nil, fmt.Errorf("engine: checkpoint version unknown")
-	}
-	sections, err := readSections(b[1:], 6)
-	if err != nil {
-		return nil, err
-	}
-	if string(sections[0]) != cfg.StateSettings() {
-		return nil, fmt.Errorf("%w: watermark out_of_orderness, idle_timeout or allowed_lateness changed", ErrRulesChanged)
-	}
-	return sections, nil
 }
 
 // carryDecisions returns the decision counts of cfg's rules: those of the
