@@ -62,9 +62,8 @@ func (o *LiveOptions) ensureDefaults() {
 type Sample struct {
 	// At is the wall clock, epoch ms.
 	At int64
-	// Records, Late and Invalid count input records since the job
-	// started.
-	Records, Late, Invalid int64
+	// Records counts input records since the job started.
+	Records int64
 	// Decisions counts decisions per rule and action since the job
 	// started, in rules file order.
 	Decisions []RuleCount
@@ -137,15 +136,10 @@ func NewLive(opts LiveOptions) *Live {
 	return &Live{opts: opts, series: map[string]*liveSeries{}, hidden: map[string]bool{}, drawn: map[string]drawing{}}
 }
 
-// Heatmap keeps a fired window (or a later revision of it).
+// Heatmap keeps a fired window (or a later revision of it). A window of a
+// key not kept costs a map lookup: its figures are made only for the kept.
 func (l *Live) Heatmap(w *windows.HeatmapWindow) {
-	key := keyText(w.Heatmap.Key, w.Key)
-	id := w.Heatmap.Name + "\x00" + key
-	hw := HeatmapWindow{Start: w.Start, End: w.End, Revision: w.Revision, Count: w.Acc.Count,
-		Buckets: slices.Clone(w.Acc.Buckets), Degraded: w.Acc.Degraded}
-	if w.Acc.Count > 0 {
-		hw.P50, hw.P99 = w.Acc.Quantile(0.5), w.Acc.Quantile(0.99)
-	}
+	id := w.Heatmap.Name + "\x00" + w.Key
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := l.series[id]
@@ -156,8 +150,19 @@ func (l *Live) Heatmap(w *windows.HeatmapWindow) {
 			}
 			return
 		}
-		s = &liveSeries{HeatmapSeries: HeatmapSeries{Heatmap: w.Heatmap.Name, Key: key, Bounds: w.Heatmap.Buckets}, order: len(l.series)}
+		s = &liveSeries{HeatmapSeries: HeatmapSeries{Heatmap: w.Heatmap.Name, Key: keyText(w.Heatmap.Key, w.Key)},
+			order: len(l.series)}
 		l.series[id] = s
+	}
+	if !slices.Equal(s.Bounds, w.Heatmap.Buckets) {
+		// New, or its buckets changed with a rules reload: windows of
+		// other bounds do not draw in one figure.
+		s.Bounds, s.Windows = w.Heatmap.Buckets, nil
+	}
+	hw := HeatmapWindow{Start: w.Start, End: w.End, Revision: w.Revision, Count: w.Acc.Count,
+		Buckets: slices.Clone(w.Acc.Buckets), Degraded: w.Acc.Degraded}
+	if w.Acc.Count > 0 {
+		hw.P50, hw.P99 = w.Acc.Quantile(0.5), w.Acc.Quantile(0.99)
 	}
 	s.version++
 	l.heatmaps++

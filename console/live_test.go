@@ -42,8 +42,8 @@ func TestLiveKeepsTheLatestWindows(t *testing.T) {
 	if len(l.series) != 2 || len(l.hidden) != 1 {
 		t.Fatalf("%d series kept and %d hidden, want 2 and 1", len(l.series), len(l.hidden))
 	}
-	pay := l.series["lat\x00api=/pay"]
-	if pay == nil {
+	pay := l.series["lat\x00\"/pay\"\x00"]
+	if pay == nil || pay.Key != "api=/pay" {
 		t.Fatalf("series %v, want api=/pay among them", slices.Collect(maps.Keys(l.series)))
 	}
 	var starts []int64
@@ -55,6 +55,34 @@ func TestLiveKeepsTheLatestWindows(t *testing.T) {
 	}
 	if w := pay.Windows[1]; w.Revision != 1 || !slices.Equal(w.Buckets, []int64{1, 1, 1}) {
 		t.Errorf("window 30: revision %d buckets %v, want revision 1 with one value per bucket", w.Revision, w.Buckets)
+	}
+
+	// A rules reload that changes the heatmap's buckets: its windows start
+	// over, under the new bounds.
+	reloaded := &rules.Heatmap{Name: "lat", Key: []string{"api"}, Buckets: []float64{10, 100, 1000}}
+	l.Heatmap(fired(reloaded, "\"/pay\"\x00", 50, 60, 0, 5))
+	if !slices.Equal(pay.Bounds, reloaded.Buckets) || len(pay.Windows) != 1 || len(pay.Windows[0].Buckets) != 4 {
+		t.Errorf("after new buckets: bounds %v, %d windows, want the new bounds and one window of 4 buckets", pay.Bounds, len(pay.Windows))
+	}
+}
+
+// TestDecisionRatesByRule: rates pair each rule and action with its own
+// count in the sample before, however a reload reordered the rules.
+func TestDecisionRatesByRule(t *testing.T) {
+	samples := []Sample{
+		{At: 0, Decisions: []RuleCount{{Rule: "a", Action: "deny", Count: 10}, {Rule: "b", Action: "review", Count: 100}}},
+		{At: 1000, Decisions: []RuleCount{{Rule: "b", Action: "review", Count: 104}, {Rule: "a", Action: "deny", Count: 12}, {Rule: "c", Action: "alert", Count: 3}}},
+	}
+	got := map[string]float64{}
+	for _, s := range decisionRates(samples) {
+		if len(s.Points) != 1 {
+			t.Fatalf("%s: %d points, want 1", s.Name, len(s.Points))
+		}
+		got[s.Name] = s.Points[0].V
+	}
+	want := map[string]float64{"a → deny": 2, "b → review": 4, "c → alert": 3}
+	if !maps.Equal(got, want) {
+		t.Errorf("rates %v, want %v", got, want)
 	}
 }
 

@@ -242,24 +242,29 @@ func sumDecisions(rs []RuleCount) int64 {
 }
 
 // decisionRates is decisions per second of each rule and action between
-// consecutive samples.
+// consecutive samples, matched by rule and action: a rules reload may
+// reorder, add or remove rules between two samples.
 func decisionRates(samples []Sample) []Series {
 	var out []Series
+	series := map[string]int{} // out's index by name
 	for i := 1; i < len(samples); i++ {
 		prev, cur := samples[i-1], samples[i]
 		dt := float64(cur.At-prev.At) / 1000
 		if dt <= 0 {
 			continue
 		}
-		for k, d := range cur.Decisions {
-			if k >= len(out) {
-				out = append(out, Series{Name: d.Rule + " → " + d.Action})
+		before := make(map[string]int64, len(prev.Decisions))
+		for _, d := range prev.Decisions {
+			before[d.Rule+" → "+d.Action] = d.Count
+		}
+		for _, d := range cur.Decisions {
+			name := d.Rule + " → " + d.Action
+			k, ok := series[name]
+			if !ok {
+				k, series[name] = len(out), len(out)
+				out = append(out, Series{Name: name})
 			}
-			var before int64
-			if k < len(prev.Decisions) {
-				before = prev.Decisions[k].Count
-			}
-			out[k].Points = append(out[k].Points, Point{T: cur.At, V: float64(d.Count-before) / dt})
+			out[k].Points = append(out[k].Points, Point{T: cur.At, V: float64(d.Count-before[name]) / dt})
 		}
 	}
 	return out

@@ -219,12 +219,13 @@ func (j *liveJob) startOutputs(context.Context) error {
 	o := j.opts
 	j.m = newMetrics(o.Registry, o.Config, o.MetricLabelLimit)
 	registerStateMetrics(o.Registry, j.db)
-	j.console = console.NewLive(console.LiveOptions{Config: o.Config, Now: o.Now})
-	j.decisionKeys = console.NewDecisionKeys(consoleKeyLimit)
 	if o.Config.File != "" && (o.WatchRules || o.ReloadRules != nil) {
 		j.watch = newRulesWatch(o.Registry, o.Config)
 	}
 	if o.MetricsAddr != "" {
+		// The console is fed only where a page can show it.
+		j.console = console.NewLive(console.LiveOptions{Config: o.Config, Now: o.Now})
+		j.decisionKeys = console.NewDecisionKeys(consoleKeyLimit)
 		srv, err := j.m.serve(o.MetricsAddr, j.db.Health, j.console.Handler())
 		if err != nil {
 			return err
@@ -244,8 +245,12 @@ func (j *liveJob) startOutputs(context.Context) error {
 	for i, p := range parts {
 		backends[i] = p
 	}
+	var out engine.Output = heatmapMetrics{j.out, j.m}
+	if j.console != nil {
+		out = watchedOutput{heatmapMetrics{j.out, j.m}, j.console, j.decisionKeys}
+	}
 	j.e, err = engine.NewSharded(engine.Options{
-		Config: o.Config, Output: watchedOutput{heatmapMetrics{j.out, j.m}, j.console, j.decisionKeys}, MemoryBytes: j.mem.State, CacheSlots: o.CacheSlots,
+		Config: o.Config, Output: out, MemoryBytes: j.mem.State, CacheSlots: o.CacheSlots,
 		Checkpoints: true, Parallel: inParallel,
 		OnSkewTransition: func(tr watermark.Transition) {
 			logTransition(j.log, tr)
@@ -646,8 +651,7 @@ func (j *liveJob) checkpoint(final bool) error {
 			return err
 		}
 		j.member.commitOrWarn(j.offsets, j.opts.Group, j.log)
-		j.m.checkpoint.Observe(j.opts.Now().Sub(start).Seconds())
-		j.console.Checkpointed(j.opts.Now())
+		j.checkpointed(start)
 	} else {
 		committed := maps.Clone(j.offsets)
 		j.db.CommitAsync(func(err error) {
@@ -662,17 +666,24 @@ func (j *liveJob) checkpoint(final bool) error {
 			// Only now that the checkpoint is durable may the group see
 			// the offsets (never ahead of it).
 			j.member.commitOrWarn(committed, j.opts.Group, j.log)
-			j.m.checkpoint.Observe(j.opts.Now().Sub(start).Seconds())
-			j.console.Checkpointed(j.opts.Now())
+			j.checkpointed(start)
 		})
 	}
 	j.m.update(j.e, j.db)
 	j.m.lags(j.e, j.fetchers, j.now())
-	if now := j.opts.Now(); now.Sub(j.lastSample) >= consoleSampleEvery {
+	if now := j.opts.Now(); j.console != nil && now.Sub(j.lastSample) >= consoleSampleEvery {
 		j.lastSample = now
 		j.console.Add(j.sample(now.UnixMilli()))
 	}
 	return nil
+}
+
+// checkpointed notes that the checkpoint begun at start is durable.
+func (j *liveJob) checkpointed(start time.Time) {
+	j.m.checkpoint.Observe(j.opts.Now().Sub(start).Seconds())
+	if j.console != nil {
+		j.console.Checkpointed(j.opts.Now())
+	}
 }
 
 // outputEnds returns where the outputs end, now that all are acknowledged:
