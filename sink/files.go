@@ -23,8 +23,8 @@ const (
 	DLQ       = "dlq"
 )
 
-// Files writes the four outputs as JSONL files in a folder. It implements
-// windows.Output for decisions and heatmaps.
+// Files writes the four outputs, and the skew transitions, as JSONL files
+// in a folder. It implements windows.Output for decisions and heatmaps.
 //
 // The records go to new files beside the outputs, which Commit renames over
 // them: a run that fails (an unreadable input, a truncated .gz, a full
@@ -33,13 +33,13 @@ const (
 type Files struct {
 	enc       *Encoder
 	dir       string
-	files     [4]*os.File
-	w         [4]*bufio.Writer
+	files     [len(outputNames)]*os.File
+	w         [len(outputNames)]*bufio.Writer
 	buf       []byte
 	committed bool
 	// skew holds the skew transitions' records, few, until Commit writes
-	// them: Transition is called by the stage that times records, not the
-	// one that writes the other outputs.
+	// them to their file: Transition is called by the stage that times
+	// records, not the one that writes the other outputs.
 	skew []byte
 	// Counts of records written, per output.
 	Counts struct{ Decisions, Heatmaps, Late, DLQ int64 }
@@ -50,12 +50,13 @@ const (
 	outHeatmaps
 	outLate
 	outDLQ
+	outSkew
 )
 
-var outputNames = [4]string{Decisions, Heatmaps, Late, DLQ}
+var outputNames = [...]string{Decisions, Heatmaps, Late, DLQ, Skew}
 
 // OpenFiles creates dir if missing and, in it, the new files that Commit
-// makes the four outputs.
+// makes the outputs and skew.jsonl.
 func OpenFiles(dir string) (*Files, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("sink: create %s: %w", dir, err)
@@ -148,19 +149,11 @@ func (f *Files) Flush() error {
 }
 
 // Commit flushes and closes the files and puts them in place of the
-// outputs, <dir>/<output>.jsonl, and skew.jsonl beside them.
+// outputs, <dir>/<output>.jsonl, and skew.jsonl.
 func (f *Files) Commit() error {
+	f.w[outSkew].Write(f.skew) // an error sticks, for Flush
 	if err := f.Flush(); err != nil {
 		return err
-	}
-	skew := filepath.Join(f.dir, fmt.Sprintf(".%s.jsonl.%d-%d.partial", Skew, os.Getpid(), rand.Uint64()))
-	if err := os.WriteFile(skew, f.skew, 0o666); err != nil {
-		os.Remove(skew)
-		return fmt.Errorf("sink: %w", err)
-	}
-	if err := os.Rename(skew, filepath.Join(f.dir, Skew+".jsonl")); err != nil {
-		os.Remove(skew)
-		return fmt.Errorf("sink: %w", err)
 	}
 	for i, file := range f.files {
 		if err := file.Close(); err != nil {

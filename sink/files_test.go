@@ -5,8 +5,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/watermark"
 )
 
 // TestOpenFilesReplacesOldOutputs: a run's outputs replace a previous run's
@@ -15,6 +17,8 @@ import (
 func TestOpenFilesReplacesOldOutputs(t *testing.T) {
 	old := strings.Repeat(`{"old":"record"}`+"\n", 100_000)
 	dir, f := filesOverOld(t, old)
+	tr := watermark.Transition{Source: "gw-1", Degraded: true, Skew: 200 * time.Millisecond, At: 1732150010006}
+	f.Transition(tr)
 	if err := f.Commit(); err != nil {
 		t.Fatal(err)
 	}
@@ -26,6 +30,7 @@ func TestOpenFilesReplacesOldOutputs(t *testing.T) {
 		Heatmaps:  "",
 		Late:      "",
 		DLQ:       string(AppendDLQ(nil, []byte(`{"bad`), "not JSON", &event.Provenance{File: "in.jsonl", Line: 7})),
+		Skew:      `{"source":"gw-1","degraded":true,"skew_ms":200,"at":1732150010006}` + "\n",
 	}
 	for name, w := range want {
 		got, err := os.ReadFile(filepath.Join(dir, name+".jsonl"))
@@ -53,8 +58,8 @@ func TestFilesNotCommitted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(entries) != 4 {
-		t.Errorf("%d files in the folder, want the 4 outputs: %v", len(entries), entries)
+	if len(entries) != len(outputNames) {
+		t.Errorf("%d files in the folder, want the %d outputs: %v", len(entries), len(outputNames), entries)
 	}
 	for _, name := range outputNames {
 		got, err := os.ReadFile(filepath.Join(dir, name+".jsonl"))

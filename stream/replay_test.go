@@ -27,7 +27,7 @@ const (
 	bundledInput = "../testdata/requests.jsonl.gz"
 )
 
-var outputNames = []string{"decisions.jsonl", "heatmaps.jsonl", "late.jsonl", "dlq.jsonl"}
+var outputNames = []string{"decisions.jsonl", "heatmaps.jsonl", "late.jsonl", "dlq.jsonl", "skew.jsonl"}
 
 // bundledOptions are the gen flags that made testdata/requests.jsonl.gz:
 //
