@@ -15,6 +15,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/riskstream/riskstream/sink"
 )
 
 // Report is what a replay wrote, gathered for one page: read by
@@ -100,11 +102,11 @@ const topKeyCount = 10
 
 // Output file names in a replay's folder (docs/outputs.md).
 const (
-	decisionsFile = "decisions.jsonl"
-	heatmapsFile  = "heatmaps.jsonl"
-	lateFile      = "late.jsonl"
-	dlqFile       = "dlq.jsonl"
-	skewFile      = "skew.jsonl"
+	decisionsFile = sink.Decisions + ".jsonl"
+	heatmapsFile  = sink.Heatmaps + ".jsonl"
+	lateFile      = sink.Late + ".jsonl"
+	dlqFile       = sink.DLQ + ".jsonl"
+	skewFile      = sink.Skew + ".jsonl"
 )
 
 // LoadReport reads the outputs of a replay in dir. decisions.jsonl and

@@ -63,10 +63,7 @@ func OpenFiles(dir string) (*Files, error) {
 	}
 	f := &Files{enc: NewEncoder(), dir: dir}
 	for i, name := range outputNames {
-		// Not os.CreateTemp, whose files only their owner may read: the
-		// outputs are made as any file (the umask applies).
-		partial := filepath.Join(dir, fmt.Sprintf(".%s.jsonl.%d-%d.partial", name, os.Getpid(), rand.Uint64()))
-		file, err := os.OpenFile(partial, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
+		file, err := CreatePartial(dir, name+".jsonl")
 		if err != nil {
 			f.Close()
 			return nil, fmt.Errorf("sink: %w", err)
@@ -75,6 +72,15 @@ func OpenFiles(dir string) (*Files, error) {
 		f.w[i] = bufio.NewWriterSize(file, 1<<20)
 	}
 	return f, nil
+}
+
+// CreatePartial creates, in dir, a new file to be renamed over the file
+// name once whole: .<name>.<pid>-<random>.partial. Not os.CreateTemp, whose
+// files only their owner may read: it is made as any file (the umask
+// applies).
+func CreatePartial(dir, name string) (*os.File, error) {
+	partial := filepath.Join(dir, fmt.Sprintf(".%s.%d-%d.partial", name, os.Getpid(), rand.Uint64()))
+	return os.OpenFile(partial, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
 }
 
 func (f *Files) write(i int) {

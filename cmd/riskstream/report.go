@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/riskstream/riskstream/console"
+	"github.com/riskstream/riskstream/sink"
 	"github.com/spf13/cobra"
 )
 
@@ -47,7 +48,7 @@ func writeReport(dir, path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".report-*.html.partial")
+	f, err := sink.CreatePartial(filepath.Dir(path), filepath.Base(path))
 	if err != nil {
 		return "", fmt.Errorf("report: %w", err)
 	}
@@ -58,11 +59,6 @@ func writeReport(dir, path string) (string, error) {
 	}
 	if err := f.Close(); err != nil {
 		return "", fmt.Errorf("report: %s: %w", path, err)
-	}
-	// CreateTemp makes a file only its owner may read; a report is read by
-	// whoever reads the outputs.
-	if err := os.Chmod(f.Name(), 0o644); err != nil {
-		return "", fmt.Errorf("report: %w", err)
 	}
 	if err := os.Rename(f.Name(), path); err != nil {
 		return "", fmt.Errorf("report: %w", err)
