@@ -255,26 +255,9 @@ func (l *Live) figures() (figures []string, hidden int, version uint64) {
 	return figures, hidden, version
 }
 
-// keyText turns an operator's key (each attribute's JSON text followed by
-// a 0 byte) into name=value pairs, strings unquoted, as the report shows
-// a record's key.
-func keyText(names []string, key string) string {
-	var b strings.Builder
-	windows.KeyParts(key, func(i int, text string) {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		if i < len(names) {
-			b.WriteString(names[i])
-			b.WriteByte('=')
-		}
-		if s, err := strconv.Unquote(text); err == nil {
-			text = s
-		}
-		b.WriteString(text)
-	})
-	return b.String()
-}
+// keyText renders an operator's key as name=value pairs, as the report
+// shows a record's key.
+func keyText(names []string, key string) string { return windows.KeyText(names, key, ", ") }
 
 // DecisionKeys counts decisions per rule and key between two samples. It
 // is owned by the job's loop, which emits the decisions, and so has no

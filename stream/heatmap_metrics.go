@@ -1,8 +1,6 @@
 package stream
 
 import (
-	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -84,19 +82,7 @@ func newHeatmapCollector(cfg *rules.Config) *heatmapCollector {
 
 // heatmapKeyLabel is the label value of a heatmap window's key: its
 // attributes' values joined by commas, strings unquoted.
-func heatmapKeyLabel(key string) string {
-	var b strings.Builder
-	windows.KeyParts(key, func(i int, text string) {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		if s, err := strconv.Unquote(text); err == nil {
-			text = s
-		}
-		b.WriteString(text)
-	})
-	return b.String()
-}
+func heatmapKeyLabel(key string) string { return windows.KeyText(nil, key, ",") }
 
 // observe takes one fired window, whose key has the label value key.
 func (c *heatmapCollector) observe(w *windows.HeatmapWindow, key string) {

@@ -3,6 +3,7 @@ package windows
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 
 	"github.com/cespare/xxhash/v2"
@@ -298,6 +299,27 @@ func KeyParts(key string, fn func(i int, text string)) {
 		fn(i, key[:j])
 		key = key[j+1:]
 	}
+}
+
+// KeyText renders the key part of a slot key for people: its attributes'
+// values, strings unquoted, separated by sep, each after its attribute's
+// name and '=' when names (the rule's key) are given.
+func KeyText(names []string, key, sep string) string {
+	var b strings.Builder
+	KeyParts(key, func(i int, text string) {
+		if i > 0 {
+			b.WriteString(sep)
+		}
+		if i < len(names) {
+			b.WriteString(names[i])
+			b.WriteByte('=')
+		}
+		if s, err := strconv.Unquote(text); err == nil {
+			text = s
+		}
+		b.WriteString(text)
+	})
+	return b.String()
 }
 
 // name is the rule or heatmap name, for messages.
