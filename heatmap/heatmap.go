@@ -173,6 +173,33 @@ func (a *Acc) AppendBinary(dst []byte) []byte {
 // ErrCorrupt reports an encoding that cannot be decoded.
 var ErrCorrupt = errors.New("heatmap: corrupt encoding")
 
+// Skip returns what follows the accumulator AppendBinary encoded at the start
+// of b, reading only its lengths: a state whose sketch is not needed (a
+// purge) is not decoded.
+func Skip(b []byte) ([]byte, error) {
+	var ok bool
+	if _, b, ok = varint(b); !ok || len(b) < 16 {
+		return nil, ErrCorrupt
+	}
+	if _, b, ok = varint(b[16:]); !ok {
+		return nil, ErrCorrupt
+	}
+	n, b, ok := uvarint(b)
+	if !ok || n > uint64(len(b)) {
+		return nil, ErrCorrupt
+	}
+	for range n {
+		if _, b, ok = varint(b); !ok {
+			return nil, ErrCorrupt
+		}
+	}
+	skLen, b, ok := uvarint(b)
+	if !ok || skLen > uint64(len(b)) {
+		return nil, ErrCorrupt
+	}
+	return b[skLen:], nil
+}
+
 // Decode reads an accumulator written by AppendBinary from b and returns the
 // rest of b.
 func Decode(b []byte) (*Acc, []byte, error) {

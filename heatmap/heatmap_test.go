@@ -120,3 +120,25 @@ func TestSum(t *testing.T) {
 		t.Fatalf("sum of 0, 0, 10: %v", got)
 	}
 }
+
+// TestSkip: Skip finds the end of an encoded accumulator where Decode
+// does, and refuses it truncated.
+func TestSkip(t *testing.T) {
+	a := New(3)
+	for _, v := range []float64{0.5, 3, 30, 3000} {
+		a.Add(v, v > 100, []float64{1, 10, 100})
+	}
+	b := append(a.AppendBinary(nil), "after"...)
+	_, want, err := Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := Skip(b); err != nil || string(got) != string(want) || string(got) != "after" {
+		t.Fatalf("Skip left %q, %v; want %q", got, err, want)
+	}
+	for i := range len(b) - len("after") {
+		if _, err := Skip(b[:i]); err == nil {
+			t.Fatalf("truncated to %d bytes: no error", i)
+		}
+	}
+}

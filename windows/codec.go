@@ -150,7 +150,7 @@ func (d *decoder) skipSketch() {
 	if d.err != nil {
 		return
 	}
-	if _, rest, err := heatmap.Decode(d.b); err != nil {
+	if rest, err := heatmap.Skip(d.b); err != nil {
 		d.fail()
 	} else {
 		d.b = rest
