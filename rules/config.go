@@ -1,7 +1,6 @@
 package rules
 
 import (
-	"math"
 	"time"
 
 	"go.yaml.in/yaml/v4"
@@ -109,12 +108,8 @@ func (c *checker) skew(n *yaml.Node, sk *SkewConfig) {
 		}
 	}
 	if f, ok := fs["max_sources"]; ok {
-		if v, ok := c.number(f.val, "max_sources"); ok {
-			if v < 1 || v != math.Trunc(v) || v > 1e9 {
-				c.addf(f.val.Line, "max_sources must be a whole number from 1 to 1000000000, got %s", f.val.Value)
-			} else {
-				sk.MaxSources = int(v)
-			}
+		if v, ok := c.wholeNumber(f, "max_sources", 1); ok {
+			sk.MaxSources = int(v)
 		}
 	}
 }

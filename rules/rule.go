@@ -76,15 +76,22 @@ func (c *checker) rule(item *yaml.Node, names map[string]int) Rule {
 
 // minEvents reads the number of events a window needs to make a decision.
 func (c *checker) minEvents(f field) int64 {
-	v, ok := c.number(f.val, "min_events")
+	v, _ := c.wholeNumber(f, "min_events", 0)
+	return v
+}
+
+// wholeNumber reads field what, a whole number from lo to 1e9; ok is
+// false, the problem noted, for anything else.
+func (c *checker) wholeNumber(f field, what string, lo int64) (int64, bool) {
+	v, ok := c.number(f.val, what)
 	if !ok {
-		return 0
+		return 0, false
 	}
-	if v < 0 || v != math.Trunc(v) || v > 1e9 {
-		c.addf(f.val.Line, "min_events must be a whole number from 0 to 1000000000, got %s", f.val.Value)
-		return 0
+	if v < float64(lo) || v != math.Trunc(v) || v > 1e9 {
+		c.addf(f.val.Line, "%s must be a whole number from %d to 1000000000, got %s", what, lo, f.val.Value)
+		return 0, false
 	}
-	return int64(v)
+	return int64(v), true
 }
 
 // heatmap reads one item of the heatmaps list; names is as for rule.
