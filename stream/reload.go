@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riskstream/riskstream/engine"
 	"github.com/riskstream/riskstream/rules"
 )
 
@@ -92,6 +93,7 @@ func (j *liveJob) reloadRules(why string, force bool) error {
 		if err := j.process(); err != nil {
 			return err
 		}
+		j.m.update(j.e, j.db) // counted under the rules they came under
 		start = j.opts.Now()
 		// The engine refuses what a reload cannot change (rules.CheckReload)
 		// before it changes anything, and writes nothing.
@@ -106,7 +108,7 @@ func (j *liveJob) reloadRules(why string, force bool) error {
 		j.log.Warn("rules: " + warning.String())
 	}
 	j.dec, j.batch = j.e.NewDecoder(), j.e.NewBatch()
-	j.m.reload(j.opts.Config, cfg)
+	j.m.reload(j.opts.Config, cfg, j.e.Stats())
 	j.opts.Config = cfg
 	took := j.opts.Now().Sub(start)
 	w.reloads.WithLabelValues("applied").Inc()
@@ -136,19 +138,13 @@ func logDiff(j *liveJob, msg string, d rules.Diff, args ...any) {
 		"removed", names(d.Old, d.Removed), "added", names(d.New, d.Added))...)
 }
 
-// reload makes the metrics follow a reload from old rules to cfg: counts
-// and label sets go with the rule or heatmap of the same name.
-func (m *metrics) reload(old, cfg *rules.Config) {
-	byName := map[string]int64{}
-	for i, r := range old.Rules {
-		if i < len(m.last.Decisions) {
-			byName[r.Name] = m.last.Decisions[i]
-		}
-	}
-	m.last.Decisions = make([]int64, len(cfg.Rules))
-	for i, r := range cfg.Rules {
-		m.last.Decisions[i] = byName[r.Name]
-	}
+// reload makes the metrics follow a reload from old rules to cfg, with
+// everything before it counted (update): the engine's stats after the
+// reload, which carry each rule's decisions by name, are the counts the
+// next update goes on from, and label sets go with the heatmap of the
+// same name.
+func (m *metrics) reload(old, cfg *rules.Config, stats engine.Stats) {
+	m.last = stats
 	keys := map[string]*boundedLabels{}
 	for i, h := range old.Heatmaps {
 		keys[h.Name] = m.heatmapKeys[i]

@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"github.com/riskstream/riskstream/state"
 	"os"
 	"path/filepath"
@@ -187,7 +188,15 @@ func TestLiveReload(t *testing.T) {
 	waitCheckpointed(t, addr, inputEnd(t, addr))
 	stop()
 	stop = nil
-	checkReloadedDecisions(t, liveDecisions(t, addr), want)
+	decisions := liveDecisions(t, addr)
+	checkReloadedDecisions(t, decisions, want)
+	// The decisions counter follows each rule by name over the reload.
+	for _, series := range []struct{ rule, action string }{{"pay-burst", "deny"}, {"user-spend", "review"}} {
+		name := fmt.Sprintf(`riskstream_decisions_total{action=%q,rule=%q}`, series.action, series.rule)
+		if got, want := metricValue(t, reg, name), len(ofRule(decisions, series.rule)); got != float64(want) {
+			t.Errorf("%s is %v, the decisions topic has %d", name, got, want)
+		}
+	}
 	if n := metricValue(t, reg, `riskstream_shadow_decisions_total{action="deny",rule="pay-burst-watched"}`); n <= 0 {
 		t.Errorf("riskstream_shadow_decisions_total of the shadow rule: %v", n)
 	}
