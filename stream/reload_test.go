@@ -197,8 +197,10 @@ func TestLiveReload(t *testing.T) {
 			t.Errorf("%s is %v, the decisions topic has %d", name, got, want)
 		}
 	}
-	if n := metricValue(t, reg, `riskstream_shadow_decisions_total{action="deny",rule="pay-burst-watched"}`); n <= 0 {
-		t.Errorf("riskstream_shadow_decisions_total of the shadow rule: %v", n)
+	// The shadow rule took the removed rule's place in the file.
+	if n, want := metricValue(t, reg, `riskstream_shadow_decisions_total{action="deny",rule="pay-burst-watched"}`),
+		len(ofRule(decisions, "pay-burst-watched")); n <= 0 || n != float64(want) {
+		t.Errorf("riskstream_shadow_decisions_total of the shadow rule: %v, the decisions topic has %d", n, want)
 	}
 	// The removed and the changed rule's states (state ids 1 and 2) left
 	// the disk too, with their timer entries, without a restart.
