@@ -215,22 +215,17 @@ func TestReloadKeepsUnchangedRules(t *testing.T) {
 		if len(fresh) == 0 || lower == 0 {
 			t.Errorf("%d slots: user-spend after the reload: %d decisions, %d lower than with all the state", slots, len(fresh), lower)
 		}
-		names := func(ids []int, of []rules.Identity) (s []string) {
-			for _, i := range ids {
-				s = append(s, of[i].Name)
+		names := func(ids []rules.Identity) string {
+			var s []string
+			for _, id := range ids {
+				s = append(s, id.Name)
 			}
-			return s
+			return strings.Join(s, ",")
 		}
-		var kept, restarted []string
-		for _, p := range diff.Kept {
-			kept = append(kept, diff.New[p.New].Name)
-		}
-		for _, p := range diff.Restarted {
-			restarted = append(restarted, diff.New[p.New].Name)
-		}
-		if strings.Join(kept, ",") != "pay-burst,api-latency" || strings.Join(restarted, ",") != "user-spend" ||
-			strings.Join(names(diff.Removed, diff.Old), ",") != "device-session-scraping" || strings.Join(names(diff.Added, diff.New), ",") != "pay-ratio" {
-			t.Errorf("diff: kept %v, restarted %v, removed %v, added %v", kept, restarted, names(diff.Removed, diff.Old), names(diff.Added, diff.New))
+		kept, restarted, removed, added := diff.Groups()
+		if names(kept) != "pay-burst,api-latency" || names(restarted) != "user-spend" ||
+			names(removed) != "device-session-scraping" || names(added) != "pay-ratio" {
+			t.Errorf("diff: kept %v, restarted %v, removed %v, added %v", names(kept), names(restarted), names(removed), names(added))
 		}
 	}
 }

@@ -62,6 +62,24 @@ type Diff struct {
 	Added     []int
 }
 
+// Groups returns the rules and heatmaps that keep their state, restart
+// empty, are removed and are added, each in file order.
+func (d *Diff) Groups() (kept, restarted, removed, added []Identity) {
+	for _, p := range d.Kept {
+		kept = append(kept, d.New[p.New])
+	}
+	for _, p := range d.Restarted {
+		restarted = append(restarted, d.New[p.New])
+	}
+	for _, i := range d.Removed {
+		removed = append(removed, d.Old[i])
+	}
+	for _, i := range d.Added {
+		added = append(added, d.New[i])
+	}
+	return kept, restarted, removed, added
+}
+
 // DiffIdentities compares the identities of an old rules file (or of a
 // checkpoint) with those of a new one. A rule or heatmap is the same one
 // when it has the same name (and kind); it keeps its state when its

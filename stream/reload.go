@@ -120,22 +120,16 @@ func (j *liveJob) reloadRules(why string, force bool) error {
 
 // logDiff logs msg with what a change of rules did to each one's state.
 func logDiff(j *liveJob, msg string, d rules.Diff, args ...any) {
-	names := func(ids []rules.Identity, at []int) []string {
+	names := func(ids []rules.Identity) []string {
 		s := []string{}
-		for _, i := range at {
-			s = append(s, ids[i].String())
+		for _, id := range ids {
+			s = append(s, id.String())
 		}
 		return s
 	}
-	var kept, restarted []int
-	for _, p := range d.Kept {
-		kept = append(kept, p.New)
-	}
-	for _, p := range d.Restarted {
-		restarted = append(restarted, p.New)
-	}
-	j.log.Info(msg, append(args, "kept", names(d.New, kept), "restarted", names(d.New, restarted),
-		"removed", names(d.Old, d.Removed), "added", names(d.New, d.Added))...)
+	kept, restarted, removed, added := d.Groups()
+	j.log.Info(msg, append(args, "kept", names(kept), "restarted", names(restarted),
+		"removed", names(removed), "added", names(added))...)
 }
 
 // reload makes the metrics follow a reload from old rules to cfg, with

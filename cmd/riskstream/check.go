@@ -64,19 +64,20 @@ func checkDiff(w io.Writer, oldPath, newPath string) error {
 		return fmt.Errorf("%s cannot be reloaded over %s: %w", newPath, oldPath, err)
 	}
 	d := rules.DiffIdentities(old.Identities(), cfg.Identities())
+	kept, restarted, removed, added := d.Groups()
 	fmt.Fprintf(w, "%s -> %s: %d kept with their state, %d restarted empty, %d removed, %d added\n",
-		oldPath, newPath, len(d.Kept), len(d.Restarted), len(d.Removed), len(d.Added))
-	for _, p := range d.Kept {
-		fmt.Fprintf(w, "kept       %s\n", d.New[p.New])
+		oldPath, newPath, len(kept), len(restarted), len(removed), len(added))
+	for _, id := range kept {
+		fmt.Fprintf(w, "kept       %s\n", id)
 	}
-	for _, p := range d.Restarted {
-		fmt.Fprintf(w, "restarted  %s: its definition changed, its state starts empty\n", d.New[p.New])
+	for _, id := range restarted {
+		fmt.Fprintf(w, "restarted  %s: its definition changed, its state starts empty\n", id)
 	}
-	for _, i := range d.Removed {
-		fmt.Fprintf(w, "removed    %s: its state is deleted\n", d.Old[i])
+	for _, id := range removed {
+		fmt.Fprintf(w, "removed    %s: its state is deleted\n", id)
 	}
-	for _, j := range d.Added {
-		fmt.Fprintf(w, "added      %s\n", d.New[j])
+	for _, id := range added {
+		fmt.Fprintf(w, "added      %s\n", id)
 	}
 	return nil
 }
