@@ -86,19 +86,12 @@ type Stats struct {
 
 // Engine runs records through decoding, watermarks and the window operator.
 type Engine struct {
-	cfg    *rules.Config
-	schema *event.Schema
-	// layout is where each rule's state is; restored, what the restore
-	// found changed since the checkpoint's rules; retiring, where
-	// DeleteRetired goes on.
-	layout   layout
-	restored rules.Diff
-	retiring []byte
-	out      Output
-	dec      *Decoder
-	ev       event.Event
-	refs     []windows.SlotRef
-	keys     []byte // the refs' keys
+	ruleSet
+	out  Output
+	dec  *Decoder
+	ev   event.Event
+	refs []windows.SlotRef
+	keys []byte // the refs' keys
 	clocks
 	op    *windows.Operator
 	stats Stats
@@ -204,11 +197,9 @@ func New(opts Options) (*Engine, error) {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	e := &Engine{
-		cfg:    opts.Config,
-		schema: schema,
-		layout: identityLayout(opts.Config),
-		out:    opts.Output,
-		clocks: newClocks(opts.Config, opts.OnSkewTransition),
+		ruleSet: newRuleSet(opts.Config, schema),
+		out:     opts.Output,
+		clocks:  newClocks(opts.Config, opts.OnSkewTransition),
 	}
 	e.stats.Decisions = make([]int64, len(opts.Config.Rules))
 	e.count = countingOutput{Output: opts.Output, stats: &e.stats}

@@ -9,13 +9,50 @@ import (
 	"github.com/riskstream/riskstream/windows"
 )
 
+// ruleSet is what Engine and Sharded hold of their rules.
+type ruleSet struct {
+	cfg    *rules.Config
+	schema *event.Schema // of cfg
+	// layout is where each rule's state is; restored, what the restore
+	// found changed since the checkpoint's rules; retiring, where
+	// DeleteRetired goes on.
+	layout   layout
+	restored rules.Diff
+	retiring []byte
+}
+
+func newRuleSet(cfg *rules.Config, schema *event.Schema) ruleSet {
+	return ruleSet{cfg: cfg, schema: schema, layout: identityLayout(cfg)}
+}
+
 // Restored says what the last Restore found changed between the
 // checkpoint's rules and the engine's: rules and heatmaps whose state it
-// kept, those it started empty, and those whose state it deleted.
-func (e *Engine) Restored() rules.Diff { return e.restored }
+// kept, those it started empty, and those it retired.
+func (r *ruleSet) Restored() rules.Diff { return r.restored }
 
-// Restored is Engine's Restored.
-func (e *Sharded) Restored() rules.Diff { return e.restored }
+// prepareReload checks that cfg may replace the rules, and returns the
+// layout after the reload, what changes and the event schema of cfg.
+func (r *ruleSet) prepareReload(cfg *rules.Config) (layout, rules.Diff, *event.Schema, error) {
+	if err := rules.CheckReload(r.cfg, cfg); err != nil {
+		return layout{}, rules.Diff{}, nil, fmt.Errorf("engine: reload: %w", err)
+	}
+	schema, err := event.NewSchema(windows.Fields(cfg))
+	if err != nil {
+		return layout{}, rules.Diff{}, nil, fmt.Errorf("engine: reload: %w", err)
+	}
+	next, diff := r.layout.next(cfg)
+	return next, diff, schema, nil
+}
+
+// adopt takes the rules of a reload the operators took: cfg, its schema
+// and layout next; c's max_ahead and st's decisions (carried by rule
+// name) follow.
+func (r *ruleSet) adopt(cfg *rules.Config, schema *event.Schema, next layout, diff rules.Diff, c *clocks, st *Stats) {
+	r.cfg, r.schema, r.layout = cfg, schema, next
+	r.retiring = nil // the retired ids are sorted anew
+	c.maxAhead = cfg.Watermark.MaxAhead.Milliseconds()
+	st.Decisions = carryDecisions(diff.Old, st.Decisions, cfg)
+}
 
 // Reload replaces the engine's rules with cfg's between two records,
 // keeping the state of every rule and heatmap whose definition is
@@ -28,18 +65,15 @@ func (e *Sharded) Restored() rules.Diff { return e.restored }
 // as it is for any error.
 // The next Checkpoint records the new rules. It returns what changed.
 func (e *Engine) Reload(cfg *rules.Config) (rules.Diff, error) {
-	next, diff, schema, err := prepareReload(e.cfg, cfg, &e.layout)
+	next, diff, schema, err := e.prepareReload(cfg)
 	if err != nil {
 		return diff, err
 	}
 	if err := e.op.Reload(cfg, schema, next.ids()); err != nil {
 		return diff, fmt.Errorf("engine: reload: %w", err)
 	}
-	e.cfg, e.schema, e.layout = cfg, schema, next
-	e.retiring = nil // the retired ids are sorted anew
+	e.adopt(cfg, schema, next, diff, &e.clocks, &e.stats)
 	e.dec = newDecoder(schema, e.op)
-	e.maxAhead = cfg.Watermark.MaxAhead.Milliseconds()
-	e.stats.Decisions = carryDecisions(diff.Old, e.stats.Decisions, cfg)
 	return diff, nil
 }
 
@@ -47,7 +81,7 @@ func (e *Engine) Reload(cfg *rules.Config) (rules.Diff, error) {
 // decoders and batches made before must be made again (NewDecoder,
 // NewBatch).
 func (e *Sharded) Reload(cfg *rules.Config) (rules.Diff, error) {
-	next, diff, schema, err := prepareReload(e.cfg, cfg, &e.layout)
+	next, diff, schema, err := e.prepareReload(cfg)
 	if err != nil {
 		return diff, err
 	}
@@ -64,27 +98,10 @@ func (e *Sharded) Reload(cfg *rules.Config) (rules.Diff, error) {
 	for _, s := range e.shards {
 		s.rules = len(cfg.Rules)
 	}
-	e.cfg, e.schema, e.layout = cfg, schema, next
-	e.retiring = nil // the retired ids are sorted anew
+	e.adopt(cfg, schema, next, diff, &e.clocks, &e.stats)
 	e.specs = len(cfg.Rules) + len(cfg.Heatmaps)
-	e.maxAhead = cfg.Watermark.MaxAhead.Milliseconds()
-	e.stats.Decisions = carryDecisions(diff.Old, e.stats.Decisions, cfg)
 	e.end = *e.NewBatch()
 	return diff, nil
-}
-
-// prepareReload checks that cfg may replace old, and returns the layout
-// after the reload, what changes and the event schema of cfg.
-func prepareReload(old, cfg *rules.Config, l *layout) (layout, rules.Diff, *event.Schema, error) {
-	if err := rules.CheckReload(old, cfg); err != nil {
-		return layout{}, rules.Diff{}, nil, fmt.Errorf("engine: reload: %w", err)
-	}
-	schema, err := event.NewSchema(windows.Fields(cfg))
-	if err != nil {
-		return layout{}, rules.Diff{}, nil, fmt.Errorf("engine: reload: %w", err)
-	}
-	next, diff := l.next(cfg)
-	return next, diff, schema, nil
 }
 
 // DeleteRetired deletes up to n of the stored states of the rules and
@@ -96,24 +113,26 @@ func prepareReload(old, cfg *rules.Config, l *layout) (layout, rules.Diff, *even
 // grows with the state dropped. It returns
 // how many it deleted and how many state ids are left to delete.
 func (e *Engine) DeleteRetired(n int) (deleted, left int, err error) {
-	return deleteRetired(e.op, &e.layout, &e.retiring, n)
+	return e.deleteRetired(e.op, n)
 }
 
 // DeleteRetired is Engine's DeleteRetired; no shard may be processing.
 func (e *Sharded) DeleteRetired(n int) (deleted, left int, err error) {
-	return deleteRetired(e.shards[0].op, &e.layout, &e.retiring, n) // one store: one shard deletes for all
+	return e.deleteRetired(e.shards[0].op, n) // one store: one shard deletes for all
 }
 
-func deleteRetired(op *windows.Operator, l *layout, after *[]byte, n int) (deleted, left int, err error) {
+// deleteRetired is DeleteRetired through op, which writes to the store.
+func (r *ruleSet) deleteRetired(op *windows.Operator, n int) (deleted, left int, err error) {
+	l := &r.layout
 	for deleted < n && len(l.retired) > 0 {
-		last, k, done, err := op.DeleteRetiredSome(l.retired[0], *after, n-deleted)
+		last, k, done, err := op.DeleteRetiredSome(l.retired[0], r.retiring, n-deleted)
 		deleted += k
 		if err != nil {
 			return deleted, len(l.retired), err
 		}
-		*after = last
+		r.retiring = last
 		if done {
-			l.retired, *after = l.retired[1:], nil
+			l.retired, r.retiring = l.retired[1:], nil
 		}
 	}
 	return deleted, len(l.retired), nil

@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/riskstream/riskstream/event"
-	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/watermark"
 	"github.com/riskstream/riskstream/windows"
 )
@@ -47,14 +46,9 @@ func prefetchAhead(op *windows.Operator, i, n int, refs func(i, j int) []windows
 // shard 0, so the windows a watermark fires keep the order of one timer
 // queue.
 type Sharded struct {
-	cfg    *rules.Config
-	schema *event.Schema
-	// layout, restored and retiring are as Engine's.
-	layout   layout
-	restored rules.Diff
-	retiring []byte
-	out      Output
-	count    countingOutput
+	ruleSet
+	out   Output
+	count countingOutput
 	clocks
 	shards []*Shard
 	stats  Stats
@@ -101,9 +95,7 @@ func NewSharded(opts Options, backends []windows.Backend) (*Sharded, error) {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	e := &Sharded{
-		cfg:      opts.Config,
-		schema:   schema,
-		layout:   identityLayout(opts.Config),
+		ruleSet:  newRuleSet(opts.Config, schema),
 		parallel: opts.Parallel,
 		out:      opts.Output,
 		clocks:   newClocks(opts.Config, opts.OnSkewTransition),
