@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 
@@ -448,5 +449,62 @@ func TestDeleteRetiredBetweenRecords(t *testing.T) {
 	}
 	if want := rec.take(); got != want {
 		t.Fatalf("%d bytes of outputs deleting the retired state between records, %d without", len(got), len(want))
+	}
+}
+
+// TestReloadRefused: a reload that would change what a reload cannot (the
+// watermark settings that shape every state, the skew section) is
+// refused, by Engine and Sharded alike, and the engine goes on with its
+// rules: the same decisions as without the attempt.
+func TestReloadRefused(t *testing.T) {
+	bundled, err := os.ReadFile("../testdata/rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bundledLines(t)
+	cut := len(lines) / 2
+	for _, edit := range []struct{ from, to string }{
+		{"out_of_orderness: 2s", "out_of_orderness: 3s"},
+		{"idle_timeout: 10s", "idle_timeout: 20s"},
+		{"allowed_lateness: 0s", "allowed_lateness: 1s"},
+		{"threshold: 15ms", "threshold: 20ms"},
+		{"scope: source", "scope: job"},
+	} {
+		edited := strings.Replace(string(bundled), edit.from, edit.to, 1)
+		cfg, err := rules.Parse("edited.yaml", []byte(edited))
+		if err != nil || edited == string(bundled) {
+			t.Fatalf("%s: %v (edited: %v)", edit.to, err, edited != string(bundled))
+		}
+		before, _ := loadTwoRules(t)
+		run := func(reload bool) string {
+			rec := &recorder{enc: sink.NewEncoder()}
+			e, err := New(Options{Config: before, Backend: windows.NewMemBackend(), Output: rec})
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, second := phases(t, e, rec, lines, cut, func() {
+				if !reload {
+					return
+				}
+				if _, err := e.Reload(cfg); err == nil {
+					t.Errorf("%s: reload not refused", edit.to)
+				}
+				if e.cfg != before {
+					t.Errorf("%s: a refused reload changed the rules", edit.to)
+				}
+			})
+			return first + second
+		}
+		if got, want := run(true), run(false); got != want {
+			t.Errorf("%s: %d bytes of outputs after a refused reload, %d without one", edit.to, len(got), len(want))
+		}
+		sharded, err := NewSharded(Options{Config: before, Output: &recorder{enc: sink.NewEncoder()}},
+			[]windows.Backend{windows.NewMemBackend(), windows.NewMemBackend()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sharded.Reload(cfg); err == nil || sharded.cfg != before {
+			t.Errorf("%s: the sharded engine's reload: %v, rules changed %v", edit.to, err, sharded.cfg != before)
+		}
 	}
 }
