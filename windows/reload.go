@@ -38,9 +38,11 @@ func (op *Operator) scratchFor(sp *spec) {
 // must have the same definition (rules.Identity) and window settings; its threshold,
 // action, min_events and mode may differ. The state of every id the
 // operator has and ids leave out is dropped from memory; its copies in
-// the Backend are left to DeleteRetiredSome. A new id must not have been used since
-// the operator was made: timers of a dropped state may still name its id,
-// and find nothing. An error (rules that do not compile) comes before
+// the Backend are left to DeleteRetiredSome. A new id may be one a dropped
+// rule had, once its stored states are deleted: the dropped states'
+// timers still queued then name it, and run only where a state of the
+// new rule with the same key has a timer at that very time, which is its
+// own (runTimer and purgeAction check the state's timer). An error (rules that do not compile) comes before
 // anything changed. Events must then be decoded with a schema built from
 // Fields(cfg), and keyed by new Keyers.
 func (op *Operator) Reload(cfg *rules.Config, schema *event.Schema, ids []int) error {
