@@ -219,3 +219,14 @@ func TestLiveHandler(t *testing.T) {
 		t.Errorf("/other: %d, want 404", code)
 	}
 }
+
+// TestReportSpanNegative: the report's event-time span holds for times
+// before the epoch, which windows support, as for any other.
+func TestReportSpanNegative(t *testing.T) {
+	var r Report
+	r.span(-5000, -4001)
+	r.span(-3000, -2001)
+	if r.From != -5000 || r.To != -2001 {
+		t.Errorf("span [%d, %d], want [-5000, -2001]", r.From, r.To)
+	}
+}

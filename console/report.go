@@ -23,8 +23,10 @@ import (
 // LoadReport from an output folder, drawn by WriteReport.
 type Report struct {
 	// From and To bound the event time of the decisions and heatmap
-	// windows, epoch ms.
+	// windows, epoch ms (0 and 0 with none); spanned says whether any was
+	// seen.
 	From, To int64
+	spanned  bool
 	// Heatmaps are the heatmap keys with the most values, at most
 	// reportHeatmapKeys of them; HiddenHeatmaps counts the others.
 	Heatmaps       []HeatmapSeries
@@ -113,7 +115,7 @@ const (
 // heatmaps.jsonl must be there; late.jsonl, dlq.jsonl and skew.jsonl are
 // read when they are.
 func LoadReport(dir string) (*Report, error) {
-	r := &Report{From: -1}
+	r := &Report{}
 	cells := map[string]*HeatmapSeries{}
 	windows := map[string]int{} // heatmap, key and window → index in its series
 	err := eachLine(filepath.Join(dir, heatmapsFile), true, func(line []byte) error {
@@ -317,9 +319,6 @@ func LoadReport(dir string) (*Report, error) {
 	if err := r.loadSkew(filepath.Join(dir, skewFile)); err != nil {
 		return nil, err
 	}
-	if r.From < 0 {
-		r.From, r.To = 0, 0
-	}
 	return r, nil
 }
 
@@ -354,10 +353,10 @@ func (p provenance) String() string {
 
 // span widens the report's event time to [from, to].
 func (r *Report) span(from, to int64) {
-	if r.From < 0 || from < r.From {
-		r.From = from
+	if !r.spanned {
+		r.From, r.To, r.spanned = from, to, true
 	}
-	r.To = max(r.To, to)
+	r.From, r.To = min(r.From, from), max(r.To, to)
 }
 
 // loadSkew reads the skew transitions of a replay into degraded periods
@@ -383,9 +382,6 @@ func (r *Report) loadSkew(path string) error {
 		last = max(last, tr.At)
 		if tr.Degraded {
 			open[tr.Source], skewAt[tr.Source] = tr.At, tr.SkewMS
-			if _, ok := periods[tr.Source]; !ok {
-				periods[tr.Source] = nil
-			}
 			return nil
 		}
 		if from, ok := open[tr.Source]; ok {
