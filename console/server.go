@@ -305,16 +305,27 @@ func partitionSeries(samples []Sample, value func(PartitionSample) (float64, boo
 	return out
 }
 
+// CompareSources orders sources as the console shows them: the degraded
+// first, then by the size of their skew, the largest first.
+func CompareSources(degradedA bool, skewA float64, degradedB bool, skewB float64) int {
+	if degradedA != degradedB {
+		if degradedA {
+			return -1
+		}
+		return 1
+	}
+	return cmp.Compare(math.Abs(skewB), math.Abs(skewA))
+}
+
 // sourceSeries is the skew of the charted sources over the samples, and
 // the periods each source was degraded (consecutive samples that found it
 // so), up to end for a source still degraded.
 func sourceSeries(samples []Sample, end int64) ([]Series, []SourcePeriods) {
 	type state struct {
-		worst    float64
-		degraded bool
-		series   Series
-		periods  []Period
-		since    int64 // when its current degraded period began; -1 when none
+		worst   float64
+		series  Series
+		periods []Period
+		since   int64 // when its current degraded period began; -1 when none
 	}
 	sources := map[string]*state{}
 	for _, s := range samples {
@@ -331,7 +342,6 @@ func sourceSeries(samples []Sample, end int64) ([]Series, []SourcePeriods) {
 			switch {
 			case src.Degraded && st.since < 0:
 				st.since = s.At
-				st.degraded = true
 			case !src.Degraded && st.since >= 0:
 				st.periods = append(st.periods, Period{From: st.since, To: s.At, Title: src.Source + " degraded " + clock(st.since) + "–" + clock(s.At)})
 				st.since = -1
@@ -350,14 +360,9 @@ func sourceSeries(samples []Sample, end int64) ([]Series, []SourcePeriods) {
 		}
 	}
 	slices.SortStableFunc(names, func(a, b string) int {
+		// Every period is closed by now: a source was degraded if it has one.
 		sa, sb := sources[a], sources[b]
-		if sa.degraded != sb.degraded {
-			if sa.degraded {
-				return -1
-			}
-			return 1
-		}
-		return cmp.Compare(sb.worst, sa.worst)
+		return CompareSources(len(sa.periods) > 0, sa.worst, len(sb.periods) > 0, sb.worst)
 	})
 	var series []Series
 	for _, name := range names[:min(len(names), chartedSources)] {

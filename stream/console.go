@@ -1,7 +1,6 @@
 package stream
 
 import (
-	"cmp"
 	"slices"
 	"time"
 
@@ -66,13 +65,7 @@ func (j *liveJob) sample(now int64) console.Sample {
 	}
 	sources := j.e.Sources()
 	slices.SortStableFunc(sources, func(a, b watermark.SourceSkew) int {
-		if a.Degraded != b.Degraded {
-			if a.Degraded {
-				return -1
-			}
-			return 1
-		}
-		return cmp.Compare(b.Skew.Abs(), a.Skew.Abs())
+		return console.CompareSources(a.Degraded, a.Skew.Seconds(), b.Degraded, b.Skew.Seconds())
 	})
 	for _, src := range sources[:min(len(sources), consoleSources)] {
 		s.Sources = append(s.Sources, console.SourceSample{Source: src.Source,
