@@ -220,7 +220,7 @@ func (j *liveJob) startOutputs(context.Context) error {
 	j.m = newMetrics(o.Registry, o.Config, o.MetricLabelLimit)
 	registerStateMetrics(o.Registry, j.db)
 	if o.Config.File != "" && (o.WatchRules || o.ReloadRules != nil) {
-		j.watch = newRulesWatch(o.Registry, o.Config)
+		j.watch = newRulesWatch(o.Config)
 	}
 	if o.MetricsAddr != "" {
 		// The console is fed only where a page can show it.

@@ -28,17 +28,19 @@ type metrics struct {
 	labelLimit int
 	// shadowDecisions counts the decisions of rules in mode shadow.
 	shadowDecisions *prometheus.CounterVec
-	watermark       prometheus.Gauge
-	skew            *prometheus.GaugeVec
-	degraded        *prometheus.GaugeVec
-	transitions     *prometheus.CounterVec
-	forgotten       prometheus.Counter
-	checkpoint      prometheus.Histogram
-	stateBytes      prometheus.Gauge
-	latency         prometheus.Histogram
-	heatmaps        *heatmapCollector
-	wmLag           *prometheus.GaugeVec
-	consumerLag     *prometheus.GaugeVec
+	// reloads counts the rules file's reloads by result.
+	reloads     *prometheus.CounterVec
+	watermark   prometheus.Gauge
+	skew        *prometheus.GaugeVec
+	degraded    *prometheus.GaugeVec
+	transitions *prometheus.CounterVec
+	forgotten   prometheus.Counter
+	checkpoint  prometheus.Histogram
+	stateBytes  prometheus.Gauge
+	latency     prometheus.Histogram
+	heatmaps    *heatmapCollector
+	wmLag       *prometheus.GaugeVec
+	consumerLag *prometheus.GaugeVec
 	// waitTimeouts counts merge waits for a partition that ran out.
 	waitTimeouts prometheus.Counter
 	last         engine.Stats
@@ -88,10 +90,15 @@ func newMetrics(reg *prometheus.Registry, cfg *rules.Config, labelLimit int) *me
 		Help: "Times the job went on without an input partition that had nothing to read, after waiting for it: only then can the order of records across partitions depend on timing."})
 	m.consumerLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "riskstream_consumer_lag",
 		Help: "Records of the partition not yet consumed."}, []string{"partition"})
+	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "riskstream_rules_reloads_total",
+		Help: "Reloads of the rules file, by result: applied, or refused (a file with problems, or a change that needs a restart)."}, []string{"result"})
+	for _, r := range []string{"applied", "refused"} {
+		m.reloads.WithLabelValues(r)
+	}
 	for range cfg.Heatmaps {
 		m.heatmapKeys = append(m.heatmapKeys, newBoundedLabels(labelLimit))
 	}
-	reg.MustRegister(m.heatmaps, m.wmLag, m.consumerLag, m.waitTimeouts)
+	reg.MustRegister(m.heatmaps, m.wmLag, m.consumerLag, m.waitTimeouts, m.reloads)
 	reg.MustRegister(m.events, m.decisions, m.shadowDecisions, m.watermark, m.skew, m.degraded, m.transitions, m.forgotten, m.checkpoint, m.stateBytes, m.latency)
 	registerBuildMetrics(reg)
 	return m

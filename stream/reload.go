@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskstream/riskstream/engine"
 	"github.com/riskstream/riskstream/rules"
 )
@@ -23,19 +22,11 @@ type rulesWatch struct {
 	size     int64
 	data     []byte
 	lastPoll time.Time
-	reloads  *prometheus.CounterVec
 }
 
-// newRulesWatch follows the file cfg was read from; the metric counts the
-// reloads by result.
-func newRulesWatch(reg prometheus.Registerer, cfg *rules.Config) *rulesWatch {
-	w := &rulesWatch{path: cfg.File,
-		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "riskstream_rules_reloads_total",
-			Help: "Reloads of the rules file, by result: applied, or refused (a file with problems, or a change that needs a restart)."}, []string{"result"})}
-	reg.MustRegister(w.reloads)
-	for _, r := range []string{"applied", "refused"} {
-		w.reloads.WithLabelValues(r)
-	}
+// newRulesWatch follows the file cfg was read from.
+func newRulesWatch(cfg *rules.Config) *rulesWatch {
+	w := &rulesWatch{path: cfg.File}
 	if data, fi, err := w.read(); err == nil {
 		w.modTime, w.size, w.data = fi.ModTime(), fi.Size(), data
 	}
@@ -76,7 +67,7 @@ func (j *liveJob) reloadRules(why string, force bool) error {
 	data, fi, err := w.read()
 	if err != nil {
 		j.log.Warn("rules file unreadable: the rules stay as they are", "file", w.path, "err", err)
-		w.reloads.WithLabelValues("refused").Inc()
+		j.m.reloads.WithLabelValues("refused").Inc()
 		return nil
 	}
 	w.modTime, w.size = fi.ModTime(), fi.Size()
@@ -101,7 +92,7 @@ func (j *liveJob) reloadRules(why string, force bool) error {
 	}
 	if err != nil {
 		j.log.Warn("rules file refused: the rules stay as they are", "file", w.path, "why", why, "err", err)
-		w.reloads.WithLabelValues("refused").Inc()
+		j.m.reloads.WithLabelValues("refused").Inc()
 		return nil
 	}
 	for _, warning := range cfg.Warnings {
@@ -111,7 +102,7 @@ func (j *liveJob) reloadRules(why string, force bool) error {
 	j.m.reload(j.opts.Config, cfg, j.e.Stats())
 	j.opts.Config = cfg
 	took := j.opts.Now().Sub(start)
-	w.reloads.WithLabelValues("applied").Inc()
+	j.m.reloads.WithLabelValues("applied").Inc()
 	logDiff(j, "rules reloaded", diff, "file", w.path, "why", why, "took", took)
 	// Durable before the next record: a restart, even after a SIGKILL,
 	// resumes with the new rules and their state.
