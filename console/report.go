@@ -220,11 +220,11 @@ func LoadReport(dir string) (*Report, error) {
 		if err := json.Unmarshal(line, &d); err != nil {
 			return err
 		}
-		key, err := keyLabel(d.Key)
-		if err != nil {
-			return err
+		if len(d.Key) == 0 || d.Key[0] != '{' {
+			return fmt.Errorf("key %s: not an object", d.Key)
 		}
-		keys[[2]string{d.Rule, key}]++
+		// Counted by the key's JSON text: only the top keys are named.
+		keys[[2]string{d.Rule, string(d.Key)}]++
 		if d.TimeDomain == "processing" {
 			r.Processing++
 		}
@@ -260,6 +260,11 @@ func LoadReport(dir string) (*Report, error) {
 		r.DecisionSeries = append(r.DecisionSeries, s)
 	}
 	r.TopKeys = topKeys(keys, topKeyCount)
+	for i := range r.TopKeys {
+		if r.TopKeys[i].Key, err = keyLabel(json.RawMessage(r.TopKeys[i].Key)); err != nil {
+			return nil, fmt.Errorf("report: %s: %w", decisionsFile, err)
+		}
+	}
 
 	err = eachLine(filepath.Join(dir, lateFile), false, func(line []byte) error {
 		var l struct {

@@ -217,3 +217,33 @@ func TestReportCapsHeatmapKeys(t *testing.T) {
 		t.Errorf("the report does not say %q", want)
 	}
 }
+
+// TestReportTopKeys: the report's top keys are those with the most
+// decisions per rule, named as name=value pairs in the key's order, the
+// most first, ties by rule and key.
+func TestReportTopKeys(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "heatmaps.jsonl"), nil, 0o644)
+	var decisions strings.Builder
+	for _, d := range []struct {
+		rule, key string
+		n         int
+	}{{"burst", `{"user":"u1"}`, 3}, {"burst", `{"user":"u2"}`, 5}, {"scrape", `{"device":"d1","api":"/pay"}`, 3}, {"burst", `{"user":7}`, 1}} {
+		for range d.n {
+			fmt.Fprintf(&decisions, `{"rule":%q,"action":"deny","event_ts":1000,"key":%s}`+"\n", d.rule, d.key)
+		}
+	}
+	os.WriteFile(filepath.Join(dir, "decisions.jsonl"), []byte(decisions.String()), 0o644)
+	r, err := console.LoadReport(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, k := range r.TopKeys {
+		got = append(got, fmt.Sprintf("%s %s %d", k.Rule, k.Key, k.Count))
+	}
+	want := []string{"burst user=u2 5", "burst user=u1 3", "scrape device=d1, api=/pay 3", "burst user=7 1"}
+	if strings.Join(got, "; ") != strings.Join(want, "; ") {
+		t.Errorf("top keys %q, want %q", got, want)
+	}
+}
