@@ -11,26 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskstream/riskstream/internal/headless"
-	"github.com/segmentio/kafka-go"
 )
-
-// waitForRecords waits up to a minute for a one-partition topic to hold n
-// records.
-func waitForRecords(t *testing.T, addr, topic string, n int) {
-	t.Helper()
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		conn, err := kafka.DialLeader(context.Background(), "tcp", addr, topic, 0)
-		if err != nil {
-			continue
-		}
-		last, _ := conn.ReadLastOffset()
-		conn.Close()
-		if int(last) >= n {
-			return
-		}
-	}
-	t.Fatalf("the %s topic never held %d records", topic, n)
-}
 
 // cellWindows returns the windows the cells are of.
 func cellWindows(cells map[headless.Cell]int64) map[headless.Cell]bool {
@@ -86,7 +67,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	stop := startJob(t, RunOptions{Brokers: []string{addr}, StateDir: t.TempDir(), CheckpointInterval: 100 * time.Millisecond,
 		MetricsAddr: metrics, Registry: prometheus.NewRegistry()})
 	defer stop()
-	waitForRecords(t, addr, "decisions", len(want))
+	if got := waitRecords(t, addr, "decisions", len(want)); len(got) < len(want) {
+		t.Fatalf("the decisions topic holds %d records, want %d", len(got), len(want))
+	}
 	before, err := headless.RecordCells(readTopic(t, addr, "heatmaps"))
 	if err != nil {
 		t.Fatal(err)
