@@ -387,6 +387,9 @@ func slotKeyText(key string) string { return key[2:] }
 // one such change to the next: the cost follows the number of panes, not
 // size/slide.
 func (op *Operator) bestWindow(sp *spec, panes []win, first, last int64) (int64, float64) {
+	if sp.agg == rules.Count || sp.agg == rules.Sum {
+		return bestAdditive(sp, panes, first, last)
+	}
 	lo := 0
 	for lo < len(panes) && panes[lo].start < first {
 		lo++
@@ -459,6 +462,66 @@ func (op *Operator) bestWindow(sp *spec, panes []win, first, last int64) (int64,
 	}
 	if sp.agg == rules.Quantile {
 		bestStart, best = op.bestQuantile(sp, panes, first)
+	}
+	return bestStart, best
+}
+
+// bestAdditive is bestWindow for count and sum, the aggregates a pane adds
+// to and removes from a window with one addition each: during an attack
+// every event of the attackers runs it over a full window of panes, so it
+// has none of the general sweep's bookkeeping. When panes are as wide as
+// the slide (sliding windows whose size is a multiple of their slide),
+// every change point is on the slide grid already and needs no rounding.
+func bestAdditive(sp *spec, panes []win, first, last int64) (int64, float64) {
+	lo := 0
+	for lo < len(panes) && panes[lo].start < first {
+		lo++
+	}
+	hi := lo
+	var n int64
+	var sum float64
+	count := sp.agg == rules.Count
+	aligned := sp.pane == sp.slide
+	best, bestStart := math.Inf(-1), first
+	for ws := first; ; {
+		for lo < hi && panes[lo].start < ws {
+			n -= panes[lo].n
+			sum -= panes[lo].sum
+			lo++
+		}
+		for end := ws + sp.size; hi < len(panes) && panes[hi].start < end; hi++ {
+			n += panes[hi].n
+			sum += panes[hi].sum
+		}
+		v := sum
+		if count {
+			v = float64(n)
+		}
+		if v > best && n >= sp.minEvents {
+			best, bestStart = v, ws
+		}
+		// The next start where a pane leaves or enters the window.
+		next := int64(MaxWatermark)
+		switch {
+		case aligned:
+			if lo < hi {
+				next = panes[lo].start + sp.slide
+			}
+			if hi < len(panes) {
+				next = min(next, panes[hi].start-sp.size+sp.slide)
+			}
+		default:
+			if lo < hi {
+				next = sp.slideDiv.ceil(panes[lo].start + 1)
+			}
+			if hi < len(panes) {
+				next = min(next, sp.slideDiv.ceil(panes[hi].start-sp.size+1))
+			}
+		}
+		if next > last {
+			break
+		}
+		ws = next
 	}
 	return bestStart, best
 }
