@@ -29,13 +29,35 @@ func appendProvenance(dst []byte, p *event.Provenance) []byte {
 }
 
 // Encoder turns outputs into JSON. It caches the encoded names of rules and
-// heatmaps, so it is not safe for concurrent use.
+// heatmaps, and each rule's constant parts of a decision record, so it is
+// not safe for concurrent use.
 type Encoder struct {
 	names map[string][]byte
+	rules map[*rules.Rule]*ruleText
 }
 
+// ruleText is what every decision of one rule has in common, encoded once:
+// during an attack most events are decided, and the record's rule, action,
+// key names and threshold would otherwise be looked up and formatted for
+// each of them.
+type ruleText struct {
+	idSuffix  []byte   // the id after the event id's text: /NAME"
+	head      []byte   // ,"rule":"NAME","action":"ACTION","key":{
+	keyNames  [][]byte // "ATTR": for each key attribute
+	threshold []byte   // ,"threshold":N
+	// tail is the rest after the threshold, for the event and the
+	// processing time domain: ,"time_domain":"...", and ,"mode":"shadow".
+	tail [2][]byte
+}
+
+// maxRuleTexts bounds the rules cache: reloads bring new rules, and the
+// texts of those gone are dropped with the rest when it is full.
+const maxRuleTexts = 4096
+
 // NewEncoder returns an Encoder.
-func NewEncoder() *Encoder { return &Encoder{names: make(map[string][]byte)} }
+func NewEncoder() *Encoder {
+	return &Encoder{names: make(map[string][]byte), rules: make(map[*rules.Rule]*ruleText)}
+}
 
 // quoted returns s as a JSON string, encoded once.
 func (e *Encoder) quoted(s string) []byte {
@@ -47,35 +69,62 @@ func (e *Encoder) quoted(s string) []byte {
 	return q
 }
 
+// ruleText returns r's constant decision parts.
+func (e *Encoder) ruleText(r *rules.Rule) *ruleText {
+	if t, ok := e.rules[r]; ok {
+		return t
+	}
+	if len(e.rules) >= maxRuleTexts {
+		clear(e.rules)
+	}
+	name := e.quoted(r.Name)
+	t := &ruleText{idSuffix: append([]byte{'/'}, name[1:]...)}
+	t.head = append(t.head, `,"rule":`...)
+	t.head = append(t.head, name...)
+	t.head = append(t.head, `,"action":`...)
+	t.head = append(t.head, e.quoted(r.Action)...)
+	t.head = append(t.head, `,"key":{`...)
+	for _, k := range r.Key {
+		t.keyNames = append(t.keyNames, append(event.AppendString(nil, []byte(k)), ':'))
+	}
+	t.threshold = AppendNumber([]byte(`,"threshold":`), r.Threshold)
+	for i, domain := range [2]string{`,"time_domain":"event"`, `,"time_domain":"processing"`} {
+		t.tail[i] = append(t.tail[i], domain...)
+		if r.Mode == rules.Shadow {
+			t.tail[i] = append(t.tail[i], `,"mode":"shadow"`...)
+		}
+	}
+	e.rules[r] = t
+	return t
+}
+
 // AppendDecision appends a decision record (docs/outputs.md "decision").
 func (e *Encoder) AppendDecision(dst []byte, d *windows.Decision) []byte {
-	rule := e.quoted(d.Rule.Name)
+	t := e.ruleText(d.Rule)
 	dst = append(dst, `{"id":`...)
 	dst = append(dst, d.EventID[:len(d.EventID)-1]...)
-	dst = append(dst, '/')
-	dst = append(dst, rule[1:]...)
+	dst = append(dst, t.idSuffix...)
 	dst = append(dst, `,"event_id":`...)
 	dst = append(dst, d.EventID...)
 	dst = append(dst, `,"event_ts":`...)
 	dst = strconv.AppendInt(dst, d.EventTS, 10)
-	dst = append(dst, `,"rule":`...)
-	dst = append(dst, rule...)
-	dst = append(dst, `,"action":`...)
-	dst = append(dst, e.quoted(d.Rule.Action)...)
-	dst = append(dst, `,"key":`...)
-	dst = e.appendKey(dst, d.Rule.Key, d.Key)
+	dst = append(dst, t.head...)
+	windows.KeyParts(d.Key, func(i int, text string) {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, t.keyNames[i]...)
+		dst = append(dst, text...)
+	})
+	dst = append(dst, '}')
 	dst = appendWindow(dst, d.Start, d.End)
 	dst = append(dst, `,"value":`...)
 	dst = AppendNumber(dst, d.Value)
-	dst = append(dst, `,"threshold":`...)
-	dst = AppendNumber(dst, d.Rule.Threshold)
+	dst = append(dst, t.threshold...)
 	if d.Processing {
-		dst = append(dst, `,"time_domain":"processing"`...)
+		dst = append(dst, t.tail[1]...)
 	} else {
-		dst = append(dst, `,"time_domain":"event"`...)
-	}
-	if d.Rule.Mode == rules.Shadow {
-		dst = append(dst, `,"mode":"shadow"`...)
+		dst = append(dst, t.tail[0]...)
 	}
 	// An event read from a topic can be found again by where it is.
 	if p := d.Source; p != nil && p.Topic != "" {
@@ -187,6 +236,13 @@ func appendWindow(dst []byte, start, end int64) []byte {
 // encoding/json does: plain decimals, exponents only for very large or small
 // magnitudes. Infinities and NaN, which JSON lacks, become null.
 func AppendNumber(dst []byte, f float64) []byte {
+	// Counts and most sums are whole: their digits are those of the integer
+	// (-0 is left to AppendFloat, which keeps its sign).
+	if f >= -1e15 && f <= 1e15 {
+		if i := int64(f); float64(i) == f && (i != 0 || !math.Signbit(f)) {
+			return strconv.AppendInt(dst, i, 10)
+		}
+	}
 	if math.IsInf(f, 0) || math.IsNaN(f) {
 		return append(dst, "null"...)
 	}

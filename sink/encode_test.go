@@ -3,6 +3,7 @@ package sink
 import (
 	"encoding/json"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -84,6 +85,26 @@ func TestSideOutputs(t *testing.T) {
 func TestAppendNumber(t *testing.T) {
 	for v, want := range map[float64]string{0: "0", 6: "6", 100.5: "100.5", 1e21: "1e+21", 1e-7: "1e-7", -2.25: "-2.25", math.Inf(1): "null"} {
 		if got := string(AppendNumber(nil, v)); got != want {
+			t.Errorf("AppendNumber(%v) = %s, want %s", v, got, want)
+		}
+	}
+}
+
+// TestAppendNumberAsJSON checks AppendNumber against encoding/json around
+// its fast path for whole numbers: at and past its bounds, negative zero,
+// and random whole and fractional numbers.
+func TestAppendNumberAsJSON(t *testing.T) {
+	vs := []float64{math.Copysign(0, -1), 1e15, -1e15, 1e15 + 2, -1e15 - 2, 1 << 53, 1<<53 + 2, 1e20, 0.5, -0.5, 999999999999999.9}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 10000 {
+		vs = append(vs, float64(r.Int64N(2e15)-1e15), (r.Float64()-0.5)*math.Pow(10, float64(r.IntN(30))))
+	}
+	for _, v := range vs {
+		want, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := AppendNumber(nil, v); string(got) != string(want) {
 			t.Errorf("AppendNumber(%v) = %s, want %s", v, got, want)
 		}
 	}
