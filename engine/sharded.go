@@ -17,17 +17,19 @@ import (
 const prefetchEvents = 16
 
 // prefetchAhead prefetches, at the start of the group of records at i (of
-// n), the state of the groups after it: the slots of the next group and
-// the index entries of the one after (see windows.Operator.Prefetch). The
-// first call also brings in the first group's. refs(i, j) returns the
-// SlotRefs of records i to j-1.
+// n), the state of the groups after it: the panes of the next group, the
+// slots of the one after and the index entries of the third (see
+// windows.Operator.Prefetch). The first call also brings in the first
+// groups'. refs(i, j) returns the SlotRefs of records i to j-1.
 func prefetchAhead(op *windows.Operator, i, n int, refs func(i, j int) []windows.SlotRef) {
 	const g = prefetchEvents
+	group := func(k int) []windows.SlotRef { return refs(min(i+k*g, n), min(i+(k+1)*g, n)) }
 	if i == 0 {
-		op.Prefetch(nil, refs(0, min(2*g, n)))
-		op.Prefetch(refs(0, min(g, n)), nil)
+		op.Prefetch(nil, nil, refs(0, min(3*g, n)))
+		op.Prefetch(nil, refs(0, min(2*g, n)), nil)
+		op.Prefetch(group(0), nil, nil)
 	}
-	op.Prefetch(refs(min(i+g, n), min(i+2*g, n)), refs(min(i+2*g, n), min(i+3*g, n)))
+	op.Prefetch(group(1), group(2), group(3))
 }
 
 // Sharded is the engine with its window state split by key across shards

@@ -7,22 +7,23 @@ import "unsafe"
 const smallIndex = 4096
 
 // Prefetch starts loading into the CPU cache the state that ProcessElement
-// will touch for the SlotRefs of upcoming events, in two stages: the index
-// entries of far, and the slots of near, which the index entries locate.
-// With hundreds of thousands of keys nearly every event's state is a cache
-// miss; processing events one at a time would pay for those misses one
-// after the other.
+// will touch for the SlotRefs of upcoming events, in three stages: the
+// index entries of far, the slots of near, which the index entries locate,
+// and the panes of now, which the slots locate. With hundreds of thousands
+// of keys nearly every event's state is a cache miss; processing events one
+// at a time would pay for those misses one after the other.
 //
 // A caller processing events in groups calls it at the start of each group
-// with the refs of the next group as near and of the group after as far:
-// each load then has a group's processing time to arrive, and the index
-// entries a stage 2 reads were asked for a group earlier. Near and far may
-// also be the same refs, at the cost of waiting for the index entries.
+// with the refs of that group as now, of the next group as near and of the
+// group after as far: each load then has a group's processing time to
+// arrive, and what a stage reads was asked for a group earlier. The stages
+// may also be given the same refs, at the cost of waiting for what an
+// earlier stage asked.
 //
 // The loads are prefetch instructions, which the CPU does not wait for, and
-// Prefetch itself reads only index entries. Calling it or not, with any
-// refs, gives the same outputs.
-func (op *Operator) Prefetch(near, far []SlotRef) {
+// Prefetch itself reads only index entries and slots. Calling it or not,
+// with any refs, gives the same outputs.
+func (op *Operator) Prefetch(now, near, far []SlotRef) {
 	addrs := op.prefetchAddrs[:0]
 	for i := range far {
 		r := &far[i]
@@ -40,6 +41,16 @@ func (op *Operator) Prefetch(near, far []SlotRef) {
 			if s := x.candidate(r.id); s != nil {
 				// The two lines an event touches (see slot).
 				addrs = append(addrs, unsafe.Pointer(s), unsafe.Add(unsafe.Pointer(s), 64))
+			}
+		}
+	}
+	for i := range now {
+		r := &now[i]
+		if x := &op.cache.m[r.spec]; x.n >= smallIndex {
+			// Panes out of the slot: an event adds to the last and a
+			// rule's decision sweeps them from the first.
+			if s := x.candidate(r.id); s != nil && len(s.wins) > 1 {
+				addrs = append(addrs, unsafe.Pointer(&s.wins[0]), unsafe.Pointer(&s.wins[len(s.wins)-1]))
 			}
 		}
 	}
