@@ -30,9 +30,11 @@ func (op *Operator) Prefetch(now, near, far []SlotRef) {
 		if x := &op.cache.m[r.spec]; x.n >= smallIndex {
 			addrs = append(addrs, unsafe.Pointer(&x.entries[x.home(tagOf(r.id))]))
 		}
-		// A key the cache does not hold is looked for in the cold store.
+		// A key the cache does not hold is looked for in the cold store,
+		// whose probe runs often cross into the next line.
 		if x := &op.cache.cold.idx[r.spec]; x.n >= smallIndex {
-			addrs = append(addrs, unsafe.Pointer(&x.entries[x.home(r.id)]))
+			e := unsafe.Pointer(&x.entries[x.home(r.id)])
+			addrs = append(addrs, e, unsafe.Add(e, 64))
 		}
 	}
 	for i := range near {
