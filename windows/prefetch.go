@@ -33,8 +33,7 @@ func (op *Operator) Prefetch(now, near, far []SlotRef) {
 		// A key the cache does not hold is looked for in the cold store,
 		// whose probe runs often cross into the next line.
 		if x := &op.cache.cold.idx[r.spec]; x.n >= smallIndex {
-			e := unsafe.Pointer(&x.entries[x.home(r.id)])
-			addrs = append(addrs, e, unsafe.Add(e, 64))
+			addrs = appendLines(addrs, x.entries, x.home(r.id))
 		}
 	}
 	for i := range near {
@@ -59,6 +58,18 @@ func (op *Operator) Prefetch(now, near, far []SlotRef) {
 	prefetchLines(addrs)
 	clear(addrs) // hold no slot past its time
 	op.prefetchAddrs = addrs
+}
+
+// appendLines appends the addresses of entry i of xs and of the line after
+// it, when that is still within xs: the garbage collector reads the
+// addresses, which must not point past the array.
+func appendLines[T any](addrs []unsafe.Pointer, xs []T, i uint64) []unsafe.Pointer {
+	e := unsafe.Pointer(&xs[i])
+	addrs = append(addrs, e)
+	if uintptr(e)+64 <= uintptr(unsafe.Pointer(&xs[len(xs)-1])) {
+		addrs = append(addrs, unsafe.Add(e, 64))
+	}
+	return addrs
 }
 
 // writeBackPrefetch is how many changed slots prefetchChanged loads at a
