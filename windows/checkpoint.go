@@ -6,8 +6,10 @@ import (
 )
 
 // checkpointVersion is the first byte of an operator checkpoint. Version 1
-// held the timer queue; version 2's Backend held no timer entries.
-const checkpointVersion = 3
+// held the timer queue; version 2's Backend held no timer entries; version
+// 3's held slots of slotVersion 1. A restore reads no slot, so this is
+// what refuses a Backend of another layout at start.
+const checkpointVersion = 4
 
 // Checkpoint writes every changed slot to the Backend (the operator must
 // write through: see Options.WriteThrough) and appends to dst

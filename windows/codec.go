@@ -11,62 +11,121 @@ import (
 )
 
 // slotVersion is the first byte of an encoded slot; a change of layout bumps
-// it, so old state is refused instead of misread.
-const slotVersion = 1
+// it, so old state is refused instead of misread. Version 1 stored every
+// pane's time and every aggregate's fields, whatever the rule used.
+const slotVersion = 2
+
+// Parts of an encoded slot that most slots do without (the byte after the
+// version).
+const (
+	partTimer    = 1 << iota // a pending timer
+	partFiredEnd             // firedEnd: pane-based heatmaps
+	partFired                // fired windows kept for allowed lateness
+	partSessions             // the windows are sessions, not panes
+	partsKnown   = partTimer | partFiredEnd | partFired | partSessions
+)
 
 // ErrCorrupt reports stored state that cannot be decoded.
 var ErrCorrupt = errors.New("windows: corrupt state")
 
-// encodeSlot appends the binary form of s: version, firedEnd, timerAt, then
-// panes, sessions and fired windows, each a count and its elements. A slot
-// has panes or sessions, by its spec, and the other count is 0.
+// encodeSlot appends the binary form of s (docs/format/state.md "Slot
+// value"). It is sized for millions of keys, most of them with one window:
+// times are relative to the first window's start, panes are numbered in
+// pane widths from it, and an aggregate holds only what its rule uses, so
+// that a one-pane count is 13 bytes.
 func encodeSlot(dst []byte, s *slot) []byte {
-	dst = append(dst, slotVersion)
-	dst = binary.AppendVarint(dst, s.firedEnd)
-	dst = binary.AppendVarint(dst, s.timerAt)
-	if s.sp.wtype == rules.Session {
-		dst = binary.AppendUvarint(dst, 0) // no panes
+	var parts byte
+	if s.timerAt != noTimer {
+		parts |= partTimer
 	}
+	if s.firedEnd != MinWatermark {
+		parts |= partFiredEnd
+	}
+	if len(s.fired) > 0 {
+		parts |= partFired
+	}
+	if s.sp.wtype == rules.Session {
+		parts |= partSessions
+	}
+	dst = append(dst, slotVersion, parts)
 	dst = binary.AppendUvarint(dst, uint64(len(s.wins)))
+	var base int64
+	if len(s.wins) > 0 {
+		base = s.wins[0].start
+	}
+	dst = binary.AppendVarint(dst, base)
+	if parts&partTimer != 0 {
+		dst = binary.AppendVarint(dst, s.timerAt-base)
+	}
+	if parts&partFiredEnd != 0 {
+		dst = binary.AppendVarint(dst, s.firedEnd-base)
+	}
+	sp := s.sp
 	for i := range s.wins {
 		w := &s.wins[i]
-		dst = binary.AppendVarint(dst, w.start)
-		if s.sp.wtype == rules.Session {
-			dst = binary.AppendVarint(dst, w.end)
-			fired := byte(0)
+		switch {
+		case i == 0:
+		case sp.wtype == rules.Session:
+			dst = binary.AppendUvarint(dst, uint64(w.start-s.wins[i-1].end-1))
+		default:
+			dst = binary.AppendUvarint(dst, uint64((w.start-s.wins[i-1].start)/sp.pane-1))
+		}
+		if sp.wtype == rules.Session {
+			dst = binary.AppendUvarint(dst, uint64(w.end-w.start))
+			fired := uint64(0)
 			if w.fired {
 				fired = 1
 			}
-			dst = append(dst, fired)
-			dst = binary.AppendVarint(dst, int64(w.rev))
+			dst = binary.AppendUvarint(dst, uint64(w.rev)<<1|fired)
 		}
-		dst = appendAcc(dst, &w.acc)
+		dst = appendAcc(dst, sp, &w.acc)
 	}
-	if s.sp.wtype != rules.Session {
-		dst = binary.AppendUvarint(dst, 0) // no sessions
-	}
-	dst = binary.AppendUvarint(dst, uint64(len(s.fired)))
-	for _, f := range s.fired {
-		dst = binary.AppendVarint(dst, f.start)
-		dst = binary.AppendVarint(dst, int64(f.rev))
+	if parts&partFired != 0 {
+		dst = binary.AppendUvarint(dst, uint64(len(s.fired)))
+		for _, f := range s.fired {
+			dst = binary.AppendVarint(dst, f.start-base)
+			dst = binary.AppendUvarint(dst, uint64(f.rev))
+		}
 	}
 	return dst
 }
 
-func appendAcc(dst []byte, a *acc) []byte {
-	dst = binary.AppendVarint(dst, a.n)
-	dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(a.sum))
-	distinct := a.distinct()
-	dst = binary.AppendUvarint(dst, uint64(len(distinct)))
-	for _, h := range distinct {
-		dst = binary.LittleEndian.AppendUint64(dst, h)
+// accParts says which of an aggregate's fields a spec uses (docs/format/
+// state.md "Aggregates"): the count always.
+func (sp *spec) accParts() (sum, distinct, sketch bool) {
+	switch {
+	case sp.hm != nil || sp.agg == rules.Quantile:
+		return false, false, true
+	case sp.agg == rules.Distinct:
+		return false, true, false
+	case sp.agg == rules.Count:
+		return false, false, false
 	}
-	hm := a.heatmap()
-	if hm == nil {
-		return append(dst, 0)
+	return true, false, false // sum, avg, min, max, ratio
+}
+
+func appendAcc(dst []byte, sp *spec, a *acc) []byte {
+	dst = binary.AppendUvarint(dst, uint64(a.n))
+	sum, distinct, sketch := sp.accParts()
+	if sum {
+		dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(a.sum))
 	}
-	dst = append(dst, 1)
-	return hm.AppendBinary(dst)
+	if distinct {
+		hs := a.distinct()
+		dst = binary.AppendUvarint(dst, uint64(len(hs)))
+		for _, h := range hs {
+			dst = binary.LittleEndian.AppendUint64(dst, h)
+		}
+	}
+	if sketch {
+		hm := a.heatmap()
+		if hm == nil {
+			return append(dst, 0)
+		}
+		dst = append(dst, 1)
+		dst = hm.AppendBinary(dst)
+	}
+	return dst
 }
 
 // decoder reads the encoding, remembering the first error.
@@ -124,24 +183,58 @@ func (d *decoder) uint64() uint64 {
 	return v
 }
 
-func (d *decoder) acc(a *acc) {
-	a.n = d.varint()
-	a.sum = math.Float64frombits(d.uint64())
-	if n := d.count(8); n > 0 {
-		distinct := make([]uint64, n)
-		for i := range distinct {
-			distinct[i] = d.uint64()
-		}
-		a.extra().distinct = distinct
+// uvarint reads an unsigned varint no larger than max.
+func (d *decoder) uvarint(max uint64) uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 || v > max {
+		d.fail()
+		return 0
 	}
-	if d.byte() == 1 && d.err == nil {
-		hm, rest, err := heatmap.Decode(d.b)
-		if err != nil {
-			d.err = err
-			d.b = nil
+	d.b = d.b[n:]
+	return v
+}
+
+// acc reads an aggregate of sp into a, or past it when a is nil.
+func (d *decoder) acc(sp *spec, a *acc) {
+	n := int64(d.uvarint(math.MaxInt64))
+	sum, distinct, sketch := sp.accParts()
+	var total float64
+	if sum {
+		total = math.Float64frombits(d.uint64())
+	}
+	var hs []uint64
+	if distinct {
+		k := d.count(8)
+		if a != nil && k > 0 {
+			hs = make([]uint64, k)
+		}
+		for i := range k {
+			if h := d.uint64(); hs != nil {
+				hs[i] = h
+			}
+		}
+	}
+	var hm *heatmap.Acc
+	if sketch && d.byte() == 1 && d.err == nil {
+		if a == nil {
+			d.skipSketch()
 			return
 		}
-		a.extra().hm, d.b = hm, rest
+		var err error
+		if hm, d.b, err = heatmap.Decode(d.b); err != nil {
+			d.err, d.b = err, nil
+			return
+		}
+	}
+	if a == nil {
+		return
+	}
+	a.n, a.sum = n, total
+	if hs != nil {
+		a.extra().distinct = hs
+	}
+	if hm != nil {
+		a.extra().hm = hm
 	}
 }
 
@@ -162,44 +255,96 @@ func decodeSlot(key string, sp *spec, b []byte) (*slot, error) {
 	return s, decodeSlotInto(s, b)
 }
 
+// slotHead is the start of an encoded slot: what comes before its windows.
+type slotHead struct {
+	parts             byte
+	n                 int   // windows
+	base              int64 // the first window's start
+	timerAt, firedEnd int64
+}
+
+// head reads the start of an encoded slot of sp (of any spec when nil).
+func (d *decoder) head(sp *spec) (h slotHead, err error) {
+	if v := d.byte(); v != slotVersion {
+		return h, fmt.Errorf("windows: state has version %d, want %d", v, slotVersion)
+	}
+	h.parts = d.byte()
+	// A slot holds the windows its spec makes: sessions stored under a
+	// sliding rule are corrupt state, not panes.
+	if h.parts&^partsKnown != 0 || sp != nil && (h.parts&partSessions != 0) != (sp.wtype == rules.Session) {
+		d.fail()
+	}
+	h.n = d.count(1)
+	h.base = d.varint()
+	h.timerAt, h.firedEnd = noTimer, MinWatermark
+	if h.parts&partTimer != 0 {
+		h.timerAt = h.base + d.varint()
+	}
+	if h.parts&partFiredEnd != 0 {
+		h.firedEnd = h.base + d.varint()
+	}
+	return h, d.err
+}
+
+// window reads window i of a slot of sp into w (or past it when w is nil),
+// given the previous window's start and end, and returns its start and
+// end.
+func (d *decoder) window(sp *spec, h *slotHead, i int, prevStart, prevEnd int64, w *win) (start, end int64) {
+	session := sp.wtype == rules.Session
+	switch {
+	case i == 0:
+		start = h.base
+	case session:
+		start = prevEnd + 1 + int64(d.uvarint(math.MaxInt64/2))
+	default:
+		start = prevStart + (1+int64(d.uvarint(math.MaxInt64/2/uint64(sp.pane))))*sp.pane
+	}
+	if i > 0 && start <= prevStart {
+		d.fail() // out of order, or past the end of time
+	}
+	var fired bool
+	var rev int32
+	if session {
+		end = start + int64(d.uvarint(math.MaxInt64/2))
+		if end < start {
+			d.fail()
+		}
+		v := d.uvarint(math.MaxInt32<<1 | 1)
+		fired, rev = v&1 == 1, int32(v>>1)
+	}
+	if w == nil {
+		d.acc(sp, nil)
+		return start, end
+	}
+	w.start, w.end, w.fired, w.rev = start, end, fired, rev
+	d.acc(sp, &w.acc)
+	return start, end
+}
+
 // decodeSlotInto decodes b into s, a slot as newSlot makes it.
 func decodeSlotInto(s *slot, b []byte) error {
 	key, sp := s.key, s.sp
 	d := decoder{b: b}
-	if v := d.byte(); v != slotVersion {
-		return fmt.Errorf("windows: state of %q has version %d, want %d", key, v, slotVersion)
+	h, err := d.head(sp)
+	if err != nil {
+		return fmt.Errorf("windows: state of %q: %w", key, err)
 	}
-	s.firedEnd = d.varint()
-	s.timerAt = d.varint()
+	s.firedEnd, s.timerAt = h.firedEnd, h.timerAt
 	s.storedTimer = s.timerAt // a stored slot's timer entry is stored with it
-	// Panes, then sessions: a slot has the kind its spec windows by.
-	session := sp.wtype == rules.Session
-	for _, kind := range [2]bool{false, true} {
+	s.wins = sized(s.wins, h.n)
+	var start, end int64
+	for i := range s.wins {
+		start, end = d.window(sp, &h, i, start, end, &s.wins[i])
+	}
+	if h.parts&partFired != 0 {
 		n := d.count(2)
 		if n == 0 {
-			continue
+			d.fail() // the part is there only with fired windows
 		}
-		if kind != session {
-			d.fail()
-			break
-		}
-		s.wins = sized(s.wins, n)
-		for i := range s.wins {
-			w := &s.wins[i]
-			w.start = d.varint()
-			if session {
-				w.end = d.varint()
-				w.fired = d.byte() == 1
-				w.rev = int32(d.varint())
-			}
-			d.acc(&w.acc)
-		}
-	}
-	if n := d.count(2); n > 0 {
 		s.fired = make([]firedWin, n)
 		for i := range s.fired {
-			s.fired[i].start = d.varint()
-			s.fired[i].rev = int32(d.varint())
+			s.fired[i].start = h.base + d.varint()
+			s.fired[i].rev = int32(d.uvarint(math.MaxInt32))
 		}
 	}
 	if d.err == nil && len(d.b) != 0 {
@@ -212,50 +357,34 @@ func decodeSlotInto(s *slot, b []byte) error {
 	return nil
 }
 
-// ruleSlotSpan reads, from a stored rule slot (no heatmap), the time of its
-// pending timer and the start of its last pane or end of its last session
-// (MinWatermark with none), without decoding the rest: enough to know that
-// the timer purges all of it.
-func ruleSlotSpan(b []byte) (timerAt, last int64, err error) {
+// ruleSlotSpan reads, from a stored slot of rule sp (no heatmap), the time
+// of its pending timer and the start of its last pane or end of its last
+// session (MinWatermark with none), without decoding the rest: enough to
+// know that the timer purges all of it.
+func ruleSlotSpan(sp *spec, b []byte) (timerAt, last int64, err error) {
 	d := decoder{b: b}
-	if v := d.byte(); v != slotVersion {
-		return 0, 0, fmt.Errorf("windows: state has version %d, want %d", v, slotVersion)
+	h, err := d.head(sp)
+	if err != nil {
+		return 0, 0, err
 	}
-	d.varint() // firedEnd
-	timerAt = d.varint()
 	last = MinWatermark
-	for session := range 2 {
-		n := d.count(2)
-		for range n {
-			last = d.varint()
-			if session == 1 {
-				last = d.varint() // the end
-				d.byte()
-				d.varint()
-			}
-			d.varint() // count
-			d.uint64() // sum
-			for range d.count(8) {
-				d.uint64()
-			}
-			if d.byte() != 0 {
-				d.skipSketch() // a quantile rule's
-			}
+	var start, end int64
+	for i := range h.n {
+		start, end = d.window(sp, &h, i, start, end, nil)
+		last = start
+		if sp.wtype == rules.Session {
+			last = end
 		}
 	}
-	return timerAt, last, d.err
+	return h.timerAt, last, d.err
 }
 
 // slotTimer reads the time of a stored slot's pending timer (noTimer for
 // none) without decoding the rest.
 func slotTimer(b []byte) (int64, error) {
 	d := decoder{b: b}
-	if v := d.byte(); v != slotVersion {
-		return 0, fmt.Errorf("windows: state has version %d, want %d", v, slotVersion)
-	}
-	d.varint() // firedEnd
-	at := d.varint()
-	return at, d.err
+	h, err := d.head(nil)
+	return h.timerAt, err
 }
 
 // sized returns xs (empty, inline storage) grown to n elements, allocating

@@ -9,38 +9,101 @@ import (
 	"github.com/riskstream/riskstream/rules"
 )
 
-func testSlot() *slot {
-	sp := &spec{wtype: rules.Sliding, size: 10, slide: 5, pane: 5, bounds: []float64{1, 2}}
-	s := newSlot("\x00\x01\"k\"\x00", sp)
+// testSlots returns a slot of each kind the codec lays out differently:
+// by window type, by the aggregate's fields, and with and without a timer,
+// firedEnd and fired windows.
+func testSlots() []*slot {
+	sliding := func(agg rules.AggregateKind) *spec {
+		return &spec{wtype: rules.Sliding, size: 10, slide: 5, pane: 5, agg: agg}
+	}
 	hm := heatmap.New(2)
-	hm.Add(1.5, true, sp.bounds)
-	s.wins = []win{{start: -5, acc: acc{n: 2, sum: 3.5, x: &accExtra{distinct: []uint64{1, 9}}}}, {start: 0, acc: acc{n: 1, x: &accExtra{hm: hm}}}}
-	s.fired = []firedWin{{start: -5, rev: 2}}
-	s.firedEnd, s.timerAt = 5, 14
-	return s
-}
-
-func testSessionSlot() *slot {
-	s := newSlot("\x00\x02\"k\"\x00", &spec{wtype: rules.Session, gap: 6})
-	s.wins = append(s.wins, win{start: 1, end: 7, fired: true, rev: 3, acc: acc{n: 4}}, win{start: 20, end: 26, acc: acc{n: 1, sum: 2}})
-	s.timerAt = 25
-	return s
+	hm.Add(1.5, true, []float64{1, 2})
+	q := heatmap.New(1)
+	q.Add(7, false, nil)
+	var slots []*slot
+	add := func(sp *spec, wins []win, timerAt int64) *slot {
+		s := newSlot("\x00\x01\"k\"\x00", sp)
+		s.wins = append(s.wins, wins...)
+		s.timerAt = timerAt
+		slots = append(slots, s)
+		return s
+	}
+	add(sliding(rules.Count), []win{{start: -5, acc: acc{n: 2}}, {start: 0, acc: acc{n: 1}}, {start: 25, acc: acc{n: 300}}}, 34)
+	add(&spec{wtype: rules.Tumbling, size: 86_400_000, slide: 86_400_000, pane: 86_400_000, agg: rules.Sum},
+		[]win{{start: 1_732_147_200_000, acc: acc{n: 3, sum: -12.25}}}, 1_732_233_599_999)
+	add(sliding(rules.Distinct), []win{{start: 10, acc: acc{n: 2, x: &accExtra{distinct: []uint64{1, 9}}}}}, noTimer)
+	add(sliding(rules.Quantile), []win{{start: 0, acc: acc{n: 1, x: &accExtra{hm: q}}}}, 14)
+	heat := sliding(rules.Count)
+	heat.hm, heat.bounds = &rules.Heatmap{}, []float64{1, 2}
+	s := add(heat, []win{{start: -5, acc: acc{n: 1, x: &accExtra{hm: hm}}}, {start: 0}}, 9)
+	s.fired = []firedWin{{start: -10, rev: 2}, {start: -5, rev: 0}}
+	s.firedEnd = 5
+	s = add(heat, nil, noTimer) // only windows kept for lateness
+	s.fired = []firedWin{{start: 1_000_000, rev: 1}}
+	s.firedEnd = 1_000_010
+	add(&spec{wtype: rules.Session, gap: 6, agg: rules.Count},
+		[]win{{start: 1, end: 7, fired: true, rev: 3, acc: acc{n: 4}}, {start: 8, end: 14, acc: acc{n: 1}}, {start: 40, end: 52, acc: acc{n: 2}}}, 51)
+	add(&spec{wtype: rules.Session, gap: 6, agg: rules.Max}, []win{{start: -100, end: -94, acc: acc{n: 1, sum: 2}}}, -95)
+	return slots
 }
 
 func TestSlotCodecRoundTrip(t *testing.T) {
-	for _, s := range []*slot{testSlot(), testSessionSlot()} {
+	for i, s := range testSlots() {
 		b := encodeSlot(nil, s)
 		got, err := decodeSlot(s.key, s.sp, b)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("slot %d: %v", i, err)
 		}
 		if again := encodeSlot(nil, got); !reflect.DeepEqual(again, b) {
-			t.Fatal("re-encoding a decoded slot changes it")
+			t.Fatalf("slot %d: re-encoding a decoded slot changes it", i)
 		}
-		got.purgeAt = s.purgeAt // not stored
-		if !reflect.DeepEqual(got.wins, s.wins) || !reflect.DeepEqual(got.fired, s.fired) ||
-			got.firedEnd != s.firedEnd || got.timerAt != s.timerAt {
-			t.Fatalf("decoded slot differs:\n got %+v\nwant %+v", got, s)
+		if len(got.wins) != len(s.wins) || len(got.wins) > 0 && !reflect.DeepEqual(got.wins, s.wins) ||
+			!reflect.DeepEqual(got.fired, s.fired) || got.firedEnd != s.firedEnd || got.timerAt != s.timerAt {
+			t.Fatalf("slot %d: decoded slot differs:\n got %+v\nwant %+v", i, got, s)
+		}
+		if got.storedTimer != s.timerAt {
+			t.Fatalf("slot %d: stored timer %d, want the timer %d", i, got.storedTimer, s.timerAt)
+		}
+		if at, err := slotTimer(b); err != nil || at != s.timerAt {
+			t.Fatalf("slot %d: slotTimer = %d, %v; want %d", i, at, err, s.timerAt)
+		}
+		if s.sp.hm != nil {
+			continue
+		}
+		at, last, err := ruleSlotSpan(s.sp, b)
+		want := MinWatermark
+		if n := len(s.wins); n > 0 {
+			want = s.wins[n-1].start
+			if s.sp.wtype == rules.Session {
+				want = s.wins[n-1].end
+			}
+		}
+		if err != nil || at != s.timerAt || last != want {
+			t.Fatalf("slot %d: ruleSlotSpan = %d, %d, %v; want %d, %d", i, at, last, err, s.timerAt, want)
+		}
+	}
+}
+
+// TestSlotCodecSizes: a state with one window costs close to its
+// information (docs/format/state.md "Memory" gives these sizes).
+func TestSlotCodecSizes(t *testing.T) {
+	const ts = 1_732_150_007_000
+	for _, c := range []struct {
+		name string
+		sp   *spec
+		w    win
+		at   int64
+		want int
+	}{
+		{"one-pane sliding count", &spec{wtype: rules.Sliding, size: 60_000, slide: 1000, pane: 1000, agg: rules.Count}, win{start: ts, acc: acc{n: 1}}, ts + 60_999, 13},
+		{"24 h tumbling sum", &spec{wtype: rules.Tumbling, size: 86_400_000, slide: 86_400_000, pane: 86_400_000, agg: rules.Sum}, win{start: 1_732_060_800_000, acc: acc{n: 1, sum: 12}}, 1_732_147_199_999, 22},
+		{"session count", &spec{wtype: rules.Session, gap: 30_000, agg: rules.Count}, win{start: ts, end: ts + 30_000, acc: acc{n: 1}}, ts + 29_999, 17},
+	} {
+		s := newSlot("k", c.sp)
+		s.wins = append(s.wins, c.w)
+		s.timerAt = c.at
+		if got := len(encodeSlot(nil, s)); got != c.want {
+			t.Errorf("%s: %d bytes, want %d", c.name, got, c.want)
 		}
 	}
 }
@@ -48,12 +111,12 @@ func TestSlotCodecRoundTrip(t *testing.T) {
 // TestSlotCodecRejectsWrongKind: a slot holds the windows its spec makes,
 // so sessions stored under a sliding rule are corrupt state, not panes.
 func TestSlotCodecRejectsWrongKind(t *testing.T) {
-	b := encodeSlot(nil, testSessionSlot())
-	if _, err := decodeSlot("k", testSlot().sp, b); err == nil {
+	slots := testSlots()
+	panes, sessions := slots[0], slots[len(slots)-1]
+	if _, err := decodeSlot("k", panes.sp, encodeSlot(nil, sessions)); err == nil {
 		t.Fatal("sessions decoded as panes")
 	}
-	b = encodeSlot(nil, testSlot())
-	if _, err := decodeSlot("k", testSessionSlot().sp, b); err == nil {
+	if _, err := decodeSlot("k", sessions.sp, encodeSlot(nil, panes)); err == nil {
 		t.Fatal("panes decoded as sessions")
 	}
 }
@@ -75,26 +138,39 @@ func TestSlotLayout(t *testing.T) {
 }
 
 func TestSlotCodecRejectsCorruption(t *testing.T) {
-	b := encodeSlot(nil, testSlot())
-	for i := range len(b) - 1 {
-		if _, err := decodeSlot("k", testSlot().sp, b[:i]); err == nil {
-			t.Fatalf("truncated to %d of %d bytes: no error", i, len(b))
+	for _, s := range testSlots() {
+		b := encodeSlot(nil, s)
+		for i := range len(b) - 1 {
+			if _, err := decodeSlot("k", s.sp, b[:i]); err == nil {
+				t.Fatalf("%x truncated to %d of %d bytes: no error", b, i, len(b))
+			}
 		}
-	}
-	bad := append([]byte{slotVersion + 1}, b[1:]...)
-	if _, err := decodeSlot("k", testSlot().sp, bad); err == nil {
-		t.Fatal("unknown version: no error")
+		bad := append([]byte{slotVersion - 1}, b[1:]...)
+		if _, err := decodeSlot("k", s.sp, bad); err == nil {
+			t.Fatal("an older version: no error")
+		}
+		if _, err := decodeSlot("k", s.sp, append(b, 0)); err == nil {
+			t.Fatal("a trailing byte: no error")
+		}
 	}
 }
 
-// FuzzDecodeSlot: stored state from disk must never crash the job.
+// FuzzDecodeSlot: stored state from disk must never crash the job, under
+// any spec's layout.
 func FuzzDecodeSlot(f *testing.F) {
-	f.Add(encodeSlot(nil, testSlot()))
+	slots := testSlots()
+	for _, s := range slots {
+		f.Add(encodeSlot(nil, s))
+	}
 	f.Add([]byte{slotVersion})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		s, err := decodeSlot("k", testSlot().sp, b)
-		if err == nil {
-			encodeSlot(nil, s)
+		for _, sp := range slots {
+			s, err := decodeSlot("k", sp.sp, b)
+			if err == nil {
+				encodeSlot(nil, s)
+			}
+			ruleSlotSpan(sp.sp, b)
 		}
+		slotTimer(b)
 	})
 }

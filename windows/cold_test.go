@@ -147,7 +147,7 @@ func TestOperatorWithinBudget(t *testing.T) {
 rules:
   - {name: day, key: [user], window: {type: tumbling, size: 24h}, aggregate: count, threshold: 1, action: review}
 `, backend, out, Options{MemoryBytes: budget, CacheSlots: 256})
-	const keys = 40_000
+	const keys = 60_000
 	var ev event.Event
 	for i := range 2 * keys {
 		line := fmt.Sprintf(`{"id":"e%d","ts":%d,"user":"u%d"}`, i, 1_000_000+i, i%keys)

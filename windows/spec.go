@@ -390,7 +390,7 @@ const (
 // at wm, does with a rule's state stored as val, reading only what
 // ruleSlotSpan reads.
 func (sp *spec) purgeAction(val []byte, at, wm int64) (int, error) {
-	timerAt, last, err := ruleSlotSpan(val)
+	timerAt, last, err := ruleSlotSpan(sp, val)
 	switch {
 	case err != nil:
 		return purgeNone, err
