@@ -69,6 +69,11 @@ type cache struct {
 	// nothing points to a dropped slot but its entry in changed, if it has
 	// one, which then serves the slot's new key.
 	free []*slot
+	// fresh holds the state of a key seen for the first time while the
+	// cache is full, for the event that made it; settle then moves it to
+	// the cold store (see load).
+	fresh *slot
+	val   []byte // load's copy of a stored value, while it makes room
 }
 
 // maxFreeSlots is how many dropped slots the cache keeps for reuse.
@@ -192,17 +197,36 @@ func (c *cache) keyOf(spec int, id slotID) (string, error) {
 // Backend, or creates it when create is set; nil when it does not exist.
 func (c *cache) load(id slotID, key string, create bool) (*slot, error) {
 	sp := c.specs[specOf(key)]
-	// Room first: evicting writes to the cold store, which may move the
-	// value it returns.
-	if err := c.makeRoom(); err != nil {
-		return nil, err
-	}
 	val, found, err := c.cold.get(sp.index, id, key)
 	if err != nil {
 		return nil, err
 	}
-	if !found && !create {
+	full := len(c.ring) >= c.cap
+	switch {
+	case !found && !create:
 		return nil, nil
+	case !found && full:
+		// A key seen for the first time while the cache is full: with
+		// millions of keys most are seen once in a while, and admitting
+		// each would evict a state for one that is likely not to come
+		// back before its own eviction. Its state goes to the cold store
+		// once the event is done, and into the cache if the key comes
+		// back (TinyLFU's doorkeeper, with the cold store as the door).
+		if c.fresh == nil {
+			c.fresh = &slot{}
+		}
+		s := c.fresh
+		s.reset(key, sp)
+		s.id = id
+		return s, nil
+	case found && full:
+		// Room first: evicting writes to the cold store, which may move
+		// the value it returned.
+		c.val = append(c.val[:0], val...)
+		val = c.val
+		if err := c.makeRoom(); err != nil {
+			return nil, err
+		}
 	}
 	s := c.newSlot(key, sp)
 	if found {
@@ -212,6 +236,17 @@ func (c *cache) load(id slotID, key string, create bool) (*slot, error) {
 	}
 	c.insert(id, s, found)
 	return s, nil
+}
+
+// settle ends the event's use of s: a fresh state (see load) goes to the
+// cold store.
+func (c *cache) settle(s *slot) error {
+	if s != c.fresh {
+		return nil
+	}
+	err := c.writeBack(s)
+	s.reset("", nil) // holds no key or windows past its time
+	return err
 }
 
 // makeRoom evicts slots until there is room for one more.
@@ -344,7 +379,7 @@ func (c *cache) markDirty(s *slot) {
 	}
 	s.dirty = true
 	c.dirty++
-	if s.queued {
+	if s.queued || s == c.fresh {
 		return
 	}
 	// Drop stale entries once they are the bulk: in a replay nothing is

@@ -252,7 +252,7 @@ func (op *Operator) addToPane(sp *spec, r *SlotRef, ev *event.Event, keys []byte
 		op.decide(sp, ev, s, start, start+sp.size, v, processing)
 	}
 	op.schedule(s)
-	return true, nil
+	return true, op.cache.settle(s)
 }
 
 func (op *Operator) addToSession(sp *spec, r *SlotRef, ev *event.Event, keys []byte, t int64, processing bool) (bool, error) {
@@ -310,7 +310,7 @@ func (op *Operator) addToSession(sp *spec, r *SlotRef, ev *event.Event, keys []b
 		}
 	}
 	op.schedule(s)
-	return true, nil
+	return true, op.cache.settle(s)
 }
 
 // horizon holds what a pane-based spec derives from the watermark, computed
