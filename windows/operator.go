@@ -390,10 +390,7 @@ func (op *Operator) bestWindow(sp *spec, panes []win, first, last int64) (int64,
 	if sp.agg == rules.Count || sp.agg == rules.Sum {
 		return bestAdditive(sp, panes, first, last)
 	}
-	lo := 0
-	for lo < len(panes) && panes[lo].start < first {
-		lo++
-	}
+	lo := firstFrom(panes, first)
 	hi := lo
 	var n int64
 	var sum float64
@@ -445,13 +442,7 @@ func (op *Operator) bestWindow(sp *spec, panes []win, first, last int64) (int64,
 		if v > best && n >= sp.minEvents && sp.agg != rules.Quantile {
 			best, bestStart = v, ws
 		}
-		next := MaxWatermark
-		if lo < hi {
-			next = sp.slideDiv.ceil(panes[lo].start + 1)
-		}
-		if hi < len(panes) {
-			next = min(next, sp.slideDiv.ceil(panes[hi].start-sp.size+1))
-		}
+		next := sp.nextChange(panes, lo, hi)
 		if next > last {
 			break
 		}
@@ -469,19 +460,13 @@ func (op *Operator) bestWindow(sp *spec, panes []win, first, last int64) (int64,
 // bestAdditive is bestWindow for count and sum, the aggregates a pane adds
 // to and removes from a window with one addition each: during an attack
 // every event of the attackers runs it over a full window of panes, so it
-// has none of the general sweep's bookkeeping. When panes are as wide as
-// the slide (sliding windows whose size is a multiple of their slide),
-// every change point is on the slide grid already and needs no rounding.
+// has none of the general sweep's bookkeeping.
 func bestAdditive(sp *spec, panes []win, first, last int64) (int64, float64) {
-	lo := 0
-	for lo < len(panes) && panes[lo].start < first {
-		lo++
-	}
+	lo := firstFrom(panes, first)
 	hi := lo
 	var n int64
 	var sum float64
 	count := sp.agg == rules.Count
-	aligned := sp.pane == sp.slide
 	best, bestStart := math.Inf(-1), first
 	for ws := first; ; {
 		for lo < hi && panes[lo].start < ws {
@@ -500,23 +485,13 @@ func bestAdditive(sp *spec, panes []win, first, last int64) (int64, float64) {
 		if v > best && n >= sp.minEvents {
 			best, bestStart = v, ws
 		}
-		// The next start where a pane leaves or enters the window.
-		next := int64(MaxWatermark)
-		switch {
-		case aligned:
-			if lo < hi {
-				next = panes[lo].start + sp.slide
-			}
-			if hi < len(panes) {
-				next = min(next, panes[hi].start-sp.size+sp.slide)
-			}
-		default:
-			if lo < hi {
-				next = sp.slideDiv.ceil(panes[lo].start + 1)
-			}
-			if hi < len(panes) {
-				next = min(next, sp.slideDiv.ceil(panes[hi].start-sp.size+1))
-			}
+		// sp.nextChange, with the case of most steps inline: this loop
+		// runs for every event of every attacker.
+		var next int64
+		if sp.pane == sp.slide && lo < hi && hi < len(panes) {
+			next = min(panes[lo].start+sp.slide, panes[hi].start-sp.size+sp.slide)
+		} else {
+			next = sp.nextChange(panes, lo, hi)
 		}
 		if next > last {
 			break
@@ -524,6 +499,41 @@ func bestAdditive(sp *spec, panes []win, first, last int64) (int64, float64) {
 		ws = next
 	}
 	return bestStart, best
+}
+
+// firstFrom returns the position of the first of panes that starts at or
+// after t.
+func firstFrom(panes []win, t int64) int {
+	i := 0
+	for i < len(panes) && panes[i].start < t {
+		i++
+	}
+	return i
+}
+
+// nextChange returns, for a sweep of window starts over panes whose window
+// holds panes lo to hi-1, the next start at which a pane leaves (lo) or
+// enters (hi) the window: MaxWatermark when none does. When panes are as
+// wide as the slide (sliding windows whose size is a multiple of their
+// slide) every such start is on the slide grid already and needs no
+// rounding.
+func (sp *spec) nextChange(panes []win, lo, hi int) int64 {
+	next := int64(MaxWatermark)
+	aligned := sp.pane == sp.slide
+	if lo < hi {
+		next = panes[lo].start + sp.slide
+		if !aligned {
+			next = sp.slideDiv.ceil(panes[lo].start + 1)
+		}
+	}
+	if hi < len(panes) {
+		in := panes[hi].start - sp.size + sp.slide
+		if !aligned {
+			in = sp.slideDiv.ceil(panes[hi].start - sp.size + 1)
+		}
+		next = min(next, in)
+	}
+	return next
 }
 
 // AdvanceWatermark moves event time to wm (a watermark never goes back) and
