@@ -14,8 +14,8 @@ const smallIndex = 4096
 // at a time would pay for those misses one after the other.
 //
 // A caller processing events in groups calls it at the start of each group
-// with the refs of that group as now, of the next group as near and of the
-// group after as far: each load then has a group's processing time to
+// with the refs of the next group as now, of the one after as near and of
+// the third as far: each load then has a group's processing time to
 // arrive, and what a stage reads was asked for a group earlier. The stages
 // may also be given the same refs, at the cost of waiting for what an
 // earlier stage asked.
