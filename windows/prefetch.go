@@ -42,6 +42,13 @@ func (op *Operator) Prefetch(now, near, far []SlotRef) {
 			if s := x.candidate(r.id); s != nil {
 				// The two lines an event touches (see slot).
 				addrs = append(addrs, unsafe.Pointer(s), unsafe.Add(unsafe.Pointer(s), 64))
+				continue
+			}
+		}
+		// A key seen before that the cache does not hold: its record.
+		if x := &op.cache.cold.idx[r.spec]; x.n >= smallIndex {
+			if loc := x.get(r.id); loc != 0 {
+				addrs = append(addrs, op.cache.cold.recordAddr(loc))
 			}
 		}
 	}
@@ -145,12 +152,18 @@ func (op *Operator) prefetchTimers(blk []idTimer, i int) {
 		}
 		if x := &c.cold.idx[e.spec]; x.n >= smallIndex {
 			if loc := x.get(e.id); loc != 0 {
-				ch := c.cold.chunks[locSeq(loc)-c.cold.firstSeq].b
-				addrs = append(addrs, unsafe.Pointer(unsafe.SliceData(ch[locOff(loc):])))
+				addrs = append(addrs, c.cold.recordAddr(loc))
 			}
 		}
 	}
 	prefetchLines(addrs)
 	clear(addrs) // hold no slot past its time
 	op.prefetchAddrs = addrs
+}
+
+// recordAddr returns the address of the record at loc, a current record's
+// location: within its chunk, as the garbage collector requires of the
+// addresses prefetchLines is given.
+func (c *coldStore) recordAddr(loc uint64) unsafe.Pointer {
+	return unsafe.Pointer(&c.chunks[locSeq(loc)-c.firstSeq].b[locOff(loc)])
 }
