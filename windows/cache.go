@@ -244,9 +244,7 @@ func (c *cache) settle(s *slot) error {
 	if s != c.fresh {
 		return nil
 	}
-	err := c.writeBack(s)
-	s.reset("", nil) // holds no key or windows past its time
-	return err
+	return c.writeBack(s) // load resets it for the next key
 }
 
 // makeRoom evicts slots until there is room for one more.
