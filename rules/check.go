@@ -125,6 +125,22 @@ func (c *checker) str(f field) (string, bool) {
 	return f.val.Value, true
 }
 
+// choice reads a string value that must be one of names, and returns its
+// position among them: the rules file's spelling of an enumeration whose
+// values are numbered in that order.
+func (c *checker) choice(f field, names ...string) (int, bool) {
+	s, ok := c.str(f)
+	if !ok {
+		return 0, false
+	}
+	if i := slices.Index(names, s); i >= 0 {
+		return i, true
+	}
+	last := len(names) - 1
+	c.addf(f.val.Line, "%s must be %s or %s, got %q", f.key.Value, strings.Join(names[:last], ", "), names[last], s)
+	return 0, false
+}
+
 // nonEmpty reads a string value that must not be empty.
 func (c *checker) nonEmpty(f field) string {
 	s, ok := c.str(f)

@@ -97,14 +97,8 @@ func (c *checker) skew(n *yaml.Node, sk *SkewConfig) {
 		sk.RecoverAfter = c.duration(f, zeroAllowed)
 	}
 	if f, ok := fs["scope"]; ok {
-		switch s, ok := c.str(f); {
-		case !ok:
-		case s == "source":
-			sk.Scope = ScopeSource
-		case s == "job":
-			sk.Scope = ScopeJob
-		default:
-			c.addf(f.val.Line, "scope must be source or job, got %q", s)
+		if i, ok := c.choice(f, ScopeSource.String(), ScopeJob.String()); ok {
+			sk.Scope = Scope(i)
 		}
 	}
 	if f, ok := fs["max_sources"]; ok {

@@ -61,14 +61,8 @@ func (c *checker) rule(item *yaml.Node, names map[string]int) Rule {
 		r.Action = c.nonEmpty(f)
 	}
 	if f, ok := fs["mode"]; ok {
-		switch s, ok := c.str(f); {
-		case !ok:
-		case s == "enforce":
-			r.Mode = Enforce
-		case s == "shadow":
-			r.Mode = Shadow
-		default:
-			c.addf(f.val.Line, "mode must be enforce or shadow, got %q", s)
+		if i, ok := c.choice(f, Enforce.String(), Shadow.String()); ok {
+			r.Mode = Mode(i)
 		}
 	}
 	return r
