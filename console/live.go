@@ -296,12 +296,20 @@ func (k *DecisionKeys) Add(d *windows.Decision) {
 }
 
 // Take returns the n keys with the most decisions since the last take,
-// and starts counting afresh.
+// and starts counting afresh. Keys are ranked by their operator text and
+// only the top n rendered for people: Take runs on the job's loop. Rules
+// are told apart by name, which a reload keeps.
 func (k *DecisionKeys) Take(n int) []KeyCount {
-	named := make(map[[2]string]int64, len(k.counts))
+	counts := make(map[[2]string]int64, len(k.counts))
+	keyNames := map[string][]string{}
 	for id, c := range k.counts {
-		named[[2]string{id.rule.Name, keyText(id.rule.Key, id.key)}] += c
+		counts[[2]string{id.rule.Name, id.key}] += c
+		keyNames[id.rule.Name] = id.rule.Key
 	}
 	clear(k.counts)
-	return topKeys(named, n)
+	top := topKeys(counts, n)
+	for i := range top {
+		top[i].Key = keyText(keyNames[top[i].Rule], top[i].Key)
+	}
+	return top
 }
