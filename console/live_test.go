@@ -177,9 +177,9 @@ func TestLiveHandler(t *testing.T) {
 	}
 	for _, want := range []string{
 		`data-le="10" data-count="2"`, `data-le="100" data-count="1"`, `data-le="+Inf" data-count="0"`, // the window's buckets
-		">200<",    // events/s: 200 records in a second
-		">4<",      // decisions/s
-		">300 ms<", // checkpoint age
+		`class="value">200<`,    // events/s: 200 records in a second
+		`class="value">4<`,      // decisions/s
+		`class="value">300 ms<`, // checkpoint age
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("/ lacks %s", want)
@@ -197,23 +197,24 @@ func TestLiveHandler(t *testing.T) {
 	}
 	// The heatmaps again, as a page that has them: not sent while no
 	// window fired, sent once one did (in a later second).
-	heatmaps := func() *http.Response {
+	heatmaps := func(etag string) *http.Response {
 		req, _ := http.NewRequest("GET", srv.URL+"/console/content?part=heatmaps", nil)
+		req.Header.Set("If-None-Match", etag)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		req.Header.Set("If-None-Match", resp.Header.Get("ETag"))
-		again, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		again.Body.Close()
-		return again
+		return resp
 	}
-	if resp := heatmaps(); resp.StatusCode != http.StatusNotModified {
+	etag := heatmaps("").Header.Get("ETag")
+	if resp := heatmaps(etag); resp.StatusCode != http.StatusNotModified {
 		t.Errorf("the heatmaps asked for again, unchanged: %s, want 304", resp.Status)
+	}
+	l.Heatmap(fired(hm, "\"/pay\"\x00", 1_700_000_010_000, 1_700_000_020_000, 0, 3))
+	now = now.Add(time.Second)
+	if resp := heatmaps(etag); resp.StatusCode != http.StatusOK || resp.Header.Get("ETag") == etag {
+		t.Errorf("the heatmaps asked for again after a window fired: %s, ETag %q, want 200 and a new ETag", resp.Status, resp.Header.Get("ETag"))
 	}
 	if code, _ := get("/other"); code != http.StatusNotFound {
 		t.Errorf("/other: %d, want 404", code)
