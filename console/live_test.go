@@ -231,3 +231,19 @@ func TestReportSpanNegative(t *testing.T) {
 		t.Errorf("span [%d, %d], want [-5000, -2001]", r.From, r.To)
 	}
 }
+
+// TestShortDegradedSpell: a source degraded for a single sample among more
+// than the charts draw still has its period drawn.
+func TestShortDegradedSpell(t *testing.T) {
+	now := time.UnixMilli(1_700_001_000_000)
+	l := NewLive(LiveOptions{Now: func() time.Time { return now }})
+	for i := range 3 * chartPoints {
+		at := now.UnixMilli() - int64(3*chartPoints-i)*1000
+		l.Add(Sample{At: at, Sources: []SourceSample{{Source: "gw-1", Skew: 3, Known: true, Degraded: i == 3*chartPoints-2}}})
+	}
+	var b strings.Builder
+	renderCharts(&b, l.snapshot(), l.opts)
+	if !strings.Contains(b.String(), "gw-1 degraded ") {
+		t.Error("the degraded sample's period is not drawn")
+	}
+}

@@ -178,7 +178,12 @@ func renderCharts(b *strings.Builder, s snapshot, o LiveOptions) {
 	lineChart{label: "decisions per second per rule", yLabel: "decisions/s", series: decisionRates(s.samples), from: from, to: to, steps: true}.render(b)
 	b.WriteString("</section>\n")
 	threshold := float64(o.Config.Skew.Threshold.Milliseconds())
-	skews, periods := sourceSeries(s.samples, to)
+	// Periods and the sources' order from every sample: thinning could
+	// drop a short degraded spell.
+	skews, periods := sourceSeries(all, to)
+	for i := range skews {
+		skews[i].Points = thin(skews[i].Points, chartPoints)
+	}
 	b.WriteString(`<section id="skew"><h2>Clock skew per source</h2>`)
 	fmt.Fprintf(b, `<p class="note">Estimated skew (event time minus reference time) of the sources, the degraded ones and those furthest from zero; the dashed lines are ±skew.threshold (%s), red bands the periods a source was degraded.</p>`, formatDuration(int64(threshold)))
 	var shaded []Period
@@ -218,17 +223,17 @@ const chartPoints = 200
 
 // thin keeps about n of samples, evenly, the first and the last among
 // them. Counters between two kept samples still give their rate.
-func thin(samples []Sample, n int) []Sample {
-	if len(samples) <= n {
-		return samples
+func thin[T any](xs []T, n int) []T {
+	if len(xs) <= n {
+		return xs
 	}
-	step := (len(samples) + n - 1) / n
-	var out []Sample
-	for i := 0; i < len(samples); i += step {
-		out = append(out, samples[i])
+	step := (len(xs) + n - 1) / n
+	var out []T
+	for i := 0; i < len(xs); i += step {
+		out = append(out, xs[i])
 	}
-	if last := samples[len(samples)-1]; out[len(out)-1].At != last.At {
-		out = append(out, last)
+	if (len(xs)-1)%step != 0 {
+		out = append(out, xs[len(xs)-1])
 	}
 	return out
 }
