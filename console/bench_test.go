@@ -52,7 +52,7 @@ func BenchmarkLiveHeatmap(b *testing.B) {
 func BenchmarkDraw(b *testing.B) {
 	hm := &rules.Heatmap{Name: "lat", Key: []string{"api"}, Buckets: []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000}}
 	now := time.UnixMilli(1_700_000_300_000)
-	l := NewLive(LiveOptions{Config: &rules.Config{Heatmaps: []rules.Heatmap{*hm}}, Now: func() time.Time { return now }})
+	l := NewLive(LiveOptions{Now: func() time.Time { return now }})
 	for k := range 24 {
 		for i := range int64(60) {
 			l.Heatmap(fired(hm, fmt.Sprintf("\"/api%d\"\x00", k), i*10_000, i*10_000+10_000, 0, 3, 7, 12, 40, 41, 90, 300))

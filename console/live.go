@@ -15,9 +15,8 @@ import (
 
 // LiveOptions bound what the live console keeps and say how it draws.
 type LiveOptions struct {
-	// Config is the job's rules, for the heatmaps' bounds and the skew
-	// threshold.
-	Config *rules.Config
+	// SkewThreshold is the rules' skew.threshold, drawn on the skew chart.
+	SkewThreshold time.Duration
 	// Span is how far back the charts go, in wall-clock time; samples
 	// older than it are dropped. The default value is 5 minutes.
 	Span time.Duration
@@ -50,9 +49,6 @@ func (o *LiveOptions) ensureDefaults() {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
-	}
-	if o.Config == nil {
-		o.Config = &rules.Config{}
 	}
 }
 
@@ -145,7 +141,7 @@ func (l *Live) Heatmap(w *windows.HeatmapWindow) {
 	s := l.series[id]
 	if s == nil {
 		if len(l.series) >= l.opts.Series {
-			if len(l.hidden) < l.opts.Series*100 {
+			if len(l.hidden) < l.hiddenLimit() {
 				l.hidden[id] = true
 			}
 			return
@@ -254,6 +250,10 @@ func (l *Live) figures() (figures []string, hidden int, version uint64) {
 	l.mu.Unlock()
 	return figures, hidden, version
 }
+
+// hiddenLimit is how many keys not drawn Heatmap counts, at most: a bound
+// on its memory with a heatmap keyed by user.
+func (l *Live) hiddenLimit() int { return 100 * l.opts.Series }
 
 // keyText renders an operator's key as name=value pairs, as the report
 // shows a record's key.

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"fmt"
 	"io"
 	"maps"
 	"math"
@@ -152,9 +153,8 @@ func TestValueRow(t *testing.T) {
 // content alone at /console/content, and nothing else is found.
 func TestLiveHandler(t *testing.T) {
 	hm := &rules.Heatmap{Name: "lat", Key: []string{"api"}, Buckets: []float64{10, 100}}
-	cfg := &rules.Config{Heatmaps: []rules.Heatmap{*hm}}
 	now := time.UnixMilli(1_700_000_100_000)
-	l := NewLive(LiveOptions{Config: cfg, Now: func() time.Time { return now }})
+	l := NewLive(LiveOptions{Now: func() time.Time { return now }})
 	l.Heatmap(fired(hm, "\"/pay\"\x00", 1_700_000_000_000, 1_700_000_010_000, 0, 5, 7, 70))
 	l.Add(Sample{At: 1_700_000_099_000, Records: 100, Decisions: []RuleCount{{"burst", "deny", 1}}})
 	l.Add(Sample{At: 1_700_000_100_000, Records: 300, Decisions: []RuleCount{{"burst", "deny", 5}},
@@ -245,5 +245,21 @@ func TestShortDegradedSpell(t *testing.T) {
 	renderCharts(&b, l.snapshot(), l.opts)
 	if !strings.Contains(b.String(), "gw-1 degraded ") {
 		t.Error("the degraded sample's period is not drawn")
+	}
+}
+
+// TestHiddenKeysBounded: keys past Series are counted up to a bound, and
+// past it the page says the count is a floor.
+func TestHiddenKeysBounded(t *testing.T) {
+	hm := &rules.Heatmap{Name: "lat", Key: []string{"user"}, Buckets: []float64{10}}
+	l := NewLive(LiveOptions{Series: 1})
+	for i := range 150 {
+		l.Heatmap(fired(hm, fmt.Sprintf("\"u%d\"\x00", i), 0, 10, 0, 1))
+	}
+	if len(l.hidden) != 100 {
+		t.Fatalf("%d keys counted as not drawn, want the bound of 100", len(l.hidden))
+	}
+	if html := l.draw(partHeatmaps).html; !strings.Contains(html, "At least 100 more keys") {
+		t.Error("the page does not say that 100 is a floor")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -108,7 +109,11 @@ func (l *Live) draw(part string) drawing {
 		version = v
 		note := fmt.Sprintf("The last %d fired windows per heatmap and key: per window (column) and latency bucket (row), the number of values, colour by count; the lines are each window's p50 and p99. A red mark over a column: the window has re-timed events.", l.opts.Windows)
 		if hidden > 0 {
-			note += fmt.Sprintf(" %d more keys fired windows and are not drawn (the console draws the first %d).", hidden, l.opts.Series)
+			more := strconv.Itoa(hidden)
+			if hidden >= l.hiddenLimit() {
+				more = "At least " + more
+			}
+			note += fmt.Sprintf(" %s more keys fired windows and are not drawn (the console draws the first %d).", more, l.opts.Series)
 		}
 		renderHeatmaps(&b, figures, note)
 	case partStatus:
@@ -177,7 +182,7 @@ func renderCharts(b *strings.Builder, s snapshot, o LiveOptions) {
 	b.WriteString(`<section id="decisions"><h2>Decisions per second, per rule and action</h2>`)
 	lineChart{label: "decisions per second per rule", yLabel: "decisions/s", series: decisionRates(s.samples), from: from, to: to, steps: true}.render(b)
 	b.WriteString("</section>\n")
-	threshold := float64(o.Config.Skew.Threshold.Milliseconds())
+	threshold := float64(o.SkewThreshold.Milliseconds())
 	// Periods and the sources' order from every sample: thinning could
 	// drop a short degraded spell.
 	skews, periods := sourceSeries(all, to)

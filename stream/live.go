@@ -224,7 +224,7 @@ func (j *liveJob) startOutputs(context.Context) error {
 	}
 	if o.MetricsAddr != "" {
 		// The console is fed only where a page can show it.
-		j.console = console.NewLive(console.LiveOptions{Config: o.Config, Now: o.Now})
+		j.console = console.NewLive(console.LiveOptions{SkewThreshold: o.Config.Skew.Threshold, Now: o.Now})
 		j.decisionKeys = console.NewDecisionKeys(consoleKeyLimit)
 		srv, err := j.m.serve(o.MetricsAddr, j.db.Health, j.console.Handler())
 		if err != nil {
