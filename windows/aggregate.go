@@ -49,20 +49,6 @@ func (sp *spec) sessionValue(a *acc) float64 {
 	return float64(a.n)
 }
 
-// statValue is the aggregate of an avg, ratio, min or max rule's window
-// of at least one of the panes all, holding n events whose sums add up to
-// sum; extreme follows the smallest or largest of the window's panes'
-// values.
-func statValue(sp *spec, all []win, n int64, sum float64, extreme *extremes) float64 {
-	switch sp.agg {
-	case rules.Avg, rules.Ratio:
-		return sum / float64(n)
-	case rules.Min, rules.Max:
-		return extreme.value(all)
-	}
-	return 0 // quantiles: bestQuantile
-}
-
 // sweptWindow is a window of a quantile rule's sweep: its start, its panes
 // panes[lo:hi], and whether it holds min_events.
 type sweptWindow struct {

@@ -426,18 +426,16 @@ func (op *Operator) bestWindow(sp *spec, panes []win, first, last int64) (int64,
 			hi++
 		}
 		var v float64
-		switch sp.agg {
-		case rules.Sum:
-			v = sum
+		switch sp.agg { // count and sum: bestAdditive
 		case rules.Distinct:
 			v = float64(distinct)
-		case rules.Count:
-			v = float64(n)
+		case rules.Avg, rules.Ratio:
+			v = sum / float64(n)
+		case rules.Min, rules.Max:
+			v = extreme.value(panes)
 		case rules.Quantile:
 			// Evaluated once the sweep has found every window.
 			op.windows = append(op.windows, sweptWindow{ws, lo, hi, n >= sp.minEvents})
-		default:
-			v = statValue(sp, panes, n, sum, extreme)
 		}
 		if v > best && n >= sp.minEvents && sp.agg != rules.Quantile {
 			best, bestStart = v, ws

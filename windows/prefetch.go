@@ -73,7 +73,7 @@ func (op *Operator) Prefetch(now, near, far []SlotRef) {
 func appendLines[T any](addrs []unsafe.Pointer, xs []T, i uint64) []unsafe.Pointer {
 	e := unsafe.Pointer(&xs[i])
 	addrs = append(addrs, e)
-	if uintptr(e)+64 <= uintptr(unsafe.Pointer(&xs[len(xs)-1])) {
+	if end := uintptr(unsafe.Pointer(unsafe.SliceData(xs))) + uintptr(len(xs))*unsafe.Sizeof(xs[0]); uintptr(e)+64 < end {
 		addrs = append(addrs, unsafe.Add(e, 64))
 	}
 	return addrs

@@ -24,26 +24,21 @@ func TestPrefetchLinesNeverFaults(t *testing.T) {
 func TestAppendLinesWithin(t *testing.T) {
 	for n := 1; n <= 12; n++ {
 		xs := make([]coldEntry, n)
-		first := uintptr(unsafe.Pointer(&xs[0]))
-		last := uintptr(unsafe.Pointer(&xs[n-1]))
+		bytes := unsafe.Slice((*byte)(unsafe.Pointer(&xs[0])), n*int(unsafe.Sizeof(xs[0])))
 		for i := range n {
 			addrs := appendLines(nil, xs, uint64(i))
 			for _, p := range addrs {
-				if a := uintptr(p); a < first || a > last {
-					t.Fatalf("%d entries, entry %d: address %#x outside [%#x, %#x]", n, i, a, first, last)
+				off := int(uintptr(p) - uintptr(unsafe.Pointer(&bytes[0])))
+				if uintptr(p) < uintptr(unsafe.Pointer(&bytes[0])) || off >= len(bytes) {
+					t.Fatalf("%d entries, entry %d: address at byte %d of %d", n, i, off, len(bytes))
 				}
 			}
-			// The next line is asked for whenever the array reaches it.
-			if want := 1 + b2i(uintptr(unsafe.Pointer(&xs[i]))+64 <= last); len(addrs) != want {
+			// The next line is asked for whenever some of the array lies
+			// 64 bytes on.
+			entry := i * int(unsafe.Sizeof(xs[0]))
+			if want := 1 + min(1, max(0, len(bytes)-entry-64)); len(addrs) != want {
 				t.Fatalf("%d entries, entry %d: %d addresses, want %d", n, i, len(addrs), want)
 			}
 		}
 	}
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
