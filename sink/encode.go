@@ -34,6 +34,9 @@ func appendProvenance(dst []byte, p *event.Provenance) []byte {
 type Encoder struct {
 	names map[string][]byte
 	rules map[*rules.Rule]*ruleText
+	// heatmapKeys holds each heatmap's key names, encoded as keyNames
+	// does.
+	heatmapKeys map[*rules.Heatmap][][]byte
 }
 
 // ruleText is what every decision of one rule has in common, encoded once:
@@ -42,21 +45,33 @@ type Encoder struct {
 // each of them.
 type ruleText struct {
 	idSuffix  []byte   // the id after the event id's text: /NAME"
-	head      []byte   // ,"rule":"NAME","action":"ACTION","key":{
-	keyNames  [][]byte // "ATTR": for each key attribute
+	head      []byte   // ,"rule":"NAME","action":"ACTION","key":
+	keyNames  [][]byte // see Encoder.keyNames
 	threshold []byte   // ,"threshold":N
 	// tail is the rest after the threshold, for the event and the
 	// processing time domain: ,"time_domain":"...", and ,"mode":"shadow".
 	tail [2][]byte
 }
 
-// maxRuleTexts bounds the rules cache: reloads bring new rules, and the
-// texts of those gone are dropped with the rest when it is full.
+// maxRuleTexts bounds the rules and heatmaps caches: reloads bring new
+// ones, and the texts of those gone are dropped with the rest when one is
+// full.
 const maxRuleTexts = 4096
 
 // NewEncoder returns an Encoder.
 func NewEncoder() *Encoder {
-	return &Encoder{names: make(map[string][]byte), rules: make(map[*rules.Rule]*ruleText)}
+	return &Encoder{names: make(map[string][]byte), rules: make(map[*rules.Rule]*ruleText),
+		heatmapKeys: make(map[*rules.Heatmap][][]byte)}
+}
+
+// keyNames encodes the names of a key's attributes as they open its
+// fields in a record: "ATTR":.
+func keyNames(names []string) [][]byte {
+	out := make([][]byte, len(names))
+	for i, k := range names {
+		out[i] = append(event.AppendString(nil, []byte(k)), ':')
+	}
+	return out
 }
 
 // quoted returns s as a JSON string, encoded once.
@@ -83,10 +98,8 @@ func (e *Encoder) ruleText(r *rules.Rule) *ruleText {
 	t.head = append(t.head, name...)
 	t.head = append(t.head, `,"action":`...)
 	t.head = append(t.head, e.quoted(r.Action)...)
-	t.head = append(t.head, `,"key":{`...)
-	for _, k := range r.Key {
-		t.keyNames = append(t.keyNames, append(event.AppendString(nil, []byte(k)), ':'))
-	}
+	t.head = append(t.head, `,"key":`...)
+	t.keyNames = keyNames(r.Key)
 	t.threshold = AppendNumber([]byte(`,"threshold":`), r.Threshold)
 	for i, domain := range [2]string{`,"time_domain":"event"`, `,"time_domain":"processing"`} {
 		t.tail[i] = append(t.tail[i], domain...)
@@ -109,14 +122,7 @@ func (e *Encoder) AppendDecision(dst []byte, d *windows.Decision) []byte {
 	dst = append(dst, `,"event_ts":`...)
 	dst = strconv.AppendInt(dst, d.EventTS, 10)
 	dst = append(dst, t.head...)
-	windows.KeyParts(d.Key, func(i int, text string) {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = append(dst, t.keyNames[i]...)
-		dst = append(dst, text...)
-	})
-	dst = append(dst, '}')
+	dst = appendKey(dst, t.keyNames, d.Key)
 	dst = appendWindow(dst, d.Start, d.End)
 	dst = append(dst, `,"value":`...)
 	dst = AppendNumber(dst, d.Value)
@@ -139,7 +145,7 @@ func (e *Encoder) AppendHeatmap(dst []byte, h *windows.HeatmapWindow) []byte {
 	dst = append(dst, `{"heatmap":`...)
 	dst = append(dst, e.quoted(h.Heatmap.Name)...)
 	dst = append(dst, `,"key":`...)
-	dst = e.appendKey(dst, h.Heatmap.Key, h.Key)
+	dst = e.appendHeatmapKey(dst, h)
 	dst = appendWindow(dst, h.Start, h.End)
 	dst = append(dst, `,"revision":`...)
 	dst = strconv.AppendInt(dst, int64(h.Revision), 10)
@@ -211,14 +217,28 @@ func AppendDLQ(dst, raw []byte, reason string, p *event.Provenance) []byte {
 	return dst
 }
 
-func (e *Encoder) appendKey(dst []byte, names []string, key string) []byte {
+// appendHeatmapKey appends h's key as a JSON object.
+func (e *Encoder) appendHeatmapKey(dst []byte, h *windows.HeatmapWindow) []byte {
+	names, ok := e.heatmapKeys[h.Heatmap]
+	if !ok {
+		if len(e.heatmapKeys) >= maxRuleTexts {
+			clear(e.heatmapKeys)
+		}
+		names = keyNames(h.Heatmap.Key)
+		e.heatmapKeys[h.Heatmap] = names
+	}
+	return appendKey(dst, names, h.Key)
+}
+
+// appendKey appends an operator's key as a JSON object, names holding its
+// attributes' names encoded by keyNames.
+func appendKey(dst []byte, names [][]byte, key string) []byte {
 	dst = append(dst, '{')
 	windows.KeyParts(key, func(i int, text string) {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = append(dst, e.quoted(names[i])...)
-		dst = append(dst, ':')
+		dst = append(dst, names[i]...)
 		dst = append(dst, text...)
 	})
 	return append(dst, '}')

@@ -335,7 +335,7 @@ func (k *Kafka) Heatmap(h *windows.HeatmapWindow) {
 	b := k.room()
 	keyStart := len(b)
 	b = append(append(b, h.Heatmap.Name...), '/')
-	b = k.enc.appendKey(b, h.Heatmap.Key, h.Key)
+	b = k.enc.appendHeatmapKey(b, h)
 	valueStart := len(b)
 	k.chunk = k.enc.AppendHeatmap(b, h)
 	k.add(k.topics.Heatmaps, keyStart, valueStart, true)
