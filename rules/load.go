@@ -39,7 +39,7 @@ func Parse(file string, data []byte) (*Config, error) {
 	if err := c.err(); err != nil {
 		return nil, err
 	}
-	cfg.File = file
+	cfg.File, cfg.Source = file, data
 	cfg.Warnings = c.warnings
 	return cfg, nil
 }

@@ -13,7 +13,11 @@ import (
 // resolution of event time.
 type Config struct {
 	// File is the path the config was read from ("" when parsed from memory).
-	File      string
+	File string
+	// Source is the text it was parsed from: what a job that watches File
+	// compares the file with, so that an edit made after the parse is not
+	// taken for what the job runs.
+	Source    []byte
 	Watermark WatermarkConfig
 	Skew      SkewConfig
 	Rules     []Rule

@@ -24,13 +24,11 @@ type rulesWatch struct {
 	lastPoll time.Time
 }
 
-// newRulesWatch follows the file cfg was read from.
+// newRulesWatch follows the file cfg was read from. Its first look reads
+// the file, as it knows no modification time yet, and compares it with
+// what cfg was parsed from: the file may have changed since.
 func newRulesWatch(cfg *rules.Config) *rulesWatch {
-	w := &rulesWatch{path: cfg.File}
-	if data, fi, err := w.read(); err == nil {
-		w.modTime, w.size, w.data = fi.ModTime(), fi.Size(), data
-	}
-	return w
+	return &rulesWatch{path: cfg.File, data: cfg.Source}
 }
 
 func (w *rulesWatch) read() ([]byte, os.FileInfo, error) {

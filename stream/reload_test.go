@@ -1,10 +1,10 @@
 package stream
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/riskstream/riskstream/state"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskstream/riskstream/rules"
+	"github.com/riskstream/riskstream/state"
 	"github.com/segmentio/kafka-go"
 )
 
@@ -264,4 +265,26 @@ func TestLiveReloadSurvivesSIGKILL(t *testing.T) {
 		t.Fatalf("clean stop: %v\n%s", err, logs.String())
 	}
 	checkReloadedDecisions(t, liveDecisions(t, addr), want)
+}
+
+// TestRulesWatchSeesEditsBeforeStart: an edit between the parse of the
+// rules and the start of the watch is seen at the watch's first look, not
+// taken for the rules the job runs.
+func TestRulesWatchSeesEditsBeforeStart(t *testing.T) {
+	path := bundledRulesCopy(t)
+	cfg, err := rules.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := bytes.Replace(cfg.Source, []byte("threshold: 5"), []byte("threshold: 6"), 1)
+	if err := os.WriteFile(path, edited, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w := newRulesWatch(cfg)
+	if !w.changed(time.Now()) {
+		t.Fatal("the watch's first look finds nothing to read")
+	}
+	if data, _, err := w.read(); err != nil || bytes.Equal(data, w.data) {
+		t.Fatalf("the edit is taken for the rules parsed (err %v)", err)
+	}
 }
