@@ -9,8 +9,9 @@ import (
 
 // TestLayoutNext: a rule keeps its state id while its definition is
 // unchanged, through any number of reloads; a changed or new one takes an
-// id no state has, not even retired state, which waits for the next
-// restore to be deleted; and the layout survives its encoding.
+// id no state has, not even retired state, which stays until
+// DeleteRetired has deleted it between records; and the layout survives
+// its encoding.
 func TestLayoutNext(t *testing.T) {
 	parse := func(rulesYAML string) *rules.Config {
 		cfg, err := rules.Parse("r.yaml", []byte("rules:\n"+rulesYAML))

@@ -153,14 +153,18 @@ func deleteAllRetired(t *testing.T, deleteRetired func(n int) (int, int, error))
 // staleStates counts the states db holds under the state ids 1 and 2: those
 // of device-session-scraping and user-spend in testdata/rules.yaml, whose
 // state the edit of reloadedRules removes and restarts.
-func staleStates(db *state.DB) int {
+func staleStates(t *testing.T, db *state.DB) int {
+	t.Helper()
 	n := 0
-	db.Seek(nil, func(key, _ []byte) (bool, error) {
+	err := db.Seek(nil, func(key, _ []byte) (bool, error) {
 		if key[0] == 0 && (key[1] == 1 || key[1] == 2) {
 			n++
 		}
 		return true, nil
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	return n
 }
 
@@ -235,8 +239,8 @@ func TestReloadKeepsUnchangedRules(t *testing.T) {
 // new rules' layout: a job restarted on it with the new rules goes on
 // exactly as the reloaded one did; and a job restarted with the new rules
 // on a checkpoint of the old keeps the unchanged rules' state as a reload
-// would. Either way the restore deletes the state of the rules gone from
-// the store: a reload drops it from memory only.
+// would. Either way, after the restore, DeleteRetired deletes the state of
+// the rules gone from the store: a reload drops it from memory only.
 func TestRestoreAfterReload(t *testing.T) {
 	before, after := loadTwoRules(t)
 	lines := bundledLines(t)
@@ -313,8 +317,8 @@ func TestRestoreAfterReload(t *testing.T) {
 			t.Errorf("restarted with the new rules: pay-burst %d bytes of decisions, want the reloaded job's %d", len(g), len(w))
 		}
 		checkpoint(db, e)
-		if stale := staleStates(db); stale > 0 {
-			t.Errorf("reloaded before the checkpoint %v: %d states of rules gone still stored after the restore", reloadFirst, stale)
+		if stale := staleStates(t, db); stale > 0 {
+			t.Errorf("reloaded before the checkpoint %v: %d states of rules gone still stored after the restore and DeleteRetired", reloadFirst, stale)
 		}
 		if n := bytes.Count([]byte(got), []byte(`"rule":"device-session-scraping"`)); n > 0 {
 			t.Errorf("the removed rule decided %d times after the restore", n)
@@ -370,8 +374,8 @@ func TestShardedRestoreWithOtherRules(t *testing.T) {
 	}
 	deleteAllRetired(t, e.DeleteRetired)
 	commit(db, e)
-	if stale := staleStates(db); stale > 0 {
-		t.Errorf("%d states of rules gone still stored after the restore", stale)
+	if stale := staleStates(t, db); stale > 0 {
+		t.Errorf("%d states of rules gone still stored after the restore and DeleteRetired", stale)
 	}
 }
 
@@ -404,7 +408,7 @@ func TestDeleteRetiredBetweenRecords(t *testing.T) {
 	}
 	process(0, cut)
 	commitCheckpoint(t, db, e.Checkpoint)
-	stale := staleStates(db)
+	stale := staleStates(t, db)
 	if stale < 50 {
 		t.Fatalf("%d states of the rules to remove stored before the reload: too few to test with", stale)
 	}
@@ -421,7 +425,7 @@ func TestDeleteRetiredBetweenRecords(t *testing.T) {
 		process(min(cut+parts*10, len(lines)), min(cut+parts*10+10, len(lines)))
 		commitCheckpoint(t, db, e.Checkpoint)
 	}
-	if n := staleStates(db); n != 0 || total != stale || parts < stale/20 {
+	if n := staleStates(t, db); n != 0 || total != stale || parts < stale/20 {
 		t.Fatalf("%d states of rules gone left, %d deleted of %d, in %d parts of at most 20", n, total, stale, parts)
 	}
 	if len(e.layout.retired) != 0 {

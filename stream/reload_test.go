@@ -212,7 +212,7 @@ func TestLiveReload(t *testing.T) {
 	defer db.Close()
 	retired := func(id byte) bool { return id == 1 || id == 2 }
 	states, timers := 0, 0
-	db.Seek(nil, func(k, _ []byte) (bool, error) {
+	err = db.Seek(nil, func(k, _ []byte) (bool, error) {
 		switch {
 		case k[0] == 0 && retired(k[1]):
 			states++
@@ -221,6 +221,9 @@ func TestLiveReload(t *testing.T) {
 		}
 		return true, nil
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if states+timers > 0 {
 		t.Errorf("%d states and %d timer entries of the rules the reload removed or changed still stored", states, timers)
 	}
