@@ -112,6 +112,11 @@ func (e *Sharded) Reload(cfg *rules.Config) (rules.Diff, error) {
 // it between records, so that neither a reload's pause nor a restart
 // grows with the state dropped. It returns
 // how many it deleted and how many state ids are left to delete.
+//
+// The store is read through Seek, which sees only what was committed: a
+// retired state written since the last checkpoint (evicted before the
+// reload) would be missed, and its id reported done. So the live job
+// checkpoints right after each reload, before any DeleteRetired.
 func (e *Engine) DeleteRetired(n int) (deleted, left int, err error) {
 	return e.deleteRetired(e.op, n)
 }
