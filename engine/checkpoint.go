@@ -227,7 +227,7 @@ func (c *clocks) restore(cfg *rules.Config, b []byte, st *Stats, op func(ids []i
 	if err := readCounters(sections[5], counters); err != nil {
 		return layout{}, rules.Diff{}, err
 	}
-	st.Decisions = carryDecisions(prev.identities(), decisions, cfg)
+	st.Decisions = carryDecisions(diff.Old, decisions, cfg)
 	return next, diff, nil
 }
 
