@@ -78,14 +78,12 @@ func (op *Operator) Reload(cfg *rules.Config, schema *event.Schema, ids []int) e
 		op.horizons[id] = horizon{}
 		op.scratch[id] = nil
 	}
+	// A new id's tables are empty: never used, or emptied when dropped.
 	for _, sp := range ordered {
 		if !kept[sp.index] {
 			op.specs[sp.index] = sp
-			op.horizons[sp.index] = horizon{}
-			op.cache.m[sp.index] = slotIndex{}
-			op.cache.cold.idx[sp.index] = coldIndex{}
+			op.scratchFor(sp)
 		}
-		op.scratchFor(sp)
 	}
 	op.ordered = ordered
 	return nil
