@@ -95,11 +95,7 @@ func (e *Sharded) Reload(cfg *rules.Config) (rules.Diff, error) {
 		// shard compiles the same: none or all fail.
 		return diff, fmt.Errorf("engine: reload: %w", err)
 	}
-	for _, s := range e.shards {
-		s.rules = len(cfg.Rules)
-	}
 	e.adopt(cfg, schema, next, diff, &e.clocks, &e.stats)
-	e.specs = len(cfg.Rules) + len(cfg.Heatmaps)
 	e.end = *e.NewBatch()
 	return diff, nil
 }

@@ -59,7 +59,6 @@ type Sharded struct {
 	forgotten int64
 	cursors   []int
 	end       Batch // holds what Finish fires
-	specs     int   // rules and heatmaps
 	// parallel is Options.Parallel, or one call after the other.
 	parallel func(n int, fn func(i int))
 }
@@ -69,7 +68,7 @@ type Sharded struct {
 // into the batch in hand.
 type Shard struct {
 	index int
-	rules int // heatmaps follow the rules among the specs
+	rs    *ruleSet // the engine's rules: heatmaps follow them among the specs
 	op    *windows.Operator
 	b     *Batch
 	event int32 // the record being processed
@@ -102,7 +101,6 @@ func NewSharded(opts Options, backends []windows.Backend) (*Sharded, error) {
 		out:      opts.Output,
 		clocks:   newClocks(opts.Config, opts.OnSkewTransition),
 		merged:   windows.MinWatermark,
-		specs:    len(opts.Config.Rules) + len(opts.Config.Heatmaps),
 	}
 	if e.parallel == nil {
 		e.parallel = func(n int, fn func(i int)) {
@@ -121,7 +119,7 @@ func NewSharded(opts Options, backends []windows.Backend) (*Sharded, error) {
 		memory = max(1, memory/int64(len(backends)))
 	}
 	for i, b := range backends {
-		s := &Shard{index: i, rules: len(opts.Config.Rules)}
+		s := &Shard{index: i, rs: &e.ruleSet}
 		wopts := windows.Options{CacheSlots: slots, MemoryBytes: memory, WriteThrough: opts.Checkpoints,
 			Shard: i, Shards: len(backends)}
 		if i > 0 {
@@ -176,7 +174,7 @@ func (e *Sharded) NewBatch() *Batch {
 	n := len(e.shards)
 	return &Batch{
 		fields:  e.schema.Len(),
-		specs:   e.specs,
+		specs:   len(e.cfg.Rules) + len(e.cfg.Heatmaps),
 		refs:    make([][]windows.SlotRef, n),
 		refEnd:  make([][]int, n),
 		results: make([][]windows.Result, n),
@@ -317,7 +315,7 @@ func (s *Shard) Decision(d *windows.Decision) {
 // Heatmap implements windows.Output. The accumulator is copied: the window
 // may take more events before the output is merged.
 func (s *Shard) Heatmap(h *windows.HeatmapWindow) {
-	c := captured{event: s.event, fired: s.fired, spec: s.rules + h.HeatmapIndex, hw: *h, isHW: true}
+	c := captured{event: s.event, fired: s.fired, spec: len(s.rs.cfg.Rules) + h.HeatmapIndex, hw: *h, isHW: true}
 	c.hw.Acc = h.Acc.Clone()
 	s.b.outs[s.index] = append(s.b.outs[s.index], c)
 }
