@@ -190,3 +190,41 @@ func exposition(t *testing.T, reg *prometheus.Registry) string {
 	}
 	return rec.Body.String()
 }
+
+// TestMetricsReloadHeatmaps: across a reload that reorders, keeps, changes
+// and adds heatmaps, each heatmap's series and key labels follow its name,
+// a heatmap whose buckets changed starts its series afresh, and windows of
+// every heatmap of the new rules are observed where they belong.
+func TestMetricsReloadHeatmaps(t *testing.T) {
+	hm := func(name string, buckets ...float64) rules.Heatmap {
+		return rules.Heatmap{Name: name, Key: []string{"api"}, Buckets: buckets}
+	}
+	before := &rules.Config{Heatmaps: []rules.Heatmap{hm("a", 10), hm("b", 10, 20)}}
+	after := &rules.Config{Heatmaps: []rules.Heatmap{hm("c", 5), hm("b", 10, 20), hm("a", 10, 50)}}
+	reg := prometheus.NewRegistry()
+	m := newMetrics(reg, before, 10)
+	key := `"/pay"` + "\x00"
+	observe := func(cfg *rules.Config, i int, values ...float64) {
+		acc := heatmap.New(len(cfg.Heatmaps[i].Buckets))
+		for _, v := range values {
+			acc.Add(v, false, cfg.Heatmaps[i].Buckets)
+		}
+		w := &windows.HeatmapWindow{Heatmap: &cfg.Heatmaps[i], HeatmapIndex: i, Key: key, Start: 0, End: 10_000, Acc: acc}
+		m.heatmaps.observe(w, m.heatmapKeys[w.HeatmapIndex].value(heatmapKeyLabel(w.Key)))
+	}
+	observe(before, 0, 1)
+	observe(before, 1, 1, 15)
+	m.reload(before, after, m.last)
+	for i := range after.Heatmaps {
+		observe(after, i, 1)
+	}
+	for _, c := range []struct {
+		name  string
+		count uint64
+	}{{"a", 1}, {"b", 3}, {"c", 1}} {
+		hist, _ := heatmapSeriesOf(t, reg, c.name, "/pay")
+		if hist == nil || hist.GetSampleCount() != c.count {
+			t.Errorf("heatmap %s: %v, want %d values", c.name, hist, c.count)
+		}
+	}
+}
