@@ -2,6 +2,7 @@ package rules
 
 import (
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -142,28 +143,19 @@ func (c *checker) aggregate(f field) Aggregate {
 	}
 	line := f.val.Line
 	kind, attr, hasField := strings.Cut(s, ":")
-	var a Aggregate
-	switch kind {
-	case "count", "ratio":
-		if kind == "ratio" {
-			a.Kind = Ratio
-		}
+	i := slices.Index(aggregateNames[:], kind)
+	if i < 0 {
+		c.addf(line, "aggregate must be count, sum:FIELD, distinct:FIELD, avg:FIELD, min:FIELD, max:FIELD, ratio or quantile:FIELD:Q, got %q", s)
+		return Aggregate{}
+	}
+	a := Aggregate{Kind: AggregateKind(i)}
+	switch a.Kind {
+	case Count, Ratio:
 		if hasField {
 			c.addf(line, "aggregate: %s takes no field, got %q", kind, s)
 		}
 		return a
-	case "sum":
-		a.Kind = Sum
-	case "distinct":
-		a.Kind = Distinct
-	case "avg":
-		a.Kind = Avg
-	case "min":
-		a.Kind = Min
-	case "max":
-		a.Kind = Max
-	case "quantile":
-		a.Kind = Quantile
+	case Quantile:
 		var q string
 		var hasQ bool
 		attr, q, hasQ = strings.Cut(attr, ":")
@@ -177,9 +169,6 @@ func (c *checker) aggregate(f field) Aggregate {
 			return a
 		}
 		a.Q = v
-	default:
-		c.addf(line, "aggregate must be count, sum:FIELD, distinct:FIELD, avg:FIELD, min:FIELD, max:FIELD, ratio or quantile:FIELD:Q, got %q", s)
-		return a
 	}
 	if !hasField || attr == "" {
 		example := kind + ":amount"

@@ -140,26 +140,16 @@ const (
 	Quantile
 )
 
+// aggregateNames spells each AggregateKind as the rules file does.
+var aggregateNames = [...]string{Count: "count", Sum: "sum", Distinct: "distinct", Avg: "avg",
+	Min: "min", Max: "max", Ratio: "ratio", Quantile: "quantile"}
+
 // String returns the aggregate's function name as the rules file spells it.
 func (k AggregateKind) String() string {
-	switch k {
-	case Sum:
-		return "sum"
-	case Distinct:
-		return "distinct"
-	case Avg:
-		return "avg"
-	case Min:
-		return "min"
-	case Max:
-		return "max"
-	case Ratio:
-		return "ratio"
-	case Quantile:
-		return "quantile"
-	default:
-		return "count"
+	if int(k) < len(aggregateNames) {
+		return aggregateNames[k]
 	}
+	return "count"
 }
 
 // Numeric reports whether the aggregate reads a numeric field: an event
