@@ -1,8 +1,10 @@
 package console
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/riskstream/riskstream/sink"
@@ -16,6 +18,29 @@ type HeatmapSeries struct {
 	// Bounds are the buckets' upper bounds, +Inf not included.
 	Bounds  []float64
 	Windows []HeatmapWindow
+}
+
+// put keeps w among s's windows, which are in start order: in place of the
+// same window at an earlier revision, else inserted.
+func (s *HeatmapSeries) put(w HeatmapWindow) {
+	i, found := slices.BinarySearchFunc(s.Windows, w, func(a, b HeatmapWindow) int {
+		return cmp.Or(cmp.Compare(a.Start, b.Start), cmp.Compare(a.End, b.End))
+	})
+	switch {
+	case !found:
+		s.Windows = slices.Insert(s.Windows, i, w)
+	case w.Revision >= s.Windows[i].Revision:
+		s.Windows[i] = w
+	}
+}
+
+// values is the number of values in s's windows.
+func (s *HeatmapSeries) values() int64 {
+	var n int64
+	for _, w := range s.Windows {
+		n += w.Count
+	}
+	return n
 }
 
 // HeatmapWindow is one fired window of a heatmap and key, at its latest

@@ -1,7 +1,6 @@
 package console
 
 import (
-	"cmp"
 	"maps"
 	"slices"
 	"strconv"
@@ -162,14 +161,7 @@ func (l *Live) Heatmap(w *windows.HeatmapWindow) {
 	}
 	s.version++
 	l.heatmaps++
-	i, found := slices.BinarySearchFunc(s.Windows, hw, func(a, b HeatmapWindow) int {
-		return cmp.Or(cmp.Compare(a.Start, b.Start), cmp.Compare(a.End, b.End))
-	})
-	if found {
-		s.Windows[i] = hw
-		return
-	}
-	s.Windows = slices.Insert(s.Windows, i, hw)
+	s.put(hw)
 	if n := len(s.Windows) - l.opts.Windows; n > 0 {
 		s.Windows = slices.Delete(s.Windows, 0, n)
 	}

@@ -63,12 +63,8 @@ func renderHeatmaps(b *strings.Builder, figures []string, note string) {
 // names the drawing's gradient, unique in the page.
 func heatmapFigure(s HeatmapSeries, id string) string {
 	var b strings.Builder
-	var values int64
-	for _, w := range s.Windows {
-		values += w.Count
-	}
 	fmt.Fprintf(&b, `<figure class="heatmap" data-heatmap="%s" data-key="%s"><h3>%s · %s <span class="note">%s windows, %s values</span></h3>`,
-		esc(s.Heatmap), esc(s.Key), esc(s.Heatmap), esc(s.Key), formatCount(int64(len(s.Windows))), formatCount(values))
+		esc(s.Heatmap), esc(s.Key), esc(s.Heatmap), esc(s.Key), formatCount(int64(len(s.Windows))), formatCount(s.values()))
 	renderHeatmap(&b, s, "ms", id)
 	b.WriteString("</figure>\n")
 	return b.String()

@@ -117,7 +117,6 @@ const (
 func LoadReport(dir string) (*Report, error) {
 	r := &Report{}
 	cells := map[string]*HeatmapSeries{}
-	windows := map[string]int{} // heatmap, key and window → index in its series
 	err := eachLine(filepath.Join(dir, heatmapsFile), true, func(line []byte) error {
 		var h struct {
 			Heatmap  string          `json:"heatmap"`
@@ -160,37 +159,19 @@ func LoadReport(dir string) (*Report, error) {
 			return fmt.Errorf("%d buckets where the heatmap's first window had %d", len(w.Buckets), len(s.Bounds)+1)
 		}
 		r.span(w.Start, w.End-1)
-		wid := fmt.Sprintf("%s\x00%d\x00%d", id, w.Start, w.End)
-		if i, ok := windows[wid]; ok {
-			if w.Revision >= s.Windows[i].Revision {
-				s.Windows[i] = w
-			}
-			return nil
-		}
-		windows[wid] = len(s.Windows)
-		s.Windows = append(s.Windows, w)
+		s.put(w)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	for _, s := range cells {
-		slices.SortStableFunc(s.Windows, func(a, b HeatmapWindow) int {
-			return cmp.Or(cmp.Compare(a.Start, b.Start), cmp.Compare(a.End, b.End))
-		})
 		r.Heatmaps = append(r.Heatmaps, *s)
 	}
 	if len(r.Heatmaps) > reportHeatmapKeys {
 		// The keys with the most values, ties by name.
-		values := func(s HeatmapSeries) int64 {
-			var n int64
-			for _, w := range s.Windows {
-				n += w.Count
-			}
-			return n
-		}
 		slices.SortFunc(r.Heatmaps, func(a, b HeatmapSeries) int {
-			return cmp.Or(cmp.Compare(values(b), values(a)), strings.Compare(a.Heatmap, b.Heatmap), strings.Compare(a.Key, b.Key))
+			return cmp.Or(cmp.Compare(b.values(), a.values()), strings.Compare(a.Heatmap, b.Heatmap), strings.Compare(a.Key, b.Key))
 		})
 		r.HiddenHeatmaps = len(r.Heatmaps) - reportHeatmapKeys
 		r.Heatmaps = r.Heatmaps[:reportHeatmapKeys]
