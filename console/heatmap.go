@@ -117,9 +117,9 @@ func valueRow(bounds []float64, v float64) float64 {
 // them, time along the bottom and the buckets up the left. Every cell
 // carries its window, bucket and count in data- attributes and a tooltip,
 // which the browser tests read back. Windows with re-timed events are
-// marked above their column. id names the drawing's gradient, unique in
-// the page.
-func renderHeatmap(b *strings.Builder, hs HeatmapSeries, unit, id string) {
+// marked above their column. Its colour scale is the page's one gradient
+// (countScaleGradient).
+func renderHeatmap(b *strings.Builder, hs HeatmapSeries, unit string) {
 	rows := len(hs.Bounds) + 1
 	plotH := float64(rows * heatmapRowHeight)
 	height := int(plotH) + marginTop + marginBottom + 8
@@ -216,21 +216,26 @@ func renderHeatmap(b *strings.Builder, hs HeatmapSeries, unit, id string) {
 	}
 	text(b, left+plotW/2, bottom+30, "middle", "axis-label", "window start (UTC)")
 	// Legend: the colour scale, then the lines.
-	fmt.Fprintf(b, `<defs><linearGradient id="scale-%s" x1="0" x2="0" y1="1" y2="0">`, id)
-	for i := range 5 {
-		f := float64(i) / 4
-		fmt.Fprintf(b, `<stop offset="%s" stop-color="%s"/>`, num(f), scaleColor(f))
-	}
-	b.WriteString(`</linearGradient></defs>`)
 	legendItem(b, lx, 0, "#d62728", false, "p99")
 	legendItem(b, lx, 1, "#d62728", true, "p50")
 	sy := top + 44
 	sh := math.Max(plotH-56, 30)
-	fmt.Fprintf(b, `<rect x="%s" y="%s" width="14" height="%s" fill="url(#scale-%s)" stroke="#999" stroke-width="0.5"/>`, num(lx), num(sy), num(sh), id)
+	fmt.Fprintf(b, `<rect x="%s" y="%s" width="14" height="%s" fill="url(#count-scale)" stroke="#999" stroke-width="0.5"/>`, num(lx), num(sy), num(sh))
 	text(b, lx+20, sy+8, "start", "tick", formatCount(maxCount))
 	text(b, lx+20, sy+sh/4+4, "start", "tick", formatCount(int64(math.Round(float64(maxCount)*0.5625))))
 	text(b, lx+20, sy+sh/2+4, "start", "tick", formatCount(int64(math.Round(float64(maxCount)*0.25))))
 	text(b, lx+20, sy+sh, "start", "tick", "1")
 	text(b, lx, sy+sh+16, "start", "legend", "values per cell")
 	b.WriteString(`</svg>`)
+}
+
+// countScaleGradient is the gradient of the heatmaps' colour scale, one for the
+// page in an SVG of no size, which every figure's legend draws with.
+func countScaleGradient(b *strings.Builder) {
+	b.WriteString(`<svg width="0" height="0" style="position:absolute" aria-hidden="true"><defs><linearGradient id="count-scale" x1="0" x2="0" y1="1" y2="0">`)
+	for i := range 5 {
+		f := float64(i) / 4
+		fmt.Fprintf(b, `<stop offset="%s" stop-color="%s"/>`, num(f), scaleColor(f))
+	}
+	b.WriteString(`</linearGradient></defs></svg>`)
 }

@@ -3,7 +3,6 @@ package console
 import (
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -117,9 +116,6 @@ type Live struct {
 // key's figure is drawn again only when a window of it fires.
 type liveSeries struct {
 	HeatmapSeries
-	// order is the series' rank among those kept, which names its
-	// figure's gradient.
-	order int
 	// version counts its changes; figure was drawn at drawnVersion.
 	version, drawnVersion uint64
 	figure                string
@@ -145,8 +141,7 @@ func (l *Live) Heatmap(w *windows.HeatmapWindow) {
 			}
 			return
 		}
-		s = &liveSeries{HeatmapSeries: HeatmapSeries{Heatmap: w.Heatmap.Name, Key: keyText(w.Heatmap.Key, w.Key)},
-			order: len(l.series)}
+		s = &liveSeries{HeatmapSeries: HeatmapSeries{Heatmap: w.Heatmap.Name, Key: keyText(w.Heatmap.Key, w.Key)}}
 		l.series[id] = s
 	}
 	if !slices.Equal(s.Bounds, w.Heatmap.Buckets) {
@@ -231,7 +226,7 @@ func (l *Live) figures() (figures []string, hidden int, version uint64) {
 	hidden, version = len(l.hidden), l.heatmaps
 	l.mu.Unlock()
 	for _, t := range todo {
-		figures[t.i] = heatmapFigure(t.copy, strconv.Itoa(t.s.order))
+		figures[t.i] = heatmapFigure(t.copy)
 	}
 	l.mu.Lock()
 	for _, t := range todo {

@@ -52,6 +52,9 @@ func renderHeatmaps(b *strings.Builder, figures []string, note string) {
 		size += len(f)
 	}
 	b.Grow(size + 1024)
+	if len(figures) > 0 {
+		countScaleGradient(b)
+	}
 	b.WriteString(`<div class="heatmap-grid">`)
 	for _, f := range figures {
 		b.WriteString(f)
@@ -59,13 +62,12 @@ func renderHeatmaps(b *strings.Builder, figures []string, note string) {
 	b.WriteString("</div></section>\n")
 }
 
-// heatmapFigure is a heatmap series' figure: its title and drawing. id
-// names the drawing's gradient, unique in the page.
-func heatmapFigure(s HeatmapSeries, id string) string {
+// heatmapFigure is a heatmap series' figure: its title and drawing.
+func heatmapFigure(s HeatmapSeries) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<figure class="heatmap" data-heatmap="%s" data-key="%s"><h3>%s · %s <span class="note">%s windows, %s values</span></h3>`,
 		esc(s.Heatmap), esc(s.Key), esc(s.Heatmap), esc(s.Key), formatCount(int64(len(s.Windows))), formatCount(s.values()))
-	renderHeatmap(&b, s, "ms", id)
+	renderHeatmap(&b, s, "ms")
 	b.WriteString("</figure>\n")
 	return b.String()
 }
@@ -114,7 +116,7 @@ func WriteReport(w io.Writer, r *Report) error {
 	})
 	figures := make([]string, len(r.Heatmaps))
 	for i, hs := range r.Heatmaps {
-		figures[i] = heatmapFigure(hs, fmt.Sprint(i))
+		figures[i] = heatmapFigure(hs)
 	}
 	note := "Per window (column) and latency bucket (row), the number of values, colour by count; the lines are each window's p50 and p99. A red mark over a column: the window has re-timed events."
 	if r.HiddenHeatmaps > 0 {
