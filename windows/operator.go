@@ -460,11 +460,35 @@ func (op *Operator) bestWindow(sp *spec, panes []win, first, last int64) (int64,
 // every event of the attackers runs it over a full window of panes, so it
 // has none of the general sweep's bookkeeping.
 func bestAdditive(sp *spec, panes []win, first, last int64) (int64, float64) {
+	count := sp.agg == rules.Count
 	lo := firstFrom(panes, first)
+	if n := len(panes); n > 0 && panes[n-1].start < first+sp.size {
+		// No pane lies past the first window, as when events come in
+		// order: every later window holds a suffix of the first one's
+		// panes, so without a negative pane the first window is the best
+		// (ties go to the earliest) and the sweep can stop there. It adds
+		// the panes in the sweep's order, for the same rounding.
+		var n int64
+		var sum float64
+		negative := false
+		for i := lo; i < len(panes); i++ {
+			n += panes[i].n
+			sum += panes[i].sum
+			negative = negative || panes[i].sum < 0
+		}
+		if count || !negative {
+			if n < sp.minEvents {
+				return first, math.Inf(-1) // later windows hold fewer events
+			}
+			if count {
+				return first, float64(n)
+			}
+			return first, sum
+		}
+	}
 	hi := lo
 	var n int64
 	var sum float64
-	count := sp.agg == rules.Count
 	best, bestStart := math.Inf(-1), first
 	for ws := first; ; {
 		for lo < hi && panes[lo].start < ws {

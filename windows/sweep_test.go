@@ -15,6 +15,7 @@ import (
 func TestBestWindowBruteForce(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	shapes := [][2]int64{{60, 1}, {10, 5}, {10, 4}, {6, 4}, {5, 5}, {9, 3}}
+	inOrder := 0 // trials where no pane lies past the first window
 	for trial := range 20_000 {
 		shape := shapes[r.IntN(len(shapes))]
 		sp := &spec{wtype: rules.Sliding, size: shape[0], slide: shape[1], agg: rules.Count}
@@ -25,16 +26,29 @@ func TestBestWindowBruteForce(t *testing.T) {
 		}
 		sp.minEvents = int64(r.IntN(4))
 		// Panes at random pane starts, sorted, about a window's worth.
+		// Half the trials have no negative amount, half have t in the
+		// newest pane, as when events come in order.
 		var panes []win
 		start := (r.Int64N(20) - 10) * sp.pane
+		lowest := -10
+		if r.IntN(2) == 0 {
+			lowest = 0
+		}
 		for range 1 + r.IntN(12) {
 			n := 1 + r.Int64N(3)
-			panes = append(panes, win{start: start, acc: acc{n: n, sum: float64(r.IntN(21) - 10)}})
+			panes = append(panes, win{start: start, acc: acc{n: n, sum: float64(lowest + r.IntN(11-lowest))}})
 			start += (1 + r.Int64N(4)) * sp.pane
 		}
 		// The windows containing a time t within the panes' span.
-		t0 := panes[r.IntN(len(panes))].start + r.Int64N(sp.pane)
+		at := r.IntN(len(panes))
+		if r.IntN(2) == 0 {
+			at = len(panes) - 1
+		}
+		t0 := panes[at].start + r.Int64N(sp.pane)
 		first, last := sp.firstStart(t0), sp.lastStart(t0)
+		if panes[len(panes)-1].start < first+sp.size {
+			inOrder++
+		}
 		wantStart, want := first, math.Inf(-1)
 		for ws := first; ws <= last; ws += sp.slide {
 			var n int64
@@ -58,5 +72,8 @@ func TestBestWindowBruteForce(t *testing.T) {
 			t.Fatalf("trial %d, %d/%d %v min_events %d, windows %d..%d of %+v: best %d at %d, want %d at %d",
 				trial, sp.size, sp.slide, sp.agg, sp.minEvents, first, last, panes, int64(got), gotStart, int64(want), wantStart)
 		}
+	}
+	if inOrder < 5_000 || inOrder > 15_000 {
+		t.Fatalf("%d of 20000 trials have no pane past the first window: both cases need trials", inOrder)
 	}
 }
