@@ -40,6 +40,52 @@ func TestTimerQueueOrder(t *testing.T) {
 	}
 }
 
+// TestTimerQueueInterleaved sets timers while buckets run, some at times
+// that already ran (as a late event's cleanup may be), and checks every
+// timer runs once, by time and then in the order set, against a sorted
+// list.
+func TestTimerQueueInterleaved(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	var q timerQueue[int]
+	type set struct {
+		at int64
+		i  int
+	}
+	var pending, got, want []set
+	i := 0
+	for now := int64(0); now < 2000; now++ {
+		for range r.IntN(20) {
+			at := now - 3 + r.Int64N(30)
+			q.add(at, i, false)
+			pending = append(pending, set{at, i})
+			i++
+		}
+		for q.Len() > 0 && q.next() <= now {
+			b := q.popBucket()
+			for _, blk := range b.blocks {
+				for _, i := range blk {
+					got = append(got, set{b.at, i})
+				}
+			}
+			q.recycle(b)
+		}
+		// What is due now, in the order the queue must give it.
+		slices.SortStableFunc(pending, func(a, b set) int { return int(a.at - b.at) })
+		k := 0
+		for k < len(pending) && pending[k].at <= now {
+			k++
+		}
+		want = append(want, pending[:k]...)
+		pending = slices.Delete(pending, 0, k)
+	}
+	if len(got) != len(want) || !slices.Equal(got, want) {
+		t.Fatalf("ran %d timers, want %d, or out of order", len(got), len(want))
+	}
+	if q.Len() != len(pending) {
+		t.Fatalf("%d timers pending, want %d", q.Len(), len(pending))
+	}
+}
+
 // TestTimerQueueMemory: the queue holds memory for about the timers
 // pending at its peak, not for its largest bucket at every time, and in
 // steady state it reuses that memory instead of allocating. Replay collects
