@@ -281,12 +281,12 @@ func batchOf(db *pebble.DB, ws []*writes, sorted, tmp []sortKey) (*pebble.Batch,
 	}
 	tmp = sortWrites(sorted, tmp, keyOf)
 	b := db.NewBatchWithSize(size)
-	for i, k := range sorted {
-		w, o := at(k.op)
-		key := w.key(o)
-		if i+1 < len(sorted) && bytes.Equal(key, keyOf(sorted[i+1].op)) {
+	for _, k := range sorted {
+		if k.overwritten {
 			continue // written again later
 		}
+		w, o := at(int(k.op))
+		key := w.key(o)
 		var d *pebble.DeferredBatchOp
 		if o.deleted {
 			d = b.DeleteDeferred(len(key))
