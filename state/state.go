@@ -12,10 +12,13 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/riskstream/riskstream/internal/prefetch"
 )
 
 // Key prefixes partition the keyspace: slot state, and metadata such as the
@@ -280,8 +283,26 @@ func batchOf(db *pebble.DB, ws []*writes, sorted, tmp []sortKey) (*pebble.Batch,
 		}
 	}
 	tmp = sortWrites(sorted, tmp, keyOf)
+	// In key order the writes' bytes are read in no order, each a cache
+	// miss: they are asked for a group ahead.
+	const ahead = 16
+	var addrs [2 * ahead]unsafe.Pointer
+	loadWrites := func(from, to int) {
+		a := addrs[:0]
+		for _, k := range sorted[min(from, len(sorted)):min(to, len(sorted))] {
+			w, o := at(int(k.op))
+			a = append(a, unsafe.Pointer(&w.data[o.key]), unsafe.Pointer(&w.data[max(o.end-1, o.key)]))
+		}
+		prefetch.Lines(a)
+	}
 	b := db.NewBatchWithSize(size)
-	for _, k := range sorted {
+	for i, k := range sorted {
+		if i%ahead == 0 {
+			if i == 0 {
+				loadWrites(0, ahead)
+			}
+			loadWrites(i+ahead, i+2*ahead)
+		}
 		if k.overwritten {
 			continue // written again later
 		}

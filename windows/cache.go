@@ -7,6 +7,8 @@ import (
 	"maps"
 	"slices"
 	"unsafe"
+
+	"github.com/riskstream/riskstream/internal/prefetch"
 )
 
 // Backend stores encoded slot state outside memory. state.DB is the real
@@ -322,7 +324,7 @@ func (c *cache) prefetchVictims() {
 			addrs = append(addrs, unsafe.Pointer(&x.entries[x.home(s.id)]))
 		}
 	}
-	prefetchLines(addrs)
+	prefetch.Lines(addrs)
 	clear(addrs)
 	c.addrs = addrs
 }

@@ -1,6 +1,10 @@
 package windows
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"github.com/riskstream/riskstream/internal/prefetch"
+)
 
 // smallIndex is the number of keys below which a spec's state stays in the
 // CPU cache anyway and Prefetch leaves it alone.
@@ -62,7 +66,7 @@ func (op *Operator) Prefetch(now, near, far []SlotRef) {
 			}
 		}
 	}
-	prefetchLines(addrs)
+	prefetch.Lines(addrs)
 	clear(addrs) // hold no slot past its time
 	op.prefetchAddrs = addrs
 }
@@ -110,7 +114,7 @@ func (c *cache) prefetchChanged(k int, first bool) {
 			addrs = append(addrs, unsafe.Pointer(&s.wins[0]))
 		}
 	}
-	prefetchLines(addrs)
+	prefetch.Lines(addrs)
 	clear(addrs)
 	c.addrs = addrs
 }
@@ -156,14 +160,14 @@ func (op *Operator) prefetchTimers(blk []idTimer, i int) {
 			}
 		}
 	}
-	prefetchLines(addrs)
+	prefetch.Lines(addrs)
 	clear(addrs) // hold no slot past its time
 	op.prefetchAddrs = addrs
 }
 
 // recordAddr returns the address of the record at loc, a current record's
 // location: within its chunk, as the garbage collector requires of the
-// addresses prefetchLines is given.
+// addresses prefetch.Lines is given.
 func (c *coldStore) recordAddr(loc uint64) unsafe.Pointer {
 	return unsafe.Pointer(&c.chunks[locSeq(loc)-c.firstSeq].b[locOff(loc)])
 }

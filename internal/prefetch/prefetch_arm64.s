@@ -1,7 +1,7 @@
 #include "textflag.h"
 
-// func prefetchLines(addrs []unsafe.Pointer)
-TEXT ·prefetchLines(SB), NOSPLIT, $0-24
+// func Lines(addrs []unsafe.Pointer)
+TEXT ·Lines(SB), NOSPLIT, $0-24
 	MOVD addrs_base+0(FP), R0
 	MOVD addrs_len+8(FP), R1
 	CBZ R1, done
