@@ -120,7 +120,7 @@ func (e *Encoder) AppendDecision(dst []byte, d *windows.Decision) []byte {
 	dst = append(dst, `,"event_id":`...)
 	dst = append(dst, d.EventID...)
 	dst = append(dst, `,"event_ts":`...)
-	dst = strconv.AppendInt(dst, d.EventTS, 10)
+	dst = appendMillis(dst, d.EventTS)
 	dst = append(dst, t.head...)
 	dst = appendKey(dst, t.keyNames, d.Key)
 	dst = appendWindow(dst, d.Start, d.End)
@@ -246,11 +246,43 @@ func appendKey(dst []byte, names [][]byte, key string) []byte {
 
 func appendWindow(dst []byte, start, end int64) []byte {
 	dst = append(dst, `,"window":{"start":`...)
-	dst = strconv.AppendInt(dst, start, 10)
+	dst = appendMillis(dst, start)
 	dst = append(dst, `,"end":`...)
-	dst = strconv.AppendInt(dst, end, 10)
+	dst = appendMillis(dst, end)
 	return append(dst, '}')
 }
+
+// appendMillis appends t, a time in ms, as strconv.AppendInt does. Times
+// of this era have 13 digits, which it writes two at a time without
+// strconv's loop: every decision has three.
+func appendMillis(dst []byte, t int64) []byte {
+	if t < 1e12 || t >= 1e13 {
+		return strconv.AppendInt(dst, t, 10)
+	}
+	n := len(dst)
+	dst = append(dst, "0000000000000"...)
+	b := dst[n : n+13]
+	u := uint64(t)
+	for i := 11; i > 0; i -= 2 {
+		q := u / 100
+		r := u - q*100
+		b[i], b[i+1] = twoDigits[2*r], twoDigits[2*r+1]
+		u = q
+	}
+	b[0] = byte('0' + u)
+	return dst
+}
+
+const twoDigits = "00010203040506070809" +
+	"10111213141516171819" +
+	"20212223242526272829" +
+	"30313233343536373839" +
+	"40414243444546474849" +
+	"50515253545556575859" +
+	"60616263646566676869" +
+	"70717273747576777879" +
+	"80818283848586878889" +
+	"90919293949596979899"
 
 // AppendNumber appends f as a JSON number in its shortest form, as
 // encoding/json does: plain decimals, exponents only for very large or small

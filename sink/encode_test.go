@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -106,6 +107,36 @@ func TestAppendNumberAsJSON(t *testing.T) {
 		}
 		if got := AppendNumber(nil, v); string(got) != string(want) {
 			t.Errorf("AppendNumber(%v) = %s, want %s", v, got, want)
+		}
+	}
+}
+
+// BenchmarkAppendDecision encodes a decision of the shape an attack
+// produces most: a count rule keyed by user.
+func BenchmarkAppendDecision(b *testing.B) {
+	r := &rules.Rule{Name: "pay-burst", Action: "deny", Key: []string{"user"}, Threshold: 5}
+	d := &windows.Decision{Rule: r, EventID: []byte(`"r-000000907"`), EventTS: 1732150000048,
+		Key: "\"u65570\"\x00", Start: 1732149941000, End: 1732150001000, Value: 17}
+	e := NewEncoder()
+	var buf []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = e.AppendDecision(buf[:0], d)
+	}
+	b.SetBytes(int64(len(buf)))
+}
+
+// TestAppendMillis: as strconv.AppendInt, around and between the bounds
+// of 13 digits.
+func TestAppendMillis(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	cases := []int64{0, -1, 1e12 - 1, 1e12, 1e12 + 1, 1e13 - 1, 1e13, math.MinInt64, math.MaxInt64, 1732150000048}
+	for range 100_000 {
+		cases = append(cases, 1e12+r.Int64N(9e12), r.Int64())
+	}
+	for _, v := range cases {
+		if got, want := string(appendMillis([]byte("x"), v)), "x"+strconv.FormatInt(v, 10); got != want {
+			t.Fatalf("appendMillis(%d) = %s, want %s", v, got, want)
 		}
 	}
 }
