@@ -1,6 +1,7 @@
 package windows
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -26,17 +27,22 @@ func TestTimerQueueOrder(t *testing.T) {
 	}
 	slices.SortStableFunc(want, func(a, b set) int { return int(a.at - b.at) })
 	var got []set
-	for q.Len() > 0 {
+	runDue(&q, math.MaxInt64, func(at int64, key string) { got = append(got, set{at, key}) })
+	if !slices.Equal(got, want) {
+		t.Fatal("timers ran out of order")
+	}
+}
+
+// runDue runs, in order, the timers of q due at or before now.
+func runDue[E any](q *timerQueue[E], now int64, run func(at int64, e E)) {
+	for q.Len() > 0 && q.next() <= now {
 		b := q.popBucket()
 		for _, blk := range b.blocks {
-			for _, key := range blk {
-				got = append(got, set{b.at, key})
+			for _, e := range blk {
+				run(b.at, e)
 			}
 		}
 		q.recycle(b)
-	}
-	if !slices.Equal(got, want) {
-		t.Fatal("timers ran out of order")
 	}
 }
 
@@ -60,15 +66,7 @@ func TestTimerQueueInterleaved(t *testing.T) {
 			pending = append(pending, set{at, i})
 			i++
 		}
-		for q.Len() > 0 && q.next() <= now {
-			b := q.popBucket()
-			for _, blk := range b.blocks {
-				for _, i := range blk {
-					got = append(got, set{b.at, i})
-				}
-			}
-			q.recycle(b)
-		}
+		runDue(&q, now, func(at int64, i int) { got = append(got, set{at, i}) })
 		// What is due now, in the order the queue must give it.
 		slices.SortStableFunc(pending, func(a, b set) int { return int(a.at - b.at) })
 		k := 0
