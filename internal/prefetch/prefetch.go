@@ -1,6 +1,5 @@
 //go:build amd64 || arm64
 
-// Package prefetch asks the CPU to load cache lines ahead of their use.
 package prefetch
 
 import "unsafe"
