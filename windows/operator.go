@@ -462,7 +462,7 @@ func (op *Operator) bestWindow(sp *spec, panes []win, first, last int64) (int64,
 func bestAdditive(sp *spec, panes []win, first, last int64) (int64, float64) {
 	count := sp.agg == rules.Count
 	lo := firstFrom(panes, first)
-	if n := len(panes); n > 0 && panes[n-1].start < first+sp.size {
+	if len(panes) > 0 && panes[len(panes)-1].start < first+sp.size {
 		// No pane lies past the first window, as when events come in
 		// order: every later window holds a suffix of the first one's
 		// panes, so without a negative pane the first window is the best
