@@ -462,43 +462,26 @@ func (op *Operator) bestWindow(sp *spec, panes []win, first, last int64) (int64,
 func bestAdditive(sp *spec, panes []win, first, last int64) (int64, float64) {
 	count := sp.agg == rules.Count
 	lo := firstFrom(panes, first)
-	if len(panes) > 0 && panes[len(panes)-1].start < first+sp.size {
-		// No pane lies past the first window, as when events come in
-		// order: every later window holds a suffix of the first one's
-		// panes, so without a negative pane the first window is the best
-		// (ties go to the earliest) and the sweep can stop there. It adds
-		// the panes in the sweep's order, for the same rounding.
-		var n int64
-		var sum float64
-		negative := false
-		for i := lo; i < len(panes); i++ {
-			n += panes[i].n
-			sum += panes[i].sum
-			negative = negative || panes[i].sum < 0
-		}
-		if count || !negative {
-			if n < sp.minEvents {
-				return first, math.Inf(-1) // later windows hold fewer events
-			}
-			if count {
-				return first, float64(n)
-			}
-			return first, sum
-		}
-	}
 	hi := lo
 	var n int64
 	var sum float64
+	negative := 0 // panes of the window with a negative sum
 	best, bestStart := math.Inf(-1), first
 	for ws := first; ; {
 		for lo < hi && panes[lo].start < ws {
 			n -= panes[lo].n
 			sum -= panes[lo].sum
+			if panes[lo].sum < 0 {
+				negative--
+			}
 			lo++
 		}
 		for end := ws + sp.size; hi < len(panes) && panes[hi].start < end; hi++ {
 			n += panes[hi].n
 			sum += panes[hi].sum
+			if panes[hi].sum < 0 {
+				negative++
+			}
 		}
 		v := sum
 		if count {
@@ -506,6 +489,13 @@ func bestAdditive(sp *spec, panes []win, first, last int64) (int64, float64) {
 		}
 		if v > best && n >= sp.minEvents {
 			best, bestStart = v, ws
+		}
+		// Once every pane has entered, each later window holds fewer of
+		// this one's panes: without a negative one, none has more, nor
+		// more events. When events come in order that is the first
+		// window already.
+		if hi == len(panes) && (count || negative == 0) {
+			break
 		}
 		// sp.nextChange, with the case of most steps inline: this loop
 		// runs for every event of every attacker.
