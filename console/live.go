@@ -141,13 +141,8 @@ func (l *Live) Heatmap(w *windows.HeatmapWindow) {
 			}
 			return
 		}
-		s = &liveSeries{HeatmapSeries: HeatmapSeries{Heatmap: w.Heatmap.Name, Key: keyText(w.Heatmap.Key, w.Key)}}
+		s = &liveSeries{HeatmapSeries: HeatmapSeries{Heatmap: w.Heatmap.Name, Key: keyText(w.Heatmap.Key, w.Key), Bounds: w.Heatmap.Buckets}}
 		l.series[id] = s
-	}
-	if !slices.Equal(s.Bounds, w.Heatmap.Buckets) {
-		// New, or its buckets changed with a rules reload: windows of
-		// other bounds do not draw in one figure.
-		s.Bounds, s.Windows = w.Heatmap.Buckets, nil
 	}
 	hw := HeatmapWindow{Start: w.Start, End: w.End, Revision: w.Revision, Count: w.Acc.Count,
 		Buckets: slices.Clone(w.Acc.Buckets), Degraded: w.Acc.Degraded}
@@ -159,6 +154,31 @@ func (l *Live) Heatmap(w *windows.HeatmapWindow) {
 	s.put(hw)
 	if n := len(s.Windows) - l.opts.Windows; n > 0 {
 		s.Windows = slices.Delete(s.Windows, 0, n)
+	}
+}
+
+// Reload makes the console follow a rules reload to cfg, as the heatmap
+// metrics do: a heatmap's keys keep their windows while its name and
+// buckets are the same (windows of other bounds do not draw in one
+// figure); a heatmap removed is forgotten, its keys not drawn included.
+func (l *Live) Reload(cfg *rules.Config) {
+	buckets := map[string][]float64{}
+	for _, h := range cfg.Heatmaps {
+		buckets[h.Name] = h.Buckets
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for id, s := range l.series {
+		if b, ok := buckets[s.Heatmap]; !ok || !slices.Equal(b, s.Bounds) {
+			delete(l.series, id)
+			l.heatmaps++
+		}
+	}
+	for id := range l.hidden {
+		name, _, _ := strings.Cut(id, "\x00")
+		if _, ok := buckets[name]; !ok {
+			delete(l.hidden, id)
+		}
 	}
 }
 

@@ -58,12 +58,42 @@ func TestLiveKeepsTheLatestWindows(t *testing.T) {
 		t.Errorf("window 30: revision %d buckets %v, want revision 1 with one value per bucket", w.Revision, w.Buckets)
 	}
 
-	// A rules reload that changes the heatmap's buckets: its windows start
-	// over, under the new bounds.
-	reloaded := &rules.Heatmap{Name: "lat", Key: []string{"api"}, Buckets: []float64{10, 100, 1000}}
-	l.Heatmap(fired(reloaded, "\"/pay\"\x00", 50, 60, 0, 5))
-	if !slices.Equal(pay.Bounds, reloaded.Buckets) || len(pay.Windows) != 1 || len(pay.Windows[0].Buckets) != 4 {
-		t.Errorf("after new buckets: bounds %v, %d windows, want the new bounds and one window of 4 buckets", pay.Bounds, len(pay.Windows))
+}
+
+// TestLiveReload: across a rules reload a heatmap's keys keep their
+// windows while its buckets are the same; one whose buckets changed starts
+// over under the new bounds; one removed is forgotten, with its keys not
+// drawn.
+func TestLiveReload(t *testing.T) {
+	lat := &rules.Heatmap{Name: "lat", Key: []string{"api"}, Buckets: []float64{10, 100}}
+	size := &rules.Heatmap{Name: "size", Key: []string{"api"}, Buckets: []float64{1}}
+	gone := &rules.Heatmap{Name: "gone", Key: []string{"api"}, Buckets: []float64{1}}
+	l := NewLive(LiveOptions{Series: 3})
+	l.Heatmap(fired(lat, "\"/pay\"\x00", 0, 10, 0, 5))
+	l.Heatmap(fired(size, "\"/pay\"\x00", 0, 10, 0, 5))
+	l.Heatmap(fired(gone, "\"/pay\"\x00", 0, 10, 0, 5))
+	l.Heatmap(fired(gone, "\"/cart\"\x00", 0, 10, 0, 5)) // not drawn: Series is 3
+	l.Heatmap(fired(lat, "\"/home\"\x00", 0, 10, 0, 5))  // not drawn either
+	before := l.heatmaps
+
+	newLat := &rules.Heatmap{Name: "lat", Key: []string{"api"}, Buckets: []float64{10, 100, 1000}}
+	l.Reload(&rules.Config{Heatmaps: []rules.Heatmap{*newLat, *size}})
+	if got := slices.Sorted(maps.Keys(l.series)); !slices.Equal(got, []string{"size\x00\"/pay\"\x00"}) {
+		t.Fatalf("series after the reload %q, want only size's, whose buckets did not change", got)
+	}
+	if len(l.series["size\x00\"/pay\"\x00"].Windows) != 1 {
+		t.Error("size's window was not kept")
+	}
+	if got := slices.Sorted(maps.Keys(l.hidden)); !slices.Equal(got, []string{"lat\x00\"/home\"\x00"}) {
+		t.Errorf("keys not drawn after the reload %q, want only lat's: gone was removed", got)
+	}
+	if l.heatmaps == before {
+		t.Error("the heatmaps' version did not change: the page would keep the figures of the series dropped")
+	}
+	l.Heatmap(fired(newLat, "\"/pay\"\x00", 50, 60, 0, 5))
+	pay := l.series["lat\x00\"/pay\"\x00"]
+	if pay == nil || !slices.Equal(pay.Bounds, newLat.Buckets) || len(pay.Windows) != 1 || len(pay.Windows[0].Buckets) != 4 {
+		t.Errorf("lat's key after the reload: %+v, want the new bounds and one window of 4 buckets", pay)
 	}
 }
 
