@@ -214,7 +214,7 @@ func TestMetricsReloadHeatmaps(t *testing.T) {
 	}
 	observe(before, 0, 1)
 	observe(before, 1, 1, 15)
-	m.reload(before, after, m.last)
+	m.reload(after, m.last)
 	for i := range after.Heatmaps {
 		observe(after, i, 1)
 	}

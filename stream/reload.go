@@ -75,7 +75,7 @@ func (j *liveJob) reloadRules(why string, force bool) error {
 	w.data = data
 	cfg, err := rules.Parse(w.path, data)
 	var diff rules.Diff
-	start := j.opts.Now()
+	var start time.Time
 	if err == nil {
 		// Between two records: every record fetched so far is processed
 		// with the rules it came under.
@@ -97,7 +97,10 @@ func (j *liveJob) reloadRules(why string, force bool) error {
 		j.log.Warn("rules: " + warning.String())
 	}
 	j.dec, j.batch = j.e.NewDecoder(), j.e.NewBatch()
-	j.m.reload(j.opts.Config, cfg, j.e.Stats())
+	j.m.reload(cfg, j.e.Stats())
+	if j.console != nil {
+		j.console.Reload(cfg)
+	}
 	j.opts.Config = cfg
 	took := j.opts.Now().Sub(start)
 	j.m.reloads.WithLabelValues("applied").Inc()
@@ -121,15 +124,15 @@ func logDiff(j *liveJob, msg string, d rules.Diff, args ...any) {
 		"removed", names(removed), "added", names(added))...)
 }
 
-// reload makes the metrics follow a reload from old rules to cfg, with
+// reload makes the metrics follow a reload to cfg, with
 // everything before it counted (update): the engine's stats after the
 // reload, which carry each rule's decisions by name, are the counts the
 // next update goes on from, and label sets go with the heatmap of the
 // same name.
-func (m *metrics) reload(old, cfg *rules.Config, stats engine.Stats) {
+func (m *metrics) reload(cfg *rules.Config, stats engine.Stats) {
 	m.last = stats
 	keys := map[string]*boundedLabels{}
-	for i, h := range old.Heatmaps {
+	for i, h := range m.cfg.Heatmaps {
 		keys[h.Name] = m.heatmapKeys[i]
 	}
 	m.heatmapKeys = m.heatmapKeys[:0]
