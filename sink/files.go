@@ -69,7 +69,9 @@ func OpenFiles(dir string) (*Files, error) {
 			return nil, fmt.Errorf("sink: %w", err)
 		}
 		f.files[i] = file
-		f.w[i] = bufio.NewWriterSize(file, 1<<20)
+		if i != outSkew { // written whole at Commit
+			f.w[i] = bufio.NewWriterSize(file, 1<<20)
+		}
 	}
 	return f, nil
 }
@@ -157,9 +159,11 @@ func (f *Files) Flush() error {
 // Commit flushes and closes the files and puts them in place of the
 // outputs, <dir>/<output>.jsonl, and skew.jsonl.
 func (f *Files) Commit() error {
-	f.w[outSkew].Write(f.skew) // an error sticks, for Flush
 	if err := f.Flush(); err != nil {
 		return err
+	}
+	if _, err := f.files[outSkew].Write(f.skew); err != nil {
+		return fmt.Errorf("sink: %w", err)
 	}
 	for i, file := range f.files {
 		if err := file.Close(); err != nil {
