@@ -145,7 +145,9 @@ func (op *Operator) dropState(ids []int) {
 // alone, not the rest. It returns the last key it deleted, for the next
 // call, how many it deleted, and whether none is left: a caller between
 // records deletes a large state a part at a time. Of the operators
-// sharing a Backend (the shards of one engine) one is enough.
+// sharing a Backend (the shards of one engine) one is enough. An operator
+// that does not write through stores only the states its memory spilled,
+// which have no timer entry beside them (docs/format/state.md).
 func (op *Operator) DeleteRetiredSome(id int, after []byte, n int) (last []byte, deleted int, done bool, err error) {
 	b := op.cache.cold.backend
 	prefix := []byte{byte(id >> 8), byte(id)}
@@ -162,8 +164,10 @@ func (op *Operator) DeleteRetiredSome(id int, after []byte, n int) (last []byte,
 			done = false
 			return false, nil
 		}
-		if err := op.cache.cold.deleteTimerOf(k, v); err != nil {
-			return false, err
+		if op.cache.cold.writeThrough {
+			if err := op.cache.cold.deleteTimerOf(k, v); err != nil {
+				return false, err
+			}
 		}
 		last = append(last[:0], k...)
 		deleted++

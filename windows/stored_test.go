@@ -370,3 +370,52 @@ rules:
 		t.Fatalf("%d keys stored once every window expired, want none", n)
 	}
 }
+
+// TestRetiredSpilled: an operator that does not write through keeps in
+// the Backend only the states its memory spilled, without timer entries;
+// DeleteRetiredSome deletes those of a rule gone too.
+func TestRetiredSpilled(t *testing.T) {
+	const both = `
+rules:
+  - {name: users, key: [user], window: {type: tumbling, size: 10s}, aggregate: count, threshold: 100, action: deny}
+  - {name: devices, key: [device], window: {type: tumbling, size: 10s}, aggregate: count, threshold: 100, action: deny}
+`
+	b := NewMemBackend()
+	op, dec := newTestOperatorWith(t, both, b, discardOutput{}, Options{CacheSlots: 16, MemoryBytes: 8 << 10})
+	lines, _ := timerTestInput(2000)
+	drive(t, op, dec, lines)
+	spilled := func() int {
+		n := 0
+		for k := range b.m {
+			if len(k) == spillKeyLen && specOf(k) == 1 && k[2] == 0xff {
+				n++
+			}
+		}
+		return n
+	}
+	if spilled() == 0 {
+		t.Fatal("no state of devices spilled: the test needs some")
+	}
+	cfg, err := rules.Parse("rules.yaml", []byte(`
+rules:
+  - {name: users, key: [user], window: {type: tumbling, size: 10s}, aggregate: count, threshold: 100, action: deny}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema, err := event.NewSchema(Fields(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := op.Reload(cfg, schema, []int{0}); err != nil {
+		t.Fatal(err)
+	}
+	for after, done := []byte(nil), false; !done; {
+		if after, _, done, err = op.DeleteRetiredSome(1, after, 7); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := spilled(); n != 0 {
+		t.Fatalf("%d spilled states of devices left after DeleteRetiredSome", n)
+	}
+}
