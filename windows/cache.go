@@ -59,7 +59,7 @@ type cache struct {
 	cold  *coldStore
 	specs []*spec
 	buf   []byte
-	addrs []unsafe.Pointer // prefetchChanged's buffer
+	addrs []uintptr // prefetchChanged's buffer
 	// changed lists the slots that became dirty, in that order, so that a
 	// flush writes them without visiting every cached slot. Entries of
 	// slots written back since (or dropped) are stale and skipped;
@@ -316,16 +316,15 @@ func (c *cache) prefetchVictims() {
 	const ahead = victimAhead
 	addrs := c.addrs[:0]
 	if h := c.hand + ahead; h < len(c.ring) {
-		addrs = append(addrs, unsafe.Pointer(c.ring[h]))
+		addrs = append(addrs, prefetch.Addr(c.ring[h]))
 	}
 	if h := c.hand + ahead/2; h < len(c.ring) {
 		s := c.ring[h]
 		if x := &c.cold.idx[s.sp.index]; x.n >= smallIndex {
-			addrs = append(addrs, unsafe.Pointer(&x.entries[x.home(s.id)]))
+			addrs = append(addrs, prefetch.Addr(&x.entries[x.home(s.id)]))
 		}
 	}
 	prefetch.Lines(addrs)
-	clear(addrs)
 	c.addrs = addrs
 }
 

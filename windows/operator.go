@@ -107,7 +107,7 @@ type Operator struct {
 	// quantile is the merge of a quantile rule's panes, in bestQuantile.
 	quantile *heatmap.Acc
 	// prefetchAddrs is Prefetch's buffer of addresses.
-	prefetchAddrs []unsafe.Pointer
+	prefetchAddrs []uintptr
 	windowed      int64 // heatmap windows emitted, revisions included
 	// shard and shards are Options.Shard and Options.Shards.
 	shard, shards int

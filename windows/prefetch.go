@@ -32,12 +32,13 @@ func (op *Operator) Prefetch(now, near, far []SlotRef) {
 	for i := range far {
 		r := &far[i]
 		if x := &op.cache.m[r.spec]; x.n >= smallIndex {
-			addrs = append(addrs, unsafe.Pointer(&x.entries[x.home(tagOf(r.id))]))
+			addrs = append(addrs, prefetch.Addr(&x.entries[x.home(tagOf(r.id))]))
 		}
 		// A key the cache does not hold is looked for in the cold store,
 		// whose probe runs often cross into the next line.
 		if x := &op.cache.cold.idx[r.spec]; x.n >= smallIndex {
-			addrs = appendLines(addrs, x.entries, x.home(r.id))
+			e := prefetch.Addr(&x.entries[x.home(r.id)])
+			addrs = append(addrs, e, e+64)
 		}
 	}
 	for i := range near {
@@ -45,7 +46,7 @@ func (op *Operator) Prefetch(now, near, far []SlotRef) {
 		if x := &op.cache.m[r.spec]; x.n >= smallIndex {
 			if s := x.candidate(r.id); s != nil {
 				// The two lines an event touches (see slot).
-				addrs = append(addrs, unsafe.Pointer(s), unsafe.Add(unsafe.Pointer(s), 64))
+				addrs = append(addrs, prefetch.Addr(s), prefetch.Addr(s)+64)
 				continue
 			}
 		}
@@ -62,25 +63,12 @@ func (op *Operator) Prefetch(now, near, far []SlotRef) {
 			// Panes out of the slot: an event adds to the last and a
 			// rule's decision sweeps them from the first.
 			if s := x.candidate(r.id); s != nil && len(s.wins) > 1 {
-				addrs = append(addrs, unsafe.Pointer(&s.wins[0]), unsafe.Pointer(&s.wins[len(s.wins)-1]))
+				addrs = append(addrs, prefetch.Addr(&s.wins[0]), prefetch.Addr(&s.wins[len(s.wins)-1]))
 			}
 		}
 	}
 	prefetch.Lines(addrs)
-	clear(addrs) // hold no slot past its time
 	op.prefetchAddrs = addrs
-}
-
-// appendLines appends the addresses of entry i of xs and of the line after
-// it, when that is still within xs: the garbage collector reads the
-// addresses, which must not point past the array.
-func appendLines[T any](addrs []unsafe.Pointer, xs []T, i uint64) []unsafe.Pointer {
-	e := unsafe.Pointer(&xs[i])
-	addrs = append(addrs, e)
-	if end := uintptr(unsafe.Pointer(unsafe.SliceData(xs))) + uintptr(len(xs))*unsafe.Sizeof(xs[0]); uintptr(e)+64 < end {
-		addrs = append(addrs, unsafe.Add(e, 64))
-	}
-	return addrs
 }
 
 // writeBackPrefetch is how many changed slots prefetchChanged loads at a
@@ -100,8 +88,8 @@ func (c *cache) prefetchChanged(k int, first bool) {
 	addrs := c.addrs[:0]
 	slots := func(from, to int) {
 		for _, s := range c.changed[min(from, len(c.changed)):min(to, len(c.changed))] {
-			p := unsafe.Pointer(s)
-			addrs = append(addrs, p, unsafe.Add(p, 64), unsafe.Add(p, 128))
+			p := prefetch.Addr(s)
+			addrs = append(addrs, p, p+64, p+128)
 		}
 	}
 	if first {
@@ -109,13 +97,12 @@ func (c *cache) prefetchChanged(k int, first bool) {
 	}
 	slots(k+2*g, k+3*g)
 	for _, s := range c.changed[min(k+g, len(c.changed)):min(k+2*g, len(c.changed))] {
-		addrs = append(addrs, unsafe.Pointer(unsafe.StringData(s.key)))
+		addrs = append(addrs, prefetch.Addr(unsafe.StringData(s.key)))
 		if len(s.wins) > 0 && &s.wins[0] != &s.inline[0] {
-			addrs = append(addrs, unsafe.Pointer(&s.wins[0]))
+			addrs = append(addrs, prefetch.Addr(&s.wins[0]))
 		}
 	}
 	prefetch.Lines(addrs)
-	clear(addrs)
 	c.addrs = addrs
 }
 
@@ -136,10 +123,10 @@ func (op *Operator) prefetchTimers(blk []idTimer, i int) {
 	entries := func(from, to int) {
 		for _, e := range blk[min(from, len(blk)):min(to, len(blk))] {
 			if x := &c.m[e.spec]; x.n >= smallIndex {
-				addrs = append(addrs, unsafe.Pointer(&x.entries[x.home(tagOf(e.id))]))
+				addrs = append(addrs, prefetch.Addr(&x.entries[x.home(tagOf(e.id))]))
 			}
 			if x := &c.cold.idx[e.spec]; x.n >= smallIndex {
-				addrs = append(addrs, unsafe.Pointer(&x.entries[x.home(e.id)]))
+				addrs = append(addrs, prefetch.Addr(&x.entries[x.home(e.id)]))
 			}
 		}
 	}
@@ -150,7 +137,7 @@ func (op *Operator) prefetchTimers(blk []idTimer, i int) {
 	for _, e := range blk[min(i+g, len(blk)):min(i+2*g, len(blk))] {
 		if x := &c.m[e.spec]; x.n >= smallIndex {
 			if s := x.candidate(e.id); s != nil {
-				addrs = append(addrs, unsafe.Pointer(s), unsafe.Add(unsafe.Pointer(s), 64))
+				addrs = append(addrs, prefetch.Addr(s), prefetch.Addr(s)+64)
 				continue
 			}
 		}
@@ -161,13 +148,11 @@ func (op *Operator) prefetchTimers(blk []idTimer, i int) {
 		}
 	}
 	prefetch.Lines(addrs)
-	clear(addrs) // hold no slot past its time
 	op.prefetchAddrs = addrs
 }
 
 // recordAddr returns the address of the record at loc, a current record's
-// location: within its chunk, as the garbage collector requires of the
-// addresses prefetch.Lines is given.
-func (c *coldStore) recordAddr(loc uint64) unsafe.Pointer {
-	return unsafe.Pointer(&c.chunks[locSeq(loc)-c.firstSeq].b[locOff(loc)])
+// location.
+func (c *coldStore) recordAddr(loc uint64) uintptr {
+	return prefetch.Addr(&c.chunks[locSeq(loc)-c.firstSeq].b[locOff(loc)])
 }

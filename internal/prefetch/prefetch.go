@@ -2,14 +2,12 @@
 
 package prefetch
 
-import "unsafe"
-
 // Lines asks the CPU to load the cache line at each address, without
 // waiting for it: a prefetch instruction, unlike a load, never holds up the
 // instructions after it, so a whole batch of misses overlaps. An address
-// may be anything: a prefetch never faults. A caller that keeps addrs
-// between calls must not leave in it addresses the garbage collector
-// would take for bad pointers (past the end of an object).
+// may be anything: a prefetch never faults. The addresses are plain
+// numbers, which the garbage collector does not read, so one past an
+// object, or of one freed since, is as harmless.
 //
 //go:noescape
-func Lines(addrs []unsafe.Pointer)
+func Lines(addrs []uintptr)

@@ -1,6 +1,6 @@
 #include "textflag.h"
 
-// func Lines(addrs []unsafe.Pointer)
+// func Lines(addrs []uintptr)
 TEXT ·Lines(SB), NOSPLIT, $0-24
 	MOVQ addrs_base+0(FP), SI
 	MOVQ addrs_len+8(FP), CX

@@ -1,6 +1,6 @@
 #include "textflag.h"
 
-// func Lines(addrs []unsafe.Pointer)
+// func Lines(addrs []uintptr)
 TEXT ·Lines(SB), NOSPLIT, $0-24
 	MOVD addrs_base+0(FP), R0
 	MOVD addrs_len+8(FP), R1

@@ -2,8 +2,6 @@
 
 package prefetch
 
-import "unsafe"
-
 // Lines does nothing where there is no prefetch instruction in assembly
 // here: the loads then simply miss when they come.
-func Lines(addrs []unsafe.Pointer) {}
+func Lines(addrs []uintptr) {}

@@ -1,9 +1,6 @@
 package prefetch
 
-import (
-	"testing"
-	"unsafe"
-)
+import "testing"
 
 // TestLinesNeverFaults: callers pass addresses they have not checked (a
 // candidate slot, an entry past a stale index); a prefetch of any address,
@@ -11,7 +8,7 @@ import (
 func TestLinesNeverFaults(t *testing.T) {
 	var x [4]uint64
 	Lines(nil)
-	Lines([]unsafe.Pointer{nil, unsafe.Pointer(&x[0]), unsafe.Add(unsafe.Pointer(&x[0]), 1<<40)})
+	Lines([]uintptr{0, Addr(&x[0]), Addr(&x[0]) + 1<<40, ^uintptr(0)})
 	if x != [4]uint64{} {
 		t.Fatal("a prefetch wrote memory")
 	}
