@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -286,21 +285,21 @@ func batchOf(db *pebble.DB, ws []*writes, sorted, tmp []sortKey) (*pebble.Batch,
 	// In key order the writes' bytes are read in no order, each a cache
 	// miss: they are asked for a group ahead.
 	const ahead = 16
-	var addrs [2 * ahead]unsafe.Pointer
+	var addrs [2 * ahead]uintptr
 	loadWrites := func(from, to int) {
 		a := addrs[:0]
 		for _, k := range sorted[min(from, len(sorted)):min(to, len(sorted))] {
-			w, o := at(int(k.op))
-			a = append(a, unsafe.Pointer(&w.data[o.key]), unsafe.Pointer(&w.data[max(o.end-1, o.key)]))
+			if !k.overwritten {
+				w, o := at(int(k.op))
+				a = append(a, prefetch.Addr(&w.data[o.key]), prefetch.Addr(&w.data[max(o.end-1, o.key)]))
+			}
 		}
 		prefetch.Lines(a)
 	}
 	b := db.NewBatchWithSize(size)
+	loadWrites(0, ahead)
 	for i, k := range sorted {
 		if i%ahead == 0 {
-			if i == 0 {
-				loadWrites(0, ahead)
-			}
 			loadWrites(i+ahead, i+2*ahead)
 		}
 		if k.overwritten {
