@@ -8,8 +8,9 @@ import (
 )
 
 // The aggregates beyond count, sum and distinct keep their state in the
-// fields an acc already has, so that a slot's layout and encoding stay as
-// they are (docs/format/state.md "Aggregates"): n counts the events of
+// fields an acc already has, so that a slot's layout stays as it is (its
+// encoding stores the fields each aggregate uses: docs/format/state.md
+// "Aggregates"): n counts the events of
 // every rule; sum is the sum of the field for avg, the number of events
 // that pass the match filters for ratio, and the smallest or largest value
 // for min and max; a quantile rule keeps the heatmaps' sketch, with no
