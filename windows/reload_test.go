@@ -71,3 +71,89 @@ rules:
 		t.Fatalf("the timers of dropped states: %v", err)
 	}
 }
+
+// TestReloadReusesRetiredID: a rule may take the state id of one a reload
+// dropped, once the dropped rule's stored states are deleted; its timers
+// still queued then purge nothing of the new rule's states, which still go
+// when their windows are over.
+func TestReloadReusesRetiredID(t *testing.T) {
+	parse := func(text string) (*rules.Config, *event.Schema) {
+		cfg, err := rules.Parse("rules.yaml", []byte(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		schema, err := event.NewSchema(Fields(cfg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg, schema
+	}
+	const keep = "  - {name: keep, key: [user], window: {type: tumbling, size: 10s}, aggregate: count, threshold: 100, action: deny}\n"
+	b := NewMemBackend()
+	out := &lastValues{values: map[string]float64{}}
+	op, dec := newTestOperatorWith(t, "rules:\n"+keep+
+		"  - {name: old, key: [user], window: {type: tumbling, size: 10s}, aggregate: count, threshold: 100, action: deny}\n",
+		b, out, Options{WriteThrough: true})
+	process := func(dec *event.Decoder, i int, ts int64) {
+		t.Helper()
+		var ev event.Event
+		if err := dec.Decode(fmt.Appendf(nil, `{"id":"e%d","ts":%d,"user":"u%d"}`, i, ts, i%10), &ev); err != nil {
+			t.Fatal(err)
+		}
+		refs, keys := op.NewKeyer().Append(nil, nil, &ev)
+		if _, err := op.ProcessElement(&ev, refs, keys, ev.TS, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 100 {
+		process(dec, i, 1_000_000+int64(i)) // old's purges are due at 1,009,999
+	}
+	if _, err := op.Checkpoint(nil); err != nil {
+		t.Fatal(err)
+	}
+	cfg, schema := parse("rules:\n" + keep)
+	if err := op.Reload(cfg, schema, []int{0}); err != nil {
+		t.Fatal(err)
+	}
+	for after, done, err := []byte(nil), false, error(nil); !done; {
+		if after, _, done, err = op.DeleteRetiredSome(1, after, 100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, schema = parse("rules:\n" + keep +
+		"  - {name: new, key: [user], window: {type: tumbling, size: 1m}, aggregate: count, threshold: 1, action: deny}\n")
+	if err := op.Reload(cfg, schema, []int{0, 1}); err != nil {
+		t.Fatal(err)
+	}
+	dec = event.NewDecoder(schema)
+	for i := range 10 {
+		process(dec, 100+i, 1_005_000)
+	}
+	if err := op.AdvanceWatermark(1_015_000); err != nil { // old's timers run
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		process(dec, 110+i, 1_016_000)
+	}
+	for u := range 10 {
+		if v := out.values[fmt.Sprintf("new \"u%d\"\x00", u)]; v != 2 {
+			t.Errorf("new's count for u%d: %v, want 2: the first event's state was purged", u, v)
+		}
+	}
+	// And every state goes once its windows are over.
+	if err := op.AdvanceWatermark(2_000_000); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := op.Checkpoint(nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.Len(); n != 0 {
+		t.Errorf("%d keys stored once every window is over, want none", n)
+	}
+}
+
+// lastValues keeps the value of each rule and key's last decision.
+type lastValues struct{ values map[string]float64 }
+
+func (o *lastValues) Decision(d *Decision)   { o.values[d.Rule.Name+" "+d.Key] = d.Value }
+func (o *lastValues) Heatmap(*HeatmapWindow) {}
