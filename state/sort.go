@@ -13,7 +13,7 @@ import (
 // longer one, and a tie means the bytes after them decide.
 type sortKey struct {
 	hi, lo uint64
-	op     int32 // the write's number: a commit holds far fewer than 2³¹ (BatchBytes)
+	op     int32 // the write's number, below 2³¹: batchOf refuses more
 	rest   uint8
 	// overwritten is set by sortWrites when a later write of the same key
 	// follows.

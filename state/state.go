@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -263,6 +264,9 @@ func batchOf(db *pebble.DB, ws []*writes, sorted, tmp []sortKey) (*pebble.Batch,
 		starts[i] = n
 		n += len(w.ops)
 		size += len(w.data) + 8*len(w.ops)
+	}
+	if n > math.MaxInt32 { // sortKey.op; Pebble's batches are smaller anyway
+		return nil, sorted, tmp, fmt.Errorf("state: %d writes in one commit, more than 2³¹", n)
 	}
 	at := func(g int) (*writes, op) {
 		i := len(ws) - 1
