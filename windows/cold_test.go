@@ -194,3 +194,43 @@ type countingOutput struct{ decisions int }
 
 func (o *countingOutput) Decision(*Decision)     { o.decisions++ }
 func (o *countingOutput) Heatmap(*HeatmapWindow) {}
+
+// TestNewKeysWhileFull: a key first seen while the cache is full evicts
+// nothing: its state goes to the cold store, with nothing left dirty, and
+// into the cache when the key comes back.
+func TestNewKeysWhileFull(t *testing.T) {
+	op, dec := newTestOperatorWith(t, `
+rules:
+  - {name: day, key: [user], window: {type: tumbling, size: 24h}, aggregate: count, threshold: 1, action: review}
+`, NewMemBackend(), discardOutput{}, Options{CacheSlots: 64})
+	c := op.cache
+	process := func(i int, user string) {
+		t.Helper()
+		var ev event.Event
+		if err := dec.Decode(fmt.Appendf(nil, `{"id":"e%d","ts":%d,"user":%q}`, i, 1_000_000+i, user), &ev); err != nil {
+			t.Fatal(err)
+		}
+		refs, keys := op.NewKeyer().Append(nil, nil, &ev)
+		if _, err := op.ProcessElement(&ev, refs, keys, ev.TS, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 64 {
+		process(i, fmt.Sprintf("u%d", i))
+	}
+	if len(c.ring) != 64 || c.cold.idx[0].n != 0 {
+		t.Fatalf("%d states cached and %d in the cold store, want the 64 cached", len(c.ring), c.cold.idx[0].n)
+	}
+	dirty := c.dirty
+	process(64, "new")
+	id := hashSlotKey(c.seeds, "\x00\x00\"new\"\x00")
+	if len(c.ring) != 64 || c.m[0].get(id) != nil || c.cold.idx[0].get(id) == 0 || c.dirty != dirty {
+		t.Fatalf("after a new key: %d cached, cached itself %v, in the cold store %v, %d dirty (were %d); want 64, no, yes, as many",
+			len(c.ring), c.m[0].get(id) != nil, c.cold.idx[0].get(id) != 0, c.dirty, dirty)
+	}
+	process(65, "new")
+	s := c.m[0].get(id)
+	if s == nil || len(c.ring) != 64 || len(s.wins) != 1 || s.wins[0].n != 2 {
+		t.Fatalf("the key back: cached %v with %d cached, want it cached, holding both events, in place of another", s != nil, len(c.ring))
+	}
+}
