@@ -29,8 +29,9 @@ func appendProvenance(dst []byte, p *event.Provenance) []byte {
 }
 
 // Encoder turns outputs into JSON. It caches the encoded names of rules and
-// heatmaps, and each rule's constant parts of a decision record, so it is
-// not safe for concurrent use.
+// heatmaps, and each rule's constant parts of a decision record, by the
+// rule's or heatmap's pointer: a parsed rule is never changed (a reload
+// brings new ones). It is not safe for concurrent use.
 type Encoder struct {
 	names map[string][]byte
 	rules map[*rules.Rule]*ruleText
@@ -53,9 +54,9 @@ type ruleText struct {
 	tail [2][]byte
 }
 
-// maxRuleTexts bounds the rules and heatmaps caches: reloads bring new
-// ones, and the texts of those gone are dropped with the rest when one is
-// full.
+// maxRuleTexts bounds the Encoder's caches: reloads bring new rules and
+// heatmaps, and the texts of those gone are dropped with the rest when one
+// is full.
 const maxRuleTexts = 4096
 
 // NewEncoder returns an Encoder.
@@ -78,6 +79,9 @@ func keyNames(names []string) [][]byte {
 func (e *Encoder) quoted(s string) []byte {
 	q, ok := e.names[s]
 	if !ok {
+		if len(e.names) >= maxRuleTexts {
+			clear(e.names)
+		}
 		q = event.AppendString(nil, []byte(s))
 		e.names[s] = q
 	}
@@ -253,8 +257,9 @@ func appendWindow(dst []byte, start, end int64) []byte {
 }
 
 // appendMillis appends t, a time in ms, as strconv.AppendInt does. Times
-// of this era have 13 digits, which it writes two at a time without
-// strconv's loop: every decision has three.
+// of this era have 13 digits: knowing the width, it writes them in place,
+// two at a time, where strconv formats into a buffer of its own and then
+// copies. Every decision has three.
 func appendMillis(dst []byte, t int64) []byte {
 	if t < 1e12 || t >= 1e13 {
 		return strconv.AppendInt(dst, t, 10)

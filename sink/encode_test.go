@@ -2,6 +2,7 @@ package sink
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strconv"
@@ -137,6 +138,36 @@ func TestAppendMillis(t *testing.T) {
 	for _, v := range cases {
 		if got, want := string(appendMillis([]byte("x"), v)), "x"+strconv.FormatInt(v, 10); got != want {
 			t.Fatalf("appendMillis(%d) = %s, want %s", v, got, want)
+		}
+	}
+}
+
+// TestEncoderCaches: one Encoder, as a sink keeps, encodes each decision
+// as its fields say, whichever rule and time domain came before, shadow
+// rules included, and after its caches were emptied for being full.
+func TestEncoderCaches(t *testing.T) {
+	e := NewEncoder()
+	rs := make([]*rules.Rule, maxRuleTexts+10)
+	for i := range rs {
+		rs[i] = &rules.Rule{Name: fmt.Sprintf("rule-%d", i), Action: []string{"deny", "review"}[i%2],
+			Key: []string{"user"}, Threshold: float64(i)}
+		if i%3 == 0 {
+			rs[i].Mode = rules.Shadow
+		}
+	}
+	for round := range 2 {
+		for i, r := range rs {
+			d := &windows.Decision{Rule: r, EventID: []byte(`"r-1"`), EventTS: 1732150000999,
+				Key: "\"u1\"\x00", Start: 1732149941000, End: 1732150001000, Value: 1, Processing: (i+round)%2 == 1}
+			var v map[string]any
+			if err := json.Unmarshal(e.AppendDecision(nil, d), &v); err != nil {
+				t.Fatal(err)
+			}
+			domain := map[bool]string{false: "event", true: "processing"}[d.Processing]
+			if v["id"] != "r-1/"+r.Name || v["rule"] != r.Name || v["action"] != r.Action || v["threshold"] != r.Threshold ||
+				v["time_domain"] != domain || (v["mode"] == "shadow") != (r.Mode == rules.Shadow) {
+				t.Fatalf("round %d, rule %d (%s, processing %v): %v", round, i, r.Action, d.Processing, v)
+			}
 		}
 	}
 }
