@@ -15,9 +15,9 @@ import (
 // state directory records it, so that a job started with different rules does
 // not misread state written under others.
 //
-// Thresholds, actions and skew settings are left out: they change what is
-// decided from the state, not the state, so tuning them keeps the state
-// usable. So are the file's name, layout and comments, and the order of
+// Thresholds, min_events, actions, modes and skew settings are left out:
+// they change what is decided from the state, not the state, so tuning them
+// keeps the state usable. So are the file's name, layout and comments, and the order of
 // filters and of their values, which do not change what matches.
 func (c *Config) Fingerprint() string {
 	var b strings.Builder
