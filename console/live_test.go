@@ -293,3 +293,18 @@ func TestHiddenKeysBounded(t *testing.T) {
 		t.Error("the page does not say that 100 is a floor")
 	}
 }
+
+// TestCompareSources: the degraded sources first, then the others, each by
+// the size of their skew, the largest first, whatever its sign.
+func TestCompareSources(t *testing.T) {
+	sources := []SourceSample{{Source: "a", Skew: 3}, {Source: "b", Skew: -40, Degraded: true},
+		{Source: "c", Skew: -5}, {Source: "d", Skew: 20, Degraded: true}, {Source: "e", Skew: 0}}
+	slices.SortStableFunc(sources, CompareSources)
+	var order []string
+	for _, s := range sources {
+		order = append(order, s.Source)
+	}
+	if want := []string{"b", "d", "c", "a", "e"}; !slices.Equal(order, want) {
+		t.Errorf("sources in the order %v, want %v", order, want)
+	}
+}

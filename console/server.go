@@ -317,14 +317,14 @@ func partitionSeries(samples []Sample, value func(PartitionSample) (float64, boo
 
 // CompareSources orders sources as the console shows them: the degraded
 // first, then by the size of their skew, the largest first.
-func CompareSources(degradedA bool, skewA float64, degradedB bool, skewB float64) int {
-	if degradedA != degradedB {
-		if degradedA {
+func CompareSources(a, b SourceSample) int {
+	if a.Degraded != b.Degraded {
+		if a.Degraded {
 			return -1
 		}
 		return 1
 	}
-	return cmp.Compare(math.Abs(skewB), math.Abs(skewA))
+	return cmp.Compare(math.Abs(b.Skew), math.Abs(a.Skew))
 }
 
 // sourceSeries is the skew of the charted sources over the samples, and
@@ -372,7 +372,8 @@ func sourceSeries(samples []Sample, end int64) ([]Series, []SourcePeriods) {
 	slices.SortStableFunc(names, func(a, b string) int {
 		// Every period is closed by now: a source was degraded if it has one.
 		sa, sb := sources[a], sources[b]
-		return CompareSources(len(sa.periods) > 0, sa.worst, len(sb.periods) > 0, sb.worst)
+		return CompareSources(SourceSample{Degraded: len(sa.periods) > 0, Skew: sa.worst},
+			SourceSample{Degraded: len(sb.periods) > 0, Skew: sb.worst})
 	})
 	var series []Series
 	for _, name := range names[:min(len(names), chartedSources)] {

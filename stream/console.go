@@ -63,13 +63,11 @@ func (j *liveJob) sample(now int64) console.Sample {
 		}
 		s.Partitions = append(s.Partitions, p)
 	}
-	sources := j.e.Sources()
-	slices.SortStableFunc(sources, func(a, b watermark.SourceSkew) int {
-		return console.CompareSources(a.Degraded, a.Skew.Seconds(), b.Degraded, b.Skew.Seconds())
-	})
-	for _, src := range sources[:min(len(sources), consoleSources)] {
+	for _, src := range j.e.Sources() {
 		s.Sources = append(s.Sources, console.SourceSample{Source: src.Source,
 			Skew: float64(src.Skew.Microseconds()) / 1000, Known: src.Known, Degraded: src.Degraded})
 	}
+	slices.SortStableFunc(s.Sources, console.CompareSources)
+	s.Sources = s.Sources[:min(len(s.Sources), consoleSources)]
 	return s
 }
