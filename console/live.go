@@ -128,7 +128,8 @@ func NewLive(opts LiveOptions) *Live {
 }
 
 // Heatmap keeps a fired window (or a later revision of it). A window of a
-// key not kept costs a map lookup: its figures are made only for the kept.
+// key not kept costs a map lookup and its id: figures are made only for the
+// kept.
 func (l *Live) Heatmap(w *windows.HeatmapWindow) {
 	id := w.Heatmap.Name + "\x00" + w.Key
 	l.mu.Lock()

@@ -125,7 +125,8 @@ type liveJob struct {
 
 	// watch follows the rules file, nil when it is not reloaded; hup
 	// asks the next tick to reload it; retiredDeleted counts the stored
-	// states of the rules it removed or changed deleted so far.
+	// states deleted so far of the rules a reload or a restart removed or
+	// changed.
 	watch          *rulesWatch
 	hup            bool
 	retiredDeleted int
@@ -245,9 +246,10 @@ func (j *liveJob) startOutputs(context.Context) error {
 	for i, p := range parts {
 		backends[i] = p
 	}
-	var out engine.Output = heatmapMetrics{j.out, j.m}
+	withMetrics := heatmapMetrics{j.out, j.m}
+	var out engine.Output = withMetrics
 	if j.console != nil {
-		out = watchedOutput{heatmapMetrics{j.out, j.m}, j.console, j.decisionKeys}
+		out = watchedOutput{withMetrics, j.console, j.decisionKeys}
 	}
 	j.e, err = engine.NewSharded(engine.Options{
 		Config: o.Config, Output: out, MemoryBytes: j.mem.State, CacheSlots: o.CacheSlots,
@@ -581,7 +583,7 @@ func (j *liveJob) tick() error {
 	}
 	j.retiredDeleted += deleted
 	if left == 0 && j.retiredDeleted > 0 {
-		j.log.Info("deleted the stored state of the rules a reload removed or changed", "states", j.retiredDeleted)
+		j.log.Info("deleted the stored state of the rules a reload or a restart removed or changed", "states", j.retiredDeleted)
 		j.retiredDeleted = 0
 	}
 	// Spread the next checkpoint's writes over the interval: it pauses
