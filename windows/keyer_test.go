@@ -67,14 +67,7 @@ func newTestOperator(t testing.TB, text string) (*Operator, *event.Decoder) {
 
 func newTestOperatorWith(t testing.TB, text string, backend Backend, out Output, opts Options) (*Operator, *event.Decoder) {
 	t.Helper()
-	cfg, err := rules.Parse("rules.yaml", []byte(text))
-	if err != nil {
-		t.Fatal(err)
-	}
-	schema, err := event.NewSchema(Fields(cfg))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, schema := parseTestRules(t, text)
 	op, err := New(cfg, schema, backend, out, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -86,3 +79,18 @@ type discardOutput struct{}
 
 func (discardOutput) Decision(*Decision)     {}
 func (discardOutput) Heatmap(*HeatmapWindow) {}
+
+// parseTestRules parses a rules file's text and builds the schema of its
+// events.
+func parseTestRules(t testing.TB, text string) (*rules.Config, *event.Schema) {
+	t.Helper()
+	cfg, err := rules.Parse("rules.yaml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema, err := event.NewSchema(Fields(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, schema
+}

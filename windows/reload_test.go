@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/riskstream/riskstream/event"
-	"github.com/riskstream/riskstream/rules"
 )
 
 // TestReloadDropsState: a reload that removes one rule and changes another
@@ -40,18 +39,11 @@ rules:
 		t.Fatalf("states held before the reload: %d, %d, %d", held(0), held(1), held(2))
 	}
 	live := op.cache.cold.live
-	cfg, err := rules.Parse("rules.yaml", []byte(`
+	cfg, schema := parseTestRules(t, `
 rules:
   - {name: changed, key: [user], window: {type: tumbling, size: 2m}, aggregate: count, threshold: 5, action: deny}
   - {name: kept, key: [user], window: {type: tumbling, size: 1m}, aggregate: count, threshold: 9, action: review}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	schema, err := event.NewSchema(Fields(cfg))
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	if err := op.Reload(cfg, schema, []int{3, 0}); err != nil {
 		t.Fatal(err)
 	}
@@ -77,17 +69,6 @@ rules:
 // still queued then purge nothing of the new rule's states, which still go
 // when their windows are over.
 func TestReloadReusesRetiredID(t *testing.T) {
-	parse := func(text string) (*rules.Config, *event.Schema) {
-		cfg, err := rules.Parse("rules.yaml", []byte(text))
-		if err != nil {
-			t.Fatal(err)
-		}
-		schema, err := event.NewSchema(Fields(cfg))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cfg, schema
-	}
 	const keep = "  - {name: keep, key: [user], window: {type: tumbling, size: 10s}, aggregate: count, threshold: 100, action: deny}\n"
 	b := NewMemBackend()
 	out := &lastValues{values: map[string]float64{}}
@@ -111,7 +92,7 @@ func TestReloadReusesRetiredID(t *testing.T) {
 	if _, err := op.Checkpoint(nil); err != nil {
 		t.Fatal(err)
 	}
-	cfg, schema := parse("rules:\n" + keep)
+	cfg, schema := parseTestRules(t, "rules:\n"+keep)
 	if err := op.Reload(cfg, schema, []int{0}); err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +101,7 @@ func TestReloadReusesRetiredID(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cfg, schema = parse("rules:\n" + keep +
+	cfg, schema = parseTestRules(t, "rules:\n"+keep+
 		"  - {name: new, key: [user], window: {type: tumbling, size: 1m}, aggregate: count, threshold: 1, action: deny}\n")
 	if err := op.Reload(cfg, schema, []int{0, 1}); err != nil {
 		t.Fatal(err)

@@ -5,24 +5,16 @@ import (
 	"testing"
 
 	"github.com/riskstream/riskstream/event"
-	"github.com/riskstream/riskstream/rules"
 )
 
 // Route must give every process the same partition for a key: it is the
 // FNV-1a hash of the key's text, whatever the Keyer's random seeds.
 func TestRouteIsStable(t *testing.T) {
-	cfg, err := rules.Parse("rules.yaml", []byte(`
+	cfg, schema := parseTestRules(t, `
 rules:
   - {name: by-user, key: [user], window: {type: tumbling, size: 1s}, aggregate: count, threshold: 1, action: deny}
   - {name: by-pair, key: [channel, merchant], window: {type: session, gap: 1s}, aggregate: count, threshold: 1, action: deny}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	schema, err := event.NewSchema(Fields(cfg))
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	k1, err1 := NewKeyer(cfg, schema)
 	k2, err2 := NewKeyer(cfg, schema)
 	if err1 != nil || err2 != nil {

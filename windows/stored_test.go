@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/riskstream/riskstream/event"
-	"github.com/riskstream/riskstream/rules"
 )
 
 const storedTimersRules = `
@@ -337,14 +336,7 @@ rules:
 		t.Fatalf("devices' states and timers stored: %d and %d, want as many, not none", s, tm)
 	}
 
-	cfg, err := rules.Parse("rules.yaml", []byte(one))
-	if err != nil {
-		t.Fatal(err)
-	}
-	schema, err := event.NewSchema(Fields(cfg))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, schema := parseTestRules(t, one)
 	op, _ = newTestOperatorWith(t, both, b, discardOutput{}, opts)
 	if err := op.Reload(cfg, schema, []int{0}); err != nil {
 		t.Fatal(err)
@@ -396,21 +388,14 @@ rules:
 	if spilled() == 0 {
 		t.Fatal("no state of devices spilled: the test needs some")
 	}
-	cfg, err := rules.Parse("rules.yaml", []byte(`
+	cfg, schema := parseTestRules(t, `
 rules:
   - {name: users, key: [user], window: {type: tumbling, size: 10s}, aggregate: count, threshold: 100, action: deny}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	schema, err := event.NewSchema(Fields(cfg))
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	if err := op.Reload(cfg, schema, []int{0}); err != nil {
 		t.Fatal(err)
 	}
-	for after, done := []byte(nil), false; !done; {
+	for after, done, err := []byte(nil), false, error(nil); !done; {
 		if after, _, done, err = op.DeleteRetiredSome(1, after, 7); err != nil {
 			t.Fatal(err)
 		}
