@@ -1,7 +1,6 @@
 package sink
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -34,8 +33,7 @@ type Files struct {
 	enc       *Encoder
 	dir       string
 	files     [len(outputNames)]*os.File
-	w         [len(outputNames)]*bufio.Writer
-	buf       []byte
+	w         [len(outputNames)]*backgroundWriter
 	committed bool
 	// skew holds the skew transitions' records, few, until Commit writes
 	// them to their file: Transition is called by the stage that times
@@ -70,7 +68,7 @@ func OpenFiles(dir string) (*Files, error) {
 		}
 		f.files[i] = file
 		if i != outSkew { // written whole at Commit
-			f.w[i] = bufio.NewWriterSize(file, 1<<20)
+			f.w[i] = newBackgroundWriter(file)
 		}
 	}
 	return f, nil
@@ -85,29 +83,27 @@ func CreatePartial(dir, name string) (*os.File, error) {
 	return os.OpenFile(partial, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
 }
 
-func (f *Files) write(i int) {
-	// A write error sticks in the bufio.Writer and is reported by Flush.
-	f.w[i].Write(f.buf)
-}
-
 // Decision implements windows.Output.
 func (f *Files) Decision(d *windows.Decision) {
-	f.buf = f.enc.AppendDecision(f.buf[:0], d)
-	f.write(outDecisions)
+	w := f.w[outDecisions]
+	w.buf = f.enc.AppendDecision(w.buf, d)
+	w.wrote()
 	f.Counts.Decisions++
 }
 
 // Heatmap implements windows.Output.
 func (f *Files) Heatmap(h *windows.HeatmapWindow) {
-	f.buf = f.enc.AppendHeatmap(f.buf[:0], h)
-	f.write(outHeatmaps)
+	w := f.w[outHeatmaps]
+	w.buf = f.enc.AppendHeatmap(w.buf, h)
+	w.wrote()
 	f.Counts.Heatmaps++
 }
 
 // Late writes a late record.
 func (f *Files) Late(raw []byte, wm int64, p *event.Provenance) {
-	f.buf = AppendLate(f.buf[:0], raw, wm, p)
-	f.write(outLate)
+	w := f.w[outLate]
+	w.buf = AppendLate(w.buf, raw, wm, p)
+	w.wrote()
 	f.Counts.Late++
 }
 
@@ -138,19 +134,19 @@ func AppendTransition(dst []byte, tr watermark.Transition) []byte {
 
 // DLQ writes a dead-letter record.
 func (f *Files) DLQ(raw []byte, reason string, p *event.Provenance) {
-	f.buf = AppendDLQ(f.buf[:0], raw, reason, p)
-	f.write(outDLQ)
+	w := f.w[outDLQ]
+	w.buf = AppendDLQ(w.buf, raw, reason, p)
+	w.wrote()
 	f.Counts.DLQ++
 }
 
-// Flush writes buffered records to the files.
-func (f *Files) Flush() error {
+// finish writes the buffered records to the files and stops their
+// writers.
+func (f *Files) finish() error {
 	var errs []error
 	for _, w := range f.w {
 		if w != nil {
-			if err := w.Flush(); err != nil {
-				errs = append(errs, fmt.Errorf("sink: %w", err))
-			}
+			errs = append(errs, w.Finish())
 		}
 	}
 	return errors.Join(errs...)
@@ -159,7 +155,7 @@ func (f *Files) Flush() error {
 // Commit flushes and closes the files and puts them in place of the
 // outputs, <dir>/<output>.jsonl, and skew.jsonl.
 func (f *Files) Commit() error {
-	if err := f.Flush(); err != nil {
+	if err := f.finish(); err != nil {
 		return err
 	}
 	if _, err := f.files[outSkew].Write(f.skew); err != nil {
@@ -185,7 +181,7 @@ func (f *Files) Close() error {
 	if f.committed {
 		return nil
 	}
-	var errs []error
+	errs := []error{f.finish()}
 	for i, file := range f.files {
 		if file == nil {
 			continue

@@ -48,7 +48,7 @@ func TestOpenFilesReplacesOldOutputs(t *testing.T) {
 func TestFilesNotCommitted(t *testing.T) {
 	old := `{"old":"record"}` + "\n"
 	dir, f := filesOverOld(t, old)
-	if err := f.Flush(); err != nil {
+	if err := f.finish(); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.Close(); err != nil {
