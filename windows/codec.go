@@ -336,6 +336,9 @@ func decodeSlotInto(s *slot, b []byte) error {
 	for i := range s.wins {
 		start, end = d.window(sp, &h, i, start, end, &s.wins[i])
 	}
+	if sp.running {
+		s.countPanes()
+	}
 	if h.parts&partFired != 0 {
 		n := d.count(2)
 		if n == 0 {

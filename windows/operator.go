@@ -236,6 +236,9 @@ func (op *Operator) addToPane(sp *spec, r *SlotRef, ev *event.Event, keys []byte
 	pn := s.paneAt(p)
 	s.added(sp.cleanup(last + sp.size)) // the pane's cleanup: its latest window's
 	op.addTo(sp, &pn.acc, r.val, processing)
+	if sp.running {
+		s.counted(pn)
+	}
 	op.cache.markDirty(s)
 	if sp.hm != nil {
 		// Windows the watermark has passed are done: the timers fired those
@@ -462,6 +465,15 @@ func (op *Operator) bestWindow(sp *spec, panes []win, first, last int64) (int64,
 func bestAdditive(sp *spec, panes []win, first, last int64) (int64, float64) {
 	count := sp.agg == rules.Count
 	lo := firstFrom(panes, first)
+	// Every pane from lo enters the first window, as when events come in
+	// order: that window is the best (see the stop below), and the running
+	// counts give its count from two panes.
+	if n := len(panes); sp.running && lo < n && panes[n-1].start < first+sp.size {
+		if c := panes[n-1].end - panes[lo].end + panes[lo].n; c >= sp.minEvents {
+			return first, float64(c)
+		}
+		return first, math.Inf(-1)
+	}
 	hi := lo
 	var n int64
 	var sum float64

@@ -17,8 +17,15 @@ const noTimer = MaxWatermark
 // session window; sessions of a slot never overlap or touch: those that
 // would are merged into one. One type for both keeps a slot's inline window
 // small.
+//
+// The panes of a count rule (spec.running) keep in end a running count
+// instead: the events of the slot's panes up to and including this one,
+// plus a base that purges leave alone. A window that holds panes lo to hi
+// then counts panes[hi].end - panes[lo].end + panes[lo].n, reading two
+// panes instead of all of them: an attacker's sliding minute holds sixty,
+// and every one of its events is decided.
 type win struct {
-	start, end int64 // end: sessions only
+	start, end int64 // end: sessions, or a count rule's running count
 	rev        int32 // sessions only
 	fired      bool  // sessions only
 	acc
@@ -95,14 +102,49 @@ func (s *slot) paneAt(start int64) *win {
 		return &s.wins[n-1]
 	}
 	if n == 0 || s.wins[n-1].start < start {
-		s.wins = append(s.wins, win{start: start})
+		s.wins = append(s.wins, win{start: start, end: s.runningBefore(n)})
 		return &s.wins[n]
 	}
 	i, found := slices.BinarySearchFunc(s.wins, start, func(p win, t int64) int { return cmp.Compare(p.start, t) })
 	if !found {
-		s.wins = slices.Insert(s.wins, i, win{start: start})
+		s.wins = slices.Insert(s.wins, i, win{start: start, end: s.runningBefore(i)})
 	}
 	return &s.wins[i]
+}
+
+// runningBefore is the running count (see win) of an empty pane placed
+// before pane i: that of the pane before it, or the base. 0 unless the
+// slot's spec keeps running counts.
+func (s *slot) runningBefore(i int) int64 {
+	switch {
+	case !s.sp.running || len(s.wins) == 0:
+		return 0
+	case i > 0:
+		return s.wins[i-1].end
+	default:
+		return s.wins[0].end - s.wins[0].n
+	}
+}
+
+// counted adds an event of pane p, one of s.wins, to the running counts of
+// p and the panes after it: mostly p is the last.
+func (s *slot) counted(p *win) {
+	for i := len(s.wins) - 1; i >= 0; i-- {
+		s.wins[i].end++
+		if &s.wins[i] == p {
+			return
+		}
+	}
+}
+
+// countPanes sets the running counts of the panes of a count rule from
+// their counts (base 0): the stored state does not hold them.
+func (s *slot) countPanes() {
+	var c int64
+	for i := range s.wins {
+		c += s.wins[i].n
+		s.wins[i].end = c
+	}
 }
 
 // purge drops the windows whose state is due for cleanup at t.

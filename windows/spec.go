@@ -60,6 +60,9 @@ type spec struct {
 	// minEvents is the rule's min_events: a window with fewer events makes
 	// no decision.
 	minEvents int64
+	// running is set for a count rule over panes, whose panes keep running
+	// counts (see win).
+	running bool
 }
 
 type filter struct {
@@ -166,6 +169,7 @@ func compile(cfg *rules.Config, schema *event.Schema, ids []int) ([]*spec, error
 			return nil, fmt.Errorf("rule %q: %w", r.Name, err)
 		}
 		sp.rule, sp.pos, sp.agg, sp.q, sp.minEvents = r, i, r.Aggregate.Kind, r.Aggregate.Q, r.MinEvents
+		sp.running = sp.agg == rules.Count && sp.wtype != rules.Session
 		if r.Aggregate.Field != "" {
 			if sp.aggAttr, err = attr(r.Aggregate.Field); err != nil {
 				return nil, fmt.Errorf("rule %q: %w", r.Name, err)

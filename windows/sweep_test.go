@@ -13,11 +13,12 @@ import (
 // sum (negative amounts included, so that a pane leaving the window can
 // raise it), min_events, and panes as wide as the slide or narrower; with
 // events in order too, where the count and sum sweep stops at the first
-// window.
+// window, and a count rule's running counts give it from two panes.
 func TestBestWindowBruteForce(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	shapes := [][2]int64{{60, 1}, {10, 5}, {10, 4}, {6, 4}, {5, 5}, {9, 3}}
-	inOrder := 0 // trials where no pane lies past the first window
+	inOrder := 0        // trials where no pane lies past the first window
+	runningInOrder := 0 // of them, those with running counts
 	for trial := range 20_000 {
 		shape := shapes[r.IntN(len(shapes))]
 		sp := &spec{wtype: rules.Sliding, size: shape[0], slide: shape[1], agg: rules.Count}
@@ -41,6 +42,16 @@ func TestBestWindowBruteForce(t *testing.T) {
 			panes = append(panes, win{start: start, acc: acc{n: n, sum: float64(lowest + r.IntN(11-lowest))}})
 			start += (1 + r.Int64N(4)) * sp.pane
 		}
+		// Half the count trials keep running counts, from a base that
+		// purges would have left.
+		if sp.agg == rules.Count && r.IntN(2) == 0 {
+			sp.running = true
+			c := r.Int64N(100)
+			for i := range panes {
+				c += panes[i].n
+				panes[i].end = c
+			}
+		}
 		// The windows containing a time t within the panes' span.
 		at := r.IntN(len(panes))
 		if r.IntN(2) == 0 {
@@ -50,6 +61,9 @@ func TestBestWindowBruteForce(t *testing.T) {
 		first, last := sp.firstStart(t0), sp.lastStart(t0)
 		if panes[len(panes)-1].start < first+sp.size {
 			inOrder++
+			if sp.running {
+				runningInOrder++
+			}
 		}
 		wantStart, want := first, math.Inf(-1)
 		for ws := first; ws <= last; ws += sp.slide {
@@ -75,7 +89,57 @@ func TestBestWindowBruteForce(t *testing.T) {
 				trial, sp.size, sp.slide, sp.agg, sp.minEvents, first, last, panes, int64(got), gotStart, int64(want), wantStart)
 		}
 	}
-	if inOrder < 5_000 || inOrder > 15_000 {
-		t.Fatalf("%d of 20000 trials have no pane past the first window: the stop there and the whole sweep both need trials", inOrder)
+	if inOrder < 5_000 || inOrder > 15_000 || runningInOrder < 1_000 {
+		t.Fatalf("%d of 20000 trials have no pane past the first window, %d of them with running counts: the stop there, the running counts and the whole sweep all need trials",
+			inOrder, runningInOrder)
+	}
+}
+
+// TestRunningCounts: the panes of a count rule keep running counts (see
+// win) through events in and out of order, panes added before the first,
+// purges and a round trip through the codec, checked against their counts
+// after every step.
+func TestRunningCounts(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	sp := &spec{wtype: rules.Sliding, size: 10, slide: 2, pane: 2, agg: rules.Count, running: true}
+	sp.paneDiv, sp.slideDiv = newDivisor(sp.pane), newDivisor(sp.slide)
+	frontInserts, purged := 0, 0
+	for trial := range 2000 {
+		s := newSlot("k", sp)
+		var now int64
+		for step := range 60 {
+			switch op := r.IntN(10); {
+			case op < 7: // an event, mostly in the newest pane
+				start := sp.paneDiv.floor(now - r.Int64N(3)*r.Int64N(8))
+				if len(s.wins) > 0 && start < s.wins[0].start {
+					frontInserts++
+				}
+				p := s.paneAt(start)
+				p.n++
+				s.counted(p)
+				s.added(sp.paneCleanup(start))
+			case op < 8:
+				now += r.Int64N(6)
+			case op < 9:
+				n := len(s.wins)
+				s.purge(now - r.Int64N(sp.size))
+				purged += n - len(s.wins)
+			default:
+				got, err := decodeSlot("k", sp, encodeSlot(nil, s))
+				if err != nil {
+					t.Fatal(err)
+				}
+				s = got
+			}
+			for i := 1; i < len(s.wins); i++ {
+				if d := s.wins[i].end - s.wins[i-1].end; d != s.wins[i].n {
+					t.Fatalf("trial %d step %d: running counts of panes %d and %d differ by %d, pane %d counts %d: %+v",
+						trial, step, i-1, i, d, i, s.wins[i].n, s.wins)
+				}
+			}
+		}
+	}
+	if frontInserts < 100 || purged < 100 {
+		t.Fatalf("only %d events made a pane before the first, and %d panes were purged: the test needs more of both", frontInserts, purged)
 	}
 }
