@@ -112,6 +112,43 @@ func TestAppendNumberAsJSON(t *testing.T) {
 	}
 }
 
+// TestAppendNumberCents checks the path for numbers with at most two
+// decimals against AppendFloat: amounts in cents of every size up to and
+// past its bound, their neighbouring doubles, random fractions, and
+// quarters where doubles are that far apart.
+func TestAppendNumberCents(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	var vs []float64
+	for _, c := range []int64{1, -1, 5, 10, 99, 101, -250, 100<<33 - 1, 100<<33 + 1, -(100<<33 - 1), 1 << 50} {
+		vs = append(vs, float64(c)/100)
+	}
+	// Where doubles are a quarter apart, a quarter has a shorter text.
+	for k := 44; k <= 52; k++ {
+		vs = append(vs, float64(int64(1)<<k)+0.25, -float64(int64(1)<<k)-0.75)
+	}
+	for range 200_000 {
+		c := r.Int64N(1<<(1+r.IntN(46))) - r.Int64N(1<<(1+r.IntN(46)))
+		v := float64(c) / 100
+		vs = append(vs, v, math.Nextafter(v, math.Inf(1)), math.Nextafter(v, math.Inf(-1)), r.Float64()*float64(c))
+	}
+	cents := 0
+	for _, v := range vs {
+		want := strconv.AppendFloat(nil, v, 'f', -1, 64)
+		if math.Trunc(v) == v || math.Abs(v) < 1e-6 {
+			continue // the whole-number and exponent paths
+		}
+		if c := math.Round(v * 100); c/100 == v && math.Abs(v) < 1<<33 {
+			cents++
+		}
+		if got := AppendNumber(nil, v); string(got) != string(want) {
+			t.Fatalf("AppendNumber(%v) = %s, want %s", v, got, want)
+		}
+	}
+	if cents < 100_000 {
+		t.Fatalf("only %d numbers took the path for cents", cents)
+	}
+}
+
 // BenchmarkAppendDecision encodes a decision of the shape an attack
 // produces most: a count rule keyed by user.
 func BenchmarkAppendDecision(b *testing.B) {
