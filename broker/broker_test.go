@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riskstream/riskstream/internal/kafkatest"
+
 	"github.com/segmentio/kafka-go"
 )
 
@@ -23,22 +25,12 @@ func roundTrip(t *testing.T, addr, topic string, msgs ...kafka.Message) []kafka.
 			t.Fatalf("close writer: %v", err)
 		}
 	}
-	return readN(t, ctx, addr, topic, 3)
+	return readN(t, addr, topic, 3)
 }
 
-func readN(t *testing.T, ctx context.Context, addr, topic string, n int) []kafka.Message {
+func readN(t *testing.T, addr, topic string, n int) []kafka.Message {
 	t.Helper()
-	r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{addr}, Topic: topic, Partition: 0, MaxWait: 50 * time.Millisecond})
-	defer r.Close()
-	var got []kafka.Message
-	for len(got) < n {
-		m, err := r.ReadMessage(ctx)
-		if err != nil {
-			t.Fatalf("read after %d messages: %v", len(got), err)
-		}
-		got = append(got, m)
-	}
-	return got
+	return kafkatest.ReadMessages(t, nil, addr, topic, 0, n, 20*time.Second)
 }
 
 func TestProduceConsume(t *testing.T) {
@@ -88,9 +80,7 @@ func TestLogAppendTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	for i, m := range readN(t, ctx, b.Addr(), "requests", 3) {
+	for i, m := range readN(t, b.Addr(), "requests", 3) {
 		if m.Time.Before(before) || m.Time.After(time.Now().Add(time.Second)) {
 			t.Errorf("requests message %d time = %v, want the append time (now)", i, m.Time)
 		}

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riskstream/riskstream/internal/kafkatest"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/rules"
@@ -250,22 +252,7 @@ func newLimitedCluster(t *testing.T, limits map[string]int) *kfake.Cluster {
 func readAll(t *testing.T, c *kfake.Cluster, topic string) []string {
 	t.Helper()
 	n := endOffset(t, c, topic)
-	var vals []string
-	if n == 0 {
-		return nil
-	}
-	r := kafka.NewReader(kafka.ReaderConfig{Brokers: c.ListenAddrs(), Topic: topic, MaxWait: 50 * time.Millisecond})
-	defer r.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for int64(len(vals)) < n {
-		m, err := r.ReadMessage(ctx)
-		if err != nil {
-			t.Fatalf("reading %s: %v", topic, err)
-		}
-		vals = append(vals, string(m.Value))
-	}
-	return vals
+	return kafkatest.Values(kafkatest.ReadMessages(t, nil, c.ListenAddrs()[0], topic, 0, int(n), 10*time.Second))
 }
 
 func counter(t *testing.T, reg *prometheus.Registry, name, topic string) float64 {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskstream/riskstream/broker"
+	"github.com/riskstream/riskstream/internal/kafkatest"
 	"github.com/segmentio/kafka-go"
 )
 
@@ -113,62 +114,10 @@ func readPartition(t testing.TB, addr, topic string, partition int) []kafka.Mess
 }
 
 // readMessages reads the first n messages of one partition of a topic,
-// waiting up to a minute for them to arrive. It fetches on a connection of
-// its own, so that a failed fetch returns its error here: kafka-go's
-// Reader retries in the background and was seen, on a loaded machine's CI,
-// to read nothing for a minute from a partition that held the messages,
-// saying no more than that its context expired.
+// waiting up to a minute for them to arrive.
 func readMessages(t testing.TB, addr, topic string, partition, n int) []kafka.Message {
 	t.Helper()
-	var msgs []kafka.Message
-	var failures []string
-	var next int64
-	for deadline := time.Now().Add(time.Minute); len(msgs) < n; {
-		got, err := fetchMessages(addr, topic, partition, next)
-		msgs = append(msgs, got...)
-		if len(got) > 0 {
-			next = got[len(got)-1].Offset + 1
-		}
-		if err != nil {
-			failures = append(failures, fmt.Sprintf("%s at offset %d: %v", time.Now().Format("15:04:05.000"), next, err))
-		}
-		if len(msgs) < n && time.Now().After(deadline) {
-			t.Fatalf("reading %s back: %d messages of %d after a minute; failed fetches:\n%s",
-				topic, len(msgs), n, strings.Join(failures, "\n"))
-		}
-		if err != nil || len(got) == 0 {
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-	return msgs[:n]
-}
-
-// fetchMessages makes one fetch of a partition from offset on a new
-// connection to its leader.
-func fetchMessages(addr, topic string, partition int, offset int64) ([]kafka.Message, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, err := kafka.DialLeader(ctx, "tcp", addr, topic, partition)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	if _, err := conn.Seek(offset, kafka.SeekAbsolute); err != nil {
-		return nil, fmt.Errorf("seek: %w", err)
-	}
-	if err := conn.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
-		return nil, err
-	}
-	batch := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 100 * time.Millisecond})
-	var msgs []kafka.Message
-	for {
-		m, err := batch.ReadMessage()
-		if err != nil {
-			break
-		}
-		msgs = append(msgs, m)
-	}
-	return msgs, batch.Close()
+	return kafkatest.ReadMessages(t, nil, addr, topic, partition, n, time.Minute)
 }
 
 // runUntil runs the job until the decisions topic holds n records, then

@@ -12,10 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riskstream/riskstream/internal/kafkatest"
+
 	"github.com/riskstream/riskstream/broker"
 	"github.com/riskstream/riskstream/internal/testcert"
 	"github.com/riskstream/riskstream/kafkaconn"
-	"github.com/segmentio/kafka-go"
 )
 
 // securedBroker starts the embedded broker on a free loopback port with
@@ -60,20 +61,7 @@ func readSecured(t testing.TB, sec kafkaconn.Options, addr, topic string, n int)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{addr}, Topic: topic, Dialer: s.Dialer(),
-		MinBytes: 1, MaxBytes: 1 << 20, MaxWait: 50 * time.Millisecond})
-	defer r.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var vals []string
-	for len(vals) < n {
-		m, err := r.ReadMessage(ctx)
-		if err != nil {
-			t.Fatalf("reading %s after %d messages: %v", topic, len(vals), err)
-		}
-		vals = append(vals, string(m.Value))
-	}
-	return vals
+	return kafkatest.Values(kafkatest.ReadMessages(t, s.Dialer(), addr, topic, 0, n, 30*time.Second))
 }
 
 // TestSecuredCluster runs produce and the live job against brokers that

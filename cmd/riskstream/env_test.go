@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -10,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/segmentio/kafka-go"
+	"github.com/riskstream/riskstream/internal/kafkatest"
+
 	"github.com/spf13/pflag"
 )
 
@@ -73,14 +73,7 @@ func TestProduceFromEnv(t *testing.T) {
 	if _, err := run(t, "", "produce", file); err != nil {
 		t.Fatal(err)
 	}
-	r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{b.Addr()}, Topic: "requests", MaxWait: 50 * time.Millisecond})
-	defer r.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	m, err := r.ReadMessage(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := kafkatest.ReadMessages(t, nil, b.Addr(), "requests", 0, 1, 10*time.Second)[0]
 	if d := m.Time.Sub(start); d < -time.Second || d > 10*time.Second {
 		t.Errorf("record time %v, %v from the start: RISKSTREAM_RETIME did not retime it", m.Time, d)
 	}

@@ -9,9 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riskstream/riskstream/internal/kafkatest"
+
 	"github.com/riskstream/riskstream/internal/testcert"
 	"github.com/riskstream/riskstream/kafkaconn"
-	"github.com/segmentio/kafka-go"
 	"github.com/spf13/cobra"
 )
 
@@ -173,16 +174,8 @@ func TestSecuredCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{addr}, Topic: "decisions", Dialer: sec.Dialer(), MaxWait: 50 * time.Millisecond})
-	defer r.Close()
-	rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
-	defer rcancel()
 	var keys []string
-	for len(keys) < 2 {
-		m, err := r.ReadMessage(rctx)
-		if err != nil {
-			t.Fatalf("decisions after %v: %v", keys, err)
-		}
+	for _, m := range kafkatest.ReadMessages(t, sec.Dialer(), addr, "decisions", 0, 2, 30*time.Second) {
 		keys = append(keys, string(m.Key))
 	}
 	if keys[0] != "c5" || keys[1] != "c6" {
