@@ -467,7 +467,8 @@ func bestAdditive(sp *spec, panes []win, first, last int64) (int64, float64) {
 	lo := firstFrom(panes, first)
 	// Every pane from lo enters the first window, as when events come in
 	// order: that window is the best (see the stop below), and the running
-	// counts give its count from two panes.
+	// counts of its first and last panes give its count without adding
+	// its panes up.
 	if n := len(panes); sp.running && lo < n && panes[n-1].start < first+sp.size {
 		if c := panes[n-1].end - panes[lo].end + panes[lo].n; c >= sp.minEvents {
 			return first, float64(c)

@@ -12,14 +12,15 @@ const noTimer = MaxWatermark
 
 // win is one window's state in a slot. For tumbling and sliding specs it is
 // a pane, a slice of the time axis gcd(size, slide) wide, and only start and
-// acc are used: every window is a union of whole panes, so an event updates
-// one pane however many windows contain it. For session specs it is a
+// acc are used (and end by count rules, below): every window is a union of
+// whole panes, so an event updates one pane however many windows contain
+// it. For session specs it is a
 // session window; sessions of a slot never overlap or touch: those that
 // would are merged into one. One type for both keeps a slot's inline window
 // small.
 //
-// The panes of a count rule (spec.running) keep in end a running count
-// instead: the events of the slot's panes up to and including this one,
+// The panes of a count rule (spec.running) keep in end a running count: the
+// events of the slot's panes up to and including this one,
 // plus a base that purges leave alone. A window that holds panes lo to hi
 // then counts panes[hi].end - panes[lo].end + panes[lo].n, reading two
 // panes instead of all of them: an attacker's sliding minute holds sixty,
