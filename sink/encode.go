@@ -301,7 +301,7 @@ func AppendNumber(dst []byte, f float64) []byte {
 		}
 	}
 	// Sums of amounts mostly have cents: below 2^33 a double's neighbours
-	// are under 2^-19 away, so when f is the double nearest to c/100 no
+	// are at most 2^-20 away, so when f is the double nearest to c/100 no
 	// other number with at most two decimals lies among those that round
 	// to f, and c/100 is the shortest text that reads back as f, the text
 	// AppendFloat would find at several times the cost.

@@ -122,9 +122,10 @@ func TestAppendNumberCents(t *testing.T) {
 	for _, c := range []int64{1, -1, 5, 10, 99, 101, -250, 100<<33 - 1, 100<<33 + 1, -(100<<33 - 1), 1 << 50} {
 		vs = append(vs, float64(c)/100)
 	}
-	// Where doubles are a quarter apart, a quarter has a shorter text.
-	for k := 44; k <= 52; k++ {
-		vs = append(vs, float64(int64(1)<<k)+0.25, -float64(int64(1)<<k)-0.75)
+	// Where doubles are 1/64 to 1/4 apart, numbers with two decimals have
+	// a shorter text than their cents.
+	for k := 44; k <= 50; k++ {
+		vs = append(vs, float64(int64(1)<<k)+0.25, -float64(int64(1)<<k)-0.75, float64(int64(1)<<k)+3.0/32)
 	}
 	for range 200_000 {
 		c := r.Int64N(1<<(1+r.IntN(46))) - r.Int64N(1<<(1+r.IntN(46)))
