@@ -9,7 +9,7 @@ import (
 // to its goroutine. Buffers have room for a record more (backgroundSlack)
 // so that a record mostly fits without the buffer growing.
 const (
-	backgroundBytes = 1 << 20
+	backgroundBytes = 256 << 10
 	backgroundSlack = 64 << 10
 )
 
@@ -19,7 +19,8 @@ const (
 // as it reads, and the kernel's copy of them then runs beside the encoding
 // of the next records instead of after it.
 //
-// The first write error stops the writing; Finish reports it.
+// The first write error stops the writing; Finish reports it. Nothing may
+// be appended after Finish.
 type backgroundWriter struct {
 	// buf is where records are appended; it goes to the goroutine once it
 	// holds backgroundBytes.
