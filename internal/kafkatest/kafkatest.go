@@ -17,8 +17,10 @@ import (
 )
 
 // ReadMessages reads the first n messages of one partition of a topic,
-// waiting up to wait for them to arrive, through dialer (nil: plaintext).
-// It fails the test, listing each failed fetch's error, when they do not.
+// waiting about wait for them to arrive (a fetch under way when it passes
+// may take 20 s more), through dialer (nil: plaintext). It fails the test,
+// listing the failed fetches' errors (the first and last ten), when they
+// do not.
 func ReadMessages(t testing.TB, dialer *kafka.Dialer, addr, topic string, partition, n int, wait time.Duration) []kafka.Message {
 	t.Helper()
 	if dialer == nil {
@@ -37,6 +39,9 @@ func ReadMessages(t testing.TB, dialer *kafka.Dialer, addr, topic string, partit
 			failures = append(failures, fmt.Sprintf("%s at offset %d: %v", time.Now().Format("15:04:05.000"), next, err))
 		}
 		if len(msgs) < n && time.Now().After(deadline) {
+			if len(failures) > 20 {
+				failures = append(failures[:10:10], append([]string{"..."}, failures[len(failures)-10:]...)...)
+			}
 			t.Fatalf("reading %s back: %d messages of %d after %v; failed fetches:\n%s",
 				topic, len(msgs), n, wait, strings.Join(failures, "\n"))
 		}
