@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"unsafe"
 
 	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/internal/prefetch"
 	"github.com/riskstream/riskstream/watermark"
 	"github.com/riskstream/riskstream/windows"
 )
@@ -61,6 +63,37 @@ type Sharded struct {
 	end       Batch // holds what Finish fires
 	// parallel is Options.Parallel, or one call after the other.
 	parallel func(n int, fn func(i int))
+	addrs    []uintptr // prefetchMerge's
+}
+
+// mergeAhead is how many records ahead Merge loads into the CPU cache
+// what encoding their outputs reads, and twice as many outputs of each
+// shard: the records' text, where their ids are, and the decisions' keys,
+// in the shards' state. Other cores wrote them, and with thousands of
+// keys deciding they are mostly out of this one's caches.
+const mergeAhead = 16
+
+// prefetchMerge loads, at record i of b, the text of the records
+// mergeAhead to 2*mergeAhead after it, and the keys of each shard's
+// outputs 2*mergeAhead to 4*mergeAhead after its cursor.
+func (e *Sharded) prefetchMerge(b *Batch, i int) {
+	addrs := e.addrs[:0]
+	n := len(b.recs)
+	for _, rec := range b.recs[min(i+mergeAhead, n):min(i+2*mergeAhead, n)] {
+		if len(rec.Value) > 0 {
+			addrs = append(addrs, prefetch.Addr(&rec.Value[0]))
+		}
+	}
+	for k, outs := range b.outs {
+		c := e.cursors[k]
+		for _, o := range outs[min(c+2*mergeAhead, len(outs)):min(c+4*mergeAhead, len(outs))] {
+			if !o.isHW && len(o.dec.Key) > 0 {
+				addrs = append(addrs, uintptr(unsafe.Pointer(unsafe.StringData(o.dec.Key))))
+			}
+		}
+	}
+	prefetch.Lines(addrs)
+	e.addrs = addrs
 }
 
 // Shard is one shard of a Sharded engine: a window operator over the keys
@@ -330,6 +363,9 @@ func (e *Sharded) Merge(b *Batch, before func(i int)) {
 		rec := &b.recs[i]
 		if before != nil {
 			before(i)
+		}
+		if i%mergeAhead == 0 {
+			e.prefetchMerge(b, i)
 		}
 		e.stats.Records++
 		if b.errs[i] != nil {
