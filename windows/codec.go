@@ -25,8 +25,9 @@ const (
 	partsKnown   = partTimer | partFiredEnd | partFired | partSessions
 )
 
-// ErrCorrupt reports stored state that cannot be decoded.
-var ErrCorrupt = errors.New("windows: corrupt state")
+// ErrCorrupt reports stored state that cannot be decoded. The package's
+// errors wrap it with what state it was ("windows: state of ...").
+var ErrCorrupt = errors.New("corrupt state")
 
 // encodeSlot appends the binary form of s (docs/format/state.md "Slot
 // value"). It is sized for millions of keys, most of them with one window:
@@ -266,7 +267,7 @@ type slotHead struct {
 // head reads the start of an encoded slot of sp (of any spec when nil).
 func (d *decoder) head(sp *spec) (h slotHead, err error) {
 	if v := d.byte(); v != slotVersion {
-		return h, fmt.Errorf("windows: state has version %d, want %d", v, slotVersion)
+		return h, fmt.Errorf("state has version %d, want %d", v, slotVersion)
 	}
 	h.parts = d.byte()
 	// A slot holds the windows its spec makes: sessions stored under a

@@ -1,6 +1,7 @@
 package windows
 
 import (
+	"errors"
 	"reflect"
 	"testing"
 	"unsafe"
@@ -116,8 +117,17 @@ func TestSlotCodecRejectsWrongKind(t *testing.T) {
 	if _, err := decodeSlot("k", panes.sp, encodeSlot(nil, sessions)); err == nil {
 		t.Fatal("sessions decoded as panes")
 	}
-	if _, err := decodeSlot("k", sessions.sp, encodeSlot(nil, panes)); err == nil {
+	_, err := decodeSlot("k", sessions.sp, encodeSlot(nil, panes))
+	if err == nil {
 		t.Fatal("panes decoded as sessions")
+	}
+	if want := `windows: state of "k": corrupt state`; err.Error() != want || !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("error %q, want %q wrapping ErrCorrupt", err, want)
+	}
+	b := encodeSlot(nil, panes)
+	b[0] = 99 // a version this build does not know
+	if _, err := decodeSlot("k", panes.sp, b); err == nil || err.Error() != `windows: state of "k": state has version 99, want 2` {
+		t.Fatalf("error %v for an unknown version", err)
 	}
 }
 

@@ -397,7 +397,7 @@ func (sp *spec) purgeAction(val []byte, at, wm int64) (int, error) {
 	timerAt, last, err := ruleSlotSpan(sp, val)
 	switch {
 	case err != nil:
-		return purgeNone, err
+		return purgeNone, fmt.Errorf("windows: stored state of %s: %w", sp.name(), err)
 	case timerAt != at:
 		return purgeNone, nil // superseded by an earlier timer
 	case last == MinWatermark || sp.lastCleanup(last) <= wm:
