@@ -22,7 +22,7 @@ import (
 func fired(hm *rules.Heatmap, key string, start, end int64, revision int32, vs ...float64) *windows.HeatmapWindow {
 	acc := heatmap.New(len(hm.Buckets))
 	for _, v := range vs {
-		acc.Add(v, false, hm.Buckets)
+		acc.Add(v, false, hm.Buckets, nil)
 	}
 	return &windows.HeatmapWindow{Heatmap: hm, Key: key, Start: start, End: end, Revision: revision, Acc: acc}
 }

@@ -497,7 +497,7 @@ func aggregateOf(sp *refSpec, members []*genEvent) float64 {
 		// window's values at once, not merged from parts as the engine's.
 		a := heatmap.New(0)
 		for _, v := range values() {
-			a.Add(v, false, nil)
+			a.Add(v, false, nil, nil)
 		}
 		return a.Quantile(sp.q)
 	}

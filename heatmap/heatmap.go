@@ -52,9 +52,37 @@ func New(nBounds int) *Acc {
 	}
 }
 
+// IndexMemo remembers the sketch indexes of recent values for Add:
+// latencies repeat (a few thousand distinct values among millions of
+// events), and an index costs a logarithm. A goroutine adding values needs
+// one of its own; the zero value is ready.
+type IndexMemo struct {
+	entries [1 << indexMemoBits]memoEntry
+}
+
+const indexMemoBits = 10
+
+type memoEntry struct {
+	bits  uint64 // the value's bits; 0, the bits of +0, marks a free entry
+	index int
+}
+
+// index returns the sketch's index of v, a value above its smallest
+// indexable one: remembered, or computed and remembered in place of the
+// entry's last value.
+func (m *IndexMemo) index(v float64) int {
+	bits := math.Float64bits(v)
+	e := &m.entries[bits*0x9e3779b97f4a7c15>>(64-indexMemoBits)]
+	if e.bits != bits {
+		e.bits, e.index = bits, indexMapping.Index(v)
+	}
+	return e.index
+}
+
 // Add records one value; degraded marks an event that was re-timed by
-// processing time. bounds are the heatmap's bucket upper bounds.
-func (a *Acc) Add(v float64, degraded bool, bounds []float64) {
+// processing time. bounds are the heatmap's bucket upper bounds. memo,
+// when not nil, saves computing the sketch's index of values it has seen.
+func (a *Acc) Add(v float64, degraded bool, bounds []float64, memo *IndexMemo) {
 	if a.Count == 0 || v < a.Min {
 		a.Min = v
 	}
@@ -66,6 +94,11 @@ func (a *Acc) Add(v float64, degraded bool, bounds []float64) {
 		a.Degraded++
 	}
 	a.Buckets[bucketIndex(v, bounds)]++
+	if memo != nil && v > indexMapping.MinIndexableValue() && v <= indexMapping.MaxIndexableValue() {
+		// What the sketch's Add does with such a value, given its index.
+		a.sketch.GetPositiveValueStore().Add(memo.index(v))
+		return
+	}
 	// Values beyond the sketch's range (|v| > ~1e307) are clamped by the
 	// sketch itself; Min and Max stay exact.
 	_ = a.sketch.Add(clampForSketch(v))

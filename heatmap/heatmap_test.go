@@ -1,6 +1,7 @@
 package heatmap
 
 import (
+	"bytes"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -18,7 +19,7 @@ func TestQuantileError(t *testing.T) {
 		vals := make([]float64, n)
 		for i := range vals {
 			vals[i] = math.Round(math.Exp(2.5+1.2*r.NormFloat64())*10) / 10
-			a.Add(vals[i], false, bounds)
+			a.Add(vals[i], false, bounds, nil)
 		}
 		slices.Sort(vals)
 		for _, q := range []float64{0, 0.5, 0.95, 0.99, 1} {
@@ -39,7 +40,7 @@ func TestBuckets(t *testing.T) {
 	a := New(3)
 	b := []float64{1, 2, 5}
 	for _, v := range []float64{-3, 0, 1, 1.0001, 2, 5, 5.5, 1e9} {
-		a.Add(v, false, b)
+		a.Add(v, false, b, nil)
 	}
 	if want := []int64{3, 2, 1, 2}; !slices.Equal(a.Buckets, want) {
 		t.Fatalf("buckets %v, want %v", a.Buckets, want)
@@ -56,8 +57,8 @@ func TestMergeAndCodec(t *testing.T) {
 		for range r.IntN(50) {
 			v := r.Float64() * 300
 			degraded := r.IntN(10) == 0
-			part.Add(v, degraded, bounds)
-			whole.Add(v, degraded, bounds)
+			part.Add(v, degraded, bounds, nil)
+			whole.Add(v, degraded, bounds, nil)
 		}
 		dec, rest, err := Decode(part.AppendBinary(nil))
 		if err != nil || len(rest) != 0 {
@@ -82,7 +83,7 @@ func TestMergeAndCodec(t *testing.T) {
 
 func TestDecodeCorrupt(t *testing.T) {
 	a := New(2)
-	a.Add(3, false, []float64{1, 2})
+	a.Add(3, false, []float64{1, 2}, nil)
 	b := a.AppendBinary(nil)
 	for i := range len(b) - 1 {
 		if _, _, err := Decode(b[:i]); err == nil {
@@ -105,7 +106,7 @@ func TestSum(t *testing.T) {
 		for range 1000 {
 			v := math.Exp(2.5 + 1.2*r.NormFloat64())
 			exact += v
-			part.Add(v, false, bounds)
+			part.Add(v, false, bounds, nil)
 		}
 		whole.Merge(part)
 	}
@@ -114,7 +115,7 @@ func TestSum(t *testing.T) {
 	}
 	a := New(len(bounds))
 	for _, v := range []float64{0, 0, 10} {
-		a.Add(v, false, bounds)
+		a.Add(v, false, bounds, nil)
 	}
 	if got := a.Sum(); math.Abs(got-10) > RelativeAccuracy*10 {
 		t.Fatalf("sum of 0, 0, 10: %v", got)
@@ -126,7 +127,7 @@ func TestSum(t *testing.T) {
 func TestSkip(t *testing.T) {
 	a := New(3)
 	for _, v := range []float64{0.5, 3, 30, 3000} {
-		a.Add(v, v > 100, []float64{1, 10, 100})
+		a.Add(v, v > 100, []float64{1, 10, 100}, nil)
 	}
 	b := append(a.AppendBinary(nil), "after"...)
 	_, want, err := Decode(b)
@@ -140,5 +141,42 @@ func TestSkip(t *testing.T) {
 		if _, err := Skip(b[:i]); err == nil {
 			t.Fatalf("truncated to %d bytes: no error", i)
 		}
+	}
+}
+
+// TestIndexMemo: an accumulator fed through a memo of sketch indexes
+// encodes to the same bytes as one fed without, over values that repeat,
+// more distinct values than the memo holds, and values the memo leaves to
+// the sketch (zero, negative, too small or too large to index).
+func TestIndexMemo(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	var memo IndexMemo
+	for trial := range 50 {
+		with, without := New(len(bounds)), New(len(bounds))
+		for range 5000 {
+			var v float64
+			switch r.IntN(10) {
+			case 0:
+				v = float64(r.IntN(30000)) / 10 // more than the memo's entries
+			case 1:
+				v = []float64{0, -2.5, 1e-320, 5e-324, math.MaxFloat64, 1e308, math.SmallestNonzeroFloat64}[r.IntN(7)]
+			default:
+				v = float64(r.IntN(300)) / 10 // repeats
+			}
+			with.Add(v, false, bounds, &memo)
+			without.Add(v, false, bounds, nil)
+		}
+		if a, b := with.AppendBinary(nil), without.AppendBinary(nil); !bytes.Equal(a, b) {
+			t.Fatalf("trial %d: with a memo %d bytes, without %d, or they differ", trial, len(a), len(b))
+		}
+	}
+	free := 0
+	for _, e := range memo.entries {
+		if e.bits == 0 {
+			free++
+		}
+	}
+	if free > len(memo.entries)/10 {
+		t.Fatalf("%d of the memo's %d entries were never used", free, len(memo.entries))
 	}
 }

@@ -42,7 +42,7 @@ func TestHeatmapFormat(t *testing.T) {
 	h := &rules.Heatmap{Name: "api-latency", Key: []string{"api", "region"}, Buckets: []float64{1, 2}}
 	a := heatmap.New(2)
 	for _, v := range []float64{0.8, 1.5, 240.1} {
-		a.Add(v, v > 200, h.Buckets)
+		a.Add(v, v > 200, h.Buckets, nil)
 	}
 	hw := &windows.HeatmapWindow{Heatmap: h, Key: "\"/pay\"\x00\"cn\"\x00", Start: 1, End: 11, Revision: 2, Acc: a}
 	var v struct {

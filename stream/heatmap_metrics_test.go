@@ -89,7 +89,7 @@ func TestHeatmapCollector(t *testing.T) {
 	fire := func(start, end int64, revision int32, values ...float64) *heatmap.Acc {
 		acc := heatmap.New(3)
 		for _, v := range values {
-			acc.Add(v, false, cfg.Heatmaps[0].Buckets)
+			acc.Add(v, false, cfg.Heatmaps[0].Buckets, nil)
 		}
 		key := `"/pay"` + "\x00" + `"cn"` + "\x00"
 		c.observe(&windows.HeatmapWindow{Heatmap: &cfg.Heatmaps[0], Key: key, Start: start, End: end, Revision: revision, Acc: acc},
@@ -207,7 +207,7 @@ func TestMetricsReloadHeatmaps(t *testing.T) {
 	observe := func(cfg *rules.Config, i int, values ...float64) {
 		acc := heatmap.New(len(cfg.Heatmaps[i].Buckets))
 		for _, v := range values {
-			acc.Add(v, false, cfg.Heatmaps[i].Buckets)
+			acc.Add(v, false, cfg.Heatmaps[i].Buckets, nil)
 		}
 		w := &windows.HeatmapWindow{Heatmap: &cfg.Heatmaps[i], HeatmapIndex: i, Key: key, Start: 0, End: 10_000, Acc: acc}
 		m.heatmaps.observe(w, m.heatmapKeys[w.HeatmapIndex].value(heatmapKeyLabel(w.Key)))

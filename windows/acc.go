@@ -48,13 +48,14 @@ func (a *acc) extra() *accExtra {
 	return a.x
 }
 
-// addLatency adds v to the heatmap distribution with bounds.
-func (a *acc) addLatency(v float64, processing bool, bounds []float64) {
+// addLatency adds v to the heatmap distribution with bounds, through the
+// operator's memo of sketch indexes.
+func (a *acc) addLatency(v float64, processing bool, bounds []float64, memo *heatmap.IndexMemo) {
 	x := a.extra()
 	if x.hm == nil {
 		x.hm = heatmap.New(len(bounds))
 	}
-	x.hm.Add(v, processing, bounds)
+	x.hm.Add(v, processing, bounds, memo)
 }
 
 func (a *acc) addDistinct(h uint64) {

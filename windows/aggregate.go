@@ -17,8 +17,9 @@ import (
 // buckets, out of line.
 
 // addToStat adds v, an event's value, to a, whose n already counts the
-// event, for an avg, ratio (v is 1 or 0), min, max or quantile rule.
-func addToStat(kind rules.AggregateKind, a *acc, v float64) {
+// event, for an avg, ratio (v is 1 or 0), min, max or quantile rule (memo
+// as in heatmap.Acc.Add).
+func addToStat(kind rules.AggregateKind, a *acc, v float64, memo *heatmap.IndexMemo) {
 	switch kind {
 	case rules.Avg, rules.Ratio:
 		a.sum += v
@@ -31,7 +32,7 @@ func addToStat(kind rules.AggregateKind, a *acc, v float64) {
 			a.sum = v
 		}
 	case rules.Quantile:
-		a.addLatency(v, false, nil)
+		a.addLatency(v, false, nil, memo)
 	}
 }
 

@@ -18,9 +18,9 @@ func testSlots() []*slot {
 		return &spec{wtype: rules.Sliding, size: 10, slide: 5, pane: 5, agg: agg}
 	}
 	hm := heatmap.New(2)
-	hm.Add(1.5, true, []float64{1, 2})
+	hm.Add(1.5, true, []float64{1, 2}, nil)
 	q := heatmap.New(1)
-	q.Add(7, false, nil)
+	q.Add(7, false, nil, nil)
 	var slots []*slot
 	add := func(sp *spec, wins []win, timerAt int64) *slot {
 		s := newSlot("\x00\x01\"k\"\x00", sp)

@@ -106,6 +106,9 @@ type Operator struct {
 	windows []sweptWindow
 	// quantile is the merge of a quantile rule's panes, in bestQuantile.
 	quantile *heatmap.Acc
+	// sketchIndexes remembers the sketch indexes of the values heatmaps
+	// and quantile rules add.
+	sketchIndexes heatmap.IndexMemo
 	// prefetchAddrs is Prefetch's buffer of addresses.
 	prefetchAddrs []uintptr
 	windowed      int64 // heatmap windows emitted, revisions included
@@ -350,7 +353,7 @@ func insertAt[T any](xs []T, i int, x T) []T {
 func (op *Operator) addTo(sp *spec, a *acc, val uint64, processing bool) {
 	a.n++
 	if sp.hm != nil {
-		a.addLatency(math.Float64frombits(val), processing, sp.bounds)
+		a.addLatency(math.Float64frombits(val), processing, sp.bounds, &op.sketchIndexes)
 		return
 	}
 	switch sp.agg {
@@ -359,7 +362,7 @@ func (op *Operator) addTo(sp *spec, a *acc, val uint64, processing bool) {
 	case rules.Distinct:
 		a.addDistinct(val)
 	case rules.Avg, rules.Ratio, rules.Min, rules.Max, rules.Quantile:
-		addToStat(sp.agg, a, math.Float64frombits(val))
+		addToStat(sp.agg, a, math.Float64frombits(val), &op.sketchIndexes)
 	}
 }
 
