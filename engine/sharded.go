@@ -79,16 +79,16 @@ const mergeAhead = 16
 func (e *Sharded) prefetchMerge(b *Batch, i int) {
 	addrs := e.addrs[:0]
 	n := len(b.recs)
-	for _, rec := range b.recs[min(i+mergeAhead, n):min(i+2*mergeAhead, n)] {
-		if len(rec.Value) > 0 {
-			addrs = append(addrs, prefetch.Addr(&rec.Value[0]))
+	for j := min(i+mergeAhead, n); j < min(i+2*mergeAhead, n); j++ {
+		if v := b.recs[j].Value; len(v) > 0 {
+			addrs = append(addrs, prefetch.Addr(&v[0]))
 		}
 	}
 	for k, outs := range b.outs {
 		c := e.cursors[k]
-		for _, o := range outs[min(c+2*mergeAhead, len(outs)):min(c+4*mergeAhead, len(outs))] {
-			if !o.isHW && len(o.dec.Key) > 0 {
-				addrs = append(addrs, uintptr(unsafe.Pointer(unsafe.StringData(o.dec.Key))))
+		for j := min(c+2*mergeAhead, len(outs)); j < min(c+4*mergeAhead, len(outs)); j++ {
+			if o := &outs[j]; !o.isHW && len(o.dec.Key) > 0 {
+				addrs = append(addrs, prefetch.Addr(unsafe.StringData(o.dec.Key)))
 			}
 		}
 	}
