@@ -53,8 +53,8 @@ func New(nBounds int) *Acc {
 }
 
 // IndexMemo remembers the sketch indexes of recent values for Add:
-// latencies repeat (a few thousand distinct values among millions of
-// events), and an index costs a logarithm. A goroutine adding values needs
+// latencies in milliseconds with a decimal or two take few distinct values
+// and repeat, and an index costs a logarithm. A goroutine adding values needs
 // one of its own; the zero value is ready.
 type IndexMemo struct {
 	entries [1 << indexMemoBits]memoEntry
