@@ -144,6 +144,8 @@ func (l *Live) Heatmap(w *windows.HeatmapWindow) {
 		}
 		s = &liveSeries{HeatmapSeries: HeatmapSeries{Heatmap: w.Heatmap.Name, Key: keyText(w.Heatmap.Key, w.Key), Bounds: w.Heatmap.Buckets}}
 		l.series[id] = s
+		delete(l.hidden, id) // not drawn before a reload freed a place
+
 	}
 	hw := HeatmapWindow{Start: w.Start, End: w.End, Revision: w.Revision, Count: w.Acc.Count,
 		Buckets: slices.Clone(w.Acc.Buckets), Degraded: w.Acc.Degraded}
@@ -158,27 +160,31 @@ func (l *Live) Heatmap(w *windows.HeatmapWindow) {
 	}
 }
 
-// Reload makes the console follow a rules reload to cfg, as the heatmap
-// metrics do: a heatmap's keys keep their windows while its name and
-// buckets are the same (windows of other bounds do not draw in one
-// figure); a heatmap removed is forgotten, its keys not drawn included.
-func (l *Live) Reload(cfg *rules.Config) {
-	buckets := map[string][]float64{}
-	for _, h := range cfg.Heatmaps {
-		buckets[h.Name] = h.Buckets
+// Reload makes the console follow a rules reload, d, as the engine's
+// state does: the keys of a heatmap that keeps its state keep their
+// windows; those of a heatmap that restarts (its key, filters, field,
+// window or buckets changed) or is removed are forgotten, the keys not
+// drawn included.
+func (l *Live) Reload(d rules.Diff) {
+	kept := map[string]bool{}
+	ids, _, _, _ := d.Groups()
+	for _, id := range ids {
+		if id.Heatmap {
+			kept[id.Name] = true
+		}
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for id, s := range l.series {
-		if b, ok := buckets[s.Heatmap]; !ok || !slices.Equal(b, s.Bounds) {
+		if !kept[s.Heatmap] {
 			delete(l.series, id)
 			l.heatmaps++
 		}
 	}
 	for id := range l.hidden {
-		name, _, _ := strings.Cut(id, "\x00")
-		if _, ok := buckets[name]; !ok {
+		if name, _, _ := strings.Cut(id, "\x00"); !kept[name] {
 			delete(l.hidden, id)
+			l.heatmaps++ // the note of keys not drawn changes
 		}
 	}
 }

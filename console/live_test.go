@@ -57,35 +57,41 @@ func TestLiveKeepsTheLatestWindows(t *testing.T) {
 	if w := pay.Windows[1]; w.Revision != 1 || !slices.Equal(w.Buckets, []int64{1, 1, 1}) {
 		t.Errorf("window 30: revision %d buckets %v, want revision 1 with one value per bucket", w.Revision, w.Buckets)
 	}
-
 }
 
-// TestLiveReload: across a rules reload a heatmap's keys keep their
-// windows while its buckets are the same; one whose buckets changed starts
-// over under the new bounds; one removed is forgotten, with its keys not
+// TestLiveReload: after a reload the keys of a heatmap that keeps its state
+// keep their windows, and those of a heatmap removed, or restarted because
+// its buckets or its key changed, are forgotten, keys not drawn included; a
+// key not drawn that later finds a place is no longer counted as not
 // drawn.
 func TestLiveReload(t *testing.T) {
 	lat := &rules.Heatmap{Name: "lat", Key: []string{"api"}, Buckets: []float64{10, 100}}
 	size := &rules.Heatmap{Name: "size", Key: []string{"api"}, Buckets: []float64{1}}
 	gone := &rules.Heatmap{Name: "gone", Key: []string{"api"}, Buckets: []float64{1}}
-	l := NewLive(LiveOptions{Series: 3})
+	keyed := &rules.Heatmap{Name: "keyed", Key: []string{"api"}, Buckets: []float64{1}}
+	l := NewLive(LiveOptions{Series: 4})
 	l.Heatmap(fired(lat, "\"/pay\"\x00", 0, 10, 0, 5))
 	l.Heatmap(fired(size, "\"/pay\"\x00", 0, 10, 0, 5))
 	l.Heatmap(fired(gone, "\"/pay\"\x00", 0, 10, 0, 5))
-	l.Heatmap(fired(gone, "\"/cart\"\x00", 0, 10, 0, 5)) // not drawn: Series is 3
+	l.Heatmap(fired(keyed, "\"/pay\"\x00", 0, 10, 0, 5))
+	l.Heatmap(fired(gone, "\"/cart\"\x00", 0, 10, 0, 5)) // not drawn: Series is 4
 	l.Heatmap(fired(lat, "\"/home\"\x00", 0, 10, 0, 5))  // not drawn either
+	l.Heatmap(fired(size, "\"/cart\"\x00", 0, 10, 0, 5)) // nor this
 	before := l.heatmaps
 
 	newLat := &rules.Heatmap{Name: "lat", Key: []string{"api"}, Buckets: []float64{10, 100, 1000}}
-	l.Reload(&rules.Config{Heatmaps: []rules.Heatmap{*newLat, *size}})
+	newKeyed := &rules.Heatmap{Name: "keyed", Key: []string{"region"}, Buckets: []float64{1}}
+	old := &rules.Config{Heatmaps: []rules.Heatmap{*lat, *size, *gone, *keyed}}
+	cfg := &rules.Config{Heatmaps: []rules.Heatmap{*newLat, *size, *newKeyed}}
+	l.Reload(rules.DiffIdentities(old.Identities(), cfg.Identities()))
 	if got := slices.Sorted(maps.Keys(l.series)); !slices.Equal(got, []string{"size\x00\"/pay\"\x00"}) {
-		t.Fatalf("series after the reload %q, want only size's, whose buckets did not change", got)
+		t.Fatalf("series after the reload %q, want only size's, the one heatmap that keeps its state", got)
 	}
 	if len(l.series["size\x00\"/pay\"\x00"].Windows) != 1 {
 		t.Error("size's window was not kept")
 	}
-	if got := slices.Sorted(maps.Keys(l.hidden)); !slices.Equal(got, []string{"lat\x00\"/home\"\x00"}) {
-		t.Errorf("keys not drawn after the reload %q, want only lat's: gone was removed", got)
+	if got := slices.Sorted(maps.Keys(l.hidden)); !slices.Equal(got, []string{"size\x00\"/cart\"\x00"}) {
+		t.Errorf("keys not drawn after the reload %q, want only size's", got)
 	}
 	if l.heatmaps == before {
 		t.Error("the heatmaps' version did not change: the page would keep the figures of the series dropped")
@@ -94,6 +100,11 @@ func TestLiveReload(t *testing.T) {
 	pay := l.series["lat\x00\"/pay\"\x00"]
 	if pay == nil || !slices.Equal(pay.Bounds, newLat.Buckets) || len(pay.Windows) != 1 || len(pay.Windows[0].Buckets) != 4 {
 		t.Errorf("lat's key after the reload: %+v, want the new bounds and one window of 4 buckets", pay)
+	}
+	l.Heatmap(fired(size, "\"/cart\"\x00", 50, 60, 0, 5))
+	if l.series["size\x00\"/cart\"\x00"] == nil || l.hidden["size\x00\"/cart\"\x00"] {
+		t.Errorf("size's /cart, given a place the reload freed: drawn %v, counted as not drawn %v",
+			l.series["size\x00\"/cart\"\x00"] != nil, l.hidden["size\x00\"/cart\"\x00"])
 	}
 }
 

@@ -99,7 +99,7 @@ func (j *liveJob) reloadRules(why string, force bool) error {
 	j.dec, j.batch = j.e.NewDecoder(), j.e.NewBatch()
 	j.m.reload(cfg, j.e.Stats())
 	if j.console != nil {
-		j.console.Reload(cfg)
+		j.console.Reload(diff)
 	}
 	j.opts.Config = cfg
 	took := j.opts.Now().Sub(start)
