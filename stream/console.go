@@ -68,6 +68,8 @@ func (j *liveJob) sample(now int64) console.Sample {
 			Skew: float64(src.Skew.Microseconds()) / 1000, Known: src.Known, Degraded: src.Degraded})
 	}
 	slices.SortStableFunc(s.Sources, console.CompareSources)
-	s.Sources = s.Sources[:min(len(s.Sources), consoleSources)]
+	// A copy: the samples are kept for minutes, and the array of every
+	// source (up to the skew tracker's limit) would be kept with them.
+	s.Sources = slices.Clone(s.Sources[:min(len(s.Sources), consoleSources)])
 	return s
 }
