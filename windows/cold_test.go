@@ -5,8 +5,6 @@ import (
 	"hash/maphash"
 	"math/rand/v2"
 	"testing"
-
-	"github.com/riskstream/riskstream/event"
 )
 
 // TestColdStoreMatchesMap drives a cold store with random sets and
@@ -148,17 +146,9 @@ rules:
   - {name: day, key: [user], window: {type: tumbling, size: 24h}, aggregate: count, threshold: 1, action: review}
 `, backend, out, Options{MemoryBytes: budget, CacheSlots: 256})
 	const keys = 60_000
-	var ev event.Event
 	for i := range 2 * keys {
-		line := fmt.Sprintf(`{"id":"e%d","ts":%d,"user":"u%d"}`, i, 1_000_000+i, i%keys)
-		if err := dec.Decode([]byte(line), &ev); err != nil {
-			t.Fatal(err)
-		}
-		refs, keyBytes := op.NewKeyer().Append(nil, nil, &ev)
 		before := len(op.cache.changed)
-		if _, err := op.ProcessElement(&ev, refs, keyBytes, ev.TS, false); err != nil {
-			t.Fatal(err)
-		}
+		processLine(t, op, dec, fmt.Appendf(nil, `{"id":"e%d","ts":%d,"user":"u%d"}`, i, 1_000_000+i, i%keys))
 		if i%5000 == 0 {
 			listed := map[*slot]bool{}
 			for _, s := range op.cache.changed[op.cache.changedHead:] {
@@ -206,14 +196,7 @@ rules:
 	c := op.cache
 	process := func(i int, user string) {
 		t.Helper()
-		var ev event.Event
-		if err := dec.Decode(fmt.Appendf(nil, `{"id":"e%d","ts":%d,"user":%q}`, i, 1_000_000+i, user), &ev); err != nil {
-			t.Fatal(err)
-		}
-		refs, keys := op.NewKeyer().Append(nil, nil, &ev)
-		if _, err := op.ProcessElement(&ev, refs, keys, ev.TS, false); err != nil {
-			t.Fatal(err)
-		}
+		processLine(t, op, dec, fmt.Appendf(nil, `{"id":"e%d","ts":%d,"user":%q}`, i, 1_000_000+i, user))
 	}
 	for i := range 64 {
 		process(i, fmt.Sprintf("u%d", i))

@@ -23,14 +23,7 @@ rules:
 			t.Errorf("%s: purge grain %d ms, want %d", op.specs[i].name(), g, want)
 		}
 	}
-	var ev event.Event
-	if err := dec.Decode([]byte(`{"id":"e1","ts":103500,"user":"u"}`), &ev); err != nil {
-		t.Fatal(err)
-	}
-	refs, keys := op.NewKeyer().Append(nil, nil, &ev)
-	if _, err := op.ProcessElement(&ev, refs, keys, ev.TS, false); err != nil {
-		t.Fatal(err)
-	}
+	processLine(t, op, dec, []byte(`{"id":"e1","ts":103500,"user":"u"}`))
 	// Cleanup times: the last sliding window [103000, 163000) at 162999,
 	// the tumbling [103500, 104000) at 103999, the session [103500, 133500)
 	// at 133499; rounded up to the grains.

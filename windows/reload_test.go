@@ -20,20 +20,12 @@ rules:
 `
 	// Few cached slots: most states are in the cold store.
 	op, dec := newTestOperatorWith(t, text, NewMemBackend(), discardOutput{}, Options{CacheSlots: 64, WriteThrough: true})
-	k := op.NewKeyer()
-	add := func(k *Keyer, dec *event.Decoder, users int) {
+	add := func(dec *event.Decoder, users int) {
 		for i := range users {
-			var ev event.Event
-			if err := dec.Decode(fmt.Appendf(nil, `{"id":"e%d","ts":%d,"user":"u%d"}`, i, 1000+i, i), &ev); err != nil {
-				t.Fatal(err)
-			}
-			refs, keys := k.Append(nil, nil, &ev)
-			if _, err := op.ProcessElement(&ev, refs, keys, ev.TS, false); err != nil {
-				t.Fatal(err)
-			}
+			processLine(t, op, dec, fmt.Appendf(nil, `{"id":"e%d","ts":%d,"user":"u%d"}`, i, 1000+i, i))
 		}
 	}
-	add(k, dec, 1000)
+	add(dec, 1000)
 	held := func(id int) int { return op.cache.m[id].n + op.cache.cold.idx[id].n }
 	if held(0) != 1000 || held(1) != 1000 || held(2) != 1000 {
 		t.Fatalf("states held before the reload: %d, %d, %d", held(0), held(1), held(2))
@@ -54,7 +46,7 @@ rules:
 	if op.specs[0].rule.Threshold != 9 || op.specs[0].pos != 1 || op.specs[1] != nil || op.specs[3].pos != 0 {
 		t.Fatalf("specs after the reload: %+v", op.specs)
 	}
-	add(op.NewKeyer(), event.NewDecoder(schema), 10)
+	add(event.NewDecoder(schema), 10) // keyed by the new rules
 	// A state read back from the cold store may be counted in both.
 	if held(0) < 1000 || held(3) != 10 {
 		t.Fatalf("after 10 more events: kept %d, changed %d", held(0), held(3))
@@ -77,14 +69,7 @@ func TestReloadReusesRetiredID(t *testing.T) {
 		b, out, Options{WriteThrough: true})
 	process := func(dec *event.Decoder, i int, ts int64) {
 		t.Helper()
-		var ev event.Event
-		if err := dec.Decode(fmt.Appendf(nil, `{"id":"e%d","ts":%d,"user":"u%d"}`, i, ts, i%10), &ev); err != nil {
-			t.Fatal(err)
-		}
-		refs, keys := op.NewKeyer().Append(nil, nil, &ev)
-		if _, err := op.ProcessElement(&ev, refs, keys, ev.TS, false); err != nil {
-			t.Fatal(err)
-		}
+		processLine(t, op, dec, fmt.Appendf(nil, `{"id":"e%d","ts":%d,"user":"u%d"}`, i, ts, i%10))
 	}
 	for i := range 100 {
 		process(dec, i, 1_000_000+int64(i)) // old's purges are due at 1,009,999

@@ -234,24 +234,29 @@ func timerTestInput(n int) ([][]byte, int64) {
 	return lines, ts
 }
 
+// processLine decodes line with dec and has op process its event at its
+// time, keyed as a pipeline's keying stage would (by the operator's rules
+// of now), and returns its time.
+func processLine(t *testing.T, op *Operator, dec *event.Decoder, line []byte) int64 {
+	t.Helper()
+	var ev event.Event
+	if err := dec.Decode(line, &ev); err != nil {
+		t.Fatal(err)
+	}
+	refs, keys := op.NewKeyer().Append(nil, nil, &ev)
+	if _, err := op.ProcessElement(&ev, refs, keys, ev.TS, false); err != nil {
+		t.Fatal(err)
+	}
+	return ev.TS
+}
+
 // drive feeds op the events of lines, the watermark a second behind the
 // largest ts after each.
 func drive(t *testing.T, op *Operator, dec *event.Decoder, lines [][]byte) {
 	t.Helper()
-	keyer := op.NewKeyer()
-	var ev event.Event
-	var refs []SlotRef
-	var keys []byte
 	maxTS := MinWatermark
 	for _, l := range lines {
-		if err := dec.Decode(l, &ev); err != nil {
-			t.Fatal(err)
-		}
-		refs, keys = keyer.Append(refs[:0], keys[:0], &ev)
-		if _, err := op.ProcessElement(&ev, refs, keys, ev.TS, false); err != nil {
-			t.Fatal(err)
-		}
-		maxTS = max(maxTS, ev.TS)
+		maxTS = max(maxTS, processLine(t, op, dec, l))
 		if err := op.AdvanceWatermark(maxTS - 1000); err != nil {
 			t.Fatal(err)
 		}
