@@ -90,11 +90,7 @@ func liveDecisions(t *testing.T, addr string) []string {
 // readTopic reads every message of a one-partition topic.
 func readTopic(t *testing.T, addr, topic string) []string {
 	t.Helper()
-	var vals []string
-	for _, m := range readPartition(t, addr, topic, 0) {
-		vals = append(vals, string(m.Value))
-	}
-	return vals
+	return kafkatest.Values(readPartition(t, addr, topic, 0))
 }
 
 // readPartition reads every message of one partition of a topic, up to its
