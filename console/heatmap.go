@@ -21,8 +21,9 @@ type HeatmapSeries struct {
 }
 
 // put keeps w among s's windows, which are in start order: in place of the
-// same window at an earlier revision, else inserted.
-func (s *HeatmapSeries) put(w HeatmapWindow) {
+// same window at an earlier revision, else inserted. It reports whether it
+// kept w: an older revision than the one kept is not.
+func (s *HeatmapSeries) put(w HeatmapWindow) bool {
 	i, found := slices.BinarySearchFunc(s.Windows, w, func(a, b HeatmapWindow) int {
 		return cmp.Or(cmp.Compare(a.Start, b.Start), cmp.Compare(a.End, b.End))
 	})
@@ -31,7 +32,10 @@ func (s *HeatmapSeries) put(w HeatmapWindow) {
 		s.Windows = slices.Insert(s.Windows, i, w)
 	case w.Revision >= s.Windows[i].Revision:
 		s.Windows[i] = w
+	default:
+		return false
 	}
+	return true
 }
 
 // values is the number of values in s's windows.

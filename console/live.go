@@ -145,16 +145,17 @@ func (l *Live) Heatmap(w *windows.HeatmapWindow) {
 		s = &liveSeries{HeatmapSeries: HeatmapSeries{Heatmap: w.Heatmap.Name, Key: keyText(w.Heatmap.Key, w.Key), Bounds: w.Heatmap.Buckets}}
 		l.series[id] = s
 		delete(l.hidden, id) // not drawn before a reload freed a place
-
 	}
 	hw := HeatmapWindow{Start: w.Start, End: w.End, Revision: w.Revision, Count: w.Acc.Count,
 		Buckets: slices.Clone(w.Acc.Buckets), Degraded: w.Acc.Degraded}
 	if w.Acc.Count > 0 {
 		hw.P50, hw.P99 = w.Acc.Quantile(0.5), w.Acc.Quantile(0.99)
 	}
+	if !s.put(hw) {
+		return // nothing to draw anew
+	}
 	s.version++
 	l.heatmaps++
-	s.put(hw)
 	if n := len(s.Windows) - l.opts.Windows; n > 0 {
 		s.Windows = slices.Delete(s.Windows, 0, n)
 	}

@@ -57,6 +57,12 @@ func TestLiveKeepsTheLatestWindows(t *testing.T) {
 	if w := pay.Windows[1]; w.Revision != 1 || !slices.Equal(w.Buckets, []int64{1, 1, 1}) {
 		t.Errorf("window 30: revision %d buckets %v, want revision 1 with one value per bucket", w.Revision, w.Buckets)
 	}
+	// An older revision arriving late changes nothing, and redraws nothing.
+	version := l.heatmaps
+	l.Heatmap(fired(hm, "\"/pay\"\x00", 30, 40, 0, 5))
+	if w := pay.Windows[1]; w.Revision != 1 || l.heatmaps != version {
+		t.Errorf("after revision 0 of window 30 came again: revision %d kept, heatmaps version %d (was %d)", w.Revision, l.heatmaps, version)
+	}
 }
 
 // TestLiveReload: after a reload the keys of a heatmap that keeps its state
