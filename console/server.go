@@ -226,8 +226,8 @@ func renderCharts(b *strings.Builder, s snapshot, o LiveOptions) {
 // more.
 const chartPoints = 200
 
-// thin keeps about n of samples, evenly, the first and the last among
-// them. Counters between two kept samples still give their rate.
+// thin keeps about n of xs, evenly, the first and the last among them: of
+// samples, counters between two kept ones still give their rate.
 func thin[T any](xs []T, n int) []T {
 	if len(xs) <= n {
 		return xs
