@@ -15,7 +15,8 @@ import (
 // state directory records it, so that a job started with different rules does
 // not misread state written under others.
 //
-// Thresholds, min_events, actions, modes and skew settings are left out:
+// Thresholds, min_events, actions, modes, the watermark's max_ahead and skew
+// settings are left out:
 // they change what is decided from the state, not the state, so tuning them
 // keeps the state usable. So are the file's name, layout and comments, and the order of
 // filters and of their values, which do not change what matches.
