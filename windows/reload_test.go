@@ -95,6 +95,20 @@ func TestReloadReusesRetiredID(t *testing.T) {
 	for i := range 10 {
 		process(dec, 100+i, 1_005_000)
 	}
+	// old's timers are still queued, now naming new's id: the case.
+	oldTimers := 0
+	for at, b := range op.timers.byTime {
+		for _, blk := range b.blocks {
+			for _, e := range blk {
+				if e.spec == 1 && at <= 1_015_000 {
+					oldTimers++
+				}
+			}
+		}
+	}
+	if oldTimers == 0 {
+		t.Fatal("no timer of the dropped rule is queued before the watermark passes it")
+	}
 	if err := op.AdvanceWatermark(1_015_000); err != nil { // old's timers run
 		t.Fatal(err)
 	}
