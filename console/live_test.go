@@ -288,8 +288,15 @@ func TestShortDegradedSpell(t *testing.T) {
 		at := now.UnixMilli() - int64(3*chartPoints-i)*1000
 		l.Add(Sample{At: at, Sources: []SourceSample{{Source: "gw-1", Skew: 3, Known: true, Degraded: i == 3*chartPoints-2}}})
 	}
+	// The case: thinning the samples to the chart's points drops it.
+	snap := l.snapshot()
+	for _, s := range thin(snap.samples, chartPoints) {
+		if s.Sources[0].Degraded {
+			t.Fatal("thinning keeps the degraded sample: the test no longer shows that periods come from every sample")
+		}
+	}
 	var b strings.Builder
-	renderCharts(&b, l.snapshot(), l.opts)
+	renderCharts(&b, snap, l.opts)
 	if !strings.Contains(b.String(), "gw-1 degraded ") {
 		t.Error("the degraded sample's period is not drawn")
 	}
