@@ -43,15 +43,15 @@ type Backend interface {
 // referenced bit, which matters with hundreds of thousands of slots, where
 // the pointer updates of an LRU list cost a cache miss each.
 type cache struct {
-	// m finds slots by a 128-bit hash of their key rather than the key
-	// itself: comparing keys would cost a cache miss on the key's bytes per
-	// lookup. Two keys of a run collide with probability n²/2¹²⁹ (below
-	// 1e-20 for a billion keys), and the seeds are random per process, so
-	// no input can be crafted to collide.
-	// There is one index per rule or heatmap: a heatmap keyed by api has a
-	// handful of keys whose index stays in the CPU cache, however many users
-	// the other rules track. So the hash leaves the spec out.
-	m     []slotIndex
+	// Slots are found through the cold store's indexes (stateIndex), one
+	// per rule or heatmap, by a 128-bit hash of their key rather than the
+	// key itself: comparing keys would cost a cache miss on the key's
+	// bytes per lookup. Two keys of a run collide with probability
+	// n²/2¹²⁹ (below 1e-20 for a billion keys), and the seeds are random
+	// per process, so no input can be crafted to collide. A heatmap keyed
+	// by api has a handful of keys whose index stays in the CPU cache,
+	// however many users the other rules track. So the hash leaves the
+	// spec out.
 	seeds [2]maphash.Seed
 	ring  []*slot // every cached slot; s.ringIdx is its position
 	hand  int
@@ -67,10 +67,10 @@ type cache struct {
 	changed     []*slot
 	changedHead int
 	dirty       int // slots dirty now
-	// free holds slots dropped from the cache, for new ones to reuse:
-	// nothing points to a dropped slot but its entry in changed, if it has
-	// one, which then serves the slot's new key.
-	free []*slot
+	// slots holds every slot the cache has made. A dropped slot is reused
+	// for a new one: nothing points to it but its entry in changed, if it
+	// has one, which then serves the slot's new key.
+	slots slotTable
 	// fresh holds the state of a key seen for the first time while the
 	// cache is full, for the event that made it; settle then moves it to
 	// the cold store (see load).
@@ -78,21 +78,54 @@ type cache struct {
 	val   []byte // load's copy of a stored value, while it makes room
 }
 
-// maxFreeSlots is how many dropped slots the cache keeps for reuse.
-const maxFreeSlots = 256
+// slotTable holds slots in chunks that never move, so that an index entry
+// names a slot by a 32-bit number rather than a pointer: the indexes then
+// hold no pointers, and the garbage collector never scans them. A chunk is
+// a large object, page-aligned, and a slot a multiple of 64 bytes, so
+// every slot starts a cache line (see slot).
+type slotTable struct {
+	chunks [][]slot
+	free   []uint32 // numbers of released slots
+	made   uint32
+}
+
+// slotChunk is how many slots a chunk of a slotTable holds.
+const slotChunk = 256
+
+// at returns the slot numbered n.
+func (t *slotTable) at(n uint32) *slot { return &t.chunks[n/slotChunk][n%slotChunk] }
+
+// take returns a slot no one uses, a released one if any.
+func (t *slotTable) take() *slot {
+	if k := len(t.free); k > 0 {
+		n := t.free[k-1]
+		t.free = t.free[:k-1]
+		return t.at(n)
+	}
+	if t.made%slotChunk == 0 {
+		t.chunks = append(t.chunks, make([]slot, slotChunk))
+	}
+	s := t.at(t.made)
+	s.num = t.made
+	t.made++
+	return s
+}
+
+// release gives s back for take to reuse.
+func (t *slotTable) release(s *slot) { t.free = append(t.free, s.num) }
 
 // slotID is the hash a slot is found by in the cache.
 type slotID [2]uint64
 
 func newCache(capacity int, cold *coldStore, specs []*spec) *cache {
 	c := &cache{
-		m:     make([]slotIndex, len(specs)),
 		seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
 		cap:   capacity,
 		cold:  cold,
 		specs: specs,
 	}
 	cold.seeds = c.seeds
+	cold.slots = &c.slots
 	return c
 }
 
@@ -102,13 +135,21 @@ func (c *cache) setSeeds(seeds [2]maphash.Seed) { c.seeds, c.cold.seeds = seeds,
 // specOf is the index of the rule or heatmap a slot key belongs to.
 func specOf[K string | []byte](key K) int { return int(key[0])<<8 | int(key[1]) }
 
-// find returns the cached slot of spec with id, or nil.
+// find returns the cached slot of spec with id, or nil, and notes its use.
 func (c *cache) find(spec int, id slotID) *slot {
-	s := c.m[spec].get(id)
+	s := c.cached(spec, id)
 	if s != nil {
 		s.referenced = true
 	}
 	return s
+}
+
+// cached returns the cached slot of spec with id, or nil.
+func (c *cache) cached(spec int, id slotID) *slot {
+	if e := c.cold.idx[spec].entry(id); e != nil && e.cached() {
+		return c.slots.at(e.slotNum())
+	}
+	return nil
 }
 
 // lookup returns the slot of a key held as a string (a timer's), loading it
@@ -154,7 +195,7 @@ func (c *cache) lookupID(spec int, id slotID) (*slot, error) {
 // without writing through.
 func (c *cache) spilledOnly(spec int, id slotID) bool {
 	return !c.cold.writeThrough && c.cold.spilled.mayHold(spec, id) &&
-		c.m[spec].get(id) == nil && c.cold.idx[spec].get(id) == 0
+		c.cold.idx[spec].entry(id) == nil
 }
 
 // purgeCold runs the purge timer, due at at, of a rule's slot with id that
@@ -163,7 +204,7 @@ func (c *cache) spilledOnly(spec int, id slotID) bool {
 // deleted, is not stored (gone, or spilled writing through, whose key
 // timer runs instead), or has another timer; if not, the caller loads it.
 func (c *cache) purgeCold(sp *spec, id slotID, at, wm int64) (bool, error) {
-	if c.m[sp.index].get(id) != nil {
+	if c.cached(sp.index, id) != nil {
 		return false, nil
 	}
 	key, val, found, err := c.cold.getByID(sp.index, id)
@@ -185,7 +226,7 @@ func (c *cache) purgeCold(sp *spec, id slotID, at, wm int64) (bool, error) {
 // keyOf returns the key of the slot of spec with id if the cache or the
 // cold store holds it (in memory or spilled by id), else "".
 func (c *cache) keyOf(spec int, id slotID) (string, error) {
-	if s := c.m[spec].get(id); s != nil {
+	if s := c.cached(spec, id); s != nil {
 		return s.key, nil
 	}
 	key, _, found, err := c.cold.getByID(spec, id)
@@ -261,13 +302,7 @@ func (c *cache) makeRoom() error {
 
 // newSlot returns an empty slot for key, reusing a dropped one if any.
 func (c *cache) newSlot(key string, sp *spec) *slot {
-	n := len(c.free)
-	if n == 0 {
-		return newSlot(key, sp)
-	}
-	s := c.free[n-1]
-	c.free[n-1] = nil
-	c.free = c.free[:n-1]
+	s := c.slots.take()
 	queued := s.queued // its entry in changed serves the new key
 	s.reset(key, sp)
 	s.queued = queued
@@ -279,7 +314,12 @@ func (c *cache) newSlot(key string, sp *spec) *slot {
 func (c *cache) insert(id slotID, s *slot, persisted bool) {
 	s.persisted = persisted
 	s.id = id
-	c.m[s.sp.index].put(s)
+	ref := cachedRef | uint64(s.num)
+	s.coldLoc = 0
+	if e, added := c.cold.idx[s.sp.index].add(id, ref); !added {
+		// Its record stays in the cold store, a copy while s is clean.
+		s.coldLoc, e.ref = e.ref, ref
+	}
 	s.ringIdx = int32(len(c.ring))
 	c.ring = append(c.ring, s)
 }
@@ -308,10 +348,10 @@ func (c *cache) evictOne() error {
 
 // prefetchVictims starts loading what evicting the slots ahead of the
 // clock hand touches, in two stages as Operator.Prefetch: the slot
-// victimAhead places ahead, and the cold index entry of the one half as
+// victimAhead places ahead, and the index entry of the one half as
 // far, whose slot was asked for earlier. With more states than the cache
 // holds, nearly every event evicts one, a slot long out of the CPU cache
-// whose record then goes to a random place of the cold index.
+// whose entry in the index then takes the place of its record.
 func (c *cache) prefetchVictims() {
 	const ahead = victimAhead
 	addrs := c.addrs[:0]
@@ -359,16 +399,22 @@ func (c *cache) drop(s *slot) {
 	if s.ringIdx < 0 {
 		return
 	}
-	c.m[s.sp.index].remove(s)
+	x := &c.cold.idx[s.sp.index]
+	if e := x.entry(s.id); e != nil && e.ref == cachedRef|uint64(s.num) {
+		if s.coldLoc != 0 {
+			e.ref = s.coldLoc
+		} else {
+			x.remove(e)
+		}
+	}
+	s.coldLoc = 0
 	last := c.ring[len(c.ring)-1]
 	c.ring[s.ringIdx], last.ringIdx = last, s.ringIdx
 	c.ring[len(c.ring)-1] = nil
 	c.ring = c.ring[:len(c.ring)-1]
 	s.ringIdx = -1
 	s.wins, s.fired = nil, nil
-	if len(c.free) < maxFreeSlots {
-		c.free = append(c.free, s)
-	}
+	c.slots.release(s)
 }
 
 // markDirty notes that s changed since it was last written to the Backend.

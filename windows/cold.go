@@ -14,9 +14,6 @@ import (
 // its own.
 const maxColdChunk = 1 << 20
 
-// coldEntryBytes is what an entry of a cold index costs, for the budget.
-const coldEntryBytes = 24
-
 // coldStore keeps the encoded state of slots evicted from the cache (the
 // cold tier), in memory while it fits a byte budget, and in the Backend
 // beyond it. Records are appended to large byte chunks that hold no
@@ -48,7 +45,10 @@ type coldStore struct {
 	// timers); it is read at each reclaim.
 	outside func() int
 
-	idx []coldIndex // per spec
+	idx []stateIndex // per spec; shared with the cache (see stateIndex)
+	// slots are the cache's, which the indexes' entries of cached states
+	// name.
+	slots *slotTable
 	// chunks[0] is the oldest; chunk seq firstSeq+i is chunks[i].
 	chunks   []coldChunk
 	firstSeq uint64
@@ -74,24 +74,13 @@ type coldChunk struct {
 	live int // bytes of current records
 }
 
-// coldIndex finds one spec's records by slot id. Linear probing with
-// backward-shift deletion, as slotIndex; loc 0 marks a free place.
-type coldIndex struct {
-	entries []coldEntry
-	n       int
-	shift   uint
-}
-
-type coldEntry struct {
-	id  slotID
-	loc uint64 // see packLoc
-}
-
 // packLoc is a record's location: the sequence number of its chunk, its
 // offset there (below maxColdChunk: a larger record is alone in its chunk),
 // and its size, up to 0xffff (a larger one is read from the record), so
 // that replacing a record updates the accounting without reading the old
-// one, long out of the CPU cache.
+// one, long out of the CPU cache. The top bit stays clear, for cachedRef,
+// while fewer than 2^27 chunks were filled: 128 TiB of records at 1 MiB a
+// chunk.
 func packLoc(seq uint64, off, size int) uint64 {
 	return seq<<36 | uint64(off)<<16 | uint64(min(size, 0xffff))
 }
@@ -106,88 +95,9 @@ func newColdStore(backend Backend, specs int, budget int, writeThrough bool) *co
 		writeThrough: writeThrough,
 		budget:       budget,
 		chunkBytes:   min(maxColdChunk, 1<<max(bits.Len(uint(budget/16))-1, 12)),
-		idx:          make([]coldIndex, specs),
+		idx:          make([]stateIndex, specs),
 		firstSeq:     1,
 	}
-}
-
-func (x *coldIndex) home(id slotID) uint64 { return (id[1] | 1) >> x.shift }
-
-func (x *coldIndex) next(i uint64) uint64 { return (i + 1) & uint64(len(x.entries)-1) }
-
-// find returns the place of id's entry, or of the free place that ends its
-// probe run, and whether it was found.
-func (x *coldIndex) find(id slotID) (uint64, bool) {
-	for i := x.home(id); ; i = x.next(i) {
-		e := &x.entries[i]
-		if e.loc == 0 {
-			return i, false
-		}
-		if e.id == id {
-			return i, true
-		}
-	}
-}
-
-func (x *coldIndex) get(id slotID) uint64 {
-	if x.n == 0 {
-		return 0
-	}
-	if i, ok := x.find(id); ok {
-		return x.entries[i].loc
-	}
-	return 0
-}
-
-// set points id at loc, adding it if absent, and returns its old location
-// (0 when new).
-func (x *coldIndex) set(id slotID, loc uint64) uint64 {
-	if (x.n+1)*8 > len(x.entries)*maxLoad {
-		x.grow()
-	}
-	i, ok := x.find(id)
-	old := x.entries[i].loc
-	if !ok {
-		x.n++
-		old = 0
-	}
-	x.entries[i] = coldEntry{id: id, loc: loc}
-	return old
-}
-
-func (x *coldIndex) grow() { x.resize(max(2*len(x.entries), 64)) }
-
-func (x *coldIndex) resize(size int) {
-	old := x.entries
-	x.entries = make([]coldEntry, size)
-	clear(x.entries) // see slotIndex.grow
-	x.shift = uint(64 - bits.TrailingZeros(uint(size)))
-	for _, e := range old {
-		if e.loc != 0 {
-			i, _ := x.find(e.id)
-			x.entries[i] = e
-		}
-	}
-}
-
-// remove deletes id's entry and returns its location (0 when absent).
-func (x *coldIndex) remove(id slotID) uint64 {
-	if x.n == 0 {
-		return 0
-	}
-	i, ok := x.find(id)
-	if !ok {
-		return 0
-	}
-	loc := x.entries[i].loc
-	x.n--
-	closeHole(x.entries, i, func(e *coldEntry) bool { return e.loc == 0 },
-		func(e *coldEntry) uint64 { return x.home(e.id) })
-	// An index that spilling or purging emptied gives its memory back.
-	if x.n*8 < len(x.entries) && len(x.entries) > 64 {
-		x.resize(len(x.entries) / 2)
-	}
-	return loc
 }
 
 // record returns the key and value of the record at loc and its size.
@@ -207,7 +117,7 @@ func (c *coldStore) bytes() int { return c.alloc + c.indexBytes() }
 func (c *coldStore) indexBytes() int {
 	n := 0
 	for i := range c.idx {
-		n += len(c.idx[i].entries) * coldEntryBytes
+		n += len(c.idx[i].entries) * stateEntryBytes
 	}
 	return n
 }
@@ -219,7 +129,7 @@ func (c *coldStore) get(spec int, id slotID, key string) ([]byte, bool, error) {
 		_, val, found, err := c.getByID(spec, id)
 		return val, found, err
 	}
-	if loc := c.idx[spec].get(id); loc != 0 {
+	if loc := c.loc(spec, id); loc != 0 {
 		_, val, _ := c.record(loc)
 		return val, true, nil
 	}
@@ -237,7 +147,7 @@ func (c *coldStore) get(spec int, id slotID, key string) ([]byte, bool, error) {
 // or, unless it writes through, spilled; found is false for one it does
 // not. They are valid until the next call on the store.
 func (c *coldStore) getByID(spec int, id slotID) (key, val []byte, found bool, err error) {
-	if loc := c.idx[spec].get(id); loc != 0 {
+	if loc := c.loc(spec, id); loc != 0 {
 		key, val, _ = c.record(loc)
 		return key, val, true, nil
 	}
@@ -291,7 +201,7 @@ func (c *coldStore) set(spec int, id slotID, key string, val []byte, old, at int
 			return err
 		}
 	}
-	c.forget(c.idx[spec].set(id, c.append(keyBytes(key), val)))
+	c.forget(c.setLoc(spec, id, c.append(keyBytes(key), val)))
 	return c.reclaim()
 }
 
@@ -340,7 +250,7 @@ func (c *coldStore) forget(loc uint64) {
 // del removes the state of key; writing through, with its timer entry
 // at timer.
 func (c *coldStore) del(spec int, id slotID, key string, timer int64) error {
-	c.forget(c.idx[spec].remove(id))
+	c.forget(c.removeLoc(spec, id))
 	var err error
 	switch {
 	case c.writeThrough:
@@ -371,7 +281,8 @@ func (c *coldStore) dropSpec(spec int) error {
 	x := &c.idx[spec]
 	for i := range x.entries {
 		e := &x.entries[i]
-		if e.loc == 0 {
+		loc := c.entryLoc(e)
+		if loc == 0 {
 			continue
 		}
 		// The Backend may hold a copy: always when writing through, else
@@ -379,7 +290,7 @@ func (c *coldStore) dropSpec(spec int) error {
 		var err error
 		switch {
 		case c.writeThrough:
-			key, val, _ := c.record(e.loc)
+			key, val, _ := c.record(loc)
 			err = c.backend.Delete(key)
 			if err == nil {
 				err = c.deleteTimerOf(key, val)
@@ -390,11 +301,68 @@ func (c *coldStore) dropSpec(spec int) error {
 		if err != nil {
 			return fmt.Errorf("windows: delete state: %w", err)
 		}
-		c.forget(e.loc)
-		*e = coldEntry{}
+		c.forget(loc)
+		if e.cached() {
+			c.slots.at(e.slotNum()).coldLoc = 0
+		} else {
+			e.ref = 0
+		}
 	}
-	x.n = 0
+	x.rebuild() // cached slots of spec, if any, keep their entries
 	return nil
+}
+
+// entryLoc is the location of the record of e's state, 0 for none.
+func (c *coldStore) entryLoc(e *stateEntry) uint64 {
+	if e.cached() {
+		return c.slots.at(e.slotNum()).coldLoc
+	}
+	return e.ref
+}
+
+// loc is the location of the record of spec's state with id, 0 for none.
+func (c *coldStore) loc(spec int, id slotID) uint64 {
+	if e := c.idx[spec].entry(id); e != nil {
+		return c.entryLoc(e)
+	}
+	return 0
+}
+
+// setLoc points spec's state with id at the record at loc, and returns
+// the location of its old record (0 when it had none).
+func (c *coldStore) setLoc(spec int, id slotID, loc uint64) uint64 {
+	e, added := c.idx[spec].add(id, loc)
+	switch {
+	case added:
+		return 0
+	case e.cached():
+		s := c.slots.at(e.slotNum())
+		old := s.coldLoc
+		s.coldLoc = loc
+		return old
+	}
+	old := e.ref
+	e.ref = loc
+	return old
+}
+
+// removeLoc forgets the record of spec's state with id and returns its
+// location (0 when it had none).
+func (c *coldStore) removeLoc(spec int, id slotID) uint64 {
+	x := &c.idx[spec]
+	e := x.entry(id)
+	switch {
+	case e == nil:
+		return 0
+	case e.cached():
+		s := c.slots.at(e.slotNum())
+		old := s.coldLoc
+		s.coldLoc = 0
+		return old
+	}
+	old := e.ref
+	x.remove(e)
+	return old
 }
 
 // reclaim frees the oldest chunks while the store is over its budget.
@@ -434,15 +402,13 @@ func (c *coldStore) reclaimOldest(move bool) error {
 		off += size
 		spec := specOf(key)
 		id := hashSlotKey(c.seeds, unsafe.String(unsafe.SliceData(key), len(key)))
-		x := &c.idx[spec]
-		i, ok := x.find(id)
-		if !ok || x.entries[i].loc != loc {
+		if c.loc(spec, id) != loc {
 			continue // replaced or removed since
 		}
 		if move {
 			// The record is copied before its chunk can be reused: append
 			// never takes the chunk being emptied, which is not spare yet.
-			x.entries[i].loc = c.append(key, val)
+			c.setLoc(spec, id, c.append(key, val))
 			continue
 		}
 		c.spilled.add(spec, id)
@@ -462,7 +428,7 @@ func (c *coldStore) reclaimOldest(move bool) error {
 				c.onSpill(key, at)
 			}
 		}
-		x.remove(id)
+		c.removeLoc(spec, id)
 	}
 	c.live -= c.chunks[0].live
 	c.used -= len(ch.b)

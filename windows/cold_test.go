@@ -63,7 +63,7 @@ func checkColdStore(t *testing.T, budget int, writeThrough bool) {
 		if found != ok || string(val) != string(w) {
 			t.Fatalf("%q: found %v (%d bytes), want %v (%d bytes)", key, found, len(val), ok, len(w))
 		}
-		if c.idx[specOf(key)].get(id) != 0 {
+		if c.loc(specOf(key), id) != 0 {
 			held++
 		} else if ok && writeThrough {
 			// Spilled: the Backend has it, and its timer was handed over.
@@ -169,7 +169,7 @@ rules:
 	if got, limit := c.bytes()+c.outside(), budget; got > limit {
 		t.Errorf("the cold store and timers take %d bytes, over the budget of %d", got, limit)
 	}
-	t.Logf("cold store %d bytes (%d states), timers and filter %d bytes, %d states spilled", c.bytes(), c.idx[0].n, c.outside(), backend.Len())
+	t.Logf("cold store %d bytes (%d states), timers and filter %d bytes, %d states spilled", c.bytes(), c.records(0), c.outside(), backend.Len())
 	if backend.Len() == 0 || c.spills == 0 {
 		t.Errorf("%d keys in a %d-byte budget spilled nothing", keys, budget)
 	}
@@ -201,19 +201,31 @@ rules:
 	for i := range 64 {
 		process(i, fmt.Sprintf("u%d", i))
 	}
-	if len(c.ring) != 64 || c.cold.idx[0].n != 0 {
-		t.Fatalf("%d states cached and %d in the cold store, want the 64 cached", len(c.ring), c.cold.idx[0].n)
+	if len(c.ring) != 64 || c.cold.records(0) != 0 {
+		t.Fatalf("%d states cached and %d in the cold store, want the 64 cached", len(c.ring), c.cold.records(0))
 	}
 	dirty := c.dirty
 	process(64, "new")
 	id := hashSlotKey(c.seeds, "\x00\x00\"new\"\x00")
-	if len(c.ring) != 64 || c.m[0].get(id) != nil || c.cold.idx[0].get(id) == 0 || c.dirty != dirty {
+	if len(c.ring) != 64 || c.cached(0, id) != nil || c.cold.loc(0, id) == 0 || c.dirty != dirty {
 		t.Fatalf("after a new key: %d cached, cached itself %v, in the cold store %v, %d dirty (were %d); want 64, no, yes, as many",
-			len(c.ring), c.m[0].get(id) != nil, c.cold.idx[0].get(id) != 0, c.dirty, dirty)
+			len(c.ring), c.cached(0, id) != nil, c.cold.loc(0, id) != 0, c.dirty, dirty)
 	}
 	process(65, "new")
-	s := c.m[0].get(id)
+	s := c.cached(0, id)
 	if s == nil || len(c.ring) != 64 || len(s.wins) != 1 || s.wins[0].n != 2 {
 		t.Fatalf("the key back: cached %v with %d cached, want it cached, holding both events, in place of another", s != nil, len(c.ring))
 	}
+}
+
+// records is the number of spec's states with a record in c.
+func (c *coldStore) records(spec int) int {
+	n := 0
+	x := &c.idx[spec]
+	for i := range x.entries {
+		if x.entries[i].ref != 0 && c.entryLoc(&x.entries[i]) != 0 {
+			n++
+		}
+	}
+	return n
 }

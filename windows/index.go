@@ -1,89 +1,128 @@
 package windows
 
-import "math/bits"
+import (
+	"math/bits"
+	"unsafe"
+)
 
-// slotIndex finds one spec's cached slots by id. It is open addressing with
-// linear probing over a flat array, because a lookup is the engine's most
-// frequent memory access: with hundreds of thousands of keys a Go map costs
-// about three dependent cache misses per lookup (directory, table, group),
-// while here a lookup touches one line of the array, then the slot itself.
-type slotIndex struct {
-	entries []indexEntry
+// stateIndex finds one spec's states in memory by slot id: the cached slot
+// of a state the cache holds, else the location of its record in the cold
+// store. One index for both tiers, because with millions of keys every
+// probe of an index is a cache miss, and most lookups are of keys the
+// cache does not hold: a lookup of such a key, or a purge of a cold
+// state, touches one line of this array where an index per tier took two.
+//
+// It is open addressing with linear probing over a flat array, because a
+// lookup is the engine's most frequent memory access: with hundreds of
+// thousands of keys a Go map costs about three dependent cache misses per
+// lookup (directory, table, group). Deletion shifts later entries of the
+// probe run back (closeHole): no tombstones, so lookups never probe past
+// stale places.
+type stateIndex struct {
+	entries []stateEntry
 	n       int
-	shift   uint // 64 - log2(len(entries)): the home of a tag is its top bits
+	shift   uint // 64 - log2(len(entries)): the home of an id is its top bits
 }
 
-// indexEntry is one place of the array; tag 0 marks it empty.
-type indexEntry struct {
-	tag uint64 // id[1] with the low bit set, so never 0
-	s   *slot
+// stateEntry is one place of the array. ref is 0 for a free place, the
+// number of the cached slot (in the cache's slotTable) with cachedRef set,
+// or else the location of the cold store's record (see packLoc); a cached
+// slot keeps the location of its record itself (slot.coldLoc). Numbers,
+// not pointers: the garbage collector never scans the array.
+type stateEntry struct {
+	id  slotID
+	ref uint64
 }
+
+// cachedRef marks a stateEntry's ref as a slot number: packLoc never sets
+// the top bit.
+const cachedRef = 1 << 63
+
+// stateEntryBytes is what an entry costs, for the budget.
+const stateEntryBytes = 24
 
 // maxLoad is the fill (in 1/8) past which the array doubles: linear probing
 // stays within a cache line or two below it.
 const maxLoad = 6
 
-func tagOf(id slotID) uint64 { return id[1] | 1 }
+func (e *stateEntry) cached() bool { return e.ref&cachedRef != 0 }
 
-func (x *slotIndex) home(tag uint64) uint64 { return tag >> x.shift }
+func (e *stateEntry) slotNum() uint32 { return uint32(e.ref) }
 
-func (x *slotIndex) next(i uint64) uint64 { return (i + 1) & uint64(len(x.entries)-1) }
+func (x *stateIndex) home(id slotID) uint64 { return (id[1] | 1) >> x.shift }
 
-// get returns the slot with id, or nil. The full 128-bit id is compared on
-// the slot, which the caller is about to touch anyway.
-func (x *slotIndex) get(id slotID) *slot {
-	if x.n == 0 {
-		return nil
-	}
-	tag := tagOf(id)
-	for i := x.home(tag); ; i = x.next(i) {
+func (x *stateIndex) next(i uint64) uint64 { return (i + 1) & uint64(len(x.entries)-1) }
+
+// find returns the place of id's entry, or of the free place that ends its
+// probe run, and whether it was found.
+func (x *stateIndex) find(id slotID) (uint64, bool) {
+	for i := x.home(id); ; i = x.next(i) {
 		e := &x.entries[i]
-		if e.tag == tag && e.s.id == id {
-			return e.s
+		if e.ref == 0 {
+			return i, false
 		}
-		if e.tag == 0 {
-			return nil
+		if e.id == id {
+			return i, true
 		}
 	}
 }
 
-// candidate returns the slot that is probably the one with id, or nil: the
-// first whose tag matches. Unlike get it does not touch the slot to compare
-// the whole id, which is what Prefetch needs.
-func (x *slotIndex) candidate(id slotID) *slot {
+// entry returns id's entry, or nil.
+func (x *stateIndex) entry(id slotID) *stateEntry {
 	if x.n == 0 {
 		return nil
 	}
-	tag := tagOf(id)
-	for i := x.home(tag); ; i = x.next(i) {
-		e := &x.entries[i]
-		if e.tag == tag || e.tag == 0 {
-			return e.s
-		}
+	if i, ok := x.find(id); ok {
+		return &x.entries[i]
 	}
+	return nil
 }
 
-// put adds s under s.id, which must not be present.
-func (x *slotIndex) put(s *slot) {
+// add returns id's entry, adding one if absent with ref, which must not
+// be 0; it reports whether it added it.
+func (x *stateIndex) add(id slotID, ref uint64) (*stateEntry, bool) {
 	if (x.n+1)*8 > len(x.entries)*maxLoad {
 		x.grow()
 	}
-	x.insert(tagOf(s.id), s)
-	x.n++
-}
-
-func (x *slotIndex) insert(tag uint64, s *slot) {
-	i := x.home(tag)
-	for x.entries[i].tag != 0 {
-		i = x.next(i)
+	i, ok := x.find(id)
+	e := &x.entries[i]
+	if !ok {
+		x.n++
+		*e = stateEntry{id: id, ref: ref}
 	}
-	x.entries[i] = indexEntry{tag: tag, s: s}
+	return e, !ok
 }
 
-func (x *slotIndex) grow() {
+// remove deletes the entry at e, one of x's.
+func (x *stateIndex) remove(e *stateEntry) {
+	i := uint64((uintptr(unsafe.Pointer(e)) - uintptr(unsafe.Pointer(&x.entries[0]))) / unsafe.Sizeof(*e))
+	x.n--
+	closeHole(x.entries, i)
+	// An index that spilling or purging emptied gives its memory back.
+	if x.n*8 < len(x.entries) && len(x.entries) > 64 {
+		x.resize(len(x.entries) / 2)
+	}
+}
+
+// rebuild drops the entries whose ref was set to 0 without removing them.
+func (x *stateIndex) rebuild() {
+	var kept []stateEntry
+	for _, e := range x.entries {
+		if e.ref != 0 {
+			kept = append(kept, e)
+		}
+	}
+	*x = stateIndex{}
+	for _, e := range kept {
+		x.add(e.id, e.ref)
+	}
+}
+
+func (x *stateIndex) grow() { x.resize(max(2*len(x.entries), 64)) }
+
+func (x *stateIndex) resize(size int) {
 	old := x.entries
-	size := max(2*len(old), 64)
-	x.entries = make([]indexEntry, size)
+	x.entries = make([]stateEntry, size)
 	// A large array is fresh memory from the OS. Rehashing would read each
 	// page before writing it: the read maps the shared zero page, and the
 	// write then copies it and flushes the TLB of every core by interrupt.
@@ -92,44 +131,25 @@ func (x *slotIndex) grow() {
 	clear(x.entries)
 	x.shift = uint(64 - bits.TrailingZeros(uint(size)))
 	for _, e := range old {
-		if e.tag != 0 {
-			x.insert(e.tag, e.s)
+		if e.ref != 0 {
+			i, _ := x.find(e.id)
+			x.entries[i] = e
 		}
 	}
 }
 
-// remove deletes the entry of s. Later entries of the probe run shift back
-// into the hole (no tombstones), so lookups never probe past stale places.
-func (x *slotIndex) remove(s *slot) {
-	if x.n == 0 {
-		return
-	}
-	tag := tagOf(s.id)
-	i := x.home(tag)
-	for x.entries[i].s != s {
-		if x.entries[i].tag == 0 {
-			return
-		}
-		i = x.next(i)
-	}
-	x.n--
-	closeHole(x.entries, i, func(e *indexEntry) bool { return e.tag == 0 },
-		func(e *indexEntry) uint64 { return x.home(e.tag) })
-}
-
-// closeHole empties place i of a linear-probing array (its length a power
-// of two) without a tombstone: each later entry of the probe run moves back
-// into the hole when its home is not in the cyclic range (hole, entry],
-// since the hole then lies on its probe path, and the hole moves to where
-// it was. free tells a free place, home an entry's home.
-func closeHole[E any](entries []E, i uint64, free func(*E) bool, home func(*E) uint64) {
+// closeHole empties place i of x's array without a tombstone: each later
+// entry of the probe run moves back into the hole when its home is not in
+// the cyclic range (hole, entry], since the hole then lies on its probe
+// path, and the hole moves to where it was.
+func closeHole(entries []stateEntry, i uint64) {
 	mask := uint64(len(entries) - 1)
-	for j := (i + 1) & mask; !free(&entries[j]); j = (j + 1) & mask {
-		if (j-home(&entries[j]))&mask >= (j-i)&mask {
+	shift := uint(64 - bits.TrailingZeros(uint(len(entries))))
+	for j := (i + 1) & mask; entries[j].ref != 0; j = (j + 1) & mask {
+		if (j-(entries[j].id[1]|1)>>shift)&mask >= (j-i)&mask {
 			entries[i] = entries[j]
 			i = j
 		}
 	}
-	var empty E
-	entries[i] = empty
+	entries[i] = stateEntry{}
 }

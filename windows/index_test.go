@@ -5,51 +5,75 @@ import (
 	"testing"
 )
 
-// TestSlotIndexAgainstMap runs random puts and removes against a Go map.
-// The ids share their top bits in few patterns, so probe runs are long,
-// wrap around the end of the array and get holes shifted back into them.
-func TestSlotIndexAgainstMap(t *testing.T) {
+// TestStateIndexAgainstMap runs random adds, updates and removes against a
+// Go map. The ids share their top bits in few patterns, so probe runs are
+// long, wrap around the end of the array and get holes shifted back into
+// them.
+func TestStateIndexAgainstMap(t *testing.T) {
 	for seed := uint64(0); seed < 20; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 7))
-		var x slotIndex
-		ref := map[slotID]*slot{}
-		var live []*slot
-		for step := 0; step < 5000; step++ {
-			if len(live) > 0 && rng.IntN(3) == 0 {
-				k := rng.IntN(len(live))
-				s := live[k]
-				live[k] = live[len(live)-1]
-				live = live[:len(live)-1]
-				x.remove(s)
-				delete(ref, s.id)
+		var x stateIndex
+		ref := map[slotID]uint64{}
+		var ids []slotID
+		newID := func() slotID {
+			return slotID{rng.Uint64(), uint64(rng.IntN(4))<<62 | rng.Uint64()>>40}
+		}
+		newRef := func() uint64 {
+			if rng.IntN(2) == 0 {
+				return cachedRef | uint64(rng.Uint32())
+			}
+			return rng.Uint64()>>1 | 1
+		}
+		for step := 0; step < 8000; step++ {
+			var id slotID
+			if len(ids) > 0 && rng.IntN(2) == 0 {
+				id = ids[rng.IntN(len(ids))]
 			} else {
-				id := slotID{rng.Uint64(), uint64(rng.IntN(4))<<62 | rng.Uint64()>>40}
-				if _, dup := ref[id]; dup {
-					continue
+				id = newID()
+				ids = append(ids, id)
+			}
+			want, held := ref[id]
+			switch rng.IntN(3) {
+			case 0:
+				r := newRef()
+				e, added := x.add(id, r)
+				if added == held || e.id != id || e.ref != map[bool]uint64{true: want, false: r}[held] {
+					t.Fatalf("seed %d step %d: add(%x) = %x, %v; held %v with %x", seed, step, id, e.ref, added, held, want)
 				}
-				s := &slot{id: id}
-				x.put(s)
-				ref[id] = s
-				live = append(live, s)
+				if !held {
+					ref[id] = r
+				}
+			case 1:
+				if e := x.entry(id); e != nil {
+					e.ref = newRef()
+					ref[id] = e.ref
+				}
+			default:
+				if e := x.entry(id); e != nil {
+					x.remove(e)
+					delete(ref, id)
+				}
 			}
 			if x.n != len(ref) {
 				t.Fatalf("seed %d step %d: index holds %d, map %d", seed, step, x.n, len(ref))
 			}
 			if step%97 == 0 {
-				for id, s := range ref {
-					if got := x.get(id); got != s {
-						t.Fatalf("seed %d step %d: get(%x) = %p, want %p", seed, step, id, got, s)
-					}
-					// Only 24 bits of a tag vary here, so the candidate
-					// may be another slot of the same tag.
-					if got := x.candidate(id); got == nil || tagOf(got.id) != tagOf(id) {
-						t.Fatalf("seed %d step %d: candidate(%x) = %p, not a slot of its tag", seed, step, id, got)
+				for id, r := range ref {
+					if e := x.entry(id); e == nil || e.ref != r {
+						t.Fatalf("seed %d step %d: %x has entry %v, want ref %x", seed, step, id, e, r)
 					}
 				}
-				if got := x.get(slotID{rng.Uint64(), rng.Uint64()}); got != nil {
+				if e := x.entry(newID()); e != nil {
 					t.Fatalf("seed %d: an absent id was found", seed)
 				}
 			}
+		}
+		// Emptied, the array gives its memory back.
+		for id := range ref {
+			x.remove(x.entry(id))
+		}
+		if x.n != 0 || len(x.entries) > 64 {
+			t.Fatalf("seed %d: emptied index holds %d in %d places", seed, x.n, len(x.entries))
 		}
 	}
 }

@@ -28,41 +28,41 @@ const smallIndex = 4096
 // Prefetch itself reads only index entries and slots. Calling it or not,
 // with any refs, gives the same outputs.
 func (op *Operator) Prefetch(now, near, far []SlotRef) {
+	idx := op.cache.cold.idx
 	addrs := op.prefetchAddrs[:0]
 	for i := range far {
 		r := &far[i]
-		if x := &op.cache.m[r.spec]; x.n >= smallIndex {
-			addrs = append(addrs, prefetch.Addr(&x.entries[x.home(tagOf(r.id))]))
-		}
-		// A key the cache does not hold is looked for in the cold store,
-		// whose probe runs often cross into the next line.
-		if x := &op.cache.cold.idx[r.spec]; x.n >= smallIndex {
+		if x := &idx[r.spec]; x.n >= smallIndex {
 			e := prefetch.Addr(&x.entries[x.home(r.id)])
-			addrs = append(addrs, e, e+64)
+			addrs = append(addrs, e)
+			// A probe run of two entries that crosses into the next line.
+			if e%64+2*stateEntryBytes > 64 {
+				addrs = append(addrs, e+64)
+			}
 		}
 	}
 	for i := range near {
 		r := &near[i]
-		if x := &op.cache.m[r.spec]; x.n >= smallIndex {
-			if s := x.candidate(r.id); s != nil {
-				// The two lines an event touches (see slot).
-				addrs = append(addrs, prefetch.Addr(s), prefetch.Addr(s)+64)
-				continue
-			}
-		}
-		// A key seen before that the cache does not hold: its record.
-		if x := &op.cache.cold.idx[r.spec]; x.n >= smallIndex {
-			if loc := x.get(r.id); loc != 0 {
-				addrs = append(addrs, op.cache.cold.recordAddr(loc))
+		if x := &idx[r.spec]; x.n >= smallIndex {
+			if e := x.entry(r.id); e != nil {
+				if e.cached() {
+					// The two lines an event touches (see slot).
+					s := prefetch.Addr(op.cache.slots.at(e.slotNum()))
+					addrs = append(addrs, s, s+64)
+				} else {
+					// A key seen before that the cache does not hold: its
+					// record.
+					addrs = append(addrs, op.cache.cold.recordAddr(e.ref))
+				}
 			}
 		}
 	}
 	for i := range now {
 		r := &now[i]
-		if x := &op.cache.m[r.spec]; x.n >= smallIndex {
+		if x := &idx[r.spec]; x.n >= smallIndex {
 			// Panes out of the slot: an event adds to the last and a
 			// rule's decision sweeps them from the first.
-			if s := x.candidate(r.id); s != nil && len(s.wins) > 1 {
+			if s := op.cache.cached(int(r.spec), r.id); s != nil && len(s.wins) > 1 {
 				addrs = append(addrs, prefetch.Addr(&s.wins[0]), prefetch.Addr(&s.wins[len(s.wins)-1]))
 			}
 		}
@@ -113,19 +113,17 @@ const timerPrefetch = 16
 // timers after it touches. Most timers are rules' purges, due for every key
 // of a rule at once (their grain is the window), so each is a slot long out
 // of the CPU cache, or a record of the cold store. In two stages, as
-// Prefetch: the index entries (of the cache and of the cold store) two
-// groups ahead, and the slots or records of the next group, which those
-// entries, asked for a group earlier, locate.
+// Prefetch: the index entries two groups ahead, and the slots or records
+// of the next group, which those entries, asked for a group earlier,
+// locate.
 func (op *Operator) prefetchTimers(blk []idTimer, i int) {
 	const g = timerPrefetch
 	c := op.cache
+	idx := c.cold.idx
 	addrs := op.prefetchAddrs[:0]
 	entries := func(from, to int) {
 		for _, e := range blk[min(from, len(blk)):min(to, len(blk))] {
-			if x := &c.m[e.spec]; x.n >= smallIndex {
-				addrs = append(addrs, prefetch.Addr(&x.entries[x.home(tagOf(e.id))]))
-			}
-			if x := &c.cold.idx[e.spec]; x.n >= smallIndex {
+			if x := &idx[e.spec]; x.n >= smallIndex {
 				addrs = append(addrs, prefetch.Addr(&x.entries[x.home(e.id)]))
 			}
 		}
@@ -134,16 +132,15 @@ func (op *Operator) prefetchTimers(blk []idTimer, i int) {
 		entries(0, 2*g)
 	}
 	entries(i+2*g, i+3*g)
-	for _, e := range blk[min(i+g, len(blk)):min(i+2*g, len(blk))] {
-		if x := &c.m[e.spec]; x.n >= smallIndex {
-			if s := x.candidate(e.id); s != nil {
-				addrs = append(addrs, prefetch.Addr(s), prefetch.Addr(s)+64)
-				continue
-			}
-		}
-		if x := &c.cold.idx[e.spec]; x.n >= smallIndex {
-			if loc := x.get(e.id); loc != 0 {
-				addrs = append(addrs, c.cold.recordAddr(loc))
+	for _, t := range blk[min(i+g, len(blk)):min(i+2*g, len(blk))] {
+		if x := &idx[t.spec]; x.n >= smallIndex {
+			if e := x.entry(t.id); e != nil {
+				if e.cached() {
+					s := prefetch.Addr(c.slots.at(e.slotNum()))
+					addrs = append(addrs, s, s+64)
+				} else {
+					addrs = append(addrs, c.cold.recordAddr(e.ref))
+				}
 			}
 		}
 	}

@@ -97,8 +97,7 @@ func (op *Operator) grow(n int) {
 	more := n - len(op.specs) // every table is as long
 	op.specs = append(op.specs, make([]*spec, more)...)
 	op.cache.specs = op.specs
-	op.cache.m = append(op.cache.m, make([]slotIndex, more)...)
-	op.cache.cold.idx = append(op.cache.cold.idx, make([]coldIndex, more)...)
+	op.cache.cold.idx = append(op.cache.cold.idx, make([]stateIndex, more)...)
 	op.horizons = append(op.horizons, make([]horizon, more)...)
 	op.scratch = append(op.scratch, make([]*heatmap.Acc, more)...)
 }
@@ -117,24 +116,19 @@ func (op *Operator) dropState(ids []int) {
 	// that restarts one rule touches only that rule's slots.
 	var doomed []*slot
 	for _, id := range ids {
-		for _, e := range c.m[id].entries {
-			if e.tag != 0 {
-				doomed = append(doomed, e.s)
+		x := &c.cold.idx[id]
+		for i := range x.entries {
+			e := &x.entries[i]
+			c.cold.forget(c.cold.entryLoc(e))
+			if e.cached() {
+				doomed = append(doomed, c.slots.at(e.slotNum()))
 			}
 		}
-		c.m[id] = slotIndex{} // then drop has nothing to take out of it
+		*x = stateIndex{} // then drop has nothing to take out of it
 	}
 	for _, s := range doomed {
 		c.drop(s)
 		c.clean(s)
-	}
-	cold := c.cold
-	for _, id := range ids {
-		x := &cold.idx[id]
-		for i := range x.entries {
-			cold.forget(x.entries[i].loc)
-		}
-		*x = coldIndex{}
 	}
 }
 

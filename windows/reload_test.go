@@ -26,7 +26,7 @@ rules:
 		}
 	}
 	add(dec, 1000)
-	held := func(id int) int { return op.cache.m[id].n + op.cache.cold.idx[id].n }
+	held := func(id int) int { return op.cache.cold.idx[id].n }
 	if held(0) != 1000 || held(1) != 1000 || held(2) != 1000 {
 		t.Fatalf("states held before the reload: %d, %d, %d", held(0), held(1), held(2))
 	}

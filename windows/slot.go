@@ -76,7 +76,11 @@ type slot struct {
 	// writing through, the time of the timer entry the Backend holds for
 	// it (noTimer: none; docs/format/state.md "Timers").
 	storedTimer int64
-	_           [16]byte // to 192 bytes
+	// coldLoc is the location of the slot's record in the cold store, 0
+	// for none, while the slot is cached (see stateEntry).
+	coldLoc uint64
+	num     uint32 // in the cache's slotTable
+	_       [4]byte
 }
 
 func newSlot(key string, sp *spec) *slot {
@@ -87,7 +91,7 @@ func newSlot(key string, sp *spec) *slot {
 
 // reset makes s an empty slot of key.
 func (s *slot) reset(key string, sp *spec) {
-	*s = slot{key: key, sp: sp, firedEnd: MinWatermark, timerAt: noTimer, storedTimer: noTimer, purgeAt: MaxWatermark, ringIdx: -1}
+	*s = slot{key: key, sp: sp, firedEnd: MinWatermark, timerAt: noTimer, storedTimer: noTimer, purgeAt: MaxWatermark, ringIdx: -1, num: s.num}
 	s.wins = s.inline[:0:1]
 }
 
