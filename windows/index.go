@@ -41,6 +41,9 @@ const cachedRef = 1 << 63
 // stateEntryBytes is what an entry costs, for the budget.
 const stateEntryBytes = 24
 
+// clearPiece is how many entries resize zeros at a time: 96 KiB.
+const clearPiece = 4096
+
 // maxLoad is the fill (in 1/8) past which the array doubles: linear probing
 // stays within a cache line or two below it.
 const maxLoad = 6
@@ -127,8 +130,12 @@ func (x *stateIndex) resize(size int) {
 	// page before writing it: the read maps the shared zero page, and the
 	// write then copies it and flushes the TLB of every core by interrupt.
 	// Writing zeros first costs one fault per page instead of two, and no
-	// interrupts.
-	clear(x.entries)
+	// interrupts. A piece at a time: the runtime cannot stop a goroutine
+	// inside one clear, and the garbage collector's other thread would spin
+	// waiting for the whole array's page faults.
+	for i := 0; i < size; i += clearPiece {
+		clear(x.entries[i:min(i+clearPiece, size)])
+	}
 	x.shift = uint(64 - bits.TrailingZeros(uint(size)))
 	for _, e := range old {
 		if e.ref != 0 {
