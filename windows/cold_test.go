@@ -5,6 +5,8 @@ import (
 	"hash/maphash"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/riskstream/riskstream/event"
 )
 
 // TestColdStoreMatchesMap drives a cold store with random sets and
@@ -184,6 +186,47 @@ type countingOutput struct{ decisions int }
 
 func (o *countingOutput) Decision(*Decision)     { o.decisions++ }
 func (o *countingOutput) Heatmap(*HeatmapWindow) {}
+
+// keysOutput keeps the key of every decision as the operator gave it.
+type keysOutput struct{ keys []string }
+
+func (o *keysOutput) Decision(d *Decision)   { o.keys = append(o.keys, d.Key) }
+func (o *keysOutput) Heatmap(*HeatmapWindow) {}
+
+// TestFreshKeyOutlivesTheEvent: the key of a state first seen while the
+// cache is full is borrowed from the event's key buffer (Operator.slotOf);
+// a decision made on it keeps a copy, which later events, reusing the
+// buffer, do not change.
+func TestFreshKeyOutlivesTheEvent(t *testing.T) {
+	out := &keysOutput{}
+	op, dec := newTestOperatorWith(t, `
+rules:
+  - {name: any, key: [user], window: {type: tumbling, size: 24h}, aggregate: count, threshold: 0, action: review}
+`, NewMemBackend(), out, Options{CacheSlots: 64})
+	keyer := op.NewKeyer()
+	var (
+		ev   event.Event
+		refs []SlotRef
+		keys []byte
+	)
+	for i := range 200 {
+		if err := dec.Decode(fmt.Appendf(nil, `{"id":"e%d","ts":%d,"user":"u%03d"}`, i, 1_000_000+i, i), &ev); err != nil {
+			t.Fatal(err)
+		}
+		refs, keys = keyer.Append(refs[:0], keys[:0], &ev)
+		if _, err := op.ProcessElement(&ev, refs, keys, ev.TS, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(out.keys) != 200 {
+		t.Fatalf("%d decisions, want 200", len(out.keys))
+	}
+	for i, k := range out.keys {
+		if want := fmt.Sprintf("\"u%03d\"\x00", i); k != want {
+			t.Fatalf("decision %d has key %q, want %q", i, k, want)
+		}
+	}
+}
 
 // TestNewKeysWhileFull: a key first seen while the cache is full evicts
 // nothing: its state goes to the cold store, with nothing left dirty, and

@@ -221,7 +221,15 @@ func (op *Operator) slotOf(sp *spec, r *SlotRef, keys []byte, create bool) (*slo
 	if s := op.cache.find(sp.index, r.id); s != nil {
 		return s, nil
 	}
-	return op.cache.load(r.id, string(r.slotKey(keys)), create)
+	// The key's text is borrowed from keys for the event: a slot the cache
+	// keeps takes a copy, the fresh one (see cache.load), whose state goes
+	// to the cold store when the event is done, does not.
+	kb := r.slotKey(keys)
+	s, err := op.cache.load(r.id, unsafe.String(unsafe.SliceData(kb), len(kb)), create)
+	if s != nil && s != op.cache.fresh {
+		s.key = strings.Clone(s.key)
+	}
+	return s, err
 }
 
 func (op *Operator) addToPane(sp *spec, r *SlotRef, ev *event.Event, keys []byte, t int64, processing bool) (bool, error) {
@@ -375,7 +383,7 @@ func (op *Operator) decide(sp *spec, ev *event.Event, s *slot, start, end int64,
 		RuleIndex:  sp.pos,
 		EventID:    ev.ID,
 		EventTS:    ev.TS,
-		Key:        slotKeyText(s.key),
+		Key:        op.keyText(s),
 		Start:      start,
 		End:        end,
 		Value:      v,
@@ -384,8 +392,15 @@ func (op *Operator) decide(sp *spec, ev *event.Event, s *slot, start, end int64,
 	op.out.Decision(&op.dec)
 }
 
-// slotKeyText is the key part of a slot key, without the spec index.
-func slotKeyText(key string) string { return key[2:] }
+// keyText is the key part of s's key, without the spec index, for an
+// output, which outlives the event: the fresh slot's key is borrowed (see
+// slotOf).
+func (op *Operator) keyText(s *slot) string {
+	if s == op.cache.fresh {
+		return strings.Clone(s.key[2:])
+	}
+	return s.key[2:]
+}
 
 // bestWindow returns the window with the highest aggregate among those
 // starting in [first, last], ties going to the earliest. Between two starts
@@ -948,7 +963,7 @@ func (op *Operator) emitHeatmap(s *slot, start, end int64, rev int32, a *heatmap
 	op.hw = HeatmapWindow{
 		Heatmap:      s.sp.hm,
 		HeatmapIndex: s.sp.pos,
-		Key:          slotKeyText(s.key),
+		Key:          op.keyText(s),
 		Start:        start,
 		End:          end,
 		Revision:     rev,
