@@ -44,6 +44,12 @@ const stateEntryBytes = 24
 // clearPiece is how many entries resize zeros at a time: 96 KiB.
 const clearPiece = 4096
 
+// clearEntries zeros es. Not inlined, so that a call to it is where a
+// goroutine can be stopped.
+//
+//go:noinline
+func clearEntries(es []stateEntry) { clear(es) }
+
 // maxLoad is the fill (in 1/8) past which the array doubles: linear probing
 // stays within a cache line or two below it.
 const maxLoad = 6
@@ -130,11 +136,12 @@ func (x *stateIndex) resize(size int) {
 	// page before writing it: the read maps the shared zero page, and the
 	// write then copies it and flushes the TLB of every core by interrupt.
 	// Writing zeros first costs one fault per page instead of two, and no
-	// interrupts. A piece at a time: the runtime cannot stop a goroutine
-	// inside one clear, and the garbage collector's other thread would spin
-	// waiting for the whole array's page faults.
+	// interrupts. A piece at a time, each in a call of its own: the runtime
+	// cannot stop a goroutine inside a clear, only at a call, and the
+	// garbage collector's thread would spin waiting for the whole array's
+	// page faults.
 	for i := 0; i < size; i += clearPiece {
-		clear(x.entries[i:min(i+clearPiece, size)])
+		clearEntries(x.entries[i:min(i+clearPiece, size)])
 	}
 	x.shift = uint(64 - bits.TrailingZeros(uint(size)))
 	for _, e := range old {
