@@ -111,6 +111,11 @@ type Operator struct {
 	sketchIndexes heatmap.IndexMemo
 	// prefetchAddrs is Prefetch's buffer of addresses.
 	prefetchAddrs []uintptr
+	// nearSlots are the slots Prefetch found for near, by position, nil
+	// where none, and nearRefs that near: the now of the next call, whose
+	// panes they locate without a probe of the index.
+	nearSlots []*slot
+	nearRefs  []SlotRef
 	windowed      int64 // heatmap windows emitted, revisions included
 	// shard and shards are Options.Shard and Options.Shards.
 	shard, shards int

@@ -41,14 +41,39 @@ func (op *Operator) Prefetch(now, near, far []SlotRef) {
 			}
 		}
 	}
+	// The slots near's entries locate are those of the next call's now: the
+	// caller's groups move on by one. A slot may have been dropped and reused
+	// for another key since; its panes are then loaded for nothing.
+	var slots []*slot
+	if len(now) > 0 && len(now) == len(op.nearRefs) && &now[0] == &op.nearRefs[0] {
+		slots = op.nearSlots
+	}
+	for i := range now {
+		r := &now[i]
+		if x := &idx[r.spec]; x.n >= smallIndex {
+			s := (*slot)(nil)
+			if slots != nil {
+				s = slots[i]
+			} else {
+				s = op.cache.cached(int(r.spec), r.id)
+			}
+			// Panes out of the slot: an event adds to the last and a
+			// rule's decision sweeps them from the first.
+			if s != nil && len(s.wins) > 1 {
+				addrs = append(addrs, prefetch.Addr(&s.wins[0]), prefetch.Addr(&s.wins[len(s.wins)-1]))
+			}
+		}
+	}
+	op.nearSlots = op.nearSlots[:0]
 	for i := range near {
 		r := &near[i]
+		var found *slot
 		if x := &idx[r.spec]; x.n >= smallIndex {
 			if e := x.entry(r.id); e != nil {
 				if e.cached() {
 					// The two lines an event touches (see slot).
-					s := prefetch.Addr(op.cache.slots.at(e.slotNum()))
-					addrs = append(addrs, s, s+64)
+					found = op.cache.slots.at(e.slotNum())
+					addrs = append(addrs, prefetch.Addr(found), prefetch.Addr(found)+64)
 				} else {
 					// A key seen before that the cache does not hold: its
 					// record.
@@ -56,17 +81,9 @@ func (op *Operator) Prefetch(now, near, far []SlotRef) {
 				}
 			}
 		}
+		op.nearSlots = append(op.nearSlots, found)
 	}
-	for i := range now {
-		r := &now[i]
-		if x := &idx[r.spec]; x.n >= smallIndex {
-			// Panes out of the slot: an event adds to the last and a
-			// rule's decision sweeps them from the first.
-			if s := op.cache.cached(int(r.spec), r.id); s != nil && len(s.wins) > 1 {
-				addrs = append(addrs, prefetch.Addr(&s.wins[0]), prefetch.Addr(&s.wins[len(s.wins)-1]))
-			}
-		}
-	}
+	op.nearRefs = near
 	prefetch.Lines(addrs)
 	op.prefetchAddrs = addrs
 }
