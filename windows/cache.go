@@ -84,7 +84,7 @@ type cache struct {
 // a large object, page-aligned, and a slot a multiple of 64 bytes, so
 // every slot starts a cache line (see slot).
 type slotTable struct {
-	chunks [][]slot
+	chunks []*[slotChunk]slot
 	free   []uint32 // numbers of released slots
 	made   uint32
 }
@@ -103,7 +103,7 @@ func (t *slotTable) take() *slot {
 		return t.at(n)
 	}
 	if t.made%slotChunk == 0 {
-		t.chunks = append(t.chunks, make([]slot, slotChunk))
+		t.chunks = append(t.chunks, new([slotChunk]slot))
 	}
 	s := t.at(t.made)
 	s.num = t.made

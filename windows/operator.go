@@ -112,11 +112,13 @@ type Operator struct {
 	// prefetchAddrs is Prefetch's buffer of addresses.
 	prefetchAddrs []uintptr
 	// nearSlots are the slots Prefetch found for near, by position, nil
-	// where none, and nearRefs that near: the now of the next call, whose
-	// panes they locate without a probe of the index.
+	// where none: for the now of the next call, whose panes they locate
+	// without a probe of the index. nearAt and nearFirst are the address
+	// and a copy of near's first ref, which tell that now is that near.
 	nearSlots []*slot
-	nearRefs  []SlotRef
-	windowed      int64 // heatmap windows emitted, revisions included
+	nearAt    uintptr
+	nearFirst SlotRef
+	windowed  int64 // heatmap windows emitted, revisions included
 	// shard and shards are Options.Shard and Options.Shards.
 	shard, shards int
 }

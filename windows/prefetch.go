@@ -33,19 +33,15 @@ func (op *Operator) Prefetch(now, near, far []SlotRef) {
 	for i := range far {
 		r := &far[i]
 		if x := &idx[r.spec]; x.n >= smallIndex {
-			e := prefetch.Addr(&x.entries[x.home(r.id)])
-			addrs = append(addrs, e)
-			// A probe run of two entries that crosses into the next line.
-			if e%64+2*stateEntryBytes > 64 {
-				addrs = append(addrs, e+64)
-			}
+			addrs = append(addrs, prefetch.Addr(&x.entries[x.home(r.id)]))
 		}
 	}
-	// The slots near's entries locate are those of the next call's now: the
-	// caller's groups move on by one. A slot may have been dropped and reused
-	// for another key since; its panes are then loaded for nothing.
+	// The slots near's entries locate are those of the next call's now
+	// when the caller's groups move on by one. A slot may have been dropped
+	// and reused for another key since; its panes are then loaded for
+	// nothing.
 	var slots []*slot
-	if len(now) > 0 && len(now) == len(op.nearRefs) && &now[0] == &op.nearRefs[0] {
+	if len(now) > 0 && len(now) == len(op.nearSlots) && prefetch.Addr(&now[0]) == op.nearAt && now[0] == op.nearFirst {
 		slots = op.nearSlots
 	}
 	for i := range now {
@@ -83,7 +79,10 @@ func (op *Operator) Prefetch(now, near, far []SlotRef) {
 		}
 		op.nearSlots = append(op.nearSlots, found)
 	}
-	op.nearRefs = near
+	op.nearAt, op.nearFirst = 0, SlotRef{}
+	if len(near) > 0 {
+		op.nearAt, op.nearFirst = prefetch.Addr(&near[0]), near[0]
+	}
 	prefetch.Lines(addrs)
 	op.prefetchAddrs = addrs
 }
