@@ -69,7 +69,7 @@ type cache struct {
 	dirty       int // slots dirty now
 	// slots holds every slot the cache has made. A dropped slot is reused
 	// for a new one: nothing points to it but its entry in changed, if it
-	// has one, which then serves the slot's new key.
+	// has one, which then serves the slot's new key, and Prefetch's hints.
 	slots slotTable
 	// fresh holds the state of a key seen for the first time while the
 	// cache is full, for the event that made it; settle then moves it to
@@ -184,6 +184,7 @@ func (c *cache) lookupID(spec int, id slotID) (*slot, error) {
 	}
 	s := c.newSlot(string(key), c.specs[spec])
 	if err := decodeSlotInto(s, val); err != nil {
+		c.slots.release(s)
 		return nil, err
 	}
 	c.insert(id, s, true)
@@ -274,6 +275,7 @@ func (c *cache) load(id slotID, key string, create bool) (*slot, error) {
 	s := c.newSlot(key, sp)
 	if found {
 		if err := decodeSlotInto(s, val); err != nil {
+			c.slots.release(s)
 			return nil, err
 		}
 	}
@@ -316,6 +318,7 @@ func (c *cache) insert(id slotID, s *slot, persisted bool) {
 	s.id = id
 	ref := cachedRef | uint64(s.num)
 	s.coldLoc = 0
+	c.cold.cachedEntries++
 	if e, added := c.cold.idx[s.sp.index].add(id, ref); !added {
 		// Its record stays in the cold store, a copy while s is clean.
 		s.coldLoc, e.ref = e.ref, ref
@@ -406,6 +409,7 @@ func (c *cache) drop(s *slot) {
 		} else {
 			x.remove(e)
 		}
+		c.cold.cachedEntries--
 	}
 	s.coldLoc = 0
 	last := c.ring[len(c.ring)-1]
@@ -413,7 +417,9 @@ func (c *cache) drop(s *slot) {
 	c.ring[len(c.ring)-1] = nil
 	c.ring = c.ring[:len(c.ring)-1]
 	s.ringIdx = -1
-	s.wins, s.fired = nil, nil
+	// Nothing the slot refers to stays reachable through it until it is
+	// reused.
+	s.wins, s.fired, s.key, s.inline[0] = nil, nil, "", win{}
 	c.slots.release(s)
 }
 
@@ -473,7 +479,6 @@ func (c *cache) writeBack(s *slot) error {
 
 // remove forgets a slot whose windows are all purged.
 func (c *cache) remove(s *slot) error {
-	c.drop(s)
 	if s.persisted {
 		if err := c.cold.del(s.sp.index, s.id, s.key, s.storedTimer); err != nil {
 			return err
@@ -481,6 +486,7 @@ func (c *cache) remove(s *slot) error {
 		s.storedTimer = noTimer
 		s.persisted = false
 	}
+	c.drop(s)
 	c.clean(s)
 	return nil
 }

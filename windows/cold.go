@@ -47,8 +47,9 @@ type coldStore struct {
 
 	idx []stateIndex // per spec; shared with the cache (see stateIndex)
 	// slots are the cache's, which the indexes' entries of cached states
-	// name.
-	slots *slotTable
+	// name; cachedEntries counts those entries.
+	slots         *slotTable
+	cachedEntries int
 	// chunks[0] is the oldest; chunk seq firstSeq+i is chunks[i].
 	chunks   []coldChunk
 	firstSeq uint64
@@ -78,9 +79,8 @@ type coldChunk struct {
 // offset there (below maxColdChunk: a larger record is alone in its chunk),
 // and its size, up to 0xffff (a larger one is read from the record), so
 // that replacing a record updates the accounting without reading the old
-// one, long out of the CPU cache. The top bit stays clear, for cachedRef,
-// while fewer than 2^27 chunks were filled: 128 TiB of records at 1 MiB a
-// chunk.
+// one, long out of the CPU cache. The top bit stays clear, for cachedRef:
+// sequence numbers stay below 2^27 (see renumberAt).
 func packLoc(seq uint64, off, size int) uint64 {
 	return seq<<36 | uint64(off)<<16 | uint64(min(size, 0xffff))
 }
@@ -114,12 +114,18 @@ func (c *coldStore) record(loc uint64) (key, val []byte, size int) {
 // bytes is the memory the store takes: its chunks and index arrays.
 func (c *coldStore) bytes() int { return c.alloc + c.indexBytes() }
 
+// indexBytes is the memory of the index arrays' share of the cold store's
+// states: the entries of cached slots are the cache's (HotSlotBytes).
 func (c *coldStore) indexBytes() int {
-	n := 0
+	size, n := 0, 0
 	for i := range c.idx {
-		n += len(c.idx[i].entries) * stateEntryBytes
+		size += len(c.idx[i].entries) * stateEntryBytes
+		n += c.idx[i].n
 	}
-	return n
+	if n == 0 {
+		return size
+	}
+	return size - size*min(c.cachedEntries, n)/n
 }
 
 // get returns the stored value of key, whose spec is spec and hash id; it
@@ -201,8 +207,40 @@ func (c *coldStore) set(spec int, id slotID, key string, val []byte, old, at int
 			return err
 		}
 	}
+	if c.firstSeq+uint64(len(c.chunks)) >= renumberAt {
+		c.renumber(1)
+	}
 	c.forget(c.setLoc(spec, id, c.append(keyBytes(key), val)))
 	return c.reclaim()
+}
+
+// renumberAt is the chunk sequence number at which set numbers the chunks
+// from 1 again: half of packLoc's 2^27, so that the chunks reclaim may add
+// after a set never reach it. A store that appends 1 MiB chunks gets there
+// after 64 TiB of records; one of 4 KiB chunks (the smallest budgets) after
+// 256 GiB.
+const renumberAt = 1 << 26
+
+// renumber gives the oldest chunk sequence number first, and the others the
+// numbers after it, rewriting every location that names them.
+func (c *coldStore) renumber(first uint64) {
+	shift := func(loc uint64) uint64 { return loc - c.firstSeq<<36 + first<<36 }
+	for i := range c.idx {
+		x := &c.idx[i]
+		for j := range x.entries {
+			e := &x.entries[j]
+			switch {
+			case e.ref == 0:
+			case e.cached():
+				if s := c.slots.at(e.slotNum()); s.coldLoc != 0 {
+					s.coldLoc = shift(s.coldLoc)
+				}
+			default:
+				e.ref = shift(e.ref)
+			}
+		}
+	}
+	c.firstSeq = first
 }
 
 // append writes a record at the end of the newest chunk and returns its

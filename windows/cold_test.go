@@ -13,7 +13,9 @@ import (
 // deletes, under budgets from one that holds everything to one that
 // spills nearly everything, and checks every state against a map: what
 // the store returns, whether from memory or the Backend, is the last value
-// set. It also checks the accounting the budget relies on.
+// set. It also checks the accounting the budget relies on. Halfway, the
+// chunks are numbered just below where set numbers them from 1 again, so
+// that it does.
 func TestColdStoreMatchesMap(t *testing.T) {
 	for _, budget := range []int{1 << 30, 64 << 10, 0} {
 		for _, writeThrough := range []bool{false, true} {
@@ -33,7 +35,10 @@ func checkColdStore(t *testing.T, budget int, writeThrough bool) {
 	c.onSpill = func(key []byte, at int64) { spilledTimers[string(key)] = at }
 	want := map[string][]byte{}
 	keyOf := func(i int) string { return fmt.Sprintf("\x00%c%d\x00", byte(i%2), i) }
-	for range 20000 {
+	for step := range 20000 {
+		if step == 10000 {
+			c.renumber(renumberAt - 3)
+		}
 		key := keyOf(r.IntN(3000))
 		id := hashSlotKey(c.seeds, key)
 		if r.IntN(4) == 0 {
@@ -73,6 +78,9 @@ func checkColdStore(t *testing.T, budget int, writeThrough bool) {
 				t.Fatalf("%q spilled with timer %d, want %d", key, spilledTimers[key], at)
 			}
 		}
+	}
+	if c.firstSeq >= renumberAt-3 {
+		t.Fatalf("the chunks were not numbered again: the first is %d", c.firstSeq)
 	}
 	live := 0
 	for _, ch := range c.chunks {
@@ -258,6 +266,30 @@ rules:
 	s := c.cached(0, id)
 	if s == nil || len(c.ring) != 64 || len(s.wins) != 1 || s.wins[0].n != 2 {
 		t.Fatalf("the key back: cached %v with %d cached, want it cached, holding both events, in place of another", s != nil, len(c.ring))
+	}
+	// Its record stays, a copy, and numbering the chunks again moves the
+	// location the slot keeps.
+	c.cold.renumber(renumberAt - 3)
+	if key, _, _ := c.cold.record(s.coldLoc); s.coldLoc == 0 || string(key) != s.key {
+		t.Fatalf("the slot's record after the chunks were numbered again: %q, want %q", key, s.key)
+	}
+	// The evicted slot was reused for it, and the index counts the cached
+	// entries, which the cold store's budget leaves to the cache.
+	if c.slots.made != 64 || c.cold.cachedEntries != 64 {
+		t.Fatalf("%d slots made, %d entries counted as cached; want 64 and 64", c.slots.made, c.cold.cachedEntries)
+	}
+	// Purged, every slot goes back to the table, keeping nothing alive.
+	if err := op.AdvanceWatermark(MaxWatermark - 1); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.ring) != 0 || len(c.slots.free) != 64 || c.cold.cachedEntries != 0 || c.cold.idx[0].n != 0 {
+		t.Fatalf("after the purge: %d cached, %d slots free, %d entries counted as cached, %d in the index",
+			len(c.ring), len(c.slots.free), c.cold.cachedEntries, c.cold.idx[0].n)
+	}
+	for _, n := range c.slots.free {
+		if s := c.slots.at(n); s.key != "" || s.wins != nil {
+			t.Fatalf("released slot %d keeps key %q and %d windows", n, s.key, len(s.wins))
+		}
 	}
 }
 

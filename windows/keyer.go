@@ -99,7 +99,7 @@ func shardOf(sp *spec, id slotID, n int) int {
 	return int(id[0] % uint64(n))
 }
 
-// hashKey is the 128-bit hash slots are found by (see cache.m): the hash
+// hashKey is the 128-bit hash states are found by (see stateIndex): the hash
 // of their key's hashedText.
 func hashKey(seeds [2]maphash.Seed, text []byte) slotID {
 	return slotID{maphash.Bytes(seeds[0], text), maphash.Bytes(seeds[1], text)}

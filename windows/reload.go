@@ -126,6 +126,7 @@ func (op *Operator) dropState(ids []int) {
 		}
 		*x = stateIndex{} // then drop has nothing to take out of it
 	}
+	c.cold.cachedEntries -= len(doomed)
 	for _, s := range doomed {
 		c.drop(s)
 		c.clean(s)
