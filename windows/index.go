@@ -106,7 +106,7 @@ func (x *stateIndex) add(id slotID, ref uint64) (*stateEntry, bool) {
 func (x *stateIndex) remove(e *stateEntry) {
 	i := uint64((uintptr(unsafe.Pointer(e)) - uintptr(unsafe.Pointer(&x.entries[0]))) / unsafe.Sizeof(*e))
 	x.n--
-	closeHole(x.entries, i)
+	x.closeHole(i)
 	// An index that spilling or purging emptied gives its memory back.
 	if x.n*8 < len(x.entries) && len(x.entries) > 64 {
 		x.resize(len(x.entries) / 2)
@@ -152,18 +152,17 @@ func (x *stateIndex) resize(size int) {
 	}
 }
 
-// closeHole empties place i of x's array without a tombstone: each later
-// entry of the probe run moves back into the hole when its home is not in
-// the cyclic range (hole, entry], since the hole then lies on its probe
-// path, and the hole moves to where it was.
-func closeHole(entries []stateEntry, i uint64) {
-	mask := uint64(len(entries) - 1)
-	shift := uint(64 - bits.TrailingZeros(uint(len(entries))))
-	for j := (i + 1) & mask; entries[j].ref != 0; j = (j + 1) & mask {
-		if (j-(entries[j].id[1]|1)>>shift)&mask >= (j-i)&mask {
-			entries[i] = entries[j]
+// closeHole empties place i without a tombstone: each later entry of the
+// probe run moves back into the hole when its home is not in the cyclic
+// range (hole, entry], since the hole then lies on its probe path, and the
+// hole moves to where it was.
+func (x *stateIndex) closeHole(i uint64) {
+	mask := uint64(len(x.entries) - 1)
+	for j := x.next(i); x.entries[j].ref != 0; j = x.next(j) {
+		if (j-x.home(x.entries[j].id))&mask >= (j-i)&mask {
+			x.entries[i] = x.entries[j]
 			i = j
 		}
 	}
-	entries[i] = stateEntry{}
+	x.entries[i] = stateEntry{}
 }
