@@ -320,6 +320,9 @@ func (c *cache) insert(id slotID, s *slot, persisted bool) {
 	s.coldLoc = 0
 	c.cold.cachedEntries++
 	if e, added := c.cold.idx[s.sp.index].add(id, ref); !added {
+		if e.cached() {
+			panic(fmt.Sprintf("windows: state %q cached twice", s.key))
+		}
 		// Its record stays in the cold store, a copy while s is clean.
 		s.coldLoc, e.ref = e.ref, ref
 	}
