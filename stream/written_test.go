@@ -43,7 +43,10 @@ func TestOutputEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	w := &kafka.Writer{Addr: kafka.TCP(c.ListenAddrs()...), Topic: "decisions", Balancer: &kafka.RoundRobin{}}
+	// Acknowledged writes: by default kafka-go's Writer does not wait for
+	// the broker, and the ends could be read before the last write lands.
+	w := &kafka.Writer{Addr: kafka.TCP(c.ListenAddrs()...), Topic: "decisions", Balancer: &kafka.RoundRobin{},
+		RequiredAcks: kafka.RequireAll}
 	if err := w.WriteMessages(context.Background(), kafka.Message{Value: []byte("a")}, kafka.Message{Value: []byte("b")},
 		kafka.Message{Value: []byte("c")}); err != nil {
 		t.Fatal(err)
