@@ -167,13 +167,7 @@ func (l *Live) Heatmap(w *windows.HeatmapWindow) {
 // window or buckets changed) or is removed are forgotten, the keys not
 // drawn included.
 func (l *Live) Reload(d rules.Diff) {
-	kept := map[string]bool{}
-	ids, _, _, _ := d.Groups()
-	for _, id := range ids {
-		if id.Heatmap {
-			kept[id.Name] = true
-		}
-	}
+	kept := d.KeptHeatmaps()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for id, s := range l.series {

@@ -80,6 +80,19 @@ func (d *Diff) Groups() (kept, restarted, removed, added []Identity) {
 	return kept, restarted, removed, added
 }
 
+// KeptHeatmaps names the heatmaps that keep their state: what follows a
+// heatmap's windows (the console, the metrics) keeps what it had of them,
+// and forgets it for the others.
+func (d *Diff) KeptHeatmaps() map[string]bool {
+	kept := map[string]bool{}
+	for _, p := range d.Kept {
+		if id := d.New[p.New]; id.Heatmap {
+			kept[id.Name] = true
+		}
+	}
+	return kept
+}
+
 // DiffIdentities compares the identities of an old rules file (or of a
 // checkpoint) with those of a new one. A rule or heatmap is the same one
 // when it has the same name (and kind); it keeps its state when its

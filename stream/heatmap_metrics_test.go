@@ -193,14 +193,17 @@ func exposition(t *testing.T, reg *prometheus.Registry) string {
 
 // TestMetricsReloadHeatmaps: across a reload that reorders, keeps, changes
 // and adds heatmaps, each heatmap's series and key labels follow its name,
-// a heatmap whose buckets changed starts its series afresh, and windows of
-// every heatmap of the new rules are observed where they belong.
+// a heatmap whose buckets or key changed starts its series afresh, as its
+// state does, and windows of every heatmap of the new rules are observed
+// where they belong.
 func TestMetricsReloadHeatmaps(t *testing.T) {
 	hm := func(name string, buckets ...float64) rules.Heatmap {
 		return rules.Heatmap{Name: name, Key: []string{"api"}, Buckets: buckets}
 	}
-	before := &rules.Config{Heatmaps: []rules.Heatmap{hm("a", 10), hm("b", 10, 20)}}
-	after := &rules.Config{Heatmaps: []rules.Heatmap{hm("c", 5), hm("b", 10, 20), hm("a", 10, 50)}}
+	rekeyed := hm("d", 10)
+	rekeyed.Key = []string{"api", "user"}
+	before := &rules.Config{Heatmaps: []rules.Heatmap{hm("a", 10), hm("b", 10, 20), hm("d", 10)}}
+	after := &rules.Config{Heatmaps: []rules.Heatmap{hm("c", 5), hm("b", 10, 20), hm("a", 10, 50), rekeyed}}
 	reg := prometheus.NewRegistry()
 	m := newMetrics(reg, before, 10)
 	key := `"/pay"` + "\x00"
@@ -214,14 +217,16 @@ func TestMetricsReloadHeatmaps(t *testing.T) {
 	}
 	observe(before, 0, 1)
 	observe(before, 1, 1, 15)
-	m.reload(after, m.last)
+	observe(before, 2, 1, 2)
+	diff := rules.DiffIdentities(before.Identities(), after.Identities())
+	m.reload(after, m.last, diff.KeptHeatmaps())
 	for i := range after.Heatmaps {
 		observe(after, i, 1)
 	}
 	for _, c := range []struct {
 		name  string
 		count uint64
-	}{{"a", 1}, {"b", 3}, {"c", 1}} {
+	}{{"a", 1}, {"b", 3}, {"c", 1}, {"d", 1}} {
 		hist, _ := heatmapSeriesOf(t, reg, c.name, "/pay")
 		if hist == nil || hist.GetSampleCount() != c.count {
 			t.Errorf("heatmap %s: %v, want %d values", c.name, hist, c.count)

@@ -3,7 +3,6 @@ package stream
 import (
 	"bytes"
 	"os"
-	"slices"
 	"time"
 
 	"github.com/riskstream/riskstream/engine"
@@ -97,7 +96,7 @@ func (j *liveJob) reloadRules(why string, force bool) error {
 		j.log.Warn("rules: " + warning.String())
 	}
 	j.dec, j.batch = j.e.NewDecoder(), j.e.NewBatch()
-	j.m.reload(cfg, j.e.Stats())
+	j.m.reload(cfg, j.e.Stats(), diff.KeptHeatmaps())
 	if j.console != nil {
 		j.console.Reload(diff)
 	}
@@ -127,13 +126,15 @@ func logDiff(j *liveJob, msg string, d rules.Diff, args ...any) {
 // reload makes the metrics follow a reload to cfg, with
 // everything before it counted (update): the engine's stats after the
 // reload, which carry each rule's decisions by name, are the counts the
-// next update goes on from, and label sets go with the heatmap of the
-// same name.
-func (m *metrics) reload(cfg *rules.Config, stats engine.Stats) {
+// next update goes on from, and the heatmaps that keep their state (kept,
+// rules.Diff.KeptHeatmaps) keep their label sets and series.
+func (m *metrics) reload(cfg *rules.Config, stats engine.Stats, kept map[string]bool) {
 	m.last = stats
 	keys := map[string]*boundedLabels{}
 	for i, h := range m.cfg.Heatmaps {
-		keys[h.Name] = m.heatmapKeys[i]
+		if kept[h.Name] {
+			keys[h.Name] = m.heatmapKeys[i]
+		}
 	}
 	m.heatmapKeys = m.heatmapKeys[:0]
 	for _, h := range cfg.Heatmaps {
@@ -144,12 +145,13 @@ func (m *metrics) reload(cfg *rules.Config, stats engine.Stats) {
 		m.heatmapKeys = append(m.heatmapKeys, k)
 	}
 	m.cfg = cfg
-	m.heatmaps.reload(cfg)
+	m.heatmaps.reload(cfg, kept)
 }
 
-// reload makes the collector follow a reload to cfg: a heatmap keeps its
-// series while its name and buckets are the same.
-func (c *heatmapCollector) reload(cfg *rules.Config) {
+// reload makes the collector follow a reload to cfg: the heatmaps named in
+// kept keep their series, the others start theirs afresh (a heatmap whose
+// key, filters, field, window or buckets changed restarts its state).
+func (c *heatmapCollector) reload(cfg *rules.Config, kept map[string]bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old := map[string]int{}
@@ -158,7 +160,7 @@ func (c *heatmapCollector) reload(cfg *rules.Config) {
 	}
 	series := make([]map[string]*heatmapSeries, len(cfg.Heatmaps))
 	for j, h := range cfg.Heatmaps {
-		if i, ok := old[h.Name]; ok && slices.Equal(c.cfg.Heatmaps[i].Buckets, h.Buckets) {
+		if i, ok := old[h.Name]; ok && kept[h.Name] {
 			series[j] = c.series[i]
 		} else {
 			series[j] = map[string]*heatmapSeries{}
