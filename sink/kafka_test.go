@@ -168,16 +168,7 @@ func TestPermanent(t *testing.T) {
 // endOffset is the number of records of partition 0 of topic.
 func endOffset(t *testing.T, c *kfake.Cluster, topic string) int64 {
 	t.Helper()
-	conn, err := kafka.DialLeader(context.Background(), "tcp", c.ListenAddrs()[0], topic, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	n, err := conn.ReadLastOffset()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return kafkatest.EndOffset(t, c.ListenAddrs()[0], topic, 0)
 }
 
 // TestKafkaMessagesKeepTheirBytes: messages share chunks of memory; none is
@@ -251,8 +242,7 @@ func newLimitedCluster(t *testing.T, limits map[string]int) *kfake.Cluster {
 // readAll reads every message of partition 0 of topic.
 func readAll(t *testing.T, c *kfake.Cluster, topic string) []string {
 	t.Helper()
-	n := endOffset(t, c, topic)
-	return kafkatest.Values(kafkatest.ReadMessages(t, nil, c.ListenAddrs()[0], topic, 0, int(n), 10*time.Second))
+	return kafkatest.Values(kafkatest.ReadPartition(t, c.ListenAddrs()[0], topic, 0, 10*time.Second))
 }
 
 func counter(t *testing.T, reg *prometheus.Registry, name, topic string) float64 {

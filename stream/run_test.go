@@ -97,16 +97,7 @@ func readTopic(t *testing.T, addr, topic string) []string {
 // last offset when called.
 func readPartition(t testing.TB, addr, topic string, partition int) []kafka.Message {
 	t.Helper()
-	conn, err := kafka.DialLeader(context.Background(), "tcp", addr, topic, partition)
-	if err != nil {
-		t.Fatal(err)
-	}
-	last, err := conn.ReadLastOffset()
-	conn.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return readMessages(t, addr, topic, partition, int(last))
+	return kafkatest.ReadPartition(t, addr, topic, partition, time.Minute)
 }
 
 // readMessages reads the first n messages of one partition of a topic,

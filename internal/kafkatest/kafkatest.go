@@ -16,6 +16,29 @@ import (
 	"github.com/segmentio/kafka-go"
 )
 
+// EndOffset is the offset after the last message of one partition of a
+// topic: how many it holds, from 0.
+func EndOffset(t testing.TB, addr, topic string, partition int) int64 {
+	t.Helper()
+	conn, err := kafka.DialLeader(context.Background(), "tcp", addr, topic, partition)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	n, err := conn.ReadLastOffset()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// ReadPartition reads every message of one partition of a topic, up to its
+// end when called (EndOffset), as ReadMessages does (plaintext).
+func ReadPartition(t testing.TB, addr, topic string, partition int, wait time.Duration) []kafka.Message {
+	t.Helper()
+	return ReadMessages(t, nil, addr, topic, partition, int(EndOffset(t, addr, topic, partition)), wait)
+}
+
 // ReadMessages reads the first n messages of one partition of a topic,
 // waiting about wait for them to arrive (a fetch under way when it passes
 // may take 20 s more), through dialer (nil: plaintext). It fails the test,
