@@ -94,7 +94,7 @@ func (a *Acc) Add(v float64, degraded bool, bounds []float64, memo *IndexMemo) {
 		a.Degraded++
 	}
 	a.Buckets[bucketIndex(v, bounds)]++
-	if memo != nil && v > indexMapping.MinIndexableValue() && v <= indexMapping.MaxIndexableValue() {
+	if memo != nil && v > minIndexable && v <= maxIndexable {
 		// What the sketch's Add does with such a value, given its index.
 		a.sketch.GetPositiveValueStore().Add(memo.index(v))
 		return
@@ -118,7 +118,7 @@ func bucketIndex(v float64, bounds []float64) int {
 }
 
 func clampForSketch(v float64) float64 {
-	limit := indexMapping.MaxIndexableValue()
+	limit := maxIndexable
 	switch {
 	case v > limit:
 		return limit
@@ -285,10 +285,13 @@ func Decode(b []byte) (*Acc, []byte, error) {
 	return a, b[skLen:], nil
 }
 
-// minIndex and maxIndex bound the bins of a valid sketch.
+// minIndexable and maxIndexable bound the values the sketch indexes
+// itself; minIndex and maxIndex bound the bins of a valid sketch.
 var (
-	minIndex = indexMapping.Index(indexMapping.MinIndexableValue())
-	maxIndex = indexMapping.Index(indexMapping.MaxIndexableValue())
+	minIndexable = indexMapping.MinIndexableValue()
+	maxIndexable = indexMapping.MaxIndexableValue()
+	minIndex     = indexMapping.Index(minIndexable)
+	maxIndex     = indexMapping.Index(maxIndexable)
 )
 
 func varint(b []byte) (int64, []byte, bool) {
