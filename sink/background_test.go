@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // TestBackgroundWriter: records appended across many buffers, some larger
@@ -60,9 +61,18 @@ func TestBackgroundWriterError(t *testing.T) {
 	}
 	file.Close() // every write fails
 	w := newBackgroundWriter(file)
-	for range 5 * backgroundBytes / 100 {
-		w.buf = append(w.buf, bytes.Repeat([]byte{'x'}, 100)...)
-		w.wrote()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 5 * backgroundBytes / 100 {
+			w.buf = append(w.buf, bytes.Repeat([]byte{'x'}, 100)...)
+			w.wrote()
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the writes blocked after the first failed")
 	}
 	err = w.Finish()
 	if !errors.Is(err, os.ErrClosed) {

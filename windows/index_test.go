@@ -7,16 +7,19 @@ import (
 
 // TestStateIndexAgainstMap runs random adds, updates and removes against a
 // Go map. The ids share their top bits in few patterns, so probe runs are
-// long, wrap around the end of the array and get holes shifted back into
-// them.
+// long and get holes shifted back into them; one pattern's home is the
+// last place, so its runs wrap around the end of the array.
 func TestStateIndexAgainstMap(t *testing.T) {
+	wrapped := 0
 	for seed := uint64(0); seed < 20; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		var x stateIndex
 		ref := map[slotID]uint64{}
 		var ids []slotID
 		newID := func() slotID {
-			return slotID{rng.Uint64(), uint64(rng.IntN(4))<<62 | rng.Uint64()>>40}
+			// Top bits 00, 01, 10 or all ones, the rest only in the low 24.
+			top := [4]uint64{0, 1 << 62, 2 << 62, 0xffff_ffff_ff00_0000}[rng.IntN(4)]
+			return slotID{rng.Uint64(), top | rng.Uint64()>>40}
 		}
 		newRef := func() uint64 {
 			if rng.IntN(2) == 0 {
@@ -66,6 +69,11 @@ func TestStateIndexAgainstMap(t *testing.T) {
 				if e := x.entry(newID()); e != nil {
 					t.Fatalf("seed %d: an absent id was found", seed)
 				}
+				for i, e := range x.entries {
+					if e.ref != 0 && uint64(i) < x.home(e.id) {
+						wrapped++ // its run went past the end
+					}
+				}
 			}
 		}
 		// Emptied, the array gives its memory back.
@@ -75,5 +83,8 @@ func TestStateIndexAgainstMap(t *testing.T) {
 		if x.n != 0 || len(x.entries) > 64 {
 			t.Fatalf("seed %d: emptied index holds %d in %d places", seed, x.n, len(x.entries))
 		}
+	}
+	if wrapped == 0 {
+		t.Fatal("no probe run wrapped around the end of the array")
 	}
 }

@@ -39,7 +39,7 @@ rules:
 	if err := op.Reload(cfg, schema, []int{3, 0}); err != nil {
 		t.Fatal(err)
 	}
-	if c := op.cache; c.cold.cachedEntries != len(c.ring) {
+	if c := op.cache; len(c.ring) == 0 || c.cold.cachedEntries != len(c.ring) {
 		t.Fatalf("after the reload: %d entries counted as cached, %d slots cached", c.cold.cachedEntries, len(c.ring))
 	}
 	if held(0) != 1000 || held(1) != 0 || held(2) != 0 || held(3) != 0 || op.cache.cold.live >= live {
