@@ -181,7 +181,15 @@ func (f *Files) Close() error {
 	if f.committed {
 		return nil
 	}
-	errs := []error{f.finish()}
+	// The files go: what is buffered need not be written, nor does an
+	// error writing it matter; only the writers' goroutines are stopped.
+	for _, w := range f.w {
+		if w != nil {
+			w.buf = w.buf[:0]
+			_ = w.Finish()
+		}
+	}
+	var errs []error
 	for i, file := range f.files {
 		if file == nil {
 			continue
