@@ -147,16 +147,8 @@ func TestRestorePagesTimers(t *testing.T) {
 rules:
   - {name: count, key: [user], window: {type: tumbling, size: 10s}, aggregate: count, threshold: 1000, action: deny}
 `, b, discardOutput{}, Options{WriteThrough: true, CacheSlots: 64, MemoryBytes: 64 << 10})
-	keyer := op.NewKeyer()
-	var ev event.Event
 	for i := range users {
-		if err := dec.Decode(fmt.Appendf(nil, `{"id":"e%d","ts":%d,"user":"u%d"}`, i, 10_000+i%5000, i), &ev); err != nil {
-			t.Fatal(err)
-		}
-		refs, keys := keyer.Append(nil, nil, &ev)
-		if _, err := op.ProcessElement(&ev, refs, keys, ev.TS, false); err != nil {
-			t.Fatal(err)
-		}
+		processLine(t, op, dec, fmt.Appendf(nil, `{"id":"e%d","ts":%d,"user":"u%d"}`, i, 10_000+i%5000, i))
 	}
 	cp, err := op.Checkpoint(nil)
 	if err != nil {
