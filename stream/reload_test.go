@@ -2,7 +2,6 @@ package stream
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -13,9 +12,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riskstream/riskstream/internal/kafkatest"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/state"
-	"github.com/segmentio/kafka-go"
 )
 
 // editedRules is the bundled rules file after an edit: pay-burst
@@ -58,16 +57,7 @@ func bundledRulesCopy(t *testing.T) string {
 // inputEnd is the offset after the last record of the input topic.
 func inputEnd(t *testing.T, addr string) int64 {
 	t.Helper()
-	conn, err := kafka.DialLeader(context.Background(), "tcp", addr, "requests", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	end, err := conn.ReadLastOffset()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return end
+	return kafkatest.EndOffset(t, addr, "requests", 0)
 }
 
 // waitCheckpointed waits until the job has checkpointed the input up to
