@@ -118,7 +118,13 @@ type Operator struct {
 	nearSlots []*slot
 	nearAt    uintptr
 	nearFirst SlotRef
-	windowed  int64 // heatmap windows emitted, revisions included
+	// nowSlots are the slots Prefetch found for now, by position, nil where
+	// none, and nowAt the address of now's first ref. The next call keeps
+	// them as groupSlots and groupAt: the slots of the group of events
+	// being processed, which slotOf takes instead of probing the index.
+	nowSlots, groupSlots []*slot
+	nowAt, groupAt       uintptr
+	windowed             int64 // heatmap windows emitted, revisions included
 	// shard and shards are Options.Shard and Options.Shards.
 	shard, shards int
 }
@@ -225,6 +231,10 @@ func (op *Operator) ProcessElement(ev *event.Event, refs []SlotRef, keys []byte,
 // slotOf returns r's slot, or nil when it is not cached, not stored and
 // create is false. keys hold r's key.
 func (op *Operator) slotOf(sp *spec, r *SlotRef, keys []byte, create bool) (*slot, error) {
+	if s := op.prefetchedSlot(sp, r); s != nil {
+		s.referenced = true
+		return s, nil
+	}
 	if s := op.cache.find(sp.index, r.id); s != nil {
 		return s, nil
 	}

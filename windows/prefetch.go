@@ -24,6 +24,11 @@ const smallIndex = 4096
 // may also be given the same refs, at the cost of waiting for what an
 // earlier stage asked.
 //
+// The slots found for now also serve processing: when the events of a
+// call's now are processed after the next call, as in the groups above,
+// ProcessElement takes their cached slots from it instead of probing the
+// index a second time (prefetchedSlot).
+//
 // The loads are prefetch instructions, which the CPU does not wait for, and
 // Prefetch itself reads only index entries and slots. Calling it or not,
 // with any refs, gives the same outputs.
@@ -44,8 +49,14 @@ func (op *Operator) Prefetch(now, near, far []SlotRef) {
 	if len(now) > 0 && len(now) == len(op.nearSlots) && prefetch.Addr(&now[0]) == op.nearAt && now[0] == op.nearFirst {
 		slots = op.nearSlots
 	}
+	op.groupSlots, op.nowSlots = op.nowSlots, op.groupSlots[:0]
+	op.groupAt, op.nowAt = op.nowAt, 0
+	if len(now) > 0 {
+		op.nowAt = prefetch.Addr(&now[0])
+	}
 	for i := range now {
 		r := &now[i]
+		op.nowSlots = append(op.nowSlots, nil)
 		if x := &idx[r.spec]; x.n >= smallIndex {
 			s := (*slot)(nil)
 			if slots != nil {
@@ -55,6 +66,7 @@ func (op *Operator) Prefetch(now, near, far []SlotRef) {
 			}
 			// Panes out of the slot: an event adds to the last and a
 			// rule's decision sweeps them from the first.
+			op.nowSlots[i] = s
 			if s != nil && len(s.wins) > 1 {
 				addrs = append(addrs, prefetch.Addr(&s.wins[0]), prefetch.Addr(&s.wins[len(s.wins)-1]))
 			}
@@ -85,6 +97,23 @@ func (op *Operator) Prefetch(now, near, far []SlotRef) {
 	}
 	prefetch.Lines(addrs)
 	op.prefetchAddrs = addrs
+}
+
+// prefetchedSlot returns the slot of r that Prefetch found when r was in
+// now of the call before the last, if that slot is still the cached one of
+// r's spec and id; else nil. A slot may have been evicted since, and reused
+// for another key: the checks read the two lines of the slot that Prefetch
+// loaded, where a probe of the index would miss again in an index of
+// hundreds of thousands of keys. Only one cached slot has a spec and id.
+func (op *Operator) prefetchedSlot(sp *spec, r *SlotRef) *slot {
+	k := (prefetch.Addr(r) - op.groupAt) / unsafe.Sizeof(*r)
+	if op.groupAt == 0 || k >= uintptr(len(op.groupSlots)) {
+		return nil
+	}
+	if s := op.groupSlots[k]; s != nil && s.ringIdx >= 0 && s.id == r.id && s.sp == sp {
+		return s
+	}
+	return nil
 }
 
 // writeBackPrefetch is how many changed slots prefetchChanged loads at a
