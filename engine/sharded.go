@@ -87,7 +87,7 @@ func (e *Sharded) prefetchMerge(b *Batch, i int) {
 	for k, outs := range b.outs {
 		c := e.cursors[k]
 		for j := min(c+2*mergeAhead, len(outs)); j < min(c+4*mergeAhead, len(outs)); j++ {
-			if o := &outs[j]; !o.isHW && len(o.dec.Key) > 0 {
+			if o := &outs[j]; o.hw == nil && len(o.dec.Key) > 0 {
 				addrs = append(addrs, prefetch.Addr(unsafe.StringData(o.dec.Key)))
 			}
 		}
@@ -109,13 +109,15 @@ type Shard struct {
 }
 
 // captured is an output of a shard, with its place in the output order.
+// A decision-heavy input captures a decision for most records: the heatmap
+// window, rare, is out of line, so that the rest stays small to copy and
+// clear.
 type captured struct {
 	event int32 // the record's position in its batch
+	spec  int32 // the rule's or heatmap's position, rules first
 	fired bool  // emitted as the watermark advanced after the record
-	spec  int   // the rule's or heatmap's position, rules first
 	dec   windows.Decision
-	hw    windows.HeatmapWindow
-	isHW  bool
+	hw    *windows.HeatmapWindow // nil for a decision
 }
 
 // NewSharded builds a sharded engine with one shard per backend; the cache
@@ -342,15 +344,15 @@ func (s *Shard) Process(b *Batch) error {
 
 // Decision implements windows.Output.
 func (s *Shard) Decision(d *windows.Decision) {
-	s.b.outs[s.index] = append(s.b.outs[s.index], captured{event: s.event, fired: s.fired, spec: d.RuleIndex, dec: *d})
+	s.b.outs[s.index] = append(s.b.outs[s.index], captured{event: s.event, fired: s.fired, spec: int32(d.RuleIndex), dec: *d})
 }
 
 // Heatmap implements windows.Output. The accumulator is copied: the window
 // may take more events before the output is merged.
 func (s *Shard) Heatmap(h *windows.HeatmapWindow) {
-	c := captured{event: s.event, fired: s.fired, spec: len(s.rs.cfg.Rules) + h.HeatmapIndex, hw: *h, isHW: true}
-	c.hw.Acc = h.Acc.Clone()
-	s.b.outs[s.index] = append(s.b.outs[s.index], c)
+	hw := *h
+	hw.Acc = h.Acc.Clone()
+	s.b.outs[s.index] = append(s.b.outs[s.index], captured{event: s.event, fired: s.fired, spec: int32(len(s.rs.cfg.Rules) + h.HeatmapIndex), hw: &hw})
 }
 
 // Merge emits the outputs of b, which every shard has processed, in the
@@ -416,9 +418,9 @@ func (e *Sharded) emit(b *Batch, i int32, fired bool) {
 		}
 		c := &b.outs[best][e.cursors[best]]
 		e.cursors[best]++
-		if c.isHW {
+		if c.hw != nil {
 			e.stats.WindowsFired++
-			e.out.Heatmap(&c.hw)
+			e.out.Heatmap(c.hw)
 		} else {
 			e.count.prov = nil
 			if int(i) < len(b.recs) {
