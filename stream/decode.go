@@ -1,7 +1,6 @@
 package stream
 
 import (
-	"bytes"
 	"context"
 	"sync"
 
@@ -90,7 +89,7 @@ func decodeWorker(dec *engine.Decoder, work <-chan *batch) {
 				b.b.Add(dec, &c.recs[i])
 			}
 		} else if c.err == nil {
-			b.b.Grow(bytes.Count(c.data, []byte{'\n'}) + 1)
+			b.b.Grow(c.lines + 1)
 			rec.Prov.File = c.file
 			forEachLine(c, func(line []byte, n int64) error {
 				rec.Value, rec.Prov.Line = line, n

@@ -23,6 +23,9 @@ type chunk struct {
 	file      string
 	firstLine int64 // line number of the first line in data
 	data      []byte
+	// lines is the number of line ends in data, which the reader counts
+	// for the next chunk's firstLine: the decoders size their batch by it.
+	lines int
 	// recs, in a replay of a topic, are records instead of lines.
 	recs []engine.Record
 	err  error
@@ -75,7 +78,8 @@ func readInput(ctx context.Context, name string, stdin io.Reader, size int, out 
 				cut = bytes.LastIndexByte(c.data, '\n') + 1
 			}
 			if cut > 0 {
-				line += int64(bytes.Count(c.data[:cut], []byte{'\n'}))
+				c.lines = bytes.Count(c.data[:cut], []byte{'\n'})
+				line += int64(c.lines)
 				next := newChunk(free, size, name, line)
 				next.data = append(next.data, c.data[cut:]...)
 				c.data = c.data[:cut]
@@ -110,7 +114,7 @@ func newChunk(free chan *chunk, size int, file string, firstLine int64) *chunk {
 	default:
 		c = &chunk{data: make([]byte, 0, size+size/16)}
 	}
-	c.file, c.firstLine, c.err, c.data, c.recs = file, firstLine, nil, c.data[:0], c.recs[:0]
+	c.file, c.firstLine, c.lines, c.err, c.data, c.recs = file, firstLine, 0, nil, c.data[:0], c.recs[:0]
 	return c
 }
 
