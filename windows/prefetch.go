@@ -104,7 +104,9 @@ func (op *Operator) Prefetch(now, near, far []SlotRef) {
 // r's spec and id; else nil. A slot may have been evicted since, and reused
 // for another key: the checks read the two lines of the slot that Prefetch
 // loaded, where a probe of the index would miss again in an index of
-// hundreds of thousands of keys. Only one cached slot has a spec and id.
+// hundreds of thousands of keys. Only one cached slot has a spec and id;
+// the rules of one key share the id (see cache), and a slot evicted while
+// one of an event's rules loads its state may be taken for it at once.
 func (op *Operator) prefetchedSlot(sp *spec, r *SlotRef) *slot {
 	k := (prefetch.Addr(r) - op.groupAt) / unsafe.Sizeof(*r)
 	if op.groupAt == 0 || k >= uintptr(len(op.groupSlots)) {

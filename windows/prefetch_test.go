@@ -26,7 +26,9 @@ heatmaps:
 // refs, and one without Prefetch, over more keys than Prefetch leaves
 // alone and a cache too small for them. Between Prefetch finding a slot and
 // the event it was found for, the slot may be evicted and reused for
-// another key, or dropped with its purged windows and left unused.
+// another key, or for another rule of the same key, whose id is the
+// same, while the event is processed, or dropped with its purged windows
+// and left unused.
 // Whenever the processing of an event would take a slot Prefetch found
 // (prefetchedSlot), it is the one the index holds for the key; and both
 // operators make the same outputs.
