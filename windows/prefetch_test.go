@@ -3,8 +3,8 @@ package windows
 import (
 	"cmp"
 	"fmt"
-	"slices"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/riskstream/riskstream/event"
