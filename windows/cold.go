@@ -339,12 +339,7 @@ func (c *coldStore) dropSpec(spec int) error {
 		if err != nil {
 			return fmt.Errorf("windows: delete state: %w", err)
 		}
-		c.forget(loc)
-		if e.cached() {
-			c.slots.at(e.slotNum()).coldLoc = 0
-		} else {
-			e.ref = 0
-		}
+		c.forget(c.swapLoc(e, 0))
 	}
 	x.rebuild() // cached slots of spec, if any, keep their entries
 	return nil
@@ -366,14 +361,12 @@ func (c *coldStore) loc(spec int, id slotID) uint64 {
 	return 0
 }
 
-// setLoc points spec's state with id at the record at loc, and returns
-// the location of its old record (0 when it had none).
-func (c *coldStore) setLoc(spec int, id slotID, loc uint64) uint64 {
-	e, added := c.idx[spec].add(id, loc)
-	switch {
-	case added:
-		return 0
-	case e.cached():
+// swapLoc sets the location of the record of e's state to loc (0: none)
+// where it is kept, in the cached slot or in the entry itself, and returns
+// the old one. An entry whose own location it sets to 0 is a free place
+// from then on: its index must remove or rebuild it away.
+func (c *coldStore) swapLoc(e *stateEntry, loc uint64) uint64 {
+	if e.cached() {
 		s := c.slots.at(e.slotNum())
 		old := s.coldLoc
 		s.coldLoc = loc
@@ -384,22 +377,28 @@ func (c *coldStore) setLoc(spec int, id slotID, loc uint64) uint64 {
 	return old
 }
 
+// setLoc points spec's state with id at the record at loc, and returns
+// the location of its old record (0 when it had none).
+func (c *coldStore) setLoc(spec int, id slotID, loc uint64) uint64 {
+	if e, added := c.idx[spec].add(id, loc); !added {
+		return c.swapLoc(e, loc)
+	}
+	return 0
+}
+
 // removeLoc forgets the record of spec's state with id and returns its
-// location (0 when it had none).
+// location (0 when it had none). The entry of a cached state stays.
 func (c *coldStore) removeLoc(spec int, id slotID) uint64 {
 	x := &c.idx[spec]
 	e := x.entry(id)
-	switch {
-	case e == nil:
+	if e == nil {
 		return 0
-	case e.cached():
-		s := c.slots.at(e.slotNum())
-		old := s.coldLoc
-		s.coldLoc = 0
-		return old
 	}
-	old := e.ref
-	x.remove(e)
+	cached := e.cached()
+	old := c.swapLoc(e, 0)
+	if !cached {
+		x.remove(e)
+	}
 	return old
 }
 
