@@ -215,15 +215,18 @@ func New(opts Options) (*Engine, error) {
 }
 
 // countingOutput counts decisions per rule on their way out, and gives
-// them the provenance of the record being processed.
+// them the id, ts and provenance of the event whose record is being
+// processed or merged: a rule decides only on an event's arrival.
 type countingOutput struct {
 	Output
 	stats *Stats
+	ev    *event.Event
 	prov  *event.Provenance
 }
 
 func (c *countingOutput) Decision(d *windows.Decision) {
 	c.stats.Decisions[d.RuleIndex]++
+	d.EventID, d.EventTS = c.ev.ID, c.ev.TS
 	d.Source = c.prov
 	c.Output.Decision(d)
 }
@@ -267,8 +270,8 @@ func (e *Engine) processDecoded(rec *Record, ev *event.Event, refs []windows.Slo
 	if processing {
 		e.stats.Retimed++
 	}
-	e.count.prov = &rec.Prov
-	res, err := e.op.ProcessElement(ev, refs, keys, t, processing)
+	e.count.ev, e.count.prov = ev, &rec.Prov
+	res, err := e.op.ProcessElement(refs, keys, t, processing)
 	if err != nil {
 		return err
 	}

@@ -328,7 +328,7 @@ func (s *Shard) Process(b *Batch) error {
 			continue
 		}
 		s.event, s.fired = int32(i), false
-		res, err := s.op.ProcessElement(&b.events[i], b.refsOf(s.index, i, i+1), b.keys, b.t[i], b.processing[i])
+		res, err := s.op.ProcessElement(b.refsOf(s.index, i, i+1), b.keys, b.t[i], b.processing[i])
 		if err != nil {
 			return err
 		}
@@ -422,10 +422,10 @@ func (e *Sharded) emit(b *Batch, i int32, fired bool) {
 			e.stats.WindowsFired++
 			e.out.Heatmap(c.hw)
 		} else {
-			e.count.prov = nil
-			if int(i) < len(b.recs) {
-				e.count.prov = &b.recs[i].Prov
-			}
+			// A rule decides only on an event's arrival: a decision is of
+			// a record of b, never of the record-less batch of Finish or
+			// Tick.
+			e.count.ev, e.count.prov = &b.events[i], &b.recs[i].Prov
 			e.count.Decision(&c.dec)
 		}
 	}

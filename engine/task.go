@@ -133,12 +133,12 @@ func (t *Task) Apply(m *Message) (bool, error) {
 	}
 	t.refs, t.keys = mine, keys
 	t.prov = event.Provenance{Topic: t.topic, Partition: m.Partition, Offset: m.Offset}
-	t.count.prov = &t.prov
+	t.count.ev, t.count.prov = &t.ev, &t.prov
 	t.stats.Records++
 	if m.Processing {
 		t.stats.Retimed++
 	}
-	res, err := t.op.ProcessElement(&t.ev, mine, keys, m.Time, m.Processing)
+	res, err := t.op.ProcessElement(mine, keys, m.Time, m.Processing)
 	if err != nil {
 		return true, err
 	}

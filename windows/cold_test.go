@@ -222,7 +222,7 @@ rules:
 			t.Fatal(err)
 		}
 		refs, keys = keyer.Append(refs[:0], keys[:0], &ev)
-		if _, err := op.ProcessElement(&ev, refs, keys, ev.TS, false); err != nil {
+		if _, err := op.ProcessElement(refs, keys, ev.TS, false); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -5,8 +5,8 @@
 // The Operator is a pure state machine in the manner of etcd's raft
 // RawNode. Its caller drives it with a loop of
 //
-//	res, err := op.ProcessElement(ev, t, processing) // assign, update, decide
-//	err = op.AdvanceWatermark(wm)                    // fire and purge what is due
+//	res, err := op.ProcessElement(refs, keys, t, processing) // assign, update, decide
+//	err = op.AdvanceWatermark(wm)                            // fire and purge what is due
 //
 // and receives what to emit through its Output (decisions on arrival,
 // heatmap windows on firing). It starts no goroutines and reads no clock:

@@ -188,12 +188,14 @@ func (op *Operator) TimersSpilled() int64 { return op.timersSpilled }
 // WindowsFired counts heatmap records emitted, revisions included.
 func (op *Operator) WindowsFired() int64 { return op.windowed }
 
-// ProcessElement adds ev to the windows of every rule and heatmap it matches
-// and emits the decisions it causes. refs are ev's SlotRefs from a Keyer of
-// op, and keys the keys it appended with them. t is the time that windows the event: its ts, or its reference time
-// when processing is set (its source's clock is skewed). An error comes only
-// from the Backend.
-func (op *Operator) ProcessElement(ev *event.Event, refs []SlotRef, keys []byte, t int64, processing bool) (Result, error) {
+// ProcessElement adds an event to the windows of every rule and heatmap it
+// matches and emits the decisions it causes. refs are the event's SlotRefs
+// from a Keyer of op, and keys the keys it appended with them: all the
+// operator needs of the event, which it is not given (the caller's Output
+// names the event in its decisions, see Decision). t is the time that
+// windows the event: its ts, or its reference time when processing is set
+// (its source's clock is skewed). An error comes only from the Backend.
+func (op *Operator) ProcessElement(refs []SlotRef, keys []byte, t int64, processing bool) (Result, error) {
 	matched, accepted := false, false
 	for i := range refs {
 		r := &refs[i]
@@ -205,9 +207,9 @@ func (op *Operator) ProcessElement(ev *event.Event, refs []SlotRef, keys []byte,
 		var ok bool
 		var err error
 		if sp.wtype == rules.Session {
-			ok, err = op.addToSession(sp, r, ev, keys, t, processing)
+			ok, err = op.addToSession(sp, r, keys, t, processing)
 		} else {
-			ok, err = op.addToPane(sp, r, ev, keys, t, processing)
+			ok, err = op.addToPane(sp, r, keys, t, processing)
 		}
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", sp.name(), err)
@@ -249,7 +251,7 @@ func (op *Operator) slotOf(sp *spec, r *SlotRef, keys []byte, create bool) (*slo
 	return s, err
 }
 
-func (op *Operator) addToPane(sp *spec, r *SlotRef, ev *event.Event, keys []byte, t int64, processing bool) (bool, error) {
+func (op *Operator) addToPane(sp *spec, r *SlotRef, keys []byte, t int64, processing bool) (bool, error) {
 	p, first, last := sp.windowsOf(t)
 	live := op.horizon(sp)
 	first = max(first, live.firstLive)
@@ -280,13 +282,13 @@ func (op *Operator) addToPane(sp *spec, r *SlotRef, ev *event.Event, keys []byte
 		}
 	} else {
 		start, v := op.bestWindow(sp, s.wins, first, last)
-		op.decide(sp, ev, s, start, start+sp.size, v, processing)
+		op.decide(sp, s, start, start+sp.size, v, processing)
 	}
 	op.schedule(s)
 	return true, op.cache.settle(s)
 }
 
-func (op *Operator) addToSession(sp *spec, r *SlotRef, ev *event.Event, keys []byte, t int64, processing bool) (bool, error) {
+func (op *Operator) addToSession(sp *spec, r *SlotRef, keys []byte, t int64, processing bool) (bool, error) {
 	ns, ne := t, t+sp.gap
 	onTime := sp.sessionOnTime(t, op.wm)
 	s, err := op.slotOf(sp, r, keys, onTime)
@@ -337,7 +339,7 @@ func (op *Operator) addToSession(sp *spec, r *SlotRef, ev *event.Event, keys []b
 		}
 	} else {
 		if se.acc.n >= sp.minEvents {
-			op.decide(sp, ev, s, se.start, se.end, sp.sessionValue(&se.acc), processing)
+			op.decide(sp, s, se.start, se.end, sp.sessionValue(&se.acc), processing)
 		}
 	}
 	op.schedule(s)
@@ -391,15 +393,13 @@ func (op *Operator) addTo(sp *spec, a *acc, val uint64, processing bool) {
 	}
 }
 
-func (op *Operator) decide(sp *spec, ev *event.Event, s *slot, start, end int64, v float64, processing bool) {
+func (op *Operator) decide(sp *spec, s *slot, start, end int64, v float64, processing bool) {
 	if !(v > sp.rule.Threshold) {
 		return
 	}
 	op.dec = Decision{
 		Rule:       sp.rule,
 		RuleIndex:  sp.pos,
-		EventID:    ev.ID,
-		EventTS:    ev.TS,
 		Key:        op.keyText(s),
 		Start:      start,
 		End:        end,

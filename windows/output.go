@@ -22,7 +22,11 @@ type Decision struct {
 	Rule *rules.Rule
 	// RuleIndex is the rule's position in the rules file.
 	RuleIndex int
-	// EventID is the event's id as canonical JSON string text.
+	// EventID is the event's id as canonical JSON string text, and EventTS
+	// its ts. The operator leaves both unset: it is given the event's refs,
+	// not the event (see Operator.ProcessElement), and its caller sets them
+	// on the way out, as it does Source. A pipeline decodes events on other
+	// cores than the operator's, which then never reads them.
 	EventID []byte
 	EventTS int64
 	// Key holds the texts of the rule's key attributes, each followed by a 0

@@ -126,7 +126,7 @@ func TestPrefetchedSlots(t *testing.T) {
 					rejected++ // evicted since, maybe reused for another key
 				}
 			}
-			if _, err := op.ProcessElement(&evs[i], own, keyBytes, evs[i].TS, false); err != nil {
+			if _, err := op.ProcessElement(own, keyBytes, evs[i].TS, false); err != nil {
 				t.Fatal(err)
 			}
 			maxTS = max(maxTS, evs[i].TS)

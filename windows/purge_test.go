@@ -69,7 +69,7 @@ rules:
 			}
 			ev.TS += wm
 			refs, keyBuf = keyer.Append(refs[:0], keyBuf[:0], &ev)
-			if _, err := op.ProcessElement(&ev, refs, keyBuf, ev.TS, false); err != nil {
+			if _, err := op.ProcessElement(refs, keyBuf, ev.TS, false); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -54,11 +54,12 @@ func checkTimerEntries(t *testing.T, b *MemBackend, when string) {
 	}
 }
 
-// recorder keeps every output as text, in order.
+// recorder keeps every output as text, in order. A decision's event is
+// where it is in that order: the operator does not name it (Decision).
 type recorder struct{ lines []string }
 
 func (r *recorder) Decision(d *Decision) {
-	r.lines = append(r.lines, fmt.Sprintf("decision %s %s %s [%d,%d) %g", d.Rule.Name, d.EventID, d.Key, d.Start, d.End, d.Value))
+	r.lines = append(r.lines, fmt.Sprintf("decision %s %s [%d,%d) %g", d.Rule.Name, d.Key, d.Start, d.End, d.Value))
 }
 
 func (r *recorder) Heatmap(h *HeatmapWindow) {
@@ -239,7 +240,7 @@ func processLine(t *testing.T, op *Operator, dec *event.Decoder, line []byte) in
 		t.Fatal(err)
 	}
 	refs, keys := op.NewKeyer().Append(nil, nil, &ev)
-	if _, err := op.ProcessElement(&ev, refs, keys, ev.TS, false); err != nil {
+	if _, err := op.ProcessElement(refs, keys, ev.TS, false); err != nil {
 		t.Fatal(err)
 	}
 	for i := range keys {
