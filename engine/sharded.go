@@ -8,6 +8,7 @@ import (
 
 	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/internal/prefetch"
+	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/watermark"
 	"github.com/riskstream/riskstream/windows"
 )
@@ -63,7 +64,8 @@ type Sharded struct {
 	end       Batch // holds what Finish fires
 	// parallel is Options.Parallel, or one call after the other.
 	parallel func(n int, fn func(i int))
-	addrs    []uintptr // prefetchMerge's
+	addrs    []uintptr        // prefetchMerge's
+	dec      windows.Decision // emit's, for the Output
 }
 
 // mergeAhead is how many records ahead Merge loads into the CPU cache
@@ -87,8 +89,8 @@ func (e *Sharded) prefetchMerge(b *Batch, i int) {
 	for k, outs := range b.outs {
 		c := e.cursors[k]
 		for j := min(c+2*mergeAhead, len(outs)); j < min(c+4*mergeAhead, len(outs)); j++ {
-			if o := &outs[j]; o.hw == nil && len(o.dec.Key) > 0 {
-				addrs = append(addrs, prefetch.Addr(unsafe.StringData(o.dec.Key)))
+			if o := &outs[j]; o.hw == nil && len(o.key) > 0 {
+				addrs = append(addrs, prefetch.Addr(unsafe.StringData(o.key)))
 			}
 		}
 	}
@@ -109,15 +111,21 @@ type Shard struct {
 }
 
 // captured is an output of a shard, with its place in the output order.
-// A decision-heavy input captures a decision for most records: the heatmap
-// window, rare, is out of line, so that the rest stays small to copy and
-// clear.
+// A decision-heavy input captures a decision for most records, written on
+// a shard's core and read on the merging one: a captured decision keeps
+// only what the rule decided, in one cache line, and Merge makes the
+// Decision (the event's id and ts it takes from the batch). The heatmap
+// window, rare, is out of line.
 type captured struct {
-	event int32 // the record's position in its batch
-	spec  int32 // the rule's or heatmap's position, rules first
-	fired bool  // emitted as the watermark advanced after the record
-	dec   windows.Decision
-	hw    *windows.HeatmapWindow // nil for a decision
+	event      int32  // the record's position in its batch
+	spec       uint16 // the rule's or heatmap's position, rules first
+	fired      bool   // emitted as the watermark advanced after the record
+	processing bool   // the decision's Processing
+	rule       *rules.Rule
+	key        string
+	start, end int64
+	value      float64
+	hw         *windows.HeatmapWindow // nil for a decision
 }
 
 // NewSharded builds a sharded engine with one shard per backend; the cache
@@ -344,7 +352,10 @@ func (s *Shard) Process(b *Batch) error {
 
 // Decision implements windows.Output.
 func (s *Shard) Decision(d *windows.Decision) {
-	s.b.outs[s.index] = append(s.b.outs[s.index], captured{event: s.event, fired: s.fired, spec: int32(d.RuleIndex), dec: *d})
+	s.b.outs[s.index] = append(s.b.outs[s.index], captured{
+		event: s.event, spec: uint16(d.RuleIndex), fired: s.fired, processing: d.Processing,
+		rule: d.Rule, key: d.Key, start: d.Start, end: d.End, value: d.Value,
+	})
 }
 
 // Heatmap implements windows.Output. The accumulator is copied: the window
@@ -352,7 +363,7 @@ func (s *Shard) Decision(d *windows.Decision) {
 func (s *Shard) Heatmap(h *windows.HeatmapWindow) {
 	hw := *h
 	hw.Acc = h.Acc.Clone()
-	s.b.outs[s.index] = append(s.b.outs[s.index], captured{event: s.event, fired: s.fired, spec: int32(len(s.rs.cfg.Rules) + h.HeatmapIndex), hw: &hw})
+	s.b.outs[s.index] = append(s.b.outs[s.index], captured{event: s.event, fired: s.fired, spec: uint16(len(s.rs.cfg.Rules) + h.HeatmapIndex), hw: &hw})
 }
 
 // Merge emits the outputs of b, which every shard has processed, in the
@@ -426,7 +437,11 @@ func (e *Sharded) emit(b *Batch, i int32, fired bool) {
 			// a record of b, never of the record-less batch of Finish or
 			// Tick.
 			e.count.ev, e.count.prov = &b.events[i], &b.recs[i].Prov
-			e.count.Decision(&c.dec)
+			e.dec = windows.Decision{
+				Rule: c.rule, RuleIndex: int(c.spec), Key: c.key,
+				Start: c.start, End: c.end, Value: c.value, Processing: c.processing,
+			}
+			e.count.Decision(&e.dec)
 		}
 	}
 }
