@@ -19,18 +19,22 @@ import (
 // when the group is processed.
 const prefetchEvents = 16
 
-// prefetchAhead prefetches, at the start of the group of records at i (of
-// n), the state of the groups after it: the panes of the next group, the
-// slots of the one after and the index entries of the third (see
-// windows.Operator.Prefetch). The first call also brings in the first
-// groups'. refs(i, j) returns the SlotRefs of records i to j-1.
+// prefetchAhead gathers, at the start of the group of records at i (of
+// n), what to prefetch of the state of the groups after it: the panes of
+// the next group, the slots of the one after and the index entries of the
+// third (see windows.Operator.Prefetch), which Process asks for over the
+// group. The first call also brings in the first groups'. refs(i, j)
+// returns the SlotRefs of records i to j-1.
 func prefetchAhead(op *windows.Operator, i, n int, refs func(i, j int) []windows.SlotRef) {
 	const g = prefetchEvents
 	group := func(k int) []windows.SlotRef { return refs(min(i+k*g, n), min(i+(k+1)*g, n)) }
 	if i == 0 {
 		op.Prefetch(nil, nil, refs(0, min(3*g, n)))
+		op.IssuePrefetches(1)
 		op.Prefetch(nil, refs(0, min(2*g, n)), nil)
+		op.IssuePrefetches(1)
 		op.Prefetch(group(0), nil, nil)
+		op.IssuePrefetches(1)
 	}
 	op.Prefetch(group(1), group(2), group(3))
 }
@@ -331,6 +335,7 @@ func (s *Shard) Process(b *Batch) error {
 		if i%prefetchEvents == 0 {
 			prefetchAhead(s.op, i, n, func(i, j int) []windows.SlotRef { return b.refsOf(s.index, i, j) })
 		}
+		s.op.IssuePrefetches(prefetchEvents - i%prefetchEvents)
 		if b.errs[i] != nil {
 			results = append(results, windows.Unmatched)
 			continue

@@ -10,6 +10,7 @@ import (
 
 	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/heatmap"
+	"github.com/riskstream/riskstream/internal/prefetch"
 	"github.com/riskstream/riskstream/rules"
 )
 
@@ -109,8 +110,9 @@ type Operator struct {
 	// sketchIndexes remembers the sketch indexes of the values heatmaps
 	// and quantile rules add.
 	sketchIndexes heatmap.IndexMemo
-	// prefetchAddrs is Prefetch's buffer of addresses.
-	prefetchAddrs []uintptr
+	// ahead holds the loads Prefetch gathered, for IssuePrefetches, and
+	// timersAhead those of prefetchTimers, which runTimers issues.
+	ahead, timersAhead prefetch.Queue
 	// nearSlots are the slots Prefetch found for near, by position, nil
 	// where none: for the now of the next call, whose panes they locate
 	// without a probe of the index. nearAt and nearFirst are the address
@@ -665,6 +667,7 @@ func (op *Operator) runTimers(at int64, ib *timerBucket[idTimer], kb *timerBucke
 				if i%timerPrefetch == 0 {
 					op.prefetchTimers(blk, i)
 				}
+				op.timersAhead.Issue(timerPrefetch - i%timerPrefetch)
 				sp := op.specs[e.spec]
 				if sp == nil {
 					continue // its state went with its rule (Reload)

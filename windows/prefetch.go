@@ -10,19 +10,20 @@ import (
 // CPU cache anyway and Prefetch leaves it alone.
 const smallIndex = 4096
 
-// Prefetch starts loading into the CPU cache the state that ProcessElement
-// will touch for the SlotRefs of upcoming events, in three stages: the
-// index entries of far, the slots of near, which the index entries locate,
-// and the panes of now, which the slots locate. With hundreds of thousands
-// of keys nearly every event's state is a cache miss; processing events one
-// at a time would pay for those misses one after the other.
+// Prefetch gathers what to load into the CPU cache of the state that
+// ProcessElement will touch for the SlotRefs of upcoming events, in three
+// stages: the index entries of far, the slots of near, which the index
+// entries locate, and the panes of now, which the slots locate. With
+// hundreds of thousands of keys nearly every event's state is a cache
+// miss; processing events one at a time would pay for those misses one
+// after the other.
 //
 // A caller processing events in groups calls it at the start of each group
 // with the refs of the next group as now, of the one after as near and of
-// the third as far: each load then has a group's processing time to
-// arrive, and what a stage reads was asked for a group earlier. The stages
-// may also be given the same refs, at the cost of waiting for what an
-// earlier stage asked.
+// the third as far, and IssuePrefetches before each event of the group:
+// each load then has a group's processing time to arrive, and what a stage
+// reads was asked for a group earlier. The stages may also be given the
+// same refs, at the cost of waiting for what an earlier stage asked.
 //
 // The slots found for now also serve processing: when the events of a
 // call's now are processed after the next call, as in the groups above,
@@ -34,11 +35,12 @@ const smallIndex = 4096
 // with any refs, gives the same outputs.
 func (op *Operator) Prefetch(now, near, far []SlotRef) {
 	idx := op.cache.cold.idx
-	addrs := op.prefetchAddrs[:0]
+	q := &op.ahead
+	q.Reset()
 	for i := range far {
 		r := &far[i]
 		if x := &idx[r.spec]; x.n >= smallIndex {
-			addrs = append(addrs, prefetch.Addr(&x.entries[x.home(r.id)]))
+			q.Add(prefetch.Addr(&x.entries[x.home(r.id)]))
 		}
 	}
 	// The slots near's entries locate are those of the next call's now
@@ -68,7 +70,8 @@ func (op *Operator) Prefetch(now, near, far []SlotRef) {
 			// rule's decision sweeps them from the first.
 			op.nowSlots[i] = s
 			if s != nil && len(s.wins) > 1 {
-				addrs = append(addrs, prefetch.Addr(&s.wins[0]), prefetch.Addr(&s.wins[len(s.wins)-1]))
+				q.Add(prefetch.Addr(&s.wins[0]))
+				q.Add(prefetch.Addr(&s.wins[len(s.wins)-1]))
 			}
 		}
 	}
@@ -81,11 +84,12 @@ func (op *Operator) Prefetch(now, near, far []SlotRef) {
 				if e.cached() {
 					// The two lines an event touches (see slot).
 					found = op.cache.slots.at(e.slotNum())
-					addrs = append(addrs, prefetch.Addr(found), prefetch.Addr(found)+64)
+					q.Add(prefetch.Addr(found))
+					q.Add(prefetch.Addr(found) + 64)
 				} else {
 					// A key seen before that the cache does not hold: its
 					// record.
-					addrs = append(addrs, op.cache.cold.recordAddr(e.ref))
+					q.Add(op.cache.cold.recordAddr(e.ref))
 				}
 			}
 		}
@@ -95,9 +99,14 @@ func (op *Operator) Prefetch(now, near, far []SlotRef) {
 	if len(near) > 0 {
 		op.nearAt, op.nearFirst = prefetch.Addr(&near[0]), near[0]
 	}
-	prefetch.Lines(addrs)
-	op.prefetchAddrs = addrs
 }
+
+// IssuePrefetches asks for a share of the loads the last Prefetch
+// gathered and has not asked for yet, before each of the left events of
+// the group still to process (this one included): all of them when left
+// is 1. Asked for all at once, a group's few hundred loads would overflow
+// what a core keeps in flight (prefetch.Queue).
+func (op *Operator) IssuePrefetches(left int) { op.ahead.Issue(left) }
 
 // prefetchedSlot returns the slot of r that Prefetch found when r was in
 // now of the call before the last, if that slot is still the cached one of
@@ -156,22 +165,24 @@ func (c *cache) prefetchChanged(k int, first bool) {
 // timerPrefetch is how many timers at a time prefetchTimers loads.
 const timerPrefetch = 16
 
-// prefetchTimers starts loading, at timer i of a block, what running the
-// timers after it touches. Most timers are rules' purges, due for every key
-// of a rule at once (their grain is the window), so each is a slot long out
-// of the CPU cache, or a record of the cold store. In two stages, as
-// Prefetch: the index entries two groups ahead, and the slots or records
-// of the next group, which those entries, asked for a group earlier,
-// locate.
+// prefetchTimers gathers, at timer i of a block, what running the timers
+// after it touches, for runTimers to ask for over the next timerPrefetch
+// timers (see IssuePrefetches). Most timers are rules' purges, due for
+// every key of a rule at once (their grain is the window), so each is a
+// slot long out of the CPU cache, or a record of the cold store. In two
+// stages, as Prefetch: the index entries two groups ahead, and the slots
+// or records of the next group, which those entries, asked for a group
+// earlier, locate.
 func (op *Operator) prefetchTimers(blk []idTimer, i int) {
 	const g = timerPrefetch
 	c := op.cache
 	idx := c.cold.idx
-	addrs := op.prefetchAddrs[:0]
+	q := &op.timersAhead
+	q.Reset()
 	entries := func(from, to int) {
 		for _, e := range blk[min(from, len(blk)):min(to, len(blk))] {
 			if x := &idx[e.spec]; x.n >= smallIndex {
-				addrs = append(addrs, prefetch.Addr(&x.entries[x.home(e.id)]))
+				q.Add(prefetch.Addr(&x.entries[x.home(e.id)]))
 			}
 		}
 	}
@@ -184,15 +195,14 @@ func (op *Operator) prefetchTimers(blk []idTimer, i int) {
 			if e := x.entry(t.id); e != nil {
 				if e.cached() {
 					s := prefetch.Addr(c.slots.at(e.slotNum()))
-					addrs = append(addrs, s, s+64)
+					q.Add(s)
+					q.Add(s + 64)
 				} else {
-					addrs = append(addrs, c.cold.recordAddr(e.ref))
+					q.Add(c.cold.recordAddr(e.ref))
 				}
 			}
 		}
 	}
-	prefetch.Lines(addrs)
-	op.prefetchAddrs = addrs
 }
 
 // recordAddr returns the address of the record at loc, a current record's
