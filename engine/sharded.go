@@ -68,7 +68,7 @@ type Sharded struct {
 	end       Batch // holds what Finish fires
 	// parallel is Options.Parallel, or one call after the other.
 	parallel func(n int, fn func(i int))
-	addrs    []uintptr        // prefetchMerge's
+	merging  prefetch.Queue   // prefetchMerge's loads, which Merge asks for
 	dec      windows.Decision // emit's, for the Output
 }
 
@@ -83,23 +83,22 @@ const mergeAhead = 16
 // mergeAhead to 2*mergeAhead after it, and the keys of each shard's
 // outputs 2*mergeAhead to 4*mergeAhead after its cursor.
 func (e *Sharded) prefetchMerge(b *Batch, i int) {
-	addrs := e.addrs[:0]
+	q := &e.merging
+	q.Reset()
 	n := len(b.recs)
 	for j := min(i+mergeAhead, n); j < min(i+2*mergeAhead, n); j++ {
 		if v := b.recs[j].Value; len(v) > 0 {
-			addrs = append(addrs, prefetch.Addr(&v[0]))
+			q.Add(prefetch.Addr(&v[0]))
 		}
 	}
 	for k, outs := range b.outs {
 		c := e.cursors[k]
 		for j := min(c+2*mergeAhead, len(outs)); j < min(c+4*mergeAhead, len(outs)); j++ {
 			if o := &outs[j]; o.hw == nil && len(o.key) > 0 {
-				addrs = append(addrs, prefetch.Addr(unsafe.StringData(o.key)))
+				q.Add(prefetch.Addr(unsafe.StringData(o.key)))
 			}
 		}
 	}
-	prefetch.Lines(addrs)
-	e.addrs = addrs
 }
 
 // Shard is one shard of a Sharded engine: a window operator over the keys
@@ -385,6 +384,7 @@ func (e *Sharded) Merge(b *Batch, before func(i int)) {
 		if i%mergeAhead == 0 {
 			e.prefetchMerge(b, i)
 		}
+		e.merging.Issue(mergeAhead - i%mergeAhead)
 		e.stats.Records++
 		if b.errs[i] != nil {
 			e.stats.Invalid++
