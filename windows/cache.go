@@ -59,7 +59,10 @@ type cache struct {
 	cold  *coldStore
 	specs []*spec
 	buf   []byte
-	addrs []uintptr // prefetchChanged's buffer
+	addrs []uintptr // prefetchVictims' buffer
+	// writing holds the loads prefetchChanged gathered, which
+	// writeBackSome asks for.
+	writing prefetch.Queue
 	// changed lists the slots that became dirty, in that order, so that a
 	// flush writes them without visiting every cached slot. Entries of
 	// slots written back since (or dropped) are stale and skipped;
@@ -506,9 +509,11 @@ func (c *cache) flush() error {
 func (c *cache) writeBackSome(n int) error {
 	var errs []error
 	for start := c.changedHead; n > 0 && c.changedHead < len(c.changed); c.changedHead++ {
-		if k := c.changedHead; (k-start)%writeBackPrefetch == 0 {
-			c.prefetchChanged(k, k == start)
+		k := c.changedHead - start
+		if k%writeBackPrefetch == 0 {
+			c.prefetchChanged(c.changedHead, k == 0)
 		}
+		c.writing.Issue(writeBackPrefetch - k%writeBackPrefetch)
 		s := c.changed[c.changedHead]
 		c.changed[c.changedHead] = nil
 		s.queued = false

@@ -131,21 +131,26 @@ func (op *Operator) prefetchedSlot(sp *spec, r *SlotRef) *slot {
 // time.
 const writeBackPrefetch = 16
 
-// prefetchChanged starts loading, at changed slot k, what writing back the
-// slots after it touches: a checkpoint writes back every slot changed in
-// the interval, most of them long out of the CPU cache, each with its key
-// and often its panes elsewhere in memory. In two stages, as Prefetch: the
-// slots two groups ahead (their first three lines: the key's header is in
-// the third), and the keys and out-of-line windows of the next group,
-// which their slots, prefetched a group earlier, locate. first is set for
-// the first group of a write-back, whose own slots nobody prefetched.
+// prefetchChanged gathers, at changed slot k, what writing back the slots
+// after it touches, for writeBackSome to ask for over the next
+// writeBackPrefetch slots (see Operator.IssuePrefetches): a checkpoint
+// writes back every slot changed in the interval, most of them long out
+// of the CPU cache, each with its key and often its panes elsewhere in
+// memory. In two stages, as Prefetch: the slots two groups ahead (their
+// first three lines: the key's header is in the third), and the keys and
+// out-of-line windows of the next group, which their slots, prefetched a
+// group earlier, locate. first is set for the first group of a write-back,
+// whose own slots nobody prefetched.
 func (c *cache) prefetchChanged(k int, first bool) {
 	const g = writeBackPrefetch
-	addrs := c.addrs[:0]
+	q := &c.writing
+	q.Reset()
 	slots := func(from, to int) {
 		for _, s := range c.changed[min(from, len(c.changed)):min(to, len(c.changed))] {
 			p := prefetch.Addr(s)
-			addrs = append(addrs, p, p+64, p+128)
+			q.Add(p)
+			q.Add(p + 64)
+			q.Add(p + 128)
 		}
 	}
 	if first {
@@ -153,13 +158,11 @@ func (c *cache) prefetchChanged(k int, first bool) {
 	}
 	slots(k+2*g, k+3*g)
 	for _, s := range c.changed[min(k+g, len(c.changed)):min(k+2*g, len(c.changed))] {
-		addrs = append(addrs, prefetch.Addr(unsafe.StringData(s.key)))
+		q.Add(prefetch.Addr(unsafe.StringData(s.key)))
 		if len(s.wins) > 0 && &s.wins[0] != &s.inline[0] {
-			addrs = append(addrs, prefetch.Addr(&s.wins[0]))
+			q.Add(prefetch.Addr(&s.wins[0]))
 		}
 	}
-	prefetch.Lines(addrs)
-	c.addrs = addrs
 }
 
 // timerPrefetch is how many timers at a time prefetchTimers loads.
