@@ -79,9 +79,10 @@ type Sharded struct {
 // keys deciding they are mostly out of this one's caches.
 const mergeAhead = 16
 
-// prefetchMerge loads, at record i of b, the text of the records
+// prefetchMerge gathers, at record i of b, the text of the records
 // mergeAhead to 2*mergeAhead after it, and the keys of each shard's
-// outputs 2*mergeAhead to 4*mergeAhead after its cursor.
+// outputs 2*mergeAhead to 4*mergeAhead after its cursor, for Merge to ask
+// for over the next mergeAhead records.
 func (e *Sharded) prefetchMerge(b *Batch, i int) {
 	q := &e.merging
 	q.Reset()
