@@ -66,12 +66,16 @@ func (op *Operator) Prefetch(now, near, far []SlotRef) {
 			} else {
 				s = op.cache.cached(int(r.spec), r.id)
 			}
-			// Panes out of the slot: an event adds to the last and a
-			// rule's decision sweeps them from the first.
+			// Panes out of the slot: an event adds to the last, or
+			// opens the one after it (mostly, with panes of a second
+			// and an attacker's few payments a second), and a rule's
+			// decision sweeps them from the first.
 			op.nowSlots[i] = s
 			if s != nil && len(s.wins) > 1 {
+				last := prefetch.Addr(&s.wins[len(s.wins)-1])
 				q.Add(prefetch.Addr(&s.wins[0]))
-				q.Add(prefetch.Addr(&s.wins[len(s.wins)-1]))
+				q.Add(last)
+				q.Add(last + unsafe.Sizeof(win{}))
 			}
 		}
 	}
