@@ -3,8 +3,9 @@ package engine
 import (
 	"encoding/binary"
 	"fmt"
-	"github.com/riskstream/riskstream/windows"
 	"slices"
+
+	"github.com/riskstream/riskstream/windows"
 
 	"github.com/riskstream/riskstream/rules"
 )
