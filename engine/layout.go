@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/riskstream/riskstream/windows"
-
 	"github.com/riskstream/riskstream/rules"
+	"github.com/riskstream/riskstream/windows"
 )
 
 // layout is where each rule's and heatmap's state is: the state id its
