@@ -272,6 +272,7 @@ func (e *Engine) processDecoded(rec *Record, ev *event.Event, refs []windows.Slo
 	}
 	e.count.ev, e.count.prov = ev, &rec.Prov
 	res, err := e.op.ProcessElement(refs, keys, t, processing)
+	e.count.ev, e.count.prov = nil, nil // a rule decides only on arrival
 	if err != nil {
 		return err
 	}

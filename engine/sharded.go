@@ -13,10 +13,11 @@ import (
 	"github.com/riskstream/riskstream/windows"
 )
 
-// prefetchEvents is how many records' state a shard loads into the CPU
-// cache at a time (windows.Operator.Prefetch): enough to overlap their
-// cache misses, few enough that what is loaded for a group is still cached
-// when the group is processed.
+// prefetchEvents is how many records make a group, whose state a shard
+// gathers the loads of at once and asks for over the group before
+// (windows.Operator.Prefetch): enough to overlap their cache misses, few
+// enough that what is loaded for a group is still cached when the group
+// is processed.
 const prefetchEvents = 16
 
 // prefetchAhead gathers, at the start of the group of records at i (of
@@ -69,7 +70,7 @@ type Sharded struct {
 	// parallel is Options.Parallel, or one call after the other.
 	parallel func(n int, fn func(i int))
 	merging  prefetch.Queue   // prefetchMerge's loads, which Merge asks for
-	dec      windows.Decision // emit's, for the Output
+	decision windows.Decision // emit's, for the Output
 }
 
 // mergeAhead is how many records ahead Merge loads into the CPU cache
@@ -122,7 +123,7 @@ type Shard struct {
 // window, rare, is out of line.
 type captured struct {
 	event      int32  // the record's position in its batch
-	spec       uint16 // the rule's or heatmap's position, rules first
+	spec       uint16 // the rule's or heatmap's position, rules first: below windows.StateIDs
 	fired      bool   // emitted as the watermark advanced after the record
 	processing bool   // the decision's Processing
 	rule       *rules.Rule
@@ -413,6 +414,8 @@ func (e *Sharded) Merge(b *Batch, before func(i int)) {
 		e.emit(b, int32(i), true)
 		e.merged = max(e.merged, b.wm[i])
 	}
+	// Nothing of the batch stays reachable through its last decision.
+	e.decision, e.count.ev, e.count.prov = windows.Decision{}, nil, nil
 }
 
 // emit sends the outputs of record i emitted on arrival (fired false) or as
@@ -443,11 +446,11 @@ func (e *Sharded) emit(b *Batch, i int32, fired bool) {
 			// a record of b, never of the record-less batch of Finish or
 			// Tick.
 			e.count.ev, e.count.prov = &b.events[i], &b.recs[i].Prov
-			e.dec = windows.Decision{
+			e.decision = windows.Decision{
 				Rule: c.rule, RuleIndex: int(c.spec), Key: c.key,
 				Start: c.start, End: c.end, Value: c.value, Processing: c.processing,
 			}
-			e.count.Decision(&e.dec)
+			e.count.Decision(&e.decision)
 		}
 	}
 }

@@ -139,6 +139,7 @@ func (t *Task) Apply(m *Message) (bool, error) {
 		t.stats.Retimed++
 	}
 	res, err := t.op.ProcessElement(mine, keys, m.Time, m.Processing)
+	t.count.ev, t.count.prov = nil, nil // a rule decides only on arrival
 	if err != nil {
 		return true, err
 	}

@@ -20,10 +20,12 @@ const smallIndex = 4096
 //
 // A caller processing events in groups calls it at the start of each group
 // with the refs of the next group as now, of the one after as near and of
-// the third as far, and IssuePrefetches before each event of the group:
-// each load then has a group's processing time to arrive, and what a stage
-// reads was asked for a group earlier. The stages may also be given the
-// same refs, at the cost of waiting for what an earlier stage asked.
+// the third as far, and IssuePrefetches before each event of the group,
+// which asks for the loads a share at a time in the order gathered: far's
+// index entries, now's panes, then near's slots, which the next call
+// reads. What a stage reads was asked for during the group before. The
+// stages may also be given the same refs, at the cost of waiting for what
+// an earlier stage asked.
 //
 // The slots found for now also serve processing: when the events of a
 // call's now are processed after the next call, as in the groups above,
@@ -131,13 +133,13 @@ func (op *Operator) prefetchedSlot(sp *spec, r *SlotRef) *slot {
 	return nil
 }
 
-// writeBackPrefetch is how many changed slots prefetchChanged loads at a
-// time.
+// writeBackPrefetch is how many changed slots prefetchChanged gathers the
+// loads of at a time.
 const writeBackPrefetch = 16
 
 // prefetchChanged gathers, at changed slot k, what writing back the slots
 // after it touches, for writeBackSome to ask for over the next
-// writeBackPrefetch slots (see Operator.IssuePrefetches): a checkpoint
+// writeBackPrefetch slots (prefetch.Queue.Issue): a checkpoint
 // writes back every slot changed in the interval, most of them long out
 // of the CPU cache, each with its key and often its panes elsewhere in
 // memory. In two stages, as Prefetch: the slots two groups ahead (their
@@ -169,12 +171,13 @@ func (c *cache) prefetchChanged(k int, first bool) {
 	}
 }
 
-// timerPrefetch is how many timers at a time prefetchTimers loads.
+// timerPrefetch is how many timers prefetchTimers gathers the loads of at
+// a time.
 const timerPrefetch = 16
 
 // prefetchTimers gathers, at timer i of a block, what running the timers
 // after it touches, for runTimers to ask for over the next timerPrefetch
-// timers (see IssuePrefetches). Most timers are rules' purges, due for
+// timers (prefetch.Queue.Issue). Most timers are rules' purges, due for
 // every key of a rule at once (their grain is the window), so each is a
 // slot long out of the CPU cache, or a record of the cold store. In two
 // stages, as Prefetch: the index entries two groups ahead, and the slots

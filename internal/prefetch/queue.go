@@ -24,6 +24,9 @@ func (q *Queue) Add(addr uintptr) { q.addrs = append(q.addrs, addr) }
 // when left is 1 (or less).
 func (q *Queue) Issue(left int) {
 	rest := len(q.addrs) - q.next
+	if rest == 0 {
+		return
+	}
 	n := rest
 	if left > 1 {
 		n = (rest + left - 1) / left
