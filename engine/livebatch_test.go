@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/windows"
@@ -27,7 +26,7 @@ func TestPropertyLiveBatchesMatchProcess(t *testing.T) {
 			if r.IntN(13) == 0 {
 				value = value[:len(value)/2] // cut short: invalid JSON
 			}
-			recs[i] = Record{Value: value, Prov: event.Provenance{File: "events.jsonl", Line: int64(i + 1)}}
+			recs[i] = Record{Value: value, Prov: propProvenance(i)}
 		}
 		slots := 0
 		if c.seed%2 == 1 {

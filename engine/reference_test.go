@@ -121,13 +121,15 @@ func (sp *refSpec) starts(ts int64) []int64 {
 // decRec, hmRec and lateRec are outputs in a comparable form, filled by the
 // model and by the capturing Output alike.
 type decRec struct {
-	eventID, rule, key string
-	start, end         int64
-	value              float64
+	eventID    string
+	eventTS    int64
+	rule, key  string
+	start, end int64
+	value      float64
 }
 
 func (d decRec) String() string {
-	return fmt.Sprintf("decision %s rule=%s key=%q window=[%d,%d) value=%v", d.eventID, d.rule, d.key, d.start, d.end, d.value)
+	return fmt.Sprintf("decision %s ts=%d rule=%s key=%q window=[%d,%d) value=%v", d.eventID, d.eventTS, d.rule, d.key, d.start, d.end, d.value)
 }
 
 // hmCore is what must match exactly between a heatmap record of the engine
@@ -506,7 +508,7 @@ func aggregateOf(sp *refSpec, members []*genEvent) float64 {
 
 func (m *refModel) decide(sp *refSpec, e *genEvent, key string, start, end int64, v float64) {
 	if v > sp.threshold {
-		m.decisions = append(m.decisions, decRec{strconv.Quote(e.id), sp.name, key, start, end, v})
+		m.decisions = append(m.decisions, decRec{strconv.Quote(e.id), e.ts, sp.name, key, start, end, v})
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/internal/race"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/sink"
@@ -81,7 +80,7 @@ func runSharded(c *propCase, n, slots int, memory int64) (*capture, error) {
 	}
 	size := next()
 	for i := range c.events {
-		rec := Record{Value: []byte(c.events[i].json()), Prov: event.Provenance{File: "events.jsonl", Line: int64(i + 1)}}
+		rec := Record{Value: []byte(c.events[i].json()), Prov: propProvenance(i)}
 		b.Add(dec, &rec)
 		if b.Len() >= size {
 			if err := flush(); err != nil {
