@@ -102,10 +102,16 @@ func TestPrefetchedSlots(t *testing.T) {
 				grp := func(k int) []SlotRef { return refsOf(i+k*group, i+(k+1)*group) }
 				if i == 0 {
 					op.Prefetch(nil, nil, refsOf(0, 3*group))
+					op.IssuePrefetches(1)
 					op.Prefetch(nil, refsOf(0, 2*group), nil)
+					op.IssuePrefetches(1)
 					op.Prefetch(grp(0), nil, nil)
+					op.IssuePrefetches(1)
 				}
 				op.Prefetch(grp(1), grp(2), grp(3))
+			}
+			if prefetched {
+				op.IssuePrefetches(group - i%group)
 			}
 			own := refsOf(i, i+1)
 			for k := range own {
