@@ -446,16 +446,7 @@ func TestKafkaPartitionsLikeJava(t *testing.T) {
 		}
 	}
 	for p := range 8 {
-		conn, err := kafka.DialLeader(context.Background(), "tcp", c.ListenAddrs()[0], "decisions", p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n, err := conn.ReadLastOffset()
-		conn.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if int(n) != want[p] {
+		if n := kafkatest.EndOffset(t, c.ListenAddrs()[0], "decisions", p); int(n) != want[p] {
 			t.Errorf("partition %d holds %d decisions, want %d", p, n, want[p])
 		}
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskstream/riskstream/gen"
+	"github.com/riskstream/riskstream/internal/kafkatest"
 	"github.com/riskstream/riskstream/state"
 	"github.com/segmentio/kafka-go"
 )
@@ -61,7 +62,8 @@ func BenchmarkDistributedCatchUp(b *testing.B) {
 		start := time.Now()
 		stop := startJob(b, RunOptions{Config: cfg, Brokers: []string{addr}, Registry: reg, Distributed: !*distDirect,
 			RepartitionPartitions: *distRepartition, CheckpointInterval: time.Second})
-		for deadline := time.Now().Add(10 * time.Minute); topicEnd(b, addr, "decisions", 0) < int64(want); time.Sleep(10 * time.Millisecond) {
+		decided := func() int64 { n, _ := kafkatest.LastOffset(addr, "decisions", 0); return n }
+		for deadline := time.Now().Add(10 * time.Minute); decided() < int64(want); time.Sleep(10 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				b.Fatalf("the job did not make the %d decisions of the replay", want)
 			}
@@ -81,21 +83,6 @@ func BenchmarkDistributedCatchUp(b *testing.B) {
 			b.ReportMetric(float64(len(input))/float64(*distEvents), "input-B/event")
 		}
 	}
-}
-
-// topicEnd returns the end offset of one partition of topic.
-func topicEnd(t testing.TB, addr, topic string, partition int) int64 {
-	t.Helper()
-	conn, err := kafka.DialLeader(context.Background(), "tcp", addr, topic, partition)
-	if err != nil {
-		return 0
-	}
-	defer conn.Close()
-	end, err := conn.ReadLastOffset()
-	if err != nil {
-		return 0
-	}
-	return end
 }
 
 // BenchmarkChangelogRestore measures a takeover's restore: -restore.bytes

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/riskstream/riskstream/gen"
-	"github.com/segmentio/kafka-go"
+	"github.com/riskstream/riskstream/internal/kafkatest"
 )
 
 // faultsEnv gates the fault-injection suite: processes killed with SIGKILL
@@ -68,12 +68,10 @@ func TestFaultBrokerSIGKILL(t *testing.T) {
 			CheckpointInterval: 50 * time.Millisecond})
 	}()
 	decided := func() int64 {
-		conn, err := kafka.DialLeader(context.Background(), "tcp", addr, "decisions", 0)
+		n, err := kafkatest.LastOffset(addr, "decisions", 0)
 		if err != nil {
 			return -1
 		}
-		defer conn.Close()
-		n, _ := conn.ReadLastOffset()
 		return n
 	}
 	for kill := range 3 {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"github.com/riskstream/riskstream/internal/kafkatest"
 	"github.com/riskstream/riskstream/state"
 	"github.com/segmentio/kafka-go"
 )
@@ -123,13 +124,8 @@ func startFaultyJob(t *testing.T, addr, stateDir, metrics string, so state.Optio
 
 // decisionCount is how many records the decisions topic holds.
 func decisionCount(addr string) int {
-	conn, err := kafka.DialLeader(context.Background(), "tcp", addr, "decisions", 0)
-	if err != nil {
-		return 0
-	}
-	defer conn.Close()
-	last, _ := conn.ReadLastOffset()
-	return int(last)
+	n, _ := kafkatest.LastOffset(addr, "decisions", 0)
+	return int(n)
 }
 
 // produceHalves returns a function that produces the first (half 0) or
