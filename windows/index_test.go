@@ -95,7 +95,8 @@ func TestStateIndexAgainstMap(t *testing.T) {
 // BenchmarkStateIndexProbe looks up ids, half of them held, in an index
 // that fits the CPU's caches and in one of 1.6M entries (96 MiB), as at 10M
 // keys, with and without their lines asked for a group of lookups ahead,
-// as Prefetch asks (BENCHMARKS.md "State at key scale").
+// a share before each lookup, as Prefetch's are (BENCHMARKS.md "State at
+// key scale").
 func BenchmarkStateIndexProbe(b *testing.B) {
 	for _, n := range []int{20_000, 1_600_000} {
 		var x stateIndex
@@ -117,15 +118,17 @@ func BenchmarkStateIndexProbe(b *testing.B) {
 		for _, ahead := range []bool{false, true} {
 			b.Run(fmt.Sprintf("entries=%d/prefetched=%v", n, ahead), func(b *testing.B) {
 				const group = 16
-				addrs := make([]uintptr, 0, group)
+				var q prefetch.Queue
 				found, k := 0, 0
 				for b.Loop() {
-					if ahead && k%group == 0 {
-						addrs = addrs[:0]
-						for _, id := range ids[k+group : k+2*group] {
-							addrs = append(addrs, prefetch.Addr(&x.entries[x.home(id)]))
+					if ahead {
+						if k%group == 0 {
+							q.Reset()
+							for _, id := range ids[k+group : k+2*group] {
+								q.Add(prefetch.Addr(&x.entries[x.home(id)]))
+							}
 						}
-						prefetch.Lines(addrs)
+						q.Issue(group - k%group)
 					}
 					if x.entry(ids[k]) != nil {
 						found++
