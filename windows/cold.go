@@ -90,25 +90,47 @@ func locSeq(loc uint64) uint64 { return loc >> 36 }
 func locOff(loc uint64) int { return int(loc >> 16 & (1<<20 - 1)) }
 
 func newColdStore(backend Backend, specs int, budget int, writeThrough bool) *coldStore {
-	return &coldStore{
+	c := &coldStore{
 		backend:      backend,
 		writeThrough: writeThrough,
 		budget:       budget,
 		chunkBytes:   min(maxColdChunk, 1<<max(bits.Len(uint(budget/16))-1, 12)),
-		idx:          make([]stateIndex, specs),
 		firstSeq:     1,
 	}
+	c.addIndexes(specs)
+	return c
 }
 
 // record returns the key and value of the record at loc and its size.
 func (c *coldStore) record(loc uint64) (key, val []byte, size int) {
-	b := c.chunks[locSeq(loc)-c.firstSeq].b[locOff(loc):]
+	b := c.chunks[locSeq(loc)-c.firstSeq].b[locOff(loc)+8:]
 	kl, n := binary.Uvarint(b)
 	key = b[n : n+int(kl)]
 	b = b[n+int(kl):]
 	vl, m := binary.Uvarint(b)
 	val = b[m : m+int(vl)]
-	return key, val, n + int(kl) + m + int(vl)
+	return key, val, 8 + n + int(kl) + m + int(vl)
+}
+
+// firstWord returns the first word of the slot id of e's state, which the
+// index entry does not hold: from the cached slot, or from the head of the
+// record (append).
+func (c *coldStore) firstWord(e *stateEntry) uint64 {
+	if e.cached() {
+		return c.slots.at(e.slotNum()).id[0]
+	}
+	loc := e.ref
+	return binary.LittleEndian.Uint64(c.chunks[locSeq(loc)-c.firstSeq].b[locOff(loc):])
+}
+
+// entryID returns the slot id of e's state.
+func (c *coldStore) entryID(e *stateEntry) slotID { return slotID{c.firstWord(e), e.tag} }
+
+// addIndexes adds the indexes of n more specs.
+func (c *coldStore) addIndexes(n int) {
+	for range n {
+		c.idx = append(c.idx, stateIndex{store: c})
+	}
 }
 
 // bytes is the memory the store takes: its chunks and index arrays.
@@ -210,7 +232,7 @@ func (c *coldStore) set(spec int, id slotID, key string, val []byte, old, at int
 	if c.firstSeq+uint64(len(c.chunks)) >= renumberAt {
 		c.renumber(1)
 	}
-	c.forget(c.setLoc(spec, id, c.append(keyBytes(key), val)))
+	c.forget(c.setLoc(spec, id, c.append(id, keyBytes(key), val)))
 	return c.reclaim()
 }
 
@@ -243,10 +265,12 @@ func (c *coldStore) renumber(first uint64) {
 	c.firstSeq = first
 }
 
-// append writes a record at the end of the newest chunk and returns its
-// location.
-func (c *coldStore) append(key, val []byte) uint64 {
-	size := 2*binary.MaxVarintLen32 + len(key) + len(val)
+// append writes the record of the state with id at the end of the newest
+// chunk and returns its location. A record is the first word of id (for
+// the index, which holds only the second: see stateEntry), then the key and
+// the value, each with its uvarint length.
+func (c *coldStore) append(id slotID, key, val []byte) uint64 {
+	size := 8 + 2*binary.MaxVarintLen32 + len(key) + len(val)
 	last := len(c.chunks) - 1
 	if last < 0 || len(c.chunks[last].b)+size > cap(c.chunks[last].b) {
 		var b []byte
@@ -261,6 +285,7 @@ func (c *coldStore) append(key, val []byte) uint64 {
 	}
 	ch := &c.chunks[last]
 	off := len(ch.b)
+	ch.b = binary.LittleEndian.AppendUint64(ch.b, id[0])
 	ch.b = binary.AppendUvarint(ch.b, uint64(len(key)))
 	ch.b = append(ch.b, key...)
 	ch.b = binary.AppendUvarint(ch.b, uint64(len(val)))
@@ -333,8 +358,8 @@ func (c *coldStore) dropSpec(spec int) error {
 			if err == nil {
 				err = c.deleteTimerOf(key, val)
 			}
-		case c.spilled.mayHold(spec, e.id):
-			err = c.backend.Delete(c.spillKey(spec, e.id))
+		case c.spilled.mayHold(spec, c.entryID(e)):
+			err = c.backend.Delete(c.spillKey(spec, c.entryID(e)))
 		}
 		if err != nil {
 			return fmt.Errorf("windows: delete state: %w", err)
@@ -445,7 +470,7 @@ func (c *coldStore) reclaimOldest(move bool) error {
 		if move {
 			// The record is copied before its chunk can be reused: append
 			// never takes the chunk being emptied, which is not spare yet.
-			c.setLoc(spec, id, c.append(key, val))
+			c.setLoc(spec, id, c.append(id, key, val))
 			continue
 		}
 		c.spilled.add(spec, id)

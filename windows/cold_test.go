@@ -304,3 +304,72 @@ func (c *coldStore) records(spec int) int {
 	}
 	return n
 }
+
+// TestStatesSharingATag stores states whose ids share the second word, all
+// an index entry holds of an id (stateEntry), some cached and some in the
+// cold store, and checks that each is found, deleted and dropped as
+// itself: the index tells them apart by the first word, which it reads
+// from the cached slot or the head of the record.
+func TestStatesSharingATag(t *testing.T) {
+	op, _ := newTestOperatorWith(t, `
+rules:
+  - {name: day, key: [user], window: {type: tumbling, size: 24h}, aggregate: count, threshold: 1, action: review}
+`, NewMemBackend(), discardOutput{}, Options{CacheSlots: 64})
+	c := op.cache
+	const tag = 0x5bd1_e995_0000_0042
+	var ids []slotID
+	var keys []string
+	for i := range 6 {
+		ids = append(ids, slotID{uint64(i + 1), tag})
+		keys = append(keys, fmt.Sprintf("\x00\x00\"u%d\"\x00", i))
+		if i%2 == 0 {
+			s := newSlot(keys[i], c.specs[0])
+			s.timerAt = int64(i)
+			if err := c.cold.set(0, ids[i], keys[i], encodeSlot(nil, s), noTimer, noTimer); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		c.insert(ids[i], c.newSlot(keys[i], c.specs[0]), false)
+	}
+	gone := map[int]bool{}
+	check := func(when string) {
+		t.Helper()
+		for i, id := range ids {
+			cached := c.cached(0, id)
+			key, _, stored, err := c.cold.getByID(0, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case gone[i]:
+				if cached != nil || stored {
+					t.Fatalf("%s: state %d is gone, but found (cached %v, stored %v)", when, i, cached != nil, stored)
+				}
+			case i%2 == 1:
+				if cached == nil || cached.key != keys[i] {
+					t.Fatalf("%s: state %d not found cached as itself: %v", when, i, cached)
+				}
+			default:
+				if cached != nil || !stored || string(key) != keys[i] {
+					t.Fatalf("%s: state %d: cached %v, stored %v with key %q; want stored as itself", when, i, cached != nil, stored, key)
+				}
+			}
+		}
+		if e := c.cold.idx[0].entry(slotID{99, tag}); e != nil {
+			t.Fatalf("%s: an absent id with the tag found entry %v", when, e)
+		}
+	}
+	check("stored")
+	if err := c.cold.del(0, ids[0], keys[0], noTimer); err != nil {
+		t.Fatal(err)
+	}
+	gone[0] = true
+	check("the first cold state deleted")
+	c.drop(c.cached(0, ids[3]))
+	gone[3] = true
+	check("a cached state dropped")
+	if n := c.cold.idx[0].n; n != 4 {
+		t.Fatalf("the index holds %d entries, want 4", n)
+	}
+}

@@ -21,16 +21,31 @@ import (
 type stateIndex struct {
 	entries []stateEntry
 	n       int
-	shift   uint // 64 - log2(len(entries)): the home of an id is its top bits
+	shift   uint // 64 - log2(len(entries)): the home of an id is its tag's top bits
+	// store holds the first word of each entry's slot id, which the entry
+	// does not (see stateEntry), in the cached slot or the record: the
+	// cold store the index belongs to.
+	store *coldStore
 }
 
-// stateEntry is one place of the array. ref is 0 for a free place, the
-// number of the cached slot (in the cache's slotTable) with cachedRef set,
-// or else the location of the cold store's record (see packLoc); a cached
-// slot keeps the location of its record itself (slot.coldLoc). Numbers,
-// not pointers: the garbage collector never scans the array.
+// stateEntry is one place of the array. tag is the second word of the
+// state's slot id, whose top bits are its home. ref is 0 for a free place,
+// the number of the cached slot (in the cache's slotTable) with cachedRef
+// set, or else the location of the cold store's record (see packLoc); a
+// cached slot keeps the location of its record itself (slot.coldLoc).
+// Numbers, not pointers: the garbage collector never scans the array.
+//
+// An entry holds one word of the 128-bit id, not both: 16 bytes a place,
+// four to a cache line, against 24 bytes that straddled lines, and with
+// millions of keys the array's size is what its probes and its growth
+// cost. A lookup whose tag matches checks the first word where the state
+// is (coldStore.firstWord): in the cached slot, or at the head of the
+// record, the line a lookup that finds its state reads next anyway. A
+// lookup of an absent id, most of them with millions of keys, reads only
+// the array, unless another state of the spec shares its tag (about one
+// lookup in 2^64/n).
 type stateEntry struct {
-	id  slotID
+	tag uint64
 	ref uint64
 }
 
@@ -39,9 +54,9 @@ type stateEntry struct {
 const cachedRef = 1 << 63
 
 // stateEntryBytes is what an entry costs, for the budget.
-const stateEntryBytes = 24
+const stateEntryBytes = 16
 
-// clearPiece is how many entries resize zeros at a time: 96 KiB.
+// clearPiece is how many entries resize zeros at a time: 64 KiB.
 const clearPiece = 4096
 
 // clearEntries zeros es. Not inlined, so that a call to it is where a
@@ -54,28 +69,28 @@ func clearEntries(es []stateEntry) { clear(es) }
 // millions of keys most lookups are of absent ids, and every removal
 // (closeHole) walks to the end of its probe run: with linear probing such a
 // walk takes about (1 + 1/(1-fill)^2)/2 places, 2.5 at one half full but
-// 8.5 at three quarters, over three or four lines of 24-byte entries, each
-// a cache miss the prefetching does not cover. The budget counts the
-// larger array (coldStore.indexBytes).
+// 8.5 at three quarters, over two or three lines of entries, each a cache
+// miss the prefetching does not cover. The budget counts the larger array
+// (coldStore.indexBytes).
 const maxLoad = 4
 
 func (e *stateEntry) cached() bool { return e.ref&cachedRef != 0 }
 
 func (e *stateEntry) slotNum() uint32 { return uint32(e.ref) }
 
-func (x *stateIndex) home(id slotID) uint64 { return (id[1] | 1) >> x.shift }
+func (x *stateIndex) home(tag uint64) uint64 { return (tag | 1) >> x.shift }
 
 func (x *stateIndex) next(i uint64) uint64 { return (i + 1) & uint64(len(x.entries)-1) }
 
 // find returns the place of id's entry, or of the free place that ends its
 // probe run, and whether it was found.
 func (x *stateIndex) find(id slotID) (uint64, bool) {
-	for i := x.home(id); ; i = x.next(i) {
+	for i := x.home(id[1]); ; i = x.next(i) {
 		e := &x.entries[i]
 		if e.ref == 0 {
 			return i, false
 		}
-		if e.id == id {
+		if e.tag == id[1] && x.store.firstWord(e) == id[0] {
 			return i, true
 		}
 	}
@@ -92,6 +107,25 @@ func (x *stateIndex) entry(id slotID) *stateEntry {
 	return nil
 }
 
+// candidate returns the first entry whose tag is id's, or nil, without
+// checking the rest of the id: for prefetching, which must not wait for
+// the line that check reads, and for which a wrong guess only loads a
+// line for nothing.
+func (x *stateIndex) candidate(id slotID) *stateEntry {
+	if x.n == 0 {
+		return nil
+	}
+	for i := x.home(id[1]); ; i = x.next(i) {
+		e := &x.entries[i]
+		if e.ref == 0 {
+			return nil
+		}
+		if e.tag == id[1] {
+			return e
+		}
+	}
+}
+
 // add returns id's entry, adding one if absent with ref, which must not
 // be 0; it reports whether it added it.
 func (x *stateIndex) add(id slotID, ref uint64) (*stateEntry, bool) {
@@ -102,7 +136,7 @@ func (x *stateIndex) add(id slotID, ref uint64) (*stateEntry, bool) {
 	e := &x.entries[i]
 	if !ok {
 		x.n++
-		*e = stateEntry{id: id, ref: ref}
+		*e = stateEntry{tag: id[1], ref: ref}
 	}
 	return e, !ok
 }
@@ -118,6 +152,9 @@ func (x *stateIndex) remove(e *stateEntry) {
 	}
 }
 
+// reset empties x.
+func (x *stateIndex) reset() { *x = stateIndex{store: x.store} }
+
 // rebuild drops the entries whose ref was set to 0 without removing them.
 func (x *stateIndex) rebuild() {
 	var kept []stateEntry
@@ -126,10 +163,23 @@ func (x *stateIndex) rebuild() {
 			kept = append(kept, e)
 		}
 	}
-	*x = stateIndex{}
+	x.reset()
 	for _, e := range kept {
-		x.add(e.id, e.ref)
+		if (x.n+1)*8 > len(x.entries)*maxLoad {
+			x.grow()
+		}
+		x.entries[x.free(e.tag)] = e
+		x.n++
 	}
+}
+
+// free returns the free place that ends the probe run of tag's home.
+func (x *stateIndex) free(tag uint64) uint64 {
+	i := x.home(tag)
+	for x.entries[i].ref != 0 {
+		i = x.next(i)
+	}
+	return i
 }
 
 func (x *stateIndex) grow() { x.resize(max(2*len(x.entries), 64)) }
@@ -151,8 +201,7 @@ func (x *stateIndex) resize(size int) {
 	x.shift = uint(64 - bits.TrailingZeros(uint(size)))
 	for _, e := range old {
 		if e.ref != 0 {
-			i, _ := x.find(e.id)
-			x.entries[i] = e
+			x.entries[x.free(e.tag)] = e
 		}
 	}
 }
@@ -164,7 +213,7 @@ func (x *stateIndex) resize(size int) {
 func (x *stateIndex) closeHole(i uint64) {
 	mask := uint64(len(x.entries) - 1)
 	for j := x.next(i); x.entries[j].ref != 0; j = x.next(j) {
-		if (j-x.home(x.entries[j].id))&mask >= (j-i)&mask {
+		if (j-x.home(x.entries[j].tag))&mask >= (j-i)&mask {
 			x.entries[i] = x.entries[j]
 			i = j
 		}

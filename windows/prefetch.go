@@ -42,7 +42,7 @@ func (op *Operator) Prefetch(now, near, far []SlotRef) {
 	for i := range far {
 		r := &far[i]
 		if x := &idx[r.spec]; x.n >= smallIndex {
-			q.Add(prefetch.Addr(&x.entries[x.home(r.id)]))
+			q.Add(prefetch.Addr(&x.entries[x.home(r.id[1])]))
 		}
 	}
 	// The slots near's entries locate are those of the next call's now
@@ -86,7 +86,7 @@ func (op *Operator) Prefetch(now, near, far []SlotRef) {
 		r := &near[i]
 		var found *slot
 		if x := &idx[r.spec]; x.n >= smallIndex {
-			if e := x.entry(r.id); e != nil {
+			if e := x.candidate(r.id); e != nil {
 				if e.cached() {
 					// The two lines an event touches (see slot).
 					found = op.cache.slots.at(e.slotNum())
@@ -192,7 +192,7 @@ func (op *Operator) prefetchTimers(blk []idTimer, i int) {
 	entries := func(from, to int) {
 		for _, e := range blk[min(from, len(blk)):min(to, len(blk))] {
 			if x := &idx[e.spec]; x.n >= smallIndex {
-				q.Add(prefetch.Addr(&x.entries[x.home(e.id)]))
+				q.Add(prefetch.Addr(&x.entries[x.home(e.id[1])]))
 			}
 		}
 	}
@@ -202,7 +202,7 @@ func (op *Operator) prefetchTimers(blk []idTimer, i int) {
 	entries(i+2*g, i+3*g)
 	for _, t := range blk[min(i+g, len(blk)):min(i+2*g, len(blk))] {
 		if x := &idx[t.spec]; x.n >= smallIndex {
-			if e := x.entry(t.id); e != nil {
+			if e := x.candidate(t.id); e != nil {
 				if e.cached() {
 					s := prefetch.Addr(c.slots.at(e.slotNum()))
 					q.Add(s)

@@ -97,7 +97,7 @@ func (op *Operator) grow(n int) {
 	more := n - len(op.specs) // every table is as long
 	op.specs = append(op.specs, make([]*spec, more)...)
 	op.cache.specs = op.specs
-	op.cache.cold.idx = append(op.cache.cold.idx, make([]stateIndex, more)...)
+	op.cache.cold.addIndexes(more)
 	op.horizons = append(op.horizons, make([]horizon, more)...)
 	op.scratch = append(op.scratch, make([]*heatmap.Acc, more)...)
 }
@@ -124,7 +124,7 @@ func (op *Operator) dropState(ids []int) {
 				doomed = append(doomed, c.slots.at(e.slotNum()))
 			}
 		}
-		*x = stateIndex{} // then drop has nothing to take out of it
+		x.reset() // then drop has nothing to take out of it
 	}
 	c.cold.cachedEntries -= len(doomed)
 	for _, s := range doomed {
