@@ -358,8 +358,12 @@ func (c *coldStore) dropSpec(spec int) error {
 			if err == nil {
 				err = c.deleteTimerOf(key, val)
 			}
-		case c.spilled.mayHold(spec, c.entryID(e)):
-			err = c.backend.Delete(c.spillKey(spec, c.entryID(e)))
+		case !c.spilled.empty():
+			// Only then the id: its first word is in the record, a line
+			// the loop would otherwise not read.
+			if id := c.entryID(e); c.spilled.mayHold(spec, id) {
+				err = c.backend.Delete(c.spillKey(spec, id))
+			}
 		}
 		if err != nil {
 			return fmt.Errorf("windows: delete state: %w", err)
@@ -548,8 +552,11 @@ func (f *idFilter) add(spec int, id slotID) {
 	s.n++
 }
 
+// empty reports whether no id was added.
+func (f *idFilter) empty() bool { return len(f.sets) == 0 }
+
 func (f *idFilter) mayHold(spec int, id slotID) bool {
-	if len(f.sets) == 0 {
+	if f.empty() {
 		return false
 	}
 	h1, h2 := bloomHash(spec, id)
