@@ -240,10 +240,7 @@ rules:
 // nothing: its state goes to the cold store, with nothing left dirty, and
 // into the cache when the key comes back.
 func TestNewKeysWhileFull(t *testing.T) {
-	op, dec := newTestOperatorWith(t, `
-rules:
-  - {name: day, key: [user], window: {type: tumbling, size: 24h}, aggregate: count, threshold: 1, action: review}
-`, NewMemBackend(), discardOutput{}, Options{CacheSlots: 64})
+	op, dec := newDayCountOperator(t)
 	c := op.cache
 	process := func(i int, user string) {
 		t.Helper()
@@ -293,6 +290,16 @@ rules:
 	}
 }
 
+// newDayCountOperator returns an operator of one rule, a 24 h count per
+// user, whose cache holds 64 slots.
+func newDayCountOperator(t *testing.T) (*Operator, *event.Decoder) {
+	t.Helper()
+	return newTestOperatorWith(t, `
+rules:
+  - {name: day, key: [user], window: {type: tumbling, size: 24h}, aggregate: count, threshold: 1, action: review}
+`, NewMemBackend(), discardOutput{}, Options{CacheSlots: 64})
+}
+
 // records is the number of spec's states with a record in c.
 func (c *coldStore) records(spec int) int {
 	n := 0
@@ -311,10 +318,7 @@ func (c *coldStore) records(spec int) int {
 // itself: the index tells them apart by the first word, which it reads
 // from the cached slot or the head of the record.
 func TestStatesSharingATag(t *testing.T) {
-	op, _ := newTestOperatorWith(t, `
-rules:
-  - {name: day, key: [user], window: {type: tumbling, size: 24h}, aggregate: count, threshold: 1, action: review}
-`, NewMemBackend(), discardOutput{}, Options{CacheSlots: 64})
+	op, _ := newDayCountOperator(t)
 	c := op.cache
 	const tag = 0x5bd1_e995_0000_0042
 	var ids []slotID
