@@ -19,9 +19,9 @@ const maxColdChunk = 1 << 20
 // beyond it. Records are appended to large byte chunks that hold no
 // pointers, which the garbage collector never scans, and found through
 // one open-addressing index per spec that holds none either: a state
-// there costs its encoded size, its key and an index entry, not the
-// hundreds of bytes of a decoded slot and its objects (docs/format/state.md
-// "Memory").
+// there costs its encoded size, its key, a word of its id and an index
+// entry, not the hundreds of bytes of a decoded slot and its objects
+// (docs/format/state.md "Memory").
 //
 // Chunks are kept in the order they were filled. When the store is over
 // its budget it reclaims the oldest chunk: records still current there

@@ -320,6 +320,9 @@ func (c *coldStore) records(spec int) int {
 func TestStatesSharingATag(t *testing.T) {
 	op, _ := newDayCountOperator(t)
 	c := op.cache
+	// Made-up ids, not their keys' hashes: the store must not reclaim a
+	// chunk, which finds its records' states by hashing their keys. It
+	// holds a few records of its 1 GiB default budget.
 	const tag = 0x5bd1_e995_0000_0042
 	var ids []slotID
 	var keys []string

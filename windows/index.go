@@ -24,7 +24,8 @@ type stateIndex struct {
 	shift   uint // 64 - log2(len(entries)): the home of an id is its tag's top bits
 	// store holds the first word of each entry's slot id, which the entry
 	// does not (see stateEntry), in the cached slot or the record: the
-	// cold store the index belongs to.
+	// cold store the index belongs to, which sets it (a zero stateIndex
+	// cannot find a state).
 	store *coldStore
 }
 

@@ -33,8 +33,9 @@ const smallIndex = 4096
 // index a second time (prefetchedSlot).
 //
 // The loads are prefetch instructions, which the CPU does not wait for, and
-// Prefetch itself reads only index entries and slots. Calling it or not,
-// with any refs, gives the same outputs.
+// Prefetch itself reads only index entries, slots and, to tell apart the
+// states of now whose index entries match, the heads of their records (see
+// stateEntry). Calling it or not, with any refs, gives the same outputs.
 func (op *Operator) Prefetch(now, near, far []SlotRef) {
 	idx := op.cache.cold.idx
 	q := &op.ahead
