@@ -370,7 +370,7 @@ func (c *cache) prefetchVictims() {
 	if h := c.hand + ahead/2; h < len(c.ring) {
 		s := c.ring[h]
 		if x := &c.cold.idx[s.sp.index]; x.n >= smallIndex {
-			addrs = append(addrs, prefetch.Addr(&x.entries[x.home(s.id[1])]))
+			addrs = append(addrs, x.homeAddr(s.id))
 		}
 	}
 	prefetch.Lines(addrs)

@@ -3,6 +3,8 @@ package windows
 import (
 	"math/bits"
 	"unsafe"
+
+	"github.com/riskstream/riskstream/internal/prefetch"
 )
 
 // stateIndex finds one spec's states in memory by slot id: the cached slot
@@ -83,8 +85,17 @@ func (x *stateIndex) home(tag uint64) uint64 { return (tag | 1) >> x.shift }
 
 func (x *stateIndex) next(i uint64) uint64 { return (i + 1) & uint64(len(x.entries)-1) }
 
+// homeAddr is the address of the place a lookup of id reads first, for
+// prefetching.
+func (x *stateIndex) homeAddr(id slotID) uintptr {
+	return prefetch.Addr(&x.entries[x.home(id[1])])
+}
+
 // find returns the place of id's entry, or of the free place that ends its
-// probe run, and whether it was found.
+// probe run, and whether it was found. The loop is candidate's, with the
+// first word checked: written out, because find is the engine's most
+// frequent memory access, and a loop shared through a helper made it
+// slower (BENCHMARKS.md, BenchmarkStateIndexProbe).
 func (x *stateIndex) find(id slotID) (uint64, bool) {
 	for i := x.home(id[1]); ; i = x.next(i) {
 		e := &x.entries[i]

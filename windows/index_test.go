@@ -148,7 +148,7 @@ func BenchmarkStateIndexProbe(b *testing.B) {
 						if k%group == 0 {
 							q.Reset()
 							for _, id := range ids[k+group : k+2*group] {
-								q.Add(prefetch.Addr(&x.entries[x.home(id[1])]))
+								q.Add(x.homeAddr(id))
 							}
 						}
 						q.Issue(group - k%group)

@@ -43,7 +43,7 @@ func (op *Operator) Prefetch(now, near, far []SlotRef) {
 	for i := range far {
 		r := &far[i]
 		if x := &idx[r.spec]; x.n >= smallIndex {
-			q.Add(prefetch.Addr(&x.entries[x.home(r.id[1])]))
+			q.Add(x.homeAddr(r.id))
 		}
 	}
 	// The slots near's entries locate are those of the next call's now
@@ -193,7 +193,7 @@ func (op *Operator) prefetchTimers(blk []idTimer, i int) {
 	entries := func(from, to int) {
 		for _, e := range blk[min(from, len(blk)):min(to, len(blk))] {
 			if x := &idx[e.spec]; x.n >= smallIndex {
-				q.Add(prefetch.Addr(&x.entries[x.home(e.id[1])]))
+				q.Add(x.homeAddr(e.id))
 			}
 		}
 	}
