@@ -167,22 +167,25 @@ func (x *stateIndex) remove(e *stateEntry) {
 // reset empties x.
 func (x *stateIndex) reset() { *x = stateIndex{store: x.store} }
 
-// rebuild drops the entries whose ref was set to 0 without removing them.
+// rebuild drops the entries whose ref was set to 0 without removing them:
+// resize places only the others, in an array sized for them.
 func (x *stateIndex) rebuild() {
-	var kept []stateEntry
+	n := 0
 	for _, e := range x.entries {
 		if e.ref != 0 {
-			kept = append(kept, e)
+			n++
 		}
 	}
-	x.reset()
-	for _, e := range kept {
-		if (x.n+1)*8 > len(x.entries)*maxLoad {
-			x.grow()
-		}
-		x.entries[x.free(e.tag)] = e
-		x.n++
+	if n == 0 {
+		x.reset()
+		return
 	}
+	size := 64
+	for n*8 > size*maxLoad {
+		size *= 2
+	}
+	x.n = n
+	x.resize(size)
 }
 
 // free returns the free place that ends the probe run of tag's home.

@@ -110,6 +110,50 @@ func TestStateIndexAgainstMap(t *testing.T) {
 	}
 }
 
+// TestStateIndexRebuild: the entries whose ref was set to 0 in place (as
+// dropSpec does) are gone after rebuild, the others are found with their
+// refs, and the array is sized for what is left.
+func TestStateIndexRebuild(t *testing.T) {
+	c := newColdStore(NewMemBackend(), 1, 1<<30, false)
+	c.slots = &slotTable{}
+	x := &c.idx[0]
+	rng := rand.New(rand.NewPCG(3, 4))
+	kept := map[slotID]uint64{}
+	var dropped []slotID
+	for i := range 3000 {
+		s := c.slots.take()
+		s.id = slotID{rng.Uint64(), rng.Uint64()}
+		e, _ := x.add(s.id, cachedRef|uint64(s.num))
+		if i%3 == 0 {
+			e.ref = 0 // a free place inside a probe run, until rebuild
+			dropped = append(dropped, s.id)
+			continue
+		}
+		kept[s.id] = e.ref
+	}
+	x.rebuild()
+	if x.n != len(kept) || len(x.entries) != 4096 {
+		t.Fatalf("rebuilt: %d entries in %d places, want %d in 4096", x.n, len(x.entries), len(kept))
+	}
+	for id, ref := range kept {
+		if e := x.entry(id); e == nil || e.ref != ref {
+			t.Fatalf("%x after rebuild: entry %v, want ref %x", id, e, ref)
+		}
+	}
+	for _, id := range dropped {
+		if e := x.entry(id); e != nil {
+			t.Fatalf("%x was dropped but is found after rebuild", id)
+		}
+	}
+	// All dropped: the index is empty.
+	for i := range x.entries {
+		x.entries[i].ref = 0
+	}
+	if x.rebuild(); x.n != 0 || x.entries != nil || x.store != c {
+		t.Fatalf("rebuilt with nothing left: %d entries in %d places, store kept %v", x.n, len(x.entries), x.store == c)
+	}
+}
+
 // BenchmarkStateIndexProbe looks up ids, half of them held, in an index
 // that fits the CPU's caches and in one of 1.6M entries (64 MiB), as at 10M
 // keys, with and without their index lines asked for a group of lookups
