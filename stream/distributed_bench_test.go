@@ -20,7 +20,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskstream/riskstream/gen"
-	"github.com/riskstream/riskstream/internal/kafkatest"
 	"github.com/riskstream/riskstream/state"
 	"github.com/segmentio/kafka-go"
 )
@@ -62,8 +61,7 @@ func BenchmarkDistributedCatchUp(b *testing.B) {
 		start := time.Now()
 		stop := startJob(b, RunOptions{Config: cfg, Brokers: []string{addr}, Registry: reg, Distributed: !*distDirect,
 			RepartitionPartitions: *distRepartition, CheckpointInterval: time.Second})
-		decided := func() int64 { n, _ := kafkatest.LastOffset(addr, "decisions", 0); return n }
-		for deadline := time.Now().Add(10 * time.Minute); decided() < int64(want); time.Sleep(10 * time.Millisecond) {
+		for deadline := time.Now().Add(10 * time.Minute); decisionCount(addr) < want; time.Sleep(10 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				b.Fatalf("the job did not make the %d decisions of the replay", want)
 			}

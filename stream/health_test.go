@@ -122,7 +122,8 @@ func startFaultyJob(t *testing.T, addr, stateDir, metrics string, so state.Optio
 	}
 }
 
-// decisionCount is how many records the decisions topic holds.
+// decisionCount is how many records the decisions topic holds, 0 while
+// the broker does not answer.
 func decisionCount(addr string) int {
 	n, _ := kafkatest.LastOffset(addr, "decisions", 0)
 	return int(n)

@@ -155,11 +155,7 @@ func runUntilWith(t *testing.T, o RunOptions, addr, stateDir string, n int, stop
 	stop := startJob(t, o)
 	defer stop()
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		last, err := kafkatest.LastOffset(addr, "decisions", 0)
-		if err != nil {
-			continue
-		}
-		if (stopEarly && last > 0) || int(last) >= n {
+		if last := decisionCount(addr); (stopEarly && last > 0) || last >= n {
 			return
 		}
 	}
