@@ -253,7 +253,7 @@ func (j *distJob) startOutputs(context.Context) error {
 // topics, unless an instance without --distributed holds it: that one
 // reads the whole input itself.
 func (j *distJob) joinGroup(ctx context.Context) error {
-	members, err := groupMembers(ctx, j.client, j.opts.Group)
+	members, _, err := groupMembers(ctx, j.client, j.opts.Group)
 	if err != nil {
 		return err
 	}

@@ -66,6 +66,12 @@ func (e *ErrGroupBusy) Error() string {
 // that long.
 const sessionTimeout = 6 * time.Second
 
+// rebalanceTimeout is how long the broker waits in a rebalance for the
+// members to join: a job killed while joining leaves a member that the
+// broker may keep that long (see joinGroup). The job's one member joins
+// again at once, so it asks for less than kafka-go's 30 s.
+const rebalanceTimeout = 10 * time.Second
+
 // rejoinBackoff is how long kafka-go waits before joining again after a
 // failed attempt (a broker down).
 const rejoinBackoff = time.Second
@@ -127,17 +133,25 @@ func (b tagBalancer) UserData() ([]byte, error) { return b.tag[:], nil }
 
 // joinGroup refuses to start while the group has a live member, then joins
 // it. A member left behind by a crashed job expires after sessionTimeout,
-// so a busy group is asked again until then before giving up.
+// so a busy group is asked again until then before giving up. While the
+// group rebalances, the broker describes its members without their
+// metadata, so a killed run of the job cannot be told from another
+// instance; and a run killed while joining may be kept until the rebalance
+// times out. The wait is then rebalanceTimeout.
 func joinGroup(ctx context.Context, brokers []string, sec *kafkaconn.Security, group, topic string, instance [8]byte, log *slog.Logger) (*groupMember, error) {
 	tag := newMemberTag(time.Now(), instance)
 	conns := sec.Transport()
 	defer conns.CloseIdleConnections()
 	client := &kafka.Client{Addr: kafka.TCP(brokers...), Transport: conns, Timeout: 10 * time.Second}
-	deadline := time.Now().Add(sessionTimeout + time.Second)
+	start := time.Now()
+	deadline := start.Add(sessionTimeout + time.Second)
 	for {
 		// A broker that is starting may fail the request: ask again until
 		// the deadline.
-		members, err := groupMembers(ctx, client, group)
+		members, rebalancing, err := groupMembers(ctx, client, group)
+		if rebalancing {
+			deadline = start.Add(max(sessionTimeout, rebalanceTimeout) + time.Second)
+		}
 		var stale []kafka.LeaveGroupRequestMember
 		members = slices.DeleteFunc(members, func(m kafka.DescribeGroupsResponseMember) bool {
 			if !tag.sameState(m.MemberMetadata.UserData) {
@@ -174,7 +188,7 @@ func joinGroup(ctx context.Context, brokers []string, sec *kafkaconn.Security, g
 func newGroupMember(ctx context.Context, brokers []string, sec *kafkaconn.Security, group, topic string, tag memberTag, log *slog.Logger) (*groupMember, error) {
 	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
 		ID: group, Brokers: brokers, Topics: []string{topic}, Dialer: sec.Dialer(),
-		HeartbeatInterval: time.Second, SessionTimeout: sessionTimeout,
+		HeartbeatInterval: time.Second, SessionTimeout: sessionTimeout, RebalanceTimeout: rebalanceTimeout,
 		JoinGroupBackoff: rejoinBackoff,
 		GroupBalancers:   []kafka.GroupBalancer{tagBalancer{tag: tag}},
 	})
@@ -191,17 +205,18 @@ func newGroupMember(ctx context.Context, brokers []string, sec *kafkaconn.Securi
 	return g, nil
 }
 
-// groupMembers describes the members of group.
-func groupMembers(ctx context.Context, client *kafka.Client, group string) ([]kafka.DescribeGroupsResponseMember, error) {
+// groupMembers describes the members of group, and reports whether it is
+// rebalancing (then without their metadata).
+func groupMembers(ctx context.Context, client *kafka.Client, group string) (members []kafka.DescribeGroupsResponseMember, rebalancing bool, err error) {
 	resp, err := client.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
 	if err != nil {
-		return nil, fmt.Errorf("describe group %s: %w", group, err)
+		return nil, false, fmt.Errorf("describe group %s: %w", group, err)
 	}
-	var members []kafka.DescribeGroupsResponseMember
 	for _, g := range resp.Groups {
 		members = append(members, g.Members...)
+		rebalancing = rebalancing || g.GroupState == "PreparingRebalance" || g.GroupState == "CompletingRebalance"
 	}
-	return members, nil
+	return members, rebalancing, nil
 }
 
 func busyError(group string, members []kafka.DescribeGroupsResponseMember) *ErrGroupBusy {
@@ -268,7 +283,7 @@ func (g *groupMember) exclusive(ctx context.Context, client *kafka.Client, gen *
 	var members []kafka.DescribeGroupsResponseMember
 	var err error
 	for attempt := 0; attempt < 10; attempt++ {
-		if members, err = groupMembers(ctx, client, g.group); err == nil {
+		if members, _, err = groupMembers(ctx, client, g.group); err == nil {
 			break
 		}
 		select {

@@ -10,6 +10,9 @@ import (
 
 	"github.com/riskstream/riskstream/broker"
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestGroupGuardSurvivesBrokerRestart: a broker restart ends the job's
@@ -86,7 +89,7 @@ func waitMembers(t *testing.T, addr string, n int) {
 	client := &kafka.Client{Addr: kafka.TCP(addr), Timeout: 5 * time.Second}
 	var got int
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		members, err := groupMembers(context.Background(), client, "riskstream")
+		members, _, err := groupMembers(context.Background(), client, "riskstream")
 		if got = len(members); err == nil && got == n {
 			return
 		}
@@ -142,5 +145,105 @@ func TestGroupTieBreak(t *testing.T) {
 	case err := <-earlier.lost:
 		t.Fatalf("the earlier instance gave up: %v", err)
 	default:
+	}
+}
+
+// TestRestartAfterKillWhileJoining: a run killed while its join waited for
+// a rebalance leaves a member the broker keeps until the rebalance times
+// out, and describes without the metadata that would show it is the job's
+// own. The next run waits it out and joins, instead of refusing to start.
+func TestRestartAfterKillWhileJoining(t *testing.T) {
+	if testing.Short() || !faults() {
+		t.Skipf("fault injection: set %s=1", faultsEnv)
+	}
+	addr := startLiveBroker(t)
+	ctx := context.Background()
+	newClient := func() *kgo.Client {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cl
+	}
+	// Another member holds the group, so that the killed run's join waits
+	// for it to join again.
+	holder := newClient()
+	defer holder.Close()
+	held, err := rawJoin(ctx, holder, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sync := kmsg.NewPtrSyncGroupRequest()
+	sync.Group, sync.Generation, sync.MemberID = "riskstream", held.Generation, held.MemberID
+	if resp, err := sync.RequestWith(ctx, holder); err != nil || resp.ErrorCode != 0 {
+		t.Fatalf("sync: %v %v", resp, err)
+	}
+	killed := newClient()
+	joined := make(chan error, 1)
+	go func() {
+		_, err := rawJoin(ctx, killed, rebalanceTimeout)
+		joined <- err
+	}()
+	client := &kafka.Client{Addr: kafka.TCP(addr), Timeout: 5 * time.Second}
+	waitGroup := func(state string, members int) {
+		t.Helper()
+		var got kafka.DescribeGroupsResponseGroup
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			resp, err := client.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{"riskstream"}})
+			if err == nil && len(resp.Groups) == 1 {
+				if got = resp.Groups[0]; got.GroupState == state && len(got.Members) == members {
+					return
+				}
+			}
+		}
+		t.Fatalf("group %s with %d members, want %s with %d", got.GroupState, len(got.Members), state, members)
+	}
+	waitGroup("PreparingRebalance", 2)
+	killed.Close()
+	<-joined
+	time.Sleep(200 * time.Millisecond) // for the broker to see the connection closed
+	leave := kmsg.NewPtrLeaveGroupRequest()
+	leave.Group = "riskstream"
+	m := kmsg.NewLeaveGroupRequestMember()
+	m.MemberID = held.MemberID
+	leave.Members = append(leave.Members, m)
+	if resp, err := leave.RequestWith(ctx, holder); err != nil || resp.ErrorCode != 0 {
+		t.Fatalf("leave: %v %v", resp, err)
+	}
+	// The killed run's join is answered into its closed connection: the
+	// member stays, waiting to sync, without a session.
+	waitGroup("CompletingRebalance", 1)
+
+	start := time.Now()
+	member, err := joinGroup(ctx, []string{addr}, nil, "riskstream", "requests", [8]byte{1}, slog.Default())
+	if err != nil {
+		t.Fatalf("after %v: %v", time.Since(start), err)
+	}
+	member.close()
+	t.Logf("joined after %v", time.Since(start))
+}
+
+// rawJoin joins the group "riskstream" as a consumer would, without
+// syncing, asking the broker for rebalance to rejoin in a rebalance.
+func rawJoin(ctx context.Context, cl *kgo.Client, rebalance time.Duration) (*kmsg.JoinGroupResponse, error) {
+	req := kmsg.NewPtrJoinGroupRequest()
+	req.Group, req.ProtocolType = "riskstream", "consumer"
+	req.SessionTimeoutMillis = int32(sessionTimeout / time.Millisecond)
+	req.RebalanceTimeoutMillis = int32(rebalance / time.Millisecond)
+	meta := kmsg.NewConsumerMemberMetadata()
+	meta.Topics = []string{"requests"}
+	p := kmsg.NewJoinGroupRequestProtocol()
+	p.Name, p.Metadata = "range", meta.AppendTo(nil)
+	req.Protocols = append(req.Protocols, p)
+	for {
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			return nil, err
+		}
+		if resp.ErrorCode == kerr.MemberIDRequired.Code {
+			req.MemberID = resp.MemberID
+			continue
+		}
+		return resp, kerr.ErrorForCode(resp.ErrorCode)
 	}
 }
