@@ -307,6 +307,30 @@ func (k *Kafka) SkipWritten(w *Written) {
 	}
 }
 
+// Unmade is how many of the messages SkipWritten named have not been made
+// again yet.
+func (k *Kafka) Unmade() int {
+	if k.written == nil {
+		return 0
+	}
+	return k.written.Len()
+}
+
+// UnmadeIn reports whether messages of topic that SkipWritten named have
+// not been made again yet: a checkpoint must not record topic's end past
+// them.
+func (k *Kafka) UnmadeIn(topic string) bool {
+	return k.written != nil && k.written.Pending(topic)
+}
+
+// ForgetUnmade stops skipping the messages SkipWritten named that have not
+// been made again, and returns how many there were.
+func (k *Kafka) ForgetUnmade() int {
+	n := k.Unmade()
+	k.written = nil
+	return n
+}
+
 // Decision implements windows.Output; the message key is the event id.
 func (k *Kafka) Decision(d *windows.Decision) {
 	b := k.room()

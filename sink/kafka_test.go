@@ -489,4 +489,15 @@ func TestKafkaSkipWritten(t *testing.T) {
 	if w.Len() != 1 {
 		t.Errorf("%d messages left to skip, want bb's", w.Len())
 	}
+	// What is left to make again, by topic, for the checkpoints' ends.
+	if k.Unmade() != 1 || !k.UnmadeIn("decisions") || k.UnmadeIn("dlq") {
+		t.Errorf("unmade %d, in decisions %v, in dlq %v: want bb's decision only", k.Unmade(), k.UnmadeIn("decisions"), k.UnmadeIn("dlq"))
+	}
+	if n := k.ForgetUnmade(); n != 1 || k.Unmade() != 0 || k.UnmadeIn("decisions") {
+		t.Errorf("forgot %d, %d left", n, k.Unmade())
+	}
+	decide("bb")
+	if b := k.Detach(); len(b.Messages) != 1 {
+		t.Errorf("bb made again after it was forgotten: %d messages written, want 1", len(b.Messages))
+	}
 }

@@ -11,19 +11,26 @@ import "github.com/cespare/xxhash/v2"
 type Written struct {
 	m map[uint64]int32
 	n int
+	// topics counts the messages not yet met again by topic.
+	topics map[string]int
 }
 
 // NewWritten returns an empty set.
-func NewWritten() *Written { return &Written{m: make(map[uint64]int32)} }
+func NewWritten() *Written { return &Written{m: make(map[uint64]int32), topics: make(map[string]int)} }
 
 // Add notes one message as written.
 func (w *Written) Add(topic string, key, value []byte) {
 	w.m[messageHash(topic, key, value)]++
 	w.n++
+	w.topics[topic]++
 }
 
 // Len is the number of messages noted and not yet met again.
 func (w *Written) Len() int { return w.n }
+
+// Pending reports whether messages of topic are noted and not yet met
+// again.
+func (w *Written) Pending(topic string) bool { return w.topics[topic] > 0 }
 
 // take reports whether a message is among those written, and forgets one
 // of them if so.
@@ -39,6 +46,9 @@ func (w *Written) take(topic string, key, value []byte) bool {
 		w.m[h] = c - 1
 	}
 	w.n--
+	if w.topics[topic]--; w.topics[topic] == 0 {
+		delete(w.topics, topic)
+	}
 	return true
 }
 

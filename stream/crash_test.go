@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/riskstream/riskstream/rules"
 )
 
 // buildBinary builds the riskstream command for tests that run it as a
@@ -105,6 +107,74 @@ func TestCrashSafety(t *testing.T) {
 	if got := liveDecisions(t, addr); len(got) != len(want) {
 		t.Errorf("%d decisions written for %d distinct: %d duplicates", len(got), len(want), len(got)-len(want))
 	}
+}
+
+// TestKilledTwiceCatchingUp: a run killed before its first periodic
+// checkpoint, then its restart killed after checkpointing partway through
+// remaking its predecessor's outputs, then a run to the end. Every
+// decision is written once: the first run's outputs are not written again
+// after either restart.
+func TestKilledTwiceCatchingUp(t *testing.T) {
+	if testing.Short() || !faults() {
+		t.Skipf("fault injection: set %s=1", faultsEnv)
+	}
+	bin := buildBinary(t)
+	cfg, err := rules.Load(threeKeysRules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const events = 200_000
+	addr := startLiveBroker(t)
+	if st, err := Produce(context.Background(), ProduceOptions{File: generated(t, events), Brokers: []string{addr}}); err != nil || st.Failed != 0 {
+		t.Fatalf("produce: %+v, %v", st, err)
+	}
+	want := topicReplayDecisions(t, addr, cfg)
+	stateDir := t.TempDir()
+	start := func(interval string) (*exec.Cmd, *lockedBuffer) {
+		return startProcess(t, bin, "run", "--rules", threeKeysRules, "--brokers", addr, "--state-dir", stateDir,
+			"--metrics-addr", "", "--checkpoint-interval", interval)
+	}
+	kill := func(cmd *exec.Cmd) {
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+	}
+	// The first run checkpoints no more after it starts, and is killed
+	// once it has written every decision.
+	cmd, _ := start("1h")
+	for deadline := time.Now().Add(time.Minute); decisionCount(addr) < len(want); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the first run wrote %d of %d decisions", decisionCount(addr), len(want))
+		}
+	}
+	kill(cmd)
+	// The second checkpoints often, and is killed once a checkpoint of
+	// part of the input is durable.
+	cmd, logs := start("2ms")
+	var at int64
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+		if at = committed(t, addr, 1); at > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the second run committed no checkpoint:\n%s", logs.String())
+		}
+	}
+	kill(cmd)
+	if at >= events {
+		t.Fatalf("the second run's first checkpoint covers the whole input (%d): nothing left to test", at)
+	}
+	cmd, logs = start("50ms")
+	for deadline := time.Now().Add(time.Minute); committed(t, addr, 1) < events; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the last run did not read the input:\n%s", logs.String())
+		}
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("clean stop: %v\n%s", err, logs.String())
+	}
+	t.Logf("the second run was killed after a checkpoint at offset %d of %d", at, events)
+	compareDecisions(t, readTopic(t, addr, "decisions"), want)
 }
 
 // startProcess starts the riskstream binary bin with args, its standard

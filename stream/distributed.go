@@ -411,11 +411,13 @@ func (j *distJob) take(ctx context.Context, gen *kafka.Generation) error {
 	}
 	// What the former holders wrote after their checkpoints is not
 	// written again.
-	written, err := writtenSince(ctx, j.opts.Brokers, j.sec, earliestEnds(ends))
+	readFrom := earliestEnds(ends)
+	written, err := writtenSince(ctx, j.opts.Brokers, j.sec, readFrom)
 	if err != nil {
 		return err
 	}
 	j.out.SkipWritten(written)
+	j.ends.held = endsMap(readFrom)
 	j.balancer.held(j.opts.Topic, inputs)
 	j.balancer.held(j.topics.repartition, slices.Sorted(maps.Keys(mine)))
 	var standby []int
@@ -794,6 +796,7 @@ func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 	if err := j.writer.drain(); err != nil {
 		return err
 	}
+	j.ends.settle(j.router.Stats().Records)
 	ends := j.ends.now()
 	endsRaw := encodeOutputEnds(ends)
 	offsets := map[string]map[int]int64{j.opts.Topic: {}, j.topics.repartition: {}}

@@ -131,8 +131,12 @@ type liveJob struct {
 	hup            bool
 	retiredDeleted int
 
-	// ends follows where the outputs end, for checkpoints.
+	// ends follows where the outputs end, for checkpoints; readFrom are
+	// the ends of the checkpoint restored, from which the outputs written
+	// since were read, and restored whether there was one.
 	ends         *endTracker
+	readFrom     []partitionEnd
+	restored     bool
 	commitFailed chan error
 }
 
@@ -284,6 +288,7 @@ func (j *liveJob) restore(ctx context.Context) error {
 	if err != nil || !ok {
 		return err
 	}
+	j.restored = true
 	if err := j.e.Restore(cp); err != nil {
 		return fmt.Errorf("state in %s: %w", j.opts.StateDir, err)
 	}
@@ -308,6 +313,7 @@ func (j *liveJob) restore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	j.readFrom = ends
 	written, err := writtenSince(ctx, j.brokers, j.sec, ends)
 	if err != nil {
 		return err
@@ -391,7 +397,7 @@ func (j *liveJob) startFetching(ctx context.Context) error {
 	j.onClose(func() { j.db.Wait() })
 	o := j.opts.Outputs
 	j.ends = &endTracker{client: &kafka.Client{Addr: kafka.TCP(j.brokers...), Transport: j.sec.Transport(), Timeout: 10 * time.Second},
-		topics: o.Names(), out: j.out, log: j.log}
+		topics: o.Names(), out: j.out, log: j.log, held: endsMap(j.readFrom)}
 	return nil
 }
 
@@ -445,6 +451,14 @@ func (j *liveJob) loop(ctx context.Context) error {
 	defer tick.Stop()
 	discover := time.NewTicker(j.opts.PartitionDiscovery)
 	defer discover.Stop()
+	if !j.restored {
+		// A first run checkpoints before it takes a record: killed before
+		// its first periodic checkpoint, it restarts knowing where the
+		// outputs ended, and does not write again what it wrote.
+		if err := j.checkpoint(true); err != nil {
+			return err
+		}
+	}
 	for {
 		// While the group is not held (between two of its generations),
 		// nothing is processed: another instance may hold it by now.
@@ -635,6 +649,7 @@ func (j *liveJob) checkpoint(final bool) error {
 	if err := j.writer.drain(); err != nil {
 		return err
 	}
+	j.ends.settle(j.e.Stats().Records)
 	if err := j.db.SetMeta(metaOutputs, encodeOutputEnds(j.outputEnds())); err != nil {
 		return err
 	}
@@ -652,7 +667,9 @@ func (j *liveJob) checkpoint(final bool) error {
 		if err := j.db.Commit(true); err != nil {
 			return err
 		}
-		j.member.commitOrWarn(j.offsets, j.opts.Group, j.log)
+		if len(j.offsets) > 0 { // none before the first record
+			j.member.commitOrWarn(j.offsets, j.opts.Group, j.log)
+		}
 		j.checkpointed(start)
 	} else {
 		committed := maps.Clone(j.offsets)

@@ -205,6 +205,15 @@ func readRecords(ctx context.Context, dialer *kafka.Dialer, brokers []string, to
 	return end, nil
 }
 
+// trackedOutputs is what an endTracker asks of the outputs' sink
+// (sink.Kafka).
+type trackedOutputs interface {
+	Acknowledged() map[sink.Partition]int64
+	Unmade() int
+	UnmadeIn(topic string) bool
+	ForgetUnmade() int
+}
+
 // endTracker follows where the output partitions end. They are read from
 // the brokers once (Metadata and ListOffsets), then followed from the
 // acknowledgements of the sink's writes, so that a checkpoint waits for no
@@ -212,12 +221,60 @@ func readRecords(ctx context.Context, dialer *kafka.Dialer, brokers []string, to
 type endTracker struct {
 	client  *kafka.Client
 	topics  []string
-	out     *sink.Kafka
+	out     trackedOutputs
 	log     *slog.Logger
 	unknown bool // warned that outputEnds fails, until it works again
 	// base are where the output partitions ended when first read, before
 	// the sink's acknowledged writes.
 	base map[sink.Partition]int64
+	// held are where a restart read the outputs from (its checkpoint's
+	// ends). While the sink has not made again all it read of a topic,
+	// its partitions' ends stay there: a checkpoint that recorded the end
+	// past them, with its input offsets before what makes them, would have
+	// the next restart write them a second time.
+	held map[sink.Partition]int64
+	// unmade is the sink's count of outputs not made again at the last
+	// checkpoint, processed the records processed by then, and quiet the
+	// checkpoints in a row that made none of them (settle).
+	unmade    int
+	processed int64
+	quiet     int
+}
+
+// endsMap indexes ends by partition.
+func endsMap(ends []partitionEnd) map[sink.Partition]int64 {
+	m := make(map[sink.Partition]int64, len(ends))
+	for _, e := range ends {
+		m[e.Partition] = e.offset
+	}
+	return m
+}
+
+// giveUpAfter is how many checkpoints in a row, each with records
+// processed since the one before, may find none of the outputs a restart
+// read made again before the job stops waiting for the rest: outputs that
+// depend on the wall clock (windows an idle partition fired) can come out
+// different the second time and never be made again, and until they are
+// given up every checkpoint holds their topics' ends back (held).
+const giveUpAfter = 3
+
+// settle notes how many records the job has processed at a checkpoint
+// (engine.Stats.Records), and gives up on the outputs a restart read that
+// are not made again (see giveUpAfter).
+func (t *endTracker) settle(processed int64) {
+	n := t.out.Unmade()
+	switch {
+	case n == 0 || n != t.unmade:
+		t.quiet = 0
+	case processed > t.processed:
+		t.quiet++
+	}
+	t.unmade, t.processed = n, processed
+	if t.quiet >= giveUpAfter {
+		t.log.Info("outputs written before the restart were not made again; it stops waiting for them, and would write them if it made them",
+			"messages", t.out.ForgetUnmade())
+		t.quiet, t.unmade = 0, 0
+	}
 }
 
 // now returns where the outputs end, once every output made so far is
@@ -247,6 +304,11 @@ func (t *endTracker) now() []partitionEnd {
 	ends := maps.Clone(t.base)
 	for p, off := range t.out.Acknowledged() {
 		ends[p] = max(ends[p], off)
+	}
+	for p, off := range t.held {
+		if t.out.UnmadeIn(p.Topic) {
+			ends[p] = off
+		}
 	}
 	list := make([]partitionEnd, 0, len(ends))
 	for p, off := range ends {

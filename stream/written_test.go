@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"reflect"
 	"testing"
 
@@ -60,4 +61,67 @@ func TestOutputEnds(t *testing.T) {
 	if len(ends) != 2 || ends[0].Topic != "decisions" || ends[1].Partition.Partition != 1 || ends[0].offset+ends[1].offset != 3 {
 		t.Errorf("ends %+v, want 3 records over decisions' 2 partitions and nothing of late", ends)
 	}
+}
+
+// fakeOutputs is a sink for an endTracker: acknowledged ends, and the
+// messages a restart read that are not made again yet, by topic.
+type fakeOutputs struct {
+	acked  map[sink.Partition]int64
+	unmade map[string]int
+}
+
+func (f *fakeOutputs) Acknowledged() map[sink.Partition]int64 { return f.acked }
+func (f *fakeOutputs) UnmadeIn(topic string) bool             { return f.unmade[topic] > 0 }
+
+func (f *fakeOutputs) Unmade() int {
+	n := 0
+	for _, c := range f.unmade {
+		n += c
+	}
+	return n
+}
+
+func (f *fakeOutputs) ForgetUnmade() int {
+	n := f.Unmade()
+	clear(f.unmade)
+	return n
+}
+
+// TestEndsHeldWhileUnmade: while outputs a restart read are not all made
+// again, a checkpoint records their topic's ends where the restart read
+// from, not past them; the other topics' ends move on. Once made, or given
+// up after giveUpAfter checkpoints that processed records and made none,
+// the ends move on.
+func TestEndsHeldWhileUnmade(t *testing.T) {
+	dec0, dec1, dlq := sink.Partition{Topic: "decisions"}, sink.Partition{Topic: "decisions", Partition: 1}, sink.Partition{Topic: "dlq"}
+	out := &fakeOutputs{acked: map[sink.Partition]int64{dec0: 120, dlq: 9}, unmade: map[string]int{"decisions": 2}}
+	tr := &endTracker{out: out, log: slog.Default(),
+		base: map[sink.Partition]int64{dec0: 100, dec1: 50, dlq: 5},
+		held: map[sink.Partition]int64{dec0: 40, dec1: 50, dlq: 3}}
+	want := func(step string, d0, d1, q int64) {
+		t.Helper()
+		got := tr.now()
+		wantEnds := []partitionEnd{{dec0, d0}, {dec1, d1}, {dlq, q}}
+		if !reflect.DeepEqual(got, wantEnds) {
+			t.Fatalf("%s: ends %v, want %v", step, got, wantEnds)
+		}
+	}
+	want("unmade decisions", 40, 50, 9)
+	// Checkpoints that process nothing never give up.
+	for range 2 * giveUpAfter {
+		tr.settle(1000)
+	}
+	want("no records processed", 40, 50, 9)
+	// One made again: the checkpoint that sees it is not quiet, and the
+	// quiet ones start over.
+	out.unmade["decisions"] = 1
+	for i := range giveUpAfter {
+		tr.settle(int64(1001 + i))
+	}
+	want("made one", 40, 50, 9)
+	tr.settle(2000)
+	if out.Unmade() != 0 {
+		t.Fatalf("after %d checkpoints processing records and making none, %d outputs still waited for", giveUpAfter, out.Unmade())
+	}
+	want("given up", 120, 50, 9)
 }
