@@ -342,7 +342,10 @@ func TestCrashSafetyPartitioned(t *testing.T) {
 	}
 	got := readTopic(t, addr, "decisions")
 	want := topicReplayDecisions(t, addr, cfg)
-	if !slices.Equal(got, want) {
+	if !slices.Equal(got, want) && slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))) {
+		// The same decisions in another order: a merge that went on
+		// without a partition may be why. (Every final run does so once,
+		// at the end of the input, harmlessly.)
 		for i, l := range allLogs {
 			if n := strings.Count(l.String(), "went on without a partition"); n > 0 {
 				t.Logf("run %d: a partition wait ran out: %s", i, l.String())
