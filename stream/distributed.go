@@ -323,6 +323,18 @@ func (j *distJob) runGeneration(ctx, genCtx context.Context, gen *kafka.Generati
 	if err := j.take(ctx, gen); err != nil {
 		return err
 	}
+	// A partition never checkpointed is checkpointed before its first
+	// record: killed before its first periodic checkpoint, this instance
+	// leaves where the outputs ended, and whoever takes its partitions
+	// does not write again what it wrote.
+	for _, t := range j.tasks {
+		if t.ends == nil {
+			if err := j.checkpoint(ctx, gen); err != nil {
+				return err
+			}
+			break
+		}
+	}
 	readCtx, stopReading := context.WithCancel(genCtx)
 	var reading sync.WaitGroup
 	j.startFetchers(readCtx, &reading)

@@ -87,10 +87,11 @@ type distributedRun struct {
 }
 
 // start starts one more instance.
-func (d *distributedRun) start() int {
+func (d *distributedRun) start(flags ...string) int {
 	d.t.Helper()
-	cmd, logs := startProcess(d.t, d.bin, "run", "--distributed", "--rules", d.rules, "--brokers", d.addr,
-		"--state-dir", d.t.TempDir(), "--metrics-addr", "", "--checkpoint-interval", "100ms", "--repartition-partitions", "6")
+	args := append([]string{"run", "--distributed", "--rules", d.rules, "--brokers", d.addr,
+		"--state-dir", d.t.TempDir(), "--metrics-addr", "", "--checkpoint-interval", "100ms", "--repartition-partitions", "6"}, flags...)
+	cmd, logs := startProcess(d.t, d.bin, args...)
 	d.cmds, d.logs = append(d.cmds, cmd), append(d.logs, logs)
 	return len(d.cmds) - 1
 }
@@ -377,6 +378,31 @@ func TestDistributedTakeover(t *testing.T) {
 	if !restored {
 		t.Errorf("no instance restored state from the changelog; the fourth's logs:\n%s", d.logs[fourth].String())
 	}
+}
+
+// TestDistributedKilledBeforeCheckpoint: the only instance is killed once
+// it has written every decision, before its first periodic checkpoint;
+// the next takes its partitions and writes none of its outputs again.
+func TestDistributedKilledBeforeCheckpoint(t *testing.T) {
+	if testing.Short() || !faults() {
+		t.Skipf("fault injection: set %s=1", faultsEnv)
+	}
+	const events = 20_000
+	d, want, produced := newDistributedRun(t, events, 0)
+	if err := <-produced; err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+	first := d.start("--checkpoint-interval", "1h")
+	waitRecords(t, d.addr, "decisions", len(want.decisions))
+	d.cmds[first].Process.Signal(syscall.SIGKILL)
+	d.cmds[first].Wait()
+	second := d.start()
+	for deadline := time.Now().Add(time.Minute); committed(t, d.addr, 1) < events; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the second instance did not read the input:\n%s", d.logs[second].String())
+		}
+	}
+	d.checkOutputs(want)
 }
 
 // TestDistributedAndSingleExclusive: an instance without --distributed
