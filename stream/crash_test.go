@@ -12,8 +12,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/riskstream/riskstream/rules"
 )
 
 // buildBinary builds the riskstream command for tests that run it as a
@@ -118,11 +116,7 @@ func TestKilledTwiceCatchingUp(t *testing.T) {
 	if testing.Short() || !faults() {
 		t.Skipf("fault injection: set %s=1", faultsEnv)
 	}
-	bin := buildBinary(t)
-	cfg, err := rules.Load(threeKeysRules)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin, cfg := threeKeysJob(t)
 	const events = 200_000
 	addr := startLiveBroker(t)
 	if st, err := Produce(context.Background(), ProduceOptions{File: generated(t, events), Brokers: []string{addr}}); err != nil || st.Failed != 0 {

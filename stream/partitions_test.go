@@ -253,6 +253,17 @@ func waitProcessed(t *testing.T, reg *prometheus.Registry, n float64) {
 	}
 }
 
+// threeKeysJob builds the command and loads threeKeysRules, for the fault
+// tests that run them as a process.
+func threeKeysJob(t *testing.T) (bin string, cfg *rules.Config) {
+	t.Helper()
+	cfg, err := rules.Load(threeKeysRules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return buildBinary(t), cfg
+}
+
 // TestCrashSafetyPartitioned kills the job with SIGKILL at random moments
 // while 100,000 events arrive over 4 partitions, 20 times, restarting it
 // each time on the same state; the broker is restarted once too. At the
@@ -262,11 +273,7 @@ func TestCrashSafetyPartitioned(t *testing.T) {
 	if testing.Short() || !faults() {
 		t.Skipf("fault injection: set %s=1", faultsEnv)
 	}
-	bin := buildBinary(t)
-	cfg, err := rules.Load(threeKeysRules)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin, cfg := threeKeysJob(t)
 	const events = 100_000
 	input := generated(t, events)
 	dataDir := t.TempDir()
