@@ -271,8 +271,8 @@ func (t *endTracker) settle(processed int64) {
 	}
 	t.unmade, t.processed = n, processed
 	if t.quiet >= giveUpAfter {
-		t.log.Info("outputs written before the restart were not made again; it stops waiting for them, and would write them if it made them",
-			"messages", t.out.ForgetUnmade())
+		t.log.Info("outputs written before the restart were not made again in the last checkpoints; the job stops waiting for them (made later, they would be written twice)",
+			"messages", t.out.ForgetUnmade(), "checkpoints", giveUpAfter)
 		t.quiet, t.unmade = 0, 0
 	}
 }
