@@ -382,12 +382,13 @@ func TestDistributedTakeover(t *testing.T) {
 
 // TestDistributedKilledBeforeCheckpoint: the only instance is killed once
 // it has written every decision, before its first periodic checkpoint;
-// the next takes its partitions and writes none of its outputs again.
+// the next is killed after checkpointing partway through making those
+// outputs again, and a third goes to the end. None is written twice.
 func TestDistributedKilledBeforeCheckpoint(t *testing.T) {
 	if testing.Short() || !faults() {
 		t.Skipf("fault injection: set %s=1", faultsEnv)
 	}
-	const events = 20_000
+	const events = 60_000
 	d, want, produced := newDistributedRun(t, events, 0)
 	if err := <-produced; err != nil {
 		t.Fatalf("produce: %v", err)
@@ -396,10 +397,29 @@ func TestDistributedKilledBeforeCheckpoint(t *testing.T) {
 	waitRecords(t, d.addr, "decisions", len(want.decisions))
 	d.cmds[first].Process.Signal(syscall.SIGKILL)
 	d.cmds[first].Wait()
-	second := d.start()
+	// The second checkpoints often, and is killed once a checkpoint of
+	// part of the input is durable, while it has not made all the first
+	// one's outputs again.
+	second := d.start("--checkpoint-interval", "2ms")
+	var at int64
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+		if at = committed(t, d.addr, 1); at > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the second instance committed no checkpoint:\n%s", d.logs[second].String())
+		}
+	}
+	d.cmds[second].Process.Signal(syscall.SIGKILL)
+	d.cmds[second].Wait()
+	if at >= events {
+		t.Fatalf("the second instance's first checkpoint covers the whole input (%d): nothing left to test", at)
+	}
+	t.Logf("the second instance was killed after a checkpoint at offset %d of %d", at, events)
+	third := d.start()
 	for deadline := time.Now().Add(time.Minute); committed(t, d.addr, 1) < events; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the second instance did not read the input:\n%s", d.logs[second].String())
+			t.Fatalf("the third instance did not read the input:\n%s", d.logs[third].String())
 		}
 	}
 	d.checkOutputs(want)
