@@ -270,7 +270,7 @@ func TestChangelogLargeCheckpoint(t *testing.T) {
 func withInternalTopics(t testing.TB, group string, partitions int) (string, *kafka.Client, internalTopics) {
 	t.Helper()
 	addr := startLiveBroker(t)
-	client := &kafka.Client{Addr: kafka.TCP(addr), Timeout: time.Minute}
+	client := testClient(t, addr, time.Minute)
 	topics := internalTopicsOf(group)
 	if err := ensureInternalTopics(context.Background(), client, topics, partitions); err != nil {
 		t.Fatal(err)

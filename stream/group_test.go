@@ -86,7 +86,7 @@ func TestGroupGuardSurvivesBrokerRestart(t *testing.T) {
 // waitMembers waits until the group "riskstream" has n members.
 func waitMembers(t *testing.T, addr string, n int) {
 	t.Helper()
-	client := &kafka.Client{Addr: kafka.TCP(addr), Timeout: 5 * time.Second}
+	client := testClient(t, addr, 5*time.Second)
 	var got int
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		members, _, err := groupMembers(context.Background(), client, "riskstream")
@@ -184,7 +184,7 @@ func TestRestartAfterKillWhileJoining(t *testing.T) {
 		_, err := rawJoin(ctx, killed, rebalanceTimeout)
 		joined <- err
 	}()
-	client := &kafka.Client{Addr: kafka.TCP(addr), Timeout: 5 * time.Second}
+	client := testClient(t, addr, 5*time.Second)
 	waitGroup := func(state string, members int) {
 		t.Helper()
 		var got kafka.DescribeGroupsResponseGroup

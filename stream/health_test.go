@@ -19,7 +19,6 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/riskstream/riskstream/internal/kafkatest"
 	"github.com/riskstream/riskstream/state"
-	"github.com/segmentio/kafka-go"
 )
 
 // TestHealthz: 200 "ok" while healthy, 503 with the reason otherwise.
@@ -144,19 +143,6 @@ func produceHalves(t *testing.T, addr string) func(half int) {
 	}
 }
 
-// groupOffset is the offset of partition 0 of the input topic the job
-// gave its consumer group: its last durable checkpoint's.
-func groupOffset(t *testing.T, addr string) int64 {
-	t.Helper()
-	client := &kafka.Client{Addr: kafka.TCP(addr)}
-	resp, err := client.OffsetFetch(context.Background(), &kafka.OffsetFetchRequest{GroupID: "riskstream",
-		Topics: map[string][]int{"requests": {0}}})
-	if err != nil || len(resp.Topics["requests"]) != 1 {
-		return -1
-	}
-	return resp.Topics["requests"][0].CommittedOffset
-}
-
 // TestLiveStateDiskFull: the disk under the live job's state fills after a
 // checkpoint of the first half of the input, while it reads the second:
 // the job stops at once with one error saying so and what to do, no
@@ -181,9 +167,9 @@ func TestLiveStateDiskFull(t *testing.T) {
 	}))}
 	stateDir := t.TempDir()
 	done, _ := startFaultyJob(t, addr, stateDir, freeAddr(t), state.Options{FS: fs})
-	for deadline := time.Now().Add(30 * time.Second); groupOffset(t, addr) != 10000; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); committed(t, addr, 1) != 10000; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the first half never checkpointed: group offset %d", groupOffset(t, addr))
+			t.Fatalf("the first half never checkpointed: group offset %d", committed(t, addr, 1))
 		}
 	}
 	full.Store(true)
@@ -199,7 +185,7 @@ func TestLiveStateDiskFull(t *testing.T) {
 	if !errors.Is(err, state.ErrDiskFull) || err.Error() != msg {
 		t.Fatalf("got %v\nwant %s", err, msg)
 	}
-	if off := groupOffset(t, addr); off != 10000 {
+	if off := committed(t, addr, 1); off != 10000 {
 		t.Fatalf("group offset %d after the disk filled: ahead of the checkpoint", off)
 	}
 	mid := decisionCount(addr)
@@ -207,9 +193,9 @@ func TestLiveStateDiskFull(t *testing.T) {
 	restarted := t.TempDir()
 	copyTree(t, filepath.Join(stateDir, "state"), filepath.Join(restarted, "state"))
 	stop := startJob(t, RunOptions{Brokers: []string{addr}, StateDir: restarted, CheckpointInterval: 50 * time.Millisecond})
-	for deadline := time.Now().Add(60 * time.Second); groupOffset(t, addr) != 20000; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(60 * time.Second); committed(t, addr, 1) != 20000; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the restarted job never checkpointed the input: group offset %d", groupOffset(t, addr))
+			t.Fatalf("the restarted job never checkpointed the input: group offset %d", committed(t, addr, 1))
 		}
 	}
 	stop()

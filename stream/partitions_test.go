@@ -52,14 +52,18 @@ func generatedWith(t testing.TB, o gen.Options) string {
 }
 
 // committed returns the sum of the group's committed offsets over the
-// input topic's partitions.
+// input topic's partitions (the job commits its durable checkpoints'), -1
+// when the broker does not answer.
 func committed(t testing.TB, addr string, partitions int) int64 {
 	t.Helper()
 	ps := make([]int, partitions)
 	for i := range ps {
 		ps[i] = i
 	}
-	client := &kafka.Client{Addr: kafka.TCP(addr)}
+	// Polled in loops: connections of its own, closed at once.
+	conns := &kafka.Transport{}
+	defer conns.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(addr), Transport: conns}
 	resp, err := client.OffsetFetch(context.Background(), &kafka.OffsetFetchRequest{GroupID: "riskstream",
 		Topics: map[string][]int{"requests": ps}})
 	if err != nil {

@@ -407,7 +407,7 @@ func TestProduceReportsLinesUpToACap(t *testing.T) {
 // one at a time, and a line the broker refuses alone is reported by line.
 func TestProduceBrokerRefusesTooLarge(t *testing.T) {
 	addr := startBroker(t, 1)
-	client := &kafka.Client{Addr: kafka.TCP(addr)}
+	client := testClient(t, addr, 0)
 	resp, err := client.CreateTopics(context.Background(), &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{
 		Topic: "small", NumPartitions: 1, ReplicationFactor: 1,
 		ConfigEntries: []kafka.ConfigEntry{{ConfigName: "max.message.bytes", ConfigValue: "2000"}},

@@ -64,9 +64,9 @@ func inputEnd(t *testing.T, addr string) int64 {
 // offset end.
 func waitCheckpointed(t *testing.T, addr string, end int64) {
 	t.Helper()
-	for deadline := time.Now().Add(60 * time.Second); groupOffset(t, addr) < end; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(60 * time.Second); committed(t, addr, 1) < end; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the job checkpointed up to offset %d, want %d", groupOffset(t, addr), end)
+			t.Fatalf("the job checkpointed up to offset %d, want %d", committed(t, addr, 1), end)
 		}
 	}
 }

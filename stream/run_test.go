@@ -42,6 +42,17 @@ func startLiveBrokerWith(t testing.TB, partitions int32) string {
 	return b.Addr()
 }
 
+// testClient returns a client of the broker at addr with connections of
+// its own, closed when the test ends: kafka-go's default transport,
+// shared by the process, serves metadata from a cache kept per address,
+// which may be another test's broker that had the same address. timeout 0
+// is kafka-go's default.
+func testClient(t testing.TB, addr string, timeout time.Duration) *kafka.Client {
+	conns := &kafka.Transport{}
+	t.Cleanup(conns.CloseIdleConnections)
+	return &kafka.Client{Addr: kafka.TCP(addr), Transport: conns, Timeout: timeout}
+}
+
 func produceBundled(t *testing.T, addr string) {
 	t.Helper()
 	st, err := Produce(context.Background(), ProduceOptions{File: bundledInput, Brokers: []string{addr}})
@@ -330,7 +341,7 @@ func TestSecondInstanceRefused(t *testing.T) {
 	if got := liveDecisions(t, addr); !slices.Equal(got, want) {
 		t.Fatalf("the first instance's decisions changed: %d vs %d", len(got), len(want))
 	}
-	client := &kafka.Client{Addr: kafka.TCP(addr)}
+	client := testClient(t, addr, 0)
 	resp, err := client.OffsetFetch(context.Background(), &kafka.OffsetFetchRequest{GroupID: "riskstream",
 		Topics: map[string][]int{"requests": {0}}})
 	if err != nil {
@@ -350,7 +361,7 @@ func TestNewPartitionsPickedUp(t *testing.T) {
 	addr := startLiveBroker(t)
 	stop := startJob(t, RunOptions{Brokers: []string{addr}, CheckpointInterval: 50 * time.Millisecond,
 		PartitionDiscovery: 50 * time.Millisecond})
-	client := &kafka.Client{Addr: kafka.TCP(addr)}
+	client := testClient(t, addr, 0)
 	if _, err := client.CreatePartitions(context.Background(), &kafka.CreatePartitionsRequest{
 		Topics: []kafka.TopicPartitionsConfig{{Name: "requests", Count: 2}}}); err != nil {
 		t.Fatal(err)

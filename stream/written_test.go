@@ -53,12 +53,7 @@ func TestOutputEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.Close()
-	// Connections of its own: kafka-go's default transport, shared by the
-	// process, may hold metadata from another test's broker that had the
-	// same address, with a "late" topic this one has not.
-	conns := &kafka.Transport{}
-	defer conns.CloseIdleConnections()
-	client := &kafka.Client{Addr: kafka.TCP(c.ListenAddrs()...), Transport: conns}
+	client := testClient(t, c.ListenAddrs()[0], 0)
 	ends, err := outputEnds(context.Background(), client, []string{"decisions", "late"})
 	if err != nil {
 		t.Fatal(err)
