@@ -50,7 +50,10 @@ type idTimer struct {
 type timerQueue[E any] struct {
 	times  []int64 // min-heap
 	byTime map[int64]*timerBucket[E]
-	last   *timerBucket[E] // the bucket pushed to last: consecutive timers often share it
+	// recent are the buckets pushed to last, the latest first: an event
+	// sets timers of a few rules, each mostly at the time its last event
+	// set, and finding them here saves a lookup of byTime.
+	recent [recentBuckets]*timerBucket[E]
 	spare  []*timerBucket[E]
 	free   [maxTimerClass + 1][][]E // empty blocks by class
 	n      int                      // timers pending
@@ -64,23 +67,7 @@ func (q *timerQueue[E]) next() int64 { return q.times[0] }
 
 // add sets a timer e at at; keyed marks a heatmap's.
 func (q *timerQueue[E]) add(at int64, e E, keyed bool) {
-	b := q.last
-	if b == nil || b.at != at {
-		if q.byTime == nil {
-			q.byTime = make(map[int64]*timerBucket[E])
-		}
-		if b = q.byTime[at]; b == nil {
-			if n := len(q.spare); n > 0 {
-				b, q.spare = q.spare[n-1], q.spare[:n-1]
-			} else {
-				b = &timerBucket[E]{}
-			}
-			b.at = at
-			q.byTime[at] = b
-			q.pushTime(at)
-		}
-		q.last = b
-	}
+	b := q.bucket(at)
 	k := len(b.blocks) - 1
 	if k < 0 || len(b.blocks[k]) == cap(b.blocks[k]) {
 		k++
@@ -89,6 +76,51 @@ func (q *timerQueue[E]) add(at int64, e E, keyed bool) {
 	b.blocks[k] = append(b.blocks[k], e)
 	b.keyed = b.keyed || keyed
 	q.n++
+}
+
+// recentBuckets is how many buckets a timerQueue remembers.
+const recentBuckets = 4
+
+// bucket returns the bucket of time at, made if need be, and makes it the
+// most recent.
+func (q *timerQueue[E]) bucket(at int64) *timerBucket[E] {
+	i := 0
+	for ; i < recentBuckets && q.recent[i] != nil; i++ {
+		if q.recent[i].at == at {
+			b := q.recent[i]
+			copy(q.recent[1:i+1], q.recent[:i])
+			q.recent[0] = b
+			return b
+		}
+	}
+	if q.byTime == nil {
+		q.byTime = make(map[int64]*timerBucket[E])
+	}
+	b := q.byTime[at]
+	if b == nil {
+		if n := len(q.spare); n > 0 {
+			b, q.spare = q.spare[n-1], q.spare[:n-1]
+		} else {
+			b = &timerBucket[E]{}
+		}
+		b.at = at
+		q.byTime[at] = b
+		q.pushTime(at)
+	}
+	copy(q.recent[1:], q.recent[:recentBuckets-1])
+	q.recent[0] = b
+	return b
+}
+
+// forget drops b from the recent buckets.
+func (q *timerQueue[E]) forget(b *timerBucket[E]) {
+	for i, r := range q.recent {
+		if r == b {
+			copy(q.recent[i:], q.recent[i+1:])
+			q.recent[recentBuckets-1] = nil
+			return
+		}
+	}
 }
 
 func (q *timerQueue[E]) newBlock(class int) []E {
@@ -106,9 +138,7 @@ func (q *timerQueue[E]) popBucket() *timerBucket[E] {
 	at := q.popTime()
 	b := q.byTime[at]
 	delete(q.byTime, at)
-	if q.last == b {
-		q.last = nil
-	}
+	q.forget(b)
 	for _, blk := range b.blocks {
 		q.n -= len(blk)
 	}
@@ -141,9 +171,7 @@ func (q *timerQueue[E]) removeLatest(keep int, fn func(at int64, e E) error) (in
 		times = times[:len(times)-1]
 		b := q.byTime[at]
 		delete(q.byTime, at)
-		if q.last == b {
-			q.last = nil
-		}
+		q.forget(b)
 		for _, blk := range b.blocks {
 			for _, e := range blk {
 				if err := fn(at, e); err != nil {

@@ -131,3 +131,21 @@ func TestTimerQueueMemory(t *testing.T) {
 		t.Errorf("a round of timers allocated %.2f times", n)
 	}
 }
+
+// BenchmarkTimerQueueAdd sets the timers of the key-scale rules for each
+// of b.N events, 20 a millisecond: a session's 30 s after the event, a
+// sliding window's pane cleanup 60 s after its second, and a day's end,
+// running what the watermark (2 s behind) passes. Each op is one event.
+func BenchmarkTimerQueueAdd(b *testing.B) {
+	var q timerQueue[idTimer]
+	const day = 86_400_000
+	for i := range b.N {
+		ts := int64(i / 20)
+		q.add(ts+30_000, idTimer{spec: 2}, false)
+		q.add((ts/1000+1)*1000+60_000, idTimer{spec: 0}, false)
+		q.add(day, idTimer{spec: 1}, false)
+		for q.Len() > 0 && q.next() <= ts-2000 {
+			q.recycle(q.popBucket())
+		}
+	}
+}
