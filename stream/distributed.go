@@ -808,8 +808,7 @@ func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 	if err := j.writer.drain(); err != nil {
 		return err
 	}
-	j.ends.settle(j.router.Stats().Records)
-	ends := j.ends.now()
+	ends := j.ends.atCheckpoint(j.router.Stats().Records)
 	endsRaw := encodeOutputEnds(ends)
 	offsets := map[string]map[int]int64{j.opts.Topic: {}, j.topics.repartition: {}}
 	held := slices.Sorted(maps.Keys(j.tasks))

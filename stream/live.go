@@ -649,8 +649,7 @@ func (j *liveJob) checkpoint(final bool) error {
 	if err := j.writer.drain(); err != nil {
 		return err
 	}
-	j.ends.settle(j.e.Stats().Records)
-	if err := j.db.SetMeta(metaOutputs, encodeOutputEnds(j.outputEnds())); err != nil {
+	if err := j.db.SetMeta(metaOutputs, encodeOutputEnds(j.ends.atCheckpoint(j.e.Stats().Records))); err != nil {
 		return err
 	}
 	cp, err := j.e.Checkpoint()
@@ -704,7 +703,3 @@ func (j *liveJob) checkpointed(start time.Time) {
 		j.console.Checkpointed(j.opts.Now())
 	}
 }
-
-// outputEnds returns where the outputs end, now that all are acknowledged:
-// a restart does not write again what lies past it.
-func (j *liveJob) outputEnds() []partitionEnd { return j.ends.now() }

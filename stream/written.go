@@ -277,6 +277,14 @@ func (t *endTracker) settle(processed int64) {
 	}
 }
 
+// atCheckpoint is what a checkpoint records of the outputs: it settles
+// the outputs a restart read, with the records the job has processed by
+// now, then returns where the outputs end (now).
+func (t *endTracker) atCheckpoint(processed int64) []partitionEnd {
+	t.settle(processed)
+	return t.now()
+}
+
 // now returns where the outputs end, once every output made so far is
 // acknowledged. Unknown (the brokers did not answer yet) is an empty list:
 // a restart then writes them again.
