@@ -641,10 +641,11 @@ func (j *liveJob) stop() error {
 
 // checkpoint makes sure every output is acknowledged, then commits state
 // and offsets in one batch: an output is never behind the checkpoint that
-// covers its input. The final one is durable, and its offsets are the
-// group's, when it returns; the others are committed on another goroutine,
-// and their offsets given to the group once durable.
-func (j *liveJob) checkpoint(final bool) error {
+// covers its input. A durable one (the first run's first, the final one)
+// is, and its offsets are the group's, when it returns; the others are
+// committed on another goroutine, and their offsets given to the group
+// once durable.
+func (j *liveJob) checkpoint(durable bool) error {
 	start := j.opts.Now()
 	if err := j.writer.drain(); err != nil {
 		return err
@@ -662,7 +663,7 @@ func (j *liveJob) checkpoint(final bool) error {
 	if err := j.db.SetMeta(metaOffsets, encodeOffsets(j.offsets)); err != nil {
 		return err
 	}
-	if final {
+	if durable {
 		if err := j.db.Commit(true); err != nil {
 			return err
 		}
