@@ -84,10 +84,11 @@ const recentBuckets = 4
 // bucket returns the bucket of time at, made if need be, and makes it the
 // most recent.
 func (q *timerQueue[E]) bucket(at int64) *timerBucket[E] {
-	i := 0
-	for ; i < recentBuckets && q.recent[i] != nil; i++ {
-		if q.recent[i].at == at {
-			b := q.recent[i]
+	for i, b := range &q.recent {
+		if b == nil {
+			break
+		}
+		if b.at == at {
 			copy(q.recent[1:i+1], q.recent[:i])
 			q.recent[0] = b
 			return b
@@ -114,7 +115,7 @@ func (q *timerQueue[E]) bucket(at int64) *timerBucket[E] {
 
 // forget drops b from the recent buckets.
 func (q *timerQueue[E]) forget(b *timerBucket[E]) {
-	for i, r := range q.recent {
+	for i, r := range &q.recent {
 		if r == b {
 			copy(q.recent[i:], q.recent[i+1:])
 			q.recent[recentBuckets-1] = nil
