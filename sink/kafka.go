@@ -320,7 +320,7 @@ func (k *Kafka) Unmade() int {
 // not been made again yet: a checkpoint must not record topic's end past
 // them.
 func (k *Kafka) UnmadeIn(topic string) bool {
-	return k.written != nil && k.written.Pending(topic)
+	return k.written != nil && k.written.LeftIn(topic)
 }
 
 // ForgetUnmade stops skipping the messages SkipWritten named that have not

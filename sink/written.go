@@ -28,9 +28,9 @@ func (w *Written) Add(topic string, key, value []byte) {
 // Len is the number of messages noted and not yet met again.
 func (w *Written) Len() int { return w.n }
 
-// Pending reports whether messages of topic are noted and not yet met
+// LeftIn reports whether messages of topic are noted and not yet met
 // again.
-func (w *Written) Pending(topic string) bool { return w.topics[topic] > 0 }
+func (w *Written) LeftIn(topic string) bool { return w.topics[topic] > 0 }
 
 // take reports whether a message is among those written, and forgets one
 // of them if so.
