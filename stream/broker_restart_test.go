@@ -51,11 +51,7 @@ func TestBrokerRestart(t *testing.T) {
 	if err := <-produced; err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(time.Minute); committed(t, addr, 4) < 60_000; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the job did not read the input: %d committed", committed(t, addr, 4))
-		}
-	}
+	waitCheckpointed(t, addr, 4, 60_000, nil)
 	stop()
 	compareDecisions(t, readTopic(t, addr, "decisions"), topicReplayDecisions(t, addr, cfg))
 }

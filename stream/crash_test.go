@@ -144,25 +144,14 @@ func TestKilledTwiceCatchingUp(t *testing.T) {
 	// The second checkpoints often, and is killed once a checkpoint of
 	// part of the input is durable.
 	cmd, logs := start("2ms")
-	var at int64
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
-		if at = committed(t, addr, 1); at > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the second run committed no checkpoint:\n%s", logs.String())
-		}
-	}
+	waitCheckpointed(t, addr, 1, 1, logs)
 	kill(cmd)
+	at := committed(t, addr, 1)
 	if at >= events {
 		t.Fatalf("the second run's first checkpoint covers the whole input (%d): nothing left to test", at)
 	}
 	cmd, logs = start("50ms")
-	for deadline := time.Now().Add(time.Minute); committed(t, addr, 1) < events; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the last run did not read the input:\n%s", logs.String())
-		}
-	}
+	waitCheckpointed(t, addr, 1, events, logs)
 	cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("clean stop: %v\n%s", err, logs.String())

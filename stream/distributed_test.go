@@ -401,27 +401,16 @@ func TestDistributedKilledBeforeCheckpoint(t *testing.T) {
 	// part of the input is durable, while it has not made all the first
 	// one's outputs again.
 	second := d.start("--checkpoint-interval", "2ms")
-	var at int64
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
-		if at = committed(t, d.addr, 1); at > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the second instance committed no checkpoint:\n%s", d.logs[second].String())
-		}
-	}
+	waitCheckpointed(t, d.addr, 1, 1, d.logs[second])
 	d.cmds[second].Process.Signal(syscall.SIGKILL)
 	d.cmds[second].Wait()
+	at := committed(t, d.addr, 1)
 	if at >= events {
 		t.Fatalf("the second instance's first checkpoint covers the whole input (%d): nothing left to test", at)
 	}
 	t.Logf("the second instance was killed after a checkpoint at offset %d of %d", at, events)
 	third := d.start()
-	for deadline := time.Now().Add(time.Minute); committed(t, d.addr, 1) < events; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the third instance did not read the input:\n%s", d.logs[third].String())
-		}
-	}
+	waitCheckpointed(t, d.addr, 1, events, d.logs[third])
 	d.checkOutputs(want)
 }
 

@@ -76,6 +76,22 @@ func committed(t testing.TB, addr string, partitions int) int64 {
 	return sum
 }
 
+// waitCheckpointed waits until the job has checkpointed the input's
+// partitions up to n records in all (its group's committed offsets), and
+// fails after three minutes, with logs if given.
+func waitCheckpointed(t testing.TB, addr string, partitions int, n int64, logs *lockedBuffer) {
+	t.Helper()
+	for deadline := time.Now().Add(3 * time.Minute); committed(t, addr, partitions) < n; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			msg := fmt.Sprintf("the job checkpointed %d of %d records", committed(t, addr, partitions), n)
+			if logs != nil {
+				msg += ":\n" + logs.String()
+			}
+			t.Fatal(msg)
+		}
+	}
+}
+
 // topicReplayDecisions replays the input topic with cfg and returns its
 // decisions.
 func topicReplayDecisions(t testing.TB, addr string, cfg *rules.Config) []string {
@@ -188,11 +204,7 @@ func TestLiveEqualsTopicReplayPartitioned(t *testing.T) {
 	if st, err := Produce(context.Background(), ProduceOptions{File: input, Brokers: []string{addr}}); err != nil || st.Failed != 0 {
 		t.Fatalf("produce: %+v %v", st, err)
 	}
-	for deadline := time.Now().Add(time.Minute); committed(t, addr, 4) < int64(events); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the job did not read the input: %d of %d committed", committed(t, addr, 4), events)
-		}
-	}
+	waitCheckpointed(t, addr, 4, int64(events), nil)
 	stop()
 	got := readTopic(t, addr, "decisions")
 	compareDecisions(t, got, topicReplayDecisions(t, addr, cfg))
@@ -342,11 +354,7 @@ func TestCrashSafetyPartitioned(t *testing.T) {
 	// A last run to the end, stopped cleanly.
 	cmd, logs := start()
 	waitFor(t, logs, "consuming")
-	for deadline := time.Now().Add(2 * time.Minute); committed(t, addr, 4) < events; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the job did not read the input: %d of %d committed", committed(t, addr, 4), events)
-		}
-	}
+	waitCheckpointed(t, addr, 4, events, logs)
 	cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("clean stop: %v\n%s", err, logs.String())
@@ -500,20 +508,12 @@ func TestLiveMemoryBudgetCrash(t *testing.T) {
 		return startProcess(t, bin, "run", "--rules", rulesFile, "--brokers", addr, "--state-dir", stateDir,
 			"--metrics-addr", "", "--checkpoint-interval", "200ms", "--memory", "64MiB")
 	}
-	waitCommitted := func(n int64, what string) {
-		t.Helper()
-		for deadline := time.Now().Add(3 * time.Minute); committed(t, addr, 4) < n; time.Sleep(50 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %d of %d records committed", what, committed(t, addr, 4), n)
-			}
-		}
-	}
-	cmd, _ := start()
-	waitCommitted(int64(events/3), "before the kill")
+	cmd, logs := start()
+	waitCheckpointed(t, addr, 4, int64(events/3), logs)
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	cmd, logs := start()
-	waitCommitted(int64(events), "after the restart")
+	cmd, logs = start()
+	waitCheckpointed(t, addr, 4, int64(events), logs)
 	cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("clean stop: %v\n%s", err, logs.String())

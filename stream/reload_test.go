@@ -60,17 +60,6 @@ func inputEnd(t *testing.T, addr string) int64 {
 	return kafkatest.EndOffset(t, addr, "requests", 0)
 }
 
-// waitCheckpointed waits until the job has checkpointed the input up to
-// offset end.
-func waitCheckpointed(t *testing.T, addr string, end int64) {
-	t.Helper()
-	for deadline := time.Now().Add(60 * time.Second); committed(t, addr, 1) < end; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the job checkpointed up to offset %d, want %d", committed(t, addr, 1), end)
-		}
-	}
-}
-
 // waitMetric waits until a counter written as name{labels} reaches n.
 func waitMetric(t *testing.T, reg *prometheus.Registry, name string, n float64) {
 	t.Helper()
@@ -163,7 +152,7 @@ func TestLiveReload(t *testing.T) {
 			stop()
 		}
 	}()
-	waitCheckpointed(t, addr, inputEnd(t, addr))
+	waitCheckpointed(t, addr, 1, inputEnd(t, addr), nil)
 
 	os.WriteFile(rulesPath, []byte(strings.Replace(editedRules(t), "aggregate: count", "aggregate: median", 1)), 0o644)
 	waitMetric(t, reg, `riskstream_rules_reloads_total{result="refused"}`, 1)
@@ -176,7 +165,7 @@ func TestLiveReload(t *testing.T) {
 	waitMetric(t, reg, `riskstream_rules_reloads_total{result="applied"}`, 2)
 
 	produce(1)
-	waitCheckpointed(t, addr, inputEnd(t, addr))
+	waitCheckpointed(t, addr, 1, inputEnd(t, addr), nil)
 	stop()
 	stop = nil
 	decisions := liveDecisions(t, addr)
@@ -248,7 +237,7 @@ func TestLiveReloadSurvivesSIGKILL(t *testing.T) {
 	}
 	cmd, logs, signal := start()
 	waitFor(t, logs, "consuming")
-	waitCheckpointed(t, addr, inputEnd(t, addr))
+	waitCheckpointed(t, addr, 1, inputEnd(t, addr), nil)
 	os.WriteFile(rulesPath, []byte(editedRules(t)), 0o644)
 	waitFor(t, logs, "rules reloaded")
 	signal(syscall.SIGKILL)
@@ -260,7 +249,7 @@ func TestLiveReloadSurvivesSIGKILL(t *testing.T) {
 		t.Errorf("the checkpoint did not record the reload:\n%s", logs.String())
 	}
 	produce(1)
-	waitCheckpointed(t, addr, inputEnd(t, addr))
+	waitCheckpointed(t, addr, 1, inputEnd(t, addr), nil)
 	signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("clean stop: %v\n%s", err, logs.String())
