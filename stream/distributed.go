@@ -673,8 +673,8 @@ func (j *distJob) startFetchers(ctx context.Context, reading *sync.WaitGroup) {
 func (j *distJob) loop(ctx, genCtx context.Context, gen *kafka.Generation) error {
 	tick := time.NewTicker(tickInterval)
 	defer tick.Stop()
-	checkpoints := time.NewTicker(j.opts.CheckpointInterval)
-	defer checkpoints.Stop()
+	checkpoints := newCheckpointClock(j.opts.CheckpointInterval, j.opts.Now())
+	defer checkpoints.stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -699,7 +699,9 @@ func (j *distJob) loop(ctx, genCtx context.Context, gen *kafka.Generation) error
 			if err := j.tick(); err != nil {
 				return err
 			}
-		case <-checkpoints.C:
+		case <-checkpoints.timer.C:
+		}
+		if checkpoints.due(j.opts.Now()) {
 			if err := j.checkpoint(ctx, gen); err != nil {
 				return err
 			}

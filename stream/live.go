@@ -113,9 +113,9 @@ type liveJob struct {
 	waitTimeouts   int
 	lastTimeoutLog int64
 
-	// nextCheckpoint is when the next checkpoint is due, for the
-	// write-back's pace.
-	nextCheckpoint time.Time
+	// checkpoints says when the next checkpoint is due, which also paces
+	// the write-back.
+	checkpoints *checkpointClock
 
 	// console is what the page at / shows, decisionKeys the decisions per
 	// key since its last sample, and lastSample when that was.
@@ -442,9 +442,8 @@ func (j *liveJob) addFetchers(partitions []int) {
 // loop processes what the fetchers bring until the job ends, ticking
 // processing time and checkpointing on the way.
 func (j *liveJob) loop(ctx context.Context) error {
-	ticker := time.NewTicker(j.opts.CheckpointInterval)
-	defer ticker.Stop()
-	j.nextCheckpoint = j.opts.Now().Add(j.opts.CheckpointInterval)
+	j.checkpoints = newCheckpointClock(j.opts.CheckpointInterval, j.opts.Now())
+	defer j.checkpoints.stop()
 	// Processing time moves idle partitions' watermarks and fires windows
 	// even when no record arrives, and ends the merge's waits.
 	tick := time.NewTicker(tickInterval)
@@ -492,16 +491,17 @@ func (j *liveJob) loop(ctx context.Context) error {
 			if err := j.work(j.tick); err != nil {
 				return err
 			}
-		case <-ticker.C:
-			j.nextCheckpoint = j.opts.Now().Add(j.opts.CheckpointInterval)
-			if err := j.work(func() error { return j.checkpoint(false) }); err != nil {
-				return err
-			}
+		case <-j.checkpoints.timer.C:
 		case <-discover.C:
 			j.discover(ctx)
 		case <-j.opts.ReloadRules:
 			// At the next tick, which comes only while the group is held.
 			j.hup = true
+		}
+		if j.checkpoints.due(j.opts.Now()) {
+			if err := j.work(func() error { return j.checkpoint(false) }); err != nil {
+				return err
+			}
 		}
 		j.writer.start()
 	}
@@ -602,7 +602,7 @@ func (j *liveJob) tick() error {
 	}
 	// Spread the next checkpoint's writes over the interval: it pauses
 	// the loop for what is left.
-	ticksLeft := max(1, int(j.nextCheckpoint.Sub(j.opts.Now())/tickInterval))
+	ticksLeft := max(1, int(j.checkpoints.next.Sub(j.opts.Now())/tickInterval))
 	return j.e.WriteBack(max(writeBackPerTick, (j.e.Changed()+ticksLeft-1)/ticksLeft))
 }
 

@@ -458,3 +458,46 @@ func writeInput(t testing.TB, addr string, msgs ...kafka.Message) {
 		t.Fatal(err)
 	}
 }
+
+// TestCheckpointClockDue: a checkpoint is due once an interval has passed
+// since the last one, whenever the loop asks, and the next is due an
+// interval after it was taken, not after it was first due.
+func TestCheckpointClockDue(t *testing.T) {
+	start := time.UnixMilli(1_000_000)
+	c := newCheckpointClock(time.Second, start)
+	defer c.stop()
+	for _, step := range []struct {
+		at   time.Duration // since start
+		want bool
+	}{
+		{0, false},
+		{999 * time.Millisecond, false},
+		{1500 * time.Millisecond, true}, // due since 1s, asked late
+		{2 * time.Second, false},        // next due at 2.5s
+		{2499 * time.Millisecond, false},
+		{2500 * time.Millisecond, true},
+		{2500 * time.Millisecond, false},
+		{10 * time.Second, true},
+	} {
+		if got := c.due(start.Add(step.at)); got != step.want {
+			t.Fatalf("due at +%v = %v, want %v", step.at, got, step.want)
+		}
+	}
+}
+
+// TestCheckpointClockWakes: the timer wakes an idle loop an interval after
+// the last checkpoint.
+func TestCheckpointClockWakes(t *testing.T) {
+	c := newCheckpointClock(20*time.Millisecond, time.Now())
+	defer c.stop()
+	for range 2 {
+		select {
+		case <-c.timer.C:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the timer did not fire")
+		}
+		if !c.due(time.Now()) {
+			t.Fatal("woken before the checkpoint was due")
+		}
+	}
+}
