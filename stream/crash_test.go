@@ -12,6 +12,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
 )
 
 // buildBinary builds the riskstream command for tests that run it as a
@@ -157,6 +160,68 @@ func TestKilledTwiceCatchingUp(t *testing.T) {
 		t.Fatalf("clean stop: %v\n%s", err, logs.String())
 	}
 	t.Logf("the second run was killed after a checkpoint at offset %d of %d", at, events)
+	compareDecisions(t, readTopic(t, addr, "decisions"), want)
+}
+
+// TestKilledOutputTopicsCreatedSince: on a broker that creates topics on
+// their first write, the first run checkpoints before any output topic
+// exists and is killed once it has written every decision; its restart
+// reads the decisions topic, created since, from its start, and writes
+// none of them again.
+func TestKilledOutputTopicsCreatedSince(t *testing.T) {
+	if testing.Short() || !faults() {
+		t.Skipf("fault injection: set %s=1", faultsEnv)
+	}
+	bin, cfg := threeKeysJob(t)
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "requests"),
+		kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	addr := c.ListenAddrs()[0]
+	const events = 50_000
+	if st, err := Produce(context.Background(), ProduceOptions{File: generated(t, events), Brokers: []string{addr}}); err != nil || st.Failed != 0 {
+		t.Fatalf("produce: %+v, %v", st, err)
+	}
+	want := topicReplayDecisions(t, addr, cfg)
+	// Counted without creating the topic (kafka-go's DialLeader would).
+	written := func() int64 {
+		conns := &kafka.Transport{}
+		defer conns.CloseIdleConnections()
+		ends, err := outputEnds(context.Background(), &kafka.Client{Addr: kafka.TCP(addr), Transport: conns}, []string{"decisions"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		for _, e := range ends {
+			n += e.offset
+		}
+		return n
+	}
+	if n := written(); n != 0 {
+		t.Fatalf("the decisions topic holds %d records before the job ran", n)
+	}
+	stateDir := t.TempDir()
+	start := func(interval string) (*exec.Cmd, *lockedBuffer) {
+		return startProcess(t, bin, "run", "--rules", threeKeysRules, "--brokers", addr, "--state-dir", stateDir,
+			"--metrics-addr", "", "--checkpoint-interval", interval)
+	}
+	// The first run checkpoints only before its first record.
+	cmd, logs := start("1h")
+	for deadline := time.Now().Add(time.Minute); written() < int64(len(want)); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the first run wrote %d of %d decisions:\n%s", written(), len(want), logs.String())
+		}
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	cmd, logs = start("50ms")
+	waitCheckpointed(t, addr, 1, events, logs)
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("clean stop: %v\n%s", err, logs.String())
+	}
 	compareDecisions(t, readTopic(t, addr, "decisions"), want)
 }
 

@@ -423,6 +423,13 @@ func (j *distJob) take(ctx context.Context, gen *kafka.Generation) error {
 	}
 	// What the former holders wrote after their checkpoints is not
 	// written again.
+	partitions, err := outputPartitions(ctx, j.client, j.ends.topics)
+	if err != nil {
+		return err
+	}
+	for i := range ends {
+		ends[i] = withUnlisted(ends[i], partitions)
+	}
 	readFrom := earliestEnds(ends)
 	written, err := writtenSince(ctx, j.opts.Brokers, j.sec, readFrom)
 	if err != nil {

@@ -131,11 +131,9 @@ type liveJob struct {
 	hup            bool
 	retiredDeleted int
 
-	// ends follows where the outputs end, for checkpoints; readFrom are
-	// the ends of the checkpoint restored, from which the outputs written
-	// since were read, and restored whether there was one.
+	// ends follows where the outputs end, for checkpoints; restored is
+	// whether there was a checkpoint to restore.
 	ends         *endTracker
-	readFrom     []partitionEnd
 	restored     bool
 	commitFailed chan error
 }
@@ -240,6 +238,8 @@ func (j *liveJob) startOutputs(context.Context) error {
 	j.out = sink.NewKafka(j.brokers, o.Outputs, sink.Transport(j.sec.Transport()),
 		sink.MaxMessageBytes(o.MaxMessageBytes), sink.Metrics(o.Registry), sink.Logger(j.log))
 	j.onClose(func() { j.out.Close() })
+	j.ends = &endTracker{client: &kafka.Client{Addr: kafka.TCP(j.brokers...), Transport: j.sec.Transport(), Timeout: 10 * time.Second},
+		topics: o.Outputs.Names(), out: j.out, log: j.log}
 	// The shards write their state through parts of the one store, so
 	// that a checkpoint of all of them is one atomic batch.
 	parts, err := j.db.Parts(o.Shards)
@@ -313,11 +313,16 @@ func (j *liveJob) restore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	j.readFrom = ends
+	partitions, err := outputPartitions(ctx, j.ends.client, j.ends.topics)
+	if err != nil {
+		return err
+	}
+	ends = withUnlisted(ends, partitions)
 	written, err := writtenSince(ctx, j.brokers, j.sec, ends)
 	if err != nil {
 		return err
 	}
+	j.ends.held = endsMap(ends)
 	j.out.SkipWritten(written)
 	if n := written.Len(); n > 0 {
 		j.log.Info("outputs written after the checkpoint are not written again", "messages", n)
@@ -395,9 +400,6 @@ func (j *liveJob) startFetching(ctx context.Context) error {
 	// member is still open.
 	j.commitFailed = make(chan error, 1)
 	j.onClose(func() { j.db.Wait() })
-	o := j.opts.Outputs
-	j.ends = &endTracker{client: &kafka.Client{Addr: kafka.TCP(j.brokers...), Transport: j.sec.Transport(), Timeout: 10 * time.Second},
-		topics: o.Names(), out: j.out, log: j.log, held: endsMap(j.readFrom)}
 	return nil
 }
 

@@ -33,13 +33,21 @@ type partitionEnd struct {
 	offset int64
 }
 
-// outputEnds returns the end offset of every partition of topics.
-func outputEnds(ctx context.Context, client *kafka.Client, topics []string) ([]partitionEnd, error) {
+// unlisted, as the partition of an output end, marks a topic whose
+// partitions the list does not name held none of the job's outputs at the
+// checkpoint: a broker creates an output topic on its first write, and a
+// topic may gain partitions, so a restart reads those partitions from
+// their start. A list without marks (an older checkpoint, or ends the
+// brokers did not give) reads only the partitions it names.
+const unlisted = -1
+
+// outputPartitions returns the partitions of each of topics that exists.
+func outputPartitions(ctx context.Context, client *kafka.Client, topics []string) (map[string][]int, error) {
 	meta, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: topics})
 	if err != nil {
 		return nil, fmt.Errorf("output topics: %w", err)
 	}
-	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
+	partitions := make(map[string][]int, len(meta.Topics))
 	for _, t := range meta.Topics {
 		if errors.Is(t.Error, kafka.UnknownTopicOrPartition) {
 			continue // not created yet: nothing written to it
@@ -48,7 +56,22 @@ func outputEnds(ctx context.Context, client *kafka.Client, topics []string) ([]p
 			return nil, fmt.Errorf("output topic %s: %w", t.Name, t.Error)
 		}
 		for _, p := range t.Partitions {
-			req.Topics[t.Name] = append(req.Topics[t.Name], kafka.LastOffsetOf(p.ID))
+			partitions[t.Name] = append(partitions[t.Name], p.ID)
+		}
+	}
+	return partitions, nil
+}
+
+// outputEnds returns the end offset of every partition of topics.
+func outputEnds(ctx context.Context, client *kafka.Client, topics []string) ([]partitionEnd, error) {
+	partitions, err := outputPartitions(ctx, client, topics)
+	if err != nil {
+		return nil, err
+	}
+	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
+	for topic, ps := range partitions {
+		for _, p := range ps {
+			req.Topics[topic] = append(req.Topics[topic], kafka.LastOffsetOf(p))
 		}
 	}
 	resp, err := client.ListOffsets(ctx, req)
@@ -66,6 +89,30 @@ func outputEnds(ctx context.Context, client *kafka.Client, topics []string) ([]p
 	}
 	sortEnds(ends)
 	return ends, nil
+}
+
+// withUnlisted returns ends without their marks, and with every partition
+// of a marked topic that ends does not name, from its first offset
+// (kafka.FirstOffset); partitions are the output topics' partitions now.
+func withUnlisted(ends []partitionEnd, partitions map[string][]int) []partitionEnd {
+	listed := make(map[sink.Partition]bool, len(ends))
+	for _, e := range ends {
+		listed[e.Partition] = true
+	}
+	out := make([]partitionEnd, 0, len(ends))
+	for _, e := range ends {
+		if e.Partition.Partition != unlisted {
+			out = append(out, e)
+			continue
+		}
+		for _, p := range partitions[e.Topic] {
+			if part := (sink.Partition{Topic: e.Topic, Partition: p}); !listed[part] {
+				out = append(out, partitionEnd{part, kafka.FirstOffset})
+			}
+		}
+	}
+	sortEnds(out)
+	return out
 }
 
 // sortEnds orders ends by topic and partition.
@@ -318,9 +365,12 @@ func (t *endTracker) now() []partitionEnd {
 			ends[p] = off
 		}
 	}
-	list := make([]partitionEnd, 0, len(ends))
+	list := make([]partitionEnd, 0, len(ends)+len(t.topics))
 	for p, off := range ends {
 		list = append(list, partitionEnd{p, off})
+	}
+	for _, topic := range t.topics {
+		list = append(list, partitionEnd{sink.Partition{Topic: topic, Partition: unlisted}, kafka.FirstOffset})
 	}
 	sortEnds(list)
 	return list

@@ -19,6 +19,7 @@ func TestOutputEndsCodec(t *testing.T) {
 		nil,
 		{{sink.Partition{Topic: "decisions", Partition: 0}, 0}},
 		{{sink.Partition{Topic: "decisions", Partition: 3}, 1 << 40}, {sink.Partition{Topic: "dlq", Partition: 0}, 7}, {sink.Partition{Topic: "héatmaps", Partition: 1}, 12}},
+		{{sink.Partition{Topic: "late", Partition: unlisted}, kafka.FirstOffset}, {sink.Partition{Topic: "late", Partition: 0}, kafka.FirstOffset}},
 	} {
 		b := encodeOutputEnds(ends)
 		got, err := decodeOutputEnds(b)
@@ -124,4 +125,38 @@ func TestEndsHeldWhileUnmade(t *testing.T) {
 		t.Fatalf("after %d checkpoints processing records and making none, %d outputs still waited for", giveUpAfter, out.Unmade())
 	}
 	want("given up", 120, 50, 9)
+}
+
+// TestUnlistedPartitions: a checkpoint whose ends are known marks every
+// output topic; a restart reads each partition of a marked topic that the
+// checkpoint does not name (created or added since, or never written to)
+// from its start, and only the named partitions of an unmarked one.
+func TestUnlistedPartitions(t *testing.T) {
+	dec0, dec1, late0 := sink.Partition{Topic: "decisions"}, sink.Partition{Topic: "decisions", Partition: 1}, sink.Partition{Topic: "late"}
+	mark := func(topic string) partitionEnd {
+		return partitionEnd{sink.Partition{Topic: topic, Partition: unlisted}, kafka.FirstOffset}
+	}
+	// When the tracker first read the ends, only decisions/0 existed.
+	out := &fakeOutputs{acked: map[sink.Partition]int64{}}
+	tr := &endTracker{out: out, log: slog.Default(), topics: []string{"decisions", "late"},
+		base: map[sink.Partition]int64{dec0: 100}}
+	ends := tr.now()
+	if want := []partitionEnd{mark("decisions"), {dec0, 100}, mark("late")}; !reflect.DeepEqual(ends, want) {
+		t.Fatalf("ends %v, want %v", ends, want)
+	}
+	// Since then decisions gained a partition and late was created.
+	partitions := map[string][]int{"decisions": {0, 1}, "late": {0}}
+	got := withUnlisted(ends, partitions)
+	if want := []partitionEnd{{dec0, 100}, {dec1, kafka.FirstOffset}, {late0, kafka.FirstOffset}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("read from %v, want %v", got, want)
+	}
+	// Ends the tracker did not know (an older checkpoint) have no marks.
+	unmarked := []partitionEnd{{dec0, 100}}
+	if got := withUnlisted(unmarked, partitions); !reflect.DeepEqual(got, unmarked) {
+		t.Errorf("unmarked: read from %v, want %v", got, unmarked)
+	}
+	// A marked topic that still does not exist has nothing to read.
+	if got := withUnlisted([]partitionEnd{mark("dlq")}, partitions); len(got) != 0 {
+		t.Errorf("absent topic: read from %v", got)
+	}
 }
