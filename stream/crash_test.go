@@ -12,9 +12,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/segmentio/kafka-go"
-	"github.com/twmb/franz-go/pkg/kfake"
 )
 
 // buildBinary builds the riskstream command for tests that run it as a
@@ -173,32 +170,13 @@ func TestKilledOutputTopicsCreatedSince(t *testing.T) {
 		t.Skipf("fault injection: set %s=1", faultsEnv)
 	}
 	bin, cfg := threeKeysJob(t)
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "requests"),
-		kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	addr := c.ListenAddrs()[0]
+	addr := startAutoCreatingBroker(t)
 	const events = 50_000
 	if st, err := Produce(context.Background(), ProduceOptions{File: generated(t, events), Brokers: []string{addr}}); err != nil || st.Failed != 0 {
 		t.Fatalf("produce: %+v, %v", st, err)
 	}
 	want := topicReplayDecisions(t, addr, cfg)
-	// Counted without creating the topic (kafka-go's DialLeader would).
-	written := func() int64 {
-		conns := &kafka.Transport{}
-		defer conns.CloseIdleConnections()
-		ends, err := outputEnds(context.Background(), &kafka.Client{Addr: kafka.TCP(addr), Transport: conns}, []string{"decisions"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var n int64
-		for _, e := range ends {
-			n += e.offset
-		}
-		return n
-	}
+	written := func() int64 { return recordsIn(t, addr, "decisions") }
 	if n := written(); n != 0 {
 		t.Fatalf("the decisions topic holds %d records before the job ran", n)
 	}

@@ -153,6 +153,11 @@ type replayed struct {
 // at rate, while the test starts instances, and returns what replay makes
 // of them.
 func newDistributedRun(t *testing.T, events int, rate float64) (*distributedRun, replayed, chan error) {
+	return newDistributedRunOn(t, startLiveBroker(t), events, rate)
+}
+
+// newDistributedRunOn is newDistributedRun on the broker at addr.
+func newDistributedRunOn(t *testing.T, addr string, events int, rate float64) (*distributedRun, replayed, chan error) {
 	path := filepath.Join(t.TempDir(), "rules.yaml")
 	if err := os.WriteFile(path, []byte(distributedRules), 0o600); err != nil {
 		t.Fatal(err)
@@ -166,7 +171,7 @@ func newDistributedRun(t *testing.T, events int, rate float64) (*distributedRun,
 	o := gen.DefaultOptions()
 	o.Events, o.Rate = events, 400
 	input := generatedWith(t, o)
-	d := &distributedRun{t: t, bin: buildBinary(t), addr: startLiveBroker(t), rules: path}
+	d := &distributedRun{t: t, bin: buildBinary(t), addr: addr, rules: path}
 	want := replayOf(t, cfg, input)
 	produced := make(chan error, 1)
 	go func() {
@@ -411,6 +416,33 @@ func TestDistributedKilledBeforeCheckpoint(t *testing.T) {
 	t.Logf("the second instance was killed after a checkpoint at offset %d of %d", at, events)
 	third := d.start()
 	waitCheckpointed(t, d.addr, 1, events, d.logs[third])
+	d.checkOutputs(want)
+}
+
+// TestDistributedKilledOutputTopicsCreatedSince is
+// TestKilledOutputTopicsCreatedSince with --distributed: the output topics
+// are created by the first instance's writes, after the checkpoints it
+// took when the generation began, and it is killed once it has written
+// every decision; the next reads them from their start.
+func TestDistributedKilledOutputTopicsCreatedSince(t *testing.T) {
+	if testing.Short() || !faults() {
+		t.Skipf("fault injection: set %s=1", faultsEnv)
+	}
+	const events = 60_000
+	d, want, produced := newDistributedRunOn(t, startAutoCreatingBroker(t), events, 0)
+	if err := <-produced; err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+	first := d.start("--checkpoint-interval", "1h")
+	for deadline := time.Now().Add(time.Minute); recordsIn(t, d.addr, "decisions") < int64(len(want.decisions)); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the first instance wrote %d of %d decisions:\n%s", recordsIn(t, d.addr, "decisions"), len(want.decisions), d.logs[first])
+		}
+	}
+	d.cmds[first].Process.Signal(syscall.SIGKILL)
+	d.cmds[first].Wait()
+	second := d.start()
+	waitCheckpointed(t, d.addr, 1, events, d.logs[second])
 	d.checkOutputs(want)
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/riskstream/riskstream/broker"
 	"github.com/riskstream/riskstream/internal/kafkatest"
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
 )
 
 // startLiveBroker starts the embedded broker on a free loopback port with one
@@ -40,6 +41,38 @@ func startLiveBrokerWith(t testing.TB, partitions int32) string {
 	}
 	t.Cleanup(b.Close)
 	return b.Addr()
+}
+
+// startAutoCreatingBroker starts an in-process broker that creates a topic,
+// with one partition, on its first write, as Kafka does with
+// auto.create.topics.enable, and holds only a one-partition input topic.
+func startAutoCreatingBroker(t testing.TB) string {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "requests"),
+		kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c.ListenAddrs()[0]
+}
+
+// recordsIn returns how many records topic holds over its partitions, 0
+// if it does not exist, without creating it (kafka-go's DialLeader asks
+// for its metadata the way that does).
+func recordsIn(t testing.TB, addr, topic string) int64 {
+	t.Helper()
+	conns := &kafka.Transport{}
+	defer conns.CloseIdleConnections()
+	ends, err := outputEnds(context.Background(), &kafka.Client{Addr: kafka.TCP(addr), Transport: conns}, []string{topic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, e := range ends {
+		n += e.offset
+	}
+	return n
 }
 
 // testClient returns a client of the broker at addr with connections of
