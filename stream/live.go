@@ -51,7 +51,7 @@ func Run(ctx context.Context, opts RunOptions) (err error) {
 	j := &liveJob{opts: opts, log: opts.Logger, offsets: map[int32]int64{}, known: map[int]bool{}, started: opts.Now()}
 	defer j.close()
 	for _, stage := range []func(context.Context) error{
-		j.openState, j.startBroker, j.startOutputs, j.restore, j.joinGroup, j.startFetching,
+		j.openState, j.startBroker, j.checkBrokers, j.startOutputs, j.restore, j.joinGroup, j.startFetching,
 	} {
 		if err := stage(ctx); err != nil {
 			return err
@@ -330,15 +330,21 @@ func (j *liveJob) restore(ctx context.Context) error {
 	return nil
 }
 
-// joinGroup checks the connection and joins the consumer group, which it
-// keeps on a goroutine of its own.
-func (j *liveJob) joinGroup(ctx context.Context) error {
-	// A wrong password or a TLS mismatch fails here, saying so, rather
-	// than as an EOF from whichever client connects first; the state,
-	// local, is checked first.
+// checkBrokers checks the connection to the brokers before anything else
+// uses it (restore reads the outputs, then the group is joined): a wrong
+// password or a TLS mismatch fails here, saying so, rather than as an EOF
+// from whichever client connects first. The state, local, is checked
+// first.
+func (j *liveJob) checkBrokers(ctx context.Context) error {
 	if err := j.sec.Check(ctx, j.brokers); err != nil {
 		return fmt.Errorf("stream: brokers %v (%v): %w", j.brokers, j.sec, err)
 	}
+	return nil
+}
+
+// joinGroup joins the consumer group, which it keeps on a goroutine of its
+// own.
+func (j *liveJob) joinGroup(ctx context.Context) error {
 	instance, err := instanceID(j.db)
 	if err != nil {
 		return err

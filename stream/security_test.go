@@ -99,22 +99,24 @@ func TestSecuredCluster(t *testing.T) {
 }
 
 // TestSecurityRefused: produce and the job, given the wrong security for
-// a cluster, stop promptly with what is wrong instead of retrying an EOF.
+// a cluster, stop promptly with what is wrong instead of retrying an EOF;
+// a restart, which reads its outputs before it joins the group, too.
 func TestSecurityRefused(t *testing.T) {
 	certs := testcert.New(t)
 	saslSSL := securedBroker(t, certs, broker.User{Mechanism: "SCRAM-SHA-512", Name: "risk", Password: "right"})
 	plaintext := securedBroker(t, nil)
 	ca := kafkaconn.TLSOptions{CAFile: certs.CAFile}
 	file := payBurst(t)
+	right := kafkaconn.Options{TLS: ca, SASL: kafkaconn.SASLOptions{Mechanism: "scram-sha-512", Username: "risk", Password: "right"}}
 	for name, tc := range map[string]struct {
-		addr string
-		sec  kafkaconn.Options
-		want string
+		addr       string
+		sec, right kafkaconn.Options
+		want       string
 	}{
-		"wrong password": {addr: saslSSL, sec: kafkaconn.Options{TLS: ca,
+		"wrong password": {addr: saslSSL, right: right, sec: kafkaconn.Options{TLS: ca,
 			SASL: kafkaconn.SASLOptions{Mechanism: "scram-sha-512", Username: "risk", Password: "wrong"}},
 			want: `SASL SCRAM-SHA-512 as "risk" refused by ` + saslSSL + `: wrong username or password`},
-		"plaintext client, TLS broker": {addr: saslSSL,
+		"plaintext client, TLS broker": {addr: saslSSL, right: right,
 			want: "(PLAINTEXT): kafkaconn: metadata request with " + saslSSL + ": EOF (the broker hung up: does it expect TLS (--tls) or SASL (--sasl-mechanism)?)"},
 		"TLS client, plaintext broker": {addr: plaintext, sec: kafkaconn.Options{TLS: ca, DialTimeout: time.Second},
 			want: "(SSL): kafkaconn: TLS handshake with " + plaintext + ": no answer within 1s (is it a plaintext listener? TLS is on)"},
@@ -136,6 +138,11 @@ func TestSecurityRefused(t *testing.T) {
 			start = time.Now()
 			err = Run(context.Background(), RunOptions{Config: loadRules(t), Brokers: []string{tc.addr}, Security: tc.sec, StateDir: t.TempDir()})
 			check("run", err, time.Since(start))
+			stateDir := t.TempDir()
+			startJob(t, RunOptions{Brokers: []string{tc.addr}, Security: tc.right, StateDir: stateDir})()
+			start = time.Now()
+			err = Run(context.Background(), RunOptions{Config: loadRules(t), Brokers: []string{tc.addr}, Security: tc.sec, StateDir: stateDir})
+			check("restart", err, time.Since(start))
 		})
 	}
 }
