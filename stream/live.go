@@ -51,7 +51,7 @@ func Run(ctx context.Context, opts RunOptions) (err error) {
 	j := &liveJob{opts: opts, log: opts.Logger, offsets: map[int32]int64{}, known: map[int]bool{}, started: opts.Now()}
 	defer j.close()
 	for _, stage := range []func(context.Context) error{
-		j.openState, j.startBroker, j.checkBrokers, j.startOutputs, j.restore, j.joinGroup, j.startFetching,
+		j.openState, j.startBroker, j.startOutputs, j.restore, j.checkBrokers, j.skipWritten, j.joinGroup, j.startFetching,
 	} {
 		if err := stage(ctx); err != nil {
 			return err
@@ -132,10 +132,12 @@ type liveJob struct {
 	retiredDeleted int
 
 	// ends follows where the outputs end, for checkpoints; restored is
-	// whether there was a checkpoint to restore.
-	ends         *endTracker
-	restored     bool
-	commitFailed chan error
+	// whether there was a checkpoint to restore, and checkpointEnds where
+	// the outputs ended at it (none: unknown, or no checkpoint).
+	ends           *endTracker
+	restored       bool
+	checkpointEnds []partitionEnd
+	commitFailed   chan error
 }
 
 // onClose adds fn to what is undone when the job ends.
@@ -281,9 +283,8 @@ func (j *liveJob) startOutputs(context.Context) error {
 }
 
 // restore loads the last checkpoint, if any: the engine's state, the input
-// offsets, and what the outputs hold past the checkpoint (not written
-// again).
-func (j *liveJob) restore(ctx context.Context) error {
+// offsets, and where the outputs ended.
+func (j *liveJob) restore(context.Context) error {
 	cp, ok, err := j.db.Meta(metaCheckpoint)
 	if err != nil || !ok {
 		return err
@@ -309,15 +310,21 @@ func (j *liveJob) restore(ctx context.Context) error {
 	if err != nil || !ok {
 		return err
 	}
-	ends, err := decodeOutputEnds(raw)
-	if err != nil {
-		return err
+	j.checkpointEnds, err = decodeOutputEnds(raw)
+	return err
+}
+
+// skipWritten reads what the outputs hold past the restored checkpoint's
+// ends, which the sink does not write again.
+func (j *liveJob) skipWritten(ctx context.Context) error {
+	if len(j.checkpointEnds) == 0 {
+		return nil // nothing known of the outputs at the checkpoint
 	}
 	partitions, err := outputPartitions(ctx, j.ends.client, j.ends.topics)
 	if err != nil {
 		return err
 	}
-	ends = withUnlisted(ends, partitions)
+	ends := withUnlisted(j.checkpointEnds, partitions)
 	written, err := writtenSince(ctx, j.brokers, j.sec, ends)
 	if err != nil {
 		return err
@@ -331,10 +338,9 @@ func (j *liveJob) restore(ctx context.Context) error {
 }
 
 // checkBrokers checks the connection to the brokers before anything else
-// uses it (restore reads the outputs, then the group is joined): a wrong
-// password or a TLS mismatch fails here, saying so, rather than as an EOF
-// from whichever client connects first. The state, local, is checked
-// first.
+// uses it (skipWritten, then joinGroup): a wrong password or a TLS
+// mismatch fails here, saying so, rather than as an EOF from whichever
+// client connects first. The state, local, is read first.
 func (j *liveJob) checkBrokers(ctx context.Context) error {
 	if err := j.sec.Check(ctx, j.brokers); err != nil {
 		return fmt.Errorf("stream: brokers %v (%v): %w", j.brokers, j.sec, err)
