@@ -423,20 +423,10 @@ func (j *distJob) take(ctx context.Context, gen *kafka.Generation) error {
 	}
 	// What the former holders wrote after their checkpoints is not
 	// written again.
-	partitions, err := outputPartitions(ctx, j.client, j.ends.topics)
+	written, err := j.ends.restore(ctx, j.opts.Brokers, j.sec, ends)
 	if err != nil {
 		return err
 	}
-	for i := range ends {
-		ends[i] = withUnlisted(ends[i], partitions)
-	}
-	readFrom := earliestEnds(ends)
-	written, err := writtenSince(ctx, j.opts.Brokers, j.sec, readFrom)
-	if err != nil {
-		return err
-	}
-	j.out.SkipWritten(written)
-	j.ends.held = endsMap(readFrom)
 	j.balancer.held(j.opts.Topic, inputs)
 	j.balancer.held(j.topics.repartition, slices.Sorted(maps.Keys(mine)))
 	var standby []int
@@ -455,27 +445,8 @@ func (j *distJob) take(ctx context.Context, gen *kafka.Generation) error {
 	j.dm.ownedInputs.Set(float64(len(inputs)))
 	j.dm.ownedPartitions.Set(float64(len(j.tasks)))
 	j.log.Info("took partitions", "generation", gen.ID, "input", inputs, "repartition", slices.Sorted(maps.Keys(mine)), "standby", standby,
-		"took", time.Since(start).Round(time.Millisecond), "outputs_since_checkpoints", written.Len())
+		"took", time.Since(start).Round(time.Millisecond), "outputs_since_checkpoints", written)
 	return nil
-}
-
-// earliestEnds returns, of several lists of output ends, the earliest end
-// of each partition.
-func earliestEnds(lists [][]partitionEnd) []partitionEnd {
-	earliest := map[sink.Partition]int64{}
-	for _, l := range lists {
-		for _, e := range l {
-			if o, ok := earliest[e.Partition]; !ok || e.offset < o {
-				earliest[e.Partition] = e.offset
-			}
-		}
-	}
-	var out []partitionEnd
-	for p, o := range earliest {
-		out = append(out, partitionEnd{p, o})
-	}
-	sortEnds(out)
-	return out
 }
 
 // openTask returns the task of repartition partition k: the one held in

@@ -317,24 +317,11 @@ func (j *liveJob) restore(context.Context) error {
 // skipWritten reads what the outputs hold past the restored checkpoint's
 // ends, which the sink does not write again.
 func (j *liveJob) skipWritten(ctx context.Context) error {
-	if len(j.checkpointEnds) == 0 {
-		return nil // nothing known of the outputs at the checkpoint
-	}
-	partitions, err := outputPartitions(ctx, j.ends.client, j.ends.topics)
-	if err != nil {
-		return err
-	}
-	ends := withUnlisted(j.checkpointEnds, partitions)
-	written, err := writtenSince(ctx, j.brokers, j.sec, ends)
-	if err != nil {
-		return err
-	}
-	j.ends.held = endsMap(ends)
-	j.out.SkipWritten(written)
-	if n := written.Len(); n > 0 {
+	n, err := j.ends.restore(ctx, j.brokers, j.sec, [][]partitionEnd{j.checkpointEnds})
+	if n > 0 {
 		j.log.Info("outputs written after the checkpoint are not written again", "messages", n)
 	}
-	return nil
+	return err
 }
 
 // checkBrokers checks the connection to the brokers before anything else

@@ -255,6 +255,7 @@ func readRecords(ctx context.Context, dialer *kafka.Dialer, brokers []string, to
 // trackedOutputs is what an endTracker asks of the outputs' sink
 // (sink.Kafka).
 type trackedOutputs interface {
+	SkipWritten(*sink.Written)
 	Acknowledged() map[sink.Partition]int64
 	Unmade() int
 	UnmadeIn(topic string) bool
@@ -286,6 +287,55 @@ type endTracker struct {
 	unmade    int
 	processed int64
 	quiet     int
+}
+
+// restore reads what the outputs hold past the ends of the checkpoints
+// restored, the earliest of each partition over them (the distributed
+// job restores several), and every partition a checkpoint does not name
+// of a topic it marks from its start. The sink leaves those messages out
+// when it makes them again, and until then checkpoints keep their ends
+// (held). It returns how many messages it read.
+func (t *endTracker) restore(ctx context.Context, brokers []string, sec *kafkaconn.Security, checkpoints [][]partitionEnd) (int, error) {
+	t.held = nil
+	if !slices.ContainsFunc(checkpoints, func(ends []partitionEnd) bool { return len(ends) > 0 }) {
+		return 0, nil // nothing known of the outputs at the checkpoints
+	}
+	partitions, err := outputPartitions(ctx, t.client, t.topics)
+	if err != nil {
+		return 0, err
+	}
+	lists := make([][]partitionEnd, len(checkpoints))
+	for i, ends := range checkpoints {
+		lists[i] = withUnlisted(ends, partitions)
+	}
+	readFrom := earliestEnds(lists)
+	written, err := writtenSince(ctx, brokers, sec, readFrom)
+	if err != nil {
+		return 0, err
+	}
+	n := written.Len()
+	t.out.SkipWritten(written)
+	t.held = endsMap(readFrom)
+	return n, nil
+}
+
+// earliestEnds returns, of several lists of output ends, the earliest end
+// of each partition.
+func earliestEnds(lists [][]partitionEnd) []partitionEnd {
+	earliest := map[sink.Partition]int64{}
+	for _, l := range lists {
+		for _, e := range l {
+			if o, ok := earliest[e.Partition]; !ok || e.offset < o {
+				earliest[e.Partition] = e.offset
+			}
+		}
+	}
+	var out []partitionEnd
+	for p, o := range earliest {
+		out = append(out, partitionEnd{p, o})
+	}
+	sortEnds(out)
+	return out
 }
 
 // endsMap indexes ends by partition.

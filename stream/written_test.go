@@ -71,6 +71,9 @@ type fakeOutputs struct {
 	unmade map[string]int
 }
 
+// SkipWritten is not used by these tests, which set unmade themselves.
+func (f *fakeOutputs) SkipWritten(*sink.Written) {}
+
 func (f *fakeOutputs) Acknowledged() map[sink.Partition]int64 { return f.acked }
 func (f *fakeOutputs) UnmadeIn(topic string) bool             { return f.unmade[topic] > 0 }
 
