@@ -123,39 +123,23 @@ func TestKilledTwiceCatchingUp(t *testing.T) {
 		t.Fatalf("produce: %+v, %v", st, err)
 	}
 	want := topicReplayDecisions(t, addr, cfg)
-	stateDir := t.TempDir()
-	start := func(interval string) (*exec.Cmd, *lockedBuffer) {
-		return startProcess(t, bin, "run", "--rules", threeKeysRules, "--brokers", addr, "--state-dir", stateDir,
-			"--metrics-addr", "", "--checkpoint-interval", interval)
-	}
-	kill := func(cmd *exec.Cmd) {
-		cmd.Process.Signal(syscall.SIGKILL)
-		cmd.Wait()
-	}
+	runs := threeKeysRuns{t, bin, addr, t.TempDir()}
 	// The first run checkpoints no more after it starts, and is killed
 	// once it has written every decision.
-	cmd, _ := start("1h")
-	for deadline := time.Now().Add(time.Minute); decisionCount(addr) < len(want); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the first run wrote %d of %d decisions", decisionCount(addr), len(want))
-		}
-	}
-	kill(cmd)
+	cmd, logs := runs.start("1h")
+	killOnceWritten(t, cmd, logs, addr, len(want))
 	// The second checkpoints often, and is killed once a checkpoint of
 	// part of the input is durable.
-	cmd, logs := start("2ms")
+	cmd, logs = runs.start("2ms")
 	waitCheckpointed(t, addr, 1, 1, logs)
-	kill(cmd)
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
 	at := committed(t, addr, 1)
 	if at >= events {
 		t.Fatalf("the second run's first checkpoint covers the whole input (%d): nothing left to test", at)
 	}
-	cmd, logs = start("50ms")
-	waitCheckpointed(t, addr, 1, events, logs)
-	cmd.Process.Signal(syscall.SIGTERM)
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("clean stop: %v\n%s", err, logs.String())
-	}
+	cmd, logs = runs.start("50ms")
+	stopOnceCheckpointed(t, cmd, logs, addr, 1, events)
 	t.Logf("the second run was killed after a checkpoint at offset %d of %d", at, events)
 	compareDecisions(t, readTopic(t, addr, "decisions"), want)
 }
@@ -176,31 +160,54 @@ func TestKilledOutputTopicsCreatedSince(t *testing.T) {
 		t.Fatalf("produce: %+v, %v", st, err)
 	}
 	want := topicReplayDecisions(t, addr, cfg)
-	written := func() int64 { return recordsIn(t, addr, "decisions") }
-	if n := written(); n != 0 {
+	if n := recordsIn(t, addr, "decisions"); n != 0 {
 		t.Fatalf("the decisions topic holds %d records before the job ran", n)
 	}
-	stateDir := t.TempDir()
-	start := func(interval string) (*exec.Cmd, *lockedBuffer) {
-		return startProcess(t, bin, "run", "--rules", threeKeysRules, "--brokers", addr, "--state-dir", stateDir,
-			"--metrics-addr", "", "--checkpoint-interval", interval)
-	}
+	runs := threeKeysRuns{t, bin, addr, t.TempDir()}
 	// The first run checkpoints only before its first record.
-	cmd, logs := start("1h")
-	for deadline := time.Now().Add(time.Minute); written() < int64(len(want)); time.Sleep(10 * time.Millisecond) {
+	cmd, logs := runs.start("1h")
+	killOnceWritten(t, cmd, logs, addr, len(want))
+	cmd, logs = runs.start("50ms")
+	stopOnceCheckpointed(t, cmd, logs, addr, 1, events)
+	compareDecisions(t, readTopic(t, addr, "decisions"), want)
+}
+
+// threeKeysRuns starts runs of the threeKeysRules job as a process, one
+// after the other, on the broker at addr over one state directory.
+type threeKeysRuns struct {
+	t                   *testing.T
+	bin, addr, stateDir string
+}
+
+// start starts a run that checkpoints every interval.
+func (r threeKeysRuns) start(interval string) (*exec.Cmd, *lockedBuffer) {
+	return startProcess(r.t, r.bin, "run", "--rules", threeKeysRules, "--brokers", r.addr, "--state-dir", r.stateDir,
+		"--metrics-addr", "", "--checkpoint-interval", interval)
+}
+
+// killOnceWritten waits until the decisions topic holds n records, then
+// kills cmd with SIGKILL.
+func killOnceWritten(t *testing.T, cmd *exec.Cmd, logs *lockedBuffer, addr string, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); recordsIn(t, addr, "decisions") < int64(n); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the first run wrote %d of %d decisions:\n%s", written(), len(want), logs.String())
+			t.Fatalf("the job wrote %d of %d decisions:\n%s", recordsIn(t, addr, "decisions"), n, logs.String())
 		}
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	cmd, logs = start("50ms")
-	waitCheckpointed(t, addr, 1, events, logs)
+}
+
+// stopOnceCheckpointed waits until the job has checkpointed n records of
+// the input's partitions, then stops cmd with SIGTERM, which must end it
+// cleanly.
+func stopOnceCheckpointed(t *testing.T, cmd *exec.Cmd, logs *lockedBuffer, addr string, partitions int, n int64) {
+	t.Helper()
+	waitCheckpointed(t, addr, partitions, n, logs)
 	cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("clean stop: %v\n%s", err, logs.String())
 	}
-	compareDecisions(t, readTopic(t, addr, "decisions"), want)
 }
 
 // startProcess starts the riskstream binary bin with args, its standard

@@ -399,9 +399,7 @@ func TestDistributedKilledBeforeCheckpoint(t *testing.T) {
 		t.Fatalf("produce: %v", err)
 	}
 	first := d.start("--checkpoint-interval", "1h")
-	waitRecords(t, d.addr, "decisions", len(want.decisions))
-	d.cmds[first].Process.Signal(syscall.SIGKILL)
-	d.cmds[first].Wait()
+	killOnceWritten(t, d.cmds[first], d.logs[first], d.addr, len(want.decisions))
 	// The second checkpoints often, and is killed once a checkpoint of
 	// part of the input is durable, while it has not made all the first
 	// one's outputs again.
@@ -434,13 +432,7 @@ func TestDistributedKilledOutputTopicsCreatedSince(t *testing.T) {
 		t.Fatalf("produce: %v", err)
 	}
 	first := d.start("--checkpoint-interval", "1h")
-	for deadline := time.Now().Add(time.Minute); recordsIn(t, d.addr, "decisions") < int64(len(want.decisions)); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the first instance wrote %d of %d decisions:\n%s", recordsIn(t, d.addr, "decisions"), len(want.decisions), d.logs[first])
-		}
-	}
-	d.cmds[first].Process.Signal(syscall.SIGKILL)
-	d.cmds[first].Wait()
+	killOnceWritten(t, d.cmds[first], d.logs[first], d.addr, len(want.decisions))
 	second := d.start()
 	waitCheckpointed(t, d.addr, 1, events, d.logs[second])
 	d.checkOutputs(want)

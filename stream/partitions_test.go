@@ -354,11 +354,7 @@ func TestCrashSafetyPartitioned(t *testing.T) {
 	// A last run to the end, stopped cleanly.
 	cmd, logs := start()
 	waitFor(t, logs, "consuming")
-	waitCheckpointed(t, addr, 4, events, logs)
-	cmd.Process.Signal(syscall.SIGTERM)
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("clean stop: %v\n%s", err, logs.String())
-	}
+	stopOnceCheckpointed(t, cmd, logs, addr, 4, events)
 	got := readTopic(t, addr, "decisions")
 	want := topicReplayDecisions(t, addr, cfg)
 	if !slices.Equal(got, want) && slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))) {
@@ -513,11 +509,7 @@ func TestLiveMemoryBudgetCrash(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	cmd, logs = start()
-	waitCheckpointed(t, addr, 4, int64(events), logs)
-	cmd.Process.Signal(syscall.SIGTERM)
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("clean stop: %v\n%s", err, logs.String())
-	}
+	stopOnceCheckpointed(t, cmd, logs, addr, 4, int64(events))
 	if !strings.Contains(logs.String(), "resuming from checkpoint") {
 		t.Fatalf("the restart did not resume from a checkpoint:\n%s", logs.String())
 	}
