@@ -101,13 +101,17 @@ type liveJob struct {
 	reading     sync.WaitGroup
 	merge       *order.Merger[kafka.Message]
 	recs        []engine.Record // scratch for the records taken from merge
-	// busy is how long the loop has worked (processing, ticking,
-	// checkpointing) since started: the merge's clock leaves it out, so
-	// that the loop's own work, which on a loaded machine delays the
-	// fetchers' next records too, does not count against a partition's
-	// wait.
-	started time.Time
-	busy    time.Duration
+	// away is how long the loop could not take in fetches since started:
+	// it worked (processing, ticking, checkpointing), or the group was not
+	// held (between two of its generations, when it takes in nothing). The
+	// merge's clock leaves it out, so that neither counts against a
+	// partition's wait: the loop's own work delays the fetchers' next
+	// records too on a loaded machine, and a fetch that was in flight when
+	// the group went is taken in only once it is held again. unheldSince
+	// is when the loop last saw the group not held, zero while held.
+	started     time.Time
+	away        time.Duration
+	unheldSince time.Time
 	// waitTimeouts counts merge waits that ran out since they were last
 	// logged, and lastTimeoutLog is when that was (ms).
 	waitTimeouts   int
@@ -153,15 +157,28 @@ func (j *liveJob) close() {
 func (j *liveJob) now() int64 { return j.opts.Now().UnixMilli() }
 
 // mergeNow is the merge's clock in ms: the time since the job started
-// less the loop's work (see busy).
-func (j *liveJob) mergeNow() int64 { return (j.opts.Now().Sub(j.started) - j.busy).Milliseconds() }
+// less the time the loop was away from the fetchers (see away).
+func (j *liveJob) mergeNow() int64 { return (j.opts.Now().Sub(j.started) - j.away).Milliseconds() }
 
 // work runs fn, counting its time as the loop's work.
 func (j *liveJob) work(fn func() error) error {
 	start := j.opts.Now()
 	err := fn()
-	j.busy += j.opts.Now().Sub(start)
+	j.away += j.opts.Now().Sub(start)
 	return err
+}
+
+// noteHeld notes whether the group is held now, for the merge's clock:
+// the time from when it is first seen not held until it is seen held
+// again counts as away.
+func (j *liveJob) noteHeld(held bool) {
+	switch {
+	case !held && j.unheldSince.IsZero():
+		j.unheldSince = j.opts.Now()
+	case held && !j.unheldSince.IsZero():
+		j.away += j.opts.Now().Sub(j.unheldSince)
+		j.unheldSince = time.Time{}
+	}
 }
 
 // openState opens the state store. Pebble locks its directory: a second
@@ -464,6 +481,7 @@ func (j *liveJob) loop(ctx context.Context) error {
 		// nothing is processed: another instance may hold it by now.
 		input, tick10ms := j.fetched, tick.C
 		held, groupChanged := j.member.held()
+		j.noteHeld(held)
 		if !held {
 			input, tick10ms = nil, nil
 		}

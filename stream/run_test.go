@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskstream/riskstream/broker"
 	"github.com/riskstream/riskstream/internal/kafkatest"
+	"github.com/riskstream/riskstream/order"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
@@ -515,6 +516,44 @@ func TestCheckpointClockDue(t *testing.T) {
 		if got := c.due(start.Add(step.at)); got != step.want {
 			t.Fatalf("due at +%v = %v, want %v", step.at, got, step.want)
 		}
+	}
+}
+
+// TestMergeClockAway: the merge's clock leaves out the loop's work and the
+// time the group is not held, when the loop takes in nothing: a record
+// held for a caught-up partition is still held after a rebalance that took
+// longer than the wait, so that a record of that partition fetched before
+// the group went, and taken in once it is back, still goes first.
+func TestMergeClockAway(t *testing.T) {
+	now := time.UnixMilli(1_000_000)
+	j := &liveJob{opts: RunOptions{Now: func() time.Time { return now }}, started: now}
+	merge, err := order.New(order.Options[int64]{Timestamp: func(ts *int64) int64 { return *ts }, Wait: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	merge.AddPartition(0)
+	merge.AddPartition(1)
+	j.noteHeld(true)
+	now = now.Add(40 * time.Millisecond) // waiting for something to do
+	merge.Push(0, []int64{20}, false, j.mergeNow())
+	if err := j.work(func() error { now = now.Add(time.Second); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	j.noteHeld(false) // a rebalance
+	now = now.Add(2 * time.Second)
+	j.noteHeld(false)
+	now = now.Add(time.Second)
+	j.noteHeld(true)
+	now = now.Add(30 * time.Millisecond)
+	if got := j.mergeNow(); got != 70 {
+		t.Fatalf("merge clock %d ms after 70 ms of waiting, 1 s of work and 3 s without the group", got)
+	}
+	if _, _, ok := merge.Pop(j.mergeNow()); ok {
+		t.Fatal("the wait for partition 1 ran out during the rebalance")
+	}
+	merge.Push(1, []int64{10}, false, j.mergeNow())
+	if ts, p, ok := merge.Pop(j.mergeNow()); !ok || ts != 10 {
+		t.Fatalf("popped %d of partition %d (%v), want partition 1's 10 first", ts, p, ok)
 	}
 }
 
