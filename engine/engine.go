@@ -310,17 +310,6 @@ func (d *Decoder) Decode(value []byte, ev *event.Event, refs []windows.SlotRef, 
 // event.Decoder.Retain.
 func (d *Decoder) Retain() { d.dec.Retain() }
 
-// PartitionWatermark returns one input partition's own watermark.
-func (e *Engine) PartitionWatermark(id int32) int64 { return e.wm.Partition(id) }
-
-// Sources returns the clock skew of every source seen, for metrics and the
-// summary.
-func (e *Engine) Sources() []watermark.SourceSkew { return e.skew.Sources() }
-
-// AddPartition registers an input partition before its first record, so it
-// holds the watermark back until it has data or turns idle.
-func (e *Engine) AddPartition(id int32, now int64) { e.wm.AddPartition(id, now) }
-
 // Tick lets the watermark notice idle partitions at processing time now.
 func (e *Engine) Tick(now int64) error {
 	return e.op.AdvanceWatermark(e.wm.Advance(now))
