@@ -47,7 +47,9 @@ type Options struct {
 	// watermarks, offsets) that goes with it. The live job sets it; replay,
 	// which never restores, does not. The default value is false.
 	AtomicCheckpoints bool
-	// CacheBytes is Pebble's block cache size. The default value is 64 MiB.
+	// CacheBytes is what Pebble's block cache holds of blocks read from
+	// disk, besides the memtables (MemtableBytes). The default value is
+	// 64 MiB.
 	CacheBytes int64
 	// Logger receives Pebble's own messages at debug level. The default
 	// value is slog.Default().
@@ -65,6 +67,17 @@ type Options struct {
 	// before the DB fails with ErrDiskStalled. The default value is 20s.
 	StallTimeout time.Duration
 }
+
+// memtableSize is the size of each of Pebble's memtables, and memtables
+// how many a store has at most: one being filled, one being flushed.
+const (
+	memtableSize = 4 << 20
+	memtables    = 2
+)
+
+// MemtableBytes is the most each store's memtables hold, beside its block
+// cache (Options.CacheBytes).
+const MemtableBytes = memtableSize * memtables
 
 // EnsureDefaults fills in zero fields with their default values.
 func (o *Options) EnsureDefaults() {
@@ -345,14 +358,20 @@ func Open(opts Options) (*DB, error) {
 		return nil, err
 	}
 	m := newMonitor(opts.Dir, opts.Logger, opts.WriteErrorGrace, opts.StallTimeout)
-	cache := pebble.NewCache(opts.CacheBytes)
+	// Pebble counts its memtables against the block cache (it reserves
+	// their size in it), so a cache of CacheBytes alone held no block at
+	// all while the memtables took that much: every read of a filter or
+	// data block went to the file.
+	cache := pebble.NewCache(opts.CacheBytes + MemtableBytes)
 	defer cache.Unref()
 	po := &pebble.Options{
-		Cache:         cache,
-		DisableWAL:    opts.DisableWAL,
-		Logger:        pebbleLogger{m},
-		EventListener: m.listener(),
-		FS:            newGuardFS(opts.FS, m),
+		Cache:                       cache,
+		MemTableSize:                memtableSize,
+		MemTableStopWritesThreshold: memtables,
+		DisableWAL:                  opts.DisableWAL,
+		Logger:                      pebbleLogger{m},
+		EventListener:               m.listener(),
+		FS:                          newGuardFS(opts.FS, m),
 	}
 	// Pebble's disk-health checks report an operation slower than 5s
 	// (monitor.diskSlow).

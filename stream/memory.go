@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+
+	"github.com/riskstream/riskstream/state"
 )
 
 // DefaultMemory is the memory budget of replay and the live job when
@@ -12,10 +14,6 @@ const DefaultMemory = 1 << 30
 
 // MinMemory is the smallest memory budget the job accepts.
 const MinMemory = 64 << 20
-
-// memtableBytes is what each Pebble store's memtables may hold: two of
-// Pebble's default 4 MiB (one being filled, one being flushed).
-const memtableBytes = 8 << 20
 
 // MemoryPlan is how a memory budget is shared (docs/commands.md "Memory").
 type MemoryPlan struct {
@@ -44,8 +42,8 @@ func PlanMemory(budget int64, stores int) (MemoryPlan, error) {
 		return MemoryPlan{}, fmt.Errorf("memory budget %d bytes: at least %d MiB", budget, MinMemory>>20)
 	}
 	cache := min(max(budget/16, 4<<20), 1<<30)
-	state := budget - cache - budget/8 - int64(stores)*memtableBytes
-	if state < MinMemory/2 {
+	windows := budget - cache - budget/8 - int64(stores)*state.MemtableBytes
+	if windows < MinMemory/2 {
 		return MemoryPlan{}, fmt.Errorf("memory budget %d MiB: too small for %d state stores", budget>>20, stores)
 	}
 	chunk := chunkSize
@@ -53,7 +51,7 @@ func PlanMemory(budget int64, stores int) (MemoryPlan, error) {
 		chunk /= 2
 	}
 	return MemoryPlan{
-		State:       state,
+		State:       windows,
 		PebbleCache: max(cache/int64(stores), 1<<20),
 		BatchBytes:  int(min(max(budget/128/int64(stores), 1<<20), 8<<20)),
 		Chunk:       chunk,
