@@ -359,9 +359,9 @@ func Open(opts Options) (*DB, error) {
 	}
 	m := newMonitor(opts.Dir, opts.Logger, opts.WriteErrorGrace, opts.StallTimeout)
 	// Pebble counts its memtables against the block cache (it reserves
-	// their size in it), so a cache of CacheBytes alone held no block at
-	// all while the memtables took that much: every read of a filter or
-	// data block went to the file.
+	// their size in it): a cache of CacheBytes alone would hold no block
+	// while the memtables take that much, and every read of a filter or
+	// data block would go to the file.
 	cache := pebble.NewCache(opts.CacheBytes + MemtableBytes)
 	defer cache.Unref()
 	po := &pebble.Options{
