@@ -185,6 +185,25 @@ func (c *cache) lookupID(spec int, id slotID) (*slot, error) {
 	if err != nil || !found {
 		return nil, err
 	}
+	return c.decode(spec, id, key, val)
+}
+
+// adopt returns the slot of spec with id, caching it from key and val, its
+// stored key and value, which the caller read from the Backend, unless the
+// cache holds it already.
+func (c *cache) adopt(spec int, id slotID, key, val []byte) (*slot, error) {
+	if s := c.find(spec, id); s != nil {
+		return s, nil
+	}
+	if err := c.makeRoom(); err != nil {
+		return nil, err
+	}
+	return c.decode(spec, id, key, val)
+}
+
+// decode caches the state of spec with id from its stored key and value,
+// in the room makeRoom made.
+func (c *cache) decode(spec int, id slotID, key, val []byte) (*slot, error) {
 	s := c.newSlot(string(key), c.specs[spec])
 	if err := decodeSlotInto(s, val); err != nil {
 		c.slots.release(s)

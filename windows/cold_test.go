@@ -1,9 +1,11 @@
 package windows
 
 import (
+	"cmp"
 	"fmt"
 	"hash/maphash"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/riskstream/riskstream/event"
@@ -188,6 +190,83 @@ rules:
 	if out.decisions != keys {
 		t.Errorf("%d decisions, want one per key: %d", out.decisions, keys)
 	}
+}
+
+// TestSpilledPurgeReadsOnce: a purge timer of a spilled state that still
+// has windows to keep (a session its key extended after the timer was set)
+// reads the state from the Backend once, in the sorted read of its timer
+// bucket, and loads it from that: the session then goes on, and the key's
+// third event in it makes a decision.
+func TestSpilledPurgeReadsOnce(t *testing.T) {
+	backend := &readCountingBackend{MemBackend: NewMemBackend()}
+	out := &countingOutput{}
+	op, dec := newTestOperatorWith(t, `
+rules:
+  - {name: visits, key: [user], window: {type: session, gap: 30s}, aggregate: count, threshold: 2, action: review}
+`, backend, out, Options{MemoryBytes: 4 << 20, CacheSlots: 256})
+	const keys = 60_000
+	const base = 1_000_000_000
+	// Each user's first event, a second 20 s later that extends the
+	// session past the purge timer the first set, and a third 40 s after
+	// the first, which the session still holds: in time order, the timers
+	// of the first events are due among the third ones.
+	var lines [][]byte
+	for i := range keys {
+		for _, after := range []int{0, 20_000, 40_000} {
+			lines = append(lines, fmt.Appendf(nil, `{"id":"e%d-%d","ts":%d,"user":"u%d"}`, i, after, base+after+i, i))
+		}
+	}
+	slices.SortFunc(lines, func(a, b []byte) int { return cmp.Compare(lineTS(t, dec, a), lineTS(t, dec, b)) })
+	maxTS := int64(MinWatermark)
+	timerGets, sortedFound := 0, 0
+	for _, l := range lines {
+		maxTS = max(maxTS, processLine(t, op, dec, l))
+		gets, found := backend.gets, backend.sortedFound
+		if err := op.AdvanceWatermark(maxTS - 1000); err != nil {
+			t.Fatal(err)
+		}
+		timerGets += backend.gets - gets
+		sortedFound += backend.sortedFound - found
+	}
+	if op.cache.cold.spills == 0 || sortedFound == 0 || cap(op.spilledVals) == 0 {
+		t.Fatalf("no spilled state was loaded by its purge timer (%d spilled, %d read by timers)", op.cache.cold.spills, sortedFound)
+	}
+	if timerGets != 0 {
+		t.Errorf("the purge timers read %d spilled states sorted, and read %d again", sortedFound, timerGets)
+	}
+	if out.decisions != keys {
+		t.Errorf("%d decisions, want one per key (its third event in one session): %d", out.decisions, keys)
+	}
+}
+
+// lineTS is the ts of an event line.
+func lineTS(t *testing.T, dec *event.Decoder, line []byte) int64 {
+	var ev event.Event
+	if err := dec.Decode(line, &ev); err != nil {
+		t.Fatal(err)
+	}
+	return ev.TS
+}
+
+// readCountingBackend counts a MemBackend's point reads, and the values its
+// sorted reads found.
+type readCountingBackend struct {
+	*MemBackend
+	gets, sortedFound int
+}
+
+func (b *readCountingBackend) Get(key []byte) ([]byte, bool, error) {
+	b.gets++
+	return b.MemBackend.Get(key)
+}
+
+func (b *readCountingBackend) GetSorted(keys [][]byte, fn func(i int, value []byte, found bool) error) error {
+	return b.MemBackend.GetSorted(keys, func(i int, value []byte, found bool) error {
+		if found {
+			b.sortedFound++
+		}
+		return fn(i, value, found)
+	})
 }
 
 type countingOutput struct{ decisions int }

@@ -96,6 +96,10 @@ type Operator struct {
 	spilledKeys   [][]byte
 	spilledKeyBuf []byte
 	spilledActs   []byte
+	// spilledVals holds the spilled states purgeSpilled loads, read
+	// once, and spilledSpans where each is in it.
+	spilledVals  []byte
+	spilledSpans [][2]int
 
 	dec      Decision
 	hw       HeatmapWindow
@@ -748,7 +752,8 @@ func (op *Operator) purgeSpilled(at int64) error {
 	}
 	op.spilledKeys, op.spilledKeyBuf = keys, buf
 	acts := slices.Grow(op.spilledActs[:0], len(ts))[:len(ts)]
-	op.spilledActs = acts
+	spans := slices.Grow(op.spilledSpans[:0], len(ts))[:len(ts)]
+	vals := op.spilledVals[:0]
 	err := c.backend.GetSorted(keys, func(i int, b []byte, found bool) error {
 		acts[i] = purgeNone
 		if !found {
@@ -760,8 +765,14 @@ func (op *Operator) purgeSpilled(at int64) error {
 			act, err = op.specs[ts[i].spec].purgeAction(val, at, op.wm)
 			acts[i] = byte(act)
 		}
+		if acts[i] == purgeLoad {
+			// Kept for the load below, which then reads it only once.
+			spans[i] = [2]int{len(vals), len(vals) + len(b)}
+			vals = append(vals, b...)
+		}
 		return err
 	})
+	op.spilledActs, op.spilledSpans, op.spilledVals = acts, spans, vals
 	if err != nil {
 		return fmt.Errorf("windows: load state: %w", err)
 	}
@@ -770,8 +781,12 @@ func (op *Operator) purgeSpilled(at int64) error {
 		case purgeDelete:
 			err = c.del(int(e.spec), e.id, "", at)
 		case purgeLoad:
+			var key, val []byte
+			if key, val, err = splitSpilled(vals[spans[i][0]:spans[i][1]]); err != nil {
+				return err
+			}
 			var s *slot
-			if s, err = op.cache.lookupID(int(e.spec), e.id); err == nil {
+			if s, err = op.cache.adopt(int(e.spec), e.id, key, val); err == nil {
 				err = op.runTimer(s, at)
 			}
 		}
