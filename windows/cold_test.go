@@ -203,8 +203,8 @@ func TestSpilledPurgeReadsOnce(t *testing.T) {
 	op, dec := newTestOperatorWith(t, `
 rules:
   - {name: visits, key: [user], window: {type: session, gap: 30s}, aggregate: count, threshold: 2, action: review}
-`, backend, out, Options{MemoryBytes: 4 << 20, CacheSlots: 256})
-	const keys = 60_000
+`, backend, out, Options{MemoryBytes: 1 << 20, CacheSlots: 64})
+	const keys = 15_000
 	const base = 1_000_000_000
 	// Each user's first event, a second 20 s later that extends the
 	// session past the purge timer the first set, and a third 40 s after
