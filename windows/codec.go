@@ -251,11 +251,6 @@ func (d *decoder) skipSketch() {
 	}
 }
 
-func decodeSlot(key string, sp *spec, b []byte) (*slot, error) {
-	s := newSlot(key, sp)
-	return s, decodeSlotInto(s, b)
-}
-
 // slotHead is the start of an encoded slot: what comes before its windows.
 type slotHead struct {
 	parts             byte

@@ -185,3 +185,16 @@ func FuzzDecodeSlot(f *testing.F) {
 		slotTimer(b)
 	})
 }
+
+// newSlot returns an empty slot of key, outside any cache.
+func newSlot(key string, sp *spec) *slot {
+	s := &slot{}
+	s.reset(key, sp)
+	return s
+}
+
+// decodeSlot decodes b, an encoded slot of key, into a new slot.
+func decodeSlot(key string, sp *spec, b []byte) (*slot, error) {
+	s := newSlot(key, sp)
+	return s, decodeSlotInto(s, b)
+}

@@ -83,12 +83,6 @@ type slot struct {
 	_       [4]byte
 }
 
-func newSlot(key string, sp *spec) *slot {
-	s := &slot{}
-	s.reset(key, sp)
-	return s
-}
-
 // reset makes s an empty slot of key.
 func (s *slot) reset(key string, sp *spec) {
 	*s = slot{key: key, sp: sp, firedEnd: MinWatermark, timerAt: noTimer, storedTimer: noTimer, purgeAt: MaxWatermark, ringIdx: -1, num: s.num}
