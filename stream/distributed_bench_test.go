@@ -61,7 +61,7 @@ func BenchmarkDistributedCatchUp(b *testing.B) {
 		start := time.Now()
 		stop := startJob(b, RunOptions{Config: cfg, Brokers: []string{addr}, Registry: reg, Distributed: !*distDirect,
 			RepartitionPartitions: *distRepartition, CheckpointInterval: time.Second})
-		for deadline := time.Now().Add(10 * time.Minute); decisionCount(addr) < want; time.Sleep(10 * time.Millisecond) {
+		for deadline := time.Now().Add(10 * time.Minute); int(recordsIn(b, addr, "decisions")) < want; time.Sleep(10 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				b.Fatalf("the job did not make the %d decisions of the replay", want)
 			}

@@ -17,7 +17,6 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
-	"github.com/riskstream/riskstream/internal/kafkatest"
 	"github.com/riskstream/riskstream/state"
 )
 
@@ -121,13 +120,6 @@ func startFaultyJob(t *testing.T, addr, stateDir, metrics string, so state.Optio
 	}
 }
 
-// decisionCount is how many records the decisions topic holds, 0 while
-// the broker does not answer.
-func decisionCount(addr string) int {
-	n, _ := kafkatest.LastOffset(addr, "decisions", 0)
-	return int(n)
-}
-
 // produceHalves returns a function that produces the first (half 0) or
 // second (half 1) half of the bundled input.
 func produceHalves(t *testing.T, addr string) func(half int) {
@@ -188,7 +180,7 @@ func TestLiveStateDiskFull(t *testing.T) {
 	if off := committed(t, addr, 1); off != 10000 {
 		t.Fatalf("group offset %d after the disk filled: ahead of the checkpoint", off)
 	}
-	mid := decisionCount(addr)
+	mid := int(recordsIn(t, addr, "decisions"))
 
 	restarted := t.TempDir()
 	copyTree(t, filepath.Join(stateDir, "state"), filepath.Join(restarted, "state"))

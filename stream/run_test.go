@@ -200,7 +200,7 @@ func runUntilWith(t *testing.T, o RunOptions, addr, stateDir string, n int, stop
 	stop := startJob(t, o)
 	defer stop()
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if last := decisionCount(addr); (stopEarly && last > 0) || last >= n {
+		if last := int(recordsIn(t, addr, "decisions")); (stopEarly && last > 0) || last >= n {
 			return
 		}
 	}
