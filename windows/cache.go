@@ -78,7 +78,9 @@ type cache struct {
 	// cache is full, for the event that made it; settle then moves it to
 	// the cold store (see load).
 	fresh *slot
-	val   []byte // load's copy of a stored value, while it makes room
+	// key and val are a stored key and value copied while load or
+	// lookupID makes room.
+	key, val []byte
 }
 
 // slotTable holds slots in chunks that never move, so that an index entry
@@ -178,14 +180,18 @@ func (c *cache) lookupID(spec int, id slotID) (*slot, error) {
 	if s := c.find(spec, id); s != nil {
 		return s, nil
 	}
-	if err := c.makeRoom(); err != nil {
-		return nil, err
-	}
 	key, val, found, err := c.cold.getByID(spec, id)
 	if err != nil || !found {
 		return nil, err
 	}
-	return c.decode(spec, id, key, val)
+	// Copied before making room, which writes to the cold store: that may
+	// move the record, or spill it, to be read back from the Backend.
+	c.key = append(c.key[:0], key...)
+	c.val = append(c.val[:0], val...)
+	if err := c.makeRoom(); err != nil {
+		return nil, err
+	}
+	return c.decode(spec, id, c.key, c.val)
 }
 
 // adopt returns the slot of spec with id, caching it from key and val, its
@@ -314,6 +320,15 @@ func (c *cache) settle(s *slot) error {
 	return c.writeBack(s) // load resets it for the next key
 }
 
+// untimed reports whether s is a rule's fresh state (see load) with no
+// purge timer: the cold store's expiring chain frees it (coldStore.expire),
+// since with millions of keys most states are of keys seen once, and a
+// timer each, with the read and the index removal it costs, was most of
+// what such a state cost.
+func (c *cache) untimed(s *slot) bool {
+	return s == c.fresh && c.cold.expiring && s.sp.rule != nil
+}
+
 // makeRoom evicts slots until there is room for one more.
 func (c *cache) makeRoom() error {
 	for len(c.ring) >= c.cap {
@@ -347,6 +362,10 @@ func (c *cache) insert(id slotID, s *slot, persisted bool) {
 		}
 		// Its record stays in the cold store, a copy while s is clean.
 		s.coldLoc, e.ref = e.ref, ref
+		if c.cold.inExpiringChain(s.coldLoc) {
+			// Stored without a timer: the next change schedules one.
+			s.timerAt = noTimer
+		}
 	}
 	s.ringIdx = int32(len(c.ring))
 	c.ring = append(c.ring, s)
@@ -493,7 +512,7 @@ func (c *cache) writeBack(s *slot) error {
 		return c.remove(s)
 	}
 	c.buf = encodeSlot(c.buf[:0], s)
-	if err := c.cold.set(s.sp.index, s.id, s.key, c.buf, s.storedTimer, s.timerAt); err != nil {
+	if err := c.cold.set(s.sp.index, s.id, s.key, c.buf, s.storedTimer, s.timerAt, c.untimed(s)); err != nil {
 		return err
 	}
 	s.storedTimer = s.timerAt

@@ -30,6 +30,17 @@ const maxColdChunk = 1 << 20
 // evicted longest ago first, under a key made of their id (spillKey), so
 // that the timer queue, which finds states by id, finds them there too.
 //
+// A rule's state seen once, as most are with millions of keys, needs no
+// purge timer: the cache stores a key's fresh state (cache.untimed) in its
+// rule's expiring chain of chunks, each of which notes the latest time at
+// which a state it holds can go as a whole. Once the watermark reaches
+// that, expire frees the chunk: every state still current there goes at
+// once, without a timer, a read or an index removal each. Their index
+// entries are then dead (dead), which lookups pass over and the indexes'
+// sweeps drop (stateIndex.sweep). A state of such a chain that comes back
+// into the cache gets a timer when it next changes, and one that is
+// spilled gets one then (onExpiringSpill).
+//
 // In write-through mode (the live job, whose checkpoints must find every
 // state in the Backend under its slot key, and whose restarts rebuild the
 // ids with new seeds) each record is also written to the Backend when it
@@ -66,13 +77,35 @@ type coldStore struct {
 	restored bool
 	onSpill  func(key []byte, at int64)
 	spills   int64 // records written to the Backend by spilling
-	val, key []byte
-	timerKey []byte
+	// expiring says whether states may be stored without a purge timer,
+	// in an expiring chain: not when writing through, where each state's
+	// copy in the Backend needs its delete.
+	expiring bool
+	// open is the sequence number of the chunk each chain appends to (0:
+	// none yet).
+	open []uint64
+	// nextExpiry is at most the earliest expires of an expiring chunk.
+	nextExpiry int64
+	// expired counts the chunks expire freed: an index whose sweep saw
+	// fewer has dead entries to sweep (stateIndex.sweep).
+	expired int
+	// onExpiringSpill gives a timer to a state of an expiring chain that
+	// reclaim spills: in the Backend it needs one to go.
+	onExpiringSpill func(spec int, id slotID, at int64)
+	val, key        []byte
+	timerKey        []byte
 }
 
 type coldChunk struct {
-	b    []byte
-	live int // bytes of current records
+	b    []byte // nil once expired (see expire)
+	live int    // bytes of current records
+	// chain is what the chunk is appended to: 0 the store's main chain,
+	// whose states have purge timers, 1+spec the expiring chain of a
+	// rule's states that have none.
+	chain int
+	// expires is, in an expiring chain, the latest time at which a
+	// record's state can go as a whole; noTimer in the main chain.
+	expires int64
 }
 
 // packLoc is a record's location: the sequence number of its chunk, its
@@ -96,6 +129,9 @@ func newColdStore(backend Backend, specs int, budget int, writeThrough bool) *co
 		budget:       budget,
 		chunkBytes:   min(maxColdChunk, 1<<max(bits.Len(uint(budget/16))-1, 12)),
 		firstSeq:     1,
+		expiring:     !writeThrough,
+		open:         []uint64{0},
+		nextExpiry:   noTimer,
 	}
 	c.addIndexes(specs)
 	return c
@@ -112,9 +148,13 @@ func (c *coldStore) record(loc uint64) (key, val []byte, size int) {
 	return key, val, 8 + n + int(kl) + m + int(vl)
 }
 
-// firstWord returns the first word of the slot id of e's state, which the
-// index entry does not hold: from the cached slot, or from the head of the
-// record (append).
+// holds reports whether e, a used place whose tag matched, holds a state
+// whose slot id has w as its first word.
+func (c *coldStore) holds(e *stateEntry, w uint64) bool { return c.current(e) && c.firstWord(e) == w }
+
+// firstWord returns the first word of the slot id of e's state, a current
+// one, which the index entry does not hold: from the cached slot, or from
+// the head of the record (append).
 func (c *coldStore) firstWord(e *stateEntry) uint64 {
 	if e.cached() {
 		return c.slots.at(e.slotNum()).id[0]
@@ -123,6 +163,23 @@ func (c *coldStore) firstWord(e *stateEntry) uint64 {
 	return binary.LittleEndian.Uint64(c.chunks[locSeq(loc)-c.firstSeq].b[locOff(loc):])
 }
 
+// dead reports whether loc is in a chunk expire freed: its record's state
+// went with the chunk.
+func (c *coldStore) dead(loc uint64) bool {
+	i := locSeq(loc) - c.firstSeq
+	return i >= uint64(len(c.chunks)) || c.chunks[i].b == nil
+}
+
+// inExpiringChain reports whether the record at loc, a current one, is in
+// an expiring chain: its state has no purge timer.
+func (c *coldStore) inExpiringChain(loc uint64) bool {
+	return c.chunks[locSeq(loc)-c.firstSeq].chain != 0
+}
+
+// current reports whether e, a used place, holds a state: it is cached, or
+// its record was not expired.
+func (c *coldStore) current(e *stateEntry) bool { return e.cached() || !c.dead(e.ref) }
+
 // entryID returns the slot id of e's state.
 func (c *coldStore) entryID(e *stateEntry) slotID { return slotID{c.firstWord(e), e.tag} }
 
@@ -130,6 +187,7 @@ func (c *coldStore) entryID(e *stateEntry) slotID { return slotID{c.firstWord(e)
 func (c *coldStore) addIndexes(n int) {
 	for range n {
 		c.idx = append(c.idx, stateIndex{store: c})
+		c.open = append(c.open, 0)
 	}
 }
 
@@ -219,8 +277,10 @@ func (c *coldStore) spillKey(spec int, id slotID) []byte {
 }
 
 // set stores val as the state of key; writing through, it moves the
-// state's timer entry from the time old to at (stored.go).
-func (c *coldStore) set(spec int, id slotID, key string, val []byte, old, at int64) error {
+// state's timer entry from the time old to at (stored.go). expiring says
+// that the state has no purge timer: its record goes to its rule's
+// expiring chain, which frees it once the watermark reaches at.
+func (c *coldStore) set(spec int, id slotID, key string, val []byte, old, at int64, expiring bool) error {
 	if c.writeThrough {
 		if err := c.backend.Set(keyBytes(key), val); err != nil {
 			return fmt.Errorf("windows: write state: %w", err)
@@ -232,7 +292,11 @@ func (c *coldStore) set(spec int, id slotID, key string, val []byte, old, at int
 	if c.firstSeq+uint64(len(c.chunks)) >= renumberAt {
 		c.renumber(1)
 	}
-	c.forget(c.setLoc(spec, id, c.append(id, keyBytes(key), val)))
+	chain, expires := 0, noTimer
+	if expiring {
+		chain, expires = 1+spec, at
+	}
+	c.forget(c.setLoc(spec, id, c.append(id, keyBytes(key), val, chain, expires)))
 	return c.reclaim()
 }
 
@@ -249,17 +313,27 @@ func (c *coldStore) renumber(first uint64) {
 	shift := func(loc uint64) uint64 { return loc - c.firstSeq<<36 + first<<36 }
 	for i := range c.idx {
 		x := &c.idx[i]
+		x.sweep() // a dead location would shift onto a live chunk's number
 		for j := range x.entries {
 			e := &x.entries[j]
 			switch {
 			case e.ref == 0:
 			case e.cached():
 				if s := c.slots.at(e.slotNum()); s.coldLoc != 0 {
-					s.coldLoc = shift(s.coldLoc)
+					if c.dead(s.coldLoc) {
+						s.coldLoc = 0
+					} else {
+						s.coldLoc = shift(s.coldLoc)
+					}
 				}
 			default:
 				e.ref = shift(e.ref)
 			}
+		}
+	}
+	for chain, seq := range c.open {
+		if seq != 0 {
+			c.open[chain] = seq - c.firstSeq + first
 		}
 	}
 	c.firstSeq = first
@@ -269,10 +343,10 @@ func (c *coldStore) renumber(first uint64) {
 // chunk and returns its location. A record is the first word of id (for
 // the index, which holds only the second: see stateEntry), then the key and
 // the value, each with its uvarint length.
-func (c *coldStore) append(id slotID, key, val []byte) uint64 {
+func (c *coldStore) append(id slotID, key, val []byte, chain int, expires int64) uint64 {
 	size := 8 + 2*binary.MaxVarintLen32 + len(key) + len(val)
-	last := len(c.chunks) - 1
-	if last < 0 || len(c.chunks[last].b)+size > cap(c.chunks[last].b) {
+	last := int(c.open[chain] - c.firstSeq)
+	if c.open[chain] == 0 || len(c.chunks[last].b)+size > cap(c.chunks[last].b) {
 		var b []byte
 		if n := len(c.spare); n > 0 && size <= c.chunkBytes {
 			b, c.spare = c.spare[n-1], c.spare[:n-1] // counted in alloc
@@ -280,10 +354,19 @@ func (c *coldStore) append(id slotID, key, val []byte) uint64 {
 			b = make([]byte, 0, max(c.chunkBytes, size))
 			c.alloc += cap(b)
 		}
-		c.chunks = append(c.chunks, coldChunk{b: b})
-		last++
+		expiresAt := int64(noTimer)
+		if chain != 0 {
+			expiresAt = MinWatermark
+		}
+		c.chunks = append(c.chunks, coldChunk{b: b, chain: chain, expires: expiresAt})
+		last = len(c.chunks) - 1
+		c.open[chain] = c.firstSeq + uint64(last)
 	}
 	ch := &c.chunks[last]
+	if chain != 0 {
+		ch.expires = max(ch.expires, expires)
+		c.nextExpiry = min(c.nextExpiry, ch.expires)
+	}
 	off := len(ch.b)
 	ch.b = binary.LittleEndian.AppendUint64(ch.b, id[0])
 	ch.b = binary.AppendUvarint(ch.b, uint64(len(key)))
@@ -299,7 +382,7 @@ func (c *coldStore) append(id slotID, key, val []byte) uint64 {
 
 // forget notes that the record at loc (0: none) is no longer current.
 func (c *coldStore) forget(loc uint64) {
-	if loc == 0 {
+	if loc == 0 || c.dead(loc) {
 		return
 	}
 	size := int(loc & 0xffff)
@@ -376,10 +459,14 @@ func (c *coldStore) dropSpec(spec int) error {
 
 // entryLoc is the location of the record of e's state, 0 for none.
 func (c *coldStore) entryLoc(e *stateEntry) uint64 {
+	loc := e.ref
 	if e.cached() {
-		return c.slots.at(e.slotNum()).coldLoc
+		loc = c.slots.at(e.slotNum()).coldLoc
 	}
-	return e.ref
+	if loc == 0 || c.dead(loc) {
+		return 0
+	}
+	return loc
 }
 
 // loc is the location of the record of spec's state with id, 0 for none.
@@ -462,6 +549,9 @@ func (c *coldStore) reclaim() error {
 func (c *coldStore) reclaimOldest(move bool) error {
 	ch := c.chunks[0]
 	seq := c.firstSeq
+	if c.open[ch.chain] == seq {
+		c.open[ch.chain] = 0 // append must not take the chunk being emptied
+	}
 	for off := 0; off < len(ch.b); {
 		key, val, size := c.record(packLoc(seq, off, 0))
 		loc := packLoc(seq, off, size)
@@ -474,8 +564,15 @@ func (c *coldStore) reclaimOldest(move bool) error {
 		if move {
 			// The record is copied before its chunk can be reused: append
 			// never takes the chunk being emptied, which is not spare yet.
-			c.setLoc(spec, id, c.append(id, key, val))
+			c.setLoc(spec, id, c.append(id, key, val, ch.chain, ch.expires))
 			continue
+		}
+		if ch.chain != 0 && c.onExpiringSpill != nil {
+			at, err := slotTimer(val)
+			if err != nil {
+				return fmt.Errorf("windows: state of %q: %w", key, err)
+			}
+			c.onExpiringSpill(spec, id, at)
 		}
 		c.spilled.add(spec, id)
 		if !c.writeThrough {
@@ -496,7 +593,18 @@ func (c *coldStore) reclaimOldest(move bool) error {
 		}
 		c.removeLoc(spec, id)
 	}
-	c.live -= c.chunks[0].live
+	c.free(0)
+	return nil
+}
+
+// free empties chunk i, whose records are all moved, spilled or expired,
+// and drops the chunks at the front that are empty.
+func (c *coldStore) free(i int) {
+	ch := &c.chunks[i]
+	if seq := c.firstSeq + uint64(i); c.open[ch.chain] == seq {
+		c.open[ch.chain] = 0
+	}
+	c.live -= ch.live
 	c.used -= len(ch.b)
 	// Two spare chunks are enough to refill from; the rest go back.
 	if cap(ch.b) == c.chunkBytes && len(c.spare) < 2 {
@@ -504,10 +612,38 @@ func (c *coldStore) reclaimOldest(move bool) error {
 	} else {
 		c.alloc -= cap(ch.b)
 	}
-	c.chunks[0] = coldChunk{}
-	c.chunks = c.chunks[1:]
-	c.firstSeq++
-	return nil
+	*ch = coldChunk{}
+	for len(c.chunks) > 0 && c.chunks[0].b == nil {
+		c.chunks[0] = coldChunk{}
+		c.chunks = c.chunks[1:]
+		c.firstSeq++
+	}
+}
+
+// expire frees the chunks of expiring chains whose every state the
+// watermark wm wholly purged: the states of the current records there go
+// without a timer, a read or an index removal each; their index entries
+// are dead from then on, and the indexes' sweeps drop them.
+func (c *coldStore) expire(wm int64) {
+	if wm < c.nextExpiry {
+		return
+	}
+	next := int64(noTimer)
+	for i := 0; i < len(c.chunks); i++ {
+		ch := &c.chunks[i]
+		if ch.b == nil || ch.chain == 0 {
+			continue
+		}
+		if ch.expires > wm {
+			next = min(next, ch.expires)
+			continue
+		}
+		before := len(c.chunks)
+		c.free(i)
+		c.expired++
+		i = max(i-(before-len(c.chunks)), -1) // chunks dropped at the front
+	}
+	c.nextExpiry = next
 }
 
 // idFilter is a Bloom filter of (spec, slot id) pairs: it answers whether

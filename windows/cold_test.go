@@ -55,7 +55,7 @@ func checkColdStore(t *testing.T, budget int, writeThrough bool) {
 		s.timerAt = r.Int64N(1000)
 		val := encodeSlot(nil, s)
 		val = append(val, make([]byte, r.IntN(3)*r.IntN(2000))...)
-		if err := c.set(specOf(key), id, key, val, noTimer, noTimer); err != nil {
+		if err := c.set(specOf(key), id, key, val, noTimer, noTimer, false); err != nil {
 			t.Fatal(err)
 		}
 		want[key] = val
@@ -411,7 +411,7 @@ func TestStatesSharingATag(t *testing.T) {
 		if i%2 == 0 {
 			s := newSlot(keys[i], c.specs[0])
 			s.timerAt = int64(i)
-			if err := c.cold.set(0, ids[i], keys[i], encodeSlot(nil, s), noTimer, noTimer); err != nil {
+			if err := c.cold.set(0, ids[i], keys[i], encodeSlot(nil, s), noTimer, noTimer, false); err != nil {
 				t.Fatal(err)
 			}
 			continue

@@ -19,16 +19,20 @@ import (
 // thousands of keys a Go map costs about three dependent cache misses per
 // lookup (directory, table, group). Deletion shifts later entries of the
 // probe run back (closeHole): no tombstones, so lookups never probe past
-// stale places.
+// stale places, except the entries of states that went with their chunk
+// of the cold store (coldStore.expire), which stay until a sweep, at the
+// latest when the array would next double.
 type stateIndex struct {
 	entries []stateEntry
-	n       int
+	n       int  // used places, dead ones included
 	shift   uint // 64 - log2(len(entries)): the home of an id is its tag's top bits
 	// store holds the first word of each entry's slot id, which the entry
 	// does not (see stateEntry), in the cached slot or the record: the
 	// cold store the index belongs to, which sets it (a zero stateIndex
 	// cannot find a state).
 	store *coldStore
+	// swept is the store's count of expired chunks when sweep last ran.
+	swept int
 }
 
 // stateEntry is one place of the array. tag is the second word of the
@@ -102,7 +106,7 @@ func (x *stateIndex) find(id slotID) (uint64, bool) {
 		if e.ref == 0 {
 			return i, false
 		}
-		if e.tag == id[1] && x.store.firstWord(e) == id[0] {
+		if e.tag == id[1] && x.store.holds(e, id[0]) {
 			return i, true
 		}
 	}
@@ -142,7 +146,14 @@ func (x *stateIndex) candidate(id slotID) *stateEntry {
 // be 0; it reports whether it added it.
 func (x *stateIndex) add(id slotID, ref uint64) (*stateEntry, bool) {
 	if (x.n+1)*8 > len(x.entries)*maxLoad {
-		x.grow()
+		if x.swept != x.store.expired {
+			x.sweep()
+		}
+		// Swept, the array doubles only if more than three eighths full,
+		// so that a sweep frees room for an eighth more at least.
+		if (x.n+1)*8*4 > len(x.entries)*maxLoad*3 {
+			x.grow()
+		}
 	}
 	i, ok := x.find(id)
 	e := &x.entries[i]
@@ -171,8 +182,8 @@ func (x *stateIndex) reset() { *x = stateIndex{store: x.store} }
 // resize places only the others, in an array sized for them.
 func (x *stateIndex) rebuild() {
 	n := 0
-	for _, e := range x.entries {
-		if e.ref != 0 {
+	for i := range x.entries {
+		if e := &x.entries[i]; e.ref != 0 && x.store.current(e) {
 			n++
 		}
 	}
@@ -186,6 +197,20 @@ func (x *stateIndex) rebuild() {
 	}
 	x.n = n
 	x.resize(size)
+}
+
+// sweep removes the dead entries, those of records whose chunk expired
+// (coldStore.expire), in one pass over the array: a dead entry's place is
+// closed as remove does, and the entry that moves into it is looked at in
+// turn.
+func (x *stateIndex) sweep() {
+	x.swept = x.store.expired
+	for i := 0; i < len(x.entries); i++ {
+		for e := &x.entries[i]; e.ref != 0 && !x.store.current(e); {
+			x.n--
+			x.closeHole(uint64(i))
+		}
+	}
 }
 
 // free returns the free place that ends the probe run of tag's home.
@@ -214,11 +239,15 @@ func (x *stateIndex) resize(size int) {
 		clearEntries(x.entries[i:min(i+clearPiece, size)])
 	}
 	x.shift = uint(64 - bits.TrailingZeros(uint(size)))
-	for _, e := range old {
-		if e.ref != 0 {
-			x.entries[x.free(e.tag)] = e
+	x.swept = x.store.expired
+	n := 0
+	for i := range old {
+		if e := &old[i]; e.ref != 0 && x.store.current(e) {
+			x.entries[x.free(e.tag)] = *e
+			n++
 		}
 	}
+	x.n = n
 }
 
 // closeHole empties place i without a tombstone: each later entry of the

@@ -39,7 +39,7 @@ func TestStateIndexAgainstMap(t *testing.T) {
 				s.id = id
 				return cachedRef | uint64(s.num)
 			}
-			return c.append(id, []byte("key"), nil)
+			return c.append(id, []byte("key"), nil, 0, noTimer)
 		}
 		for step := 0; step < 8000; step++ {
 			var id slotID
@@ -169,7 +169,7 @@ func BenchmarkStateIndexProbe(b *testing.B) {
 		newID := func() slotID { return slotID{rng.Uint64(), rng.Uint64()} }
 		for x.n < n {
 			id := newID()
-			x.add(id, c.append(id, nil, nil))
+			x.add(id, c.append(id, nil, nil, 0, noTimer))
 		}
 		ids := make([]slotID, 1<<20)
 		for i := range ids {

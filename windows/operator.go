@@ -174,6 +174,9 @@ func New(cfg *rules.Config, schema *event.Schema, backend Backend, out Output, o
 	cold.outside = func() int {
 		return op.timers.Len()*idTimerBytes + op.keyTimers.Len()*keyTimerBytes + cold.spilled.bytes()
 	}
+	cold.onExpiringSpill = func(spec int, id slotID, at int64) {
+		op.timers.add(at, idTimer{id: id, spec: int32(spec)}, false)
+	}
 	cold.onSpill = func(key []byte, at int64) {
 		op.keyTimers.add(at, string(key), op.specs[specOf(key)].hm != nil)
 	}
@@ -617,6 +620,7 @@ func (op *Operator) AdvanceWatermark(wm int64) error {
 		return nil
 	}
 	op.wm = wm
+	op.cache.cold.expire(wm)
 	if wm == MaxWatermark {
 		if err := op.cache.dropRules(); err != nil {
 			return err
@@ -959,6 +963,9 @@ func (op *Operator) schedule(s *slot) {
 	if next < s.timerAt {
 		s.timerAt = next
 		op.cache.markDirty(s)
+		if op.cache.untimed(s) {
+			return
+		}
 		op.timers.add(next, idTimer{id: s.id, spec: int32(s.sp.index)}, s.sp.hm != nil)
 	}
 }

@@ -219,5 +219,8 @@ func (op *Operator) prefetchTimers(blk []idTimer, i int) {
 // recordAddr returns the address of the record at loc, a current record's
 // location.
 func (c *coldStore) recordAddr(loc uint64) uintptr {
+	if c.dead(loc) {
+		return 0
+	}
 	return prefetch.Addr(&c.chunks[locSeq(loc)-c.firstSeq].b[locOff(loc)])
 }

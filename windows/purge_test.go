@@ -83,3 +83,76 @@ rules:
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*keys), "ns/key")
 }
+
+// TestExpiringChainFreesFreshStates: the states of keys first seen while
+// the cache is full get no purge timer; their records go to their rule's
+// expiring chain, whose chunks the watermark frees whole once every state
+// there is due, and the indexes' sweeps then reuse the places of their
+// entries. A second wave of as many new keys, after the first expired,
+// leaves the memory where the first left it: no chunk of the first is
+// kept, and the index does not double.
+func TestExpiringChainFreesFreshStates(t *testing.T) {
+	const slots = 64
+	op, dec := newTestOperatorWith(t, `
+rules:
+  - {name: session, key: [user], window: {type: session, gap: 30s}, aggregate: count, threshold: 5, action: deny}
+`, NewMemBackend(), discardOutput{}, Options{MemoryBytes: 64 << 20, CacheSlots: slots})
+	c := op.cache.cold
+	const keys = 200_000
+	wave := func(first, start int64) {
+		t.Helper()
+		for i := range int64(keys) {
+			ts := start + i // a new key a millisecond, 200 s of them
+			processLine(t, op, dec, fmt.Appendf(nil, `{"id":"e%d","ts":%d,"user":"u%d"}`, first+i, ts, first+i))
+			if err := op.AdvanceWatermark(ts - 1000); err != nil {
+				t.Fatal(err)
+			}
+			if n := op.timers.Len(); n > 2*slots {
+				t.Fatalf("%d pending timers with %d cached slots: fresh states got timers", n, slots)
+			}
+		}
+	}
+	wave(0, 1_000_000)
+	if c.expired == 0 {
+		t.Fatal("no chunk of the expiring chain was freed while the watermark passed its states")
+	}
+	size := len(c.idx[0].entries)
+	if err := op.AdvanceWatermark(1_000_000 + keys + 60_000); err != nil {
+		t.Fatal(err)
+	}
+	if c.live != 0 || c.alloc > 2*c.chunkBytes {
+		t.Fatalf("after every state expired: %d bytes of records current, %d bytes of chunks held, want 0 and at most 2 spare chunks", c.live, c.alloc)
+	}
+	wave(keys, 1_000_000+keys+60_000)
+	if got := len(c.idx[0].entries); got > size {
+		t.Errorf("index of %d places after the second wave, %d after the first: the sweeps did not reuse the dead entries' places", got, size)
+	}
+}
+
+// TestExpiringSpilledStatesLeave: a state of an expiring chain that the
+// cold store spills, over its budget, gets a purge timer there, and leaves
+// the Backend when due like any spilled state.
+func TestExpiringSpilledStatesLeave(t *testing.T) {
+	backend := NewMemBackend()
+	op, dec := newTestOperatorWith(t, `
+rules:
+  - {name: session, key: [user], window: {type: session, gap: 30s}, aggregate: count, threshold: 5, action: deny}
+`, backend, discardOutput{}, Options{MemoryBytes: 1 << 20, CacheSlots: 64})
+	const keys = 100_000
+	for i := range int64(keys) {
+		ts := 1_000_000 + i
+		processLine(t, op, dec, fmt.Appendf(nil, `{"id":"e%d","ts":%d,"user":"u%d"}`, i, ts, i))
+		if err := op.AdvanceWatermark(ts - 1000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if op.cache.cold.spills == 0 {
+		t.Fatal("nothing spilled: the budget holds every state")
+	}
+	if err := op.AdvanceWatermark(1_000_000 + keys + 60_000); err != nil {
+		t.Fatal(err)
+	}
+	if n := backend.Len(); n != 0 {
+		t.Errorf("%d entries left in the Backend after every state expired (%d spilled)", n, op.cache.cold.spills)
+	}
+}
