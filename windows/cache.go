@@ -422,6 +422,10 @@ const victimAhead = 8
 // timers only purge, which nobody sees, and at an infinite watermark they
 // would load each state only to delete it. Heatmaps keep theirs, to fire.
 func (c *cache) dropRules() error {
+	if !c.cold.writeThrough {
+		c.forgetRules()
+		return nil
+	}
 	for i := 0; i < len(c.ring); {
 		if s := c.ring[i]; s.sp.rule != nil {
 			if err := c.remove(s); err != nil {
@@ -441,6 +445,29 @@ func (c *cache) dropRules() error {
 	return nil
 }
 
+// forgetRules is dropRules without a write: a store that does not write
+// through is never read again once input ends but for the heatmaps'
+// states, and nothing is deleted from the Backend. Each rule's index is
+// emptied at once rather than entry by entry.
+func (c *cache) forgetRules() {
+	for i := 0; i < len(c.ring); {
+		s := c.ring[i]
+		if s.sp.rule == nil {
+			i++
+			continue
+		}
+		c.clean(s)
+		c.cold.forget(s.coldLoc)
+		c.cold.cachedEntries--
+		c.unring(s) // the last slot moved to i
+	}
+	for _, sp := range c.specs {
+		if sp != nil && sp.rule != nil {
+			c.cold.forgetSpec(sp.index)
+		}
+	}
+}
+
 // drop forgets a cached slot, moving the last ring entry into its place.
 func (c *cache) drop(s *slot) {
 	if s.ringIdx < 0 {
@@ -455,6 +482,12 @@ func (c *cache) drop(s *slot) {
 		}
 		c.cold.cachedEntries--
 	}
+	c.unring(s)
+}
+
+// unring takes s, a cached slot whose index entry is seen to, out of the
+// ring, moving the last ring entry into its place, and releases it.
+func (c *cache) unring(s *slot) {
 	s.coldLoc = 0
 	last := c.ring[len(c.ring)-1]
 	c.ring[s.ringIdx], last.ringIdx = last, s.ringIdx

@@ -180,9 +180,6 @@ func (c *coldStore) inExpiringChain(loc uint64) bool {
 // its record was not expired.
 func (c *coldStore) current(e *stateEntry) bool { return e.cached() || !c.dead(e.ref) }
 
-// entryID returns the slot id of e's state.
-func (c *coldStore) entryID(e *stateEntry) slotID { return slotID{c.firstWord(e), e.tag} }
-
 // addIndexes adds the indexes of n more specs.
 func (c *coldStore) addIndexes(n int) {
 	for range n {
@@ -422,7 +419,8 @@ func (c *coldStore) deleteTimerOf(key, val []byte) error {
 	return c.storeTimer(unsafe.String(unsafe.SliceData(key), len(key)), at, noTimer)
 }
 
-// dropSpec removes every state of spec.
+// dropSpec removes every state of spec, writing through: from memory, and
+// with its timer entry from the Backend.
 func (c *coldStore) dropSpec(spec int) error {
 	x := &c.idx[spec]
 	for i := range x.entries {
@@ -431,22 +429,10 @@ func (c *coldStore) dropSpec(spec int) error {
 		if loc == 0 {
 			continue
 		}
-		// The Backend may hold a copy: always when writing through, else
-		// one spilled before the state was read back.
-		var err error
-		switch {
-		case c.writeThrough:
-			key, val, _ := c.record(loc)
-			err = c.backend.Delete(key)
-			if err == nil {
-				err = c.deleteTimerOf(key, val)
-			}
-		case !c.spilled.empty():
-			// Only then the id: its first word is in the record, a line
-			// the loop would otherwise not read.
-			if id := c.entryID(e); c.spilled.mayHold(spec, id) {
-				err = c.backend.Delete(c.spillKey(spec, id))
-			}
+		key, val, _ := c.record(loc)
+		err := c.backend.Delete(key)
+		if err == nil {
+			err = c.deleteTimerOf(key, val)
 		}
 		if err != nil {
 			return fmt.Errorf("windows: delete state: %w", err)
@@ -455,6 +441,19 @@ func (c *coldStore) dropSpec(spec int) error {
 	}
 	x.rebuild() // cached slots of spec, if any, keep their entries
 	return nil
+}
+
+// forgetSpec forgets every state of spec that the store holds in memory,
+// leaving any spilled copy in the Backend: an index whose cached slots
+// are gone already.
+func (c *coldStore) forgetSpec(spec int) {
+	x := &c.idx[spec]
+	for i := range x.entries {
+		if e := &x.entries[i]; e.ref != 0 && !e.cached() {
+			c.forget(e.ref)
+		}
+	}
+	x.reset()
 }
 
 // entryLoc is the location of the record of e's state, 0 for none.

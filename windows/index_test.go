@@ -211,3 +211,6 @@ func BenchmarkStateIndexProbe(b *testing.B) {
 		}
 	}
 }
+
+// entryID returns the slot id of e's state.
+func (c *coldStore) entryID(e *stateEntry) slotID { return slotID{c.firstWord(e), e.tag} }

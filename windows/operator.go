@@ -807,8 +807,12 @@ func (op *Operator) runInKeyOrder(at int64, ib *timerBucket[idTimer], kb *timerB
 	if ib != nil {
 		for _, blk := range ib.blocks {
 			for _, e := range blk {
-				if op.specs[e.spec] == nil {
+				sp := op.specs[e.spec]
+				if sp == nil {
 					continue // its state went with its rule (Reload)
+				}
+				if sp.rule != nil && op.wm == MaxWatermark && !op.cache.cold.writeThrough {
+					continue // forgotten (dropRules), as in runTimers
 				}
 				// One the cache and the cold store do not hold is gone, or
 				// was spilled writing through: its key timer is in kb.

@@ -3,6 +3,7 @@ package windows
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/riskstream/riskstream/event"
@@ -155,4 +156,84 @@ rules:
 	if n := backend.Len(); n != 0 {
 		t.Errorf("%d entries left in the Backend after every state expired (%d spilled)", n, op.cache.cold.spills)
 	}
+}
+
+// TestEndOfInputForgetsRules: at the end of a replay's input (the largest
+// watermark) every rule's state is forgotten without being read or
+// written: the rules' indexes are empty, no rule's slot is cached, and the
+// states left are the heatmaps', which still fire as with no state spilled.
+func TestEndOfInputForgetsRules(t *testing.T) {
+	lines, _ := timerTestInput(3000)
+	backend := &specCountingBackend{MemBackend: NewMemBackend()}
+	out := &recorder{}
+	// States go through the cold store and are spilled too.
+	op, dec := newTestOperatorWith(t, storedTimersRules, backend, out, Options{CacheSlots: 16, MemoryBytes: 16 << 10})
+	backend.rule = func(spec int) bool { return spec < len(op.specs) && op.specs[spec].rule != nil }
+	drive(t, op, dec, lines)
+	if op.cache.cold.spills == 0 {
+		t.Fatal("nothing spilled")
+	}
+	backend.reads, backend.writes = 0, 0
+	if err := op.AdvanceWatermark(MaxWatermark); err != nil {
+		t.Fatal(err)
+	}
+	for _, sp := range op.specs {
+		if sp.rule != nil && op.cache.cold.idx[sp.index].n != 0 {
+			t.Errorf("%s: %d states left in its index", sp.name(), op.cache.cold.idx[sp.index].n)
+		}
+	}
+	for _, s := range op.cache.ring {
+		if s.sp.rule != nil {
+			t.Errorf("%s: state %q still cached", s.sp.name(), s.key)
+		}
+	}
+	if backend.reads != 0 || backend.writes != 0 {
+		t.Errorf("the end of input read %d rules' states and wrote %d", backend.reads, backend.writes)
+	}
+
+	want := &recorder{}
+	ref, dec := newTestOperatorWith(t, storedTimersRules, NewMemBackend(), want, Options{})
+	drive(t, ref, dec, lines)
+	if err := ref.AdvanceWatermark(MaxWatermark); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(out.lines, want.lines) {
+		t.Errorf("%d outputs with a 16-slot cache and a 16 KiB budget, %d with the defaults", len(out.lines), len(want.lines))
+	}
+}
+
+// specCountingBackend counts the reads and writes of a MemBackend's keys
+// of states (slot keys or spill keys) of the specs rule reports.
+type specCountingBackend struct {
+	*MemBackend
+	rule          func(spec int) bool
+	reads, writes int
+}
+
+func (b *specCountingBackend) count(key []byte, n *int) {
+	if b.rule != nil && len(key) >= 2 && b.rule(specOf(key)) {
+		*n++
+	}
+}
+
+func (b *specCountingBackend) Get(key []byte) ([]byte, bool, error) {
+	b.count(key, &b.reads)
+	return b.MemBackend.Get(key)
+}
+
+func (b *specCountingBackend) GetSorted(keys [][]byte, fn func(i int, value []byte, found bool) error) error {
+	for _, k := range keys {
+		b.count(k, &b.reads)
+	}
+	return b.MemBackend.GetSorted(keys, fn)
+}
+
+func (b *specCountingBackend) Set(key, value []byte) error {
+	b.count(key, &b.writes)
+	return b.MemBackend.Set(key, value)
+}
+
+func (b *specCountingBackend) Delete(key []byte) error {
+	b.count(key, &b.writes)
+	return b.MemBackend.Delete(key)
 }
