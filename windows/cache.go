@@ -167,7 +167,7 @@ func (c *cache) lookup(key string) (*slot, error) {
 	if s := c.find(specOf(key), id); s != nil {
 		return s, nil
 	}
-	return c.load(id, key, false)
+	return c.load(id, key, false, false)
 }
 
 // keyBytes returns key's bytes, without a copy: a slot key is only ever
@@ -267,7 +267,8 @@ func (c *cache) keyOf(spec int, id slotID) (string, error) {
 
 // load reads the slot of key, whose hash is id, from the cold store or the
 // Backend, or creates it when create is set; nil when it does not exist.
-func (c *cache) load(id slotID, key string, create bool) (*slot, error) {
+// event says that an event is to change it, and settle to end that.
+func (c *cache) load(id slotID, key string, create, event bool) (*slot, error) {
 	sp := c.specs[specOf(key)]
 	val, found, err := c.cold.get(sp.index, id, key)
 	if err != nil {
@@ -283,14 +284,28 @@ func (c *cache) load(id slotID, key string, create bool) (*slot, error) {
 		// each would evict a state for one that is likely not to come
 		// back before its own eviction. Its state goes to the cold store
 		// once the event is done, and into the cache if the key comes
-		// back (TinyLFU's doorkeeper, with the cold store as the door).
-		if c.fresh == nil {
-			c.fresh = &slot{}
+		// back often enough (TinyLFU's doorkeeper, with the cold store as
+		// the door).
+		return c.freshSlot(id, key, sp), nil
+	case found && full && event && sp.rule != nil:
+		// A rule's key that comes back while the cache is full enters it
+		// only once its windows hold admitAfter events before this one:
+		// with millions of keys most come back seldom, and admitting one
+		// evicts a state that was as likely to be needed. The others are
+		// changed in the fresh slot and go back to the cold store.
+		s := c.freshSlot(id, key, sp)
+		if err := decodeSlotInto(s, val); err != nil {
+			return nil, err
 		}
-		s := c.fresh
-		s.reset(key, sp)
-		s.id = id
-		return s, nil
+		s.persisted = true
+		// Its timer, if any, is superseded: the state goes back with the
+		// time its windows all end by (schedule), whose timer, or
+		// expiring chain, is the one that purges it.
+		s.timerAt = noTimer
+		if s.events() < admitAfter {
+			return s, nil
+		}
+		fallthrough
 	case found && full:
 		// Room first: evicting writes to the cold store, which may move
 		// the value it returned.
@@ -309,6 +324,23 @@ func (c *cache) load(id slotID, key string, create bool) (*slot, error) {
 	}
 	c.insert(id, s, found)
 	return s, nil
+}
+
+// admitAfter is how many events a rule's state must hold for its key to
+// enter the full cache when it comes back (load): a key on its third event
+// in its windows, such as an attacker, enters; one seen once before stays
+// out.
+const admitAfter = 2
+
+// freshSlot returns the fresh slot, emptied for key (see load).
+func (c *cache) freshSlot(id slotID, key string, sp *spec) *slot {
+	if c.fresh == nil {
+		c.fresh = &slot{}
+	}
+	s := c.fresh
+	s.reset(key, sp)
+	s.id = id
+	return s
 }
 
 // settle ends the event's use of s: a fresh state (see load) goes to the

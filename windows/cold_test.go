@@ -316,8 +316,9 @@ rules:
 }
 
 // TestNewKeysWhileFull: a key first seen while the cache is full evicts
-// nothing: its state goes to the cold store, with nothing left dirty, and
-// into the cache when the key comes back.
+// nothing: its state goes to the cold store, with nothing left dirty, as
+// it does when the key comes back with one event before; on its third
+// event it enters the cache (admitAfter).
 func TestNewKeysWhileFull(t *testing.T) {
 	op, dec := newDayCountOperator(t)
 	c := op.cache
@@ -339,9 +340,19 @@ func TestNewKeysWhileFull(t *testing.T) {
 			len(c.ring), c.cached(0, id) != nil, c.cold.loc(0, id) != 0, c.dirty, dirty)
 	}
 	process(65, "new")
+	if len(c.ring) != 64 || c.cached(0, id) != nil || c.dirty != dirty {
+		t.Fatalf("the key back with one event before: %d cached, cached itself %v, %d dirty (were %d); want 64, no, as many",
+			len(c.ring), c.cached(0, id) != nil, c.dirty, dirty)
+	}
+	var stored slot
+	stored.reset("", op.specs[0])
+	if _, val, _ := c.cold.record(c.cold.loc(0, id)); decodeSlotInto(&stored, val) != nil || stored.events() != 2 {
+		t.Fatalf("the key back with one event before: %d events in its stored state, want 2", stored.events())
+	}
+	process(66, "new")
 	s := c.cached(0, id)
-	if s == nil || len(c.ring) != 64 || len(s.wins) != 1 || s.wins[0].n != 2 {
-		t.Fatalf("the key back: cached %v with %d cached, want it cached, holding both events, in place of another", s != nil, len(c.ring))
+	if s == nil || len(c.ring) != 64 || len(s.wins) != 1 || s.wins[0].n != 3 {
+		t.Fatalf("the key's third event: cached %v with %d cached, want it cached, holding the three events, in place of another", s != nil, len(c.ring))
 	}
 	// Its record stays, a copy, and numbering the chunks again moves the
 	// location the slot keeps.

@@ -253,7 +253,7 @@ func (op *Operator) slotOf(sp *spec, r *SlotRef, keys []byte, create bool) (*slo
 	// keeps takes a copy, the fresh one (see cache.load), whose state goes
 	// to the cold store when the event is done, does not.
 	kb := r.slotKey(keys)
-	s, err := op.cache.load(r.id, unsafe.String(unsafe.SliceData(kb), len(kb)), create)
+	s, err := op.cache.load(r.id, unsafe.String(unsafe.SliceData(kb), len(kb)), create, true)
 	if s != nil && s != op.cache.fresh {
 		s.key = strings.Clone(s.key)
 	}

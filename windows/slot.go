@@ -89,6 +89,15 @@ func (s *slot) reset(key string, sp *spec) {
 	s.wins = s.inline[:0:1]
 }
 
+// events is how many events the windows of s hold.
+func (s *slot) events() int64 {
+	n := int64(0)
+	for i := range s.wins {
+		n += s.wins[i].acc.n
+	}
+	return n
+}
+
 func (s *slot) empty() bool {
 	return len(s.wins) == 0 && len(s.fired) == 0
 }
