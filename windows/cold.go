@@ -86,9 +86,10 @@ type coldStore struct {
 	open []uint64
 	// nextExpiry is at most the earliest expires of an expiring chunk.
 	nextExpiry int64
-	// expired counts the chunks expire freed: an index whose sweep saw
-	// fewer has dead entries to sweep (stateIndex.sweep).
-	expired int
+	// expired counts, per spec, the chunks of its expiring chain that
+	// expire freed: an index whose sweep saw fewer has dead entries to
+	// sweep (stateIndex.sweep).
+	expired []int
 	// onExpiringSpill gives a timer to a state of an expiring chain that
 	// reclaim spills: in the Backend it needs one to go.
 	onExpiringSpill func(spec int, id slotID, at int64)
@@ -183,8 +184,9 @@ func (c *coldStore) current(e *stateEntry) bool { return e.cached() || !c.dead(e
 // addIndexes adds the indexes of n more specs.
 func (c *coldStore) addIndexes(n int) {
 	for range n {
-		c.idx = append(c.idx, stateIndex{store: c})
+		c.idx = append(c.idx, stateIndex{store: c, spec: len(c.idx)})
 		c.open = append(c.open, 0)
+		c.expired = append(c.expired, 0)
 	}
 }
 
@@ -638,8 +640,8 @@ func (c *coldStore) expire(wm int64) {
 			continue
 		}
 		before := len(c.chunks)
+		c.expired[ch.chain-1]++
 		c.free(i)
-		c.expired++
 		i = max(i-(before-len(c.chunks)), -1) // chunks dropped at the front
 	}
 	c.nextExpiry = next

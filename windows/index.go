@@ -31,7 +31,9 @@ type stateIndex struct {
 	// cold store the index belongs to, which sets it (a zero stateIndex
 	// cannot find a state).
 	store *coldStore
-	// swept is the store's count of expired chunks when sweep last ran.
+	spec  int
+	// swept is the store's count of the spec's expired chunks when sweep
+	// last ran: if it has not changed since, no entry is dead.
 	swept int
 }
 
@@ -146,7 +148,7 @@ func (x *stateIndex) candidate(id slotID) *stateEntry {
 // be 0; it reports whether it added it.
 func (x *stateIndex) add(id slotID, ref uint64) (*stateEntry, bool) {
 	if (x.n+1)*8 > len(x.entries)*maxLoad {
-		if x.swept != x.store.expired {
+		if x.swept != x.store.expired[x.spec] {
 			x.sweep()
 		}
 		// Swept, the array doubles only if more than three eighths full,
@@ -176,7 +178,7 @@ func (x *stateIndex) remove(e *stateEntry) {
 }
 
 // reset empties x.
-func (x *stateIndex) reset() { *x = stateIndex{store: x.store} }
+func (x *stateIndex) reset() { *x = stateIndex{store: x.store, spec: x.spec} }
 
 // rebuild drops the entries whose ref was set to 0 without removing them:
 // resize places only the others, in an array sized for them.
@@ -204,7 +206,7 @@ func (x *stateIndex) rebuild() {
 // closed as remove does, and the entry that moves into it is looked at in
 // turn.
 func (x *stateIndex) sweep() {
-	x.swept = x.store.expired
+	x.swept = x.store.expired[x.spec]
 	for i := 0; i < len(x.entries); i++ {
 		for e := &x.entries[i]; e.ref != 0 && !x.store.current(e); {
 			x.n--
@@ -239,10 +241,11 @@ func (x *stateIndex) resize(size int) {
 		clearEntries(x.entries[i:min(i+clearPiece, size)])
 	}
 	x.shift = uint(64 - bits.TrailingZeros(uint(size)))
-	x.swept = x.store.expired
+	dead := x.swept != x.store.expired[x.spec] // else none is
+	x.swept = x.store.expired[x.spec]
 	n := 0
 	for i := range old {
-		if e := &old[i]; e.ref != 0 && x.store.current(e) {
+		if e := &old[i]; e.ref != 0 && (!dead || x.store.current(e)) {
 			x.entries[x.free(e.tag)] = *e
 			n++
 		}

@@ -114,7 +114,7 @@ rules:
 		}
 	}
 	wave(0, 1_000_000)
-	if c.expired == 0 {
+	if c.expired[0] == 0 {
 		t.Fatal("no chunk of the expiring chain was freed while the watermark passed its states")
 	}
 	size := len(c.idx[0].entries)
