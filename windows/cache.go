@@ -74,9 +74,8 @@ type cache struct {
 	// for a new one: nothing points to it but its entry in changed, if it
 	// has one, which then serves the slot's new key, and Prefetch's hints.
 	slots slotTable
-	// fresh holds the state of a key seen for the first time while the
-	// cache is full, for the event that made it; settle then moves it to
-	// the cold store (see load).
+	// fresh holds, for one event, the state of a key the cache does not
+	// admit (see load); settle then moves it to the cold store.
 	fresh *slot
 	// key and val are a stored key and value copied while load or
 	// lookupID makes room.
@@ -275,24 +274,21 @@ func (c *cache) load(id slotID, key string, create, event bool) (*slot, error) {
 		return nil, err
 	}
 	full := len(c.ring) >= c.cap
+	// A rule's state enters the cache only once its windows hold
+	// admitAfter events before this one: with millions of keys most are
+	// seen once in a while, and caching each would cost a slot, a timer
+	// and an eviction for a state that is likely not to be needed again
+	// before its own eviction. Until then an event changes it in the
+	// fresh slot, and it goes to the cold store when the event is done
+	// (TinyLFU's doorkeeper, with the cold store as the door). A
+	// heatmap's key enters on its first event while there is room, on
+	// its second once the cache is full.
 	switch {
 	case !found && !create:
 		return nil, nil
-	case !found && full:
-		// A key seen for the first time while the cache is full: with
-		// millions of keys most are seen once in a while, and admitting
-		// each would evict a state for one that is likely not to come
-		// back before its own eviction. Its state goes to the cold store
-		// once the event is done, and into the cache if the key comes
-		// back often enough (TinyLFU's doorkeeper, with the cold store as
-		// the door).
+	case !found && (full || event && sp.rule != nil):
 		return c.freshSlot(id, key, sp), nil
-	case found && full && event && sp.rule != nil:
-		// A rule's key that comes back while the cache is full enters it
-		// only once its windows hold admitAfter events before this one:
-		// with millions of keys most come back seldom, and admitting one
-		// evicts a state that was as likely to be needed. The others are
-		// changed in the fresh slot and go back to the cold store.
+	case found && event && sp.rule != nil:
 		s := c.freshSlot(id, key, sp)
 		if err := decodeSlotInto(s, val); err != nil {
 			return nil, err
@@ -305,8 +301,8 @@ func (c *cache) load(id slotID, key string, create, event bool) (*slot, error) {
 		if s.events() < admitAfter {
 			return s, nil
 		}
-		fallthrough
-	case found && full:
+	}
+	if found && full {
 		// Room first: evicting writes to the cold store, which may move
 		// the value it returned.
 		c.val = append(c.val[:0], val...)
@@ -353,10 +349,10 @@ func (c *cache) settle(s *slot) error {
 }
 
 // untimed reports whether s is a rule's fresh state (see load) with no
-// purge timer: the cold store's expiring chain frees it (coldStore.expire),
-// since with millions of keys most states are of keys seen once, and a
-// timer each, with the read and the index removal it costs, was most of
-// what such a state cost.
+// purge timer: the cold store's expiring chain frees it (coldStore.expire).
+// With millions of keys most states are of keys seen once, and a timer
+// each, with the read and the index removal it costs, would be most of
+// what such a state costs.
 func (c *cache) untimed(s *slot) bool {
 	return s == c.fresh && c.cold.expiring && s.sp.rule != nil
 }

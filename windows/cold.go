@@ -30,9 +30,9 @@ const maxColdChunk = 1 << 20
 // evicted longest ago first, under a key made of their id (spillKey), so
 // that the timer queue, which finds states by id, finds them there too.
 //
-// A rule's state seen once, as most are with millions of keys, needs no
-// purge timer: the cache stores a key's fresh state (cache.untimed) in its
-// rule's expiring chain of chunks, each of which notes the latest time at
+// A rule's state the cache has not admitted (seen once or twice, as most
+// are with millions of keys) needs no purge timer: the cache stores it
+// (cache.untimed) in its rule's expiring chain of chunks, each of which notes the latest time at
 // which a state it holds can go as a whole. Once the watermark reaches
 // that, expire frees the chunk: every state still current there goes at
 // once, without a timer, a read or an index removal each. Their index

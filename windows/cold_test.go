@@ -315,10 +315,10 @@ rules:
 	}
 }
 
-// TestNewKeysWhileFull: a key first seen while the cache is full evicts
-// nothing: its state goes to the cold store, with nothing left dirty, as
-// it does when the key comes back with one event before; on its third
-// event it enters the cache (admitAfter).
+// TestNewKeysWhileFull: a rule's state enters the cache on the third event
+// of its windows (admitAfter); before that it goes to the cold store, and
+// a key first seen evicts nothing. Once the cache is full, a key's third
+// event evicts another state.
 func TestNewKeysWhileFull(t *testing.T) {
 	op, dec := newDayCountOperator(t)
 	c := op.cache
@@ -329,17 +329,23 @@ func TestNewKeysWhileFull(t *testing.T) {
 	for i := range 64 {
 		process(i, fmt.Sprintf("u%d", i))
 	}
-	if len(c.ring) != 64 || c.cold.records(0) != 0 {
-		t.Fatalf("%d states cached and %d in the cold store, want the 64 cached", len(c.ring), c.cold.records(0))
+	if len(c.ring) != 0 || c.cold.records(0) != 64 || c.dirty != 0 {
+		t.Fatalf("%d states cached, %d in the cold store, %d dirty; want the 64 in the cold store, none dirty", len(c.ring), c.cold.records(0), c.dirty)
+	}
+	for i := range 128 {
+		process(64+i, fmt.Sprintf("u%d", i%64))
+	}
+	if len(c.ring) != 64 {
+		t.Fatalf("%d states cached after each key's third event, want the 64", len(c.ring))
 	}
 	dirty := c.dirty
-	process(64, "new")
+	process(200, "new")
 	id := hashSlotKey(c.seeds, "\x00\x00\"new\"\x00")
 	if len(c.ring) != 64 || c.cached(0, id) != nil || c.cold.loc(0, id) == 0 || c.dirty != dirty {
 		t.Fatalf("after a new key: %d cached, cached itself %v, in the cold store %v, %d dirty (were %d); want 64, no, yes, as many",
 			len(c.ring), c.cached(0, id) != nil, c.cold.loc(0, id) != 0, c.dirty, dirty)
 	}
-	process(65, "new")
+	process(201, "new")
 	if len(c.ring) != 64 || c.cached(0, id) != nil || c.dirty != dirty {
 		t.Fatalf("the key back with one event before: %d cached, cached itself %v, %d dirty (were %d); want 64, no, as many",
 			len(c.ring), c.cached(0, id) != nil, c.dirty, dirty)
@@ -349,7 +355,7 @@ func TestNewKeysWhileFull(t *testing.T) {
 	if _, val, _ := c.cold.record(c.cold.loc(0, id)); decodeSlotInto(&stored, val) != nil || stored.events() != 2 {
 		t.Fatalf("the key back with one event before: %d events in its stored state, want 2", stored.events())
 	}
-	process(66, "new")
+	process(202, "new")
 	s := c.cached(0, id)
 	if s == nil || len(c.ring) != 64 || len(s.wins) != 1 || s.wins[0].n != 3 {
 		t.Fatalf("the key's third event: cached %v with %d cached, want it cached, holding the three events, in place of another", s != nil, len(c.ring))
@@ -369,9 +375,9 @@ func TestNewKeysWhileFull(t *testing.T) {
 	if err := op.AdvanceWatermark(MaxWatermark - 1); err != nil {
 		t.Fatal(err)
 	}
-	if len(c.ring) != 0 || len(c.slots.free) != 64 || c.cold.cachedEntries != 0 || c.cold.idx[0].n != 0 {
-		t.Fatalf("after the purge: %d cached, %d slots free, %d entries counted as cached, %d in the index",
-			len(c.ring), len(c.slots.free), c.cold.cachedEntries, c.cold.idx[0].n)
+	if len(c.ring) != 0 || len(c.slots.free) != 64 || c.cold.cachedEntries != 0 || c.cold.idx[0].held() != 0 {
+		t.Fatalf("after the purge: %d cached, %d slots free, %d entries counted as cached, %d held in the index",
+			len(c.ring), len(c.slots.free), c.cold.cachedEntries, c.cold.idx[0].held())
 	}
 	for _, n := range c.slots.free {
 		if s := c.slots.at(n); s.key != "" || s.wins != nil {

@@ -34,7 +34,7 @@ rules:
 			t.Fatal(err)
 		}
 		for i, at := range purgedAt {
-			if held, want := op.cache.cold.idx[i].n, map[bool]int{true: 0, false: 1}[wm >= at]; held != want {
+			if held, want := op.cache.cold.idx[i].held(), map[bool]int{true: 0, false: 1}[wm >= at]; held != want {
 				t.Errorf("watermark %d: %s holds %d states, want %d", wm, op.specs[i].name(), held, want)
 			}
 		}
@@ -79,8 +79,8 @@ rules:
 			b.Fatal(err)
 		}
 	}
-	if op.cache.cold.idx[0].n != 0 {
-		b.Fatalf("%d states left", op.cache.cold.idx[0].n)
+	if op.cache.cold.idx[0].held() != 0 {
+		b.Fatalf("%d states left", op.cache.cold.idx[0].held())
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*keys), "ns/key")
 }
