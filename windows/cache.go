@@ -280,24 +280,30 @@ func (c *cache) load(id slotID, key string, create, event bool) (*slot, error) {
 	// and an eviction for a state that is likely not to be needed again
 	// before its own eviction. Until then an event changes it in the
 	// fresh slot, and it goes to the cold store when the event is done
-	// (TinyLFU's doorkeeper, with the cold store as the door). A
-	// heatmap's key enters on its first event while there is room, on
-	// its second once the cache is full.
+	// (TinyLFU's doorkeeper, with the cold store as the door). Writing
+	// through, where that writes it to the Backend each time, a state
+	// enters at once while there is room. A heatmap's key enters on its
+	// first event while there is room, on its second once the cache is
+	// full.
+	doorkeeper := event && sp.rule != nil && (full || !c.cold.writeThrough)
 	switch {
 	case !found && !create:
 		return nil, nil
-	case !found && (full || event && sp.rule != nil):
+	case !found && (full || doorkeeper):
 		return c.freshSlot(id, key, sp), nil
-	case found && event && sp.rule != nil:
+	case found && doorkeeper:
 		s := c.freshSlot(id, key, sp)
 		if err := decodeSlotInto(s, val); err != nil {
 			return nil, err
 		}
 		s.persisted = true
-		// Its timer, if any, is superseded: the state goes back with the
-		// time its windows all end by (schedule), whose timer, or
-		// expiring chain, is the one that purges it.
-		s.timerAt = noTimer
+		if c.cold.expiring {
+			// Its timer, if any, is superseded: the state goes back to
+			// an expiring chain with the time its windows all end by
+			// (schedule). Writing through, it keeps its timer, whose
+			// entry in the Backend then stays as it is.
+			s.timerAt = noTimer
+		}
 		if s.events() < admitAfter {
 			return s, nil
 		}
