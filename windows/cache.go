@@ -329,9 +329,8 @@ func (c *cache) load(id slotID, key string, create, event bool) (*slot, error) {
 }
 
 // admitAfter is how many events a rule's state must hold for its key to
-// enter the full cache when it comes back (load): a key on its third event
-// in its windows, such as an attacker, enters; one seen once before stays
-// out.
+// enter the cache (load): a key on its third event in its windows, such as
+// an attacker, enters; one seen once before stays out.
 const admitAfter = 2
 
 // freshSlot returns the fresh slot, emptied for key (see load).
