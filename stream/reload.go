@@ -56,7 +56,7 @@ func (w *rulesWatch) changed(now time.Time) bool {
 // records: the state of the rules whose definition is unchanged is kept.
 // A file with problems, or a change that needs a restart, is refused and
 // logged, and the job goes on with the rules it has. An applied reload is
-// logged and checkpointed durably at once, so that a restart resumes with
+// checkpointed durably at once, then logged, so that a restart resumes with
 // it.
 // Only a failure of the state store is an error.
 func (j *liveJob) reloadRules(why string, force bool) error {
@@ -103,10 +103,14 @@ func (j *liveJob) reloadRules(why string, force bool) error {
 	j.opts.Config = cfg
 	took := j.opts.Now().Sub(start)
 	j.m.reloads.WithLabelValues("applied").Inc()
+	// Durable before the next record, and before it is logged: a restart,
+	// even after a SIGKILL, resumes with the new rules and their state,
+	// which whoever reads the log can count on.
+	if err := j.checkpoint(true); err != nil {
+		return err
+	}
 	logDiff(j, "rules reloaded", diff, "file", w.path, "why", why, "took", took)
-	// Durable before the next record: a restart, even after a SIGKILL,
-	// resumes with the new rules and their state.
-	return j.checkpoint(true)
+	return nil
 }
 
 // logDiff logs msg with what a change of rules did to each one's state.
