@@ -508,7 +508,7 @@ func (c *cache) drop(s *slot) {
 	}
 	x := &c.cold.idx[s.sp.index]
 	if e := x.entry(s.id); e != nil && e.ref == cachedRef|uint64(s.num) {
-		if s.coldLoc != 0 {
+		if s.coldLoc != 0 && !c.cold.dead(s.coldLoc) {
 			e.ref = s.coldLoc
 		} else {
 			x.remove(e)
