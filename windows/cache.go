@@ -77,6 +77,9 @@ type cache struct {
 	// fresh holds, for one event, the state of a key the cache does not
 	// admit (see load); settle then moves it to the cold store.
 	fresh *slot
+	// freshTimed says that the state in fresh has a pending timer, which
+	// it keeps (see load).
+	freshTimed bool
 	// key and val are a stored key and value copied while load or
 	// lookupID makes room.
 	key, val []byte
@@ -297,12 +300,15 @@ func (c *cache) load(id slotID, key string, create, event bool) (*slot, error) {
 			return nil, err
 		}
 		s.persisted = true
-		if c.cold.expiring {
-			// Its timer, if any, is superseded: the state goes back to
-			// an expiring chain with the time its windows all end by
-			// (schedule). Writing through, it keeps its timer, whose
-			// entry in the Backend then stays as it is.
+		if c.cold.expiring && c.cold.inExpiringChain(c.cold.loc(sp.index, id)) {
+			// Stored without a timer: it goes back to an expiring chain,
+			// with the time its windows all end by (schedule).
 			s.timerAt = noTimer
+		} else {
+			// It has a timer (a spilled state, or one evicted from the
+			// cache, or any writing through), which it keeps: it goes
+			// back where that timer finds it.
+			c.freshTimed = true
 		}
 		if s.events() < admitAfter {
 			return s, nil
@@ -341,6 +347,7 @@ func (c *cache) freshSlot(id slotID, key string, sp *spec) *slot {
 	s := c.fresh
 	s.reset(key, sp)
 	s.id = id
+	c.freshTimed = false
 	return s
 }
 
@@ -359,7 +366,7 @@ func (c *cache) settle(s *slot) error {
 // each, with the read and the index removal it costs, would be most of
 // what such a state costs.
 func (c *cache) untimed(s *slot) bool {
-	return s == c.fresh && c.cold.expiring && s.sp.rule != nil
+	return s == c.fresh && !c.freshTimed && c.cold.expiring && s.sp.rule != nil
 }
 
 // makeRoom evicts slots until there is room for one more.

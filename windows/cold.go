@@ -171,10 +171,10 @@ func (c *coldStore) dead(loc uint64) bool {
 	return i >= uint64(len(c.chunks)) || c.chunks[i].b == nil
 }
 
-// inExpiringChain reports whether the record at loc, a current one, is in
-// an expiring chain: its state has no purge timer.
+// inExpiringChain reports whether the record at loc, a current one or 0
+// (none), is in an expiring chain: its state has no purge timer.
 func (c *coldStore) inExpiringChain(loc uint64) bool {
-	return c.chunks[locSeq(loc)-c.firstSeq].chain != 0
+	return loc != 0 && c.chunks[locSeq(loc)-c.firstSeq].chain != 0
 }
 
 // current reports whether e, a used place, holds a state: it is cached, or
