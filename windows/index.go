@@ -183,12 +183,7 @@ func (x *stateIndex) reset() { *x = stateIndex{store: x.store, spec: x.spec} }
 // rebuild drops the entries whose ref was set to 0 without removing them:
 // resize places only the others, in an array sized for them.
 func (x *stateIndex) rebuild() {
-	n := 0
-	for i := range x.entries {
-		if e := &x.entries[i]; e.ref != 0 && x.store.current(e) {
-			n++
-		}
-	}
+	n := x.held()
 	if n == 0 {
 		x.reset()
 		return
@@ -199,6 +194,17 @@ func (x *stateIndex) rebuild() {
 	}
 	x.n = n
 	x.resize(size)
+}
+
+// held is how many states x holds: its used places but the dead ones.
+func (x *stateIndex) held() int {
+	n := 0
+	for i := range x.entries {
+		if e := &x.entries[i]; e.ref != 0 && x.store.current(e) {
+			n++
+		}
+	}
+	return n
 }
 
 // sweep removes the dead entries, those of records whose chunk expired

@@ -214,14 +214,3 @@ func BenchmarkStateIndexProbe(b *testing.B) {
 
 // entryID returns the slot id of e's state.
 func (c *coldStore) entryID(e *stateEntry) slotID { return slotID{c.firstWord(e), e.tag} }
-
-// held is how many states x holds: its entries but the dead ones.
-func (x *stateIndex) held() int {
-	n := 0
-	for i := range x.entries {
-		if e := &x.entries[i]; e.ref != 0 && x.store.current(e) {
-			n++
-		}
-	}
-	return n
-}
