@@ -666,6 +666,14 @@ func (op *Operator) AdvanceWatermark(wm int64) error {
 	return nil
 }
 
+// rulesForgotten reports whether the rules' states are gone for good, so
+// that their timers have nothing to do: at the end of a replay's input,
+// where dropRules forgot what memory held, and what was spilled stays in a
+// store no one reads again.
+func (op *Operator) rulesForgotten() bool {
+	return op.wm == MaxWatermark && !op.cache.cold.writeThrough
+}
+
 // runTimers runs the timers of ib, then those of kb (either may be nil),
 // all due at at.
 func (op *Operator) runTimers(at int64, ib *timerBucket[idTimer], kb *timerBucket[string]) error {
@@ -681,9 +689,7 @@ func (op *Operator) runTimers(at int64, ib *timerBucket[idTimer], kb *timerBucke
 					continue // its state went with its rule (Reload)
 				}
 				if sp.rule != nil {
-					if op.wm == MaxWatermark && !op.cache.cold.writeThrough {
-						// dropRules forgot what memory held; what was
-						// spilled stays in a store no one reads again.
+					if op.rulesForgotten() {
 						continue
 					}
 					if op.cache.spilledOnly(sp.index, e.id) {
@@ -811,8 +817,8 @@ func (op *Operator) runInKeyOrder(at int64, ib *timerBucket[idTimer], kb *timerB
 				if sp == nil {
 					continue // its state went with its rule (Reload)
 				}
-				if sp.rule != nil && op.wm == MaxWatermark && !op.cache.cold.writeThrough {
-					continue // forgotten (dropRules), as in runTimers
+				if sp.rule != nil && op.rulesForgotten() {
+					continue
 				}
 				// One the cache and the cold store do not hold is gone, or
 				// was spilled writing through: its key timer is in kb.

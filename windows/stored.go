@@ -101,8 +101,7 @@ func (op *Operator) findStored() error {
 // (spillTimers) is deleted once paged in.
 func (op *Operator) pageTimers(at int64) error {
 	c := op.cache
-	// At the end of a replay rules' timers are not run (runTimers).
-	skipRules := op.wm == MaxWatermark && !c.cold.writeThrough
+	skipRules := op.rulesForgotten()
 	for op.stored.next == at {
 		paged := 0
 		op.stored.next = noTimer
