@@ -300,7 +300,7 @@ func (c *cache) load(id slotID, key string, create, event bool) (*slot, error) {
 			return nil, err
 		}
 		s.persisted = true
-		if c.cold.expiring && c.cold.inExpiringChain(c.cold.loc(sp.index, id)) {
+		if c.cold.inExpiringChain(c.cold.loc(sp.index, id)) {
 			// Stored without a timer: it goes back to an expiring chain,
 			// with the time its windows all end by (schedule).
 			s.timerAt = noTimer

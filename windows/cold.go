@@ -32,9 +32,9 @@ const maxColdChunk = 1 << 20
 //
 // A rule's state the cache has not admitted (seen once or twice, as most
 // are with millions of keys) needs no purge timer: the cache stores it
-// (cache.untimed) in its rule's expiring chain of chunks, each of which notes the latest time at
-// which a state it holds can go as a whole. Once the watermark reaches
-// that, expire frees the chunk: every state still current there goes at
+// (cache.untimed) in its rule's expiring chain of chunks, each of which
+// notes the latest time at which a state it holds can go as a whole. Once
+// the watermark reaches that, expire frees the chunk: every state still current there goes at
 // once, without a timer, a read or an index removal each. Their index
 // entries are then dead (dead), which lookups pass over and the indexes'
 // sweeps drop (stateIndex.sweep). A state of such a chain that comes back
@@ -276,10 +276,10 @@ func (c *coldStore) spillKey(spec int, id slotID) []byte {
 }
 
 // set stores val as the state of key; writing through, it moves the
-// state's timer entry from the time old to at (stored.go). expiring says
+// state's timer entry from the time old to at (stored.go). untimed says
 // that the state has no purge timer: its record goes to its rule's
 // expiring chain, which frees it once the watermark reaches at.
-func (c *coldStore) set(spec int, id slotID, key string, val []byte, old, at int64, expiring bool) error {
+func (c *coldStore) set(spec int, id slotID, key string, val []byte, old, at int64, untimed bool) error {
 	if c.writeThrough {
 		if err := c.backend.Set(keyBytes(key), val); err != nil {
 			return fmt.Errorf("windows: write state: %w", err)
@@ -292,7 +292,7 @@ func (c *coldStore) set(spec int, id slotID, key string, val []byte, old, at int
 		c.renumber(1)
 	}
 	chain, expires := 0, noTimer
-	if expiring {
+	if untimed {
 		chain, expires = 1+spec, at
 	}
 	c.forget(c.setLoc(spec, id, c.append(id, keyBytes(key), val, chain, expires)))
@@ -595,11 +595,12 @@ func (c *coldStore) reclaimOldest(move bool) error {
 		c.removeLoc(spec, id)
 	}
 	c.free(0)
+	c.dropFreed()
 	return nil
 }
 
-// free empties chunk i, whose records are all moved, spilled or expired,
-// and drops the chunks at the front that are empty.
+// free empties chunk i, whose records are all moved, spilled or expired;
+// dropFreed then drops it if it is at the front.
 func (c *coldStore) free(i int) {
 	ch := &c.chunks[i]
 	if seq := c.firstSeq + uint64(i); c.open[ch.chain] == seq {
@@ -614,8 +615,12 @@ func (c *coldStore) free(i int) {
 		c.alloc -= cap(ch.b)
 	}
 	*ch = coldChunk{}
+}
+
+// dropFreed drops the emptied chunks at the front: a location names a
+// chunk by its sequence number, so those after an emptied one stay.
+func (c *coldStore) dropFreed() {
 	for len(c.chunks) > 0 && c.chunks[0].b == nil {
-		c.chunks[0] = coldChunk{}
 		c.chunks = c.chunks[1:]
 		c.firstSeq++
 	}
@@ -630,20 +635,17 @@ func (c *coldStore) expire(wm int64) {
 		return
 	}
 	next := int64(noTimer)
-	for i := 0; i < len(c.chunks); i++ {
-		ch := &c.chunks[i]
-		if ch.b == nil || ch.chain == 0 {
-			continue
-		}
-		if ch.expires > wm {
+	for i := range c.chunks {
+		switch ch := &c.chunks[i]; {
+		case ch.b == nil || ch.chain == 0:
+		case ch.expires > wm:
 			next = min(next, ch.expires)
-			continue
+		default:
+			c.expired[ch.chain-1]++
+			c.free(i)
 		}
-		before := len(c.chunks)
-		c.expired[ch.chain-1]++
-		c.free(i)
-		i = max(i-(before-len(c.chunks)), -1) // chunks dropped at the front
 	}
+	c.dropFreed()
 	c.nextExpiry = next
 }
 

@@ -216,8 +216,8 @@ func (op *Operator) prefetchTimers(blk []idTimer, i int) {
 	}
 }
 
-// recordAddr returns the address of the record at loc, a current record's
-// location.
+// recordAddr returns the address of the record at loc, 0 for a dead
+// location (a candidate entry may be one).
 func (c *coldStore) recordAddr(loc uint64) uintptr {
 	if c.dead(loc) {
 		return 0
