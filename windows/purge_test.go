@@ -237,3 +237,28 @@ func (b *specCountingBackend) Delete(key []byte) error {
 	b.count(key, &b.writes)
 	return b.MemBackend.Delete(key)
 }
+
+// TestKeptOutStateKeepsItsTimer: a state the cache keeps out when its key
+// comes back keeps the purge timer it has (one spilled got it then), and
+// goes back where that timer finds it, rather than getting a second one
+// when it is spilled again: one timer a state, however often it moves.
+func TestKeptOutStateKeepsItsTimer(t *testing.T) {
+	op, dec := newTestOperatorWith(t, `
+rules:
+  - {name: session, key: [user], window: {type: session, gap: 30s}, aggregate: count, threshold: 5, action: deny}
+`, NewMemBackend(), discardOutput{}, Options{MemoryBytes: 1 << 20, CacheSlots: 64})
+	const keys = 20_000
+	// Each key twice, 10 s apart, the second time after most states were
+	// spilled; the watermark stays behind, so that no timer runs.
+	for round := range int64(2) {
+		for i := range int64(keys) {
+			processLine(t, op, dec, fmt.Appendf(nil, `{"id":"e%d-%d","ts":%d,"user":"u%d"}`, round, i, 1_000_000+10_000*round+i, i))
+		}
+	}
+	if op.cache.cold.spills < keys {
+		t.Fatalf("%d states spilled, want the first round's and more", op.cache.cold.spills)
+	}
+	if n := op.timers.Len() + int(op.TimersSpilled()); n > keys {
+		t.Errorf("%d timers set for %d states", n, keys)
+	}
+}

@@ -26,13 +26,6 @@ rules:
 		}
 	}
 	add(dec, 1000)
-	// The first users come back twice, which brings their states into
-	// the cache (admitAfter).
-	for r := range 2 {
-		for i := range 20 {
-			processLine(t, op, dec, fmt.Appendf(nil, `{"id":"r%d-%d","ts":%d,"user":"u%d"}`, r, i, 2000+100*r+i, i))
-		}
-	}
 	held := func(id int) int { return op.cache.cold.idx[id].n }
 	if held(0) != 1000 || held(1) != 1000 || held(2) != 1000 {
 		t.Fatalf("states held before the reload: %d, %d, %d", held(0), held(1), held(2))
