@@ -42,8 +42,8 @@ func PlanMemory(budget int64, stores int) (MemoryPlan, error) {
 		return MemoryPlan{}, fmt.Errorf("memory budget %d bytes: at least %d MiB", budget, MinMemory>>20)
 	}
 	cache := min(max(budget/16, 4<<20), 1<<30)
-	windows := budget - cache - budget/8 - int64(stores)*state.MemtableBytes
-	if windows < MinMemory/2 {
+	windowState := budget - cache - budget/8 - int64(stores)*state.MemtableBytes
+	if windowState < MinMemory/2 {
 		return MemoryPlan{}, fmt.Errorf("memory budget %d MiB: too small for %d state stores", budget>>20, stores)
 	}
 	chunk := chunkSize
@@ -51,7 +51,7 @@ func PlanMemory(budget int64, stores int) (MemoryPlan, error) {
 		chunk /= 2
 	}
 	return MemoryPlan{
-		State:       windows,
+		State:       windowState,
 		PebbleCache: max(cache/int64(stores), 1<<20),
 		BatchBytes:  int(min(max(budget/128/int64(stores), 1<<20), 8<<20)),
 		Chunk:       chunk,
