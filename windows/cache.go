@@ -144,7 +144,7 @@ func specOf[K string | []byte](key K) int { return int(key[0])<<8 | int(key[1]) 
 
 // find returns the cached slot of spec with id, or nil, and notes its use.
 func (c *cache) find(spec int, id slotID) *slot {
-	s := c.cached(spec, id)
+	s, _ := c.probe(spec, id)
 	if s != nil {
 		s.referenced = true
 	}
@@ -153,10 +153,24 @@ func (c *cache) find(spec int, id slotID) *slot {
 
 // cached returns the cached slot of spec with id, or nil.
 func (c *cache) cached(spec int, id slotID) *slot {
-	if e := c.cold.idx[spec].entry(id); e != nil && e.cached() {
-		return c.slots.at(e.slotNum())
+	s, _ := c.probe(spec, id)
+	return s
+}
+
+// probe looks spec's state with id up in its index, once for both tiers:
+// it returns the cached slot, or else the location of the state's record
+// in the cold store, 0 when the store holds none in memory. With millions
+// of keys most states are not cached, and a second probe to find the
+// record cost as much as the first, less its cache miss.
+func (c *cache) probe(spec int, id slotID) (*slot, uint64) {
+	e := c.cold.idx[spec].entry(id)
+	switch {
+	case e == nil:
+		return nil, 0
+	case e.cached():
+		return c.slots.at(e.slotNum()), 0
 	}
-	return nil
+	return nil, e.ref // an entry found is current (stateIndex.find)
 }
 
 // lookup returns the slot of a key held as a string (a timer's), loading it
@@ -166,10 +180,12 @@ func (c *cache) lookup(key string) (*slot, error) {
 		return nil, fmt.Errorf("windows: slot key %q names no rule", key)
 	}
 	id := hashSlotKey(c.seeds, key)
-	if s := c.find(specOf(key), id); s != nil {
+	s, loc := c.probe(specOf(key), id)
+	if s != nil {
+		s.referenced = true
 		return s, nil
 	}
-	return c.load(id, key, false, false)
+	return c.load(id, key, loc, false, false)
 }
 
 // keyBytes returns key's bytes, without a copy: a slot key is only ever
@@ -179,10 +195,12 @@ func keyBytes(key string) []byte { return unsafe.Slice(unsafe.StringData(key), l
 // lookupID returns the slot of spec with id if the cache or the cold store
 // holds it, loading it from the cold store; nil otherwise.
 func (c *cache) lookupID(spec int, id slotID) (*slot, error) {
-	if s := c.find(spec, id); s != nil {
+	s, loc := c.probe(spec, id)
+	if s != nil {
+		s.referenced = true
 		return s, nil
 	}
-	key, val, found, err := c.cold.getByID(spec, id)
+	key, val, found, err := c.cold.getByID(spec, id, loc)
 	if err != nil || !found {
 		return nil, err
 	}
@@ -235,10 +253,11 @@ func (c *cache) spilledOnly(spec int, id slotID) bool {
 // deleted, is not stored (gone, or spilled writing through, whose key
 // timer runs instead), or has another timer; if not, the caller loads it.
 func (c *cache) purgeCold(sp *spec, id slotID, at, wm int64) (bool, error) {
-	if c.cached(sp.index, id) != nil {
+	s, loc := c.probe(sp.index, id)
+	if s != nil {
 		return false, nil
 	}
-	key, val, found, err := c.cold.getByID(sp.index, id)
+	key, val, found, err := c.cold.getByID(sp.index, id, loc)
 	if err != nil || !found {
 		return true, err
 	}
@@ -257,22 +276,24 @@ func (c *cache) purgeCold(sp *spec, id slotID, at, wm int64) (bool, error) {
 // keyOf returns the key of the slot of spec with id if the cache or the
 // cold store holds it (in memory or spilled by id), else "".
 func (c *cache) keyOf(spec int, id slotID) (string, error) {
-	if s := c.cached(spec, id); s != nil {
+	s, loc := c.probe(spec, id)
+	if s != nil {
 		return s.key, nil
 	}
-	key, _, found, err := c.cold.getByID(spec, id)
+	key, _, found, err := c.cold.getByID(spec, id, loc)
 	if found {
 		return string(key), nil
 	}
 	return "", err
 }
 
-// load reads the slot of key, whose hash is id, from the cold store or the
-// Backend, or creates it when create is set; nil when it does not exist.
-// event says that an event is to change it, and settle to end that.
-func (c *cache) load(id slotID, key string, create, event bool) (*slot, error) {
+// load reads the slot of key, whose hash is id and which the cache does
+// not hold, from the cold store (its record at loc, which probe returned)
+// or the Backend, or creates it when create is set; nil when it does not
+// exist. event says that an event is to change it, and settle to end that.
+func (c *cache) load(id slotID, key string, loc uint64, create, event bool) (*slot, error) {
 	sp := c.specs[specOf(key)]
-	val, found, err := c.cold.get(sp.index, id, key)
+	val, found, err := c.cold.get(sp.index, id, key, loc)
 	if err != nil {
 		return nil, err
 	}
@@ -300,7 +321,7 @@ func (c *cache) load(id slotID, key string, create, event bool) (*slot, error) {
 			return nil, err
 		}
 		s.persisted = true
-		if c.cold.inExpiringChain(c.cold.loc(sp.index, id)) {
+		if c.cold.inExpiringChain(loc) {
 			// Stored without a timer: it goes back to an expiring chain,
 			// with the time its windows all end by (schedule).
 			s.timerAt = noTimer

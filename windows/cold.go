@@ -207,16 +207,13 @@ func (c *coldStore) indexBytes() int {
 	return size - size*min(c.cachedEntries, n)/n
 }
 
-// get returns the stored value of key, whose spec is spec and hash id; it
-// is valid until the next call on the store.
-func (c *coldStore) get(spec int, id slotID, key string) ([]byte, bool, error) {
-	if !c.writeThrough {
-		_, val, found, err := c.getByID(spec, id)
+// get returns the stored value of key, whose spec is spec and hash id, and
+// whose record in memory is at loc (0: none there); it is valid until the
+// next call on the store.
+func (c *coldStore) get(spec int, id slotID, key string, loc uint64) ([]byte, bool, error) {
+	if !c.writeThrough || loc != 0 {
+		_, val, found, err := c.getByID(spec, id, loc)
 		return val, found, err
-	}
-	if loc := c.loc(spec, id); loc != 0 {
-		_, val, _ := c.record(loc)
-		return val, true, nil
 	}
 	if !c.restored && !c.spilled.mayHold(spec, id) {
 		return nil, false, nil
@@ -229,10 +226,11 @@ func (c *coldStore) get(spec int, id slotID, key string) ([]byte, bool, error) {
 }
 
 // getByID returns the key and value of a state the store holds, in memory
-// or, unless it writes through, spilled; found is false for one it does
-// not. They are valid until the next call on the store.
-func (c *coldStore) getByID(spec int, id slotID) (key, val []byte, found bool, err error) {
-	if loc := c.loc(spec, id); loc != 0 {
+// (its record at loc, which the caller's probe of the index found; 0 for
+// none there) or, unless it writes through, spilled; found is false for
+// one it does not. They are valid until the next call on the store.
+func (c *coldStore) getByID(spec int, id slotID, loc uint64) (key, val []byte, found bool, err error) {
+	if loc != 0 {
 		key, val, _ = c.record(loc)
 		return key, val, true, nil
 	}

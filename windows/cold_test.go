@@ -64,7 +64,7 @@ func checkColdStore(t *testing.T, budget int, writeThrough bool) {
 	for i := range 3000 {
 		key := keyOf(i)
 		id := hashSlotKey(c.seeds, key)
-		val, found, err := c.get(specOf(key), id, key)
+		val, found, err := c.get(specOf(key), id, key, c.loc(specOf(key), id))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -440,7 +440,7 @@ func TestStatesSharingATag(t *testing.T) {
 		t.Helper()
 		for i, id := range ids {
 			cached := c.cached(0, id)
-			key, _, stored, err := c.cold.getByID(0, id)
+			key, _, stored, err := c.cold.getByID(0, id, c.cold.loc(0, id))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -246,14 +246,16 @@ func (op *Operator) slotOf(sp *spec, r *SlotRef, keys []byte, create bool) (*slo
 		s.referenced = true
 		return s, nil
 	}
-	if s := op.cache.find(sp.index, r.id); s != nil {
+	s, loc := op.cache.probe(sp.index, r.id)
+	if s != nil {
+		s.referenced = true
 		return s, nil
 	}
 	// The key's text is borrowed from keys for the event: a slot the cache
 	// keeps takes a copy, the fresh one (see cache.load), whose state goes
 	// to the cold store when the event is done, does not.
 	kb := r.slotKey(keys)
-	s, err := op.cache.load(r.id, unsafe.String(unsafe.SliceData(kb), len(kb)), create, true)
+	s, err := op.cache.load(r.id, unsafe.String(unsafe.SliceData(kb), len(kb)), loc, create, true)
 	if s != nil && s != op.cache.fresh {
 		s.key = strings.Clone(s.key)
 	}
