@@ -163,7 +163,7 @@ func (c *cache) cached(spec int, id slotID) *slot {
 // of keys most states are not cached, and a second probe to find the
 // record cost as much as the first, less its cache miss.
 func (c *cache) probe(spec int, id slotID) (*slot, uint64) {
-	e := c.cold.idx[spec].entry(id)
+	e := c.cold.idx[spec].probe(id)
 	switch {
 	case e == nil:
 		return nil, 0

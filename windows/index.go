@@ -35,6 +35,18 @@ type stateIndex struct {
 	// swept is the store's count of the spec's expired chunks when sweep
 	// last ran: if it has not changed since, no entry is dead.
 	swept int
+	// last is what the latest probe found, while no entry was added or
+	// moved since: the event that probed a state the cache does not hold
+	// then writes it back (add) without probing again.
+	last lastProbe
+}
+
+// lastProbe is the place where probe found id's entry, or the free place
+// that ended its probe run.
+type lastProbe struct {
+	id           slotID
+	place        uint64
+	found, valid bool
 }
 
 // stateEntry is one place of the array. tag is the second word of the
@@ -125,6 +137,19 @@ func (x *stateIndex) entry(id slotID) *stateEntry {
 	return nil
 }
 
+// probe is entry, noting where it looked for add.
+func (x *stateIndex) probe(id slotID) *stateEntry {
+	if x.n == 0 {
+		return nil
+	}
+	i, ok := x.find(id)
+	x.last = lastProbe{id: id, place: i, found: ok, valid: true}
+	if ok {
+		return &x.entries[i]
+	}
+	return nil
+}
+
 // candidate returns the first entry whose tag is id's, or nil, without
 // checking the rest of the id: for prefetching, which must not wait for
 // the line that check reads, and for which a wrong guess only loads a
@@ -157,11 +182,18 @@ func (x *stateIndex) add(id slotID, ref uint64) (*stateEntry, bool) {
 			x.grow()
 		}
 	}
-	i, ok := x.find(id)
+	var i uint64
+	var ok bool
+	if x.last.valid && x.last.id == id {
+		i, ok = x.last.place, x.last.found
+	} else {
+		i, ok = x.find(id)
+	}
 	e := &x.entries[i]
 	if !ok {
 		x.n++
 		*e = stateEntry{tag: id[1], ref: ref}
+		x.last.valid = false
 	}
 	return e, !ok
 }
@@ -247,6 +279,7 @@ func (x *stateIndex) resize(size int) {
 		clearEntries(x.entries[i:min(i+clearPiece, size)])
 	}
 	x.shift = uint(64 - bits.TrailingZeros(uint(size)))
+	x.last.valid = false
 	dead := x.swept != x.store.expired[x.spec] // else none is
 	x.swept = x.store.expired[x.spec]
 	n := 0
@@ -264,6 +297,7 @@ func (x *stateIndex) resize(size int) {
 // range (hole, entry], since the hole then lies on its probe path, and the
 // hole moves to where it was.
 func (x *stateIndex) closeHole(i uint64) {
+	x.last.valid = false
 	mask := uint64(len(x.entries) - 1)
 	for j := x.next(i); x.entries[j].ref != 0; j = x.next(j) {
 		if (j-x.home(x.entries[j].tag))&mask >= (j-i)&mask {
