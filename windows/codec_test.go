@@ -148,6 +148,55 @@ func TestSlotLayout(t *testing.T) {
 	}
 }
 
+// TestSlotReset: a slot with every field set, reset, equals a slot made
+// empty for its key (but for num, which stays its number in the table).
+func TestSlotReset(t *testing.T) {
+	var s slot
+	v := reflect.ValueOf(&s).Elem()
+	for i := range v.NumField() {
+		f := v.Field(i)
+		if f.CanSet() || v.Type().Field(i).Name == "_" {
+			continue
+		}
+		// Unexported fields: set through their address.
+		f = reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem()
+		switch f.Kind() {
+		case reflect.Bool:
+			f.SetBool(true)
+		case reflect.Int32, reflect.Int64:
+			f.SetInt(7)
+		case reflect.Uint32, reflect.Uint64:
+			f.SetUint(7)
+		case reflect.String:
+			f.SetString("old")
+		case reflect.Pointer:
+			f.Set(reflect.New(f.Type().Elem()))
+		case reflect.Slice:
+			f.Set(reflect.MakeSlice(f.Type(), 2, 2))
+		case reflect.Array:
+			for j := range f.Len() {
+				if e := f.Index(j); e.Kind() == reflect.Uint64 {
+					e.SetUint(7)
+				} else {
+					e.Set(reflect.ValueOf(win{start: 7, end: 7, rev: 7, fired: true, acc: acc{n: 7, sum: 7, x: &accExtra{}}}))
+				}
+			}
+		default:
+			t.Fatalf("field %s: set it here", v.Type().Field(i).Name)
+		}
+	}
+	sp := &spec{}
+	s.reset("k", sp)
+	want := slot{key: "k", sp: sp, firedEnd: MinWatermark, timerAt: noTimer, storedTimer: noTimer, purgeAt: MaxWatermark, ringIdx: -1, num: 7}
+	if len(s.wins) != 0 || cap(s.wins) != 1 || &s.wins[:1][0] != &s.inline[0] {
+		t.Fatalf("wins: len %d, cap %d, not the inline window", len(s.wins), cap(s.wins))
+	}
+	s.wins = nil
+	if !reflect.DeepEqual(s, want) {
+		t.Fatalf("reset left %+v, want %+v", s, want)
+	}
+}
+
 func TestSlotCodecRejectsCorruption(t *testing.T) {
 	for _, s := range testSlots() {
 		b := encodeSlot(nil, s)
