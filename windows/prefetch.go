@@ -96,7 +96,7 @@ func (op *Operator) Prefetch(now, near, far []SlotRef) {
 				} else {
 					// A key seen before that the cache does not hold: its
 					// record.
-					q.Add(op.cache.cold.recordAddr(e.ref))
+					op.cache.cold.addRecord(q, e.ref)
 				}
 			}
 		}
@@ -209,18 +209,23 @@ func (op *Operator) prefetchTimers(blk []idTimer, i int) {
 					q.Add(s)
 					q.Add(s + 64)
 				} else {
-					q.Add(c.cold.recordAddr(e.ref))
+					c.cold.addRecord(q, e.ref)
 				}
 			}
 		}
 	}
 }
 
-// recordAddr returns the address of the record at loc, 0 for a dead
+// addRecord gathers the lines of the record at loc: records are packed
+// back to back, so most of them straddle two lines. Nothing for a dead
 // location (a candidate entry may be one).
-func (c *coldStore) recordAddr(loc uint64) uintptr {
+func (c *coldStore) addRecord(q *prefetch.Queue, loc uint64) {
 	if c.dead(loc) {
-		return 0
+		return
 	}
-	return prefetch.Addr(&c.chunks[locSeq(loc)-c.firstSeq].b[locOff(loc)])
+	addr := prefetch.Addr(&c.chunks[locSeq(loc)-c.firstSeq].b[locOff(loc)])
+	q.Add(addr)
+	if size := uintptr(loc & 0xffff); addr%64+size > 64 {
+		q.Add(addr + 64) // a record of 0xffff bytes or more: its second line
+	}
 }
