@@ -160,8 +160,8 @@ func (c *cache) cached(spec int, id slotID) *slot {
 // probe looks spec's state with id up in its index, once for both tiers:
 // it returns the cached slot, or else the location of the state's record
 // in the cold store, 0 when the store holds none in memory. With millions
-// of keys most states are not cached, and a second probe to find the
-// record cost as much as the first, less its cache miss.
+// of keys most states are not cached, and a probe for the cached slot
+// then one for the record walked the same entries twice.
 func (c *cache) probe(spec int, id slotID) (*slot, uint64) {
 	e := c.cold.idx[spec].probe(id)
 	switch {
