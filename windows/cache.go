@@ -163,7 +163,7 @@ func (c *cache) cached(spec int, id slotID) *slot {
 // of keys most states are not cached, and a probe for the cached slot
 // then one for the record walked the same entries twice.
 func (c *cache) probe(spec int, id slotID) (*slot, uint64) {
-	e := c.cold.idx[spec].probe(id)
+	e := c.cold.idx[spec].entry(id)
 	switch {
 	case e == nil:
 		return nil, 0

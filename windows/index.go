@@ -35,13 +35,13 @@ type stateIndex struct {
 	// swept is the store's count of the spec's expired chunks when sweep
 	// last ran: if it has not changed since, no entry is dead.
 	swept int
-	// last is what the latest probe found, while no entry was added or
-	// moved since: the event that probed a state the cache does not hold
+	// last is what the latest lookup (entry) found, while no entry was
+	// added or moved since: the event that probed a state the cache does not hold
 	// then writes it back (add) without probing again.
 	last lastProbe
 }
 
-// lastProbe is the place where probe found id's entry, or the free place
+// lastProbe is the place where entry found id's entry, or the free place
 // that ended its probe run.
 type lastProbe struct {
 	id           slotID
@@ -126,19 +126,9 @@ func (x *stateIndex) find(id slotID) (uint64, bool) {
 	}
 }
 
-// entry returns id's entry, or nil.
+// entry returns id's entry, or nil, noting where it looked (last), which
+// add then takes instead of probing again.
 func (x *stateIndex) entry(id slotID) *stateEntry {
-	if x.n == 0 {
-		return nil
-	}
-	if i, ok := x.find(id); ok {
-		return &x.entries[i]
-	}
-	return nil
-}
-
-// probe is entry, noting where it looked for add.
-func (x *stateIndex) probe(id slotID) *stateEntry {
 	if x.n == 0 {
 		return nil
 	}

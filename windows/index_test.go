@@ -9,8 +9,9 @@ import (
 )
 
 // TestStateIndexAgainstMap runs random adds, updates and removes against a
-// Go map, with probes between them (whose place add may take). The ids share their top bits in few patterns, so probe runs are
-// long and get holes shifted back into them; one pattern's home is the
+// Go map, with lookups between them (whose place add may take). The ids
+// share their top bits in few patterns, so probe runs are long and get
+// holes shifted back into them; one pattern's home is the
 // last place, so its runs wrap around the end of the array. Some ids share
 // their tag (the second word, which is all an entry holds) with another,
 // so lookups must tell them apart by the first word.
@@ -49,10 +50,10 @@ func TestStateIndexAgainstMap(t *testing.T) {
 				id = newID()
 				ids = append(ids, id)
 			}
-			// A probe of an id, maybe this one, maybe steps ago: add
+			// A lookup of an id, maybe this one, maybe steps ago: add
 			// takes its place only while no entry was added or moved.
 			if rng.IntN(2) == 0 {
-				x.probe(ids[rng.IntN(len(ids))])
+				x.entry(ids[rng.IntN(len(ids))])
 			}
 			want, held := ref[id]
 			switch rng.IntN(3) {
