@@ -142,13 +142,14 @@ func (c *cache) setSeeds(seeds [2]maphash.Seed) { c.seeds, c.cold.seeds = seeds,
 // specOf is the index of the rule or heatmap a slot key belongs to.
 func specOf[K string | []byte](key K) int { return int(key[0])<<8 | int(key[1]) }
 
-// find returns the cached slot of spec with id, or nil, and notes its use.
-func (c *cache) find(spec int, id slotID) *slot {
-	s, _ := c.probe(spec, id)
+// find is probe for a state about to be used: it notes the cached slot's
+// use.
+func (c *cache) find(spec int, id slotID) (*slot, uint64) {
+	s, loc := c.probe(spec, id)
 	if s != nil {
 		s.referenced = true
 	}
-	return s
+	return s, loc
 }
 
 // cached returns the cached slot of spec with id, or nil.
@@ -180,9 +181,8 @@ func (c *cache) lookup(key string) (*slot, error) {
 		return nil, fmt.Errorf("windows: slot key %q names no rule", key)
 	}
 	id := hashSlotKey(c.seeds, key)
-	s, loc := c.probe(specOf(key), id)
+	s, loc := c.find(specOf(key), id)
 	if s != nil {
-		s.referenced = true
 		return s, nil
 	}
 	return c.load(id, key, loc, false, false)
@@ -195,9 +195,8 @@ func keyBytes(key string) []byte { return unsafe.Slice(unsafe.StringData(key), l
 // lookupID returns the slot of spec with id if the cache or the cold store
 // holds it, loading it from the cold store; nil otherwise.
 func (c *cache) lookupID(spec int, id slotID) (*slot, error) {
-	s, loc := c.probe(spec, id)
+	s, loc := c.find(spec, id)
 	if s != nil {
-		s.referenced = true
 		return s, nil
 	}
 	key, val, found, err := c.cold.getByID(spec, id, loc)
@@ -218,7 +217,7 @@ func (c *cache) lookupID(spec int, id slotID) (*slot, error) {
 // stored key and value, which the caller read from the Backend, unless the
 // cache holds it already.
 func (c *cache) adopt(spec int, id slotID, key, val []byte) (*slot, error) {
-	if s := c.find(spec, id); s != nil {
+	if s, _ := c.find(spec, id); s != nil {
 		return s, nil
 	}
 	if err := c.makeRoom(); err != nil {

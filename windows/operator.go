@@ -246,9 +246,8 @@ func (op *Operator) slotOf(sp *spec, r *SlotRef, keys []byte, create bool) (*slo
 		s.referenced = true
 		return s, nil
 	}
-	s, loc := op.cache.probe(sp.index, r.id)
+	s, loc := op.cache.find(sp.index, r.id)
 	if s != nil {
-		s.referenced = true
 		return s, nil
 	}
 	// The key's text is borrowed from keys for the event: a slot the cache
