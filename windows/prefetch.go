@@ -225,7 +225,9 @@ func (c *coldStore) addRecord(q *prefetch.Queue, loc uint64) {
 	}
 	addr := prefetch.Addr(&c.chunks[locSeq(loc)-c.firstSeq].b[locOff(loc)])
 	q.Add(addr)
+	// The location holds the size up to 0xffff bytes: of a larger record
+	// only the first two lines are asked for.
 	if size := uintptr(loc & 0xffff); addr%64+size > 64 {
-		q.Add(addr + 64) // a record of 0xffff bytes or more: its second line
+		q.Add(addr + 64)
 	}
 }
