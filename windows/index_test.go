@@ -220,3 +220,80 @@ func BenchmarkStateIndexProbe(b *testing.B) {
 
 // entryID returns the slot id of e's state.
 func (c *coldStore) entryID(e *stateEntry) slotID { return slotID{c.firstWord(e), e.tag} }
+
+// TestStateIndexSweep fills an index with states, a third of them cached,
+// the others records in the rule's expiring chain with growing expiry
+// times, and expires the chunks of those due by a random watermark: after
+// sweep, the index holds exactly the current states, each found with its
+// ref, and no dead entry. The ids share their top bits in few patterns,
+// one of them the last place's, so the sweep meets long probe runs and one
+// that wraps around the end of the array.
+func TestStateIndexSweep(t *testing.T) {
+	for seed := uint64(0); seed < 10; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		c := newColdStore(NewMemBackend(), 1, 1<<16, false) // 4 KiB chunks
+		c.slots = &slotTable{}
+		x := &c.idx[0]
+		current := map[slotID]uint64{}
+		var records []slotID
+		for i := range 6000 {
+			top := [4]uint64{0, 1 << 62, 2 << 62, 0xffff_ffff_ff00_0000}[rng.IntN(4)]
+			id := slotID{rng.Uint64(), top | rng.Uint64()>>40}
+			var ref uint64
+			if rng.IntN(3) == 0 {
+				s := c.slots.take()
+				s.id = id
+				ref = cachedRef | uint64(s.num)
+			} else {
+				ref = c.append(id, []byte("key"), nil, 1, int64(i))
+				records = append(records, id)
+			}
+			x.add(id, ref)
+			current[id] = ref
+		}
+		c.expire(int64(1000 + rng.IntN(4000)))
+		var dead []slotID
+		for _, id := range records {
+			if !c.current(&stateEntry{ref: current[id]}) {
+				dead = append(dead, id)
+				delete(current, id)
+			}
+		}
+		if len(dead) == 0 {
+			t.Fatalf("seed %d: no chunk expired", seed)
+		}
+		wrapped := false
+		for i, e := range x.entries {
+			wrapped = wrapped || e.ref != 0 && uint64(i) < x.home(e.tag)
+		}
+		if !wrapped {
+			t.Fatalf("seed %d: no probe run wraps around the end of the array", seed)
+		}
+		x.sweep()
+		if x.n != len(current) {
+			t.Fatalf("seed %d: %d entries after the sweep, %d states current", seed, x.n, len(current))
+		}
+		used := 0
+		for i := range x.entries {
+			if e := &x.entries[i]; e.ref != 0 {
+				used++
+				if !c.current(e) {
+					t.Fatalf("seed %d: a dead entry is left at %d", seed, i)
+				}
+			}
+		}
+		if used != x.n {
+			t.Fatalf("seed %d: %d places used, n is %d", seed, used, x.n)
+		}
+		for id, ref := range current {
+			if e := x.entry(id); e == nil || e.ref != ref {
+				t.Fatalf("seed %d: %x after the sweep: entry %v, want ref %x", seed, id, e, ref)
+			}
+		}
+		for _, id := range dead {
+			if e := x.entry(id); e != nil {
+				t.Fatalf("seed %d: %x expired but is found after the sweep", seed, id)
+			}
+		}
+	}
+}
