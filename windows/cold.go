@@ -6,6 +6,8 @@ import (
 	"hash/maphash"
 	"math/bits"
 	"unsafe"
+
+	"github.com/riskstream/riskstream/internal/prefetch"
 )
 
 // maxColdChunk is the largest size of the chunks the cold store appends
@@ -371,11 +373,21 @@ func (c *coldStore) append(id slotID, key, val []byte, chain int, expires int64)
 	ch.b = binary.AppendUvarint(ch.b, uint64(len(val)))
 	ch.b = append(ch.b, val...)
 	size = len(ch.b) - off
+	// The chunk's lines ahead are long out of the CPU cache (a spare
+	// chunk, or memory new to the process), and a store to a line that is
+	// not there holds up the stores after it: asked for a few records
+	// ahead, the line is there when a record is written to it.
+	if ahead := len(ch.b) + appendAhead; ahead < cap(ch.b) {
+		prefetch.Lines([]uintptr{prefetch.Addr(&ch.b[:cap(ch.b)][ahead])})
+	}
 	ch.live += size
 	c.live += size
 	c.used += size
 	return packLoc(c.firstSeq+uint64(last), off, size)
 }
+
+// appendAhead is how far past its end append asks for a chunk's line.
+const appendAhead = 256
 
 // forget notes that the record at loc (0: none) is no longer current.
 func (c *coldStore) forget(loc uint64) {
