@@ -70,6 +70,9 @@ type coldStore struct {
 	// alloc is the bytes of the chunks, used those written to, live those
 	// of current records.
 	alloc, used, live int
+	// indexAlloc is the bytes of the index arrays, cached states' entries
+	// included.
+	indexAlloc int
 	// spilled may hold the ids of states that are in the Backend but not in
 	// the store, spilled ones. While it is empty, a key the store does not
 	// hold costs no Backend read.
@@ -536,7 +539,9 @@ func (c *coldStore) reclaim() error {
 		if c.outside != nil {
 			budget -= c.outside()
 		}
-		if c.bytes() <= budget {
+		// indexAlloc is at least indexBytes, and summed without a pass
+		// over the indexes: most calls end here.
+		if c.alloc+c.indexAlloc <= budget || c.bytes() <= budget {
 			return nil
 		}
 		// Moving records saves the Backend a write and a read, but only

@@ -200,7 +200,10 @@ func (x *stateIndex) remove(e *stateEntry) {
 }
 
 // reset empties x.
-func (x *stateIndex) reset() { *x = stateIndex{store: x.store, spec: x.spec} }
+func (x *stateIndex) reset() {
+	x.store.indexAlloc -= len(x.entries) * stateEntryBytes
+	*x = stateIndex{store: x.store, spec: x.spec}
+}
 
 // rebuild drops the entries whose ref was set to 0 without removing them:
 // resize places only the others, in an array sized for them.
@@ -257,6 +260,7 @@ func (x *stateIndex) grow() { x.resize(max(2*len(x.entries), 64)) }
 func (x *stateIndex) resize(size int) {
 	old := x.entries
 	x.entries = make([]stateEntry, size)
+	x.store.indexAlloc += (size - len(old)) * stateEntryBytes
 	// A large array is fresh memory from the OS. Rehashing would read each
 	// page before writing it: the read maps the shared zero page, and the
 	// write then copies it and flushes the TLB of every core by interrupt.

@@ -93,6 +93,7 @@ func TestStateIndexAgainstMap(t *testing.T) {
 				if e := x.entry(newID()); e != nil {
 					t.Fatalf("seed %d: an absent id was found", seed)
 				}
+				checkIndexAlloc(t, c)
 				for i, e := range x.entries {
 					if e.ref != 0 && uint64(i) < x.home(e.tag) {
 						wrapped++ // its run went past the end
@@ -138,6 +139,7 @@ func TestStateIndexRebuild(t *testing.T) {
 		kept[s.id] = e.ref
 	}
 	x.rebuild()
+	checkIndexAlloc(t, c)
 	if x.n != len(kept) || len(x.entries) != 4096 {
 		t.Fatalf("rebuilt: %d entries in %d places, want %d in 4096", x.n, len(x.entries), len(kept))
 	}
@@ -157,6 +159,21 @@ func TestStateIndexRebuild(t *testing.T) {
 	}
 	if x.rebuild(); x.n != 0 || x.entries != nil || x.store != c {
 		t.Fatalf("rebuilt with nothing left: %d entries in %d places, store kept %v", x.n, len(x.entries), x.store == c)
+	}
+	checkIndexAlloc(t, c)
+}
+
+// checkIndexAlloc fails unless the cold store's count of its index
+// arrays' bytes, which its budget check takes for theirs (reclaim), is
+// what they are.
+func checkIndexAlloc(t *testing.T, c *coldStore) {
+	t.Helper()
+	want := 0
+	for i := range c.idx {
+		want += len(c.idx[i].entries) * stateEntryBytes
+	}
+	if c.indexAlloc != want {
+		t.Fatalf("indexAlloc is %d, the index arrays take %d bytes", c.indexAlloc, want)
 	}
 }
 
