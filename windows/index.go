@@ -143,18 +143,25 @@ func (x *stateIndex) entry(id slotID) *stateEntry {
 // candidate returns the first entry whose tag is id's, or nil, without
 // checking the rest of the id: for prefetching, which must not wait for
 // the line that check reads, and for which a wrong guess only loads a
-// line for nothing.
-func (x *stateIndex) candidate(id slotID) *stateEntry {
+// line for nothing. It reads only the line of id's home, which the
+// prefetching asked for earlier: where the probe run goes on past that
+// line, it returns nil and the address of the next line, for the caller
+// to ask for, rather than wait for a line nobody asked for.
+func (x *stateIndex) candidate(id slotID) (*stateEntry, uintptr) {
 	if x.n == 0 {
-		return nil
+		return nil, 0
 	}
-	for i := x.home(id[1]); ; i = x.next(i) {
+	for i := x.home(id[1]); ; {
 		e := &x.entries[i]
 		if e.ref == 0 {
-			return nil
+			return nil, 0
 		}
 		if e.tag == id[1] {
-			return e
+			return e, 0
+		}
+		i = x.next(i)
+		if next := prefetch.Addr(&x.entries[i]); next%64 == 0 {
+			return nil, next
 		}
 	}
 }

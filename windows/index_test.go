@@ -177,6 +177,58 @@ func checkIndexAlloc(t *testing.T, c *coldStore) {
 	}
 }
 
+// TestStateIndexCandidate: candidate reads only the line of an id's home.
+// It returns the first entry of the run with the id's tag, if that line
+// holds it; nil if the run ends in that line (the id is absent); and
+// else the address of the next line, where the run goes on. An index of
+// places half full has runs of every length, and many cross a line.
+func TestStateIndexCandidate(t *testing.T) {
+	c := newColdStore(NewMemBackend(), 1, 1<<30, false)
+	x := &c.idx[0]
+	rng := rand.New(rand.NewPCG(5, 6))
+	var held []slotID
+	for x.n < 30000 {
+		id := slotID{rng.Uint64(), rng.Uint64()}
+		x.add(id, c.append(id, nil, nil, 0, noTimer))
+		held = append(held, id)
+	}
+	lineOf := func(i uint64) uintptr { return prefetch.Addr(&x.entries[i]) &^ 63 }
+	found, absent, more := 0, 0, 0
+	for k := range 20000 {
+		id := slotID{rng.Uint64(), rng.Uint64()}
+		if k%2 == 0 {
+			id = held[rng.IntN(len(held))]
+		}
+		place, ok := x.find(id)
+		home := x.home(id[1])
+		e, next := x.candidate(id)
+		switch {
+		case lineOf(place) == lineOf(home):
+			// The run ends, or reaches the id, in the home line.
+			if ok != (e != nil) || next != 0 || ok && e != &x.entries[place] {
+				t.Fatalf("%x: candidate %v, %x; the home line holds the run's end at %d (found %v)", id, e, next, place, ok)
+			}
+			if ok {
+				found++
+			} else {
+				absent++
+			}
+		default:
+			want := lineOf(home) + 64
+			if home/4 == uint64(len(x.entries)/4-1) {
+				want = prefetch.Addr(&x.entries[0]) // the run wraps
+			}
+			if e != nil || next != want {
+				t.Fatalf("%x: candidate %v, %x; the run goes on past the home line, to %x", id, e, next, want)
+			}
+			more++
+		}
+	}
+	if found == 0 || absent == 0 || more == 0 {
+		t.Fatalf("%d found, %d absent, %d runs past the home line: want each", found, absent, more)
+	}
+}
+
 // BenchmarkStateIndexProbe looks up ids, half of them held, in an index
 // that fits the CPU's caches and in one of 1.6M entries (64 MiB), as at 10M
 // keys, with and without their index lines asked for a group of lookups

@@ -87,17 +87,21 @@ func (op *Operator) Prefetch(now, near, far []SlotRef) {
 		r := &near[i]
 		var found *slot
 		if x := &idx[r.spec]; x.n >= smallIndex {
-			if e := x.candidate(r.id); e != nil {
-				if e.cached() {
-					// The two lines an event touches (see slot).
-					found = op.cache.slots.at(e.slotNum())
-					q.Add(prefetch.Addr(found))
-					q.Add(prefetch.Addr(found) + 64)
-				} else {
-					// A key seen before that the cache does not hold: its
-					// record.
-					op.cache.cold.addRecord(q, e.ref)
-				}
+			switch e, more := x.candidate(r.id); {
+			case e == nil && more != 0:
+				// The probe run goes on into the next line of the index,
+				// which the probe in ProcessElement reads.
+				q.Add(more)
+			case e == nil:
+			case e.cached():
+				// The two lines an event touches (see slot).
+				found = op.cache.slots.at(e.slotNum())
+				q.Add(prefetch.Addr(found))
+				q.Add(prefetch.Addr(found) + 64)
+			default:
+				// A key seen before that the cache does not hold: its
+				// record.
+				op.cache.cold.addRecord(q, e.ref)
 			}
 		}
 		op.nearSlots = append(op.nearSlots, found)
@@ -203,14 +207,16 @@ func (op *Operator) prefetchTimers(blk []idTimer, i int) {
 	entries(i+2*g, i+3*g)
 	for _, t := range blk[min(i+g, len(blk)):min(i+2*g, len(blk))] {
 		if x := &idx[t.spec]; x.n >= smallIndex {
-			if e := x.candidate(t.id); e != nil {
-				if e.cached() {
-					s := prefetch.Addr(c.slots.at(e.slotNum()))
-					q.Add(s)
-					q.Add(s + 64)
-				} else {
-					c.cold.addRecord(q, e.ref)
-				}
+			switch e, more := x.candidate(t.id); {
+			case e == nil && more != 0:
+				q.Add(more)
+			case e == nil:
+			case e.cached():
+				s := prefetch.Addr(c.slots.at(e.slotNum()))
+				q.Add(s)
+				q.Add(s + 64)
+			default:
+				c.cold.addRecord(q, e.ref)
 			}
 		}
 	}
