@@ -517,15 +517,12 @@ func (c *cache) forgetRules() {
 			continue
 		}
 		c.clean(s)
-		c.cold.forget(s.coldLoc)
 		c.cold.cachedEntries--
 		c.unring(s) // the last slot moved to i
 	}
-	for _, sp := range c.specs {
-		if sp != nil && sp.rule != nil {
-			c.cold.forgetSpec(sp.index)
-		}
-	}
+	c.cold.forgetSpecs(func(spec int) bool {
+		return spec < len(c.specs) && c.specs[spec] != nil && c.specs[spec].rule != nil
+	})
 }
 
 // drop forgets a cached slot, moving the last ring entry into its place.

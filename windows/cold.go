@@ -397,12 +397,19 @@ func (c *coldStore) forget(loc uint64) {
 	if loc == 0 || c.dead(loc) {
 		return
 	}
-	size := int(loc & 0xffff)
-	if size == 0xffff {
-		_, _, size = c.record(loc)
-	}
+	size := c.recordSize(loc)
 	c.chunks[locSeq(loc)-c.firstSeq].live -= size
 	c.live -= size
+}
+
+// recordSize is the size of the record at loc, which loc holds unless it
+// is 0xffff bytes or more.
+func (c *coldStore) recordSize(loc uint64) int {
+	if size := int(loc & 0xffff); size < 0xffff {
+		return size
+	}
+	_, _, size := c.record(loc)
+	return size
 }
 
 // del removes the state of key; writing through, with its timer entry
@@ -458,17 +465,41 @@ func (c *coldStore) dropSpec(spec int) error {
 	return nil
 }
 
-// forgetSpec forgets every state of spec that the store holds in memory,
-// leaving any spilled copy in the Backend: an index whose cached slots
-// are gone already.
-func (c *coldStore) forgetSpec(spec int) {
-	x := &c.idx[spec]
-	for i := range x.entries {
-		if e := &x.entries[i]; e.ref != 0 && !e.cached() {
-			c.forget(e.ref)
+// forgetSpecs forgets every state of the specs that rule reports, that
+// the store holds in memory, leaving any spilled copy in the Backend: the
+// cache has dropped their cached slots already. Their indexes are emptied
+// without a look at their entries, which at the end of input are millions:
+// what stays current, the other specs' records (the heatmaps'), is
+// counted again instead, and the chunks left without a current record are
+// freed.
+func (c *coldStore) forgetSpecs(rule func(spec int) bool) {
+	for spec := range c.idx {
+		if rule(spec) {
+			c.idx[spec].reset()
 		}
 	}
-	x.reset()
+	for i := range c.chunks {
+		c.chunks[i].live = 0
+	}
+	c.live = 0
+	for spec := range c.idx {
+		x := &c.idx[spec]
+		for i := range x.entries {
+			if e := &x.entries[i]; e.ref != 0 {
+				if loc := c.entryLoc(e); loc != 0 {
+					size := c.recordSize(loc)
+					c.chunks[locSeq(loc)-c.firstSeq].live += size
+					c.live += size
+				}
+			}
+		}
+	}
+	for i := range c.chunks {
+		if ch := &c.chunks[i]; ch.b != nil && ch.live == 0 {
+			c.free(i)
+		}
+	}
+	c.dropFreed()
 }
 
 // entryLoc is the location of the record of e's state, 0 for none.

@@ -476,3 +476,96 @@ func TestStatesSharingATag(t *testing.T) {
 		t.Fatalf("the index holds %d entries, want 4", n)
 	}
 }
+
+// checkLiveBytes fails unless the cold store's count of current bytes,
+// in all and per chunk, is the size of the records its indexes and cached
+// slots name, which reclaim goes by.
+func checkLiveBytes(t *testing.T, c *coldStore) {
+	t.Helper()
+	live := make([]int, len(c.chunks))
+	all := 0
+	for spec := range c.idx {
+		x := &c.idx[spec]
+		for i := range x.entries {
+			if e := &x.entries[i]; e.ref != 0 {
+				if loc := c.entryLoc(e); loc != 0 {
+					_, _, size := c.record(loc)
+					live[locSeq(loc)-c.firstSeq] += size
+					all += size
+				}
+			}
+		}
+	}
+	if all != c.live {
+		t.Errorf("the store counts %d current bytes, its records %d", c.live, all)
+	}
+	for i := range c.chunks {
+		if c.chunks[i].live != live[i] {
+			t.Errorf("chunk %d counts %d current bytes, its records %d", i, c.chunks[i].live, live[i])
+		}
+	}
+}
+
+// TestForgetSpecs: forgetting the rules' states at the end of input
+// empties their indexes and keeps the heatmap's states, cached or not,
+// each found with its ref; the store's count of current bytes is then the
+// heatmap's records', and the chunks that held only rules' records are
+// freed. Rules' records go to the main chain and to expiring chains; one
+// heatmap record is larger than a location holds the size of.
+func TestForgetSpecs(t *testing.T) {
+	c := newColdStore(NewMemBackend(), 3, 1<<16, false) // 4 KiB chunks
+	c.slots = &slotTable{}
+	rng := rand.New(rand.NewPCG(8, 9))
+	const heatmap = 1 // specs 0 and 2 are rules
+	kept := map[slotID]uint64{}
+	for i := range 3000 {
+		spec := rng.IntN(3)
+		id := slotID{rng.Uint64(), rng.Uint64()}
+		key := []byte{byte(spec), 0, 'k'}
+		val := make([]byte, 10+rng.IntN(40))
+		if spec == heatmap && i == 1500 {
+			val = make([]byte, 0x10000)
+		}
+		chain, expires := 0, int64(noTimer)
+		if spec != heatmap && rng.IntN(2) == 0 {
+			chain, expires = 1+spec, int64(i)
+		}
+		loc := c.append(id, key, val, chain, expires)
+		ref := loc
+		if spec == heatmap && rng.IntN(4) == 0 {
+			s := c.slots.take()
+			s.id, s.coldLoc = id, loc
+			ref = cachedRef | uint64(s.num)
+			c.cachedEntries++
+		}
+		c.idx[spec].add(id, ref)
+		if spec == heatmap {
+			kept[id] = ref
+		}
+	}
+	before := len(c.chunks)
+	c.forgetSpecs(func(spec int) bool { return spec != heatmap })
+	if c.idx[0].n != 0 || c.idx[2].n != 0 {
+		t.Fatalf("the rules' indexes hold %d and %d states", c.idx[0].n, c.idx[2].n)
+	}
+	for id, ref := range kept {
+		if e := c.idx[heatmap].entry(id); e == nil || e.ref != ref {
+			t.Fatalf("heatmap state %x: entry %v, want ref %x", id, e, ref)
+		}
+	}
+	checkLiveBytes(t, c)
+	freed, bytes := 0, 0
+	for i := range c.chunks {
+		if ch := &c.chunks[i]; ch.b == nil {
+			freed++
+		} else if bytes += len(ch.b); ch.live == 0 {
+			t.Errorf("chunk %d holds no current record but was kept", i)
+		}
+	}
+	if bytes != c.used {
+		t.Errorf("the store counts %d bytes used, its chunks hold %d", c.used, bytes)
+	}
+	if freed+before-len(c.chunks) == 0 {
+		t.Fatal("no chunk was freed")
+	}
+}

@@ -190,6 +190,7 @@ func TestEndOfInputForgetsRules(t *testing.T) {
 	if backend.reads != 0 || backend.writes != 0 {
 		t.Errorf("the end of input read %d rules' states and wrote %d", backend.reads, backend.writes)
 	}
+	checkLiveBytes(t, op.cache.cold)
 
 	want := &recorder{}
 	ref, dec := newTestOperatorWith(t, storedTimersRules, NewMemBackend(), want, Options{})
