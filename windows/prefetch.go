@@ -87,22 +87,7 @@ func (op *Operator) Prefetch(now, near, far []SlotRef) {
 		r := &near[i]
 		var found *slot
 		if x := &idx[r.spec]; x.n >= smallIndex {
-			switch e, more := x.candidate(r.id); {
-			case e == nil && more != 0:
-				// The probe run goes on into the next line of the index,
-				// which the probe in ProcessElement reads.
-				q.Add(more)
-			case e == nil:
-			case e.cached():
-				// The two lines an event touches (see slot).
-				found = op.cache.slots.at(e.slotNum())
-				q.Add(prefetch.Addr(found))
-				q.Add(prefetch.Addr(found) + 64)
-			default:
-				// A key seen before that the cache does not hold: its
-				// record.
-				op.cache.cold.addRecord(q, e.ref)
-			}
+			found = op.cache.addCandidate(q, x, r.id)
 		}
 		op.nearSlots = append(op.nearSlots, found)
 	}
@@ -207,19 +192,31 @@ func (op *Operator) prefetchTimers(blk []idTimer, i int) {
 	entries(i+2*g, i+3*g)
 	for _, t := range blk[min(i+g, len(blk)):min(i+2*g, len(blk))] {
 		if x := &idx[t.spec]; x.n >= smallIndex {
-			switch e, more := x.candidate(t.id); {
-			case e == nil && more != 0:
-				q.Add(more)
-			case e == nil:
-			case e.cached():
-				s := prefetch.Addr(c.slots.at(e.slotNum()))
-				q.Add(s)
-				q.Add(s + 64)
-			default:
-				c.cold.addRecord(q, e.ref)
-			}
+			c.addCandidate(q, x, t.id)
 		}
 	}
+}
+
+// addCandidate gathers what a probe of x for id reads after the index
+// line the prefetching asked for earlier: the two lines of the cached
+// slot that an event touches (see slot), which it returns; the record of
+// a state the cache does not hold; or, where the probe run goes on past
+// that line, the next line of the index.
+func (c *cache) addCandidate(q *prefetch.Queue, x *stateIndex, id slotID) *slot {
+	e, more := x.candidate(id)
+	switch {
+	case more != 0:
+		q.Add(more)
+	case e == nil:
+	case e.cached():
+		s := c.slots.at(e.slotNum())
+		q.Add(prefetch.Addr(s))
+		q.Add(prefetch.Addr(s) + 64)
+		return s
+	default:
+		c.cold.addRecord(q, e.ref)
+	}
+	return nil
 }
 
 // addRecord gathers the lines of the record at loc: records are packed
