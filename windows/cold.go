@@ -201,15 +201,14 @@ func (c *coldStore) bytes() int { return c.alloc + c.indexBytes() }
 // indexBytes is the memory of the index arrays' share of the cold store's
 // states: the entries of cached slots are the cache's (HotSlotBytes).
 func (c *coldStore) indexBytes() int {
-	size, n := 0, 0
+	n := 0
 	for i := range c.idx {
-		size += len(c.idx[i].entries) * stateEntryBytes
 		n += c.idx[i].n
 	}
 	if n == 0 {
-		return size
+		return c.indexAlloc
 	}
-	return size - size*min(c.cachedEntries, n)/n
+	return c.indexAlloc - c.indexAlloc*min(c.cachedEntries, n)/n
 }
 
 // get returns the stored value of key, whose spec is spec and hash id, and
@@ -570,8 +569,8 @@ func (c *coldStore) reclaim() error {
 		if c.outside != nil {
 			budget -= c.outside()
 		}
-		// indexAlloc is at least indexBytes, and summed without a pass
-		// over the indexes: most calls end here.
+		// indexAlloc is at least indexBytes, which sums the indexes'
+		// states: most calls end here.
 		if c.alloc+c.indexAlloc <= budget || c.bytes() <= budget {
 			return nil
 		}
