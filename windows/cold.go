@@ -36,12 +36,12 @@ const maxColdChunk = 1 << 20
 // are with millions of keys) needs no purge timer: the cache stores it
 // (cache.untimed) in its rule's expiring chain of chunks, each of which
 // notes the latest time at which a state it holds can go as a whole. Once
-// the watermark reaches that, expire frees the chunk: every state still current there goes at
-// once, without a timer, a read or an index removal each. Their index
-// entries are then dead (dead), which lookups pass over and the indexes'
-// sweeps drop (stateIndex.sweep). A state of such a chain that comes back
-// into the cache gets a timer when it next changes, and one that is
-// spilled gets one then (onExpiringSpill).
+// the watermark reaches that, expire frees the chunk: every state still
+// current there goes at once, without a timer, a read or an index removal
+// each. Their index entries are then dead (dead), which lookups pass over
+// and the indexes' sweeps drop (stateIndex.sweep). A state of such a chain
+// that comes back into the cache gets a timer when it next changes, and
+// one that is spilled gets one then (onExpiringSpill).
 //
 // In write-through mode (the live job, whose checkpoints must find every
 // state in the Backend under its slot key, and whose restarts rebuild the

@@ -36,8 +36,8 @@ type stateIndex struct {
 	// last ran: if it has not changed since, no entry is dead.
 	swept int
 	// last is what the latest lookup (entry) found, while no entry was
-	// added or moved since: the event that probed a state the cache does not hold
-	// then writes it back (add) without probing again.
+	// added or moved since: the event that probed a state the cache does
+	// not hold then writes it back (add) without probing again.
 	last lastProbe
 }
 
