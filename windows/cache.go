@@ -46,8 +46,9 @@ type cache struct {
 	// Slots are found through the cold store's indexes (stateIndex), one
 	// per rule or heatmap, by a 128-bit hash of their key rather than the
 	// key itself: comparing keys would cost a cache miss on the key's
-	// bytes per lookup. Two keys of a run collide with probability
-	// n²/2¹²⁹ (below 1e-20 for a billion keys), and the seeds are random
+	// bytes per lookup. The index tells states apart by 95 bits of it
+	// (stateEntry): two keys of a run collide with probability n²/2⁹⁶
+	// (below 1e-10 for a billion keys), and the seeds are random
 	// per process, so no input can be crafted to collide. A heatmap keyed
 	// by api has a handful of keys whose index stays in the CPU cache,
 	// however many users the other rules track. So the hash leaves the
@@ -171,7 +172,7 @@ func (c *cache) probe(spec int, id slotID) (*slot, uint64) {
 	case e.cached():
 		return c.slots.at(e.slotNum()), 0
 	}
-	return nil, e.ref // an entry found is current (stateIndex.find)
+	return nil, e.ref() // an entry found is current (stateIndex.find)
 }
 
 // lookup returns the slot of a key held as a string (a timer's), loading it
@@ -421,7 +422,8 @@ func (c *cache) insert(id slotID, s *slot, persisted bool) {
 			panic(fmt.Sprintf("windows: state %q cached twice", s.key))
 		}
 		// Its record stays in the cold store, a copy while s is clean.
-		s.coldLoc, e.ref = e.ref, ref
+		s.coldLoc = e.ref()
+		e.setRef(ref)
 		if c.cold.inExpiringChain(s.coldLoc) {
 			// Stored without a timer: the next change schedules one.
 			s.timerAt = noTimer
@@ -531,9 +533,9 @@ func (c *cache) drop(s *slot) {
 		return
 	}
 	x := &c.cold.idx[s.sp.index]
-	if e := x.entry(s.id); e != nil && e.ref == cachedRef|uint64(s.num) {
+	if e := x.entry(s.id); e != nil && e.ref() == cachedRef|uint64(s.num) {
 		if s.coldLoc != 0 && !c.cold.dead(s.coldLoc) {
-			e.ref = s.coldLoc
+			e.setRef(s.coldLoc)
 		} else {
 			x.remove(e)
 		}

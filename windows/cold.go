@@ -16,6 +16,12 @@ import (
 // its own.
 const maxColdChunk = 1 << 20
 
+// maxColdBytes is the most a cold store's budget may be: a quarter of the
+// chunk numbers a location has room for (packLoc), in chunks of the
+// largest size, so that the chunks holding records always leave most
+// numbers free (renumber). Over it, states go to the Backend.
+const maxColdBytes = renumberAt / 4 * maxColdChunk
+
 // coldStore keeps the encoded state of slots evicted from the cache (the
 // cold tier), in memory while it fits a byte budget, and in the Backend
 // beyond it. Records are appended to large byte chunks that hold no
@@ -114,25 +120,32 @@ type coldChunk struct {
 	expires int64
 }
 
-// packLoc is a record's location: the sequence number of its chunk, its
-// offset there (below maxColdChunk: a larger record is alone in its chunk),
-// and its size, up to 0xffff (a larger one is read from the record), so
-// that replacing a record updates the accounting without reading the old
-// one, long out of the CPU cache. The top bit stays clear, for cachedRef:
-// sequence numbers stay below 2^27 (see renumberAt).
+// packLoc is a record's location: the sequence number of its chunk and its
+// offset there in 8-byte units (records start at a multiple of 8, below
+// maxColdChunk: a larger record is alone in its chunk), in the low 32
+// bits, which an index entry holds; and above them its size, which the
+// entry leaves out (0 there: the size is read from the record), so that
+// replacing a record whose location a cached slot keeps updates the
+// accounting without reading the old one, long out of the CPU cache. The
+// top bit stays clear, for cachedRef: sizes are capped below 2^31, and
+// sequence numbers stay below 2^15 (see renumberAt).
 func packLoc(seq uint64, off, size int) uint64 {
-	return seq<<36 | uint64(off)<<16 | uint64(min(size, 0xffff))
+	return uint64(min(size, 1<<31-1))<<32 | seq<<17 | uint64(off>>3)
 }
 
-func locSeq(loc uint64) uint64 { return loc >> 36 }
+func locSeq(loc uint64) uint64 { return loc >> 17 & (1<<15 - 1) }
 
-func locOff(loc uint64) int { return int(loc >> 16 & (1<<20 - 1)) }
+func locOff(loc uint64) int { return int(loc&(1<<17-1)) << 3 }
+
+// sameRecord reports whether two locations, with or without a size,
+// name the same record.
+func sameRecord(a, b uint64) bool { return uint32(a) == uint32(b) }
 
 func newColdStore(backend Backend, specs int, budget int, writeThrough bool) *coldStore {
 	c := &coldStore{
 		backend:      backend,
 		writeThrough: writeThrough,
-		budget:       budget,
+		budget:       min(budget, maxColdBytes),
 		chunkBytes:   min(maxColdChunk, 1<<max(bits.Len(uint(budget/16))-1, 12)),
 		firstSeq:     1,
 		expiring:     !writeThrough,
@@ -151,7 +164,7 @@ func (c *coldStore) record(loc uint64) (key, val []byte, size int) {
 	b = b[n+int(kl):]
 	vl, m := binary.Uvarint(b)
 	val = b[m : m+int(vl)]
-	return key, val, 8 + n + int(kl) + m + int(vl)
+	return key, val, alignRecord(8 + n + int(kl) + m + int(vl))
 }
 
 // holds reports whether e, a used place whose tag matched, holds a state
@@ -165,7 +178,7 @@ func (c *coldStore) firstWord(e *stateEntry) uint64 {
 	if e.cached() {
 		return c.slots.at(e.slotNum()).id[0]
 	}
-	loc := e.ref
+	loc := e.ref()
 	return binary.LittleEndian.Uint64(c.chunks[locSeq(loc)-c.firstSeq].b[locOff(loc):])
 }
 
@@ -184,7 +197,7 @@ func (c *coldStore) inExpiringChain(loc uint64) bool {
 
 // current reports whether e, a used place, holds a state: it is cached, or
 // its record was not expired.
-func (c *coldStore) current(e *stateEntry) bool { return e.cached() || !c.dead(e.ref) }
+func (c *coldStore) current(e *stateEntry) bool { return e.cached() || !c.dead(e.ref()) }
 
 // addIndexes adds the indexes of n more specs.
 func (c *coldStore) addIndexes(n int) {
@@ -302,23 +315,35 @@ func (c *coldStore) set(spec int, id slotID, key string, val []byte, old, at int
 }
 
 // renumberAt is the chunk sequence number at which set numbers the chunks
-// from 1 again: half of packLoc's 2^27, so that the chunks reclaim may add
-// after a set never reach it. A store that appends 1 MiB chunks gets there
-// after 64 TiB of records; one of 4 KiB chunks (the smallest budgets) after
-// 256 GiB.
-const renumberAt = 1 << 26
+// from 1 again: half of packLoc's 2^15, so that the chunks reclaim may add
+// after a set never reach it. Numbered again, the chunks that hold records
+// take no more than a quarter of it (maxColdBytes), however many were
+// freed between them: a store that appends 1 MiB chunks gets there after
+// at least 12 GiB of records.
+const renumberAt = 1 << 14
 
-// renumber gives the oldest chunk sequence number first, and the others the
-// numbers after it, rewriting every location that names them.
+// renumber gives the oldest chunk sequence number first, and the other
+// chunks that hold records the numbers after it, in order, dropping the
+// freed ones between them (expire frees chunks anywhere), and rewrites
+// every location that names them.
 func (c *coldStore) renumber(first uint64) {
-	shift := func(loc uint64) uint64 { return loc - c.firstSeq<<36 + first<<36 }
+	seqs := make([]uint64, len(c.chunks)) // new numbers by old place; 0 for a freed chunk
+	next := first
+	for i := range c.chunks {
+		if c.chunks[i].b != nil {
+			seqs[i] = next
+			next++
+		}
+	}
+	const seqBits = (1<<15 - 1) << 17
+	shift := func(loc uint64) uint64 { return loc&^seqBits | seqs[locSeq(loc)-c.firstSeq]<<17 }
 	for i := range c.idx {
 		x := &c.idx[i]
-		x.sweep() // a dead location would shift onto a live chunk's number
+		x.sweep() // a dead location's chunk has no new number
 		for j := range x.entries {
 			e := &x.entries[j]
 			switch {
-			case e.ref == 0:
+			case e.ref() == 0:
 			case e.cached():
 				if s := c.slots.at(e.slotNum()); s.coldLoc != 0 {
 					if c.dead(s.coldLoc) {
@@ -328,24 +353,33 @@ func (c *coldStore) renumber(first uint64) {
 					}
 				}
 			default:
-				e.ref = shift(e.ref)
+				e.setRef(shift(e.ref()))
 			}
 		}
 	}
 	for chain, seq := range c.open {
 		if seq != 0 {
-			c.open[chain] = seq - c.firstSeq + first
+			c.open[chain] = seqs[seq-c.firstSeq]
 		}
 	}
+	kept := c.chunks[:0]
+	for _, ch := range c.chunks {
+		if ch.b != nil {
+			kept = append(kept, ch)
+		}
+	}
+	clear(c.chunks[len(kept):])
+	c.chunks = kept
 	c.firstSeq = first
 }
 
 // append writes the record of the state with id at the end of the newest
 // chunk and returns its location. A record is the first word of id (for
-// the index, which holds only the second: see stateEntry), then the key and
-// the value, each with its uvarint length.
+// the index, which holds only part of the second: see stateEntry), then
+// the key and the value, each with its uvarint length, then up to 7 bytes
+// to the next multiple of 8, which its size counts.
 func (c *coldStore) append(id slotID, key, val []byte, chain int, expires int64) uint64 {
-	size := 8 + 2*binary.MaxVarintLen32 + len(key) + len(val)
+	size := 7 + 8 + 2*binary.MaxVarintLen32 + len(key) + len(val)
 	last := int(c.open[chain] - c.firstSeq)
 	if c.open[chain] == 0 || len(c.chunks[last].b)+size > cap(c.chunks[last].b) {
 		var b []byte
@@ -374,6 +408,7 @@ func (c *coldStore) append(id slotID, key, val []byte, chain int, expires int64)
 	ch.b = append(ch.b, key...)
 	ch.b = binary.AppendUvarint(ch.b, uint64(len(val)))
 	ch.b = append(ch.b, val...)
+	ch.b = ch.b[:alignRecord(len(ch.b))] // the padding is never read
 	size = len(ch.b) - off
 	// The chunk's lines ahead are long out of the CPU cache (a spare
 	// chunk, or memory new to the process), and a store to a line that is
@@ -387,6 +422,10 @@ func (c *coldStore) append(id slotID, key, val []byte, chain int, expires int64)
 	c.used += size
 	return packLoc(c.firstSeq+uint64(last), off, size)
 }
+
+// alignRecord rounds a record's size up to a multiple of 8, which it
+// takes in its chunk (packLoc).
+func alignRecord(size int) int { return (size + 7) &^ 7 }
 
 // appendAhead is how far past its end append asks for a chunk's line.
 const appendAhead = 256
@@ -402,9 +441,9 @@ func (c *coldStore) forget(loc uint64) {
 }
 
 // recordSize is the size of the record at loc, which loc holds unless it
-// is 0xffff bytes or more.
+// comes from an index entry, or is 2^31-1 bytes or more.
 func (c *coldStore) recordSize(loc uint64) int {
-	if size := int(loc & 0xffff); size < 0xffff {
+	if size := int(loc >> 32); size != 0 && size < 1<<31-1 {
 		return size
 	}
 	_, _, size := c.record(loc)
@@ -484,7 +523,7 @@ func (c *coldStore) forgetSpecs(rule func(spec int) bool) {
 	for spec := range c.idx {
 		x := &c.idx[spec]
 		for i := range x.entries {
-			if e := &x.entries[i]; e.ref != 0 {
+			if e := &x.entries[i]; e.ref() != 0 {
 				if loc := c.entryLoc(e); loc != 0 {
 					size := c.recordSize(loc)
 					c.chunks[locSeq(loc)-c.firstSeq].live += size
@@ -503,7 +542,7 @@ func (c *coldStore) forgetSpecs(rule func(spec int) bool) {
 
 // entryLoc is the location of the record of e's state, 0 for none.
 func (c *coldStore) entryLoc(e *stateEntry) uint64 {
-	loc := e.ref
+	loc := e.ref()
 	if e.cached() {
 		loc = c.slots.at(e.slotNum()).coldLoc
 	}
@@ -532,15 +571,17 @@ func (c *coldStore) swapLoc(e *stateEntry, loc uint64) uint64 {
 		s.coldLoc = loc
 		return old
 	}
-	old := e.ref
-	e.ref = loc
+	old := e.ref()
+	e.setRef(loc)
 	return old
 }
 
-// setLoc points spec's state with id at the record at loc, and returns
-// the location of its old record (0 when it had none).
+// setLoc points spec's state with id at the record at loc, just appended,
+// and returns the location of its old record (0 when it had none).
 func (c *coldStore) setLoc(spec int, id slotID, loc uint64) uint64 {
-	if e, added := c.idx[spec].add(id, loc); !added {
+	x := &c.idx[spec]
+	x.recordSum += int(loc>>32) - x.recordSum/8
+	if e, added := x.add(id, loc); !added {
 		return c.swapLoc(e, loc)
 	}
 	return 0
@@ -604,7 +645,7 @@ func (c *coldStore) reclaimOldest(move bool) error {
 		off += size
 		spec := specOf(key)
 		id := hashSlotKey(c.seeds, unsafe.String(unsafe.SliceData(key), len(key)))
-		if c.loc(spec, id) != loc {
+		if !sameRecord(c.loc(spec, id), loc) {
 			continue // replaced or removed since
 		}
 		if move {

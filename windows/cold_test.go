@@ -6,6 +6,7 @@ import (
 	"hash/maphash"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/riskstream/riskstream/event"
@@ -157,7 +158,7 @@ func TestOperatorWithinBudget(t *testing.T) {
 rules:
   - {name: day, key: [user], window: {type: tumbling, size: 24h}, aggregate: count, threshold: 1, action: review}
 `, backend, out, Options{MemoryBytes: budget, CacheSlots: 256})
-	const keys = 60_000
+	const keys = 90_000
 	for i := range 2 * keys {
 		before := len(op.cache.changed)
 		processLine(t, op, dec, fmt.Appendf(nil, `{"id":"e%d","ts":%d,"user":"u%d"}`, i, 1_000_000+i, i%keys))
@@ -204,7 +205,7 @@ func TestSpilledPurgeReadsOnce(t *testing.T) {
 rules:
   - {name: visits, key: [user], window: {type: session, gap: 30s}, aggregate: count, threshold: 2, action: review}
 `, backend, out, Options{MemoryBytes: 1 << 20, CacheSlots: 64})
-	const keys = 15_000
+	const keys = 25_000
 	const base = 1_000_000_000
 	// Each user's first event, a second 20 s later that extends the
 	// session past the purge timer the first set, and a third 40 s after
@@ -401,7 +402,7 @@ func (c *coldStore) records(spec int) int {
 	n := 0
 	x := &c.idx[spec]
 	for i := range x.entries {
-		if x.entries[i].ref != 0 && c.entryLoc(&x.entries[i]) != 0 {
+		if x.entries[i].ref() != 0 && c.entryLoc(&x.entries[i]) != 0 {
 			n++
 		}
 	}
@@ -477,6 +478,101 @@ func TestStatesSharingATag(t *testing.T) {
 	}
 }
 
+// TestRenumberDropsFreedChunks: numbering the chunks again gives the ones
+// that hold records consecutive numbers, dropping the chunks expire freed
+// between them, and every current state is then found at its record, in
+// the rule's index and in a cached slot, while the expired ones are gone;
+// the store goes on appending to the chains it appended to.
+func TestRenumberDropsFreedChunks(t *testing.T) {
+	c := newColdStore(NewMemBackend(), 2, 1<<20, false) // 64 KiB chunks
+	c.slots = &slotTable{}
+	c.seeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
+	rng := rand.New(rand.NewPCG(8, 9))
+	type state struct {
+		spec    int
+		id      slotID
+		val     string
+		expires int64 // noTimer in the main chain
+	}
+	states := map[string]state{}
+	write := func(phase int) {
+		for i := range 400 {
+			spec, expires := 1, int64(noTimer) // a quarter in the main chain
+			if i%4 != 0 {
+				spec, expires = 0, int64(phase)
+			}
+			key := fmt.Sprintf("\x00%c%d-%d\x00", byte(spec), phase, i)
+			id := hashSlotKey(c.seeds, key)
+			val := strings.Repeat(string(rune('a'+i%26)), 50+rng.IntN(150))
+			if err := c.set(spec, id, key, []byte(val), noTimer, expires, expires != noTimer); err != nil {
+				t.Fatal(err)
+			}
+			states[key] = state{spec, id, val, expires}
+		}
+	}
+	// A main-chain state the cache holds keeps its record's location.
+	cachedKey := "\x00\x01cached\x00"
+	cachedID := hashSlotKey(c.seeds, cachedKey)
+	if err := c.set(1, cachedID, cachedKey, []byte("cached"), noTimer, noTimer, false); err != nil {
+		t.Fatal(err)
+	}
+	s := c.slots.take()
+	s.id, s.key = cachedID, cachedKey
+	s.coldLoc = c.swapLoc(c.idx[1].entry(cachedID), cachedRef|uint64(s.num))
+	check := func(when string, wm int64) {
+		t.Helper()
+		gone := 0
+		for key, st := range states {
+			loc := c.loc(st.spec, st.id)
+			if loc == 0 && st.expires <= wm {
+				gone++ // its chunk expired; one with later states stays
+				continue
+			}
+			if loc == 0 {
+				t.Fatalf("%s: %q is not found", when, key)
+			}
+			if k, v, _ := c.record(loc); string(k) != key || string(v) != st.val {
+				t.Fatalf("%s: %q's record holds %q", when, key, k)
+			}
+		}
+		if k, _, _ := c.record(s.coldLoc); string(k) != cachedKey {
+			t.Fatalf("%s: the cached slot's record holds %q", when, k)
+		}
+		if wm > 0 && gone == 0 {
+			t.Fatalf("%s: no state expired", when)
+		}
+		checkLiveBytes(t, c)
+	}
+	for phase := range 10 {
+		write(phase)
+	}
+	check("written", -1)
+	const wm = 6
+	c.expire(wm)
+	held := 0
+	for _, ch := range c.chunks {
+		if ch.b != nil {
+			held++
+		}
+	}
+	if held == len(c.chunks) || c.chunks[0].b == nil {
+		t.Fatalf("%d of %d chunks hold records: want freed ones after the first", held, len(c.chunks))
+	}
+	check("expired", wm)
+	c.renumber(1)
+	if c.firstSeq != 1 || len(c.chunks) != held {
+		t.Fatalf("numbered again: %d chunks from %d, want the %d that hold records from 1", len(c.chunks), c.firstSeq, held)
+	}
+	check("numbered again", wm)
+	for chain, seq := range c.open {
+		if seq != 0 && (seq < c.firstSeq || c.chunks[seq-c.firstSeq].chain != chain) {
+			t.Fatalf("chain %d appends to chunk %d, of chain %d", chain, seq, c.chunks[seq-c.firstSeq].chain)
+		}
+	}
+	write(10)
+	check("appended after", wm)
+}
+
 // checkLiveBytes fails unless the cold store's count of current bytes,
 // in all and per chunk, is the size of the records its indexes and cached
 // slots name, which reclaim goes by.
@@ -487,7 +583,7 @@ func checkLiveBytes(t *testing.T, c *coldStore) {
 	for spec := range c.idx {
 		x := &c.idx[spec]
 		for i := range x.entries {
-			if e := &x.entries[i]; e.ref != 0 {
+			if e := &x.entries[i]; e.ref() != 0 {
 				if loc := c.entryLoc(e); loc != 0 {
 					_, _, size := c.record(loc)
 					live[locSeq(loc)-c.firstSeq] += size
@@ -510,8 +606,9 @@ func checkLiveBytes(t *testing.T, c *coldStore) {
 // empties their indexes and keeps the heatmap's states, cached or not,
 // each found with its ref; the store's count of current bytes is then the
 // heatmap's records', and the chunks that held only rules' records are
-// freed. Rules' records go to the main chain and to expiring chains; one
-// heatmap record is larger than a location holds the size of.
+// freed. Rules' records go to the main chain and to expiring chains; the
+// sizes of records are in the locations cached slots keep, not in index
+// entries; one heatmap record is larger than a chunk.
 func TestForgetSpecs(t *testing.T) {
 	c := newColdStore(NewMemBackend(), 3, 1<<16, false) // 4 KiB chunks
 	c.slots = &slotTable{}
@@ -549,7 +646,7 @@ func TestForgetSpecs(t *testing.T) {
 		t.Fatalf("the rules' indexes hold %d and %d states", c.idx[0].n, c.idx[2].n)
 	}
 	for id, ref := range kept {
-		if e := c.idx[heatmap].entry(id); e == nil || e.ref != ref {
+		if e := c.idx[heatmap].entry(id); e == nil || e.ref() != ref&refMask {
 			t.Fatalf("heatmap state %x: entry %v, want ref %x", id, e, ref)
 		}
 	}

@@ -35,11 +35,19 @@ type stateIndex struct {
 	// swept is the store's count of the spec's expired chunks when sweep
 	// last ran: if it has not changed since, no entry is dead.
 	swept int
+	// recordSum is eight times a running mean of the size of the spec's
+	// records as they are written (coldStore.setLoc): a location in an
+	// entry has no size, and the prefetching asks for a record's second
+	// line when a record of the mean size would reach it (recordBytes).
+	recordSum int
 	// last is what the latest lookup (entry) found, while no entry was
 	// added or moved since: the event that probed a state the cache does
 	// not hold then writes it back (add) without probing again.
 	last lastProbe
 }
+
+// recordBytes is the mean size of the spec's records, lately.
+func (x *stateIndex) recordBytes() int { return x.recordSum / 8 }
 
 // lastProbe is the place where entry found id's entry, or the free place
 // that ended its probe run.
@@ -49,33 +57,51 @@ type lastProbe struct {
 	found, valid bool
 }
 
-// stateEntry is one place of the array. tag is the second word of the
-// state's slot id, whose top bits are its home. ref is 0 for a free place,
-// the number of the cached slot (in the cache's slotTable) with cachedRef
-// set, or else the location of the cold store's record (see packLoc); a
-// cached slot keeps the location of its record itself (slot.coldLoc).
-// Numbers, not pointers: the garbage collector never scans the array.
+// stateEntry is one place of the array: a ref in its low 32 bits and the
+// top bit, and a tag in the 31 bits between. The tag is the top bits of
+// the second word of the state's slot id, whose own top bits are its home.
+// ref is 0 for a free place, the number of the cached slot (in the
+// cache's slotTable) with cachedRef set, or else the location of the cold
+// store's record without its size (see packLoc); a cached slot keeps the
+// location of its record itself (slot.coldLoc). Numbers, not pointers:
+// the garbage collector never scans the array.
 //
-// An entry holds one word of the 128-bit id, not both: 16 bytes a place,
-// four to a cache line, against 24 bytes that straddled lines, and with
-// millions of keys the array's size is what its probes and its growth
-// cost. A lookup whose tag matches checks the first word where the state
-// is (coldStore.firstWord): in the cached slot, or at the head of the
-// record, the line a lookup that finds its state reads next anyway. A
-// lookup of an absent id, most of them with millions of keys, reads only
-// the array, unless another state of the spec shares its tag (about one
-// lookup in 2^64/n).
-type stateEntry struct {
-	tag uint64
-	ref uint64
-}
+// An entry holds 31 bits of the 128-bit id: 8 bytes a place, eight to a
+// cache line, and with millions of keys the array's size is what its
+// probes and its growth cost. A lookup whose tag matches checks the first
+// word of the id where the state is (coldStore.firstWord): in the cached
+// slot, or at the head of the record, the line a lookup that finds its
+// state reads next anyway. So a state is known by 95 bits of its id (see
+// cache.seeds). A lookup of an absent id, most of them with millions of
+// keys, reads only the array, unless a state in its probe run shares its
+// tag: one with the same home does one time in 2^(31-log2(places)), about
+// one in 500 with 4M places.
+type stateEntry uint64
 
 // cachedRef marks a stateEntry's ref as a slot number: packLoc never sets
 // the top bit.
 const cachedRef = 1 << 63
 
+// refMask is the bits of an entry that are its ref; tagBits of the rest,
+// from bit 32 on, are its tag.
+const (
+	refMask = cachedRef | 1<<32 - 1
+	tagBits = 31
+)
+
+// tagOf is the tag of the entry of a state with id.
+func tagOf(id slotID) uint64 { return id[1] >> (64 - tagBits) }
+
+func (e *stateEntry) ref() uint64 { return uint64(*e) & refMask }
+
+func (e *stateEntry) tag() uint64 { return uint64(*e) >> 32 & (1<<tagBits - 1) }
+
+// setRef sets e's ref to ref, a slot number with cachedRef or a location
+// (whose size, if it has one, the entry leaves out: see packLoc).
+func (e *stateEntry) setRef(ref uint64) { *e = stateEntry(uint64(*e)&^refMask | ref&refMask) }
+
 // stateEntryBytes is what an entry costs, for the budget.
-const stateEntryBytes = 16
+const stateEntryBytes = 8
 
 // clearPiece is how many entries resize zeros at a time: 64 KiB.
 const clearPiece = 4096
@@ -95,18 +121,18 @@ func clearEntries(es []stateEntry) { clear(es) }
 // (coldStore.indexBytes).
 const maxLoad = 4
 
-func (e *stateEntry) cached() bool { return e.ref&cachedRef != 0 }
+func (e *stateEntry) cached() bool { return *e&cachedRef != 0 }
 
-func (e *stateEntry) slotNum() uint32 { return uint32(e.ref) }
+func (e *stateEntry) slotNum() uint32 { return uint32(*e) }
 
-func (x *stateIndex) home(tag uint64) uint64 { return (tag | 1) >> x.shift }
+func (x *stateIndex) home(tag uint64) uint64 { return tag >> x.shift }
 
 func (x *stateIndex) next(i uint64) uint64 { return (i + 1) & uint64(len(x.entries)-1) }
 
 // homeAddr is the address of the place a lookup of id reads first, for
 // prefetching.
 func (x *stateIndex) homeAddr(id slotID) uintptr {
-	return prefetch.Addr(&x.entries[x.home(id[1])])
+	return prefetch.Addr(&x.entries[x.home(tagOf(id))])
 }
 
 // find returns the place of id's entry, or of the free place that ends its
@@ -115,12 +141,13 @@ func (x *stateIndex) homeAddr(id slotID) uintptr {
 // frequent memory access, and a loop shared through a helper made it
 // slower (BENCHMARKS.md, BenchmarkStateIndexProbe).
 func (x *stateIndex) find(id slotID) (uint64, bool) {
-	for i := x.home(id[1]); ; i = x.next(i) {
+	tag := tagOf(id)
+	for i := x.home(tag); ; i = x.next(i) {
 		e := &x.entries[i]
-		if e.ref == 0 {
+		if e.ref() == 0 {
 			return i, false
 		}
-		if e.tag == id[1] && x.store.holds(e, id[0]) {
+		if e.tag() == tag && x.store.holds(e, id[0]) {
 			return i, true
 		}
 	}
@@ -151,12 +178,13 @@ func (x *stateIndex) candidate(id slotID) (*stateEntry, uintptr) {
 	if x.n == 0 {
 		return nil, 0
 	}
-	for i := x.home(id[1]); ; {
+	tag := tagOf(id)
+	for i := x.home(tag); ; {
 		e := &x.entries[i]
-		if e.ref == 0 {
+		if e.ref() == 0 {
 			return nil, 0
 		}
-		if e.tag == id[1] {
+		if e.tag() == tag {
 			return e, 0
 		}
 		i = x.next(i)
@@ -189,7 +217,7 @@ func (x *stateIndex) add(id slotID, ref uint64) (*stateEntry, bool) {
 	e := &x.entries[i]
 	if !ok {
 		x.n++
-		*e = stateEntry{tag: id[1], ref: ref}
+		*e = stateEntry(tagOf(id)<<32 | ref&refMask)
 		x.last.valid = false
 	}
 	return e, !ok
@@ -232,7 +260,7 @@ func (x *stateIndex) rebuild() {
 func (x *stateIndex) held() int {
 	n := 0
 	for i := range x.entries {
-		if e := &x.entries[i]; e.ref != 0 && x.store.current(e) {
+		if e := &x.entries[i]; e.ref() != 0 && x.store.current(e) {
 			n++
 		}
 	}
@@ -246,7 +274,7 @@ func (x *stateIndex) held() int {
 func (x *stateIndex) sweep() {
 	x.swept = x.store.expired[x.spec]
 	for i := 0; i < len(x.entries); i++ {
-		for e := &x.entries[i]; e.ref != 0 && !x.store.current(e); {
+		for e := &x.entries[i]; e.ref() != 0 && !x.store.current(e); {
 			x.n--
 			x.closeHole(uint64(i))
 		}
@@ -256,7 +284,7 @@ func (x *stateIndex) sweep() {
 // free returns the free place that ends the probe run of tag's home.
 func (x *stateIndex) free(tag uint64) uint64 {
 	i := x.home(tag)
-	for x.entries[i].ref != 0 {
+	for x.entries[i].ref() != 0 {
 		i = x.next(i)
 	}
 	return i
@@ -279,14 +307,14 @@ func (x *stateIndex) resize(size int) {
 	for i := 0; i < size; i += clearPiece {
 		clearEntries(x.entries[i:min(i+clearPiece, size)])
 	}
-	x.shift = uint(64 - bits.TrailingZeros(uint(size)))
+	x.shift = uint(tagBits - bits.TrailingZeros(uint(size)))
 	x.last.valid = false
 	dead := x.swept != x.store.expired[x.spec] // else none is
 	x.swept = x.store.expired[x.spec]
 	n := 0
 	for i := range old {
-		if e := &old[i]; e.ref != 0 && (!dead || x.store.current(e)) {
-			x.entries[x.free(e.tag)] = *e
+		if e := &old[i]; e.ref() != 0 && (!dead || x.store.current(e)) {
+			x.entries[x.free(e.tag())] = *e
 			n++
 		}
 	}
@@ -300,11 +328,11 @@ func (x *stateIndex) resize(size int) {
 func (x *stateIndex) closeHole(i uint64) {
 	x.last.valid = false
 	mask := uint64(len(x.entries) - 1)
-	for j := x.next(i); x.entries[j].ref != 0; j = x.next(j) {
-		if (j-x.home(x.entries[j].tag))&mask >= (j-i)&mask {
+	for j := x.next(i); x.entries[j].ref() != 0; j = x.next(j) {
+		if (j-x.home(x.entries[j].tag()))&mask >= (j-i)&mask {
 			x.entries[i] = x.entries[j]
 			i = j
 		}
 	}
-	x.entries[i] = stateEntry{}
+	x.entries[i] = 0
 }

@@ -60,16 +60,16 @@ func TestStateIndexAgainstMap(t *testing.T) {
 			case 0:
 				r := newRef(id)
 				e, added := x.add(id, r)
-				if added == held || e.tag != id[1] || e.ref != map[bool]uint64{true: want, false: r}[held] {
-					t.Fatalf("seed %d step %d: add(%x) = %x, %v; held %v with %x", seed, step, id, e.ref, added, held, want)
+				if added == held || e.tag() != tagOf(id) || e.ref() != map[bool]uint64{true: want, false: r}[held]&refMask {
+					t.Fatalf("seed %d step %d: add(%x) = %x, %v; held %v with %x", seed, step, id, e.ref(), added, held, want)
 				}
 				if !held {
 					ref[id] = r
 				}
 			case 1:
 				if e := x.entry(id); e != nil {
-					e.ref = newRef(id)
-					ref[id] = e.ref
+					e.setRef(newRef(id))
+					ref[id] = e.ref()
 				}
 			default:
 				if e := x.entry(id); e != nil {
@@ -83,10 +83,10 @@ func TestStateIndexAgainstMap(t *testing.T) {
 			if step%97 == 0 {
 				tags := map[uint64]int{}
 				for id, r := range ref {
-					if e := x.entry(id); e == nil || e.ref != r {
+					if e := x.entry(id); e == nil || e.ref() != r&refMask {
 						t.Fatalf("seed %d step %d: %x has entry %v, want ref %x", seed, step, id, e, r)
 					}
-					if tags[id[1]]++; tags[id[1]] == 2 {
+					if tags[tagOf(id)]++; tags[tagOf(id)] == 2 {
 						shared++
 					}
 				}
@@ -95,7 +95,7 @@ func TestStateIndexAgainstMap(t *testing.T) {
 				}
 				checkIndexAlloc(t, c)
 				for i, e := range x.entries {
-					if e.ref != 0 && uint64(i) < x.home(e.tag) {
+					if e.ref() != 0 && uint64(i) < x.home(e.tag()) {
 						wrapped++ // its run went past the end
 					}
 				}
@@ -132,11 +132,11 @@ func TestStateIndexRebuild(t *testing.T) {
 		s.id = slotID{rng.Uint64(), rng.Uint64()}
 		e, _ := x.add(s.id, cachedRef|uint64(s.num))
 		if i%3 == 0 {
-			e.ref = 0 // a free place inside a probe run, until rebuild
+			e.setRef(0) // a free place inside a probe run, until rebuild
 			dropped = append(dropped, s.id)
 			continue
 		}
-		kept[s.id] = e.ref
+		kept[s.id] = e.ref()
 	}
 	x.rebuild()
 	checkIndexAlloc(t, c)
@@ -144,7 +144,7 @@ func TestStateIndexRebuild(t *testing.T) {
 		t.Fatalf("rebuilt: %d entries in %d places, want %d in 4096", x.n, len(x.entries), len(kept))
 	}
 	for id, ref := range kept {
-		if e := x.entry(id); e == nil || e.ref != ref {
+		if e := x.entry(id); e == nil || e.ref() != ref {
 			t.Fatalf("%x after rebuild: entry %v, want ref %x", id, e, ref)
 		}
 	}
@@ -155,7 +155,7 @@ func TestStateIndexRebuild(t *testing.T) {
 	}
 	// All dropped: the index is empty.
 	for i := range x.entries {
-		x.entries[i].ref = 0
+		x.entries[i].setRef(0)
 	}
 	if x.rebuild(); x.n != 0 || x.entries != nil || x.store != c {
 		t.Fatalf("rebuilt with nothing left: %d entries in %d places, store kept %v", x.n, len(x.entries), x.store == c)
@@ -200,7 +200,7 @@ func TestStateIndexCandidate(t *testing.T) {
 			id = held[rng.IntN(len(held))]
 		}
 		place, ok := x.find(id)
-		home := x.home(id[1])
+		home := x.home(tagOf(id))
 		e, next := x.candidate(id)
 		switch {
 		case lineOf(place) == lineOf(home):
@@ -230,7 +230,7 @@ func TestStateIndexCandidate(t *testing.T) {
 }
 
 // BenchmarkStateIndexProbe looks up ids, half of them held, in an index
-// that fits the CPU's caches and in one of 1.6M entries (64 MiB), as at 10M
+// that fits the CPU's caches and in one of 1.6M entries (32 MiB), as at 10M
 // keys, with and without their index lines asked for a group of lookups
 // ahead, a share before each lookup, as Prefetch's are (BENCHMARKS.md
 // "State at key scale"). The lookup of a held id also reads the head of its
@@ -242,19 +242,17 @@ func BenchmarkStateIndexProbe(b *testing.B) {
 		x := &c.idx[0]
 		rng := rand.New(rand.NewPCG(1, 2))
 		newID := func() slotID { return slotID{rng.Uint64(), rng.Uint64()} }
+		held := make([]slotID, 0, n)
 		for x.n < n {
 			id := newID()
 			x.add(id, c.append(id, nil, nil, 0, noTimer))
+			held = append(held, id)
 		}
 		ids := make([]slotID, 1<<20)
 		for i := range ids {
 			ids[i] = newID()
 			if i%2 == 1 {
-				j := rng.IntN(len(x.entries))
-				for x.entries[j].ref == 0 {
-					j = rng.IntN(len(x.entries))
-				}
-				ids[i] = c.entryID(&x.entries[j])
+				ids[i] = held[rng.IntN(len(held))]
 			}
 		}
 		for _, ahead := range []bool{false, true} {
@@ -286,9 +284,6 @@ func BenchmarkStateIndexProbe(b *testing.B) {
 		}
 	}
 }
-
-// entryID returns the slot id of e's state.
-func (c *coldStore) entryID(e *stateEntry) slotID { return slotID{c.firstWord(e), e.tag} }
 
 // TestStateIndexSweep fills an index with states, a third of them cached,
 // the others records in the rule's expiring chain with growing expiry
@@ -323,7 +318,7 @@ func TestStateIndexSweep(t *testing.T) {
 		c.expire(int64(1000 + rng.IntN(4000)))
 		var dead []slotID
 		for _, id := range records {
-			if !c.current(&stateEntry{ref: current[id]}) {
+			if e := stateEntry(current[id] & refMask); !c.current(&e) {
 				dead = append(dead, id)
 				delete(current, id)
 			}
@@ -333,7 +328,7 @@ func TestStateIndexSweep(t *testing.T) {
 		}
 		wrapped := false
 		for i, e := range x.entries {
-			wrapped = wrapped || e.ref != 0 && uint64(i) < x.home(e.tag)
+			wrapped = wrapped || e.ref() != 0 && uint64(i) < x.home(e.tag())
 		}
 		if !wrapped {
 			t.Fatalf("seed %d: no probe run wraps around the end of the array", seed)
@@ -344,7 +339,7 @@ func TestStateIndexSweep(t *testing.T) {
 		}
 		used := 0
 		for i := range x.entries {
-			if e := &x.entries[i]; e.ref != 0 {
+			if e := &x.entries[i]; e.ref() != 0 {
 				used++
 				if !c.current(e) {
 					t.Fatalf("seed %d: a dead entry is left at %d", seed, i)
@@ -355,7 +350,7 @@ func TestStateIndexSweep(t *testing.T) {
 			t.Fatalf("seed %d: %d places used, n is %d", seed, used, x.n)
 		}
 		for id, ref := range current {
-			if e := x.entry(id); e == nil || e.ref != ref {
+			if e := x.entry(id); e == nil || e.ref() != ref&refMask {
 				t.Fatalf("seed %d: %x after the sweep: entry %v, want ref %x", seed, id, e, ref)
 			}
 		}

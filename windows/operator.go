@@ -18,8 +18,9 @@ import (
 type Options struct {
 	// MemoryBytes is the memory the operator's state may take: decoded
 	// slots in the cache, the encoded states of the cold store, and the
-	// timer queue. What does not fit goes to the Backend. The default value
-	// is 768 MiB.
+	// timer queue; of it the encoded states take at most 4 GiB
+	// (maxColdBytes). What does not fit goes to the Backend. The default
+	// value is 768 MiB.
 	MemoryBytes int64
 	// CacheSlots is how many (rule, key) states are kept decoded in memory;
 	// the least recently used beyond it are encoded into the cold store.

@@ -214,23 +214,22 @@ func (c *cache) addCandidate(q *prefetch.Queue, x *stateIndex, id slotID) *slot 
 		q.Add(prefetch.Addr(s) + 64)
 		return s
 	default:
-		c.cold.addRecord(q, e.ref)
+		c.cold.addRecord(q, e.ref(), x.recordBytes())
 	}
 	return nil
 }
 
-// addRecord gathers the lines of the record at loc: records are packed
-// back to back, so most of them straddle two lines. Nothing for a dead
-// location (a candidate entry may be one).
-func (c *coldStore) addRecord(q *prefetch.Queue, loc uint64) {
+// addRecord gathers the lines of the record at loc, which is about size
+// bytes: records are packed back to back, so many of them straddle two
+// lines. Of a larger record only the first two lines are asked for.
+// Nothing for a dead location (a candidate entry may be one).
+func (c *coldStore) addRecord(q *prefetch.Queue, loc uint64, size int) {
 	if c.dead(loc) {
 		return
 	}
 	addr := prefetch.Addr(&c.chunks[locSeq(loc)-c.firstSeq].b[locOff(loc)])
 	q.Add(addr)
-	// The location holds the size up to 0xffff bytes: of a larger record
-	// only the first two lines are asked for.
-	if size := uintptr(loc & 0xffff); addr%64+size > 64 {
+	if addr%64+uintptr(size) > 64 {
 		q.Add(addr + 64)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/internal/prefetch"
 )
 
 // prefetchTestRules have a sliding rule, whose slots hold many panes, a
@@ -164,4 +165,46 @@ func at(lines []string, i int) string {
 		return lines[i]
 	}
 	return "(none)"
+}
+
+// TestRecordLines: the prefetching asks for the lines a record of the
+// cold store takes, from its index entry, whose location holds no size:
+// for records of one size up to a line, each line of each and no other,
+// once the index has seen a few of that size written, whatever their
+// size before.
+func TestRecordLines(t *testing.T) {
+	c := newColdStore(NewMemBackend(), 1, 1<<30, false)
+	x := &c.idx[0]
+	rng := rand.New(rand.NewPCG(2, 3))
+	for _, valLen := range []int{100, 5, 21, 37, 53, 13} {
+		var locs []uint64
+		for range 64 {
+			id := slotID{rng.Uint64(), rng.Uint64()}
+			c.setLoc(0, id, c.append(id, []byte("k"), make([]byte, valLen), 0, noTimer))
+			locs = append(locs, x.entry(id).ref())
+		}
+		_, _, size := c.record(locs[0])
+		if size > 64 {
+			continue // the sizes before
+		}
+		if got := x.recordBytes(); got != size {
+			t.Fatalf("records of %d bytes: the index's mean is %d", size, got)
+		}
+		for _, loc := range locs[len(locs)/2:] {
+			var q prefetch.Queue
+			c.addRecord(&q, loc, x.recordBytes())
+			start := prefetch.Addr(&c.chunks[locSeq(loc)-c.firstSeq].b[locOff(loc)])
+			var want []uintptr
+			for line := start &^ 63; line < start+uintptr(size); line += 64 {
+				want = append(want, line)
+			}
+			var got []uintptr
+			for _, a := range q.Gathered() {
+				got = append(got, a&^63)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("a record of %d bytes at %#x: lines %#x asked for, want %#x", size, start%64, got, want)
+			}
+		}
+	}
 }

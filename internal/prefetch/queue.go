@@ -19,6 +19,9 @@ func (q *Queue) Reset() { q.addrs, q.next = q.addrs[:0], 0 }
 // Add gathers the line at addr.
 func (q *Queue) Add(addr uintptr) { q.addrs = append(q.addrs, addr) }
 
+// Gathered returns the lines q holds, issued or not.
+func (q *Queue) Gathered() []uintptr { return q.addrs }
+
 // Issue asks for an equal share of the lines gathered and not yet issued,
 // before each of the left steps of the group still to come: all of them
 // when left is 1 (or less).
