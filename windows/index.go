@@ -75,7 +75,9 @@ type lastProbe struct {
 // cache.seeds). A lookup of an absent id, most of them with millions of
 // keys, reads only the array, unless a state in its probe run shares its
 // tag: one with the same home does one time in 2^(31-log2(places)), about
-// one in 500 with 4M places.
+// one in 500 with 4M places. (The tag holds the home of an array of up
+// to 2^31 places: 16 GiB, four times what a cold store may take,
+// maxColdBytes.)
 type stateEntry uint64
 
 // cachedRef marks a stateEntry's ref as a slot number: packLoc never sets
