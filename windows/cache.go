@@ -421,8 +421,10 @@ func (c *cache) insert(id slotID, s *slot, persisted bool) {
 		if e.cached() {
 			panic(fmt.Sprintf("windows: state %q cached twice", s.key))
 		}
-		// Its record stays in the cold store, a copy while s is clean.
-		s.coldLoc = e.ref()
+		// Its record stays in the cold store, a copy while s is clean. The
+		// slot keeps its size, read while the record is still in the CPU
+		// cache from loading it.
+		s.coldLoc = c.cold.sized(e.ref())
 		e.setRef(ref)
 		if c.cold.inExpiringChain(s.coldLoc) {
 			// Stored without a timer: the next change schedules one.

@@ -137,6 +137,12 @@ func locSeq(loc uint64) uint64 { return loc >> 17 & (1<<15 - 1) }
 
 func locOff(loc uint64) int { return int(loc&(1<<17-1)) << 3 }
 
+// sized returns loc, of a current record, with the record's size, read
+// from the record if loc lacks it.
+func (c *coldStore) sized(loc uint64) uint64 {
+	return uint64(min(c.recordSize(loc), 1<<31-1))<<32 | uint64(uint32(loc))
+}
+
 // sameRecord reports whether two locations, with or without a size,
 // name the same record.
 func sameRecord(a, b uint64) bool { return uint32(a) == uint32(b) }

@@ -361,11 +361,12 @@ func TestNewKeysWhileFull(t *testing.T) {
 	if s == nil || len(c.ring) != 64 || len(s.wins) != 1 || s.wins[0].n != 3 {
 		t.Fatalf("the key's third event: cached %v with %d cached, want it cached, holding the three events, in place of another", s != nil, len(c.ring))
 	}
-	// Its record stays, a copy, and numbering the chunks again moves the
-	// location the slot keeps.
+	// Its record stays, a copy, whose size the slot keeps (so that its
+	// replacement need not read it), and numbering the chunks again moves
+	// the location the slot keeps.
 	c.cold.renumber(renumberAt - 3)
-	if key, _, _ := c.cold.record(s.coldLoc); s.coldLoc == 0 || string(key) != s.key {
-		t.Fatalf("the slot's record after the chunks were numbered again: %q, want %q", key, s.key)
+	if key, _, size := c.cold.record(s.coldLoc); s.coldLoc == 0 || string(key) != s.key || int(s.coldLoc>>32) != size {
+		t.Fatalf("the slot's record after the chunks were numbered again: %q of %d bytes, want %q of %d", key, s.coldLoc>>32, s.key, size)
 	}
 	// The evicted slot was reused for it, and the index counts the cached
 	// entries, which the cold store's budget leaves to the cache.
