@@ -127,20 +127,34 @@ type coldChunk struct {
 // entry leaves out (0 there: the size is read from the record), so that
 // replacing a record whose location a cached slot keeps updates the
 // accounting without reading the old one, long out of the CPU cache. The
-// top bit stays clear, for cachedRef: sizes are capped below 2^31, and
-// sequence numbers stay below 2^15 (see renumberAt).
+// top bit stays clear, for cachedRef: sizes are capped at maxLocSize, and
+// sequence numbers stay below 2^locSeqBits (see renumberAt).
 func packLoc(seq uint64, off, size int) uint64 {
-	return uint64(min(size, 1<<31-1))<<32 | seq<<17 | uint64(off>>3)
+	return uint64(min(size, maxLocSize))<<32 | seq<<locOffBits | uint64(off>>3)
 }
 
-func locSeq(loc uint64) uint64 { return loc >> 17 & (1<<15 - 1) }
+// The bits of a location's low 32: the chunk's sequence number above the
+// offset in 8-byte units.
+const (
+	locOffBits = 17 // maxColdChunk / 8
+	locSeqBits = 32 - locOffBits
+)
 
-func locOff(loc uint64) int { return int(loc&(1<<17-1)) << 3 }
+// maxLocSize is the largest size a location holds: a record of this size
+// or more is read for its size (recordSize).
+const maxLocSize = 1<<31 - 1
+
+func locSeq(loc uint64) uint64 { return loc >> locOffBits & (1<<locSeqBits - 1) }
+
+func locOff(loc uint64) int { return int(loc&(1<<locOffBits-1)) << 3 }
+
+// locSize is the size a location holds, 0 for one from an index entry.
+func locSize(loc uint64) int { return int(loc >> 32) }
 
 // sized returns loc, of a current record, with the record's size, read
 // from the record if loc lacks it.
 func (c *coldStore) sized(loc uint64) uint64 {
-	return uint64(min(c.recordSize(loc), 1<<31-1))<<32 | uint64(uint32(loc))
+	return packLoc(locSeq(loc), locOff(loc), c.recordSize(loc))
 }
 
 // sameRecord reports whether two locations, with or without a size,
@@ -321,12 +335,12 @@ func (c *coldStore) set(spec int, id slotID, key string, val []byte, old, at int
 }
 
 // renumberAt is the chunk sequence number at which set numbers the chunks
-// from 1 again: half of packLoc's 2^15, so that the chunks reclaim may add
-// after a set never reach it. Numbered again, the chunks that hold records
-// take no more than a quarter of it (maxColdBytes), however many were
-// freed between them: a store that appends 1 MiB chunks gets there after
-// at least 12 GiB of records.
-const renumberAt = 1 << 14
+// from 1 again: half of packLoc's 2^locSeqBits, so that the chunks reclaim
+// may add after a set never reach it. Numbered again, the chunks that hold
+// records take no more than a quarter of it (maxColdBytes), however many
+// were freed between them: a store that appends 1 MiB chunks gets there
+// after at least 12 GiB of records.
+const renumberAt = 1 << (locSeqBits - 1)
 
 // renumber gives the oldest chunk sequence number first, and the other
 // chunks that hold records the numbers after it, in order, dropping the
@@ -341,8 +355,7 @@ func (c *coldStore) renumber(first uint64) {
 			next++
 		}
 	}
-	const seqBits = (1<<15 - 1) << 17
-	shift := func(loc uint64) uint64 { return loc&^seqBits | seqs[locSeq(loc)-c.firstSeq]<<17 }
+	shift := func(loc uint64) uint64 { return packLoc(seqs[locSeq(loc)-c.firstSeq], locOff(loc), locSize(loc)) }
 	for i := range c.idx {
 		x := &c.idx[i]
 		x.sweep() // a dead location's chunk has no new number
@@ -447,9 +460,9 @@ func (c *coldStore) forget(loc uint64) {
 }
 
 // recordSize is the size of the record at loc, which loc holds unless it
-// comes from an index entry, or is 2^31-1 bytes or more.
+// comes from an index entry, or is maxLocSize bytes or more.
 func (c *coldStore) recordSize(loc uint64) int {
-	if size := int(loc >> 32); size != 0 && size < 1<<31-1 {
+	if size := locSize(loc); size != 0 && size < maxLocSize {
 		return size
 	}
 	_, _, size := c.record(loc)
@@ -586,7 +599,7 @@ func (c *coldStore) swapLoc(e *stateEntry, loc uint64) uint64 {
 // and returns the location of its old record (0 when it had none).
 func (c *coldStore) setLoc(spec int, id slotID, loc uint64) uint64 {
 	x := &c.idx[spec]
-	x.recordSum += int(loc>>32) - x.recordSum/8
+	x.recordSum += locSize(loc) - x.recordSum/8
 	if e, added := x.add(id, loc); !added {
 		return c.swapLoc(e, loc)
 	}
