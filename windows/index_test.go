@@ -13,8 +13,8 @@ import (
 // share their top bits in few patterns, so probe runs are long and get
 // holes shifted back into them; one pattern's home is the
 // last place, so its runs wrap around the end of the array. Some ids share
-// their tag (the second word, which is all an entry holds) with another,
-// so lookups must tell them apart by the first word.
+// their tag (the top of the second word, which is all of the id an entry
+// holds) with another, so lookups must tell them apart by the first word.
 func TestStateIndexAgainstMap(t *testing.T) {
 	wrapped, shared := 0, 0
 	for seed := uint64(0); seed < 20; seed++ {
@@ -181,21 +181,36 @@ func checkIndexAlloc(t *testing.T, c *coldStore) {
 // It returns the first entry of the run with the id's tag, if that line
 // holds it; nil if the run ends in that line (the id is absent); and
 // else the address of the next line, where the run goes on. An index of
-// places half full has runs of every length, and many cross a line.
+// places half full has runs of every length, and many cross a line; a
+// sixteenth of the ids have their home in the last line, whose run goes on
+// at the first.
 func TestStateIndexCandidate(t *testing.T) {
 	c := newColdStore(NewMemBackend(), 1, 1<<30, false)
 	x := &c.idx[0]
 	rng := rand.New(rand.NewPCG(5, 6))
+	lastTags := uint64(0)
+	newID := func() slotID {
+		id := slotID{rng.Uint64(), rng.Uint64()}
+		if rng.IntN(16) == 0 {
+			// The top 13 bits set: a home in the last line of up to
+			// 2^16 places. The tags below them differ, so that no two
+			// ids share one.
+			lastTags++
+			id[1] = 0xfff8<<48 | lastTags<<(64-tagBits) | id[1]&(1<<(64-tagBits)-1)
+		}
+		return id
+	}
 	var held []slotID
 	for x.n < 30000 {
-		id := slotID{rng.Uint64(), rng.Uint64()}
+		id := newID()
 		x.add(id, c.append(id, nil, nil, 0, noTimer))
 		held = append(held, id)
 	}
 	lineOf := func(i uint64) uintptr { return prefetch.Addr(&x.entries[i]) &^ 63 }
-	found, absent, more := 0, 0, 0
+	lastLine := lineOf(uint64(len(x.entries) - 1))
+	found, absent, more, wrapped := 0, 0, 0, 0
 	for k := range 20000 {
-		id := slotID{rng.Uint64(), rng.Uint64()}
+		id := newID()
 		if k%2 == 0 {
 			id = held[rng.IntN(len(held))]
 		}
@@ -215,8 +230,9 @@ func TestStateIndexCandidate(t *testing.T) {
 			}
 		default:
 			want := lineOf(home) + 64
-			if home/4 == uint64(len(x.entries)/4-1) {
+			if lineOf(home) == lastLine {
 				want = prefetch.Addr(&x.entries[0]) // the run wraps
+				wrapped++
 			}
 			if e != nil || next != want {
 				t.Fatalf("%x: candidate %v, %x; the run goes on past the home line, to %x", id, e, next, want)
@@ -224,8 +240,8 @@ func TestStateIndexCandidate(t *testing.T) {
 			more++
 		}
 	}
-	if found == 0 || absent == 0 || more == 0 {
-		t.Fatalf("%d found, %d absent, %d runs past the home line: want each", found, absent, more)
+	if found == 0 || absent == 0 || more == 0 || wrapped == 0 {
+		t.Fatalf("%d found, %d absent, %d runs past the home line, %d of them wrapping: want each", found, absent, more, wrapped)
 	}
 }
 
