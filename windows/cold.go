@@ -106,6 +106,7 @@ type coldStore struct {
 	onExpiringSpill func(spec int, id slotID, at int64)
 	val, key        []byte
 	timerKey        []byte
+	seqBits         [1 << locSeqBits / 64]uint64 // chunkBits'
 }
 
 type coldChunk struct {
@@ -213,6 +214,20 @@ func (c *coldStore) dead(loc uint64) bool {
 // (none), is in an expiring chain: its state has no purge timer.
 func (c *coldStore) inExpiringChain(loc uint64) bool {
 	return loc != 0 && c.chunks[locSeq(loc)-c.firstSeq].chain != 0
+}
+
+// chunkBits returns a bit for each chunk sequence number, set for the
+// chunks not freed: a location names a current record, or one of a
+// cached state, exactly when dead reports false for it.
+func (c *coldStore) chunkBits() *[1 << locSeqBits / 64]uint64 {
+	clear(c.seqBits[:])
+	for i := range c.chunks {
+		if c.chunks[i].b != nil {
+			seq := c.firstSeq + uint64(i)
+			c.seqBits[seq>>6] |= 1 << (seq & 63)
+		}
+	}
+	return &c.seqBits
 }
 
 // current reports whether e, a used place, holds a state: it is cached, or

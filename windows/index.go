@@ -17,11 +17,16 @@ import (
 // It is open addressing with linear probing over a flat array, because a
 // lookup is the engine's most frequent memory access: with hundreds of
 // thousands of keys a Go map costs about three dependent cache misses per
-// lookup (directory, table, group). Deletion shifts later entries of the
-// probe run back (closeHole): no tombstones, so lookups never probe past
-// stale places, except the entries of states that went with their chunk
-// of the cold store (coldStore.expire), which stay until a sweep, at the
-// latest when the array would next double.
+// lookup (directory, table, group). A probe run keeps its entries in the
+// order of their tags, whose top bits are their homes (Robin Hood order):
+// a lookup of an absent id, most of them with millions of keys, stops at
+// the first entry that would follow it rather than at the run's end, and
+// entries can be moved in bulk, a run at a time, without probing (sweep,
+// grow). Deletion shifts later entries of the probe run back (closeHole):
+// no tombstones, so lookups never probe past stale places, except the
+// entries of states that went with their chunk of the cold store
+// (coldStore.expire), which stay until a sweep, at the latest when the
+// array would next double.
 type stateIndex struct {
 	entries []stateEntry
 	n       int  // used places, dead ones included
@@ -114,13 +119,12 @@ const clearPiece = 4096
 //go:noinline
 func clearEntries(es []stateEntry) { clear(es) }
 
-// maxLoad is the fill (in 1/8) past which the array doubles: one half. With
-// millions of keys most lookups are of absent ids, and every removal
-// (closeHole) walks to the end of its probe run: with linear probing such a
-// walk takes about (1 + 1/(1-fill)^2)/2 places, 2.5 at one half full but
-// 8.5 at three quarters, over two or three lines of entries, each a cache
-// miss the prefetching does not cover. The budget counts the larger array
-// (coldStore.indexBytes).
+// maxLoad is the fill (in 1/8) past which the array doubles: one half. Probe
+// runs grow quickly with the fill (with linear probing, an insert walks
+// about (1 + 1/(1-fill)^2)/2 places, 2.5 at one half full but 8.5 at three
+// quarters), over lines of entries, each a cache miss the prefetching does
+// not cover; and rankBase needs a run to take at most half the array. The
+// budget counts the larger array (coldStore.indexBytes).
 const maxLoad = 4
 
 func (e *stateEntry) cached() bool { return *e&cachedRef != 0 }
@@ -137,22 +141,40 @@ func (x *stateIndex) homeAddr(id slotID) uintptr {
 	return prefetch.Addr(&x.entries[x.home(tagOf(id))])
 }
 
-// find returns the place of id's entry, or of the free place that ends its
-// probe run, and whether it was found. The loop is candidate's, with the
-// first word checked: written out, because find is the engine's most
-// frequent memory access, and a loop shared through a helper made it
-// slower (BENCHMARKS.md, BenchmarkStateIndexProbe).
+// find returns the place of id's entry and true, or, when id has none,
+// the place where its entry belongs (add puts it there) and false. The
+// loop is candidate's, with the first word checked: written out, because
+// find is the engine's most frequent memory access, and a loop shared
+// through a helper made it slower (BENCHMARKS.md,
+// BenchmarkStateIndexProbe).
 func (x *stateIndex) find(id slotID) (uint64, bool) {
 	tag := tagOf(id)
-	for i := x.home(tag); ; i = x.next(i) {
+	i := x.home(tag)
+	base := x.rankBase(i)
+	for at := (tag - base) & tagMask; ; i = x.next(i) {
 		e := &x.entries[i]
 		if e.ref() == 0 {
 			return i, false
 		}
-		if e.tag() == tag && x.store.holds(e, id[0]) {
+		if other := (e.tag() - base) & tagMask; other > at {
+			return i, false
+		} else if other == at && x.store.holds(e, id[0]) {
 			return i, true
 		}
 	}
+}
+
+// tagMask is the bits of a tag.
+const tagMask = 1<<tagBits - 1
+
+// rankBase is the tag from which a probe from home ranks the tags of the
+// entries it meets, and of the id it looks for, subtracting it modulo
+// 2^tagBits: in their run's order, even where the run wraps around the
+// end of the array. Half the array back from home: a run holds at most
+// half the array's places (maxLoad), so the homes of the entries a probe
+// meets lie less than half the array before or after home.
+func (x *stateIndex) rankBase(home uint64) uint64 {
+	return (home + 1 - uint64(len(x.entries))/2) << x.shift
 }
 
 // entry returns id's entry, or nil, noting where it looked (last), which
@@ -181,12 +203,16 @@ func (x *stateIndex) candidate(id slotID) (*stateEntry, uintptr) {
 		return nil, 0
 	}
 	tag := tagOf(id)
-	for i := x.home(tag); ; {
+	i := x.home(tag)
+	base := x.rankBase(i)
+	for at := (tag - base) & tagMask; ; {
 		e := &x.entries[i]
 		if e.ref() == 0 {
 			return nil, 0
 		}
-		if e.tag() == tag {
+		if other := (e.tag() - base) & tagMask; other > at {
+			return nil, 0
+		} else if other == at {
 			return e, 0
 		}
 		i = x.next(i)
@@ -216,13 +242,37 @@ func (x *stateIndex) add(id slotID, ref uint64) (*stateEntry, bool) {
 	} else {
 		i, ok = x.find(id)
 	}
-	e := &x.entries[i]
 	if !ok {
 		x.n++
-		*e = stateEntry(tagOf(id)<<32 | ref&refMask)
+		x.insertAt(i, stateEntry(tagOf(id)<<32|ref&refMask))
 		x.last.valid = false
 	}
-	return e, !ok
+	return &x.entries[i], !ok
+}
+
+// insertAt puts e at place i, where its tag orders it, moving the entries
+// from i to the end of the run on by one.
+func (x *stateIndex) insertAt(i uint64, e stateEntry) {
+	for {
+		old := x.entries[i]
+		x.entries[i] = e
+		if old.ref() == 0 {
+			return
+		}
+		e, i = old, x.next(i)
+	}
+}
+
+// place returns where an entry with tag goes: after those of its run
+// that its tag follows.
+func (x *stateIndex) place(tag uint64) uint64 {
+	i := x.home(tag)
+	base := x.rankBase(i)
+	for at := (tag - base) & tagMask; ; i = x.next(i) {
+		if e := &x.entries[i]; e.ref() == 0 || (e.tag()-base)&tagMask > at {
+			return i
+		}
+	}
 }
 
 // remove deletes the entry at e, one of x's.
@@ -270,26 +320,62 @@ func (x *stateIndex) held() int {
 }
 
 // sweep removes the dead entries, those of records whose chunk expired
-// (coldStore.expire), in one pass over the array: a dead entry's place is
-// closed as remove does, and the entry that moves into it is looked at in
-// turn.
+// (coldStore.expire), in one pass over the array (moveRuns).
 func (x *stateIndex) sweep() {
 	x.swept = x.store.expired[x.spec]
-	for i := 0; i < len(x.entries); i++ {
-		for e := &x.entries[i]; e.ref() != 0 && !x.store.current(e); {
-			x.n--
-			x.closeHole(uint64(i))
-		}
+	x.last.valid = false
+	if x.n > 0 {
+		x.n = x.moveRuns(x.entries)
 	}
 }
 
-// free returns the free place that ends the probe run of tag's home.
-func (x *stateIndex) free(tag uint64) uint64 {
-	i := x.home(tag)
-	for x.entries[i].ref() != 0 {
-		i = x.next(i)
+// moveRuns moves the current entries of src, an index array in run order,
+// to x.entries: to src
+// itself (sweep), or to an empty array twice its size (grow). It goes
+// once around src, from after a free place, where no probe run goes on,
+// and moves each entry to the first place from its home that is not yet
+// filled: the entries come in run order, so every place between an
+// entry's home and its new place holds an entry that precedes it. It
+// returns how many it moved. It is written without branches, because
+// whether a place is free, dead or current is a coin toss the CPU would
+// guess wrong half the time.
+func (x *stateIndex) moveRuns(src []stateEntry) int {
+	chunks := x.store.chunkBits()
+	srcMask := uint64(len(src) - 1)
+	start := uint64(0)
+	// An empty place: no probe run goes past it, where one whose ref was
+	// set to 0 may lie inside a run until rebuild.
+	for src[start] != 0 {
+		start++
 	}
-	return i
+	start++
+	// The places of x.entries from dstStart on, around the array, in the
+	// order of src's from start: twice as many if x.entries is twice as
+	// large, where an entry's home is one of the two places that its home
+	// in src becomes.
+	dstMask := uint64(len(x.entries) - 1)
+	dstStart := start * uint64(len(x.entries)/len(src)) & dstMask
+	inPlace := &src[0] == &x.entries[0]
+	filled, moved := uint64(0), uint64(0)
+	for k := range uint64(len(src)) {
+		i := (start + k) & srcMask
+		v := uint64(src[i])
+		if inPlace {
+			src[i] = 0
+		}
+		ref := v & refMask
+		used := (ref | -ref) >> 63
+		seq := v >> locOffBits & (1<<locSeqBits - 1)
+		keep := used & (v>>63 | chunks[seq>>6]>>(seq&63)) & 1
+		home := (v>>32&tagMask>>x.shift - dstStart) & dstMask
+		ahead := int64(home) - int64(filled)
+		ahead &^= ahead >> 63 // 0 if home is filled already
+		at := filled + uint64(ahead)*keep
+		x.entries[(dstStart+at)&dstMask] = stateEntry(v & -keep)
+		filled = at + keep
+		moved += keep
+	}
+	return int(moved)
 }
 
 func (x *stateIndex) grow() { x.resize(max(2*len(x.entries), 64)) }
@@ -311,30 +397,34 @@ func (x *stateIndex) resize(size int) {
 	}
 	x.shift = uint(tagBits - bits.TrailingZeros(uint(size)))
 	x.last.valid = false
-	dead := x.swept != x.store.expired[x.spec] // else none is
 	x.swept = x.store.expired[x.spec]
+	if len(old) > 0 && size == 2*len(old) {
+		x.n = x.moveRuns(old)
+		return
+	}
+	// Smaller: a run of old may wrap onto the start of another in the
+	// new array, which moveRuns does not see to.
 	n := 0
 	for i := range old {
-		if e := &old[i]; e.ref() != 0 && (!dead || x.store.current(e)) {
-			x.entries[x.free(e.tag())] = *e
+		if e := old[i]; e.ref() != 0 && x.store.current(&e) {
+			x.insertAt(x.place(e.tag()), e)
 			n++
 		}
 	}
 	x.n = n
 }
 
-// closeHole empties place i without a tombstone: each later entry of the
-// probe run moves back into the hole when its home is not in the cyclic
-// range (hole, entry], since the hole then lies on its probe path, and the
-// hole moves to where it was.
+// closeHole empties place i without a tombstone: the later entries of the
+// probe run move back by one, up to the first that is at its home (run
+// order puts those after it at their homes or after).
 func (x *stateIndex) closeHole(i uint64) {
 	x.last.valid = false
-	mask := uint64(len(x.entries) - 1)
-	for j := x.next(i); x.entries[j].ref() != 0; j = x.next(j) {
-		if (j-x.home(x.entries[j].tag()))&mask >= (j-i)&mask {
-			x.entries[i] = x.entries[j]
-			i = j
+	for j := x.next(i); ; i, j = j, x.next(j) {
+		e := x.entries[j]
+		if e.ref() == 0 || x.home(e.tag()) == j {
+			break
 		}
+		x.entries[i] = e
 	}
 	x.entries[i] = 0
 }

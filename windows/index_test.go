@@ -94,6 +94,7 @@ func TestStateIndexAgainstMap(t *testing.T) {
 					t.Fatalf("seed %d: an absent id was found", seed)
 				}
 				checkIndexAlloc(t, c)
+				checkRunOrder(t, x)
 				for i, e := range x.entries {
 					if e.ref() != 0 && uint64(i) < x.home(e.tag()) {
 						wrapped++ // its run went past the end
@@ -140,6 +141,7 @@ func TestStateIndexRebuild(t *testing.T) {
 	}
 	x.rebuild()
 	checkIndexAlloc(t, c)
+	checkRunOrder(t, x)
 	if x.n != len(kept) || len(x.entries) != 4096 {
 		t.Fatalf("rebuilt: %d entries in %d places, want %d in 4096", x.n, len(x.entries), len(kept))
 	}
@@ -163,6 +165,34 @@ func TestStateIndexRebuild(t *testing.T) {
 	checkIndexAlloc(t, c)
 }
 
+// checkRunOrder fails unless every entry of x can be reached from its
+// home without passing a free place, and follows the entry before it in
+// run order: a home further back, or the same home and a tag no larger.
+func checkRunOrder(t *testing.T, x *stateIndex) {
+	t.Helper()
+	mask := uint64(len(x.entries) - 1)
+	for i := range uint64(len(x.entries)) {
+		e := x.entries[i]
+		if e.ref() == 0 {
+			continue
+		}
+		home := x.home(e.tag())
+		for j := home; j != i; j = x.next(j) {
+			if x.entries[j].ref() == 0 {
+				t.Fatalf("the entry at %d, home %d, lies past a free place at %d", i, home, j)
+			}
+		}
+		prev := x.entries[(i-1)&mask]
+		if prev.ref() == 0 || home == i {
+			continue
+		}
+		// Ranked from the home after i, the last an entry at i may have.
+		if from := (i + 1) << x.shift; (prev.tag()-from)&tagMask > (e.tag()-from)&tagMask {
+			t.Fatalf("the entry at %d, tag %x, follows one with tag %x", i, e.tag(), prev.tag())
+		}
+	}
+}
+
 // checkIndexAlloc fails unless the cold store's count of its index
 // arrays' bytes, which its budget check takes for theirs (reclaim), is
 // what they are.
@@ -179,8 +209,9 @@ func checkIndexAlloc(t *testing.T, c *coldStore) {
 
 // TestStateIndexCandidate: candidate reads only the line of an id's home.
 // It returns the first entry of the run with the id's tag, if that line
-// holds it; nil if the run ends in that line (the id is absent); and
-// else the address of the next line, where the run goes on. An index of
+// holds it; nil if the run ends in that line, or reaches there the place
+// where the id would be (it is absent); and else the address of the next
+// line, where the run goes on. An index of
 // places half full has runs of every length, and many cross a line; a
 // sixteenth of the ids have their home in the last line, whose run goes on
 // at the first.
@@ -219,7 +250,7 @@ func TestStateIndexCandidate(t *testing.T) {
 		e, next := x.candidate(id)
 		switch {
 		case lineOf(place) == lineOf(home):
-			// The run ends, or reaches the id, in the home line.
+			// The run ends, or reaches the id or its place, in the home line.
 			if ok != (e != nil) || next != 0 || ok && e != &x.entries[place] {
 				t.Fatalf("%x: candidate %v, %x; the home line holds the run's end at %d (found %v)", id, e, next, place, ok)
 			}
@@ -350,6 +381,7 @@ func TestStateIndexSweep(t *testing.T) {
 			t.Fatalf("seed %d: no probe run wraps around the end of the array", seed)
 		}
 		x.sweep()
+		checkRunOrder(t, x)
 		if x.n != len(current) {
 			t.Fatalf("seed %d: %d entries after the sweep, %d states current", seed, x.n, len(current))
 		}
