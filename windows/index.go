@@ -330,15 +330,14 @@ func (x *stateIndex) sweep() {
 }
 
 // moveRuns moves the current entries of src, an index array in run order,
-// to x.entries: to src
-// itself (sweep), or to an empty array twice its size (grow). It goes
-// once around src, from after a free place, where no probe run goes on,
-// and moves each entry to the first place from its home that is not yet
-// filled: the entries come in run order, so every place between an
-// entry's home and its new place holds an entry that precedes it. It
-// returns how many it moved. It is written without branches, because
-// whether a place is free, dead or current is a coin toss the CPU would
-// guess wrong half the time.
+// to x.entries: to src itself (sweep), or to an empty array twice its
+// size (grow). It goes once around src, from after a free place, where no
+// probe run goes on, and moves each entry to the first place from its
+// home that is not yet filled: the entries come in run order, so every
+// place between an entry's home and its new place holds an entry that
+// precedes it. It returns how many it moved. It is written without
+// branches, because whether a place is free, dead or current is a coin
+// toss the CPU would guess wrong half the time.
 func (x *stateIndex) moveRuns(src []stateEntry) int {
 	chunks := x.store.chunkBits()
 	srcMask := uint64(len(src) - 1)

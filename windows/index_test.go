@@ -209,12 +209,11 @@ func checkIndexAlloc(t *testing.T, c *coldStore) {
 
 // TestStateIndexCandidate: candidate reads only the line of an id's home.
 // It returns the first entry of the run with the id's tag, if that line
-// holds it; nil if the run ends in that line, or reaches there the place
-// where the id would be (it is absent); and else the address of the next
-// line, where the run goes on. An index of
-// places half full has runs of every length, and many cross a line; a
-// sixteenth of the ids have their home in the last line, whose run goes on
-// at the first.
+// holds it; nil if the run ends in that line, or reaches in it the place
+// the id would take (the id is absent); and else the address of the next
+// line, where the run goes on. An index of places half full has runs of
+// every length, and many cross a line; a sixteenth of the ids have their
+// home in the last line, whose run goes on at the first.
 func TestStateIndexCandidate(t *testing.T) {
 	c := newColdStore(NewMemBackend(), 1, 1<<30, false)
 	x := &c.idx[0]
