@@ -365,8 +365,8 @@ func TestNewKeysWhileFull(t *testing.T) {
 	// replacement need not read it), and numbering the chunks again moves
 	// the location the slot keeps.
 	c.cold.renumber(renumberAt - 3)
-	if key, _, size := c.cold.record(s.coldLoc); s.coldLoc == 0 || string(key) != s.key || int(s.coldLoc>>32) != size {
-		t.Fatalf("the slot's record after the chunks were numbered again: %q of %d bytes, want %q of %d", key, s.coldLoc>>32, s.key, size)
+	if key, _, size := c.cold.record(s.coldLoc); s.coldLoc == 0 || string(key) != s.key || locSize(s.coldLoc) != size {
+		t.Fatalf("the slot's record after the chunks were numbered again: %q of %d bytes, want %q of %d", key, locSize(s.coldLoc), s.key, size)
 	}
 	// The evicted slot was reused for it, and the index counts the cached
 	// entries, which the cold store's budget leaves to the cache.

@@ -94,6 +94,7 @@ const cachedRef = 1 << 63
 const (
 	refMask = cachedRef | 1<<32 - 1
 	tagBits = 31
+	tagMask = 1<<tagBits - 1
 )
 
 // tagOf is the tag of the entry of a state with id.
@@ -101,7 +102,7 @@ func tagOf(id slotID) uint64 { return id[1] >> (64 - tagBits) }
 
 func (e *stateEntry) ref() uint64 { return uint64(*e) & refMask }
 
-func (e *stateEntry) tag() uint64 { return uint64(*e) >> 32 & (1<<tagBits - 1) }
+func (e *stateEntry) tag() uint64 { return uint64(*e) >> 32 & tagMask }
 
 // setRef sets e's ref to ref, a slot number with cachedRef or a location
 // (whose size, if it has one, the entry leaves out: see packLoc).
@@ -163,9 +164,6 @@ func (x *stateIndex) find(id slotID) (uint64, bool) {
 		}
 	}
 }
-
-// tagMask is the bits of a tag.
-const tagMask = 1<<tagBits - 1
 
 // rankBase is the tag from which a probe from home ranks the tags of the
 // entries it meets, and of the id it looks for, subtracting it modulo
@@ -364,9 +362,9 @@ func (x *stateIndex) moveRuns(src []stateEntry) int {
 		}
 		ref := v & refMask
 		used := (ref | -ref) >> 63
-		seq := v >> locOffBits & (1<<locSeqBits - 1)
+		seq := locSeq(v)
 		keep := used & (v>>63 | chunks[seq>>6]>>(seq&63)) & 1
-		home := (v>>32&tagMask>>x.shift - dstStart) & dstMask
+		home := (x.home(v>>32&tagMask) - dstStart) & dstMask
 		ahead := int64(home) - int64(filled)
 		ahead &^= ahead >> 63 // 0 if home is filled already
 		at := filled + uint64(ahead)*keep

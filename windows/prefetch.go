@@ -221,8 +221,9 @@ func (c *cache) addCandidate(q *prefetch.Queue, x *stateIndex, id slotID) *slot 
 
 // addRecord gathers the lines of the record at loc, which is about size
 // bytes: records follow each other at multiples of 8 bytes, so many of
-// them straddle two lines. Of a larger record only the first two lines are asked for.
-// Nothing for a dead location (a candidate entry may be one).
+// them straddle two lines. Of a larger record only the first two lines
+// are asked for. Nothing for a dead location (a candidate entry may be
+// one).
 func (c *coldStore) addRecord(q *prefetch.Queue, loc uint64, size int) {
 	if c.dead(loc) {
 		return
