@@ -512,3 +512,68 @@ func TestReloadRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestReloadQuantileThreshold: a quantile rule's panes count their values
+// below its threshold (windows' screen); a reload that changes only the
+// threshold keeps the state, and the rule then decides exactly as a run
+// that had the new threshold from the start, its counts recounted whether
+// its panes stayed in memory or were decoded.
+func TestReloadQuantileThreshold(t *testing.T) {
+	rulesWith := func(p99, p50 string) *rules.Config {
+		cfg, err := rules.Parse("rules.yaml", []byte(`
+watermark: {out_of_orderness: 2s}
+rules:
+  - name: p99
+    key: [api]
+    window: {type: sliding, size: 60s, slide: 1s}
+    aggregate: quantile:latency_ms:0.99
+    threshold: `+p99+`
+    action: alert
+  - name: p50
+    key: [user]
+    window: {type: sliding, size: 10s, slide: 2s}
+    aggregate: quantile:latency_ms:0.5
+    threshold: `+p50+`
+    action: alert
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	lines := bundledLines(t)
+	cut := len(lines) / 2
+	for _, slots := range []int{0, 50} {
+		// p99 of an api near 180 ms, p50 of a user's few requests near 20.
+		for _, th := range [][4]string{{"300", "60", "180", "20"}, {"180", "20", "300", "60"}} {
+			run := func(cfg, reload *rules.Config) string {
+				rec := &recorder{enc: sink.NewEncoder()}
+				e, err := New(Options{Config: cfg, Backend: windows.NewMemBackend(), Output: rec, CacheSlots: slots})
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, second := phases(t, e, rec, lines, cut, func() {
+					if reload == nil {
+						return
+					}
+					diff, err := e.Reload(reload)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if kept, _, _, _ := diff.Groups(); len(kept) != 2 {
+						t.Fatalf("kept %v, want both rules", kept)
+					}
+				})
+				return second
+			}
+			want := run(rulesWith(th[2], th[3]), nil)
+			got := run(rulesWith(th[0], th[1]), rulesWith(th[2], th[3]))
+			for _, r := range []string{"p99", "p50"} {
+				if g, w := of(got, r), of(want, r); g != w || w == "" {
+					t.Errorf("%d slots, thresholds %v: %s decided %d bytes after the reload, want %d",
+						slots, th, r, len(g), len(w))
+				}
+			}
+		}
+	}
+}

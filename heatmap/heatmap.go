@@ -309,3 +309,90 @@ func uvarint(b []byte) (uint64, []byte, bool) {
 	}
 	return v, b[n:], true
 }
+
+// Screen answers, from counts that add up over panes, whether a window's
+// quantile can exceed a threshold: a quantile rule asks that of every window
+// an event falls in, and merging the panes' sketches for each window to
+// compute it exactly costs their bins each time. Values that Below reports
+// for lie below the threshold's bin; MayExceed then rules a window out from
+// how many of its values those are, so that only the windows it leaves in
+// need their sketches merged. The zero value screens nothing out.
+type Screen struct {
+	threshold float64
+	// key is the lowest sketch index whose values may exceed the
+	// threshold: an index below it holds values below the threshold only.
+	key int
+}
+
+// NewScreen returns the screen for a threshold of at least 0.
+func NewScreen(threshold float64) Screen {
+	s := Screen{threshold: threshold, key: minIndex}
+	if threshold <= minIndexable {
+		return s // every positive value may exceed it
+	}
+	// The highest index whose value (the quantile a sketch reports when
+	// the rank falls in its bin) is at most the threshold: its bin and
+	// those above it may exceed the threshold, through the value or
+	// through the exact minimum that Quantile clamps to.
+	k := indexMapping.Index(math.Min(threshold, maxIndexable))
+	for k > minIndex && indexMapping.Value(k) > threshold {
+		k--
+	}
+	for k < maxIndex && indexMapping.Value(k+1) <= threshold {
+		k++
+	}
+	s.key = k
+	return s
+}
+
+// Below reports whether v is a value below the threshold's bin, memo as in
+// Add. A quantile whose rank falls on such a value is at most the
+// threshold, and a window all of whose values are above the threshold has
+// none.
+func (s Screen) Below(v float64, memo *IndexMemo) bool {
+	switch {
+	case v < -minIndexable:
+		return true
+	case v <= minIndexable: // the sketch's zero bin
+		return s.threshold >= minIndexable
+	case v > maxIndexable:
+		v = maxIndexable
+	}
+	if memo != nil {
+		return memo.index(v) < s.key
+	}
+	return indexMapping.Index(v) < s.key
+}
+
+// CountBelow returns how many of a's values Below reports for: what a
+// pane's count of them is rebuilt from.
+func (a *Acc) CountBelow(s Screen) int64 {
+	if a == nil || a.Count == 0 {
+		return 0
+	}
+	n := a.sketch.GetNegativeValueStore().TotalCount()
+	if s.threshold >= minIndexable {
+		n += a.sketch.GetZeroCount()
+	}
+	a.sketch.GetPositiveValueStore().ForEach(func(index int, count float64) bool {
+		if index >= s.key {
+			return true
+		}
+		n += count
+		return false
+	})
+	return int64(n)
+}
+
+// MayExceed reports whether the q quantile of a window of n values, below
+// of which Below reports for, may exceed the screen's threshold; when it
+// returns false, Quantile of the window's merged sketch is at most the
+// threshold. The rank is the sketch's, with half a value of slack for its
+// rounding.
+func MayExceed(q float64, n, below int64) bool {
+	if n == 0 {
+		return false
+	}
+	rank := float64(q * float64(n-1))
+	return float64(below) <= rank+0.5
+}

@@ -180,3 +180,68 @@ func TestIndexMemo(t *testing.T) {
 		t.Fatalf("%d of the memo's %d entries were never used", free, len(memo.entries))
 	}
 }
+
+// TestScreen checks that a Screen never rules out a window whose quantile
+// exceeds the threshold, over values spread around it (zero, negative and
+// values beyond the sketch's range among them), that counting per value
+// (Below) and from a sketch (CountBelow) agree, and that it rules out most
+// windows whose quantile is clearly below the threshold, which is what it
+// is for, at thresholds a latency rule has.
+func TestScreen(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	var memo IndexMemo
+	clearlyBelow, ruledOut := 0, 0
+	for trial := range 20_000 {
+		threshold := []float64{0, 1, 10, 99.5, 100, 250, 1e-310, 1.5e308}[r.IntN(8)]
+		if r.IntN(2) == 0 {
+			threshold = math.Exp(r.Float64()*12 - 3)
+		}
+		s := NewScreen(threshold)
+		a := New(len(bounds))
+		var below int64
+		n := 1 + r.IntN(200)
+		for range n {
+			var v float64
+			switch k := r.IntN(20); {
+			case k == 0:
+				v = 0
+			case k == 1:
+				v = -r.Float64() * 10
+			case k == 2:
+				v = math.MaxFloat64
+			case k == 3:
+				v = 5e-324
+			case k < 10:
+				v = threshold * (0.97 + r.Float64()*0.06) // near the threshold's bin
+			default:
+				v = math.Exp(r.Float64()*12 - 3)
+			}
+			a.Add(v, false, bounds, &memo)
+			if s.Below(v, &memo) {
+				if v > threshold {
+					t.Fatalf("trial %d: %v counted below threshold %v", trial, v, threshold)
+				}
+				below++
+			}
+		}
+		if got := a.CountBelow(s); got != below {
+			t.Fatalf("trial %d, threshold %v: CountBelow %d, Below said %d", trial, threshold, got, below)
+		}
+		for _, q := range []float64{0, 0.5, 0.9, 0.99, 1} {
+			v := a.Quantile(q)
+			may := MayExceed(q, a.Count, below)
+			if v > threshold && !may {
+				t.Fatalf("trial %d: p%v = %v exceeds %v, ruled out (%d of %d below)", trial, q*100, v, threshold, below, a.Count)
+			}
+			if v < threshold*0.95 && threshold >= 1 && threshold <= 1e6 {
+				clearlyBelow++
+				if !may {
+					ruledOut++
+				}
+			}
+		}
+	}
+	if clearlyBelow < 10_000 || ruledOut < clearlyBelow*95/100 {
+		t.Fatalf("ruled out %d of %d windows whose quantile is 5%% or more below the threshold", ruledOut, clearlyBelow)
+	}
+}

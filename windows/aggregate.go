@@ -14,7 +14,8 @@ import (
 // every rule; sum is the sum of the field for avg, the number of events
 // that pass the match filters for ratio, and the smallest or largest value
 // for min and max; a quantile rule keeps the heatmaps' sketch, with no
-// buckets, out of line.
+// buckets, out of line, and in a pane's sum the count of its screen
+// (spec.screen), which is derived from the sketch and not stored.
 
 // addToStat adds v, an event's value, to a, whose n already counts the
 // event, for an avg, ratio (v is 1 or 0), min, max or quantile rule (memo
@@ -51,35 +52,74 @@ func (sp *spec) sessionValue(a *acc) float64 {
 	return float64(a.n)
 }
 
-// sweptWindow is a window of a quantile rule's sweep: its start, its panes
-// panes[lo:hi], and whether it holds min_events.
+// sweptWindow is a window of a quantile rule's sweep that its screen left
+// in: its start, and its panes panes[lo:hi].
 type sweptWindow struct {
 	start  int64
 	lo, hi int
-	enough bool
+}
+
+// stampScreens gives the quantile rules of specs, just compiled, a new
+// screen generation: their thresholds may have changed (Reload keeps a
+// rule's state across a new threshold), so the counts their panes keep
+// are rebuilt before they are next used.
+func (op *Operator) stampScreens(specs []*spec) {
+	op.screenGen++
+	for _, sp := range specs {
+		sp.screenGen = op.screenGen
+	}
+}
+
+// screenPane counts v, just added to p, a pane of a quantile rule, in p's
+// values below the screen's threshold (see spec.screen). A pane that was
+// empty starts its count; one whose count is stale (decoded, or counted
+// for an earlier threshold) is left to screenPanes.
+func (op *Operator) screenPane(sp *spec, p *win, v float64) {
+	if p.rev != sp.screenGen {
+		if p.n != 1 {
+			return
+		}
+		p.rev, p.sum = sp.screenGen, 0
+	}
+	if sp.screen.Below(v, &op.sketchIndexes) {
+		p.sum++
+	}
+}
+
+// screenPanes brings the counts of a quantile rule's panes up to date:
+// a pane decoded from the store, or counted for an earlier threshold,
+// counts its sketch's values below the threshold again.
+func screenPanes(sp *spec, panes []win) {
+	for i := range panes {
+		if p := &panes[i]; p.rev != sp.screenGen {
+			p.rev, p.sum = sp.screenGen, float64(p.heatmap().CountBelow(sp.screen))
+		}
+	}
 }
 
 // bestQuantile returns the start and quantile of the window with the
-// highest quantile among those of op.windows that hold min_events (ties to
-// the earliest; first and -Inf with none), and empties op.windows.
+// highest quantile among op.windows, the windows the sweep's screen left in
+// (ties to the earliest; first and -Inf with none), and empties op.windows.
 //
-// A quantile cannot be updated as a pane leaves, so each window's is of a
-// merge of its panes. When the windows all end at the same pane (the event
-// is in the latest pane, as in-order events are) they are suffixes of one
-// run: merged from the latest start back, each pane is merged once;
-// otherwise each window merges its own.
+// Each window's quantile is of a merge of its panes. When the windows all
+// end at the same pane (the event is in the latest pane, as in-order
+// events are) they are suffixes of one run: merged from the latest start
+// back, each pane is merged once; otherwise each window merges its own.
 func (op *Operator) bestQuantile(sp *spec, panes []win, first int64) (int64, float64) {
 	ws := op.windows
-	defer func() { op.windows = ws[:0] }()
 	best, bestStart := math.Inf(-1), first
+	if len(ws) == 0 {
+		return bestStart, best
+	}
+	defer func() { op.windows = ws[:0] }()
 	take := func(w *sweptWindow, a *heatmap.Acc) {
 		// Visited from the latest start back, a tie goes to the earlier.
-		if v := a.Quantile(sp.q); w.enough && v >= best {
+		if v := a.Quantile(sp.q); v >= best {
 			best, bestStart = v, w.start
 		}
 	}
 	m := op.quantile
-	suffixes := len(ws) > 0 && ws[0].hi == ws[len(ws)-1].hi
+	suffixes := ws[0].hi == ws[len(ws)-1].hi
 	m.Reset()
 	merged := len(panes)
 	if suffixes {

@@ -134,6 +134,9 @@ type Operator struct {
 	windowed             int64 // heatmap windows emitted, revisions included
 	// shard and shards are Options.Shard and Options.Shards.
 	shard, shards int
+	// screenGen counts the compilations of the rules (New, Reload): the
+	// generation of the quantile rules' screens (spec.screenGen).
+	screenGen int32
 }
 
 // New returns an operator for cfg. Events must be decoded with a schema
@@ -166,6 +169,7 @@ func New(cfg *rules.Config, schema *event.Schema, backend Backend, out Output, o
 		shard:       opts.Shard,
 		shards:      opts.Shards,
 	}
+	op.stampScreens(ordered)
 	for _, sp := range ordered {
 		op.scratchFor(sp)
 	}
@@ -277,8 +281,11 @@ func (op *Operator) addToPane(sp *spec, r *SlotRef, keys []byte, t int64, proces
 	pn := s.paneAt(p)
 	s.added(sp.cleanup(last + sp.size)) // the pane's cleanup: its latest window's
 	op.addTo(sp, &pn.acc, r.val, processing)
-	if sp.running {
+	switch {
+	case sp.running:
 		s.counted(pn)
+	case sp.agg == rules.Quantile:
+		op.screenPane(sp, pn, math.Float64frombits(r.val))
 	}
 	op.cache.markDirty(s)
 	if sp.hm != nil {
@@ -436,8 +443,11 @@ func (op *Operator) keyText(s *slot) string {
 // one such change to the next: the cost follows the number of panes, not
 // size/slide.
 func (op *Operator) bestWindow(sp *spec, panes []win, first, last int64) (int64, float64) {
-	if sp.agg == rules.Count || sp.agg == rules.Sum {
+	switch sp.agg {
+	case rules.Count, rules.Sum:
 		return bestAdditive(sp, panes, first, last)
+	case rules.Quantile:
+		screenPanes(sp, panes)
 	}
 	lo := firstFrom(panes, first)
 	hi := lo
@@ -483,8 +493,13 @@ func (op *Operator) bestWindow(sp *spec, panes []win, first, last int64) (int64,
 		case rules.Min, rules.Max:
 			v = extreme.value(panes)
 		case rules.Quantile:
-			// Evaluated once the sweep has found every window.
-			op.windows = append(op.windows, sweptWindow{ws, lo, hi, n >= sp.minEvents})
+			// sum counts the window's values below the threshold's bin:
+			// only the windows the screen leaves in can make a decision,
+			// and their quantiles are merged once the sweep has found
+			// them all.
+			if n >= sp.minEvents && heatmap.MayExceed(sp.q, n, int64(sum)) {
+				op.windows = append(op.windows, sweptWindow{ws, lo, hi})
+			}
 		}
 		if v > best && n >= sp.minEvents && sp.agg != rules.Quantile {
 			best, bestStart = v, ws

@@ -50,6 +50,7 @@ func (op *Operator) Reload(cfg *rules.Config, schema *event.Schema, ids []int) e
 	if err != nil {
 		return err
 	}
+	op.stampScreens(ordered)
 	n := len(op.specs)
 	for _, sp := range ordered {
 		n = max(n, sp.index+1)

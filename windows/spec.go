@@ -8,6 +8,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/heatmap"
 	"github.com/riskstream/riskstream/rules"
 )
 
@@ -55,8 +56,13 @@ type spec struct {
 	bounds   []float64
 	// match are a ratio rule's filters, whose share of events it computes.
 	match []filter
-	// q is a quantile rule's quantile.
-	q float64
+	// q is a quantile rule's quantile, and screen rules out the windows
+	// whose quantile cannot exceed its threshold from counts its panes
+	// keep: in sum, the number of values Below reports for, valid while
+	// the pane's rev is screenGen (see screenPane).
+	q         float64
+	screen    heatmap.Screen
+	screenGen int32
 	// minEvents is the rule's min_events: a window with fewer events makes
 	// no decision.
 	minEvents int64
@@ -169,6 +175,9 @@ func compile(cfg *rules.Config, schema *event.Schema, ids []int) ([]*spec, error
 			return nil, fmt.Errorf("rule %q: %w", r.Name, err)
 		}
 		sp.rule, sp.pos, sp.agg, sp.q, sp.minEvents = r, i, r.Aggregate.Kind, r.Aggregate.Q, r.MinEvents
+		if sp.agg == rules.Quantile {
+			sp.screen = heatmap.NewScreen(r.Threshold)
+		}
 		sp.running = sp.agg == rules.Count && sp.wtype != rules.Session
 		if r.Aggregate.Field != "" {
 			if sp.aggAttr, err = attr(r.Aggregate.Field); err != nil {
