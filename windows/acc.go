@@ -58,12 +58,15 @@ func (a *acc) addLatency(v float64, processing bool, bounds []float64, memo *hea
 	x.hm.Add(v, processing, bounds, memo)
 }
 
-func (a *acc) addDistinct(h uint64) {
+// addDistinct adds h to the distinct values, and reports whether it was
+// not among them.
+func (a *acc) addDistinct(h uint64) bool {
 	x := a.extra()
 	i, found := slices.BinarySearch(x.distinct, h)
 	if !found {
 		x.distinct = slices.Insert(x.distinct, i, h)
 	}
+	return !found
 }
 
 // merge folds b into a (session merges) for a spec whose aggregate is

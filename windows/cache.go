@@ -557,7 +557,7 @@ func (c *cache) unring(s *slot) {
 	s.ringIdx = -1
 	// Nothing the slot refers to stays reachable through it until it is
 	// reused.
-	s.wins, s.fired, s.key, s.inline[0] = nil, nil, "", win{}
+	s.wins, s.more, s.key, s.inline[0] = nil, nil, "", win{}
 	c.slots.release(s)
 }
 

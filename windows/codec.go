@@ -42,7 +42,7 @@ func encodeSlot(dst []byte, s *slot) []byte {
 	if s.firedEnd != MinWatermark {
 		parts |= partFiredEnd
 	}
-	if len(s.fired) > 0 {
+	if len(s.firedWins()) > 0 {
 		parts |= partFired
 	}
 	if s.sp.wtype == rules.Session {
@@ -82,8 +82,8 @@ func encodeSlot(dst []byte, s *slot) []byte {
 		dst = appendAcc(dst, sp, &w.acc)
 	}
 	if parts&partFired != 0 {
-		dst = binary.AppendUvarint(dst, uint64(len(s.fired)))
-		for _, f := range s.fired {
+		dst = binary.AppendUvarint(dst, uint64(len(s.more.fired)))
+		for _, f := range s.more.fired {
 			dst = binary.AppendVarint(dst, f.start-base)
 			dst = binary.AppendUvarint(dst, uint64(f.rev))
 		}
@@ -340,11 +340,12 @@ func decodeSlotInto(s *slot, b []byte) error {
 		if n == 0 {
 			d.fail() // the part is there only with fired windows
 		}
-		s.fired = make([]firedWin, n)
-		for i := range s.fired {
-			s.fired[i].start = h.base + d.varint()
-			s.fired[i].rev = int32(d.uvarint(math.MaxInt32))
+		fired := make([]firedWin, n)
+		for i := range fired {
+			fired[i].start = h.base + d.varint()
+			fired[i].rev = int32(d.uvarint(math.MaxInt32))
 		}
+		s.extra().fired = fired
 	}
 	if d.err == nil && len(d.b) != 0 {
 		d.fail()

@@ -38,10 +38,10 @@ func testSlots() []*slot {
 	heat := sliding(rules.Count)
 	heat.hm, heat.bounds = &rules.Heatmap{}, []float64{1, 2}
 	s := add(heat, []win{{start: -5, acc: acc{n: 1, x: &accExtra{hm: hm}}}, {start: 0}}, 9)
-	s.fired = []firedWin{{start: -10, rev: 2}, {start: -5, rev: 0}}
+	s.extra().fired = []firedWin{{start: -10, rev: 2}, {start: -5, rev: 0}}
 	s.firedEnd = 5
 	s = add(heat, nil, noTimer) // only windows kept for lateness
-	s.fired = []firedWin{{start: 1_000_000, rev: 1}}
+	s.extra().fired = []firedWin{{start: 1_000_000, rev: 1}}
 	s.firedEnd = 1_000_010
 	add(&spec{wtype: rules.Session, gap: 6, agg: rules.Count},
 		[]win{{start: 1, end: 7, fired: true, rev: 3, acc: acc{n: 4}}, {start: 8, end: 14, acc: acc{n: 1}}, {start: 40, end: 52, acc: acc{n: 2}}}, 51)
@@ -60,7 +60,7 @@ func TestSlotCodecRoundTrip(t *testing.T) {
 			t.Fatalf("slot %d: re-encoding a decoded slot changes it", i)
 		}
 		if len(got.wins) != len(s.wins) || len(got.wins) > 0 && !reflect.DeepEqual(got.wins, s.wins) ||
-			!reflect.DeepEqual(got.fired, s.fired) || got.firedEnd != s.firedEnd || got.timerAt != s.timerAt {
+			!reflect.DeepEqual(got.firedWins(), s.firedWins()) || got.firedEnd != s.firedEnd || got.timerAt != s.timerAt {
 			t.Fatalf("slot %d: decoded slot differs:\n got %+v\nwant %+v", i, got, s)
 		}
 		if got.storedTimer != s.timerAt {
@@ -143,8 +143,8 @@ func TestSlotLayout(t *testing.T) {
 	if end := unsafe.Offsetof(s.id) + unsafe.Sizeof(s.id); end > 128 {
 		t.Errorf("the hot fields end at byte %d, past two cache lines", end)
 	}
-	if off := unsafe.Offsetof(s.fired); off < 128 {
-		t.Errorf("cold field fired at byte %d, among the hot ones", off)
+	if off := unsafe.Offsetof(s.more); off < 128 {
+		t.Errorf("cold field more at byte %d, among the hot ones", off)
 	}
 }
 

@@ -280,12 +280,21 @@ func (op *Operator) addToPane(sp *spec, r *SlotRef, keys []byte, t int64, proces
 	s.purge(op.wm)
 	pn := s.paneAt(p)
 	s.added(sp.cleanup(last + sp.size)) // the pane's cleanup: its latest window's
+	values := len(pn.distinct())
 	op.addTo(sp, &pn.acc, r.val, processing)
 	switch {
 	case sp.running:
 		s.counted(pn)
 	case sp.agg == rules.Quantile:
 		op.screenPane(sp, pn, math.Float64frombits(r.val))
+	case sp.agg == rules.Distinct:
+		if x := s.distinctIndex(); x != nil && len(pn.distinct()) > values {
+			if first < x.base {
+				s.more.distinct = nil // built again from a lower base
+			} else {
+				x.add(sp, s.wins, s.paneIndex(pn), r.val)
+			}
+		}
 	}
 	op.cache.markDirty(s)
 	if sp.hm != nil {
@@ -299,7 +308,13 @@ func (op *Operator) addToPane(sp *spec, r *SlotRef, keys []byte, t int64, proces
 			op.fireWindow(s, ws, s.bumpFired(ws))
 		}
 	} else {
-		start, v := op.bestWindow(sp, s.wins, first, last)
+		var start int64
+		var v float64
+		if x := distinctIndexOf(sp, s, live.firstLive, first); x != nil {
+			start, v = x.best(sp, s.wins, first, last)
+		} else {
+			start, v = op.bestWindow(sp, s.wins, first, last)
+		}
 		op.decide(sp, s, start, start+sp.size, v, processing)
 	}
 	op.schedule(s)
@@ -969,8 +984,8 @@ func (s *slot) nextAction() int64 {
 		if len(s.wins) > 0 {
 			next = min(next, sp.paneCleanup(s.wins[0].start))
 		}
-		if len(s.fired) > 0 {
-			next = min(next, sp.cleanup(s.fired[0].start+sp.size))
+		if fired := s.firedWins(); len(fired) > 0 {
+			next = min(next, sp.cleanup(fired[0].start+sp.size))
 		}
 	}
 	return next

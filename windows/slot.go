@@ -68,10 +68,11 @@ type slot struct {
 	inline [1]win
 	id     slotID // the key's hash in the cache
 
-	// Cold: firing with allowed lateness, writing back, timers of evicted
-	// slots.
-	fired []firedWin
-	key   string
+	// Cold: firing with allowed lateness, a distinct rule's index, writing
+	// back, timers of evicted slots.
+	more *slotMore
+	_    [16]byte // keeps a slot 192 bytes (see above)
+	key  string
 	// storedTimer is the slot's timerAt as last written to the cold store:
 	// writing through, the time of the timer entry the Backend holds for
 	// it (noTimer: none; docs/format/state.md "Timers").
@@ -81,6 +82,32 @@ type slot struct {
 	coldLoc uint64
 	num     uint32 // in the cache's slotTable
 	_       [4]byte
+}
+
+// slotMore holds what only some slots have, out of line.
+type slotMore struct {
+	// fired are a pane-based heatmap's windows that fired and are kept for
+	// allowed lateness, by start.
+	fired []firedWin
+	// distinct indexes the values of a distinct rule's panes (see
+	// distinctIndex); nil until a decision needs it.
+	distinct *distinctIndex
+}
+
+// firedWins returns the fired windows of a pane-based heatmap's slot.
+func (s *slot) firedWins() []firedWin {
+	if s.more == nil {
+		return nil
+	}
+	return s.more.fired
+}
+
+// extra returns s.more, made if needed.
+func (s *slot) extra() *slotMore {
+	if s.more == nil {
+		s.more = &slotMore{}
+	}
+	return s.more
 }
 
 // reset makes s an empty slot of key. Field by field: assigning a whole
@@ -97,7 +124,7 @@ func (s *slot) reset(key string, sp *spec) {
 	s.ringIdx = -1
 	s.dirty, s.persisted, s.referenced, s.queued = false, false, false, false
 	s.id = slotID{}
-	s.fired = nil
+	s.more = nil
 	s.key = key
 	s.storedTimer = noTimer
 	s.coldLoc = 0
@@ -113,7 +140,7 @@ func (s *slot) events() int64 {
 }
 
 func (s *slot) empty() bool {
-	return len(s.wins) == 0 && len(s.fired) == 0
+	return len(s.wins) == 0 && len(s.firedWins()) == 0
 }
 
 // paneAt returns the pane starting at start, creating it if needed. Events
@@ -132,6 +159,15 @@ func (s *slot) paneAt(start int64) *win {
 		s.wins = slices.Insert(s.wins, i, win{start: start, end: s.runningBefore(i)})
 	}
 	return &s.wins[i]
+}
+
+// paneIndex returns the position of p, one of s.wins: mostly the last.
+func (s *slot) paneIndex(p *win) int {
+	if n := len(s.wins); n > 0 && &s.wins[n-1] == p {
+		return n - 1
+	}
+	i, _ := slices.BinarySearchFunc(s.wins, p.start, func(w win, t int64) int { return cmp.Compare(w.start, t) })
+	return i
 }
 
 // runningBefore is the running count (see win) of an empty pane placed
@@ -191,17 +227,25 @@ func (s *slot) purge(t int64) {
 	for i < len(s.wins) && sp.paneCleanup(s.wins[i].start) <= t {
 		i++
 	}
-	s.wins = dropFront(s.wins, i)
-	j := 0
-	for j < len(s.fired) && sp.cleanup(s.fired[j].start+sp.size) <= t {
-		j++
+	if x := s.distinctIndex(); x != nil {
+		for j := range i {
+			x.forget(&s.wins[j])
+		}
 	}
-	s.fired = dropFront(s.fired, j)
+	s.wins = dropFront(s.wins, i)
 	if len(s.wins) > 0 {
 		s.purgeAt = sp.paneCleanup(s.wins[0].start)
 	}
-	if len(s.fired) > 0 {
-		s.purgeAt = min(s.purgeAt, sp.cleanup(s.fired[0].start+sp.size))
+	if fired := s.firedWins(); len(fired) > 0 {
+		j := 0
+		for j < len(fired) && sp.cleanup(fired[j].start+sp.size) <= t {
+			j++
+		}
+		fired = dropFront(fired, j)
+		s.more.fired = fired
+		if len(fired) > 0 {
+			s.purgeAt = min(s.purgeAt, sp.cleanup(fired[0].start+sp.size))
+		}
 	}
 }
 
@@ -223,14 +267,15 @@ func dropFront[T any](xs []T, n int) []T {
 // bumpFired returns the revision for re-firing the window starting at start:
 // one more than its last, or 0 when it never fired.
 func (s *slot) bumpFired(start int64) int32 {
-	for i := range s.fired {
-		if s.fired[i].start == start {
-			s.fired[i].rev++
-			return s.fired[i].rev
+	m := s.extra()
+	for i := range m.fired {
+		if m.fired[i].start == start {
+			m.fired[i].rev++
+			return m.fired[i].rev
 		}
 	}
-	i, _ := slices.BinarySearchFunc(s.fired, start, func(f firedWin, t int64) int { return cmp.Compare(f.start, t) })
-	s.fired = slices.Insert(s.fired, i, firedWin{start: start})
+	i, _ := slices.BinarySearchFunc(m.fired, start, func(f firedWin, t int64) int { return cmp.Compare(f.start, t) })
+	m.fired = slices.Insert(m.fired, i, firedWin{start: start})
 	s.added(s.sp.cleanup(start + s.sp.size))
 	return 0
 }

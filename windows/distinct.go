@@ -1,0 +1,170 @@
+package windows
+
+import (
+	"math"
+	"slices"
+
+	"github.com/riskstream/riskstream/rules"
+)
+
+// distinctIndex keeps the distinct count of every live window of a distinct
+// rule's slot over panes, so that a decision reads its windows' counts
+// instead of merging its panes' sets: over a sliding minute of a hot key
+// that merge took sixty sets of thousands of values for every event.
+//
+// A value added to a pane is new to exactly the windows that contain the
+// pane and neither its previous nor its next occurrence, a run of
+// consecutive starts; the index counts it in those. latest gives both
+// occurrences at once for an event in a pane after the value's latest, as
+// in-order events are; otherwise they are looked up in the panes' sets,
+// at most one window's span of panes each way.
+//
+// The index is derived from the panes' sets (they stay the state that is
+// stored and checkpointed): a slot builds it when a decision first needs it
+// and drops it with the slot. It counts the windows from base to the last
+// that holds the slot's last pane; a window that starts before base holds
+// no pane unless an event came earlier than every pane, and then the index
+// is built again from a lower base.
+type distinctIndex struct {
+	// latest is the start of each value's latest pane.
+	latest map[uint64]int64
+	// counts[i] is the number of distinct values of the window starting at
+	// base + i·slide.
+	base   int64
+	counts []int32
+}
+
+// distinctIndexMin is how many values a slot's panes hold, in all, before a
+// decision builds its index: below it the sweep's merge of the sets costs
+// less than building and keeping a map. Tests set it to 0 and to the
+// maximum to compare the two.
+var distinctIndexMin = 16
+
+// distinctIndexOf returns, for a distinct rule over panes, s's index for an event whose windows start at
+// first or later, live the start of the earliest window not purged: s's
+// own, its purged windows let go, or one built from s.wins; nil when s
+// holds fewer values than distinctIndexMin.
+func distinctIndexOf(sp *spec, s *slot, live, first int64) *distinctIndex {
+	if sp.agg != rules.Distinct {
+		return nil
+	}
+	if x := s.distinctIndex(); x != nil && first >= x.base {
+		if k := (live - x.base) / sp.slide; k > 0 {
+			k = min(k, int64(len(x.counts)))
+			x.counts, x.base = x.counts[k:], x.base+k*sp.slide
+		}
+		return x
+	}
+	values := 0
+	for i := range s.wins {
+		values += len(s.wins[i].distinct())
+	}
+	if values < distinctIndexMin {
+		if s.more != nil {
+			s.more.distinct = nil
+		}
+		return nil
+	}
+	x := &distinctIndex{latest: make(map[uint64]int64, values), base: first}
+	if len(s.wins) > 0 {
+		x.base = max(min(live, first), sp.firstStart(s.wins[0].start))
+		x.counts = make([]int32, (sp.lastStart(s.wins[len(s.wins)-1].start)-x.base)/sp.slide+1)
+	}
+	for i := range s.wins {
+		for _, h := range s.wins[i].distinct() {
+			x.add(sp, s.wins, i, h)
+		}
+	}
+	s.extra().distinct = x
+	return x
+}
+
+// distinctIndex returns s's index, nil when it has none.
+func (s *slot) distinctIndex() *distinctIndex {
+	if s.more == nil {
+		return nil
+	}
+	return s.more.distinct
+}
+
+// add counts h, just added to panes[i] where it was not, in the windows it
+// is new to. The windows of panes[i] that start before base are purged.
+func (x *distinctIndex) add(sp *spec, panes []win, i int, h uint64) {
+	p := panes[i].start
+	first, last := sp.firstStart(p), sp.lastStart(p)
+	if first < x.base {
+		first = x.base // windows before base are purged (distinctIndexOf)
+	}
+	if n := (last-x.base)/sp.slide + 1; int64(len(x.counts)) < n {
+		// Windows after the last counted start after every pane.
+		x.counts = append(x.counts, make([]int32, n-int64(len(x.counts)))...)
+	}
+	prev, next := int64(math.MinInt64), int64(math.MaxInt64)
+	if l, ok := x.latest[h]; !ok || l < p {
+		prev = l
+		if !ok {
+			prev = math.MinInt64
+		}
+		x.latest[h] = p
+	} else {
+		for j := i + 1; j < len(panes); j++ {
+			if _, found := slices.BinarySearch(panes[j].distinct(), h); found {
+				next = panes[j].start
+				break
+			}
+		}
+		for j := i - 1; j >= 0 && panes[j].start >= first; j-- {
+			if _, found := slices.BinarySearch(panes[j].distinct(), h); found {
+				prev = panes[j].start
+				break
+			}
+		}
+	}
+	// New to the windows starting after prev whose end is at or before
+	// next.
+	if prev >= first {
+		first = sp.slideDiv.floor(prev) + sp.slide
+	}
+	if next != math.MaxInt64 {
+		last = min(last, sp.slideDiv.floor(next-sp.size))
+	}
+	for s := first; s <= last; s += sp.slide {
+		x.counts[(s-x.base)/sp.slide]++
+	}
+}
+
+// forget drops the values whose latest pane is p, a pane being purged.
+func (x *distinctIndex) forget(p *win) {
+	for _, h := range p.distinct() {
+		if x.latest[h] == p.start {
+			delete(x.latest, h)
+		}
+	}
+}
+
+// best returns the window with the most distinct values among those
+// starting in [first, last], both counted, ties going to the earliest,
+// and its count; only windows with min_events count (-Inf when none has).
+func (x *distinctIndex) best(sp *spec, panes []win, first, last int64) (int64, float64) {
+	best, bestStart := math.Inf(-1), first
+	lo := firstFrom(panes, first)
+	hi := lo
+	var n int64 // the events of the window, when min_events needs them
+	for s := first; s <= last; s += sp.slide {
+		if sp.minEvents > 1 {
+			for ; lo < hi && panes[lo].start < s; lo++ {
+				n -= panes[lo].n
+			}
+			for ; hi < len(panes) && panes[hi].start < s+sp.size; hi++ {
+				n += panes[hi].n
+			}
+			if n < sp.minEvents {
+				continue
+			}
+		}
+		if v := float64(x.counts[(s-x.base)/sp.slide]); v > best {
+			best, bestStart = v, s
+		}
+	}
+	return bestStart, best
+}
