@@ -21,11 +21,41 @@ type acc struct {
 // accExtra is the part of an aggregate that distinct rules and heatmaps
 // use.
 type accExtra struct {
-	distinct []uint64 // sorted hashes of distinct values
+	// distinct are the hashes of the distinct values added, in the order
+	// they were first added; seen indexes them once they are more than
+	// distinctScan (built when first needed, as after decoding): a hot
+	// key's minute holds tens of thousands, and a sorted slice took a
+	// copy of half of them for each value inserted.
+	distinct []uint64
+	seen     map[uint64]struct{}
 	hm       *heatmap.Acc
 }
 
-// distinct returns the sorted hashes of the distinct values added.
+// distinctScan is how many distinct values a scan of the slice looks
+// through before a set indexes them.
+const distinctScan = 32
+
+// has reports whether h is among the distinct values.
+func (x *accExtra) has(h uint64) bool {
+	if len(x.distinct) <= distinctScan {
+		return slices.Contains(x.distinct, h)
+	}
+	if x.seen == nil {
+		x.seen = make(map[uint64]struct{}, len(x.distinct))
+		for _, v := range x.distinct {
+			x.seen[v] = struct{}{}
+		}
+	}
+	_, ok := x.seen[h]
+	return ok
+}
+
+// hasDistinct reports whether h is among the distinct values added.
+func (a *acc) hasDistinct(h uint64) bool {
+	return a.x != nil && a.x.has(h)
+}
+
+// distinct returns the hashes of the distinct values added.
 func (a *acc) distinct() []uint64 {
 	if a.x == nil {
 		return nil
@@ -62,11 +92,14 @@ func (a *acc) addLatency(v float64, processing bool, bounds []float64, memo *hea
 // not among them.
 func (a *acc) addDistinct(h uint64) bool {
 	x := a.extra()
-	i, found := slices.BinarySearch(x.distinct, h)
-	if !found {
-		x.distinct = slices.Insert(x.distinct, i, h)
+	if x.has(h) {
+		return false
 	}
-	return !found
+	x.distinct = append(x.distinct, h)
+	if x.seen != nil {
+		x.seen[h] = struct{}{}
+	}
+	return true
 }
 
 // merge folds b into a (session merges) for a spec whose aggregate is

@@ -2,7 +2,6 @@ package windows
 
 import (
 	"math"
-	"slices"
 
 	"github.com/riskstream/riskstream/rules"
 )
@@ -108,13 +107,13 @@ func (x *distinctIndex) add(sp *spec, panes []win, i int, h uint64) {
 		x.latest[h] = p
 	} else {
 		for j := i + 1; j < len(panes); j++ {
-			if _, found := slices.BinarySearch(panes[j].distinct(), h); found {
+			if panes[j].hasDistinct(h) {
 				next = panes[j].start
 				break
 			}
 		}
 		for j := i - 1; j >= 0 && panes[j].start >= first; j-- {
-			if _, found := slices.BinarySearch(panes[j].distinct(), h); found {
+			if panes[j].hasDistinct(h) {
 				prev = panes[j].start
 				break
 			}
@@ -133,6 +132,15 @@ func (x *distinctIndex) add(sp *spec, panes []win, i int, h uint64) {
 	}
 }
 
+// events is how many events panes hold.
+func events(panes []win) int64 {
+	n := int64(0)
+	for i := range panes {
+		n += panes[i].n
+	}
+	return n
+}
+
 // forget drops the values whose latest pane is p, a pane being purged.
 func (x *distinctIndex) forget(p *win) {
 	for _, h := range p.distinct() {
@@ -147,22 +155,37 @@ func (x *distinctIndex) forget(p *win) {
 // and its count; only windows with min_events count (-Inf when none has).
 func (x *distinctIndex) best(sp *spec, panes []win, first, last int64) (int64, float64) {
 	best, bestStart := math.Inf(-1), first
+	counts := x.counts[(first-x.base)/sp.slide : (last-x.base)/sp.slide+1]
 	lo := firstFrom(panes, first)
-	hi := lo
-	var n int64 // the events of the window, when min_events needs them
-	for s := first; s <= last; s += sp.slide {
-		if sp.minEvents > 1 {
-			for ; lo < hi && panes[lo].start < s; lo++ {
-				n -= panes[lo].n
-			}
-			for ; hi < len(panes) && panes[hi].start < s+sp.size; hi++ {
-				n += panes[hi].n
-			}
-			if n < sp.minEvents {
-				continue
+	if panes[len(panes)-1].start < first+sp.size {
+		// Every pane from lo is in every window, as when events come in
+		// order: the first window holds the others' values and events.
+		if sp.minEvents > 1 && events(panes[lo:]) < sp.minEvents {
+			return bestStart, best
+		}
+		return first, float64(counts[0])
+	}
+	if sp.minEvents <= 1 { // every window holds the event
+		for i, c := range counts {
+			if v := float64(c); v > best {
+				best, bestStart = v, first+int64(i)*sp.slide
 			}
 		}
-		if v := float64(x.counts[(s-x.base)/sp.slide]); v > best {
+		return bestStart, best
+	}
+	hi := lo
+	var n int64 // the events of the window
+	for i, s := 0, first; s <= last; i, s = i+1, s+sp.slide {
+		for ; lo < hi && panes[lo].start < s; lo++ {
+			n -= panes[lo].n
+		}
+		for ; hi < len(panes) && panes[hi].start < s+sp.size; hi++ {
+			n += panes[hi].n
+		}
+		if n < sp.minEvents {
+			continue
+		}
+		if v := float64(counts[i]); v > best {
 			best, bestStart = v, s
 		}
 	}
