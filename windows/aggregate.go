@@ -146,6 +146,92 @@ func (op *Operator) bestQuantile(sp *spec, panes []win, first int64) (int64, flo
 	return bestStart, best
 }
 
+// bestInOrder is bestWindow when every pane from panes[lo] on is in every
+// window starting in [first, last], as when events come in order: the
+// windows are then suffixes of the panes, the first holding them all and
+// each of the others one pane fewer, so one pass over the panes finds the
+// best, without the general sweep's bookkeeping. Sums are added and taken
+// away in the order the general sweep takes, so that an avg is the same to
+// the last bit.
+func (op *Operator) bestInOrder(sp *spec, panes []win, first, last int64, lo int) (int64, float64) {
+	best, bestStart := math.Inf(-1), first
+	if sp.agg == rules.Min || sp.agg == rules.Max {
+		// From the last pane back, a tie going to the earlier start. The
+		// windows holding panes[j:] start after panes[j-1], at the
+		// earliest at s; none does when the slide passes panes[j] too.
+		ext := panes[len(panes)-1].sum
+		var n int64
+		for j := len(panes) - 1; j >= lo; j-- {
+			n += panes[j].n
+			if sp.agg == rules.Min {
+				ext = min(ext, panes[j].sum)
+			} else {
+				ext = max(ext, panes[j].sum)
+			}
+			s := first
+			if j > lo {
+				s = sp.slideDiv.ceil(panes[j-1].start + 1)
+			}
+			if s <= last && s <= panes[j].start && n >= sp.minEvents && ext >= best {
+				best, bestStart = ext, s
+			}
+		}
+		return bestStart, best
+	}
+	var n int64
+	var sum float64
+	for j := lo; j < len(panes); j++ {
+		n += panes[j].n
+		sum += panes[j].sum
+	}
+	for j, s := lo, first; ; {
+		if n >= sp.minEvents {
+			switch sp.agg {
+			case rules.Avg, rules.Ratio:
+				if mayExceed(sum, n, sp.rule.Threshold) {
+					if v := sum / float64(n); v > best {
+						best, bestStart = v, s
+					}
+				}
+			case rules.Quantile:
+				// sum counts the values below the threshold's bin (screenPane).
+				if heatmap.MayExceed(sp.q, n, int64(sum)) {
+					op.windows = append(op.windows, sweptWindow{s, j, len(panes)})
+				}
+			}
+		}
+		// The next window starts after panes[j], and may leave more
+		// panes behind when they are narrower than the slide.
+		if sp.pane == sp.slide {
+			s = panes[j].start + sp.slide
+		} else {
+			s = sp.slideDiv.ceil(panes[j].start + 1)
+		}
+		if s > last {
+			break
+		}
+		for ; j < len(panes) && panes[j].start < s; j++ {
+			n -= panes[j].n
+			sum -= panes[j].sum
+		}
+		if j == len(panes) {
+			break
+		}
+	}
+	if sp.agg == rules.Quantile {
+		return op.bestQuantile(sp, panes, first)
+	}
+	return bestStart, best
+}
+
+// mayExceed reports whether sum/n, a window's avg or ratio, may exceed
+// threshold: when it does not, sum is at most threshold·n, with room for
+// the product's rounding, and the division is not needed.
+func mayExceed(sum float64, n int64, threshold float64) bool {
+	m := threshold * float64(n)
+	return !(sum <= m-math.Abs(m)*0x1p-51)
+}
+
 // extremes is the minimum or maximum of a sliding run of panes, which enter
 // and leave in order: a monotonic queue of pane indexes from head on, each
 // pane's value beating all those queued after it, so that the one at head

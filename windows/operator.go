@@ -465,6 +465,9 @@ func (op *Operator) bestWindow(sp *spec, panes []win, first, last int64) (int64,
 		screenPanes(sp, panes)
 	}
 	lo := firstFrom(panes, first)
+	if n := len(panes); lo < n && panes[n-1].start < first+sp.size && sp.agg != rules.Distinct {
+		return op.bestInOrder(sp, panes, first, last, lo)
+	}
 	hi := lo
 	var n int64
 	var sum float64
@@ -504,7 +507,10 @@ func (op *Operator) bestWindow(sp *spec, panes []win, first, last int64) (int64,
 		case rules.Distinct:
 			v = float64(distinct)
 		case rules.Avg, rules.Ratio:
-			v = sum / float64(n)
+			v = math.Inf(-1)
+			if mayExceed(sum, n, sp.rule.Threshold) {
+				v = sum / float64(n)
+			}
 		case rules.Min, rules.Max:
 			v = extreme.value(panes)
 		case rules.Quantile:

@@ -143,3 +143,86 @@ func TestRunningCounts(t *testing.T) {
 		t.Fatalf("only %d events made a pane before the first, and %d panes were purged: the test needs more of both", frontInserts, purged)
 	}
 }
+
+// TestBestWindowStatsBruteForce checks bestWindow for avg, ratio, min and
+// max against computing every window start's value from its panes, on
+// panes as wide as the slide or narrower, with min_events and events in
+// order (where bestInOrder takes the windows as suffixes of the panes) or
+// not: whenever the best window's value exceeds the threshold, the sweep
+// finds that window and value (ties to the earliest); otherwise it finds
+// none above the threshold.
+func TestBestWindowStatsBruteForce(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	shapes := [][2]int64{{60, 1}, {10, 5}, {10, 4}, {6, 4}, {5, 5}, {9, 3}, {12, 8}}
+	aggs := []rules.AggregateKind{rules.Avg, rules.Ratio, rules.Min, rules.Max}
+	op := &Operator{}
+	decided, inOrder := 0, 0
+	for trial := range 40_000 {
+		shape := shapes[r.IntN(len(shapes))]
+		sp := &spec{wtype: rules.Sliding, size: shape[0], slide: shape[1], agg: aggs[r.IntN(len(aggs))],
+			rule: &rules.Rule{Threshold: float64(r.IntN(8))}}
+		sp.pane = gcd(sp.size, sp.slide)
+		sp.paneDiv, sp.slideDiv = newDivisor(sp.pane), newDivisor(sp.slide)
+		sp.minEvents = int64(r.IntN(4))
+		var panes []win
+		start := (r.Int64N(20) - 10) * sp.pane
+		for range 1 + r.IntN(12) {
+			n := 1 + r.Int64N(3)
+			sum := float64(r.IntN(10)) // avg: a sum; min, max: the extreme
+			if sp.agg == rules.Ratio {
+				sum = float64(r.Int64N(n + 1))
+			}
+			panes = append(panes, win{start: start, acc: acc{n: n, sum: sum}})
+			start += (1 + r.Int64N(3)) * sp.pane
+		}
+		at := r.IntN(len(panes))
+		if r.IntN(2) == 0 {
+			at = len(panes) - 1
+		}
+		t0 := panes[at].start + r.Int64N(sp.pane)
+		first, last := sp.firstStart(t0), sp.lastStart(t0)
+		if panes[len(panes)-1].start < first+sp.size {
+			inOrder++
+		}
+		wantStart, want := first, math.Inf(-1)
+		for ws := first; ws <= last; ws += sp.slide {
+			var n int64
+			var sum float64
+			ext := math.NaN()
+			for _, p := range panes {
+				if p.start >= ws && p.start < ws+sp.size {
+					n += p.n
+					sum += p.sum
+					switch {
+					case math.IsNaN(ext):
+						ext = p.sum
+					case sp.agg == rules.Min:
+						ext = min(ext, p.sum)
+					default:
+						ext = max(ext, p.sum)
+					}
+				}
+			}
+			v := ext
+			if sp.agg == rules.Avg || sp.agg == rules.Ratio {
+				v = sum / float64(n)
+			}
+			if v > want && n >= sp.minEvents {
+				wantStart, want = ws, v
+			}
+		}
+		gotStart, got := op.bestWindow(sp, panes, first, last)
+		if want > sp.rule.Threshold {
+			decided++
+			if got != want || gotStart != wantStart {
+				t.Fatalf("trial %d, %d/%d %v min_events %d, windows %d..%d of %+v: best %v at %d, want %v at %d",
+					trial, sp.size, sp.slide, sp.agg, sp.minEvents, first, last, panes, got, gotStart, want, wantStart)
+			}
+		} else if got > sp.rule.Threshold {
+			t.Fatalf("trial %d, %d/%d %v: %v at %d exceeds %v, no window does (%+v)", trial, sp.size, sp.slide, sp.agg, got, gotStart, sp.rule.Threshold, panes)
+		}
+	}
+	if decided < 10_000 || inOrder < 10_000 {
+		t.Fatalf("%d trials decided, %d in order: both need trials", decided, inOrder)
+	}
+}
