@@ -11,6 +11,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"sync"
 
 	"github.com/DataDog/sketches-go/ddsketch"
 	"github.com/DataDog/sketches-go/ddsketch/mapping"
@@ -40,16 +41,37 @@ type Acc struct {
 	// Buckets[i] counts values v with bounds[i-1] < v <= bounds[i]; the last
 	// element is the +Inf bucket.
 	Buckets []int64
-	sketch  *ddsketch.DDSketch
+	// sketch holds the values' bins, nil while there are no more than
+	// fewValues: few holds them then, as they came. Most panes of a key
+	// among many hold a value or two, and a sketch's dense store takes a
+	// kilobyte; the answers are the sketch's all the same.
+	sketch *ddsketch.DDSketch
+	few    [fewValues]float64
 }
+
+// fewValues is how many values an accumulator keeps before it makes a
+// sketch of them.
+const fewValues = 6
 
 // New returns an empty accumulator for a heatmap with nBounds finite bucket
 // bounds.
 func New(nBounds int) *Acc {
-	return &Acc{
-		Buckets: make([]int64, nBounds+1),
-		sketch:  ddsketch.NewDDSketch(indexMapping, store.NewDenseStore(), store.NewDenseStore()),
+	return &Acc{Buckets: make([]int64, nBounds+1)}
+}
+
+func newSketch() *ddsketch.DDSketch {
+	return ddsketch.NewDDSketch(indexMapping, store.NewDenseStore(), store.NewDenseStore())
+}
+
+// sketchOf returns a's sketch, made from its few values if it has none.
+func (a *Acc) sketchOf() *ddsketch.DDSketch {
+	if a.sketch == nil {
+		a.sketch = newSketch()
+		for _, v := range a.few[:a.Count] {
+			addToSketch(a.sketch, v, nil)
+		}
 	}
+	return a.sketch
 }
 
 // IndexMemo remembers the sketch indexes of recent values for Add:
@@ -89,19 +111,29 @@ func (a *Acc) Add(v float64, degraded bool, bounds []float64, memo *IndexMemo) {
 	if a.Count == 0 || v > a.Max {
 		a.Max = v
 	}
-	a.Count++
 	if degraded {
 		a.Degraded++
 	}
 	a.Buckets[bucketIndex(v, bounds)]++
+	if a.sketch == nil && a.Count < fewValues {
+		a.few[a.Count] = v
+		a.Count++
+		return
+	}
+	addToSketch(a.sketchOf(), v, memo)
+	a.Count++
+}
+
+// addToSketch adds v to s, memo as in Add.
+func addToSketch(s *ddsketch.DDSketch, v float64, memo *IndexMemo) {
 	if memo != nil && v > minIndexable && v <= maxIndexable {
 		// What the sketch's Add does with such a value, given its index.
-		a.sketch.GetPositiveValueStore().Add(memo.index(v))
+		s.GetPositiveValueStore().Add(memo.index(v))
 		return
 	}
 	// Values beyond the sketch's range (|v| > ~1e307) are clamped by the
 	// sketch itself; Min and Max stay exact.
-	_ = a.sketch.Add(clampForSketch(v))
+	_ = s.Add(clampForSketch(v))
 }
 
 // bucketIndex returns the first bucket whose upper bound is >= v.
@@ -139,19 +171,31 @@ func (a *Acc) Merge(b *Acc) {
 	if a.Count == 0 || b.Max > a.Max {
 		a.Max = b.Max
 	}
-	a.Count += b.Count
 	a.Degraded += b.Degraded
 	for i, n := range b.Buckets {
 		a.Buckets[i] += n
 	}
-	_ = a.sketch.MergeWith(b.sketch) // same mapping everywhere: cannot fail
+	switch {
+	case a.sketch == nil && b.sketch == nil && a.Count+b.Count <= fewValues:
+		copy(a.few[a.Count:], b.few[:b.Count])
+	case b.sketch == nil:
+		s := a.sketchOf()
+		for _, v := range b.few[:b.Count] {
+			addToSketch(s, v, nil)
+		}
+	default:
+		_ = a.sketchOf().MergeWith(b.sketch) // same mapping everywhere: cannot fail
+	}
+	a.Count += b.Count
 }
 
 // Clone returns a copy of a that later changes to a leave alone.
 func (a *Acc) Clone() *Acc {
 	c := *a
 	c.Buckets = slices.Clone(a.Buckets)
-	c.sketch = a.sketch.Copy()
+	if a.sketch != nil {
+		c.sketch = a.sketch.Copy()
+	}
 	return &c
 }
 
@@ -159,7 +203,9 @@ func (a *Acc) Clone() *Acc {
 func (a *Acc) Reset() {
 	a.Count, a.Min, a.Max, a.Degraded = 0, 0, 0, 0
 	clear(a.Buckets)
-	a.sketch.Clear()
+	if a.sketch != nil {
+		a.sketch.Clear()
+	}
 }
 
 // Quantile returns the value at quantile q (0..1) within the sketch's
@@ -168,11 +214,57 @@ func (a *Acc) Quantile(q float64) float64 {
 	if a.Count == 0 {
 		return 0
 	}
-	v, err := a.sketch.GetValueAtQuantile(q)
-	if err != nil {
-		return 0
+	var v float64
+	if a.sketch == nil {
+		v = a.fewQuantile(q)
+	} else {
+		var err error
+		if v, err = a.sketch.GetValueAtQuantile(q); err != nil {
+			return 0
+		}
 	}
 	return math.Min(math.Max(v, a.Min), a.Max)
+}
+
+// fewQuantile is the sketch's GetValueAtQuantile over a's few values, as
+// if they were in a sketch: the bin of the rank's value, counting negative
+// values, then the zero bin, then positive values.
+func (a *Acc) fewQuantile(q float64) float64 {
+	var pos, neg [fewValues]int
+	np, nn, zero := 0, 0, 0
+	for _, v := range a.few[:a.Count] {
+		switch v = clampForSketch(v); {
+		case v > minIndexable:
+			pos[np] = indexMapping.Index(v)
+			np++
+		case v < -minIndexable:
+			neg[nn] = indexMapping.Index(-v)
+			nn++
+		default:
+			zero++
+		}
+	}
+	slices.Sort(pos[:np])
+	slices.Sort(neg[:nn])
+	rank := float64(q * float64(a.Count-1))
+	negCount := float64(nn)
+	switch {
+	case rank < negCount:
+		return -indexMapping.Value(keyAtRank(neg[:nn], negCount-1-rank))
+	case rank < float64(zero)+negCount:
+		return 0
+	}
+	return indexMapping.Value(keyAtRank(pos[:np], rank-float64(zero)-negCount))
+}
+
+// keyAtRank is a store's KeyAtRank over its keys, sorted, one per value.
+func keyAtRank(keys []int, rank float64) int {
+	for i, k := range keys {
+		if float64(i+1) > rank {
+			return k
+		}
+	}
+	return keys[len(keys)-1]
 }
 
 // Sum estimates the sum of the values from the sketch: each value counts
@@ -184,7 +276,24 @@ func (a *Acc) Sum() float64 {
 	if a.Count == 0 {
 		return 0
 	}
+	if a.sketch == nil {
+		s := fewSketches.Get().(*ddsketch.DDSketch)
+		defer fewSketches.Put(s)
+		return a.fewSketch(s).GetSum()
+	}
 	return a.sketch.GetSum()
+}
+
+// fewSketches are sketches to encode or sum few values in.
+var fewSketches = sync.Pool{New: func() any { return newSketch() }}
+
+// fewSketch returns s, a sketch from fewSketches, holding a's few values.
+func (a *Acc) fewSketch(s *ddsketch.DDSketch) *ddsketch.DDSketch {
+	s.Clear()
+	for _, v := range a.few[:a.Count] {
+		addToSketch(s, v, nil)
+	}
+	return s
 }
 
 // AppendBinary appends a's encoding to dst, for the state store.
@@ -198,7 +307,13 @@ func (a *Acc) AppendBinary(dst []byte) []byte {
 		dst = binary.AppendVarint(dst, n)
 	}
 	var sk []byte
-	a.sketch.Encode(&sk, true)
+	if a.sketch == nil {
+		s := fewSketches.Get().(*ddsketch.DDSketch)
+		a.fewSketch(s).Encode(&sk, true)
+		fewSketches.Put(s)
+	} else {
+		a.sketch.Encode(&sk, true)
+	}
 	dst = binary.AppendUvarint(dst, uint64(len(sk)))
 	return append(dst, sk...)
 }
@@ -280,7 +395,26 @@ func Decode(b []byte) (*Acc, []byte, error) {
 			return nil, nil, ErrCorrupt
 		}
 	}
-	a.sketch = ddsketch.NewDDSketch(indexMapping, store.NewDenseStore(), store.NewDenseStore())
+	if a.Count <= fewValues && int64(sk.GetCount()) == a.Count {
+		// Few values: each bin's value stands for those in it, which
+		// gives the same bins again.
+		i := 0
+		sk.GetNegativeValueStore().ForEach(func(index int, count float64) bool {
+			for range int(count) {
+				a.few[i], i = -indexMapping.Value(index), i+1
+			}
+			return false
+		})
+		i += int(sk.GetZeroCount()) // a.few[i] is 0 already
+		sk.GetPositiveValueStore().ForEach(func(index int, count float64) bool {
+			for range int(count) {
+				a.few[i], i = indexMapping.Value(index), i+1
+			}
+			return false
+		})
+		return a, b[skLen:], nil
+	}
+	a.sketch = newSketch()
 	_ = a.sketch.MergeWith(sk) // same mapping: cannot fail
 	return a, b[skLen:], nil
 }
@@ -369,6 +503,15 @@ func (s Screen) Below(v float64, memo *IndexMemo) bool {
 func (a *Acc) CountBelow(s Screen) int64 {
 	if a == nil || a.Count == 0 {
 		return 0
+	}
+	if a.sketch == nil {
+		n := int64(0)
+		for _, v := range a.few[:a.Count] {
+			if s.Below(v, nil) {
+				n++
+			}
+		}
+		return n
 	}
 	n := a.sketch.GetNegativeValueStore().TotalCount()
 	if s.threshold >= minIndexable {

@@ -245,3 +245,96 @@ func TestScreen(t *testing.T) {
 		t.Fatalf("ruled out %d of %d windows whose quantile is 5%% or more below the threshold", ruledOut, clearlyBelow)
 	}
 }
+
+// TestFewValues: an accumulator of few values (kept as they came, without
+// a sketch) answers as one whose values are in a sketch: quantiles, sum,
+// its count below a screen and its encoding; through merges of every kind
+// (few into few, past fewValues, into and from a sketch) and a round trip
+// through its encoding, which keeps few values few.
+func TestFewValues(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	value := func() float64 {
+		switch r.IntN(12) {
+		case 0:
+			return 0
+		case 1:
+			return -math.Exp(r.Float64() * 5)
+		case 2:
+			return math.MaxFloat64
+		}
+		return math.Round(math.Exp(r.Float64()*8)*10) / 10
+	}
+	// sketched adds vals to an accumulator made to keep a sketch from the
+	// start: its first fewValues+1 values make it one, then Reset keeps it.
+	sketched := func(vals []float64) *Acc {
+		a := New(len(bounds))
+		for range fewValues + 1 {
+			a.Add(1, false, bounds, nil)
+		}
+		a.Reset()
+		for _, v := range vals {
+			a.Add(v, false, bounds, nil)
+		}
+		return a
+	}
+	same := func(trial int, what string, got, want *Acc) {
+		t.Helper()
+		for _, q := range []float64{0, 0.25, 0.5, 0.9, 0.99, 1} {
+			if g, w := got.Quantile(q), want.Quantile(q); g != w {
+				t.Fatalf("trial %d, %s: p%v = %v, with a sketch %v", trial, what, q*100, g, w)
+			}
+		}
+		if g, w := got.Sum(), want.Sum(); g != w {
+			t.Fatalf("trial %d, %s: sum %v, with a sketch %v", trial, what, g, w)
+		}
+		s := NewScreen(50)
+		if g, w := got.CountBelow(s), want.CountBelow(s); g != w {
+			t.Fatalf("trial %d, %s: %d below 50, with a sketch %d", trial, what, g, w)
+		}
+		if g, w := got.AppendBinary(nil), want.AppendBinary(nil); !bytes.Equal(g, w) {
+			t.Fatalf("trial %d, %s: encoding %x, with a sketch %x", trial, what, g, w)
+		}
+	}
+	few := 0
+	for trial := range 5000 {
+		var x, y []float64
+		for range 1 + r.IntN(fewValues) {
+			x = append(x, value())
+		}
+		for range r.IntN(fewValues + 3) {
+			y = append(y, value())
+		}
+		a, b := New(len(bounds)), New(len(bounds))
+		for _, v := range x {
+			a.Add(v, false, bounds, nil)
+		}
+		for _, v := range y {
+			b.Add(v, false, bounds, nil)
+		}
+		if a.sketch == nil {
+			few++
+		}
+		same(trial, "values", a, sketched(x))
+		dec, rest, err := Decode(a.AppendBinary(nil))
+		if err != nil || len(rest) != 0 || dec.sketch != nil {
+			t.Fatalf("trial %d: decoded %d few values: sketch %v, %d bytes left, %v", trial, len(x), dec.sketch != nil, len(rest), err)
+		}
+		same(trial, "decoded", dec, sketched(x))
+		all := append(slices.Clone(x), y...)
+		switch r.IntN(3) {
+		case 0:
+			a.Merge(b)
+		case 1:
+			a.Merge(sketched(y))
+		default:
+			c := sketched(nil)
+			c.Merge(a)
+			c.Merge(b)
+			a = c
+		}
+		same(trial, "merged", a, sketched(all))
+	}
+	if few < 4000 {
+		t.Fatalf("only %d trials kept their values without a sketch", few)
+	}
+}
