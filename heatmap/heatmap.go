@@ -42,16 +42,45 @@ type Acc struct {
 	// element is the +Inf bucket.
 	Buckets []int64
 	// sketch holds the values' bins, nil while there are no more than
-	// fewValues: few holds them then, as they came. Most panes of a key
-	// among many hold a value or two, and a sketch's dense store takes a
-	// kilobyte; the answers are the sketch's all the same.
+	// fewValues: few holds each value's bin then (fewBin), in the order
+	// they came. Most panes of a key among many hold a value or two, and
+	// a sketch's dense store takes a kilobyte or more; the answers are the
+	// sketch's all the same.
 	sketch *ddsketch.DDSketch
-	few    [fewValues]float64
+	few    [fewValues]int32
 }
 
 // fewValues is how many values an accumulator keeps before it makes a
 // sketch of them.
-const fewValues = 6
+const fewValues = 12
+
+// fewBin returns the bin the sketch puts v in (memo as in Add), as few
+// holds it: 0 for the zero bin, a positive index's distance above the
+// lowest index, plus one, and the negative of that for a negative value's
+// index.
+func fewBin(v float64, memo *IndexMemo) int32 {
+	switch v = clampForSketch(v); {
+	case v > minIndexable && memo != nil:
+		return int32(memo.index(v) - minIndex + 1)
+	case v > minIndexable:
+		return int32(indexMapping.Index(v) - minIndex + 1)
+	case v < -minIndexable:
+		return -int32(indexMapping.Index(-v) - minIndex + 1)
+	}
+	return 0
+}
+
+// addBin adds one value in bin b (as fewBin returns it) to s.
+func addBin(s *ddsketch.DDSketch, b int32) {
+	switch {
+	case b > 0:
+		s.GetPositiveValueStore().Add(int(b) - 1 + minIndex)
+	case b < 0:
+		s.GetNegativeValueStore().Add(int(-b) - 1 + minIndex)
+	default:
+		_ = s.Add(0)
+	}
+}
 
 // New returns an empty accumulator for a heatmap with nBounds finite bucket
 // bounds.
@@ -66,10 +95,7 @@ func newSketch() *ddsketch.DDSketch {
 // sketchOf returns a's sketch, made from its few values if it has none.
 func (a *Acc) sketchOf() *ddsketch.DDSketch {
 	if a.sketch == nil {
-		a.sketch = newSketch()
-		for _, v := range a.few[:a.Count] {
-			addToSketch(a.sketch, v, nil)
-		}
+		a.sketch = a.fewSketch(newSketch())
 	}
 	return a.sketch
 }
@@ -116,7 +142,7 @@ func (a *Acc) Add(v float64, degraded bool, bounds []float64, memo *IndexMemo) {
 	}
 	a.Buckets[bucketIndex(v, bounds)]++
 	if a.sketch == nil && a.Count < fewValues {
-		a.few[a.Count] = v
+		a.few[a.Count] = fewBin(v, memo)
 		a.Count++
 		return
 	}
@@ -180,8 +206,8 @@ func (a *Acc) Merge(b *Acc) {
 		copy(a.few[a.Count:], b.few[:b.Count])
 	case b.sketch == nil:
 		s := a.sketchOf()
-		for _, v := range b.few[:b.Count] {
-			addToSketch(s, v, nil)
+		for _, bin := range b.few[:b.Count] {
+			addBin(s, bin)
 		}
 	default:
 		_ = a.sketchOf().MergeWith(b.sketch) // same mapping everywhere: cannot fail
@@ -232,13 +258,13 @@ func (a *Acc) Quantile(q float64) float64 {
 func (a *Acc) fewQuantile(q float64) float64 {
 	var pos, neg [fewValues]int
 	np, nn, zero := 0, 0, 0
-	for _, v := range a.few[:a.Count] {
-		switch v = clampForSketch(v); {
-		case v > minIndexable:
-			pos[np] = indexMapping.Index(v)
+	for _, b := range a.few[:a.Count] {
+		switch {
+		case b > 0:
+			pos[np] = int(b) - 1 + minIndex
 			np++
-		case v < -minIndexable:
-			neg[nn] = indexMapping.Index(-v)
+		case b < 0:
+			neg[nn] = int(-b) - 1 + minIndex
 			nn++
 		default:
 			zero++
@@ -284,14 +310,14 @@ func (a *Acc) Sum() float64 {
 	return a.sketch.GetSum()
 }
 
-// fewSketches are sketches to encode or sum few values in.
+// fewSketches are sketches to sum few values in.
 var fewSketches = sync.Pool{New: func() any { return newSketch() }}
 
-// fewSketch returns s, a sketch from fewSketches, holding a's few values.
+// fewSketch returns s, cleared, holding a's few values.
 func (a *Acc) fewSketch(s *ddsketch.DDSketch) *ddsketch.DDSketch {
 	s.Clear()
-	for _, v := range a.few[:a.Count] {
-		addToSketch(s, v, nil)
+	for _, b := range a.few[:a.Count] {
+		addBin(s, b)
 	}
 	return s
 }
@@ -306,14 +332,16 @@ func (a *Acc) AppendBinary(dst []byte) []byte {
 	for _, n := range a.Buckets {
 		dst = binary.AppendVarint(dst, n)
 	}
-	var sk []byte
 	if a.sketch == nil {
-		s := fewSketches.Get().(*ddsketch.DDSketch)
-		a.fewSketch(s).Encode(&sk, true)
-		fewSketches.Put(s)
-	} else {
-		a.sketch.Encode(&sk, true)
+		// No sketch (a sketch's encoding is never empty): the values' bins.
+		dst = binary.AppendUvarint(dst, 0)
+		for _, b := range a.few[:a.Count] {
+			dst = binary.AppendVarint(dst, int64(b))
+		}
+		return dst
 	}
+	var sk []byte
+	a.sketch.Encode(&sk, true)
 	dst = binary.AppendUvarint(dst, uint64(len(sk)))
 	return append(dst, sk...)
 }
@@ -325,8 +353,8 @@ var ErrCorrupt = errors.New("heatmap: corrupt encoding")
 // of b, reading only its lengths: a state whose sketch is not needed (a
 // purge) is not decoded.
 func Skip(b []byte) ([]byte, error) {
-	var ok bool
-	if _, b, ok = varint(b); !ok || len(b) < 16 {
+	count, b, ok := varint(b)
+	if !ok || len(b) < 16 || count < 0 {
 		return nil, ErrCorrupt
 	}
 	if _, b, ok = varint(b[16:]); !ok {
@@ -344,6 +372,17 @@ func Skip(b []byte) ([]byte, error) {
 	skLen, b, ok := uvarint(b)
 	if !ok || skLen > uint64(len(b)) {
 		return nil, ErrCorrupt
+	}
+	if skLen == 0 { // the few values' bins instead
+		if count > fewValues {
+			return nil, ErrCorrupt
+		}
+		for range count {
+			if _, b, ok = varint(b); !ok {
+				return nil, ErrCorrupt
+			}
+		}
+		return b, nil
 	}
 	return b[skLen:], nil
 }
@@ -379,6 +418,19 @@ func Decode(b []byte) (*Acc, []byte, error) {
 	if !ok || skLen > uint64(len(b)) {
 		return nil, nil, ErrCorrupt
 	}
+	if skLen == 0 { // the few values' bins
+		if a.Count < 0 || a.Count > fewValues {
+			return nil, nil, ErrCorrupt
+		}
+		for i := range a.Count {
+			v, rest, ok := varint(b)
+			if span := int64(maxIndex - minIndex + 1); !ok || v > span || v < -span {
+				return nil, nil, ErrCorrupt
+			}
+			a.few[i], b = int32(v), rest
+		}
+		return a, b, nil
+	}
 	// Decoded sparse first: a corrupt sketch may name bins far outside the
 	// mapping's range, and a dense store allocates every bin up to them.
 	sk, err := ddsketch.DecodeDDSketch(b[:skLen], store.SparseStoreConstructor, indexMapping)
@@ -396,19 +448,18 @@ func Decode(b []byte) (*Acc, []byte, error) {
 		}
 	}
 	if a.Count <= fewValues && int64(sk.GetCount()) == a.Count {
-		// Few values: each bin's value stands for those in it, which
-		// gives the same bins again.
+		// Few values, as an older encoding may hold them: their bins.
 		i := 0
 		sk.GetNegativeValueStore().ForEach(func(index int, count float64) bool {
 			for range int(count) {
-				a.few[i], i = -indexMapping.Value(index), i+1
+				a.few[i], i = -int32(index-minIndex+1), i+1
 			}
 			return false
 		})
 		i += int(sk.GetZeroCount()) // a.few[i] is 0 already
 		sk.GetPositiveValueStore().ForEach(func(index int, count float64) bool {
 			for range int(count) {
-				a.few[i], i = indexMapping.Value(index), i+1
+				a.few[i], i = int32(index-minIndex+1), i+1
 			}
 			return false
 		})
@@ -506,8 +557,8 @@ func (a *Acc) CountBelow(s Screen) int64 {
 	}
 	if a.sketch == nil {
 		n := int64(0)
-		for _, v := range a.few[:a.Count] {
-			if s.Below(v, nil) {
+		for _, b := range a.few[:a.Count] {
+			if b < 0 || b == 0 && s.threshold >= minIndexable || b > 0 && int(b)-1+minIndex < s.key {
 				n++
 			}
 		}
