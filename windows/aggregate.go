@@ -2,6 +2,7 @@ package windows
 
 import (
 	"math"
+	"slices"
 
 	"github.com/riskstream/riskstream/heatmap"
 	"github.com/riskstream/riskstream/rules"
@@ -155,6 +156,13 @@ func (op *Operator) bestQuantile(sp *spec, panes []win, first int64) (int64, flo
 // the last bit.
 func (op *Operator) bestInOrder(sp *spec, panes []win, first, last int64, lo int) (int64, float64) {
 	best, bestStart := math.Inf(-1), first
+	if sp.agg == rules.Distinct {
+		// The first window holds the others' values and events.
+		if sp.minEvents > 1 && events(panes[lo:]) < sp.minEvents {
+			return bestStart, best
+		}
+		return first, float64(op.union(panes[lo:]))
+	}
 	if sp.agg == rules.Min || sp.agg == rules.Max {
 		// From the last pane back, a tie going to the earlier start. The
 		// windows holding panes[j:] start after panes[j-1], at the
@@ -222,6 +230,37 @@ func (op *Operator) bestInOrder(sp *spec, panes []win, first, last int64, lo int
 		return op.bestQuantile(sp, panes, first)
 	}
 	return bestStart, best
+}
+
+// union returns how many distinct values panes hold: without an index (see
+// distinctIndexOf) they are few, and a scan of the ones already counted is
+// cheaper than a map.
+func (op *Operator) union(panes []win) int {
+	var few [32]uint64
+	n := 0
+	for i := range panes {
+		for _, h := range panes[i].distinct() {
+			if n < len(few) && !slices.Contains(few[:n], h) {
+				few[n], n = h, n+1
+				continue
+			}
+			if n == len(few) {
+				return op.unionMap(panes)
+			}
+		}
+	}
+	return n
+}
+
+// unionMap is union for many values.
+func (op *Operator) unionMap(panes []win) int {
+	defer clear(op.counts)
+	for i := range panes {
+		for _, h := range panes[i].distinct() {
+			op.counts[h] = 1
+		}
+	}
+	return len(op.counts)
 }
 
 // mayExceed reports whether sum/n, a window's avg or ratio, may exceed

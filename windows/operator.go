@@ -465,7 +465,7 @@ func (op *Operator) bestWindow(sp *spec, panes []win, first, last int64) (int64,
 		screenPanes(sp, panes)
 	}
 	lo := firstFrom(panes, first)
-	if n := len(panes); lo < n && panes[n-1].start < first+sp.size && sp.agg != rules.Distinct {
+	if n := len(panes); lo < n && panes[n-1].start < first+sp.size {
 		return op.bestInOrder(sp, panes, first, last, lo)
 	}
 	hi := lo
