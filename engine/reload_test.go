@@ -513,11 +513,12 @@ func TestReloadRefused(t *testing.T) {
 	}
 }
 
-// TestReloadQuantileThreshold: a quantile rule's panes count their values
-// below its threshold (windows' screen); a reload that changes only the
-// threshold keeps the state, and the rule then decides exactly as a run
-// that had the new threshold from the start, its counts recounted whether
-// its panes stayed in memory or were decoded.
+// TestReloadQuantileThreshold: a quantile rule's panes and sessions count
+// their values below its threshold (windows' screen); a reload that
+// changes only the threshold keeps the state, and the rule then decides
+// exactly as a run that had the new threshold from the start, its counts
+// recounted whether its panes stayed in memory or were decoded. Sessions
+// of two minutes span the reload.
 func TestReloadQuantileThreshold(t *testing.T) {
 	rulesWith := func(p99, p50 string) *rules.Config {
 		cfg, err := rules.Parse("rules.yaml", []byte(`
@@ -532,6 +533,12 @@ rules:
   - name: p50
     key: [user]
     window: {type: sliding, size: 10s, slide: 2s}
+    aggregate: quantile:latency_ms:0.5
+    threshold: `+p50+`
+    action: alert
+  - name: session-p50
+    key: [user]
+    window: {type: session, gap: 2m}
     aggregate: quantile:latency_ms:0.5
     threshold: `+p50+`
     action: alert
@@ -560,15 +567,15 @@ rules:
 					if err != nil {
 						t.Fatal(err)
 					}
-					if kept, _, _, _ := diff.Groups(); len(kept) != 2 {
-						t.Fatalf("kept %v, want both rules", kept)
+					if kept, _, _, _ := diff.Groups(); len(kept) != 3 {
+						t.Fatalf("kept %v, want every rule", kept)
 					}
 				})
 				return second
 			}
 			want := run(rulesWith(th[2], th[3]), nil)
 			got := run(rulesWith(th[0], th[1]), rulesWith(th[2], th[3]))
-			for _, r := range []string{"p99", "p50"} {
+			for _, r := range []string{"p99", "p50", "session-p50"} {
 				if g, w := of(got, r), of(want, r); g != w || w == "" {
 					t.Errorf("%d slots, thresholds %v: %s decided %d bytes after the reload, want %d",
 						slots, th, r, len(g), len(w))

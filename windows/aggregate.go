@@ -87,15 +87,42 @@ func (op *Operator) screenPane(sp *spec, p *win, v float64) {
 	}
 }
 
-// screenPanes brings the counts of a quantile rule's panes up to date:
-// a pane decoded from the store, or counted for an earlier threshold,
-// counts its sketch's values below the threshold again.
+// screenPanes brings the counts of a quantile rule's panes (or sessions)
+// up to date: one decoded from the store, merged from sessions, or counted
+// for an earlier threshold, counts its sketch's values below the threshold
+// again.
 func screenPanes(sp *spec, panes []win) {
 	for i := range panes {
-		if p := &panes[i]; p.rev != sp.screenGen {
-			p.rev, p.sum = sp.screenGen, float64(p.heatmap().CountBelow(sp.screen))
+		sp.screened(&panes[i])
+	}
+}
+
+// screenedAll reports whether every one of ws, panes or sessions of sp, has
+// its count up to date.
+func screenedAll(sp *spec, ws []win) bool {
+	for i := range ws {
+		if ws[i].rev != sp.screenGen {
+			return false
 		}
 	}
+	return true
+}
+
+// screened brings the count of p, a pane or session of sp, up to date.
+func (sp *spec) screened(p *win) {
+	if p.rev != sp.screenGen {
+		p.rev, p.sum = sp.screenGen, float64(p.heatmap().CountBelow(sp.screen))
+	}
+}
+
+// mayExceed reports whether the aggregate of se, a session of sp, may
+// exceed the threshold: false only for a quantile its screen rules out.
+func (sp *spec) mayExceed(se *win) bool {
+	if sp.agg != rules.Quantile {
+		return true
+	}
+	sp.screened(se)
+	return heatmap.MayExceed(sp.q, se.n, int64(se.sum))
 }
 
 // bestQuantile returns the start and quantile of the window with the

@@ -73,11 +73,14 @@ func encodeSlot(dst []byte, s *slot) []byte {
 		}
 		if sp.wtype == rules.Session {
 			dst = binary.AppendUvarint(dst, uint64(w.end-w.start))
-			fired := uint64(0)
+			fired, rev := uint64(0), uint64(w.rev)
 			if w.fired {
 				fired = 1
 			}
-			dst = binary.AppendUvarint(dst, uint64(w.rev)<<1|fired)
+			if sp.rule != nil {
+				rev = 0 // a rule's sessions never fire; a quantile's rev stamps its screen
+			}
+			dst = binary.AppendUvarint(dst, rev<<1|fired)
 		}
 		dst = appendAcc(dst, sp, &w.acc)
 	}

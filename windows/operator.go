@@ -353,6 +353,9 @@ func (op *Operator) addToSession(sp *spec, r *SlotRef, keys []byte, t int64, pro
 		for k := i + 1; k < j; k++ {
 			m.acc.merge(&ss[k].acc, sp.agg)
 		}
+		if sp.agg == rules.Quantile && screenedAll(sp, ss[i:j]) {
+			m.rev = sp.screenGen // the merged counts add up (screenPane)
+		}
 		ss[i] = m
 		s.wins = append(ss[:i+1], ss[j:]...)
 		clear(ss[len(s.wins):]) // drop references held by the shifted-out tail
@@ -360,6 +363,9 @@ func (op *Operator) addToSession(sp *spec, r *SlotRef, keys []byte, t int64, pro
 	se := &s.wins[i]
 	s.added(sp.cleanup(se.end))
 	op.addTo(sp, &se.acc, r.val, processing)
+	if sp.agg == rules.Quantile {
+		op.screenPane(sp, se, math.Float64frombits(r.val))
+	}
 	op.cache.markDirty(s)
 	if sp.hm != nil {
 		switch {
@@ -371,7 +377,7 @@ func (op *Operator) addToSession(sp *spec, r *SlotRef, keys []byte, t int64, pro
 			op.fireSession(s, se)
 		}
 	} else {
-		if se.acc.n >= sp.minEvents {
+		if se.acc.n >= sp.minEvents && sp.mayExceed(se) {
 			op.decide(sp, s, se.start, se.end, sp.sessionValue(&se.acc), processing)
 		}
 	}

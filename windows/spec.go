@@ -59,7 +59,7 @@ type spec struct {
 	// q is a quantile rule's quantile, and screen rules out the windows
 	// whose quantile cannot exceed its threshold from counts its panes
 	// keep: in sum, the number of values Below reports for, valid while
-	// the pane's rev is screenGen (see screenPane).
+	// the pane's (or session's) rev is screenGen (see screenPane).
 	q         float64
 	screen    heatmap.Screen
 	screenGen int32
