@@ -75,16 +75,20 @@ func (op *Operator) stampScreens(specs []*spec) {
 // values below the screen's threshold (see spec.screen). A pane that was
 // empty starts its count; one whose count is stale (decoded, or counted
 // for an earlier threshold) is left to screenPanes.
-func (op *Operator) screenPane(sp *spec, p *win, v float64) {
+// It returns by how much the event moved the screen's quantity of every
+// window holding p (see inOrderScreen).
+func (op *Operator) screenPane(sp *spec, p *win, v float64) float64 {
 	if p.rev != sp.screenGen {
 		if p.n != 1 {
-			return
+			return math.NaN() // a stale count: no screen holds
 		}
 		p.rev, p.sum = sp.screenGen, 0
 	}
 	if sp.screen.Below(v, &op.sketchIndexes) {
 		p.sum++
+		return 1 - sp.q
 	}
+	return -sp.q
 }
 
 // screenPanes brings the counts of a quantile rule's panes (or sessions)
@@ -181,7 +185,12 @@ func (op *Operator) bestQuantile(sp *spec, panes []win, first int64) (int64, flo
 // best, without the general sweep's bookkeeping. Sums are added and taken
 // away in the order the general sweep takes, so that an avg is the same to
 // the last bit.
-func (op *Operator) bestInOrder(sp *spec, panes []win, first, last int64, lo int) (int64, float64) {
+//
+// For avg, ratio and quantile, the pass remembers in s (nil: nowhere) the
+// extreme of the windows' screen quantities (inOrderScreen), and the next
+// events in order rule every window out from it without a pass, until the
+// windows change.
+func (op *Operator) bestInOrder(sp *spec, s *slot, panes []win, first, last int64, lo int) (int64, float64) {
 	best, bestStart := math.Inf(-1), first
 	if sp.agg == rules.Distinct {
 		// The first window holds the others' values and events.
@@ -213,39 +222,64 @@ func (op *Operator) bestInOrder(sp *spec, panes []win, first, last int64, lo int
 		}
 		return bestStart, best
 	}
+	// Every suffix of the panes is a window of the event's when the event
+	// is in the last pane, as in-order events are.
+	all := last >= sp.slideDiv.floor(panes[len(panes)-1].start)
+	var screen *inOrderScreen
+	if s != nil && s.more != nil {
+		screen = &s.more.inOrder
+	}
+	if all && screen.current(sp, len(panes), first) && screen.rulesOut(sp) {
+		return bestStart, best
+	}
 	var n int64
-	var sum float64
+	var sum, magnitude float64
 	for j := lo; j < len(panes); j++ {
 		n += panes[j].n
 		sum += panes[j].sum
+		magnitude += math.Abs(panes[j].sum)
 	}
-	for j, s := lo, first; ; {
+	bound := math.Inf(1)
+	if sp.agg != rules.Quantile {
+		bound = math.Inf(-1)
+	}
+	t := 0.0
+	if sp.rule != nil {
+		t = sp.rule.Threshold
+	}
+	slack := 1e-9 * (magnitude + (1+math.Abs(t))*float64(n+1))
+	for j, ws := lo, first; ; {
+		if sp.agg == rules.Quantile {
+			bound = min(bound, sum-float64(sp.q*float64(n-1)))
+		} else {
+			bound = max(bound, sum-t*float64(n))
+		}
 		if n >= sp.minEvents {
 			switch sp.agg {
 			case rules.Avg, rules.Ratio:
 				if mayExceed(sum, n, sp.rule.Threshold) {
 					if v := sum / float64(n); v > best {
-						best, bestStart = v, s
+						best, bestStart = v, ws
 					}
 				}
 			case rules.Quantile:
 				// sum counts the values below the threshold's bin (screenPane).
 				if heatmap.MayExceed(sp.q, n, int64(sum)) {
-					op.windows = append(op.windows, sweptWindow{s, j, len(panes)})
+					op.windows = append(op.windows, sweptWindow{ws, j, len(panes)})
 				}
 			}
 		}
 		// The next window starts after panes[j], and may leave more
 		// panes behind when they are narrower than the slide.
 		if sp.pane == sp.slide {
-			s = panes[j].start + sp.slide
+			ws = panes[j].start + sp.slide
 		} else {
-			s = sp.slideDiv.ceil(panes[j].start + 1)
+			ws = sp.slideDiv.ceil(panes[j].start + 1)
 		}
-		if s > last {
+		if ws > last {
 			break
 		}
-		for ; j < len(panes) && panes[j].start < s; j++ {
+		for ; j < len(panes) && panes[j].start < ws; j++ {
 			n -= panes[j].n
 			sum -= panes[j].sum
 		}
@@ -253,10 +287,62 @@ func (op *Operator) bestInOrder(sp *spec, panes []win, first, last int64, lo int
 			break
 		}
 	}
+	if all && s != nil && len(panes)-lo >= inOrderScreenMin {
+		s.extra().inOrder = inOrderScreen{first: first, panes: len(panes), gen: sp.screenGen, bound: bound, slack: slack}
+	}
 	if sp.agg == rules.Quantile {
 		return op.bestQuantile(sp, panes, first)
 	}
 	return bestStart, best
+}
+
+// inOrderScreen is what bestInOrder's screen found over the windows of an
+// avg, ratio or quantile rule's slot whose events come in order: the
+// extreme, over the windows, of the quantity that rules a window out
+// (quantile: below − q·(n−1), its least, out above 0.5; avg and ratio:
+// sum − threshold·n, its greatest, out below 0). Each event added to the
+// last pane is in every one of those windows and moves each one's
+// quantity alike, so the extreme follows the events (moved) and rules
+// them all out, or not, without a pass over the panes, until a pane is
+// added or the first window changes.
+type inOrderScreen struct {
+	first int64 // the first window's start
+	panes int   // the slot's panes; 0 for none
+	gen   int32 // the spec's screenGen: a Reload may change the threshold
+	// bound is the extreme, and slack the rounding its float sums may
+	// have gathered.
+	bound, slack float64
+}
+
+// inOrderScreenMin is how many windows make a slot remember its screen:
+// for fewer, the pass costs little and the memory would not pay. Tests
+// set it to 0 and to the maximum to compare the two.
+var inOrderScreenMin = 8
+
+// current reports whether x, if not nil, holds the screen of sp's windows
+// over panes panes from first.
+func (x *inOrderScreen) current(sp *spec, panes int, first int64) bool {
+	return x != nil && x.panes == panes && x.panes > 0 && x.first == first && x.gen == sp.screenGen
+}
+
+// rulesOut reports whether no window may exceed the threshold.
+func (x *inOrderScreen) rulesOut(sp *spec) bool {
+	if sp.agg == rules.Quantile {
+		return x.bound > 0.5+x.slack
+	}
+	return x.bound < -x.slack
+}
+
+// moved follows an event added to p, one of s's panes, that moved the
+// quantity of every window holding p by d; a pane added since, or an
+// event in another pane, makes x no longer current.
+func (x *inOrderScreen) moved(s *slot, p *win, d float64) {
+	if x.panes != len(s.wins) || p != &s.wins[len(s.wins)-1] {
+		x.panes = 0
+		return
+	}
+	x.bound += d
+	x.slack += 1e-9 * (math.Abs(d) + 1)
 }
 
 // union returns how many distinct values panes hold: without an index (see

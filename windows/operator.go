@@ -286,7 +286,12 @@ func (op *Operator) addToPane(sp *spec, r *SlotRef, keys []byte, t int64, proces
 	case sp.running:
 		s.counted(pn)
 	case sp.agg == rules.Quantile:
-		op.screenPane(sp, pn, math.Float64frombits(r.val))
+		d := op.screenPane(sp, pn, math.Float64frombits(r.val))
+		if s.more != nil {
+			s.more.inOrder.moved(s, pn, d)
+		}
+	case (sp.agg == rules.Avg || sp.agg == rules.Ratio) && s.more != nil:
+		s.more.inOrder.moved(s, pn, math.Float64frombits(r.val)-sp.rule.Threshold)
 	case sp.agg == rules.Distinct:
 		if x := s.distinctIndex(); x != nil && len(pn.distinct()) > values {
 			if first < x.base {
@@ -313,7 +318,7 @@ func (op *Operator) addToPane(sp *spec, r *SlotRef, keys []byte, t int64, proces
 		if x := distinctIndexOf(sp, s, live.firstLive, first); x != nil {
 			start, v = x.best(sp, s.wins, first, last)
 		} else {
-			start, v = op.bestWindow(sp, s.wins, first, last)
+			start, v = op.bestWindow(sp, s, s.wins, first, last)
 		}
 		op.decide(sp, s, start, start+sp.size, v, processing)
 	}
@@ -463,7 +468,7 @@ func (op *Operator) keyText(s *slot) string {
 // where no pane enters or leaves the aggregate is constant, so it jumps from
 // one such change to the next: the cost follows the number of panes, not
 // size/slide.
-func (op *Operator) bestWindow(sp *spec, panes []win, first, last int64) (int64, float64) {
+func (op *Operator) bestWindow(sp *spec, s *slot, panes []win, first, last int64) (int64, float64) {
 	switch sp.agg {
 	case rules.Count, rules.Sum:
 		return bestAdditive(sp, panes, first, last)
@@ -472,7 +477,7 @@ func (op *Operator) bestWindow(sp *spec, panes []win, first, last int64) (int64,
 	}
 	lo := firstFrom(panes, first)
 	if n := len(panes); lo < n && panes[n-1].start < first+sp.size {
-		return op.bestInOrder(sp, panes, first, last, lo)
+		return op.bestInOrder(sp, s, panes, first, last, lo)
 	}
 	hi := lo
 	var n int64

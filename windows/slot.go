@@ -92,6 +92,9 @@ type slotMore struct {
 	// distinct indexes the values of a distinct rule's panes (see
 	// distinctIndex); nil until a decision needs it.
 	distinct *distinctIndex
+	// inOrder screens the windows of an avg, ratio or quantile rule's
+	// events in order.
+	inOrder inOrderScreen
 }
 
 // firedWins returns the fired windows of a pane-based heatmap's slot.

@@ -211,7 +211,7 @@ func TestBestWindowStatsBruteForce(t *testing.T) {
 				wantStart, want = ws, v
 			}
 		}
-		gotStart, got := op.bestWindow(sp, panes, first, last)
+		gotStart, got := op.bestWindow(sp, nil, panes, first, last)
 		if want > sp.rule.Threshold {
 			decided++
 			if got != want || gotStart != wantStart {

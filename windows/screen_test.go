@@ -1,0 +1,81 @@
+package windows
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// TestInOrderScreenMatchesPass: avg, ratio and quantile rules decide the
+// same when their slots remember the screen of in-order events
+// (inOrderScreen) as when every event makes a pass over the panes, on
+// random windows, thresholds near the values, min_events, a key or two
+// with many events each, events mostly in order but some not, and late
+// ones; with a cache of one slot too, where states are evicted.
+func TestInOrderScreenMatchesPass(t *testing.T) {
+	defer func(m int) { inOrderScreenMin = m }(inOrderScreenMin)
+	r := rand.New(rand.NewPCG(15, 16))
+	windows := []string{
+		"{type: sliding, size: 200ms, slide: 10ms}",
+		"{type: sliding, size: 100ms, slide: 20ms}",
+		"{type: sliding, size: 90ms, slide: 4ms}",
+		"{type: sliding, size: 300ms, slide: 30ms}",
+	}
+	aggs := []string{`"avg:v"`, "ratio, match: {v: [1, 2, 3]}", `"quantile:v:0.9"`, `"quantile:v:0.5"`, `"quantile:v:1"`}
+	screened := 0
+	for trial := range 200 {
+		agg := aggs[r.IntN(len(aggs))]
+		threshold := []float64{3.5, 5, 6, 0.3, 0.5, 0}[r.IntN(6)]
+		text := fmt.Sprintf(`
+rules:
+  - {name: q, key: [k], window: %s, aggregate: %s, threshold: %v, min_events: %d, action: deny}
+`, windows[r.IntN(len(windows))], agg, threshold, r.IntN(3)*5)
+		keys := 1 + r.IntN(2)
+		var lines [][]byte
+		ts := int64(r.IntN(1000))
+		high := 3 + r.IntN(8) // values 0..high: sometimes over the threshold
+		for i := range 600 {
+			ts += int64(r.IntN(3))
+			at := ts
+			if r.IntN(10) == 0 {
+				at -= int64(r.IntN(60)) // out of order, some late
+			}
+			lines = append(lines, fmt.Appendf(nil, `{"id":"e%d","ts":%d,"k":%d,"v":%d}`, i, at, r.IntN(keys), r.IntN(high)))
+		}
+		slots := []int{0, 1}[r.IntN(2)]
+		run := func(min int) ([]string, *Operator) {
+			inOrderScreenMin = min
+			out := &recorder{}
+			op, dec := newTestOperatorWith(t, text, NewMemBackend(), out, Options{CacheSlots: slots})
+			maxTS := MinWatermark
+			for _, l := range lines {
+				maxTS = max(maxTS, processLine(t, op, dec, l))
+				if err := op.AdvanceWatermark(maxTS - 20); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return out.lines, op
+		}
+		want, _ := run(math.MaxInt)
+		got, op := run(0)
+		if !slices.Equal(got, want) {
+			for i := range min(len(got), len(want)) {
+				if got[i] != want[i] {
+					t.Fatalf("trial %d, %d slots, rules %s: output %d is %q with the screen, %q without", trial, slots, text, i, got[i], want[i])
+				}
+			}
+			t.Fatalf("trial %d, rules %s: %d outputs with the screen, %d without", trial, text, len(got), len(want))
+		}
+		for _, s := range op.cache.ring {
+			if s.more != nil && s.more.inOrder.panes > 0 {
+				screened++
+				break
+			}
+		}
+	}
+	if screened < 50 {
+		t.Fatalf("only %d of 200 trials ended with a slot's screen remembered", screened)
+	}
+}
