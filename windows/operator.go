@@ -473,7 +473,11 @@ func (op *Operator) bestWindow(sp *spec, s *slot, panes []win, first, last int64
 	case rules.Count, rules.Sum:
 		return bestAdditive(sp, panes, first, last)
 	case rules.Quantile:
-		screenPanes(sp, panes)
+		// A slot whose in-order screen is current has had its panes'
+		// counts current since the screen was taken.
+		if s == nil || s.more == nil || s.more.inOrder.panes != len(panes) || s.more.inOrder.gen != sp.screenGen {
+			screenPanes(sp, panes)
+		}
 	}
 	lo := firstFrom(panes, first)
 	if n := len(panes); lo < n && panes[n-1].start < first+sp.size {
