@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"slices"
 	"testing"
 )
 
@@ -40,28 +39,12 @@ rules:
 			lines = append(lines, fmt.Appendf(nil, `{"id":"e%d","ts":%d,"k":%d,"v":%d}`, i, at, r.IntN(keys), r.IntN(values)))
 		}
 		slots := []int{0, 1}[r.IntN(2)]
-		run := func(min int) ([]string, *Operator) {
-			distinctIndexMin = min
-			out := &recorder{}
-			op, dec := newTestOperatorWith(t, text, NewMemBackend(), out, Options{CacheSlots: slots})
-			maxTS := MinWatermark
-			for _, l := range lines {
-				maxTS = max(maxTS, processLine(t, op, dec, l))
-				if err := op.AdvanceWatermark(maxTS - 20); err != nil {
-					t.Fatal(err)
-				}
-			}
-			return out.lines, op
-		}
-		want, _ := run(math.MaxInt)
-		got, op := run(0)
-		if !slices.Equal(got, want) {
-			for i := range min(len(got), len(want)) {
-				if got[i] != want[i] {
-					t.Fatalf("trial %d, %d slots, rules %s: output %d is %q with the index, %q with the sweep", trial, slots, text, i, got[i], want[i])
-				}
-			}
-			t.Fatalf("trial %d: %d outputs with the index, %d with the sweep", trial, len(got), len(want))
+		distinctIndexMin = math.MaxInt
+		want, _ := runWatermarked(t, text, slots, lines)
+		distinctIndexMin = 0
+		got, op := runWatermarked(t, text, slots, lines)
+		if d := firstDifference(got, want); d != "" {
+			t.Fatalf("trial %d, %d slots, rules %s: %s (with the index, with the sweep)", trial, slots, text, d)
 		}
 		used := false
 		for _, s := range op.cache.ring {
@@ -118,4 +101,35 @@ func checkDistinctIndex(t *testing.T, op *Operator, s *slot, x *distinctIndex) {
 			t.Fatalf("window at %d: the index counts %d distinct values, its panes hold %d", start, c, len(union))
 		}
 	}
+}
+
+// runWatermarked has an operator of the rules file text, with a cache of
+// slots slots, process lines, the watermark 20 ms behind the largest ts
+// after each, and returns its outputs and the operator.
+func runWatermarked(t *testing.T, text string, slots int, lines [][]byte) ([]string, *Operator) {
+	t.Helper()
+	out := &recorder{}
+	op, dec := newTestOperatorWith(t, text, NewMemBackend(), out, Options{CacheSlots: slots})
+	maxTS := MinWatermark
+	for _, l := range lines {
+		maxTS = max(maxTS, processLine(t, op, dec, l))
+		if err := op.AdvanceWatermark(maxTS - 20); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out.lines, op
+}
+
+// firstDifference describes where got and want first differ, "" when they
+// do not.
+func firstDifference(got, want []string) string {
+	for i := range min(len(got), len(want)) {
+		if got[i] != want[i] {
+			return fmt.Sprintf("output %d is %q, and %q", i, got[i], want[i])
+		}
+	}
+	if len(got) != len(want) {
+		return fmt.Sprintf("%d outputs, and %d", len(got), len(want))
+	}
+	return ""
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"slices"
 	"testing"
 )
 
@@ -45,28 +44,12 @@ rules:
 			lines = append(lines, fmt.Appendf(nil, `{"id":"e%d","ts":%d,"k":%d,"v":%d}`, i, at, r.IntN(keys), r.IntN(high)))
 		}
 		slots := []int{0, 1}[r.IntN(2)]
-		run := func(min int) ([]string, *Operator) {
-			inOrderScreenMin = min
-			out := &recorder{}
-			op, dec := newTestOperatorWith(t, text, NewMemBackend(), out, Options{CacheSlots: slots})
-			maxTS := MinWatermark
-			for _, l := range lines {
-				maxTS = max(maxTS, processLine(t, op, dec, l))
-				if err := op.AdvanceWatermark(maxTS - 20); err != nil {
-					t.Fatal(err)
-				}
-			}
-			return out.lines, op
-		}
-		want, _ := run(math.MaxInt)
-		got, op := run(0)
-		if !slices.Equal(got, want) {
-			for i := range min(len(got), len(want)) {
-				if got[i] != want[i] {
-					t.Fatalf("trial %d, %d slots, rules %s: output %d is %q with the screen, %q without", trial, slots, text, i, got[i], want[i])
-				}
-			}
-			t.Fatalf("trial %d, rules %s: %d outputs with the screen, %d without", trial, text, len(got), len(want))
+		inOrderScreenMin = math.MaxInt
+		want, _ := runWatermarked(t, text, slots, lines)
+		inOrderScreenMin = 0
+		got, op := runWatermarked(t, text, slots, lines)
+		if d := firstDifference(got, want); d != "" {
+			t.Fatalf("trial %d, %d slots, rules %s: %s (with the screen, without)", trial, slots, text, d)
 		}
 		for _, s := range op.cache.ring {
 			if s.more != nil && s.more.inOrder.panes > 0 {

@@ -52,14 +52,8 @@ func TestBestWindowBruteForce(t *testing.T) {
 				panes[i].end = c
 			}
 		}
-		// The windows containing a time t within the panes' span.
-		at := r.IntN(len(panes))
-		if r.IntN(2) == 0 {
-			at = len(panes) - 1
-		}
-		t0 := panes[at].start + r.Int64N(sp.pane)
-		first, last := sp.firstStart(t0), sp.lastStart(t0)
-		if panes[len(panes)-1].start < first+sp.size {
+		first, last, ordered := eventWindows(r, sp, panes)
+		if ordered {
 			inOrder++
 			if sp.running {
 				runningInOrder++
@@ -175,13 +169,8 @@ func TestBestWindowStatsBruteForce(t *testing.T) {
 			panes = append(panes, win{start: start, acc: acc{n: n, sum: sum}})
 			start += (1 + r.Int64N(3)) * sp.pane
 		}
-		at := r.IntN(len(panes))
-		if r.IntN(2) == 0 {
-			at = len(panes) - 1
-		}
-		t0 := panes[at].start + r.Int64N(sp.pane)
-		first, last := sp.firstStart(t0), sp.lastStart(t0)
-		if panes[len(panes)-1].start < first+sp.size {
+		first, last, ordered := eventWindows(r, sp, panes)
+		if ordered {
 			inOrder++
 		}
 		wantStart, want := first, math.Inf(-1)
@@ -225,4 +214,18 @@ func TestBestWindowStatsBruteForce(t *testing.T) {
 	if decided < 10_000 || inOrder < 10_000 {
 		t.Fatalf("%d trials decided, %d in order: both need trials", decided, inOrder)
 	}
+}
+
+// eventWindows returns the starts of the first and last windows of sp that
+// hold a random time within panes' span, in the newest pane half the time,
+// and whether every pane from the first window's on is in each of them, as
+// when events come in order.
+func eventWindows(r *rand.Rand, sp *spec, panes []win) (first, last int64, inOrder bool) {
+	at := r.IntN(len(panes))
+	if r.IntN(2) == 0 {
+		at = len(panes) - 1
+	}
+	t := panes[at].start + r.Int64N(sp.pane)
+	first, last = sp.firstStart(t), sp.lastStart(t)
+	return first, last, panes[len(panes)-1].start < first+sp.size
 }
