@@ -229,7 +229,7 @@ func (op *Operator) bestInOrder(sp *spec, s *slot, panes []win, first, last int6
 	if s != nil && s.more != nil {
 		screen = &s.more.inOrder
 	}
-	if all && screen.current(sp, len(panes), first) && screen.rulesOut(sp) {
+	if all && screen.current(sp, panes, first) && screen.rulesOut(sp) {
 		return bestStart, best
 	}
 	var n int64
@@ -288,7 +288,8 @@ func (op *Operator) bestInOrder(sp *spec, s *slot, panes []win, first, last int6
 		}
 	}
 	if all && s != nil && len(panes)-lo >= inOrderScreenMin {
-		s.extra().inOrder = inOrderScreen{first: first, panes: len(panes), gen: sp.screenGen, bound: bound, slack: slack}
+		s.extra().inOrder = inOrderScreen{first: first, lastPane: panes[len(panes)-1].start, panes: len(panes),
+			gen: sp.screenGen, bound: bound, slack: slack}
 	}
 	if sp.agg == rules.Quantile {
 		return op.bestQuantile(sp, panes, first)
@@ -306,9 +307,10 @@ func (op *Operator) bestInOrder(sp *spec, s *slot, panes []win, first, last int6
 // them all out, or not, without a pass over the panes, until a pane is
 // added or the first window changes.
 type inOrderScreen struct {
-	first int64 // the first window's start
-	panes int   // the slot's panes; 0 for none
-	gen   int32 // the spec's screenGen: a Reload may change the threshold
+	first    int64 // the first window's start
+	lastPane int64 // the last pane's start
+	panes    int   // the slot's panes; 0 for none
+	gen      int32 // the spec's screenGen: a Reload may change the threshold
 	// bound is the extreme, and slack the rounding its float sums may
 	// have gathered.
 	bound, slack float64
@@ -321,8 +323,9 @@ var inOrderScreenMin = 8
 
 // current reports whether x, if not nil, holds the screen of sp's windows
 // over panes panes from first.
-func (x *inOrderScreen) current(sp *spec, panes int, first int64) bool {
-	return x != nil && x.panes == panes && x.panes > 0 && x.first == first && x.gen == sp.screenGen
+func (x *inOrderScreen) current(sp *spec, panes []win, first int64) bool {
+	return x != nil && x.panes == len(panes) && x.panes > 0 && x.lastPane == panes[len(panes)-1].start &&
+		x.first == first && x.gen == sp.screenGen
 }
 
 // rulesOut reports whether no window may exceed the threshold.
@@ -334,10 +337,10 @@ func (x *inOrderScreen) rulesOut(sp *spec) bool {
 }
 
 // moved follows an event added to p, one of s's panes, that moved the
-// quantity of every window holding p by d; a pane added since, or an
-// event in another pane, makes x no longer current.
+// quantity of every window holding p by d; a pane added or purged since,
+// or an event in another pane, makes x no longer current.
 func (x *inOrderScreen) moved(s *slot, p *win, d float64) {
-	if x.panes != len(s.wins) || p != &s.wins[len(s.wins)-1] {
+	if x.panes != len(s.wins) || p != &s.wins[len(s.wins)-1] || p.start != x.lastPane {
 		x.panes = 0
 		return
 	}

@@ -135,7 +135,8 @@ type Operator struct {
 	// shard and shards are Options.Shard and Options.Shards.
 	shard, shards int
 	// screenGen counts the compilations of the rules (New, Reload): the
-	// generation of the quantile rules' screens (spec.screenGen).
+	// generation of the rules' screens (spec.screenGen, inOrderScreen),
+	// which a new threshold makes stale.
 	screenGen int32
 }
 
@@ -467,7 +468,7 @@ func (op *Operator) keyText(s *slot) string {
 // starting in [first, last], ties going to the earliest. Between two starts
 // where no pane enters or leaves the aggregate is constant, so it jumps from
 // one such change to the next: the cost follows the number of panes, not
-// size/slide.
+// size/slide. panes are those of s (nil: a slot that keeps no screen).
 func (op *Operator) bestWindow(sp *spec, s *slot, panes []win, first, last int64) (int64, float64) {
 	switch sp.agg {
 	case rules.Count, rules.Sum:

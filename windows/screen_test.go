@@ -21,6 +21,8 @@ func TestInOrderScreenMatchesPass(t *testing.T) {
 		"{type: sliding, size: 100ms, slide: 20ms}",
 		"{type: sliding, size: 90ms, slide: 4ms}",
 		"{type: sliding, size: 300ms, slide: 30ms}",
+		"{type: sliding, size: 12ms, slide: 8ms}",  // panes narrower than the slide: a pane may
+		"{type: sliding, size: 40ms, slide: 12ms}", // come and another go with the same first window
 	}
 	aggs := []string{`"avg:v"`, "ratio, match: {v: [1, 2, 3]}", `"quantile:v:0.9"`, `"quantile:v:0.5"`, `"quantile:v:1"`}
 	screened := 0
