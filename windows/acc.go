@@ -91,15 +91,20 @@ func (a *acc) addLatency(v float64, processing bool, bounds []float64, memo *hea
 // addDistinct adds h to the distinct values, and reports whether it was
 // not among them.
 func (a *acc) addDistinct(h uint64) bool {
-	x := a.extra()
-	if x.has(h) {
+	if a.x != nil && a.x.has(h) {
 		return false
 	}
+	a.appendDistinct(h)
+	return true
+}
+
+// appendDistinct adds h, not among the distinct values, to them.
+func (a *acc) appendDistinct(h uint64) {
+	x := a.extra()
 	x.distinct = append(x.distinct, h)
 	if x.seen != nil {
 		x.seen[h] = struct{}{}
 	}
-	return true
 }
 
 // merge folds b into a (session merges) for a spec whose aggregate is

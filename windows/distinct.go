@@ -86,9 +86,39 @@ func (s *slot) distinctIndex() *distinctIndex {
 	return s.more.distinct
 }
 
+// addDistinct adds an event of a distinct rule whose value is h to pn, one
+// of s's panes, and to s's index, if any; first is the start of the
+// event's first window not purged. An event in the last pane, as in-order
+// events are, asks the index whether h is in the pane: the pane's set is
+// then only appended to, and a hot key's pane needs no hash set.
+func addDistinct(sp *spec, s *slot, pn *win, h uint64, first int64) {
+	x := s.distinctIndex()
+	if x != nil && first < x.base {
+		s.more.distinct, x = nil, nil // built again from a lower base
+	}
+	if n := len(s.wins); x != nil && pn == &s.wins[n-1] {
+		pn.n++
+		if l, ok := x.latest[h]; !ok || l != pn.start {
+			pn.appendDistinct(h)
+			x.count(sp, s.wins, n-1, h, l, ok)
+		}
+		return
+	}
+	pn.n++
+	if pn.addDistinct(h) && x != nil {
+		x.add(sp, s.wins, s.paneIndex(pn), h)
+	}
+}
+
 // add counts h, just added to panes[i] where it was not, in the windows it
 // is new to. The windows of panes[i] that start before base are purged.
 func (x *distinctIndex) add(sp *spec, panes []win, i int, h uint64) {
+	l, ok := x.latest[h]
+	x.count(sp, panes, i, h, l, ok)
+}
+
+// count is add, given h's latest pane l (ok: h has one).
+func (x *distinctIndex) count(sp *spec, panes []win, i int, h uint64, l int64, ok bool) {
 	p := panes[i].start
 	first, last := sp.firstStart(p), sp.lastStart(p)
 	if first < x.base {
@@ -99,7 +129,7 @@ func (x *distinctIndex) add(sp *spec, panes []win, i int, h uint64) {
 		x.counts = append(x.counts, make([]int32, n-int64(len(x.counts)))...)
 	}
 	prev, next := int64(math.MinInt64), int64(math.MaxInt64)
-	if l, ok := x.latest[h]; !ok || l < p {
+	if !ok || l < p {
 		prev = l
 		if !ok {
 			prev = math.MinInt64

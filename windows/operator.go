@@ -281,8 +281,11 @@ func (op *Operator) addToPane(sp *spec, r *SlotRef, keys []byte, t int64, proces
 	s.purge(op.wm)
 	pn := s.paneAt(p)
 	s.added(sp.cleanup(last + sp.size)) // the pane's cleanup: its latest window's
-	values := len(pn.distinct())
-	op.addTo(sp, &pn.acc, r.val, processing)
+	if sp.agg == rules.Distinct {
+		addDistinct(sp, s, pn, r.val, first)
+	} else {
+		op.addTo(sp, &pn.acc, r.val, processing)
+	}
 	switch {
 	case sp.running:
 		s.counted(pn)
@@ -293,14 +296,6 @@ func (op *Operator) addToPane(sp *spec, r *SlotRef, keys []byte, t int64, proces
 		}
 	case (sp.agg == rules.Avg || sp.agg == rules.Ratio) && s.more != nil:
 		s.more.inOrder.moved(s, pn, math.Float64frombits(r.val)-sp.rule.Threshold)
-	case sp.agg == rules.Distinct:
-		if x := s.distinctIndex(); x != nil && len(pn.distinct()) > values {
-			if first < x.base {
-				s.more.distinct = nil // built again from a lower base
-			} else {
-				x.add(sp, s.wins, s.paneIndex(pn), r.val)
-			}
-		}
 	}
 	op.cache.markDirty(s)
 	if sp.hm != nil {
