@@ -191,7 +191,7 @@ func TestScreen(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	var memo IndexMemo
 	clearlyBelow, ruledOut := 0, 0
-	for trial := range 20_000 {
+	for trial := range 10_000 {
 		threshold := []float64{0, 1, 10, 99.5, 100, 250, 1e-310, 1.5e308}[r.IntN(8)]
 		if r.IntN(2) == 0 {
 			threshold = math.Exp(r.Float64()*12 - 3)
@@ -200,6 +200,9 @@ func TestScreen(t *testing.T) {
 		a := New(len(bounds))
 		var below int64
 		n := 1 + r.IntN(200)
+		// Values at the ends of the sketch's range in one trial in ten:
+		// they make its dense stores span the whole range.
+		extremes := trial%10 == 0
 		for range n {
 			var v float64
 			switch k := r.IntN(20); {
@@ -207,9 +210,9 @@ func TestScreen(t *testing.T) {
 				v = 0
 			case k == 1:
 				v = -r.Float64() * 10
-			case k == 2:
+			case k == 2 && extremes:
 				v = math.MaxFloat64
-			case k == 3:
+			case k == 3 && extremes:
 				v = 5e-324
 			case k < 10:
 				v = threshold * (0.97 + r.Float64()*0.06) // near the threshold's bin
@@ -241,7 +244,7 @@ func TestScreen(t *testing.T) {
 			}
 		}
 	}
-	if clearlyBelow < 10_000 || ruledOut < clearlyBelow*95/100 {
+	if clearlyBelow < 5000 || ruledOut < clearlyBelow*95/100 {
 		t.Fatalf("ruled out %d of %d windows whose quantile is 5%% or more below the threshold", ruledOut, clearlyBelow)
 	}
 }
@@ -262,7 +265,9 @@ func TestFewValues(t *testing.T) {
 		case 1:
 			return -math.Exp(r.Float64() * 5)
 		case 2:
-			return math.MaxFloat64
+			if r.IntN(10) == 0 { // a dense store over the whole range
+				return math.MaxFloat64
+			}
 		}
 		return math.Round(math.Exp(r.Float64()*8)*10) / 10
 	}
@@ -309,7 +314,7 @@ func TestFewValues(t *testing.T) {
 		return d
 	}
 	few := 0
-	for trial := range 5000 {
+	for trial := range 3000 {
 		var x, y []float64
 		for range 1 + r.IntN(fewValues) {
 			x = append(x, value())
@@ -344,7 +349,7 @@ func TestFewValues(t *testing.T) {
 		same(trial, "merged", a, sketched(all))
 		same(trial, "merged and decoded", decoded(trial, a), decoded(trial, sketched(all)))
 	}
-	if few < 4000 {
+	if few < 2400 {
 		t.Fatalf("only %d trials kept their values without a sketch", few)
 	}
 }
