@@ -583,6 +583,13 @@ func (a *Acc) CountBelow(s Screen) int64 {
 // returns false, Quantile of the window's merged sketch is at most the
 // threshold. The rank is the sketch's, with half a value of slack for its
 // rounding.
+//
+// Why: Quantile is the value of the bin k at the rank, clamped to the
+// exact [Min, Max]. If it exceeds the threshold, either that value does,
+// so k is above the screen's key and every value Below reports for lies
+// in the zero bin, a negative one or a bin below k, all counted before
+// the rank, so below <= rank; or Min does, so no value is below the
+// threshold and below is 0.
 func MayExceed(q float64, n, below int64) bool {
 	if n == 0 {
 		return false
