@@ -535,18 +535,20 @@ func NewScreen(threshold float64) Screen {
 // threshold, and a window all of whose values are above the threshold has
 // none.
 func (s Screen) Below(v float64, memo *IndexMemo) bool {
+	return s.binBelow(fewBin(v, memo))
+}
+
+// binBelow is Below for a value in bin b, as fewBin returns it: a negative
+// value's, the zero bin when the threshold is above the zero bin's values,
+// or a positive index below the screen's key.
+func (s Screen) binBelow(b int32) bool {
 	switch {
-	case v < -minIndexable:
+	case b < 0:
 		return true
-	case v <= minIndexable: // the sketch's zero bin
+	case b == 0:
 		return s.threshold >= minIndexable
-	case v > maxIndexable:
-		v = maxIndexable
 	}
-	if memo != nil {
-		return memo.index(v) < s.key
-	}
-	return indexMapping.Index(v) < s.key
+	return int(b)-1+minIndex < s.key
 }
 
 // CountBelow returns how many of a's values Below reports for: what a
@@ -558,7 +560,7 @@ func (a *Acc) CountBelow(s Screen) int64 {
 	if a.sketch == nil {
 		n := int64(0)
 		for _, b := range a.few[:a.Count] {
-			if b < 0 || b == 0 && s.threshold >= minIndexable || b > 0 && int(b)-1+minIndex < s.key {
+			if s.binBelow(b) {
 				n++
 			}
 		}

@@ -119,9 +119,9 @@ func (sp *spec) screened(p *win) {
 	}
 }
 
-// mayExceed reports whether the aggregate of se, a session of sp, may
-// exceed the threshold: false only for a quantile its screen rules out.
-func (sp *spec) mayExceed(se *win) bool {
+// sessionMayExceed reports whether the aggregate of se, a session of sp,
+// may exceed the threshold: false only for a quantile its screen rules out.
+func (sp *spec) sessionMayExceed(se *win) bool {
 	if sp.agg != rules.Quantile {
 		return true
 	}
@@ -243,10 +243,7 @@ func (op *Operator) bestInOrder(sp *spec, s *slot, panes []win, first, last int6
 	if sp.agg != rules.Quantile {
 		bound = math.Inf(-1)
 	}
-	t := 0.0
-	if sp.rule != nil {
-		t = sp.rule.Threshold
-	}
+	t := sp.rule.Threshold
 	slack := 1e-9 * (magnitude + (1+math.Abs(t))*float64(n+1))
 	for j, ws := lo, first; ; {
 		if sp.agg == rules.Quantile {
@@ -257,7 +254,7 @@ func (op *Operator) bestInOrder(sp *spec, s *slot, panes []win, first, last int6
 		if n >= sp.minEvents {
 			switch sp.agg {
 			case rules.Avg, rules.Ratio:
-				if mayExceed(sum, n, sp.rule.Threshold) {
+				if mayExceed(sum, n, t) {
 					if v := sum / float64(n); v > best {
 						best, bestStart = v, ws
 					}

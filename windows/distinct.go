@@ -39,10 +39,11 @@ type distinctIndex struct {
 // maximum to compare the two.
 var distinctIndexMin = 16
 
-// distinctIndexOf returns, for a distinct rule over panes, s's index for an event whose windows start at
-// first or later, live the start of the earliest window not purged: s's
-// own, its purged windows let go, or one built from s.wins; nil when s
-// holds fewer values than distinctIndexMin.
+// distinctIndexOf returns, for a distinct rule over panes, s's index for
+// an event whose windows start at first or later, live being the start of
+// the earliest window not purged: s's own, its purged windows let go, or
+// one built from s.wins; nil when s holds fewer values than
+// distinctIndexMin, or for another aggregate.
 func distinctIndexOf(sp *spec, s *slot, live, first int64) *distinctIndex {
 	if sp.agg != rules.Distinct {
 		return nil

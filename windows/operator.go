@@ -378,7 +378,7 @@ func (op *Operator) addToSession(sp *spec, r *SlotRef, keys []byte, t int64, pro
 			op.fireSession(s, se)
 		}
 	} else {
-		if se.acc.n >= sp.minEvents && sp.mayExceed(se) {
+		if se.acc.n >= sp.minEvents && sp.sessionMayExceed(se) {
 			op.decide(sp, s, se.start, se.end, sp.sessionValue(&se.acc), processing)
 		}
 	}
