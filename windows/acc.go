@@ -107,6 +107,18 @@ func (a *acc) appendDistinct(h uint64) {
 	}
 }
 
+// keepSampled drops the distinct values a state sampling at level does
+// not keep (see distinctCap), and returns how many are left.
+func (a *acc) keepSampled(level uint8) int {
+	if a.x == nil {
+		return 0
+	}
+	x := a.x
+	x.distinct = slices.DeleteFunc(x.distinct, func(h uint64) bool { return !sampled(h, level) })
+	x.seen = nil // built again when needed
+	return len(x.distinct)
+}
+
 // merge folds b into a (session merges) for a spec whose aggregate is
 // kind: for min and max rules sum holds the extreme, not a sum.
 func (a *acc) merge(b *acc, kind rules.AggregateKind) {

@@ -3,6 +3,7 @@ package windows
 import (
 	"errors"
 	"fmt"
+	"github.com/riskstream/riskstream/rules"
 	"hash/maphash"
 	"maps"
 	"slices"
@@ -57,6 +58,9 @@ type cache struct {
 	ring  []*slot // every cached slot; s.ringIdx is its position
 	hand  int
 	cap   int
+	// heavy is what cached slots weigh beyond one slot each (weigh), in
+	// slots: the cache holds len(ring)+heavy of its cap.
+	heavy int
 	cold  *coldStore
 	specs []*spec
 	buf   []byte
@@ -297,7 +301,7 @@ func (c *cache) load(id slotID, key string, loc uint64, create, event bool) (*sl
 	if err != nil {
 		return nil, err
 	}
-	full := len(c.ring) >= c.cap
+	full := c.full()
 	// A rule's state enters the cache only once its windows hold
 	// admitAfter events before this one: with millions of keys most are
 	// seen once in a while, and caching each would cost a slot, a timer
@@ -376,6 +380,12 @@ func (c *cache) freshSlot(id slotID, key string, sp *spec) *slot {
 // cold store.
 func (c *cache) settle(s *slot) error {
 	if s != c.fresh {
+		c.weigh(s)
+		for len(c.ring)+c.heavy > c.cap && len(c.ring) > 1 {
+			if err := c.evictOne(s); err != nil {
+				return err
+			}
+		}
 		return nil
 	}
 	return c.writeBack(s) // load resets it for the next key
@@ -390,10 +400,30 @@ func (c *cache) untimed(s *slot) bool {
 	return s == c.fresh && !c.freshTimed && c.cold.expiring && s.sp.rule != nil
 }
 
+// full reports whether the cache holds as much as its cap.
+func (c *cache) full() bool { return len(c.ring)+c.heavy >= c.cap }
+
+// distinctValueBytes is what a value in a distinct rule's sets costs in
+// memory, with its share of the hash sets and of the index
+// (TestDistinctValueBytes measures it).
+const distinctValueBytes = 96
+
+// weigh counts s, a cached slot an event changed, at what its sets hold:
+// a distinct rule's hot key may hold up to distinctCap values, thousands
+// of slots' worth of memory.
+func (c *cache) weigh(s *slot) {
+	if s.sp.rule == nil || s.sp.agg != rules.Distinct {
+		return
+	}
+	w := int32(distinctHeld(s) * distinctValueBytes / HotSlotBytes)
+	c.heavy += int(w - s.weight)
+	s.weight = w
+}
+
 // makeRoom evicts slots until there is room for one more.
 func (c *cache) makeRoom() error {
-	for len(c.ring) >= c.cap {
-		if err := c.evictOne(); err != nil {
+	for c.full() && len(c.ring) > 0 {
+		if err := c.evictOne(nil); err != nil {
 			return err
 		}
 	}
@@ -436,14 +466,18 @@ func (c *cache) insert(id slotID, s *slot, persisted bool) {
 }
 
 // evictOne sweeps the clock hand to a slot not referenced since the last
-// sweep and evicts it.
-func (c *cache) evictOne() error {
+// sweep, other than keep, and evicts it.
+func (c *cache) evictOne(keep *slot) error {
 	for {
 		if c.hand >= len(c.ring) {
 			c.hand = 0
 		}
 		c.prefetchVictims()
 		s := c.ring[c.hand]
+		if s == keep {
+			c.hand++
+			continue
+		}
 		if s.referenced {
 			s.referenced = false
 			c.hand++
@@ -555,6 +589,8 @@ func (c *cache) unring(s *slot) {
 	c.ring[len(c.ring)-1] = nil
 	c.ring = c.ring[:len(c.ring)-1]
 	s.ringIdx = -1
+	c.heavy -= int(s.weight)
+	s.weight = 0
 	// Nothing the slot refers to stays reachable through it until it is
 	// reused.
 	s.wins, s.more, s.key, s.inline[0] = nil, nil, "", win{}

@@ -22,7 +22,8 @@ const (
 	partFiredEnd             // firedEnd: pane-based heatmaps
 	partFired                // fired windows kept for allowed lateness
 	partSessions             // the windows are sessions, not panes
-	partsKnown   = partTimer | partFiredEnd | partFired | partSessions
+	partSampled              // a distinct rule's values are sampled (capDistinct)
+	partsKnown   = partTimer | partFiredEnd | partFired | partSessions | partSampled
 )
 
 // ErrCorrupt reports stored state that cannot be decoded. The package's
@@ -48,6 +49,10 @@ func encodeSlot(dst []byte, s *slot) []byte {
 	if s.sp.wtype == rules.Session {
 		parts |= partSessions
 	}
+	level := s.distinctLevel()
+	if level > 0 {
+		parts |= partSampled
+	}
 	dst = append(dst, slotVersion, parts)
 	dst = binary.AppendUvarint(dst, uint64(len(s.wins)))
 	var base int64
@@ -60,6 +65,9 @@ func encodeSlot(dst []byte, s *slot) []byte {
 	}
 	if parts&partFiredEnd != 0 {
 		dst = binary.AppendVarint(dst, s.firedEnd-base)
+	}
+	if parts&partSampled != 0 {
+		dst = append(dst, level)
 	}
 	sp := s.sp
 	for i := range s.wins {
@@ -260,6 +268,7 @@ type slotHead struct {
 	n                 int   // windows
 	base              int64 // the first window's start
 	timerAt, firedEnd int64
+	level             uint8 // a distinct rule's sampling level
 }
 
 // head reads the start of an encoded slot of sp (of any spec when nil).
@@ -281,6 +290,13 @@ func (d *decoder) head(sp *spec) (h slotHead, err error) {
 	}
 	if h.parts&partFiredEnd != 0 {
 		h.firedEnd = h.base + d.varint()
+	}
+	if h.parts&partSampled != 0 {
+		// Only a distinct rule samples, and the part is there only when
+		// it does.
+		if h.level = d.byte(); h.level == 0 || h.level > maxDistinctLevel || sp != nil && (sp.hm != nil || sp.agg != rules.Distinct) {
+			d.fail()
+		}
 	}
 	return h, d.err
 }
@@ -329,6 +345,9 @@ func decodeSlotInto(s *slot, b []byte) error {
 		return fmt.Errorf("windows: state of %q: %w", key, err)
 	}
 	s.firedEnd, s.timerAt = h.firedEnd, h.timerAt
+	if h.level > 0 {
+		s.extra().distinctLevel = h.level
+	}
 	s.storedTimer = s.timerAt // a stored slot's timer entry is stored with it
 	s.wins = sized(s.wins, h.n)
 	var start, end int64

@@ -36,10 +36,12 @@ func testSlots() []*slot {
 	add(&spec{wtype: rules.Tumbling, size: 86_400_000, slide: 86_400_000, pane: 86_400_000, agg: rules.Sum},
 		[]win{{start: 1_732_147_200_000, acc: acc{n: 3, sum: -12.25}}}, 1_732_233_599_999)
 	add(sliding(rules.Distinct), []win{{start: 10, acc: acc{n: 2, x: &accExtra{distinct: []uint64{1, 9}}}}}, noTimer)
+	s := add(sliding(rules.Distinct), []win{{start: 0, acc: acc{n: 9, x: &accExtra{distinct: []uint64{3, 1 << 60}}}}, {start: 5, acc: acc{n: 1}}}, 19)
+	s.extra().distinctLevel = 3 // sampled: values with the top 3 bits 0
 	add(sliding(rules.Quantile), []win{{start: 0, acc: acc{n: 1, x: &accExtra{hm: q}}}}, 14)
 	heat := sliding(rules.Count)
 	heat.hm, heat.bounds = &rules.Heatmap{}, []float64{1, 2}
-	s := add(heat, []win{{start: -5, acc: acc{n: 1, x: &accExtra{hm: hm}}}, {start: 0}}, 9)
+	s = add(heat, []win{{start: -5, acc: acc{n: 1, x: &accExtra{hm: hm}}}, {start: 0}}, 9)
 	s.extra().fired = []firedWin{{start: -10, rev: 2}, {start: -5, rev: 0}}
 	s.firedEnd = 5
 	s = add(heat, nil, noTimer) // only windows kept for lateness
@@ -62,7 +64,7 @@ func TestSlotCodecRoundTrip(t *testing.T) {
 			t.Fatalf("slot %d: re-encoding a decoded slot changes it", i)
 		}
 		if !sameWins(got.wins, s.wins) ||
-			!reflect.DeepEqual(got.firedWins(), s.firedWins()) || got.firedEnd != s.firedEnd || got.timerAt != s.timerAt {
+			!reflect.DeepEqual(got.firedWins(), s.firedWins()) || got.firedEnd != s.firedEnd || got.timerAt != s.timerAt || got.distinctLevel() != s.distinctLevel() {
 			t.Fatalf("slot %d: decoded slot differs:\n got %+v\nwant %+v", i, got, s)
 		}
 		if got.storedTimer != s.timerAt {
@@ -126,6 +128,13 @@ func TestSlotCodecRejectsWrongKind(t *testing.T) {
 	}
 	if want := `windows: state of "k": corrupt state`; err.Error() != want || !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("error %q, want %q wrapping ErrCorrupt", err, want)
+	}
+	sampled := encodeSlot(nil, slots[3])
+	if slots[3].distinctLevel() == 0 {
+		t.Fatal("testSlots()[3] is no sampled distinct state")
+	}
+	if _, err := decodeSlot("k", panes.sp, sampled); err == nil {
+		t.Fatal("a sampled distinct state decoded as a count's")
 	}
 	b := encodeSlot(nil, panes)
 	b[0] = 99 // a version this build does not know

@@ -31,6 +31,68 @@ type distinctIndex struct {
 	// base + i·slide.
 	base   int64
 	counts []int32
+	// held is how many values the panes' sets hold, in all.
+	held int
+}
+
+// distinctCap is how many values a distinct rule's state holds in its
+// panes' or sessions' sets, in all, before it samples them: past it the
+// state keeps only the values whose hashes' top bits are zero, one bit
+// more each time it is past the cap again, and a window's count is the
+// values it keeps times two to the power of those bits (Gibbons' distinct
+// sampling). Hashes spread values evenly, so every window keeps about the
+// same share of its values, and one that keeps k of them is counted
+// within about 1/√k (one standard deviation); below the cap counts are
+// exact. A cap on the sets bounds the index too (its entries are values
+// of the sets) and so the state's memory. Tests lower it.
+var distinctCap = 1 << 15
+
+// maxDistinctLevel is the sparsest sampling: one value in 2⁶³.
+const maxDistinctLevel = 63
+
+// sampled reports whether a state sampling at level keeps the value whose
+// hash is h (see distinctCap).
+func sampled(h uint64, level uint8) bool { return h>>(64-level) == 0 }
+
+// distinctHeld returns how many values the sets of s, a distinct rule's
+// state, hold in all.
+func distinctHeld(s *slot) int {
+	if x := s.distinctIndex(); x != nil {
+		return x.held
+	}
+	held := 0
+	for i := range s.wins {
+		held += len(s.wins[i].distinct())
+	}
+	return held
+}
+
+// capDistinct samples the values of s, a distinct rule's state whose sets
+// hold held values, more sparsely while they hold more than distinctCap
+// (see there). Its index, if any, is dropped, to be built again from the
+// sets.
+func capDistinct(s *slot, held int) {
+	if held <= distinctCap {
+		return
+	}
+	m := s.extra()
+	for held > distinctCap && m.distinctLevel < maxDistinctLevel {
+		m.distinctLevel++
+		held = 0
+		for i := range s.wins {
+			held += s.wins[i].keepSampled(m.distinctLevel)
+		}
+	}
+	m.distinct = nil
+}
+
+// scaleDistinct returns a count v of the values a window of s keeps as a
+// count of its values (see distinctCap).
+func (s *slot) scaleDistinct(v float64) float64 {
+	if l := s.distinctLevel(); l > 0 {
+		return math.Ldexp(v, int(l))
+	}
+	return v
 }
 
 // distinctIndexMin is how many values a slot's panes hold, in all, before a
@@ -97,15 +159,20 @@ func addDistinct(sp *spec, s *slot, pn *win, h uint64, first int64) {
 	if x != nil && first < x.base {
 		s.more.distinct, x = nil, nil // built again from a lower base
 	}
+	pn.n++
+	if !sampled(h, s.distinctLevel()) {
+		if x != nil {
+			x.cover(sp, pn.start) // the pane may be new
+		}
+		return
+	}
 	if n := len(s.wins); x != nil && pn == &s.wins[n-1] {
-		pn.n++
 		if l, ok := x.latest[h]; !ok || l != pn.start {
 			pn.appendDistinct(h)
 			x.count(sp, s.wins, n-1, h, l, ok)
 		}
 		return
 	}
-	pn.n++
 	if pn.addDistinct(h) && x != nil {
 		x.add(sp, s.wins, s.paneIndex(pn), h)
 	}
@@ -120,15 +187,13 @@ func (x *distinctIndex) add(sp *spec, panes []win, i int, h uint64) {
 
 // count is add, given h's latest pane l (ok: h has one).
 func (x *distinctIndex) count(sp *spec, panes []win, i int, h uint64, l int64, ok bool) {
+	x.held++
 	p := panes[i].start
 	first, last := sp.firstStart(p), sp.lastStart(p)
 	if first < x.base {
 		first = x.base // windows before base are purged (distinctIndexOf)
 	}
-	if n := (last-x.base)/sp.slide + 1; int64(len(x.counts)) < n {
-		// Windows after the last counted start after every pane.
-		x.counts = append(x.counts, make([]int32, n-int64(len(x.counts)))...)
-	}
+	x.cover(sp, p)
 	prev, next := int64(math.MinInt64), int64(math.MaxInt64)
 	if !ok || l < p {
 		prev = l
@@ -163,6 +228,14 @@ func (x *distinctIndex) count(sp *spec, panes []win, i int, h uint64, l int64, o
 	}
 }
 
+// cover counts the windows of the pane starting at p, from 0 for those
+// after the last counted: they start after every pane.
+func (x *distinctIndex) cover(sp *spec, p int64) {
+	if n := (sp.lastStart(p)-x.base)/sp.slide + 1; int64(len(x.counts)) < n {
+		x.counts = append(x.counts, make([]int32, n-int64(len(x.counts)))...)
+	}
+}
+
 // events is how many events panes hold.
 func events(panes []win) int64 {
 	n := int64(0)
@@ -174,6 +247,7 @@ func events(panes []win) int64 {
 
 // forget drops the values whose latest pane is p, a pane being purged.
 func (x *distinctIndex) forget(p *win) {
+	x.held -= len(p.distinct())
 	for _, h := range p.distinct() {
 		if x.latest[h] == p.start {
 			delete(x.latest, h)

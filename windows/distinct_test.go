@@ -4,7 +4,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
+	"strings"
 	"testing"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // TestDistinctIndexMatchesSweep: a distinct rule decides the same with its
@@ -135,4 +139,180 @@ func firstDifference(got, want []string) string {
 		return fmt.Sprintf("%d outputs, and %d", len(got), len(want))
 	}
 	return ""
+}
+
+// TestDistinctSampling: a distinct rule's state whose sets would hold more
+// than distinctCap values samples them (capDistinct). After every event its
+// sets hold at most the cap and only values of its level; each decision
+// counts exactly the window's values its level keeps, times 2^level (so
+// within a few standard deviations of the exact count), and a key whose
+// values fit under the cap is counted exactly; and a cache of one slot,
+// where states are evicted and decoded, decides the same, so the level
+// is stored with the state.
+func TestDistinctSampling(t *testing.T) {
+	defer func(c int) { distinctCap = c }(distinctCap)
+	distinctCap = 32
+	r := rand.New(rand.NewPCG(21, 22))
+	windows := []string{
+		"{type: sliding, size: 200ms, slide: 10ms}",
+		"{type: sliding, size: 90ms, slide: 30ms}",
+		"{type: tumbling, size: 150ms}",
+		"{type: session, gap: 5ms}",
+	}
+	trials, deepest := 12, uint8(0)
+	if testing.Short() {
+		trials = 4
+	}
+	for trial := range trials {
+		text := fmt.Sprintf(`
+rules:
+  - {name: d, key: [k], window: %s, aggregate: distinct:v, threshold: %d, action: deny}
+`, windows[trial%len(windows)], r.IntN(20))
+		type ev struct {
+			ts   int64
+			k, v int
+		}
+		var evs []ev
+		var lines [][]byte
+		ts := int64(r.IntN(1000))
+		for i := range 2000 {
+			ts += int64(r.IntN(2))
+			e := ev{ts - int64(r.IntN(10)), r.IntN(4) % 2, 0} // in watermark's bounds: none late
+			if e.k == 0 {
+				e.v = r.IntN(1 + r.IntN(20000)) // hot: past the cap
+			} else {
+				e.v = r.IntN(12)
+			}
+			evs = append(evs, e)
+			lines = append(lines, fmt.Appendf(nil, `{"id":"e%d","ts":%d,"k":%d,"v":%d}`, i, e.ts, e.k, e.v))
+		}
+		out := &recorder{}
+		op, dec := newTestOperatorWith(t, text, NewMemBackend(), out, Options{})
+		maxTS := MinWatermark
+		for i, l := range lines {
+			before := len(out.lines)
+			maxTS = max(maxTS, processLine(t, op, dec, l))
+			for _, s := range op.cache.ring {
+				level := s.distinctLevel()
+				deepest = max(deepest, level)
+				if held := distinctHeld(s); held > distinctCap {
+					t.Fatalf("trial %d, event %d: key %s holds %d values, over the cap", trial, i, s.key[2:], held)
+				}
+				for _, p := range s.wins {
+					for _, h := range p.distinct() {
+						if !sampled(h, level) {
+							t.Fatalf("trial %d, event %d: key %s holds a value level %d drops", trial, i, s.key[2:], level)
+						}
+					}
+				}
+			}
+			if len(out.lines) > before {
+				line := out.lines[before]
+				key, rest, _ := strings.Cut(strings.TrimPrefix(line, "decision d "), " [")
+				var start, end int64
+				var got float64
+				if _, err := fmt.Sscanf(rest, "%d,%d) %g", &start, &end, &got); err != nil {
+					t.Fatalf("%q: %v", line, err)
+				}
+				var level uint8
+				for _, s := range op.cache.ring {
+					if s.key[2:] == key {
+						level = s.distinctLevel()
+					}
+				}
+				all, kept := map[int]bool{}, map[int]bool{}
+				for j := i; j >= 0 && evs[j].ts >= start-10; j-- { // ts are in order but by 10 ms
+					e := evs[j]
+					if fmt.Sprintf("%d\x00", e.k) == key && e.ts >= start && e.ts < end {
+						all[e.v] = true
+						if sampled(xxhash.Sum64String(fmt.Sprint(e.v)), level) {
+							kept[e.v] = true
+						}
+					}
+				}
+				want, exact := math.Ldexp(float64(len(kept)), int(level)), float64(len(all))
+				if got != want {
+					t.Fatalf("trial %d, event %d, rules %s: %s, want %g: %d of the window's %d values at level %d", trial, i, text, out.lines[before], want, len(kept), len(all), level)
+				}
+				if dev := math.Sqrt(exact * (math.Ldexp(1, int(level)) - 1)); math.Abs(got-exact) > 5*dev {
+					t.Fatalf("trial %d, event %d: counted %g for %g distinct values, over 5 standard deviations (%.1f)", trial, i, got, exact, dev)
+				}
+			}
+			if err := op.AdvanceWatermark(maxTS - 20); err != nil {
+				t.Fatal(err)
+			}
+		}
+		evicted, _ := runWatermarked(t, text, 1, lines)
+		if d := firstDifference(evicted, out.lines); d != "" {
+			t.Fatalf("trial %d, rules %s: %s (one slot, all cached)", trial, text, d)
+		}
+	}
+	t.Logf("deepest level %d", deepest)
+	if deepest < 3 {
+		t.Fatalf("no state sampled deeper than level %d", deepest)
+	}
+}
+
+// TestDistinctValueBytes: a value in a distinct rule's sets costs at most
+// distinctValueBytes of memory, with its index and hash sets, on a hot key's
+// sliding minute and on a tumbling window; and the cache weighs such a
+// state at that (cache.weigh), evicting others to stay within its slots.
+func TestDistinctValueBytes(t *testing.T) {
+	for _, window := range []string{"{type: sliding, size: 60s, slide: 1s}", "{type: tumbling, size: 1m}", "{type: session, gap: 1s}"} {
+		for _, repeat := range []int{0, 500} {
+			testDistinctValueBytes(t, window, repeat)
+		}
+	}
+}
+
+// testDistinctValueBytes is TestDistinctValueBytes for a window whose
+// events have values that come back every repeat events (0: never).
+func testDistinctValueBytes(t *testing.T, window string, repeat int) {
+	{
+		text := fmt.Sprintf(`
+rules:
+  - {name: d, key: [k], window: %s, aggregate: distinct:v, threshold: 1000000, action: deny}
+`, window)
+		op, dec := newTestOperatorWith(t, text, NewMemBackend(), &recorder{}, Options{CacheSlots: 64})
+		var line []byte
+		add := func(i, k, v int) {
+			line = fmt.Appendf(line[:0], `{"id":"e%d","ts":%d,"k":%d,"v":%d}`, i, 2*i, k, v)
+			processLine(t, op, dec, line)
+		}
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for i := range 30000 {
+			add(i, 0, i-(i%3)*repeat)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		held := distinctHeld(op.cache.ring[0])
+		perValue := float64(after.HeapAlloc-before.HeapAlloc) / float64(held)
+		t.Logf("%s, values back after %d: %d values, %.1f bytes each", window, repeat, held, perValue)
+		if held < 20000 || perValue > distinctValueBytes {
+			t.Fatalf("%s: %d values held, %.1f bytes each, want at most %d", window, held, perValue, distinctValueBytes)
+		}
+		// Other keys come: the hot one, which weighs more than the whole
+		// cache, leaves when they come in and comes back.
+		heaviest := 0
+		for i := 30000; i < 30060; i++ {
+			k := 0
+			if i%2 == 1 {
+				k = 1 + i%7
+			}
+			add(i, k, i)
+			weight := 0
+			for _, s := range op.cache.ring {
+				weight += int(s.weight)
+			}
+			if n := len(op.cache.ring); weight != op.cache.heavy || n > 1 && n+weight > 64 {
+				t.Fatalf("%s: the cache holds %d slots weighing %d more (counted %d), over its 64", window, n, weight, op.cache.heavy)
+			}
+			heaviest = max(heaviest, weight)
+		}
+		if heaviest == 0 {
+			t.Fatalf("%s: the hot key was never weighed", window)
+		}
+	}
 }

@@ -283,6 +283,7 @@ func (op *Operator) addToPane(sp *spec, r *SlotRef, keys []byte, t int64, proces
 	s.added(sp.cleanup(last + sp.size)) // the pane's cleanup: its latest window's
 	if sp.agg == rules.Distinct {
 		addDistinct(sp, s, pn, r.val, first)
+		capDistinct(s, distinctHeld(s))
 	} else {
 		op.addTo(sp, &pn.acc, r.val, processing)
 	}
@@ -363,7 +364,14 @@ func (op *Operator) addToSession(sp *spec, r *SlotRef, keys []byte, t int64, pro
 	}
 	se := &s.wins[i]
 	s.added(sp.cleanup(se.end))
-	op.addTo(sp, &se.acc, r.val, processing)
+	if sp.agg == rules.Distinct {
+		se.acc.n++
+		if sampled(r.val, s.distinctLevel()) && se.acc.addDistinct(r.val) {
+			capDistinct(s, distinctHeld(s))
+		}
+	} else {
+		op.addTo(sp, &se.acc, r.val, processing)
+	}
 	if sp.agg == rules.Quantile {
 		op.screenPane(sp, se, math.Float64frombits(r.val))
 	}
@@ -416,7 +424,8 @@ func insertAt[T any](xs []T, i int, x T) []T {
 	return xs
 }
 
-// addTo adds an event, whose SlotRef.val is val, to the aggregate a.
+// addTo adds an event, whose SlotRef.val is val, to the aggregate a (a
+// distinct rule's: addDistinct, or addToSession).
 func (op *Operator) addTo(sp *spec, a *acc, val uint64, processing bool) {
 	a.n++
 	if sp.hm != nil {
@@ -426,14 +435,15 @@ func (op *Operator) addTo(sp *spec, a *acc, val uint64, processing bool) {
 	switch sp.agg {
 	case rules.Sum:
 		a.sum += math.Float64frombits(val)
-	case rules.Distinct:
-		a.addDistinct(val)
 	case rules.Avg, rules.Ratio, rules.Min, rules.Max, rules.Quantile:
 		addToStat(sp.agg, a, math.Float64frombits(val), &op.sketchIndexes)
 	}
 }
 
 func (op *Operator) decide(sp *spec, s *slot, start, end int64, v float64, processing bool) {
+	if sp.agg == rules.Distinct {
+		v = s.scaleDistinct(v)
+	}
 	if !(v > sp.rule.Threshold) {
 		return
 	}

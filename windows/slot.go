@@ -71,8 +71,11 @@ type slot struct {
 	// Cold: firing with allowed lateness, a distinct rule's index, writing
 	// back, timers of evicted slots.
 	more *slotMore
-	_    [16]byte // keeps a slot 192 bytes (see above)
-	key  string
+	// weight is what the cache counts s for beyond one slot: a distinct
+	// rule's sets in slots' worth of bytes (cache.weigh).
+	weight int32
+	_      [12]byte // keeps a slot 192 bytes (see above)
+	key    string
 	// storedTimer is the slot's timerAt as last written to the cold store:
 	// writing through, the time of the timer entry the Backend holds for
 	// it (noTimer: none; docs/format/state.md "Timers").
@@ -95,6 +98,18 @@ type slotMore struct {
 	// inOrder screens the windows of an avg, ratio or quantile rule's
 	// events in order.
 	inOrder inOrderScreen
+	// distinctLevel is how sparsely a distinct rule's values are sampled:
+	// its sets keep the values whose hashes' top distinctLevel bits are
+	// zero (capDistinct); 0 keeps them all.
+	distinctLevel uint8
+}
+
+// distinctLevel returns s's sampling level (see slotMore).
+func (s *slot) distinctLevel() uint8 {
+	if s.more == nil {
+		return 0
+	}
+	return s.more.distinctLevel
 }
 
 // firedWins returns the fired windows of a pane-based heatmap's slot.
@@ -127,7 +142,7 @@ func (s *slot) reset(key string, sp *spec) {
 	s.ringIdx = -1
 	s.dirty, s.persisted, s.referenced, s.queued = false, false, false, false
 	s.id = slotID{}
-	s.more = nil
+	s.more, s.weight = nil, 0
 	s.key = key
 	s.storedTimer = noTimer
 	s.coldLoc = 0
