@@ -220,7 +220,7 @@ func (j *distJob) startOutputs(context.Context) error {
 	j.m = newMetrics(o.Registry, o.Config, o.MetricLabelLimit)
 	j.dm = newDistMetrics(o.Registry)
 	if o.MetricsAddr != "" {
-		srv, err := j.m.serve(o.MetricsAddr, j.health, nil)
+		srv, err := j.m.serve(o.MetricsAddr, j.health, nil, false)
 		if err != nil {
 			return err
 		}

@@ -17,6 +17,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/state"
 )
 
@@ -265,6 +267,56 @@ func copyTree(t *testing.T, from, to string) {
 		}
 		if err := os.WriteFile(filepath.Join(to, e.Name()), b, 0o600); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestEndpointsReadOnly: every endpoint answers 405 to methods other than
+// GET and HEAD, and the console answers 403 to a client not on loopback
+// unless it is public, as it shows keys; /metrics and the probes answer
+// anyone.
+func TestEndpointsReadOnly(t *testing.T) {
+	m := newMetrics(prometheus.NewRegistry(), &rules.Config{}, 10)
+	console := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "console") })
+	for _, public := range []bool{false, true} {
+		addr := freeAddr(t)
+		srv, err := m.serve(addr, func() error { return nil }, console, public)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Close()
+		for _, c := range []struct {
+			method, path, remote string
+			want                 int
+		}{
+			{"GET", "/", "127.0.0.1:5000", http.StatusOK},
+			{"HEAD", "/", "[::1]:5000", http.StatusOK},
+			{"GET", "/", "10.1.2.3:5000", map[bool]int{false: http.StatusForbidden, true: http.StatusOK}[public]},
+			{"GET", "/metrics", "10.1.2.3:5000", http.StatusOK},
+			{"GET", "/healthz", "10.1.2.3:5000", http.StatusOK},
+			{"DELETE", "/metrics", "127.0.0.1:5000", http.StatusMethodNotAllowed},
+			{"POST", "/healthz", "127.0.0.1:5000", http.StatusMethodNotAllowed},
+			{"PUT", "/", "127.0.0.1:5000", http.StatusMethodNotAllowed},
+		} {
+			req := httptest.NewRequest(c.method, c.path, nil)
+			req.RemoteAddr = c.remote
+			rec := httptest.NewRecorder()
+			srv.Handler.ServeHTTP(rec, req)
+			if rec.Code != c.want {
+				t.Errorf("public %v: %s %s from %s: %d, want %d", public, c.method, c.path, c.remote, rec.Code, c.want)
+			}
+			if c.want == http.StatusMethodNotAllowed && rec.Header().Get("Allow") != "GET, HEAD" {
+				t.Errorf("%s %s: Allow %q", c.method, c.path, rec.Header().Get("Allow"))
+			}
+		}
+		// Over TCP from this machine, as a browser on it.
+		resp, err := http.Post("http://"+addr+"/", "text/plain", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed {
+			t.Errorf("POST / over TCP: %s", resp.Status)
 		}
 	}
 }

@@ -248,7 +248,7 @@ func (j *liveJob) startOutputs(context.Context) error {
 		// The console is fed only where a page can show it.
 		j.console = console.NewLive(console.LiveOptions{SkewThreshold: o.Config.Skew.Threshold, Now: o.Now})
 		j.decisionKeys = console.NewDecisionKeys(consoleKeyLimit)
-		srv, err := j.m.serve(o.MetricsAddr, j.db.Health, j.console.Handler())
+		srv, err := j.m.serve(o.MetricsAddr, j.db.Health, j.console.Handler(), o.ConsolePublic)
 		if err != nil {
 			return err
 		}

@@ -200,8 +200,9 @@ func (h heatmapMetrics) Heatmap(w *windows.HeatmapWindow) {
 }
 
 // serve serves /metrics, /healthz, which reports health, /readyz and,
-// when there is one, the console at / (docs/console.md).
-func (m *metrics) serve(addr string, health func() error, console http.Handler) (*http.Server, error) {
+// when there is one, the console at / (docs/console.md), to clients on
+// loopback only unless consolePublic: it shows keys, such as user ids.
+func (m *metrics) serve(addr string, health func() error, console http.Handler, consolePublic bool) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
@@ -211,9 +212,38 @@ func (m *metrics) serve(addr string, health func() error, console http.Handler) 
 	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
 	mux.Handle("/healthz", healthz(health))
 	if console != nil {
+		if !consolePublic {
+			console = loopbackOnly(console)
+		}
 		mux.Handle("/", console)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: readOnly(mux), ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	return srv, nil
+}
+
+// readOnly answers 405 to requests other than GET and HEAD: nothing served
+// changes the job.
+func readOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, r.Method+" is not allowed: every endpoint is read-only", http.StatusMethodNotAllowed)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// loopbackOnly answers 403 to clients not on loopback (a reverse proxy on
+// the same machine is one, and may add authentication).
+func loopbackOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+			http.Error(w, "the console answers clients on this machine only (run --console-public serves it to others)", http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }

@@ -136,6 +136,9 @@ type RunOptions struct {
 	// MetricsAddr serves /metrics, /healthz and /readyz (see readiness);
 	// empty serves nothing.
 	MetricsAddr string
+	// ConsolePublic serves the console to clients on other machines too:
+	// by default it answers only on loopback, as it shows keys.
+	ConsolePublic bool
 	// MemoryBytes is the memory budget: see PlanMemory. The default value
 	// is DefaultMemory.
 	MemoryBytes int64
