@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/riskstream/riskstream/engine"
 	"github.com/riskstream/riskstream/kafkaconn"
 	"github.com/riskstream/riskstream/order"
+	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/state"
 	"github.com/riskstream/riskstream/watermark"
@@ -313,6 +315,9 @@ func (j *liveJob) restore(context.Context) error {
 	// The restore laid the rules' state out as the checkpoint had it.
 	j.dec, j.batch = j.e.NewDecoder(), j.e.NewBatch()
 	if d := j.e.Restored(); d.Changed() {
+		if err := refuseDropped(d, j.opts); err != nil {
+			return err
+		}
 		logDiff(j, "rules changed since the checkpoint", d, "file", j.opts.Config.File)
 	}
 	raw, _, err := j.db.Meta(metaOffsets)
@@ -329,6 +334,29 @@ func (j *liveJob) restore(context.Context) error {
 	}
 	j.checkpointEnds, err = decodeOutputEnds(raw)
 	return err
+}
+
+// refuseDropped refuses a start whose rules remove or change rules or
+// heatmaps of the checkpoint d was restored from, unless
+// o.AllowDroppedState: their state would be deleted, and a restart
+// pointed at the wrong rules file is more often a mistake than a change
+// (Flink refuses such a savepoint without --allowNonRestoredState). A
+// reload is a deliberate act, and drops them.
+func refuseDropped(d rules.Diff, o RunOptions) error {
+	_, restarted, removed, _ := d.Groups()
+	if len(restarted)+len(removed) == 0 || o.AllowDroppedState {
+		return nil
+	}
+	var dropped []string
+	for _, id := range removed {
+		dropped = append(dropped, id.String()+" (removed)")
+	}
+	for _, id := range restarted {
+		dropped = append(dropped, id.String()+" (changed)")
+	}
+	return fmt.Errorf("the state in %s was written with rules that %s removes or changes: %s; "+
+		"their state would be deleted. Start with the rules file the state was written with to keep it, "+
+		"or add --allow-dropped-state to delete it", o.StateDir, o.Config.File, strings.Join(dropped, ", "))
 }
 
 // skipWritten reads what the outputs hold past the restored checkpoint's

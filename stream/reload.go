@@ -2,6 +2,8 @@ package stream
 
 import (
 	"bytes"
+	"context"
+	"log/slog"
 	"os"
 	"time"
 
@@ -123,7 +125,11 @@ func logDiff(j *liveJob, msg string, d rules.Diff, args ...any) {
 		return s
 	}
 	kept, restarted, removed, added := d.Groups()
-	j.log.Info(msg, append(args, "kept", names(kept), "restarted", names(restarted),
+	level := slog.LevelInfo
+	if len(restarted)+len(removed) > 0 {
+		level = slog.LevelWarn // their state is deleted
+	}
+	j.log.Log(context.Background(), level, msg, append(args, "kept", names(kept), "restarted", names(restarted),
 		"removed", names(removed), "added", names(added))...)
 }
 

@@ -2,6 +2,7 @@ package stream
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -276,5 +277,39 @@ func TestRulesWatchSeesEditsBeforeStart(t *testing.T) {
 	}
 	if data, _, err := w.read(); err != nil || bytes.Equal(data, w.data) {
 		t.Fatalf("the edit is taken for the rules parsed (err %v)", err)
+	}
+}
+
+// TestStartRefusesDroppedState: a start on a checkpoint whose rules the
+// rules file removes or changes is refused, naming them and the flag,
+// before anything is deleted; with AllowDroppedState it starts and drops
+// them, as a reload would.
+func TestStartRefusesDroppedState(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a broker and a job")
+	}
+	addr := startLiveBroker(t)
+	stateDir := t.TempDir()
+	startJob(t, RunOptions{Brokers: []string{addr}, StateDir: stateDir, MetricsAddr: "", Registry: prometheus.NewRegistry()})()
+	edited, err := rules.Parse("edited.yaml", []byte(editedRules(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := RunOptions{Brokers: []string{addr}, StateDir: stateDir, Config: edited, Registry: prometheus.NewRegistry()}
+	err = Run(context.Background(), opts)
+	for _, want := range []string{`rule "device-session-scraping" (removed)`, `rule "user-spend" (changed)`, "edited.yaml", "--allow-dropped-state"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("start with rules that drop state: %v, want an error naming %s", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "pay-burst") {
+		t.Errorf("the error names a rule kept or added: %v", err)
+	}
+	opts.AllowDroppedState, opts.Registry = true, prometheus.NewRegistry()
+	startJob(t, opts)()
+	// The start dropped them: the original rules are now the change.
+	opts.Config, opts.AllowDroppedState, opts.Registry = loadRules(t), false, prometheus.NewRegistry()
+	if err := Run(context.Background(), opts); err == nil || !strings.Contains(err.Error(), `rule "pay-burst-watched" (removed)`) {
+		t.Fatalf("start with the original rules after the edited ones: %v", err)
 	}
 }

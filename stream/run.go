@@ -136,6 +136,10 @@ type RunOptions struct {
 	// MetricsAddr serves /metrics, /healthz and /readyz (see readiness);
 	// empty serves nothing.
 	MetricsAddr string
+	// AllowDroppedState starts on a checkpoint whose rules or heatmaps the
+	// rules file removes or changes, deleting their state; without it such
+	// a start is refused (a reload drops them without it).
+	AllowDroppedState bool
 	// ConsolePublic serves the console to clients on other machines too:
 	// by default it answers only on loopback, as it shows keys.
 	ConsolePublic bool

@@ -99,6 +99,7 @@ which is plaintext: the TLS and SASL flags then are refused.
 	f.StringVar(&opts.Outputs.DLQ, "dlq-topic", sink.DLQ, "output topic for invalid records")
 	f.StringVar(&opts.StateDir, "state-dir", defaultStateDir(), "state folder: checkpointed window state and offsets (Pebble), and the embedded broker's data")
 	f.StringVar(&opts.MetricsAddr, "metrics-addr", ":9464", "address serving /metrics, /healthz and /readyz (200 once restored and consuming); empty for none")
+	f.BoolVar(&opts.AllowDroppedState, "allow-dropped-state", false, "start even if --rules removes or changes rules or heatmaps the state holds, deleting their state (refused otherwise)")
 	f.BoolVar(&opts.ConsolePublic, "console-public", false, "serve the console at --metrics-addr to other machines too (by default only to this one: it shows keys)")
 	f.DurationVar(&opts.CheckpointInterval, "checkpoint-interval", 0, "how often state and offsets are checkpointed (default 1s)")
 	f.DurationVar(&opts.PartitionWait, "partition-wait", stream.DefaultPartitionWait, "how long an input partition with nothing to read holds back the others, so that records are taken in timestamp order across partitions whatever their arrival; 0 waits not at all (docs/design.md \"Order across partitions\")")
