@@ -38,6 +38,20 @@ func (t Topics) Names() []string {
 	return names
 }
 
+// Flag names the run flags that set topic name, for a message about it.
+func (t Topics) Flag(name string) string {
+	var flags []string
+	for _, f := range []struct{ topic, flag string }{
+		{t.Decisions, "--decisions-topic"}, {t.Heatmaps, "--heatmaps-topic"}, {t.Late, "--late-topic"},
+		{t.DLQ, "--dlq-topic"}, {t.Shadow, "--shadow-decisions-topic"},
+	} {
+		if f.topic == name {
+			flags = append(flags, f.flag)
+		}
+	}
+	return strings.Join(flags, " and ")
+}
+
 // DefaultTopics are the default output topic names (docs/outputs.md "Where
 // they go").
 var DefaultTopics = Topics{Decisions: Decisions, Heatmaps: Heatmaps, Late: Late, DLQ: DLQ}

@@ -145,10 +145,10 @@ func TestKilledTwiceCatchingUp(t *testing.T) {
 }
 
 // TestKilledOutputTopicsCreatedSince: on a broker that creates topics on
-// their first write, the first run checkpoints before any output topic
-// exists and is killed once it has written every decision; its restart
-// reads the decisions topic, created since, from its start, and writes
-// none of them again.
+// first use, the first run creates the output topics at start, checkpoints
+// before its first record and is killed once it has written every
+// decision; its restart reads the decisions topic from its start, and
+// writes none of them again.
 func TestKilledOutputTopicsCreatedSince(t *testing.T) {
 	if testing.Short() || !faults() {
 		t.Skipf("fault injection: set %s=1", faultsEnv)

@@ -196,6 +196,9 @@ func (j *distJob) connect(ctx context.Context) error {
 	for _, p := range ps {
 		j.inputParts = append(j.inputParts, int32(p))
 	}
+	if err := checkOutputTopics(ctx, j.client, j.opts.Outputs); err != nil {
+		return err
+	}
 	return ensureInternalTopics(ctx, j.client, j.topics, j.opts.RepartitionPartitions)
 }
 

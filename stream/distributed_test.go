@@ -418,10 +418,9 @@ func TestDistributedKilledBeforeCheckpoint(t *testing.T) {
 }
 
 // TestDistributedKilledOutputTopicsCreatedSince is
-// TestKilledOutputTopicsCreatedSince with --distributed: the output topics
-// are created by the first instance's writes, after the checkpoints it
-// took when the generation began, and it is killed once it has written
-// every decision; the next reads them from their start.
+// TestKilledOutputTopicsCreatedSince with --distributed: the first
+// instance creates the output topics at start, and is killed once it has
+// written every decision; the next reads them from their start.
 func TestDistributedKilledOutputTopicsCreatedSince(t *testing.T) {
 	if testing.Short() || !faults() {
 		t.Skipf("fault injection: set %s=1", faultsEnv)

@@ -360,8 +360,12 @@ func refuseDropped(d rules.Diff, o RunOptions) error {
 }
 
 // skipWritten reads what the outputs hold past the restored checkpoint's
-// ends, which the sink does not write again.
+// ends, which the sink does not write again, once the output topics are
+// known to exist.
 func (j *liveJob) skipWritten(ctx context.Context) error {
+	if err := checkOutputTopics(ctx, j.ends.client, j.opts.Outputs); err != nil {
+		return err
+	}
 	n, err := j.ends.restore(ctx, j.brokers, j.sec, [][]partitionEnd{j.checkpointEnds})
 	if n > 0 {
 		j.log.Info("outputs written after the checkpoint are not written again", "messages", n)

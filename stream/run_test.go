@@ -18,6 +18,7 @@ import (
 	"github.com/riskstream/riskstream/broker"
 	"github.com/riskstream/riskstream/internal/kafkatest"
 	"github.com/riskstream/riskstream/order"
+	"github.com/riskstream/riskstream/sink"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
@@ -570,6 +571,39 @@ func TestCheckpointClockWakes(t *testing.T) {
 		}
 		if !c.due(time.Now()) {
 			t.Fatal("woken before the checkpoint was due")
+		}
+	}
+}
+
+// TestMissingOutputTopic: on brokers that do not create topics on first
+// use, a job whose output topic does not exist stops at start naming the
+// topic and its flag, single or distributed, instead of retrying its
+// writes forever while its probes say healthy; on brokers that do, the
+// start creates it.
+func TestMissingOutputTopic(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts brokers and a job")
+	}
+	b, err := broker.Start(broker.Options{Addr: "127.0.0.1:0", Topics: map[string]int32{"requests": 1, "decisions": 1, "heatmaps": 1, "late": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for _, distributed := range []bool{false, true} {
+		opts := RunOptions{Brokers: []string{b.Addr()}, Config: loadRules(t), StateDir: t.TempDir(), Registry: prometheus.NewRegistry(),
+			Distributed: distributed, Group: fmt.Sprintf("missing-%v", distributed)}
+		opts.Outputs = sink.DefaultTopics
+		opts.Outputs.DLQ = "dlq-missing"
+		err := Run(context.Background(), opts)
+		if want := `output topic "dlq-missing" does not exist, and the brokers do not create topics on first use: create it, or name another with --dlq-topic`; err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("distributed %v: %v, want an error with %q", distributed, err, want)
+		}
+	}
+	addr := startAutoCreatingBroker(t)
+	startJob(t, RunOptions{Brokers: []string{addr}, MetricsAddr: "", Registry: prometheus.NewRegistry()})()
+	for _, topic := range sink.DefaultTopics.Names() {
+		if ps, err := outputPartitions(context.Background(), &kafka.Client{Addr: kafka.TCP(addr), Transport: &kafka.Transport{}}, []string{topic}); err != nil || len(ps[topic]) == 0 {
+			t.Errorf("topic %s after a start on auto-creating brokers: %v, %v", topic, ps, err)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/riskstream/riskstream/kafkaconn"
 	"github.com/riskstream/riskstream/sink"
 	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol/metadata"
 )
 
 // The outputs a job wrote after its last checkpoint are written again by
@@ -60,6 +61,36 @@ func outputPartitions(ctx context.Context, client *kafka.Client, topics []string
 		}
 	}
 	return partitions, nil
+}
+
+// checkOutputTopics makes sure every output topic exists before the job
+// takes a record, asking the brokers to create any that does not as a
+// producer's first write would (auto.create.topics.enable): a topic that
+// neither exists nor is created would have the job retry its writes
+// forever, healthy by every probe, while nothing reaches the topic.
+func checkOutputTopics(ctx context.Context, client *kafka.Client, topics sink.Topics) error {
+	names := topics.Names()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	res, err := client.Transport.RoundTrip(ctx, client.Addr, &metadata.Request{TopicNames: names, AllowAutoTopicCreation: true})
+	if err != nil {
+		return fmt.Errorf("output topics %s: %w", strings.Join(names, ", "), err)
+	}
+	meta, ok := res.(*metadata.Response)
+	if !ok {
+		return fmt.Errorf("output topics: a metadata request was answered with %T", res)
+	}
+	for _, t := range meta.Topics {
+		switch err := kafka.Error(t.ErrorCode); {
+		case t.ErrorCode == 0, errors.Is(err, kafka.LeaderNotAvailable): // being created
+		case errors.Is(err, kafka.UnknownTopicOrPartition):
+			return fmt.Errorf("output topic %q does not exist, and the brokers do not create topics on first use: "+
+				"create it, or name another with %s", t.Name, topics.Flag(t.Name))
+		default:
+			return fmt.Errorf("output topic %q (%s): %w", t.Name, topics.Flag(t.Name), err)
+		}
+	}
+	return nil
 }
 
 // outputEnds returns the end offset of every partition of topics.
