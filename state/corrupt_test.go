@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -181,5 +182,88 @@ func TestCorruptManifest(t *testing.T) {
 	want := fmt.Sprintf("state: %s is corrupt (malformed manifest file)", manifests[0])
 	if !errors.Is(err, ErrCorrupt) || err.Error() != want {
 		t.Fatalf("got %v, want %q", err, want)
+	}
+}
+
+// TestMissingFile: a store that lacks its manifest marker, its MANIFEST or
+// a table is refused at Open with one ErrCorrupt naming what is missing,
+// and nothing in the folder is deleted: Pebble, without the marker, would
+// take the folder for a new store, open it empty and delete the tables.
+func TestMissingFile(t *testing.T) {
+	for _, c := range []struct{ remove, want string }{
+		{"marker.manifest.*", "state: DIR/marker.manifest.* is missing (the file naming the current MANIFEST; TABLE and the other files are there)"},
+		{"MANIFEST-*", "state: DIR/MANIFEST- is missing (the current MANIFEST, named by MARKER)"},
+		{"*.sst", "state: DIR/TABLE is missing (a table the MANIFEST lists)"},
+	} {
+		dir := t.TempDir()
+		table := filepath.Base(writeTable(t, dir, 100))
+		markers, _ := filepath.Glob(filepath.Join(dir, "marker.manifest.*"))
+		marker := filepath.Base(markers[0])
+		manifest := marker[strings.LastIndexByte(marker, '.')+1:]
+		files, _ := filepath.Glob(filepath.Join(dir, c.remove))
+		for _, f := range files {
+			os.Remove(f)
+		}
+		before, _ := os.ReadDir(dir)
+		db, err := Open(Options{Dir: dir})
+		if err == nil {
+			db.Close()
+		}
+		want := strings.NewReplacer("DIR", dir, "TABLE", table, "MARKER", marker, "MANIFEST-", manifest).Replace(c.want)
+		if !errors.Is(err, ErrCorrupt) || err.Error() != want {
+			t.Fatalf("without %s: %v, want %q", c.remove, err, want)
+		}
+		if after, _ := os.ReadDir(dir); len(after) != len(before) {
+			t.Fatalf("without %s, Open changed the folder: %v, then %v", c.remove, before, after)
+		}
+	}
+}
+
+// TestCorruptWAL: a WAL with flipped bytes before records that were synced
+// after them is refused at Open with one ErrCorrupt naming it, for a store
+// created by this build as for one of an older format: Pebble took such a
+// WAL for one torn at its end, and opened the store without every commit
+// after the flipped bytes, an older checkpoint.
+func TestCorruptWAL(t *testing.T) {
+	for _, old := range []bool{false, true} {
+		dir := t.TempDir()
+		if old {
+			db, err := pebble.Open(dir, &pebble.Options{FormatMajorVersion: pebble.FormatMinSupported})
+			if err != nil {
+				t.Fatal(err)
+			}
+			db.Close()
+		}
+		db := open(t, dir, Options{AtomicCheckpoints: true})
+		for c := range 5 {
+			for i := range 200 {
+				db.Set(fmt.Appendf(nil, "k%06d", i), fmt.Appendf(nil, "value %d of a slot at checkpoint %d", i, c))
+			}
+			db.SetMeta("checkpoint", fmt.Appendf(nil, "cp%d", c))
+			if err := db.Commit(true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		var wal string
+		var size int64
+		logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+		for _, l := range logs {
+			if st, _ := os.Stat(l); st.Size() > size {
+				wal, size = l, st.Size()
+			}
+		}
+		flip(t, wal, size/3, 16)
+		db, err := Open(Options{Dir: dir})
+		if err == nil {
+			cp, _, _ := db.Meta("checkpoint")
+			db.Close()
+			t.Fatalf("older format %v: opened with checkpoint %q, 16 bytes of the WAL flipped", old, cp)
+		}
+		if !errors.Is(err, ErrCorrupt) || !strings.HasPrefix(err.Error(), "state: "+wal+" is corrupt (") {
+			t.Fatalf("older format %v: %v, want an ErrCorrupt naming %s", old, err, wal)
+		}
 	}
 }

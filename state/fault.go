@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // A DB fails, for good, on the first write to disk Pebble cannot complete
@@ -32,7 +34,8 @@ var (
 	// ErrWriteFailed is any other failure to write the state.
 	ErrWriteFailed = errors.New("state: write failed")
 	// ErrCorrupt is a state file whose contents fail Pebble's checks (a
-	// checksum mismatch, a bad table footer).
+	// checksum mismatch, a bad table footer, a WAL record that a later
+	// one says was synced), or one that the store needs and is missing.
 	ErrCorrupt = errors.New("state: corrupt")
 )
 
@@ -46,6 +49,8 @@ type Error struct {
 	Path string
 	// Detail says what happened, in a few words.
 	Detail string
+	// Missing says that the corrupt file is not there at all.
+	Missing bool
 	// Err is the error Pebble reported, if any.
 	Err error
 }
@@ -58,6 +63,9 @@ func (e *Error) Error() string {
 	case ErrDiskStalled:
 		return fmt.Sprintf("state: the disk holding %s is stalled: %s", e.Path, e.Detail)
 	case ErrCorrupt:
+		if e.Missing {
+			return fmt.Sprintf("state: %s is missing (%s)", e.Path, e.Detail)
+		}
 		return fmt.Sprintf("state: %s is corrupt (%s)", e.Path, e.Detail)
 	case ErrWriteFailed:
 		return fmt.Sprintf("state: writing to %s failed: %s", e.Path, e.Detail)
@@ -78,7 +86,9 @@ func classify(dir string, err error) *Error {
 	if errors.As(err, &e) {
 		return e
 	}
-	switch {
+	switch m := missingTable.FindStringSubmatch(err.Error()); {
+	case m != nil:
+		return &Error{Kind: ErrCorrupt, Missing: true, Path: filepath.Join(dir, m[1]+".sst"), Detail: "a table the MANIFEST lists", Err: err}
 	case pebble.IsCorruptionError(err):
 		return corruptError(dir, err)
 	case errors.Is(err, syscall.ENOSPC) || strings.Contains(err.Error(), syscall.ENOSPC.Error()):
@@ -90,16 +100,59 @@ func classify(dir string, err error) *Error {
 // pebbleFile matches the name of a file of Pebble's in a message.
 var pebbleFile = regexp.MustCompile(`MANIFEST-\d+|OPTIONS-\d+|\d+\.(?:sst|log|blob)`)
 
+// missingTable matches Pebble's error for a table its MANIFEST lists and
+// the folder lacks.
+var missingTable = regexp.MustCompile(`file (\d+) \(type sstable\) unknown to the objstorage provider: file does not exist`)
+
 // corruptError names the corrupt file, as Pebble reports it or as its
-// message names it, and the check it failed.
+// message or its details name it (a WAL's, "replaying wal 6, offset
+// (DIR/000006.log: 11938)"), and the check it failed.
 func corruptError(dir string, err error) *Error {
 	path := dir
 	if info := pebble.ExtractDataCorruptionInfo(err); info != nil && info.Path != "" {
 		path = info.Path
 	} else if name := pebbleFile.FindString(err.Error()); name != "" {
 		path = filepath.Join(dir, name)
+	} else if name := pebbleFile.FindString(fmt.Sprintf("%+v", err)); name != "" {
+		path = filepath.Join(dir, name)
 	}
 	return &Error{Kind: ErrCorrupt, Path: path, Detail: corruptionReason(err), Err: err}
+}
+
+// missingFile returns the failure of a store in dir that lacks a file it
+// needs, checked before Pebble opens it: the manifest marker, when tables
+// or a written WAL are there (without it Pebble would take the folder for
+// a new store, open it empty and delete them), or the MANIFEST the marker
+// names. It returns nil for a store that lacks none, or a new one.
+func missingFile(fs vfs.FS, dir string) error {
+	names, err := fs.List(dir)
+	if err != nil {
+		return nil // a folder to create; any other trouble is Open's to report
+	}
+	var marker, data string
+	for _, name := range names {
+		switch {
+		case strings.HasPrefix(name, "marker.manifest."):
+			marker = name
+		case strings.HasSuffix(name, ".sst"):
+			data = name
+		case strings.HasSuffix(name, ".log") && data == "":
+			if st, err := fs.Stat(fs.PathJoin(dir, name)); err == nil && st.Size() > 0 {
+				data = name
+			}
+		}
+	}
+	switch {
+	case marker == "" && data != "":
+		return &Error{Kind: ErrCorrupt, Missing: true, Path: fs.PathJoin(dir, "marker.manifest.*"),
+			Detail: "the file naming the current MANIFEST; " + data + " and the other files are there"}
+	case marker != "":
+		manifest := marker[strings.LastIndexByte(marker, '.')+1:]
+		if _, err := fs.Stat(fs.PathJoin(dir, manifest)); errors.Is(err, os.ErrNotExist) {
+			return &Error{Kind: ErrCorrupt, Missing: true, Path: fs.PathJoin(dir, manifest), Detail: "the current MANIFEST, named by " + marker}
+		}
+	}
+	return nil
 }
 
 // corruptionReason is the innermost message of a corruption error, short:

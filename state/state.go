@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -351,7 +353,9 @@ func (w *writes) reset() {
 
 // Open opens (creating if needed) the state database in opts.Dir. A
 // folder it creates is owner-only (0700), as are Pebble's files in it. A
-// corrupt file found while opening is an ErrCorrupt naming it.
+// corrupt file found while opening is an ErrCorrupt naming it, and so is a
+// file the store needs and lacks (missingFile): Open never takes what is
+// left of a store for a new one.
 func Open(opts Options) (*DB, error) {
 	opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
@@ -365,6 +369,12 @@ func Open(opts Options) (*DB, error) {
 	cache := pebble.NewCache(opts.CacheBytes + MemtableBytes)
 	defer cache.Unref()
 	po := &pebble.Options{
+		// WALs written at this format record how far they were synced, so
+		// that a corrupt record before that is an error, not taken for
+		// the torn end of the last WAL, which Pebble drops silently with
+		// every commit after it. A store of an older format moves to it
+		// on its first open.
+		FormatMajorVersion:          pebble.FormatWALSyncChunks,
 		Cache:                       cache,
 		MemTableSize:                memtableSize,
 		MemTableStopWritesThreshold: memtables,
@@ -390,7 +400,16 @@ func Open(opts Options) (*DB, error) {
 	po.ApplyCompressionSettings(func() pebble.DBCompressionSettings { return pebble.DBCompressionNone })
 	po.L0CompactionThreshold = 12
 	po.L0StopWritesThreshold = 36
+	if err := missingFile(opts.FS, opts.Dir); err != nil {
+		return nil, err
+	}
+	older := storedFormat(opts.FS, opts.Dir) < po.FormatMajorVersion
 	db, err := openPebble(opts.Dir, po, m)
+	if err == nil && older {
+		// Pebble starts the WAL before it moves the store to the format,
+		// so that WAL records no sync offsets: a flush starts another.
+		err = db.Flush()
+	}
 	if ferr := m.failure(); ferr != nil {
 		if db != nil {
 			(&DB{db: db, opts: opts, m: m}).closeFailed()
@@ -398,12 +417,27 @@ func Open(opts Options) (*DB, error) {
 		return nil, ferr
 	}
 	if err != nil {
-		if pebble.IsCorruptionError(err) || errors.Is(err, ErrFailed) {
+		if pebble.IsCorruptionError(err) || errors.Is(err, ErrFailed) || missingTable.MatchString(err.Error()) {
 			return nil, classify(opts.Dir, err)
 		}
 		return nil, fmt.Errorf("state: open %s: %w", opts.Dir, err)
 	}
 	return &DB{db: db, opts: opts, m: m}, nil
+}
+
+// storedFormat returns the format major version of the store in dir, as
+// its marker names it (marker.format-version.000007.020), 0 for none.
+func storedFormat(fs vfs.FS, dir string) pebble.FormatMajorVersion {
+	names, _ := fs.List(dir)
+	var v pebble.FormatMajorVersion
+	for _, name := range names {
+		if rest, ok := strings.CutPrefix(name, "marker.format-version."); ok {
+			if n, err := strconv.Atoi(rest[strings.LastIndexByte(rest, '.')+1:]); err == nil {
+				v = pebble.FormatMajorVersion(n)
+			}
+		}
+	}
+	return v
 }
 
 // openPebble is pebble.Open, with a panic turned into the store's failure.

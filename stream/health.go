@@ -3,6 +3,8 @@ package stream
 import (
 	"errors"
 	"net/http"
+	"path/filepath"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskstream/riskstream/state"
@@ -62,7 +64,15 @@ func stateAdvice(err error, live bool) string {
 	const stopped = "the job stopped at its last checkpoint, nothing is lost"
 	switch {
 	case errors.Is(err, state.ErrCorrupt) && live:
-		return "restore the state dir from a backup, or delete it to rebuild from the input topic's earliest offsets"
+		advice := "restore the state dir from a backup (nothing is lost); or move the state dir aside and start on an empty one: " +
+			"the job reads the input topic again from its earliest offsets and writes those records' outputs again, " +
+			"so the output topics hold them twice, and its windows lack the events the topic no longer holds"
+		var se *state.Error
+		if errors.As(err, &se) && strings.HasSuffix(se.Path, ".log") && !se.Missing {
+			advice += "; or move the WAL " + filepath.Base(se.Path) + " aside: the job resumes from the last checkpoint " +
+				"written to the tables before it (from the earliest offsets if none was), and outputs it finds already written are not written again"
+		}
+		return advice
 	case errors.Is(err, state.ErrCorrupt):
 		return "delete the --state-dir folder and run the replay again"
 	case errors.Is(err, state.ErrDiskFull) && live:

@@ -49,6 +49,9 @@ func TestHealthz(t *testing.T) {
 func TestExplainState(t *testing.T) {
 	full := &state.Error{Kind: state.ErrDiskFull, Path: "/s/state"}
 	corrupt := &state.Error{Kind: state.ErrCorrupt, Path: "/s/state/000012.sst", Detail: "checksum mismatch"}
+	const rebuild = "restore the state dir from a backup (nothing is lost); or move the state dir aside and start on an empty one: " +
+		"the job reads the input topic again from its earliest offsets and writes those records' outputs again, " +
+		"so the output topics hold them twice, and its windows lack the events the topic no longer holds"
 	for _, c := range []struct {
 		err  error
 		live bool
@@ -56,7 +59,13 @@ func TestExplainState(t *testing.T) {
 	}{
 		{full, true, "state: the disk holding /s/state is full (no space left on device): free space or move --state-dir; the job stopped at its last checkpoint, nothing is lost"},
 		{fmt.Errorf("state in /s: windows: load state: %w", corrupt), true,
-			"state: /s/state/000012.sst is corrupt (checksum mismatch): restore the state dir from a backup, or delete it to rebuild from the input topic's earliest offsets"},
+			"state: /s/state/000012.sst is corrupt (checksum mismatch): " + rebuild},
+		{&state.Error{Kind: state.ErrCorrupt, Path: "/s/state/000007.log", Detail: "pebble/record: invalid chunk"}, true,
+			"state: /s/state/000007.log is corrupt (pebble/record: invalid chunk): " + rebuild + "; or move the WAL 000007.log aside: " +
+				"the job resumes from the last checkpoint written to the tables before it (from the earliest offsets if none was), " +
+				"and outputs it finds already written are not written again"},
+		{&state.Error{Kind: state.ErrCorrupt, Missing: true, Path: "/s/state/marker.manifest.*", Detail: "the file naming the current MANIFEST; 000005.sst and the other files are there"}, true,
+			"state: /s/state/marker.manifest.* is missing (the file naming the current MANIFEST; 000005.sst and the other files are there): " + rebuild},
 		{corrupt, false, "state: /s/state/000012.sst is corrupt (checksum mismatch): delete the --state-dir folder and run the replay again"},
 		{&state.Error{Kind: state.ErrDiskStalled, Path: "/s/state", Detail: "a commit has not finished in 20s"}, true,
 			"state: the disk holding /s/state is stalled: a commit has not finished in 20s: check the disk; the job stopped at its last checkpoint, nothing is lost"},

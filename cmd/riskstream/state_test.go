@@ -181,6 +181,15 @@ func TestRunOnCorruptState(t *testing.T) {
 			}
 			return manifests[0] + " is corrupt (malformed manifest file)"
 		},
+		"marker": func(t *testing.T, dir, table string) string {
+			markers, _ := filepath.Glob(filepath.Join(dir, "state", "marker.manifest.*"))
+			if len(markers) != 1 {
+				t.Fatalf("manifest markers: %q", markers)
+			}
+			os.Remove(markers[0])
+			return filepath.Join(dir, "state", "marker.manifest.*") + " is missing (the file naming the current MANIFEST; " +
+				filepath.Base(table) + " and the other files are there)"
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -188,7 +197,9 @@ func TestRunOnCorruptState(t *testing.T) {
 			// Unreachable brokers: the state is read before they are.
 			stderr, status := runMain(t, "run", "--rules", "../../testdata/rules.yaml", "--state-dir", dir,
 				"--brokers", "127.0.0.1:1", "--metrics-addr", "")
-			want := "riskstream: state: " + what + ": restore the state dir from a backup, or delete it to rebuild from the input topic's earliest offsets\n"
+			want := "riskstream: state: " + what + ": restore the state dir from a backup (nothing is lost); or move the state dir aside and start on an empty one: " +
+				"the job reads the input topic again from its earliest offsets and writes those records' outputs again, " +
+				"so the output topics hold them twice, and its windows lack the events the topic no longer holds\n"
 			if status != 1 || stderr != want {
 				t.Fatalf("exit status %d, stderr:\n%s\nwant status 1 and:\n%s", status, stderr, want)
 			}
