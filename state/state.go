@@ -18,6 +18,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/riskstream/riskstream/internal/prefetch"
@@ -120,6 +121,8 @@ type DB struct {
 	db   *pebble.DB
 	opts Options
 	m    *monitor
+	// readerOpts reads the store's tables apart from Pebble (Verify).
+	readerOpts sstable.ReaderOptions
 	// own holds the DB's own writes (slots written through the DB, and
 	// metadata) not yet committed; each of parts holds its shard's.
 	own   buffer
@@ -422,7 +425,7 @@ func Open(opts Options) (*DB, error) {
 		}
 		return nil, fmt.Errorf("state: open %s: %w", opts.Dir, err)
 	}
-	return &DB{db: db, opts: opts, m: m}, nil
+	return &DB{db: db, opts: opts, m: m, readerOpts: po.MakeReaderOptions()}, nil
 }
 
 // storedFormat returns the format major version of the store in dir, as

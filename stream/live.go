@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskstream/riskstream/broker"
 	"github.com/riskstream/riskstream/console"
 	"github.com/riskstream/riskstream/engine"
@@ -53,7 +54,7 @@ func Run(ctx context.Context, opts RunOptions) (err error) {
 	j := &liveJob{opts: opts, log: opts.Logger, offsets: map[int32]int64{}, known: map[int]bool{}, started: opts.Now()}
 	defer j.close()
 	for _, stage := range []func(context.Context) error{
-		j.openState, j.startBroker, j.startOutputs, j.restore, j.checkBrokers, j.skipWritten, j.joinGroup, j.startFetching,
+		j.openState, j.startBroker, j.startOutputs, j.restore, j.verifyState, j.checkBrokers, j.skipWritten, j.joinGroup, j.startFetching,
 	} {
 		if err := stage(ctx); err != nil {
 			return err
@@ -357,6 +358,42 @@ func refuseDropped(d rules.Diff, o RunOptions) error {
 	return fmt.Errorf("the state in %s was written with rules that %s removes or changes: %s; "+
 		"their state would be deleted. Start with the rules file the state was written with to keep it, "+
 		"or add --allow-dropped-state to delete it", o.StateDir, o.Config.File, strings.Join(dropped, ", "))
+}
+
+// verifyState checks the checksums of every table of the state on a
+// goroutine of its own while the job runs (state.DB.Verify): Pebble
+// checks a block only when it reads it, and a job could run healthy for
+// hours on a corrupt block it had not read. The job is not ready until it
+// is done; a corrupt table stops the job, as a read of it would.
+func (j *liveJob) verifyState(context.Context) error {
+	checked := prometheus.NewCounter(prometheus.CounterOpts{Name: "riskstream_state_tables_verified_total",
+		Help: "Tables of the state whose checksums were verified since the job started."})
+	verified := prometheus.NewGauge(prometheus.GaugeOpts{Name: "riskstream_state_verified",
+		Help: "1 once the checksums of every table the state had at start are verified, else 0."})
+	j.opts.Registry.MustRegister(checked, verified)
+	start := j.opts.Now()
+	ctx, cancel := context.WithCancel(context.Background())
+	var verifying sync.WaitGroup
+	j.m.ready.verifying()
+	verifying.Go(func() {
+		err := j.db.Verify(ctx, func(n, tables int) {
+			checked.Inc()
+			j.m.ready.verified(n, tables)
+		})
+		switch {
+		case err == nil:
+			j.m.ready.verified(0, 0)
+			verified.Set(1)
+			j.log.Info("verified the checksums of the state's tables", "took", j.opts.Now().Sub(start).Round(time.Millisecond))
+		case ctx.Err() == nil && !errors.Is(err, state.ErrFailed):
+			// Not a corrupt table (which fails the store, and the job with
+			// it): the tables stay unverified, and the job not ready.
+			j.log.Warn("could not verify the state's tables", "err", err)
+		}
+	})
+	j.onClose(verifying.Wait)
+	j.onClose(cancel)
+	return nil
 }
 
 // skipWritten reads what the outputs hold past the restored checkpoint's

@@ -6,9 +6,10 @@ import (
 	"sync"
 )
 
-// readiness answers /readyz: 503 until the job has restored its checkpoint
-// and every input partition it started with has had a fetch answered by
-// its leader, then 200 until the job stops. Once ready it stays so through
+// readiness answers /readyz: 503 until the job has restored its checkpoint,
+// verified the checksums of its state's tables and had a fetch answered by
+// the leader of every input partition it started with, then 200 until the
+// job stops. Once ready it stays so through
 // broker outages (the job retries them; /metrics tells them apart) and
 // partitions added later: a readiness probe gates a rollout, and a job that
 // ran is past what it checks. The zero value is not ready.
@@ -18,6 +19,26 @@ type readiness struct {
 	started  bool // consuming was called
 	ready    bool
 	stopping bool
+	// verify says that the state's checksums are being verified, checked
+	// and tables how far (0, 0 once done).
+	verify          bool
+	checked, tables int
+}
+
+// verifying makes the job not ready until verified says the state's
+// checksums are verified.
+func (r *readiness) verifying() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.verify, r.tables = true, -1
+}
+
+// verified tells the readiness that checked of the state's tables have
+// had their checksums verified; 0 of 0 when all have.
+func (r *readiness) verified(checked, tables int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.checked, r.tables = checked, tables
 }
 
 // consuming tells the readiness the fetchers the job started with, once
@@ -46,6 +67,10 @@ func (r *readiness) check() (bool, string) {
 		return true, ""
 	case !r.started:
 		return false, "starting: restoring state and joining the group"
+	case r.verify && r.tables < 0:
+		return false, "verifying the checksums of the state's tables"
+	case r.verify && r.tables > 0:
+		return false, fmt.Sprintf("verifying the checksums of the state's tables: %d of %d", r.checked, r.tables)
 	}
 	for _, f := range r.fetchers {
 		if !f.answered.Load() {

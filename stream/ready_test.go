@@ -11,8 +11,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// TestReadiness: /readyz is 503 while the job starts and until every
-// partition it started with had a fetch answered, then 200 (partitions
+// TestReadiness: /readyz is 503 while the job starts, until the state's
+// tables are verified and until every partition it started with had a
+// fetch answered, then 200 (partitions
 // added later do not take it back), and 503 for good once it stops.
 func TestReadiness(t *testing.T) {
 	var r readiness
@@ -25,8 +26,13 @@ func TestReadiness(t *testing.T) {
 		}
 	}
 	expect(503, "not ready: starting")
+	r.verifying()
 	a, b := &fetcher{topic: "requests", partition: 0}, &fetcher{topic: "requests", partition: 1}
 	r.consuming([]*fetcher{a, b})
+	expect(503, "verifying the checksums of the state's tables\n")
+	r.verified(2, 5)
+	expect(503, "verifying the checksums of the state's tables: 2 of 5")
+	r.verified(0, 0)
 	expect(503, "partition 0")
 	a.answered.Store(true)
 	expect(503, "partition 1")
@@ -98,7 +104,7 @@ func TestLiveReadyz(t *testing.T) {
 	_, text := get("/metrics")
 	stop()
 	for _, want := range []string{"riskstream_build_info{goversion=\"go", "go_goroutines ", "go_gc_duration_seconds", "process_cpu_seconds_total ",
-		"process_resident_memory_bytes ", "riskstream_event_decision_latency_seconds_count "} {
+		"process_resident_memory_bytes ", "riskstream_event_decision_latency_seconds_count ", "riskstream_state_verified 1"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
