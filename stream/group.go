@@ -5,12 +5,16 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/riskstream/riskstream/kafkaconn"
 	"github.com/segmentio/kafka-go"
 )
@@ -55,9 +59,17 @@ type groupMember struct {
 type ErrGroupBusy struct {
 	Group   string
 	Members []string
+	// Copy says that a member has the state id of the instance's own
+	// state directory: it runs on a copy of it, or this instance does.
+	Copy bool
 }
 
 func (e *ErrGroupBusy) Error() string {
+	if e.Copy {
+		return fmt.Sprintf("consumer group %q has a running member (%v) started on this state folder or a copy of it "+
+			"(a backup restored beside it, a cloned machine): two instances on one state would each write every decision; "+
+			"stop the other, or give this one a state folder of its own and another --group", e.Group, e.Members)
+	}
 	return fmt.Sprintf("consumer group %q already has a running member (%v): one riskstream instance owns the whole input; stop it first or use another --group", e.Group, e.Members)
 }
 
@@ -77,24 +89,71 @@ const rebalanceTimeout = 10 * time.Second
 const rejoinBackoff = time.Second
 
 // memberTag identifies an instance in its group metadata: when it started,
-// then the id of its state directory (instanceID). The instance with the
-// smaller tag keeps the group. A member with the job's own state id is a
-// former run of the job itself, killed before it could leave: Pebble's lock
-// on the state directory proves that no other process uses it, so that
-// member is not waited for.
-type memberTag [16]byte
+// the id of its state directory (instanceID), and the process it runs in:
+// the machine (its boot and its PID namespace, hashed) and the PID. The
+// instance with the smaller start keeps the group.
+//
+// A member with the job's own state id is either a former run of the job
+// on this directory, killed before it could leave (Pebble's lock on the
+// directory proves that no other process uses it), or an instance started
+// on a copy of the directory (a backup restored beside it, a cloned
+// machine), which is alive and must never be removed. A former run on this
+// machine is told apart by its process being gone (notRunning); any other
+// is waited for until the broker expires it, and a member still there is
+// a live copy.
+type memberTag [28]byte
+
+// legacyTagLen is the length of the tags of older versions: a start and a
+// state id, without the process.
+const legacyTagLen = 16
 
 func newMemberTag(now time.Time, instance [8]byte) memberTag {
 	var t memberTag
 	binary.BigEndian.PutUint64(t[:8], uint64(now.UnixNano()))
-	copy(t[8:], instance[:])
+	copy(t[8:16], instance[:])
+	binary.BigEndian.PutUint64(t[16:24], thisMachine)
+	binary.BigEndian.PutUint32(t[24:28], uint32(os.Getpid()))
 	return t
 }
 
+// isTag reports whether group metadata holds a riskstream member tag, of
+// this version or an older one.
+func isTag(data []byte) bool { return len(data) == len(memberTag{}) || len(data) == legacyTagLen }
+
 // sameState reports whether a member's tag has the job's state id.
 func (t memberTag) sameState(other []byte) bool {
-	return len(other) == len(t) && bytes.Equal(other[8:], t[8:])
+	return isTag(other) && bytes.Equal(other[8:16], t[8:16])
 }
+
+// former reports whether other, the tag of a member with the job's state
+// id, is that of a run of the job that is not running any more: one on this
+// machine whose process is gone, and not this process (a run in this
+// process may still be running, on a copy of the directory).
+func (t memberTag) former(other []byte) bool {
+	if len(other) != len(t) || !bytes.Equal(other[16:24], t[16:24]) || bytes.Equal(other[24:28], t[24:28]) {
+		return false
+	}
+	return notRunning(int(binary.BigEndian.Uint32(other[24:28])))
+}
+
+// notRunning reports whether no process has the PID pid.
+func notRunning(pid int) bool {
+	return pid > 0 && errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+}
+
+// thisMachine identifies the machine and PID namespace the process runs
+// in, where its PIDs mean something: a hash of the kernel's boot id (a
+// cloned machine boots with another) and of the PID namespace (each
+// container has its own), or of the host name where those cannot be read.
+var thisMachine = func() uint64 {
+	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	ns, nerr := os.Readlink("/proc/self/ns/pid")
+	if err != nil || nerr != nil {
+		host, _ := os.Hostname()
+		return xxhash.Sum64String("host " + host)
+	}
+	return xxhash.Sum64String(string(bytes.TrimSpace(boot)) + " " + ns)
+}()
 
 // instanceID returns the id of the state directory: a random number made
 // and stored with the state on its first use.
@@ -154,15 +213,16 @@ func joinGroup(ctx context.Context, brokers []string, sec *kafkaconn.Security, g
 		}
 		var stale []kafka.LeaveGroupRequestMember
 		members = slices.DeleteFunc(members, func(m kafka.DescribeGroupsResponseMember) bool {
-			if !tag.sameState(m.MemberMetadata.UserData) {
+			if !tag.sameState(m.MemberMetadata.UserData) || !tag.former(m.MemberMetadata.UserData) {
 				return false
 			}
 			stale = append(stale, kafka.LeaveGroupRequestMember{ID: m.MemberID})
 			return true
 		})
 		if len(stale) > 0 {
-			// A killed run of this job (the state's lock is ours): a join
-			// would wait for it to time out, so it leaves now.
+			// A killed run of this job (the state's lock is ours, and its
+			// process is gone): a join would wait for it to time out, so
+			// it leaves now.
 			_, err := client.LeaveGroup(ctx, &kafka.LeaveGroupRequest{GroupID: group, Members: stale})
 			log.Info("removed the group membership a killed run of this job left behind", "group", group, "err", err)
 		}
@@ -173,7 +233,7 @@ func joinGroup(ctx context.Context, brokers []string, sec *kafkaconn.Security, g
 			if err != nil {
 				return nil, err
 			}
-			return nil, busyError(group, members)
+			return nil, busyError(group, members, tag)
 		}
 		select {
 		case <-ctx.Done():
@@ -219,10 +279,13 @@ func groupMembers(ctx context.Context, client *kafka.Client, group string) (memb
 	return members, rebalancing, nil
 }
 
-func busyError(group string, members []kafka.DescribeGroupsResponseMember) *ErrGroupBusy {
+// busyError is the ErrGroupBusy of group with members, for the instance
+// tagged tag.
+func busyError(group string, members []kafka.DescribeGroupsResponseMember, tag memberTag) *ErrGroupBusy {
 	busy := &ErrGroupBusy{Group: group}
 	for _, m := range members {
 		busy.Members = append(busy.Members, m.ClientHost+"/"+m.MemberID)
+		busy.Copy = busy.Copy || tag.sameState(m.MemberMetadata.UserData)
 	}
 	return busy
 }
@@ -300,17 +363,19 @@ func (g *groupMember) exclusive(ctx context.Context, client *kafka.Client, gen *
 			continue
 		}
 		other := m.MemberMetadata.UserData
-		if len(other) != len(memberTag{}) {
+		if !isTag(other) {
 			g.log.Info("the consumer group has a member without a riskstream tag (joining, or another kind of consumer)", "group", g.group, "member", m.ClientHost+"/"+m.MemberID)
 			continue
 		}
-		if g.tag.sameState(other) {
-			// A membership of this job's own, from an earlier
-			// generation or run, which the broker has not expired yet.
+		if bytes.Equal(other, g.tag[:]) || g.tag.sameState(other) && g.tag.former(other) {
+			// A membership of this instance's own, from an earlier
+			// generation, or of a killed run of the job, which the broker
+			// has not expired yet. One on a copy of the state is another
+			// instance.
 			continue
 		}
-		if bytes.Compare(other, g.tag[:]) < 0 {
-			return busyError(g.group, members)
+		if bytes.Compare(other[:8], g.tag[:8]) < 0 {
+			return busyError(g.group, members, g.tag)
 		}
 		g.log.Warn("another riskstream instance joined the consumer group; it started later and stops", "group", g.group,
 			"member", m.ClientHost+"/"+m.MemberID)

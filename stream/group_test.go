@@ -5,6 +5,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -245,5 +250,98 @@ func rawJoin(ctx context.Context, cl *kgo.Client, rebalance time.Duration) (*kms
 			continue
 		}
 		return resp, kerr.ErrorForCode(resp.ErrorCode)
+	}
+}
+
+// TestCopiedStateDir: an instance started on a copy of a running job's
+// state folder (a backup restored beside it, a cloned machine) carries the
+// same state id; it does not take the running job's membership for one a
+// killed run left behind: it waits for the broker to expire it, and stops
+// with an error saying the state is shared, while the running job goes on.
+// A run killed with SIGKILL is still removed at once by its restart, its
+// process being gone.
+func TestCopiedStateDir(t *testing.T) {
+	if testing.Short() || !faults() {
+		t.Skipf("fault injection: set %s=1", faultsEnv)
+	}
+	bin := buildBinary(t)
+	addr := startLiveBroker(t)
+	stateDir := t.TempDir()
+	run := func(dir string) (*exec.Cmd, *lockedBuffer) {
+		return startProcess(t, bin, "run", "--rules", bundledRules, "--brokers", addr, "--state-dir", dir, "--metrics-addr", "")
+	}
+	first, logs := run(stateDir)
+	waitFor(t, logs, "consuming")
+	first.Process.Signal(syscall.SIGTERM)
+	if err := first.Wait(); err != nil {
+		t.Fatalf("first run: %v\n%s", err, logs)
+	}
+	copied := filepath.Join(t.TempDir(), "copy")
+	if err := os.CopyFS(copied, os.DirFS(stateDir)); err != nil {
+		t.Fatal(err)
+	}
+	running, logs := run(stateDir)
+	defer func() { running.Process.Kill(); running.Wait() }()
+	waitFor(t, logs, "consuming")
+
+	started := time.Now()
+	copy, copyLogs := run(copied)
+	err := copy.Wait()
+	if err == nil || !strings.Contains(copyLogs.String(), "started on this state folder or a copy of it") {
+		t.Fatalf("the instance on the copy: %v\n%s", err, copyLogs)
+	}
+	if took := time.Since(started); took < sessionTimeout {
+		t.Errorf("the copy gave up after %s, before the broker could have expired a killed run's membership", took)
+	}
+	if strings.Contains(logs.String(), "lost the consumer group") || strings.Contains(copyLogs.String(), "removed the group membership") {
+		t.Fatalf("the running job's membership was touched:\n%s\n%s", logs, copyLogs)
+	}
+
+	// A killed run's restart removes its membership at once.
+	running.Process.Kill()
+	running.Wait()
+	started = time.Now()
+	restarted, logs := run(stateDir)
+	defer func() { restarted.Process.Kill(); restarted.Wait() }()
+	waitFor(t, logs, "consuming")
+	if !strings.Contains(logs.String(), "removed the group membership a killed run of this job left behind") || time.Since(started) > sessionTimeout {
+		t.Fatalf("a killed run's restart took %s to consume:\n%s", time.Since(started), logs)
+	}
+}
+
+// TestMemberTagFormer: a member with the job's state id is taken for a
+// killed run only when its process, on this machine, is gone; not for one
+// whose process runs, this process, another machine or an older tag.
+func TestMemberTagFormer(t *testing.T) {
+	var state [8]byte
+	state[0] = 7
+	tag := newMemberTag(time.Now(), state)
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	other := func(pid int, machine uint64) []byte {
+		o := newMemberTag(time.Now().Add(-time.Hour), state)
+		binary.BigEndian.PutUint64(o[16:24], machine)
+		binary.BigEndian.PutUint32(o[24:28], uint32(pid))
+		return o[:]
+	}
+	for _, c := range []struct {
+		name  string
+		other []byte
+		want  bool
+	}{
+		{"a process that is gone", other(gone.Process.Pid, thisMachine), true},
+		{"a running process", other(os.Getppid(), thisMachine), false},
+		{"this process", other(os.Getpid(), thisMachine), false},
+		{"another machine", other(gone.Process.Pid, thisMachine+1), false},
+		{"an older version's tag", other(gone.Process.Pid, thisMachine)[:legacyTagLen], false},
+	} {
+		if !tag.sameState(c.other) {
+			t.Fatalf("%s: not the same state", c.name)
+		}
+		if got := tag.former(c.other); got != c.want {
+			t.Errorf("%s: former %v, want %v", c.name, got, c.want)
+		}
 	}
 }
