@@ -890,14 +890,21 @@ func (d *DB) DiskBytes() uint64 {
 	return d.db.Metrics().DiskSpaceUsage()
 }
 
-// Close commits pending writes and closes the database. A failed DB is
-// closed as far as Pebble manages within a few seconds, and Close returns
-// its failure.
+// Close commits pending writes and closes the database; with
+// Options.AtomicCheckpoints it drops them instead: they belong to a
+// checkpoint that was not taken (a stop that gave up on it), and committed
+// they would put the state past the offsets of the last checkpoint, so
+// that a restart counted their events twice. A failed DB is closed as far
+// as Pebble manages within a few seconds, and Close returns its failure.
 func (d *DB) Close() (err error) {
 	if d.db == nil {
 		return ErrClosed
 	}
-	err = d.commit(pebble.NoSync)
+	if d.opts.AtomicCheckpoints {
+		err = d.Wait() // the commit in flight, if any, is a checkpoint's
+	} else {
+		err = d.commit(pebble.NoSync)
+	}
 	if d.Err() != nil {
 		return d.closeFailed()
 	}

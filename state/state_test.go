@@ -84,6 +84,35 @@ func TestAtomicCheckpoints(t *testing.T) {
 	}
 }
 
+// TestCloseDropsUncommitted: with AtomicCheckpoints, Close leaves out the
+// writes since the last Commit, slots and metadata alike: they belong to a
+// checkpoint a stop gave up on, and committed they would put the state past
+// the last checkpoint's offsets. Without it Close commits them.
+func TestCloseDropsUncommitted(t *testing.T) {
+	for _, atomic := range []bool{true, false} {
+		dir := t.TempDir()
+		db := open(t, dir, Options{AtomicCheckpoints: atomic})
+		db.Set([]byte("slot"), []byte("at the checkpoint"))
+		db.SetMeta("offsets", []byte("100"))
+		if err := db.Commit(true); err != nil {
+			t.Fatal(err)
+		}
+		db.Set([]byte("slot"), []byte("past it"))
+		db.SetMeta("offsets", []byte("200"))
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		db = open(t, dir, Options{})
+		v, _ := get(t, db, "slot")
+		m, _, _ := db.Meta("offsets")
+		db.Close()
+		want := map[bool][2]string{true: {"at the checkpoint", "100"}, false: {"past it", "200"}}[atomic]
+		if v != want[0] || string(m) != want[1] {
+			t.Errorf("AtomicCheckpoints=%v: after Close the slot is %q and the offsets %q, want %q", atomic, v, m, want)
+		}
+	}
+}
+
 func TestOptionsValidate(t *testing.T) {
 	if _, err := Open(Options{}); err == nil {
 		t.Fatal("Open without a Dir must fail")
@@ -376,10 +405,13 @@ func TestParts(t *testing.T) {
 	if err := db.Wait(); err != nil {
 		t.Fatal(err)
 	}
+	if err := db.Commit(true); err != nil {
+		t.Fatal(err)
+	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// Reopened: Close committed what was pending, the parts' writes with
+	// Reopened: the commit took what was pending, the parts' writes with
 	// the DB's own: the last round of both parts is there, deletions
 	// included.
 	db = open(t, dir, Options{})

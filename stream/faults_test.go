@@ -3,10 +3,15 @@ package stream
 import (
 	"bufio"
 	"context"
-	"net"
+	"io"
+	"maps"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -38,23 +43,8 @@ func TestFaultBrokerSIGKILL(t *testing.T) {
 	writeWorkload(t, input, o)
 	want := replayDecisionsOf(t, input)
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	data := t.TempDir()
-	startBroker := func() *exec.Cmd {
-		logs := &lockedBuffer{}
-		cmd := exec.Command(bin, "broker", "--addr", addr, "--data-dir", data, "--partitions", "1")
-		cmd.Stderr = logs
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		waitFor(t, logs, "development broker")
-		return cmd
-	}
+	addr, data := freeAddr(t), t.TempDir()
+	startBroker := func() *exec.Cmd { return startBrokerProcess(t, bin, addr, data, 1) }
 	b := startBroker()
 	defer func() { b.Process.Kill(); b.Wait() }()
 	if st, err := Produce(context.Background(), ProduceOptions{File: input, Brokers: []string{addr}}); err != nil || st.Failed != 0 {
@@ -117,6 +107,103 @@ func TestFaultBrokerSIGKILL(t *testing.T) {
 	checkDecisions(t, addr, want)
 }
 
+// startBrokerProcess starts the development broker as a process of its
+// own, on addr with its data in data and partitions input partitions, and
+// returns once it listens.
+func startBrokerProcess(t *testing.T, bin, addr, data string, partitions int) *exec.Cmd {
+	t.Helper()
+	logs := &lockedBuffer{}
+	cmd := exec.Command(bin, "broker", "--addr", addr, "--data-dir", data, "--partitions", strconv.Itoa(partitions))
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, logs, "development broker")
+	return cmd
+}
+
+// TestFaultBrokerHang stops the broker, a process of its own, with SIGSTOP
+// while the job, another, consumes (a broker that hangs: connections open,
+// no answer): /healthz turns 503 once nothing has been answered for
+// stallAfter, and SIGTERM ends the job within stopBound. With the broker
+// back, a restart makes every decision of the replay, none with another
+// value.
+func TestFaultBrokerHang(t *testing.T) {
+	if testing.Short() || !faults() {
+		t.Skipf("fault injection: set %s=1", faultsEnv)
+	}
+	bin := buildBinary(t)
+	input := filepath.Join(t.TempDir(), "in.jsonl")
+	o := gen.DefaultOptions()
+	o.Events, o.Users = 300_000, 20_000
+	writeWorkload(t, input, o)
+	want := replayDecisionsOf(t, input)
+	addr, data := freeAddr(t), t.TempDir()
+	b := startBrokerProcess(t, bin, addr, data, 1)
+	defer func() { b.Process.Signal(syscall.SIGCONT); b.Process.Kill(); b.Wait() }()
+	if st, err := Produce(context.Background(), ProduceOptions{File: input, Brokers: []string{addr}}); err != nil || st.Failed != 0 {
+		t.Fatalf("produce: %+v, %v", st, err)
+	}
+	stateDir, metrics := t.TempDir(), freeAddr(t)
+	run := func() (*exec.Cmd, *lockedBuffer) {
+		return startProcess(t, bin, "run", "--rules", bundledRules, "--brokers", addr, "--state-dir", stateDir,
+			"--checkpoint-interval", "100ms", "--metrics-addr", metrics)
+	}
+	job, logs := run()
+	defer func() { job.Process.Kill(); job.Wait() }()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		if n, err := kafkatest.LastOffset(addr, "decisions", 0); err == nil && n > int64(len(want))/10 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no decisions a minute after the start:\n%s", logs)
+		}
+	}
+	b.Process.Signal(syscall.SIGSTOP)
+	stopped := time.Now()
+	for {
+		resp, err := http.Get("http://" + metrics + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			t.Logf("/healthz turned 503 %s after the broker hung: %s", time.Since(stopped).Round(time.Millisecond), body)
+			break
+		}
+		if time.Since(stopped) > stallAfter+5*time.Second {
+			t.Fatalf("/healthz still answers %d %s %s after the broker hung", resp.StatusCode, body, time.Since(stopped))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	job.Process.Signal(syscall.SIGTERM)
+	asked := time.Now()
+	exited := make(chan error, 1)
+	go func() { exited <- job.Wait() }()
+	select {
+	case err := <-exited:
+		t.Logf("stopped %s after SIGTERM, the broker hung: %v", time.Since(asked).Round(time.Millisecond), err)
+	case <-time.After(stopBound + 5*time.Second):
+		t.Fatalf("the job did not stop within %s of SIGTERM, the broker hung:\n%s", stopBound+5*time.Second, logs)
+	}
+	b.Process.Signal(syscall.SIGCONT)
+	first := logs
+	job, logs = run()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the first run's log:\n%s\nthe restart's:\n%s", first, logs)
+		}
+	})
+	for deadline := time.Now().Add(time.Minute); !coversAll(decisionSet(t, addr), want) && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+	}
+	job.Process.Signal(syscall.SIGTERM)
+	if err := job.Wait(); err != nil {
+		t.Fatalf("restart: %v\n%s", err, logs)
+	}
+	checkDecisions(t, addr, want)
+}
+
 // writeWorkload writes a generated workload to path.
 func writeWorkload(t *testing.T, path string, o gen.Options) {
 	t.Helper()
@@ -140,15 +227,17 @@ func checkDecisions(t *testing.T, addr string, want []string) {
 	t.Helper()
 	got := liveDecisions(t, addr)
 	set := decisionSet(t, addr)
-	missing := 0
+	var missing []string
 	for _, d := range want {
 		if !set[d] {
-			missing++
+			missing = append(missing, d)
 		}
 		delete(set, d)
 	}
-	if missing > 0 || len(set) > 0 {
-		t.Fatalf("%d decisions missing, %d foreign (of %d)", missing, len(set), len(want))
+	if len(missing) > 0 || len(set) > 0 {
+		foreign := slices.Sorted(maps.Keys(set))
+		t.Fatalf("%d decisions missing, %d foreign (of %d); the first missing:\n%s\nthe first foreign:\n%s", len(missing), len(set), len(want),
+			strings.Join(missing[:min(3, len(missing))], "\n"), strings.Join(foreign[:min(3, len(foreign))], "\n"))
 	}
 	t.Logf("%d decisions written for %d distinct: 0 missing, 0 foreign", len(got), len(want))
 }

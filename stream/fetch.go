@@ -59,8 +59,10 @@ type fetcher struct {
 	// consumer lag metric.
 	lag atomic.Int64
 	// answered is set once the partition's leader answered a fetch, for
-	// /readyz.
-	answered atomic.Bool
+	// /readyz; lastAnswer is when it last did (or when the fetcher
+	// started), in Unix nanoseconds, for /healthz.
+	answered   atomic.Bool
+	lastAnswer atomic.Int64
 	// end, if not negative, is the offset the fetcher stops at (replay of
 	// a topic); it then sends a fetch marked done.
 	end int64
@@ -74,8 +76,10 @@ type fetcher struct {
 // newFetcher returns a fetcher of one partition from offset next
 // (kafka.FirstOffset for the first), up to end (-1 for no end).
 func newFetcher(brokers []string, dialer *kafka.Dialer, topic string, partition int, next, end int64, out chan<- fetched, log *slog.Logger) *fetcher {
-	return &fetcher{brokers: brokers, dialer: dialer, topic: topic, partition: partition,
+	f := &fetcher{brokers: brokers, dialer: dialer, topic: topic, partition: partition,
 		next: next, end: end, out: out, saidBehind: true, log: log}
+	f.lastAnswer.Store(time.Now().UnixNano())
+	return f
 }
 
 // send hands f to the loop; false when ctx ended first.
@@ -181,6 +185,7 @@ func (f *fetcher) connectAndFetch(ctx context.Context) error {
 		}
 		if hwm >= 0 || errors.Is(err, kafka.RequestTimedOut) {
 			f.answered.Store(true)
+			f.lastAnswer.Store(time.Now().UnixNano())
 		}
 		switch {
 		case err == nil:

@@ -150,9 +150,27 @@ type liveJob struct {
 // onClose adds fn to what is undone when the job ends.
 func (j *liveJob) onClose(fn func()) { j.closers = append(j.closers, fn) }
 
+// close runs the closers, the last registered first, within closeGrace
+// of the first: one that does not end by then (a connection or a write to
+// brokers that do not answer, which kafka-go waits for for minutes) is
+// left behind after a second, so that a stop ends within stopBound and
+// the state is still closed.
 func (j *liveJob) close() {
+	deadline := time.Now().Add(closeGrace)
 	for i := len(j.closers) - 1; i >= 0; i-- {
-		j.closers[i]()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			j.closers[i]()
+		}()
+		wait := time.NewTimer(max(time.Until(deadline), time.Second))
+		select {
+		case <-done:
+		case <-wait.C:
+			j.log.Warn("left behind a part of the job that did not end within the stop's grace (brokers that do not answer)",
+				"grace", closeGrace)
+		}
+		wait.Stop()
 	}
 }
 
@@ -251,7 +269,7 @@ func (j *liveJob) startOutputs(context.Context) error {
 		// The console is fed only where a page can show it.
 		j.console = console.NewLive(console.LiveOptions{SkewThreshold: o.Config.Skew.Threshold, Now: o.Now})
 		j.decisionKeys = console.NewDecisionKeys(consoleKeyLimit)
-		srv, err := j.m.serve(o.MetricsAddr, j.db.Health, j.console.Handler(), o.ConsolePublic)
+		srv, err := j.m.serve(o.MetricsAddr, j.health, j.console.Handler(), o.ConsolePublic)
 		if err != nil {
 			return err
 		}
@@ -358,6 +376,16 @@ func refuseDropped(d rules.Diff, o RunOptions) error {
 	return fmt.Errorf("the state in %s was written with rules that %s removes or changes: %s; "+
 		"their state would be deleted. Start with the rules file the state was written with to keep it, "+
 		"or add --allow-dropped-state to delete it", o.StateDir, o.Config.File, strings.Join(dropped, ", "))
+}
+
+// health is what /healthz reports: the state store's health, then
+// brokers that leave the input's fetches or the outputs' writes
+// unanswered.
+func (j *liveJob) health() error {
+	if err := j.db.Health(); err != nil {
+		return err
+	}
+	return j.m.ready.stalled(j.opts.Now())
 }
 
 // verifyState checks the checksums of every table of the state on a
@@ -473,6 +501,7 @@ func (j *liveJob) startFetching(ctx context.Context) error {
 	// goes on: a decision leaves as soon as it exists, and what is made
 	// while a write is in flight goes out together in the next one.
 	j.writer = newOutputWriter(j.out, j.m.latency, j.log)
+	j.writer.since = &j.m.ready.writing
 	j.onClose(j.writer.close)
 	// A stop waits for the outputs a while, then gives up on them: the job
 	// ends with an error and no checkpoint covers them, so the next run
@@ -522,6 +551,7 @@ func (j *liveJob) addFetchers(partitions []int) {
 		}
 		f := newFetcher(j.brokers, j.sec.Dialer(), j.opts.Topic, p, start, -1, j.fetched, j.log)
 		j.fetchers = append(j.fetchers, f)
+		j.m.ready.track(f)
 		j.reading.Go(func() { f.run(j.readCtx) })
 	}
 }
@@ -537,6 +567,9 @@ func (j *liveJob) loop(ctx context.Context) error {
 	defer tick.Stop()
 	discover := time.NewTicker(j.opts.PartitionDiscovery)
 	defer discover.Stop()
+	// Partitions are listed off the loop: a broker that does not answer
+	// must not hold the records of the others, or a stop.
+	discovered, discovering := make(chan []int, 1), false
 	if !j.restored {
 		// A first run checkpoints before it takes a record: killed before
 		// its first periodic checkpoint, it restarts knowing where the
@@ -581,7 +614,16 @@ func (j *liveJob) loop(ctx context.Context) error {
 			}
 		case <-j.checkpoints.timer.C:
 		case <-discover.C:
-			j.discover(ctx)
+			if !discovering {
+				discovering = true
+				go j.discover(ctx, discovered)
+			}
+		case ps := <-discovered:
+			discovering = false
+			n := len(j.fetchers)
+			if j.addFetchers(ps); len(j.fetchers) > n {
+				j.log.Info("reading new partitions", "topic", j.opts.Topic, "partitions", len(j.fetchers))
+			}
 		case <-j.opts.ReloadRules:
 			// At the next tick, which comes only while the group is held.
 			j.hup = true
@@ -694,17 +736,14 @@ func (j *liveJob) tick() error {
 	return j.e.WriteBack(max(writeBackPerTick, (j.e.Changed()+ticksLeft-1)/ticksLeft))
 }
 
-// discover starts fetching partitions added to the input topic.
-func (j *liveJob) discover(ctx context.Context) {
+// discover lists the input topic's partitions, for the loop to start
+// fetching those added, and sends them to found (none when it cannot).
+func (j *liveJob) discover(ctx context.Context, found chan<- []int) {
 	ps, err := readPartitions(ctx, j.sec.Dialer(), j.brokers[0], j.opts.Topic)
-	if err != nil {
+	if err != nil && ctx.Err() == nil {
 		j.log.Warn("listing partitions", "topic", j.opts.Topic, "err", err)
-		return
 	}
-	n := len(j.fetchers)
-	if j.addFetchers(ps); len(j.fetchers) > n {
-		j.log.Info("reading new partitions", "topic", j.opts.Topic, "partitions", len(j.fetchers))
-	}
+	found <- ps
 }
 
 // stop ends the job cleanly: fetching stops, what was fetched and can be

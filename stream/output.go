@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -35,6 +36,14 @@ type outputWriter struct {
 	// of trying again.
 	giveUp     chan struct{}
 	giveUpOnce sync.Once
+	// stopCtx is cancelled with giveUp: it ends a write in flight too,
+	// which kafka-go would otherwise retry against brokers that do not
+	// answer for minutes.
+	stopCtx    context.Context
+	cancelStop context.CancelFunc
+	// since, if not nil, holds when the write in flight started, in Unix
+	// nanoseconds (0 when none is), for /healthz.
+	since *atomic.Int64
 }
 
 // Backoffs between attempts at a failing output write.
@@ -48,13 +57,20 @@ const (
 func newOutputWriter(out *sink.Kafka, latency prometheus.Histogram, log *slog.Logger) *outputWriter {
 	w := &outputWriter{out: out, latency: latency, log: log,
 		todo: make(chan sink.Batch, 1), done: make(chan error, 1), giveUp: make(chan struct{})}
+	w.stopCtx, w.cancelStop = context.WithCancel(context.Background())
 	go w.run()
 	return w
 }
 
 func (w *outputWriter) run() {
 	for b := range w.todo {
+		if w.since != nil {
+			w.since.Store(time.Now().UnixNano())
+		}
 		err := w.write(&b)
+		if w.since != nil {
+			w.since.Store(0)
+		}
 		if err == nil && w.latency != nil {
 			acked := time.Now().UnixMilli()
 			for _, ref := range b.DecisionRefs {
@@ -71,7 +87,7 @@ func (w *outputWriter) run() {
 func (w *outputWriter) write(b *sink.Batch) error {
 	backoff := outputBackoffMin
 	for {
-		err := w.out.Write(context.Background(), b)
+		err := w.out.Write(w.stopCtx, b)
 		if err == nil {
 			return nil
 		}
@@ -95,7 +111,12 @@ func (w *outputWriter) write(b *sink.Batch) error {
 
 // stopRetrying makes failing writes, the one in flight included, return
 // their error. It may be called from any goroutine, more than once.
-func (w *outputWriter) stopRetrying() { w.giveUpOnce.Do(func() { close(w.giveUp) }) }
+func (w *outputWriter) stopRetrying() {
+	w.giveUpOnce.Do(func() {
+		close(w.giveUp)
+		w.cancelStop()
+	})
+}
 
 // start hands the pending outputs to the writer if it is free.
 func (w *outputWriter) start() {

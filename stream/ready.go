@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // readiness answers /readyz: 503 until the job has restored its checkpoint,
@@ -23,6 +25,36 @@ type readiness struct {
 	// and tables how far (0, 0 once done).
 	verify          bool
 	checked, tables int
+	// all are the fetchers of every input partition, for stalled.
+	all []*fetcher
+	// writing is when the output write in flight started, in Unix
+	// nanoseconds; 0 when none is.
+	writing atomic.Int64
+}
+
+// track adds fetchers to those stalled looks at.
+func (r *readiness) track(fetchers ...*fetcher) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.all = append(r.all, fetchers...)
+}
+
+// stalled returns, at now, why the brokers look stalled, for /healthz: an
+// input partition whose leader has answered no fetch, or an output write
+// unacknowledged, for stallAfter (fetches are answered within
+// fetchMaxWait even when nothing arrives); nil when neither.
+func (r *readiness) stalled(now time.Time) error {
+	if since := r.writing.Load(); since != 0 && now.Sub(time.Unix(0, since)) > stallAfter {
+		return fmt.Errorf("brokers: outputs unacknowledged for %s", now.Sub(time.Unix(0, since)).Round(time.Second))
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, f := range r.all {
+		if quiet := now.Sub(time.Unix(0, f.lastAnswer.Load())); quiet > stallAfter {
+			return fmt.Errorf("brokers: no fetch of %s partition %d answered for %s", f.topic, f.partition, quiet.Round(time.Second))
+		}
+	}
+	return nil
 }
 
 // verifying makes the job not ready until verified says the state's

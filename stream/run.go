@@ -265,6 +265,9 @@ func readPartitions(ctx context.Context, d *kafka.Dialer, addr, topic string) ([
 		return nil, fmt.Errorf("connect %s: %w", addr, err)
 	}
 	defer conn.Close()
+	// A broker that does not answer leaves a read waiting for good.
+	defer context.AfterFunc(ctx, func() { conn.Close() })()
+	conn.SetDeadline(time.Now().Add(fetchTimeout))
 	ps, err := conn.ReadPartitions(topic)
 	if err != nil {
 		return nil, fmt.Errorf("topic %s: %w", topic, err)
@@ -300,3 +303,18 @@ func decodeOffsets(b []byte) (map[int32]int64, error) {
 	}
 	return m, nil
 }
+
+// stallAfter is how long the brokers may leave every fetch of the input,
+// or a write of the outputs, unanswered before /healthz says so.
+const stallAfter = 15 * time.Second
+
+// stopBound is the longest a stop takes, whatever the brokers do: the
+// wait for unacknowledged outputs (stopOutputGrace), the final checkpoint,
+// and closeGrace for the rest.
+const stopBound = stopOutputGrace + closeGrace + 5*time.Second
+
+// closeGrace is how long a stop waits for the job's goroutines and
+// connections to end once the final checkpoint is done or given up: one
+// blocked on a broker that does not answer is left behind, and the
+// process exits without it.
+const closeGrace = 5 * time.Second
