@@ -87,6 +87,11 @@ func TestCheckpointRestore(t *testing.T) {
 			} else if cp, err = e.Checkpoint(); err != nil {
 				t.Fatal(err)
 			}
+			// A checkpoint is what a commit takes: Close drops writes past
+			// the last one.
+			if err := db.Commit(true); err != nil {
+				t.Fatal(err)
+			}
 			if err := db.Close(); err != nil {
 				t.Fatal(err)
 			}
