@@ -25,6 +25,9 @@ var ErrRulesChanged = errors.New("engine: the state was written with different r
 // the same atomic batch (docs/format/state.md). It is small: the timers are
 // rebuilt from the window state (windows.Operator.Restore).
 func (e *Engine) Checkpoint() ([]byte, error) {
+	if err := e.expireIDs(); err != nil {
+		return nil, err
+	}
 	op, err := e.op.Checkpoint(nil)
 	if err != nil {
 		return nil, err
@@ -38,6 +41,9 @@ func (e *Engine) Checkpoint() ([]byte, error) {
 // other's checkpoints. No shard may be processing; the engine must have
 // been built with Options.Checkpoints.
 func (e *Sharded) Checkpoint() ([]byte, error) {
+	if err := e.expireIDs(); err != nil {
+		return nil, err
+	}
 	ops := make([][]byte, len(e.shards))
 	errs := make([]error, len(e.shards))
 	e.parallel(len(e.shards), func(i int) { ops[i], errs[i] = e.shards[i].op.Checkpoint(nil) })
@@ -53,8 +59,14 @@ func (e *Sharded) Checkpoint() ([]byte, error) {
 // operator's (or first shard's) checkpoint is op.
 func (c *clocks) checkpoint(cfg *rules.Config, l *layout, op []byte, st *Stats) []byte {
 	counters := []int64{st.Records, st.Accepted, st.Unmatched, st.Late, st.Invalid, st.Retimed}
-	return appendSections([]byte{checkpointVersion}, []byte(cfg.StateSettings()), l.appendBinary(nil), op,
-		c.wm.AppendBinary(nil), c.skew.AppendBinary(nil), appendCounters(nil, append(counters, st.Decisions...)))
+	sections := [][]byte{[]byte(cfg.StateSettings()), l.appendBinary(nil), op,
+		c.wm.AppendBinary(nil), c.skew.AppendBinary(nil), appendCounters(nil, append(counters, st.Decisions...))}
+	if c.dd != nil {
+		// A seventh section, which a checkpoint without it leaves out and
+		// an earlier version does not read.
+		sections = append(sections, c.dd.appendBinary(nil))
+	}
+	return appendSections([]byte{checkpointVersion}, sections...)
 }
 
 // appendSections appends each of sections to dst, its length first: the
@@ -91,15 +103,16 @@ func readChecked(b []byte, version byte, n int, first string, changed error) ([]
 	return sections, nil
 }
 
-// readSections splits b, of n sections written by appendSections.
+// readSections splits b, of n sections or more written by appendSections:
+// a later version may add sections after those an earlier one reads.
 func readSections(b []byte, n int) ([][]byte, error) {
-	sections := make([][]byte, n)
-	for i := range sections {
+	sections := make([][]byte, 0, n+1)
+	for len(sections) < n || len(b) > 0 {
 		l, k := binary.Uvarint(b)
 		if k <= 0 || l > uint64(len(b)-k) {
 			return nil, fmt.Errorf("engine: checkpoint truncated")
 		}
-		sections[i], b = b[k:k+int(l)], b[k+int(l):]
+		sections, b = append(sections, b[k:k+int(l)]), b[k+int(l):]
 	}
 	return sections, nil
 }
@@ -228,6 +241,15 @@ func (c *clocks) restore(cfg *rules.Config, b []byte, st *Stats, op func(ids []i
 		return layout{}, rules.Diff{}, err
 	}
 	st.Decisions = carryDecisions(diff.Old, decisions, cfg)
+	if c.dd != nil {
+		var dd []byte
+		if len(sections) > 6 {
+			dd = sections[6]
+		}
+		if err := c.dd.restore(dd); err != nil {
+			return layout{}, rules.Diff{}, err
+		}
+	}
 	return next, diff, nil
 }
 

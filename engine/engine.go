@@ -82,6 +82,9 @@ type Stats struct {
 	// SourcesForgotten counts sources the skew tracker forgot to stay
 	// within skew.max_sources.
 	SourcesForgotten int64
+	// Duplicates counts the records dropped because their event's id was
+	// taken within dedupe.horizon; they count in Records too.
+	Duplicates int64
 }
 
 // Engine runs records through decoding, watermarks and the window operator.
@@ -111,6 +114,9 @@ type clocks struct {
 	// partitionSources names the source of events without one: their
 	// partition (docs/events.md "source").
 	partitionSources map[int32][]byte
+	// dd drops events whose id was taken within dedupe.horizon; nil
+	// without.
+	dd *dedupe
 }
 
 func newClocks(cfg *rules.Config, onTr func(watermark.Transition)) clocks {
@@ -121,6 +127,49 @@ func newClocks(cfg *rules.Config, onTr func(watermark.Transition)) clocks {
 		skew:             watermark.NewSkewTracker(watermark.SkewOptionsFrom(cfg.Skew)),
 		onTr:             onTr,
 		partitionSources: make(map[int32][]byte),
+		dd:               newDedupe(cfg.Dedupe.Horizon.Milliseconds(), nil),
+	}
+}
+
+// duplicate reports whether ev was taken within dedupe.horizon, and
+// remembers it otherwise (see dedupe).
+func (c *clocks) duplicate(ev *event.Event) (bool, error) {
+	if c.dd == nil {
+		return false, nil
+	}
+	return c.dd.seen(ev.ID, c.wm.Current())
+}
+
+// duplicates is how many records dedupe dropped.
+func (c *clocks) duplicates() int64 {
+	if c.dd == nil {
+		return 0
+	}
+	return c.dd.duplicates
+}
+
+// expireIDs forgets the ids the watermark has left behind, at a
+// checkpoint: an input gone quiet takes no event that would.
+func (c *clocks) expireIDs() error {
+	if c.dd == nil {
+		return nil
+	}
+	return c.dd.advance(c.wm.Current())
+}
+
+// forgetIDs forgets every id dedupe remembers, at the end of the input,
+// as the watermark's end does every window.
+func (c *clocks) forgetIDs() error {
+	if c.dd == nil {
+		return nil
+	}
+	return c.dd.forgetAll()
+}
+
+// storeIDs makes the ids dedupe remembers stored in b, for checkpoints.
+func (c *clocks) storeIDs(b windows.Backend) {
+	if c.dd != nil {
+		c.dd.store = b
 	}
 }
 
@@ -211,6 +260,7 @@ func New(opts Options) (*Engine, error) {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	e.dec = newDecoder(schema, e.op)
+	e.storeIDs(opts.Backend)
 	return e, nil
 }
 
@@ -266,6 +316,9 @@ func (e *Engine) processDecoded(rec *Record, ev *event.Event, refs []windows.Slo
 		e.out.DLQ(rec.Value, decodeErr.Error(), &rec.Prov)
 		return nil
 	}
+	if dup, err := e.duplicate(ev); dup || err != nil {
+		return err
+	}
 	t, processing, wm := e.observe(rec, ev, now)
 	if processing {
 		e.stats.Retimed++
@@ -318,6 +371,9 @@ func (e *Engine) Tick(now int64) error {
 // Finish ends the input: the watermark goes to +infinity, windows that have
 // not fired fire once, and state is flushed to the backend.
 func (e *Engine) Finish() error {
+	if err := e.forgetIDs(); err != nil {
+		return err
+	}
 	if err := e.op.AdvanceWatermark(e.wm.Finish()); err != nil {
 		return err
 	}
@@ -338,5 +394,6 @@ func (e *Engine) Stats() Stats {
 	s.Decisions = append([]int64(nil), s.Decisions...)
 	s.WindowsFired = e.op.WindowsFired()
 	s.SourcesForgotten = e.skew.Forgotten()
+	s.Duplicates = e.duplicates()
 	return s
 }

@@ -151,8 +151,12 @@ func runScenario(t *testing.T, path string, slots int, memory int64, open func(*
 			return rec.take()
 		case "stats":
 			s := e.Stats()
-			return fmt.Sprintf("records=%d accepted=%d unmatched=%d late=%d invalid=%d decisions=%v fired=%d\n",
-				s.Records, s.Accepted, s.Unmatched, s.Late, s.Invalid, s.Decisions, s.WindowsFired)
+			dups := ""
+			if s.Duplicates > 0 {
+				dups = fmt.Sprintf(" duplicates=%d", s.Duplicates)
+			}
+			return fmt.Sprintf("records=%d accepted=%d unmatched=%d late=%d invalid=%d decisions=%v fired=%d%s\n",
+				s.Records, s.Accepted, s.Unmatched, s.Late, s.Invalid, s.Decisions, s.WindowsFired, dups)
 		default:
 			t.Fatalf("%s: unknown command %q", d.Pos, d.Cmd)
 			return ""

@@ -179,6 +179,9 @@ func NewSharded(opts Options, backends []windows.Backend) (*Sharded, error) {
 		e.shards = append(e.shards, s)
 	}
 	e.end = *e.NewBatch()
+	if opts.Checkpoints {
+		e.storeIDs(backends[0]) // written from Time, on shard 0's goroutine
+	}
 	return e, nil
 }
 
@@ -309,8 +312,10 @@ func (b *Batch) refsOf(k, i, j int) []windows.SlotRef {
 }
 
 // Time decides, in record order, the time that windows each record of b
-// and the watermark after it, at processing time now.
-func (e *Sharded) Time(b *Batch, now int64) {
+// and the watermark after it, at processing time now, and which records
+// are duplicates (dedupe). An error comes only from the backend that
+// stores the ids of a checkpointing engine.
+func (e *Sharded) Time(b *Batch, now int64) error {
 	for i := range b.recs {
 		var t, wm int64
 		var processing bool
@@ -318,12 +323,26 @@ func (e *Sharded) Time(b *Batch, now int64) {
 			b.errs[i] = e.ahead(&b.recs[i], &b.events[i])
 		}
 		if b.errs[i] == nil {
+			dup, err := e.duplicate(&b.events[i])
+			if err != nil {
+				return err
+			}
+			if dup {
+				b.errs[i] = errDuplicate
+			}
+		}
+		if b.errs[i] == nil {
 			t, processing, wm = e.observe(&b.recs[i], &b.events[i], now)
 		}
 		b.t, b.processing, b.wm = append(b.t, t), append(b.processing, processing), append(b.wm, wm)
 	}
 	b.forgotten = e.skew.Forgotten()
+	return nil
 }
+
+// errDuplicate marks a record of a Batch that dedupe dropped: it makes no
+// output.
+var errDuplicate = errors.New("duplicate")
 
 // Process runs the shard's window operator over b's records. Shards of a
 // batch may run concurrently; one shard processes batches in order. An
@@ -388,6 +407,9 @@ func (e *Sharded) Merge(b *Batch, before func(i int)) {
 		}
 		e.merging.Issue(mergeAhead - i%mergeAhead)
 		e.stats.Records++
+		if b.errs[i] == errDuplicate {
+			continue
+		}
 		if b.errs[i] != nil {
 			e.stats.Invalid++
 			e.out.DLQ(rec.Value, b.errs[i].Error(), &rec.Prov)
@@ -459,6 +481,9 @@ func (e *Sharded) emit(b *Batch, i int32, fired bool) {
 // not fired fire once, their outputs are emitted, and state is flushed to
 // the backends.
 func (e *Sharded) Finish() error {
+	if err := e.forgetIDs(); err != nil {
+		return err
+	}
 	return e.advance(e.wm.Finish(), func(op *windows.Operator) error { return op.Flush() })
 }
 
@@ -543,5 +568,6 @@ func (e *Sharded) Stats() Stats {
 	s := e.stats
 	s.Decisions = append([]int64(nil), s.Decisions...)
 	s.SourcesForgotten = e.forgotten
+	s.Duplicates = e.duplicates()
 	return s
 }

@@ -6,8 +6,9 @@ import (
 	"go.yaml.in/yaml/v4"
 )
 
-// defaultWatermark and defaultSkew are the settings of a file that leaves
-// them out, as documented on WatermarkConfig and SkewConfig.
+// defaultWatermark, defaultDedupe and defaultSkew are the settings of a
+// file that leaves them out, as documented on WatermarkConfig, DedupeConfig
+// and SkewConfig.
 var (
 	defaultWatermark = WatermarkConfig{
 		OutOfOrderness:  2 * time.Second,
@@ -15,7 +16,8 @@ var (
 		AllowedLateness: 0,
 		MaxAhead:        time.Hour,
 	}
-	defaultSkew = SkewConfig{
+	defaultDedupe = DedupeConfig{Horizon: 10 * time.Second}
+	defaultSkew   = SkewConfig{
 		Threshold:    15 * time.Millisecond,
 		RecoverAfter: 5 * time.Second,
 		Scope:        ScopeSource,
@@ -25,12 +27,12 @@ var (
 
 // config checks the top level of the file; root is nil for an empty file.
 func (c *checker) config(root *yaml.Node) *Config {
-	cfg := &Config{Watermark: defaultWatermark, Skew: defaultSkew}
+	cfg := &Config{Watermark: defaultWatermark, Skew: defaultSkew, Dedupe: defaultDedupe}
 	if root == nil || isNull(root) {
 		c.addf(0, "no rules or heatmaps: the file has nothing to evaluate")
 		return cfg
 	}
-	fs, ok := c.mapping(root, "rules file", "watermark", "skew", "rules", "heatmaps")
+	fs, ok := c.mapping(root, "rules file", "watermark", "skew", "dedupe", "rules", "heatmaps")
 	if !ok {
 		return cfg
 	}
@@ -39,6 +41,13 @@ func (c *checker) config(root *yaml.Node) *Config {
 	}
 	if f, ok := fs["skew"]; ok {
 		c.skew(f.val, &cfg.Skew)
+	}
+	if f, ok := fs["dedupe"]; ok && !isNull(f.val) {
+		if ds, ok := c.mapping(f.val, "dedupe", "horizon"); ok {
+			if h, ok := ds["horizon"]; ok {
+				cfg.Dedupe.Horizon = c.duration(h, zeroAllowed)
+			}
+		}
 	}
 	rules, rulesOK := c.list(fs["rules"], "rules")
 	heatmaps, heatmapsOK := c.list(fs["heatmaps"], "heatmaps")

@@ -15,6 +15,9 @@ func render(cfg *Config) string {
 		formatDuration(wm.OutOfOrderness), formatDuration(wm.IdleTimeout), formatDuration(wm.AllowedLateness), formatDuration(wm.MaxAhead))
 	fmt.Fprintf(&b, "skew threshold=%s recover_after=%s scope=%s max_sources=%d\n",
 		formatDuration(sk.Threshold), formatDuration(sk.RecoverAfter), sk.Scope, sk.MaxSources)
+	if cfg.Dedupe != defaultDedupe {
+		fmt.Fprintf(&b, "dedupe horizon=%s\n", formatDuration(cfg.Dedupe.Horizon))
+	}
 	for _, r := range cfg.Rules {
 		fmt.Fprintf(&b, "rule %s (line %d)\n", r.Name, r.Line)
 		renderWhere(&b, "where", r.Where)

@@ -20,6 +20,7 @@ type Config struct {
 	Source    []byte
 	Watermark WatermarkConfig
 	Skew      SkewConfig
+	Dedupe    DedupeConfig
 	Rules     []Rule
 	Heatmaps  []Heatmap
 	// Warnings are settings that are valid but probably not what was meant,
@@ -65,6 +66,16 @@ func (s Scope) String() string {
 		return "job"
 	}
 	return "source"
+}
+
+// DedupeConfig controls how the job takes a record sent again (a
+// producer's retry) once.
+type DedupeConfig struct {
+	// Horizon is how far the watermark advances after an event is taken
+	// before its id is forgotten: an event whose id was taken within it is
+	// a duplicate, dropped. 0 turns deduplication off. The default value
+	// is 10s.
+	Horizon time.Duration
 }
 
 // SkewConfig controls clock-skew detection.

@@ -64,7 +64,7 @@ func decodeChunks(ctx context.Context, e *engine.Sharded, workers int, in <-chan
 	for b := range ordered {
 		b.decoded.Wait()
 		if b.c.err == nil {
-			e.Time(b.b, 0)
+			b.c.err = e.Time(b.b, 0)
 		}
 		b.shards.Add(len(shards))
 		for _, s := range shards {

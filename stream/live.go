@@ -679,7 +679,9 @@ func (j *liveJob) process() error {
 		b.Add(j.dec, &rs[i])
 	}
 	clear(rs) // drop the records' bytes: the batch has them
-	j.e.Time(b, now)
+	if err := j.e.Time(b, now); err != nil {
+		return fmt.Errorf("input %s: %w", j.opts.Topic, err)
+	}
 	for _, in := range j.shardIn {
 		in <- b
 	}

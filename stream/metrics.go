@@ -57,7 +57,7 @@ func newMetrics(reg *prometheus.Registry, cfg *rules.Config, labelLimit int) *me
 	m := &metrics{
 		reg: reg, cfg: cfg, sources: newBoundedLabels(labelLimit), labelLimit: labelLimit,
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "riskstream_events_total",
-			Help: "Input records by result: ok, late, invalid, unmatched."}, []string{"result"}),
+			Help: "Input records by result: ok, late, invalid, unmatched, duplicate."}, []string{"result"}),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "riskstream_decisions_total",
 			Help: "Decisions by rule and action, of the rules that enforce (not in mode shadow)."}, []string{"rule", "action"}),
 		shadowDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "riskstream_shadow_decisions_total",
@@ -122,6 +122,7 @@ func (m *metrics) update(e *engine.Sharded, db *state.DB) {
 	m.events.WithLabelValues("late").Add(float64(s.Late - m.last.Late))
 	m.events.WithLabelValues("invalid").Add(float64(s.Invalid - m.last.Invalid))
 	m.events.WithLabelValues("unmatched").Add(float64(s.Unmatched - m.last.Unmatched))
+	m.events.WithLabelValues("duplicate").Add(float64(s.Duplicates - m.last.Duplicates))
 	m.forgotten.Add(float64(s.SourcesForgotten - m.last.SourcesForgotten))
 	for i, r := range m.cfg.Rules {
 		prev := int64(0)

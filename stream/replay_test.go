@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -498,5 +500,44 @@ func TestReplayMemoryBudget(t *testing.T) {
 	}
 	if len(ga["decisions.jsonl"]) == 0 || len(ga["heatmaps.jsonl"]) == 0 {
 		t.Fatal("the workload made no decisions or heatmaps to compare")
+	}
+}
+
+// TestReplayDedupe: a replay of the bundled input with records sent again
+// (each a few records after the first, as a producer's retry) makes the
+// same outputs as the input itself, and counts the records dropped.
+func TestReplayDedupe(t *testing.T) {
+	lines := bytes.Split(bytes.TrimSpace(readBundledInput(t)), []byte("\n"))
+	r := rand.New(rand.NewPCG(3, 4))
+	var retried [][]byte
+	sent := 0
+	for i, l := range lines {
+		retried = append(retried, l)
+		if j := i - r.IntN(50); j >= 0 && r.IntN(20) == 0 {
+			retried = append(retried, lines[j])
+			sent++
+		}
+	}
+	input := filepath.Join(t.TempDir(), "retried.jsonl")
+	if err := os.WriteFile(input, append(bytes.Join(retried, []byte("\n")), '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want, got := t.TempDir(), t.TempDir()
+	replay(t, ReplayOptions{Config: loadRules(t), Inputs: []string{bundledInput}, OutDir: want})
+	sum := replay(t, ReplayOptions{Config: loadRules(t), Inputs: []string{input}, OutDir: got})
+	w, g := readOutputs(t, want), readOutputs(t, got)
+	// An invalid record is not taken, so not remembered: its dlq record
+	// comes again.
+	dlqAgain := bytes.Count(g["dlq.jsonl"], []byte("\n")) - bytes.Count(w["dlq.jsonl"], []byte("\n"))
+	if sum.Duplicates+int64(dlqAgain) != int64(sent) || sum.Duplicates == 0 {
+		t.Fatalf("the replay dropped %d records and sent %d to the dlq again, %d were sent again", sum.Duplicates, dlqAgain, sent)
+	}
+	// Late records name their file and line, which the records sent again
+	// move.
+	lineNo := regexp.MustCompile(`"file":"[^"]*","line":\d+`)
+	for _, name := range []string{"decisions.jsonl", "heatmaps.jsonl", "late.jsonl"} {
+		if !bytes.Equal(lineNo.ReplaceAll(w[name], nil), lineNo.ReplaceAll(g[name], nil)) {
+			t.Errorf("%s differs from the replay without records sent again", name)
+		}
 	}
 }

@@ -164,8 +164,12 @@ func isTerminal(f *os.File) bool {
 }
 
 func printSummary(w io.Writer, cfg *rules.Config, outDir string, s *stream.Summary) {
-	fmt.Fprintf(w, "records   %d (accepted %d, unmatched %d, late %d, invalid %d)\n",
-		s.Records, s.Accepted, s.Unmatched, s.Late, s.Invalid)
+	dups := ""
+	if s.Duplicates > 0 {
+		dups = fmt.Sprintf(", duplicate %d", s.Duplicates)
+	}
+	fmt.Fprintf(w, "records   %d (accepted %d, unmatched %d, late %d, invalid %d%s)\n",
+		s.Records, s.Accepted, s.Unmatched, s.Late, s.Invalid, dups)
 	for i, r := range cfg.Rules {
 		if r.Mode == rules.Shadow {
 			fmt.Fprintf(w, "decisions %-24s %d (shadow)\n", r.Name, s.Decisions[i])
