@@ -2,6 +2,8 @@ package stream
 
 import (
 	"context"
+	"github.com/segmentio/kafka-go"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -11,8 +13,8 @@ import (
 
 // TestBrokerRestart: the broker stops for two seconds in the
 // middle of a run over 4 partitions, with input arriving all along: the job
-// rides it out, and its decisions are exactly those of a replay of the
-// topic, none twice.
+// rides it out at the default --partition-wait, and its decisions are
+// exactly those of a replay of the topic, none twice.
 func TestBrokerRestart(t *testing.T) {
 	if testing.Short() || !faults() {
 		t.Skipf("fault injection: set %s=1", faultsEnv)
@@ -34,10 +36,11 @@ func TestBrokerRestart(t *testing.T) {
 		_, err := Produce(context.Background(), ProduceOptions{File: input, Brokers: []string{addr}, Rate: 10_000})
 		produced <- err
 	}()
-	// The producer reconnects each partition on its own after the restart:
-	// the job waits for the late ones (see TestCrashSafetyPartitioned).
-	stop := startJob(t, RunOptions{Config: cfg, Brokers: []string{addr}, CheckpointInterval: 50 * time.Millisecond,
-		PartitionWait: 5 * time.Second})
+	// The producer reconnects each partition on its own after the restart,
+	// and sends what it held, older than what the others have by then: at
+	// the default --partition-wait the job waits for them as long as the
+	// partitions have nothing since the outage (recoveryGrace).
+	stop := startJob(t, RunOptions{Config: cfg, Brokers: []string{addr}, CheckpointInterval: 50 * time.Millisecond})
 	time.Sleep(2 * time.Second)
 	if n := committed(t, addr, 4); n <= 0 || n >= 60_000 {
 		t.Fatalf("%d records committed when the broker stopped: not the middle of the run", n)
@@ -63,4 +66,62 @@ func restartableBroker(t *testing.T) broker.Options {
 	t.Helper()
 	return broker.Options{Addr: freeAddr(t), DataDir: t.TempDir(),
 		Topics: map[string]int32{"requests": 1, "decisions": 1, "heatmaps": 1, "late": 1, "dlq": 1}}
+}
+
+// TestFetcherRecoveryGrace: after a broker outage a partition that has
+// read everything its leader has still says it is behind, until it has a
+// record again (its producer sent what it held) or recoveryGrace has
+// passed, so that the merge waits for the records a producer sends only
+// once the brokers are back, as it would before it: not the usual
+// --partition-wait.
+func TestFetcherRecoveryGrace(t *testing.T) {
+	if testing.Short() {
+		t.Skip("restarts a broker")
+	}
+	opts := restartableBroker(t)
+	b, err := broker.Start(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { b.Close() }()
+	out := make(chan fetched, 16)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f := newFetcher([]string{opts.Addr}, &kafka.Dialer{Timeout: time.Second}, "requests", 0, kafka.FirstOffset, -1, out, slog.Default())
+	go f.run(ctx)
+	next := func(within time.Duration) (fetched, bool) {
+		t.Helper()
+		select {
+		case got := <-out:
+			return got, true
+		case <-time.After(within):
+			return fetched{}, false
+		}
+	}
+	if got, ok := next(10 * time.Second); !ok || got.behind {
+		t.Fatalf("a fetcher of an empty partition: %+v, %v; want caught up", got, ok)
+	}
+	b.Close()
+	if got, ok := next(20 * time.Second); !ok || !got.behind {
+		t.Fatalf("with the broker gone: %+v, %v; want behind", got, ok)
+	}
+	if b, err = broker.Start(opts); err != nil {
+		t.Fatal(err)
+	}
+	// Reconnected, nothing to read: still behind, for the producers.
+	if got, ok := next(3 * time.Second); ok {
+		t.Fatalf("3 s after the broker came back, with nothing to read: %+v, want no change (behind)", got)
+	}
+	conn, err := kafka.DialLeader(context.Background(), "tcp", opts.Addr, "requests", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.WriteMessages(kafka.Message{Value: []byte(`{"id":"r","ts":1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	got, ok := next(10 * time.Second)
+	if !ok || len(got.msgs) != 1 || got.behind {
+		t.Fatalf("the producer's record: %+v, %v; want it, caught up", got, ok)
+	}
 }

@@ -23,6 +23,14 @@ const (
 	// reconnects after a 100 ms backoff: on a busy machine (GC, a loaded
 	// CPU) that added the backoff to every record behind it.
 	fetchTimeout = 10 * time.Second
+	// recoveryGrace is how long after a broker outage a partition that has
+	// read everything its leader has still counts as behind, until it has
+	// a record again: its producers reconnect and send what they held
+	// (older than what other partitions already have) only after the
+	// brokers are back, and a merge that went on without the partition
+	// after the usual --partition-wait took those records out of timestamp
+	// order, so that decisions differed from a replay of the topic.
+	recoveryGrace = 10 * time.Second
 	// fetchMaxBytes bounds one fetch's records: Kafka's own default per
 	// partition. The loop handles a fetch at once, so with larger fetches a
 	// catching-up job made a checkpoint wait for a whole large fetch.
@@ -70,6 +78,10 @@ type fetcher struct {
 	// saidBehind is the behind last sent: the merge starts with every
 	// partition behind.
 	saidBehind bool
+	// recovering, when not zero, is when the fetcher reconnected after
+	// failing: until the partition has a record again, or recoveryGrace
+	// has passed, it says it is behind (see recoveryGrace).
+	recovering time.Time
 	log        *slog.Logger
 }
 
@@ -123,6 +135,7 @@ func (f *fetcher) run(ctx context.Context) {
 		if !f.saidBehind && !f.send(ctx, nil, true, false) {
 			return
 		}
+		f.recovering = time.Now()
 		f.log.Warn("fetching input, reconnecting", "topic", f.topic, "partition", f.partition,
 			"offset", f.next, "in", backoff, "err", err)
 		backoff = min(max(2*backoff, 100*time.Millisecond), 5*time.Second)
@@ -155,7 +168,7 @@ func (f *fetcher) connectAndFetch(ctx context.Context) error {
 	if f.next == kafka.FirstOffset {
 		f.next = first
 	}
-	if f.next >= last && f.saidBehind && !f.send(ctx, nil, false, false) {
+	if f.next >= last && f.saidBehind && f.recovering.IsZero() && !f.send(ctx, nil, false, false) {
 		return ctx.Err()
 	}
 	for !f.atEnd() {
@@ -166,8 +179,16 @@ func (f *fetcher) connectAndFetch(ctx context.Context) error {
 			}
 		}
 		// Caught up when the fetch reached the end of the log, or nothing
-		// arrived while the broker waited.
+		// arrived while the broker waited; after an outage, only once the
+		// partition has records again or recoveryGrace has passed.
 		behind := !(hwm >= 0 && f.next >= hwm || errors.Is(err, kafka.RequestTimedOut))
+		if !f.recovering.IsZero() {
+			if len(msgs) > 0 || time.Since(f.recovering) >= recoveryGrace {
+				f.recovering = time.Time{}
+			} else {
+				behind = true
+			}
+		}
 		if len(msgs) > 0 {
 			f.next = msgs[len(msgs)-1].Offset + 1
 			behind = hwm < 0 || f.next < hwm

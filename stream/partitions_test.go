@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -111,31 +112,82 @@ func topicReplayDecisions(t testing.TB, addr string, cfg *rules.Config) []string
 // missing, none foreign, none twice, in the same order.
 func compareDecisions(t testing.TB, got, want []string) {
 	t.Helper()
+	c := countDecisions(got, want)
+	if !c.clean() || !slices.Equal(got, want) {
+		t.Fatalf("live wrote %d decisions, the replay of the topic made %d: %s; same order: %v",
+			len(got), len(want), c, slices.Equal(got, want))
+	}
+	t.Logf("%d decisions, equal to the replay of the topic, in the same order: %s", len(got), c)
+}
+
+// decisionCounts compares the decisions a job wrote with those a replay
+// made, by decision id ("event/rule") and value.
+type decisionCounts struct {
+	missing, foreign, twice, changed int
+	// firstMissing and firstForeign are examples, for a failure.
+	firstMissing, firstForeign []string
+}
+
+// countDecisions counts got against want: decisions of want not written,
+// decisions written that want does not have, ids written more than once,
+// and ids written with more than one value (none of them want's, or
+// some).
+func countDecisions(got, want []string) decisionCounts {
+	var c decisionCounts
 	wantSet := map[string]bool{}
 	for _, d := range want {
 		wantSet[d] = true
 	}
 	seen := map[string]int{}
-	foreign, dup := 0, 0
+	values := map[string]map[string]bool{}
 	for _, d := range got {
-		if seen[d]++; seen[d] == 2 {
-			dup++
+		id := decisionID.FindString(d)
+		if values[id] == nil {
+			values[id] = map[string]bool{}
 		}
-		if !wantSet[d] {
-			foreign++
+		values[id][d] = true
+		if seen[d]++; seen[d] == 2 {
+			c.twice++
+		}
+		if !wantSet[d] && seen[d] == 1 {
+			c.foreign++
+			if len(c.firstForeign) < 3 {
+				c.firstForeign = append(c.firstForeign, d)
+			}
 		}
 	}
-	missing := 0
+	for _, vs := range values {
+		if len(vs) > 1 {
+			c.changed++
+		}
+	}
 	for _, d := range want {
 		if seen[d] == 0 {
-			missing++
+			c.missing++
+			if len(c.firstMissing) < 3 {
+				c.firstMissing = append(c.firstMissing, d)
+			}
 		}
 	}
-	if missing+foreign+dup > 0 || !slices.Equal(got, want) {
-		t.Fatalf("live wrote %d decisions, the replay of the topic made %d: %d missing, %d foreign, %d written twice; same order: %v",
-			len(got), len(want), missing, foreign, dup, slices.Equal(got, want))
+	return c
+}
+
+// decisionID is the id of a decision's JSON text.
+var decisionID = regexp.MustCompile(`^\{"id":"[^"]*"`)
+
+func (c decisionCounts) clean() bool { return c.missing+c.foreign+c.twice+c.changed == 0 }
+
+// String is the counts as scripts/faults reads them, with examples of a
+// difference.
+func (c decisionCounts) String() string {
+	s := fmt.Sprintf("%d missing, %d foreign, %d written twice, %d with another value", c.missing, c.foreign, c.twice, c.changed)
+	if len(c.firstMissing) > 0 {
+		s += "; missing, e.g.:\n" + strings.Join(c.firstMissing, "\n")
 	}
-	t.Logf("%d decisions, equal to the replay of the topic, in the same order", len(got))
+	if len(c.firstForeign) > 0 {
+		s += "\nforeign, e.g.:\n" + strings.Join(c.firstForeign, "\n")
+	}
+	return s
 }
 
 // readWithKcat reads every message of topic with kcat, a client we did not
