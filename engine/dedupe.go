@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/riskstream/riskstream/internal/prefetch"
 	"github.com/riskstream/riskstream/windows"
 )
 
@@ -29,12 +30,12 @@ import (
 // forgotten generation's.
 type dedupe struct {
 	horizon int64
-	// gen is the generation of cur, the watermark divided by the horizon
-	// (preWatermark before the first watermark), prevGen prev's.
+	// gen is the generation of the ids taken now, the watermark divided by
+	// the horizon (preWatermark before the first watermark), prevGen the
+	// one before.
 	gen, prevGen int64
-	cur, prev    idSet
+	ids          idTable
 	store        windows.Backend // nil: nothing stored (replay)
-	digest       *xxhash.Digest
 	key          []byte
 	// duplicates counts the events dropped.
 	duplicates int64
@@ -55,25 +56,49 @@ func newDedupe(horizon int64, store windows.Backend) *dedupe {
 	if horizon <= 0 {
 		return nil
 	}
-	return &dedupe{horizon: horizon, gen: preWatermark, prevGen: preWatermark, store: store, digest: xxhash.New()}
+	return &dedupe{horizon: horizon, gen: preWatermark, prevGen: preWatermark, store: store}
 }
 
-// seen reports whether the event whose id is id was taken within the
-// horizon before the watermark wm, and remembers it if not.
-func (d *dedupe) seen(id []byte, wm int64) (bool, error) {
+// idHash is the 120-bit hash of an event id: xxhash64 and, in the top 56
+// bits of the second word, FNV-1a 64. Two ids of a horizon collide with
+// probability n²/2¹²¹, and a collision drops an event. The low byte of the
+// second word is left for idTable's tags, and the first word is never 0
+// (an empty slot).
+func idHash(id []byte) [2]uint64 {
+	h := [2]uint64{xxhash.Sum64(id), 14695981039346656037}
+	for _, c := range id {
+		h[1] = (h[1] ^ uint64(c)) * 1099511628211
+	}
+	h[1] &^= 0xff
+	if h[0] == 0 {
+		h[0] = 1
+	}
+	return h
+}
+
+// seen reports whether the event whose id hashes to h (idHash) was taken
+// within the horizon before the watermark wm, and remembers it if not.
+func (d *dedupe) seen(h [2]uint64, wm int64) (bool, error) {
 	if err := d.advance(wm); err != nil {
 		return false, err
 	}
-	h := d.hash(id)
-	if d.cur.has(h) || d.prev.has(h) {
-		d.duplicates++
-		return true, nil
+	e := d.ids.find(h)
+	if *e != ([2]uint64{}) {
+		if t := byte(e[1]); t == byte(d.gen) || t == byte(d.prevGen) {
+			d.duplicates++
+			return true, nil
+		}
+	} else {
+		d.ids.n++
 	}
-	d.cur.add(h)
+	*e = [2]uint64{h[0], h[1] | uint64(byte(d.gen))}
 	if d.store != nil {
 		if err := d.store.Set(d.idKey(d.gen, h), nil); err != nil {
 			return false, fmt.Errorf("engine: remember an event id: %w", err)
 		}
+	}
+	if 2*d.ids.n > len(d.ids.slots) {
+		d.ids.rebuild(len(d.ids.slots)*2, nil)
 	}
 	return false, nil
 }
@@ -92,11 +117,12 @@ func (d *dedupe) advance(wm int64) error {
 	}
 	if d.gen == preWatermark {
 		// The ids taken before the first watermark count as taken at it.
-		if d.store != nil {
-			for _, h := range d.cur.slots {
-				if h == ([2]uint64{}) {
-					continue
-				}
+		for i, e := range d.ids.slots {
+			if e == ([2]uint64{}) {
+				continue
+			}
+			h := [2]uint64{e[0], e[1] &^ 0xff}
+			if d.store != nil {
 				if err := d.store.Delete(d.idKey(preWatermark, h)); err != nil {
 					return fmt.Errorf("engine: remember an event id: %w", err)
 				}
@@ -104,22 +130,39 @@ func (d *dedupe) advance(wm int64) error {
 					return fmt.Errorf("engine: remember an event id: %w", err)
 				}
 			}
+			d.ids.slots[i][1] = h[1] | uint64(byte(g))
 		}
 		d.prevGen, d.gen = g-1, g
 		return nil
 	}
-	if err := d.forget(d.prevGen, &d.prev); err != nil {
-		return err
-	}
-	if d.gen != preWatermark && g > d.gen+1 {
-		// Every id of cur was taken a horizon or more before wm.
-		if err := d.forget(d.gen, &d.cur); err != nil {
-			return err
+	// At g, the ids of gen are still remembered if g follows it; every
+	// other was taken a horizon or more before wm.
+	kept := g == d.gen+1
+	if d.store != nil {
+		for _, e := range d.ids.slots {
+			if e == ([2]uint64{}) {
+				continue
+			}
+			if gen := d.genOf(byte(e[1])); !kept || gen != d.gen {
+				if err := d.store.Delete(d.idKey(gen, [2]uint64{e[0], e[1] &^ 0xff})); err != nil {
+					return fmt.Errorf("engine: forget event ids: %w", err)
+				}
+			}
 		}
 	}
-	d.prev, d.cur = d.cur, d.prev
-	d.prevGen, d.gen = d.gen, g
+	current := byte(d.gen)
+	d.ids.rebuild(len(d.ids.slots), func(tag byte) bool { return kept && tag == current })
+	d.prevGen, d.gen = g-1, g
 	return nil
+}
+
+// genOf is the generation of an entry tagged tag: the current or the
+// previous one.
+func (d *dedupe) genOf(tag byte) int64 {
+	if tag == byte(d.gen) {
+		return d.gen
+	}
+	return d.prevGen
 }
 
 // floorDiv is a/b rounded down.
@@ -133,39 +176,17 @@ func floorDiv(a, b int64) int64 {
 
 // forgetAll forgets every id remembered.
 func (d *dedupe) forgetAll() error {
-	if err := d.forget(d.prevGen, &d.prev); err != nil {
-		return err
-	}
-	return d.forget(d.gen, &d.cur)
-}
-
-// forget deletes the stored ids of s, generation gen, and empties s. The
-// ids are deleted one by one from s's own list, not by a scan of the
-// store, which does not see the writes not yet committed.
-func (d *dedupe) forget(gen int64, s *idSet) error {
-	if d.store != nil && s.len() > 0 {
-		for _, h := range s.slots {
-			if h == ([2]uint64{}) {
-				continue
-			}
-			if err := d.store.Delete(d.idKey(gen, h)); err != nil {
-				return fmt.Errorf("engine: forget event ids: %w", err)
+	if d.store != nil {
+		for _, e := range d.ids.slots {
+			if e != ([2]uint64{}) {
+				if err := d.store.Delete(d.idKey(d.genOf(byte(e[1])), [2]uint64{e[0], e[1] &^ 0xff})); err != nil {
+					return fmt.Errorf("engine: forget event ids: %w", err)
+				}
 			}
 		}
 	}
-	s.reset()
+	d.ids.rebuild(len(d.ids.slots), func(byte) bool { return false })
 	return nil
-}
-
-// hash is id's 128-bit hash: two ids of a horizon collide with probability
-// n²/2¹²⁹, and a collision drops an event.
-func (d *dedupe) hash(id []byte) [2]uint64 {
-	d.digest.ResetWithSeed(0)
-	d.digest.Write(id)
-	a := d.digest.Sum64()
-	d.digest.ResetWithSeed(0x9e3779b97f4a7c15)
-	d.digest.Write(id)
-	return key([2]uint64{a, d.digest.Sum64()})
 }
 
 // idKey is the store key of id hash h of generation gen.
@@ -209,8 +230,7 @@ func (d *dedupe) restore(b []byte) error {
 		return fmt.Errorf("engine: checkpoint dedupe: corrupt")
 	}
 	d.gen, d.prevGen, d.duplicates = v[0], v[1], v[2]
-	d.cur.reset()
-	d.prev.reset()
+	d.ids.rebuild(len(d.ids.slots), func(byte) bool { return false })
 	if d.store == nil {
 		return nil
 	}
@@ -219,13 +239,15 @@ func (d *dedupe) restore(b []byte) error {
 			return false, nil
 		}
 		h := [2]uint64{binary.BigEndian.Uint64(k[10:]), binary.BigEndian.Uint64(k[18:])}
-		switch gen := int64(binary.BigEndian.Uint64(k[2:])); gen {
-		case d.gen:
-			d.cur.add(h)
-		case d.prevGen:
-			d.prev.add(h)
-		default:
+		gen := int64(binary.BigEndian.Uint64(k[2:]))
+		if gen != d.gen && gen != d.prevGen {
 			return true, d.store.Delete(k)
+		}
+		if e := d.ids.find(h); *e == ([2]uint64{}) {
+			*e = [2]uint64{h[0], h[1] | uint64(byte(gen))}
+			if d.ids.n++; 2*d.ids.n > len(d.ids.slots) {
+				d.ids.rebuild(len(d.ids.slots)*2, nil)
+			}
 		}
 		return true, nil
 	})
@@ -235,69 +257,68 @@ func (d *dedupe) restore(b []byte) error {
 	return nil
 }
 
-// idSet is a set of 128-bit hashes (key), open addressing with linear
-// probing: a Go map of them cost twice the memory.
-type idSet struct {
-	slots [][2]uint64 // {0, 0} is empty
+// idTable holds the ids remembered, open addressing with linear probing
+// over a power of two of slots, at most half full: each slot is an id's
+// hash (idHash) with its generation's tag (the generation's low byte) in
+// the low byte of the second word; {0, 0} is an empty slot. One table for
+// both generations, so that a new id, the common case, costs one probe
+// sequence (a cache miss with many ids), not one per generation.
+type idTable struct {
+	slots [][2]uint64
 	n     int
+	// spare is the slots of the last rebuild, reused by the next.
+	spare [][2]uint64
 }
 
-func (s *idSet) len() int { return s.n }
-
-// reset empties s, keeping its memory.
-func (s *idSet) reset() {
-	clear(s.slots)
-	s.n = 0
-}
-
-// key makes h a key of an idSet, where {0, 0} marks an empty slot.
-func key(h [2]uint64) [2]uint64 {
-	if h == ([2]uint64{}) {
-		h[1] = 1
+// find returns the slot of h (tags aside), or the empty slot where it
+// would go. The table must have a slot free.
+func (t *idTable) find(h [2]uint64) *[2]uint64 {
+	if len(t.slots) == 0 {
+		t.slots = make([][2]uint64, 1024)
 	}
-	return h
-}
-
-func (s *idSet) has(h [2]uint64) bool {
-	if s.n == 0 {
-		return false
-	}
-	mask := uint64(len(s.slots) - 1)
+	mask := uint64(len(t.slots) - 1)
 	for i := h[0] & mask; ; i = (i + 1) & mask {
-		switch s.slots[i] {
-		case h:
-			return true
-		case [2]uint64{}:
-			return false
+		e := &t.slots[i]
+		if *e == ([2]uint64{}) || e[0] == h[0] && e[1]&^0xff == h[1] {
+			return e
 		}
 	}
 }
 
-// add adds h, which s does not hold.
-func (s *idSet) add(h [2]uint64) {
-	if 2*(s.n+1) > len(s.slots) {
-		s.grow()
+// slotAddr is the address of the slot a lookup of h probes first, for a
+// prefetch.
+func (t *idTable) slotAddr(h [2]uint64) uintptr {
+	if len(t.slots) == 0 {
+		return 0
 	}
-	s.put(h)
-	s.n++
+	return prefetch.Addr(&t.slots[h[0]&uint64(len(t.slots)-1)])
 }
 
-func (s *idSet) put(h [2]uint64) {
-	mask := uint64(len(s.slots) - 1)
-	i := h[0] & mask
-	for s.slots[i] != ([2]uint64{}) {
-		i = (i + 1) & mask
+// rebuild lays the table out again over size slots, with the entries keep
+// says to (all when keep is nil).
+func (t *idTable) rebuild(size int, keep func(tag byte) bool) {
+	old := t.slots
+	if len(t.spare) == size {
+		t.slots = t.spare
+		clear(t.slots)
+	} else {
+		t.slots = make([][2]uint64, size)
 	}
-	s.slots[i] = h
-}
-
-// grow doubles s's slots, at most half full.
-func (s *idSet) grow() {
-	old := s.slots
-	s.slots = make([][2]uint64, max(1024, 2*len(old)))
-	for _, h := range old {
-		if h != ([2]uint64{}) {
-			s.put(h)
+	t.spare = old
+	t.n = 0
+	if size == 0 {
+		return
+	}
+	mask := uint64(size - 1)
+	for _, e := range old {
+		if e == ([2]uint64{}) || keep != nil && !keep(byte(e[1])) {
+			continue
 		}
+		i := e[0] & mask
+		for t.slots[i] != ([2]uint64{}) {
+			i = (i + 1) & mask
+		}
+		t.slots[i] = e
+		t.n++
 	}
 }

@@ -137,7 +137,7 @@ func (c *clocks) duplicate(ev *event.Event) (bool, error) {
 	if c.dd == nil {
 		return false, nil
 	}
-	return c.dd.seen(ev.ID, c.wm.Current())
+	return c.dd.seen(idHash(ev.ID), c.wm.Current())
 }
 
 // duplicates is how many records dedupe dropped.
@@ -339,6 +339,8 @@ func (e *Engine) processDecoded(rec *Record, ev *event.Event, refs []windows.Slo
 type Decoder struct {
 	dec   *event.Decoder
 	keyer *windows.Keyer
+	// ids says to hash the events' ids for dedupe (Batch.Add).
+	ids bool
 }
 
 // newDecoder returns a Decoder for records of schema, keyed for op and

@@ -69,8 +69,9 @@ type Sharded struct {
 	end       Batch // holds what Finish fires
 	// parallel is Options.Parallel, or one call after the other.
 	parallel func(n int, fn func(i int))
-	merging  prefetch.Queue   // prefetchMerge's loads, which Merge asks for
-	decision windows.Decision // emit's, for the Output
+	merging  prefetch.Queue    // prefetchMerge's loads, which Merge asks for
+	decision windows.Decision  // emit's, for the Output
+	idLines  [idsAhead]uintptr // Time's prefetches of ids' slots
 }
 
 // mergeAhead is how many records ahead Merge loads into the CPU cache
@@ -190,7 +191,9 @@ func (e *Sharded) Shards() []*Shard { return e.shards }
 
 // NewDecoder returns a Decoder for this engine's records, for Batch.Add.
 func (e *Sharded) NewDecoder() *Decoder {
-	return newDecoder(e.schema, e.shards[0].op) // the shards share its keys
+	d := newDecoder(e.schema, e.shards[0].op) // the shards share its keys
+	d.ids = e.dd != nil
+	return d
 }
 
 // Batch is a run of records on its way through a Sharded engine. The
@@ -202,11 +205,15 @@ type Batch struct {
 	t          []int64
 	processing []bool
 	wm         []int64
-	refs       [][]windows.SlotRef // per shard: every record's, in order
-	refEnd     [][]int             // per shard: record i's end at refs[refEnd[i]]
-	results    [][]windows.Result  // per shard, per record
-	outs       [][]captured        // per shard
-	scratch    []windows.SlotRef
+	// ids are the hashes of the events' ids (idHash), when the engine
+	// deduplicates: computed with the decoding, on its goroutines, so
+	// that Time, which runs on one, only looks them up.
+	ids     [][2]uint64
+	refs    [][]windows.SlotRef // per shard: every record's, in order
+	refEnd  [][]int             // per shard: record i's end at refs[refEnd[i]]
+	results [][]windows.Result  // per shard, per record
+	outs    [][]captured        // per shard
+	scratch []windows.SlotRef
 	// keys holds the refs' keys (see windows.Keyer.Append).
 	keys []byte
 	// sources holds the events' sources, which they point to: Time, on
@@ -235,7 +242,7 @@ func (e *Sharded) NewBatch() *Batch {
 
 // Reset empties b for reuse, keeping its memory.
 func (b *Batch) Reset() {
-	b.recs, b.errs, b.t, b.processing, b.wm = b.recs[:0], b.errs[:0], b.t[:0], b.processing[:0], b.wm[:0]
+	b.recs, b.errs, b.t, b.processing, b.wm, b.ids = b.recs[:0], b.errs[:0], b.t[:0], b.processing[:0], b.wm[:0], b.ids[:0]
 	b.sources, b.keys = b.sources[:0], b.keys[:0]
 	for k := range b.refs {
 		b.refs[k], b.refEnd[k], b.results[k] = b.refs[k][:0], b.refEnd[k][:0], b.results[k][:0]
@@ -258,7 +265,7 @@ func (b *Batch) Grow(n int) {
 		}
 	}
 	b.recs, b.errs = slices.Grow(b.recs, n), slices.Grow(b.errs, n)
-	b.t, b.processing, b.wm = slices.Grow(b.t, n), slices.Grow(b.processing, n), slices.Grow(b.wm, n)
+	b.t, b.processing, b.wm, b.ids = slices.Grow(b.t, n), slices.Grow(b.processing, n), slices.Grow(b.wm, n), slices.Grow(b.ids, n)
 	b.sources = slices.Grow(b.sources, n*8)
 	// Each record has a ref per rule and heatmap it matches, spread over
 	// the shards by key.
@@ -300,6 +307,13 @@ func (b *Batch) Add(d *Decoder, rec *Record) {
 		b.refEnd[k] = append(b.refEnd[k], len(b.refs[k]))
 	}
 	b.recs, b.errs = append(b.recs, *rec), append(b.errs, err)
+	if d.ids {
+		var h [2]uint64
+		if err == nil {
+			h = idHash(ev.ID)
+		}
+		b.ids = append(b.ids, h)
+	}
 }
 
 // refsOf returns shard k's SlotRefs of records i to j-1.
@@ -322,8 +336,25 @@ func (e *Sharded) Time(b *Batch, now int64) error {
 		if b.errs[i] == nil {
 			b.errs[i] = e.ahead(&b.recs[i], &b.events[i])
 		}
-		if b.errs[i] == nil {
-			dup, err := e.duplicate(&b.events[i])
+		if b.errs[i] == nil && e.dd != nil {
+			if i%idsAhead == 0 {
+				// The lookup of a new id is a cache miss with many ids:
+				// asked for a group ahead, the misses overlap each other
+				// and the work between.
+				n := 0
+				for j := i + idsAhead; j < min(i+2*idsAhead, len(b.ids)); j++ {
+					e.idLines[n] = e.dd.ids.slotAddr(b.ids[j])
+					n++
+				}
+				prefetch.Lines(e.idLines[:n])
+			}
+			var h [2]uint64
+			if i < len(b.ids) {
+				h = b.ids[i]
+			} else {
+				h = idHash(b.events[i].ID) // a Decoder not of e.NewDecoder
+			}
+			dup, err := e.dd.seen(h, e.wm.Current())
 			if err != nil {
 				return err
 			}
@@ -339,6 +370,10 @@ func (e *Sharded) Time(b *Batch, now int64) error {
 	b.forgotten = e.skew.Forgotten()
 	return nil
 }
+
+// idsAhead is how many records make a group whose ids' table slots Time
+// asks for, a group ahead.
+const idsAhead = 16
 
 // errDuplicate marks a record of a Batch that dedupe dropped: it makes no
 // output.
