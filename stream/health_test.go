@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -327,5 +329,32 @@ func TestEndpointsReadOnly(t *testing.T) {
 		if resp.StatusCode != http.StatusMethodNotAllowed {
 			t.Errorf("POST / over TCP: %s", resp.Status)
 		}
+	}
+}
+
+// TestStartLogsWhereToLook: the line a job logs when it starts consuming
+// says where its console and metrics are, as a browser on the machine
+// reaches them (a listener on every interface as localhost).
+func TestStartLogsWhereToLook(t *testing.T) {
+	for addr, want := range map[string]string{"127.0.0.1:9464": "http://127.0.0.1:9464", "[::]:9464": "http://localhost:9464",
+		"0.0.0.0:80": "http://localhost:80", "[::1]:9464": "http://[::1]:9464"} {
+		tcp, err := net.ResolveTCPAddr("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := baseURL(tcp); got != want {
+			t.Errorf("baseURL(%s) = %s, want %s", addr, got, want)
+		}
+	}
+	if testing.Short() {
+		return
+	}
+	logs := &lockedBuffer{}
+	metrics := freeAddr(t)
+	startJob(t, RunOptions{Brokers: []string{startLiveBroker(t)}, MetricsAddr: metrics, Registry: prometheus.NewRegistry(),
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})()
+	want := fmt.Sprintf("console=http://%s/ metrics=http://%s/metrics", metrics, metrics)
+	if !strings.Contains(logs.String(), want) {
+		t.Fatalf("the job's log lacks %q:\n%s", want, logs)
 	}
 }

@@ -494,8 +494,11 @@ func (j *liveJob) startFetching(ctx context.Context) error {
 	if j.opts.Ready != nil {
 		j.opts.Ready(j.brokers)
 	}
-	j.log.Info("consuming", "topic", j.opts.Topic, "partitions", len(partitions), "brokers", j.brokers,
-		"partition_wait", j.opts.PartitionWait)
+	args := []any{"topic", j.opts.Topic, "partitions", len(partitions), "brokers", j.brokers, "partition_wait", j.opts.PartitionWait}
+	if j.m.url != "" {
+		args = append(args, "console", j.m.url+"/", "metrics", j.m.url+"/metrics")
+	}
+	j.log.Info("consuming", args...)
 
 	// Outputs are written by their own goroutine, in order, while the loop
 	// goes on: a decision leaves as soon as it exists, and what is made

@@ -51,6 +51,9 @@ type metrics struct {
 	heatmapKeys []*boundedLabels
 	// ready answers /readyz.
 	ready readiness
+	// url is where serve serves, for the start's log ("" when it does
+	// not).
+	url string
 }
 
 func newMetrics(reg *prometheus.Registry, cfg *rules.Config, labelLimit int) *metrics {
@@ -219,8 +222,22 @@ func (m *metrics) serve(addr string, health func() error, console http.Handler, 
 		mux.Handle("/", console)
 	}
 	srv := &http.Server{Handler: readOnly(mux), ReadHeaderTimeout: 5 * time.Second}
+	m.url = baseURL(ln.Addr())
 	go srv.Serve(ln)
 	return srv, nil
+}
+
+// baseURL is the URL a browser on this machine reaches addr at: a
+// listener on every interface as localhost.
+func baseURL(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return "http://" + addr.String()
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }
 
 // readOnly answers 405 to requests other than GET and HEAD: nothing served

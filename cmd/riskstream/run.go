@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/riskstream/riskstream/sink"
+	"github.com/riskstream/riskstream/broker"
 	"github.com/riskstream/riskstream/stream"
 	"github.com/spf13/cobra"
 )
@@ -99,6 +100,7 @@ which is plaintext: the TLS and SASL flags then are refused.
 	f.StringVar(&opts.Outputs.DLQ, "dlq-topic", sink.DLQ, "output topic for invalid records")
 	f.StringVar(&opts.StateDir, "state-dir", defaultStateDir(), "state folder: checkpointed window state and offsets (Pebble), and the embedded broker's data")
 	f.StringVar(&opts.MetricsAddr, "metrics-addr", ":9464", "address serving /metrics, /healthz and /readyz (200 once restored and consuming); empty for none")
+	f.StringVar(&opts.EmbeddedAddr, "broker-addr", broker.DefaultAddr, "where the embedded development broker listens, without --brokers (host:port; port 0 picks one)")
 	f.BoolVar(&opts.AllowDroppedState, "allow-dropped-state", false, "start even if --rules removes or changes rules or heatmaps the state holds, deleting their state (refused otherwise)")
 	f.BoolVar(&opts.ConsolePublic, "console-public", false, "serve the console at --metrics-addr to other machines too (by default only to this one: it shows keys)")
 	f.DurationVar(&opts.CheckpointInterval, "checkpoint-interval", 0, "how often state and offsets are checkpointed (default 1s)")
