@@ -17,14 +17,27 @@ const envPrefix = "RISKSTREAM_"
 
 // envHelp is the part of every command's help about envName.
 const envHelp = `Every flag can be set from the environment instead, as ` + envPrefix + ` and
-its name in capitals with _ for - (--state-dir: ` + envPrefix + `STATE_DIR); a
-list flag takes a comma-separated list, a repeatable one a single value.
-A flag given on the command line wins over its variable.`
+its name in capitals with _ for - (--state-dir: ` + envPrefix + `STATE_DIR), or
+the command's name and the flag's where their meaning differs between
+commands (` + envPrefix + `GEN_RATE, ` + envPrefix + `PRODUCE_RATE, ` + envPrefix + `REPLAY_TOPIC);
+a list flag takes a comma-separated list, a repeatable one a single
+value. A flag given on the command line wins over its variable.`
 
-// envName is the environment variable that sets the flag named name.
-func envName(name string) string {
+// envName is the environment variable that sets the flag named name of
+// the command named command.
+func envName(command, name string) string {
+	if ownEnv[command][name] {
+		name = command + "-" + name
+	}
 	return envPrefix + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
+
+// ownEnv are the flags whose meaning differs from one command to another,
+// by command: their variables name the command (RISKSTREAM_GEN_RATE), so
+// that one exported for a command does not set another's (gen's event-
+// time rate is not produce's send rate, and replay's --topic turns a
+// replay of files into one of a topic).
+var ownEnv = map[string]map[string]bool{"gen": {"rate": true}, "produce": {"rate": true}, "replay": {"topic": true}}
 
 // notFromEnv are the flags applyEnv leaves alone: help and version ask
 // for something else than a run, and --sasl-password's variable is read by
@@ -42,12 +55,12 @@ func applyEnv(cmd *cobra.Command) error {
 		if f.Changed || notFromEnv[f.Name] {
 			return
 		}
-		v, ok := os.LookupEnv(envName(f.Name))
+		v, ok := os.LookupEnv(envName(cmd.Name(), f.Name))
 		if !ok {
 			return
 		}
 		if err := cmd.Flags().Set(f.Name, v); err != nil {
-			errs = append(errs, fmt.Sprintf("$%s: %v", envName(f.Name), err))
+			errs = append(errs, fmt.Sprintf("$%s: %v", envName(cmd.Name(), f.Name), err))
 		}
 	})
 	if len(errs) > 0 {
@@ -65,8 +78,8 @@ func documentEnv(root *cobra.Command) {
 	walk = func(c *cobra.Command) {
 		for _, fs := range []*pflag.FlagSet{c.PersistentFlags(), c.Flags()} {
 			fs.VisitAll(func(f *pflag.Flag) {
-				if !seen[f] && !strings.Contains(f.Usage, "$"+envName(f.Name)) {
-					f.Usage += " [$" + envName(f.Name) + "]"
+				if !seen[f] && !strings.Contains(f.Usage, "$"+envName(c.Name(), f.Name)) {
+					f.Usage += " [$" + envName(c.Name(), f.Name) + "]"
 				}
 				seen[f] = true
 			})

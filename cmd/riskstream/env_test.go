@@ -59,6 +59,29 @@ func TestFlagsFromEnv(t *testing.T) {
 	}
 }
 
+// TestEnvOfOneCommand: a flag whose meaning differs between commands is
+// read from the command's own variable: RISKSTREAM_TOPIC exported for run
+// does not make replay FILE a replay of a topic, nor does RISKSTREAM_RATE
+// set gen's rate.
+func TestEnvOfOneCommand(t *testing.T) {
+	t.Setenv("RISKSTREAM_TOPIC", "requests")
+	t.Setenv("RISKSTREAM_RATE", "nonsense")
+	gen, err := run(t, "", "gen", "--events", "20")
+	if err != nil {
+		t.Fatalf("gen with RISKSTREAM_RATE exported for produce: %v", err)
+	}
+	in := filepath.Join(t.TempDir(), "in.jsonl")
+	os.WriteFile(in, []byte(gen), 0o644)
+	if out, err := run(t, "", "replay", "--rules", "../../testdata/rules.yaml", "--progress", "off",
+		"--out", t.TempDir(), in); err != nil || !strings.Contains(out, "records   20") {
+		t.Fatalf("replay FILE with RISKSTREAM_TOPIC exported for run: %q, %v", out, err)
+	}
+	t.Setenv("RISKSTREAM_GEN_RATE", "nonsense")
+	if _, err := run(t, "", "gen", "--events", "20"); err == nil || !strings.Contains(err.Error(), "$RISKSTREAM_GEN_RATE") {
+		t.Errorf("a bad RISKSTREAM_GEN_RATE: %v", err)
+	}
+}
+
 // TestProduceFromEnv: a list flag (--brokers) and a boolean one
 // (--retime) from the environment.
 func TestProduceFromEnv(t *testing.T) {
@@ -115,8 +138,8 @@ func TestEnvInHelp(t *testing.T) {
 			t.Errorf("%s: the help does not explain the environment variables", c.Name())
 		}
 		c.Flags().VisitAll(func(f *pflag.Flag) {
-			if !strings.Contains(f.Usage, "$"+envName(f.Name)) {
-				t.Errorf("%s --%s: the usage does not name $%s", c.Name(), f.Name, envName(f.Name))
+			if !strings.Contains(f.Usage, "$"+envName(c.Name(), f.Name)) {
+				t.Errorf("%s --%s: the usage does not name $%s", c.Name(), f.Name, envName(c.Name(), f.Name))
 			}
 		})
 	}
