@@ -24,10 +24,13 @@ its state on reloading NEW (or restarting with it): the rules and heatmaps
 kept with their state, restarted empty, removed with their state, and
 added.`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			if diff {
-				return cobra.ExactArgs(2)(cmd, args)
+			switch {
+			case diff && len(args) != 2:
+				return fmt.Errorf("check --diff takes two rules files, OLD and NEW, got %d: riskstream check --diff old.yaml new.yaml", len(args))
+			case !diff && len(args) != 1:
+				return fmt.Errorf("check takes one rules file, got %d (two are compared with --diff OLD NEW)", len(args))
 			}
-			return cobra.ExactArgs(1)(cmd, args)
+			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if diff {

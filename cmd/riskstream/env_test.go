@@ -148,3 +148,18 @@ func TestEnvInHelp(t *testing.T) {
 		t.Errorf("run --help: %v\n%s", err, out)
 	}
 }
+
+// TestCheckArgs: check with the wrong number of files says what it takes.
+func TestCheckArgs(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"check", "--diff", "a.yaml"}, "check --diff takes two rules files, OLD and NEW, got 1"},
+		{[]string{"check", "a.yaml", "b.yaml"}, "check takes one rules file, got 2 (two are compared with --diff OLD NEW)"},
+	} {
+		if _, _, err := runWithStderr(t, c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want %q", c.args, err, c.want)
+		}
+	}
+}

@@ -27,7 +27,7 @@ payment bursts and device scraping that trip the example rules, an optional
 attack phase of payments that trip them for most events, out-of-order
 delivery, a few late and invalid records, and ingest_ts per record. The same
 flags always produce the same bytes.`,
-		Example: `  riskstream gen --events 2000000 --users 100000 --out testdata/big.jsonl.gz
+		Example: `  riskstream gen --events 2000000 --users 100000 --out /tmp/big.jsonl.gz
   riskstream gen --clock gw-1:step=+200ms@30s --clock gw-2:drift=100
   riskstream gen --events 4000000 --users 10000000 --user-dist uniform --devices-per-user 1 --amount-share 1
   riskstream gen --events 2000000 --users 100000 --attack-duration 100s --attack-share 0.8`,

@@ -39,7 +39,7 @@ age. Without --retime the records go as recorded (a faithful replay).
 ` + securityHelp,
 		Example: `  riskstream produce --retime testdata/requests.jsonl.gz
   riskstream gen --events 100000 | riskstream produce --rate 5000 -
-  riskstream produce --brokers kafka-1:9092,kafka-2:9092 --key user testdata/big.jsonl.gz
+  riskstream produce --brokers kafka-1:9092,kafka-2:9092 --key user /tmp/big.jsonl.gz
   RISKSTREAM_SASL_PASSWORD=... riskstream produce --brokers b-1.example.com:9096 \
     --tls --sasl-mechanism scram-sha-512 --sasl-username riskstream events.jsonl`,
 		Args: cobra.ExactArgs(1),
