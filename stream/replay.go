@@ -210,6 +210,15 @@ func Replay(ctx context.Context, opts ReplayOptions) (_ *Summary, err error) {
 		if err != nil {
 			return nil, err
 		}
+		// A wrong password, a TLS mismatch or no broker at all fails
+		// here, saying so, as for produce.
+		if err := sec.Check(ctx, opts.Brokers); err != nil {
+			err = fmt.Errorf("replay of topic %s: brokers %v (%v): %w", opts.Topic, opts.Brokers, sec, err)
+			if hint := refusedHint(err, false); hint != "" {
+				err = fmt.Errorf("%w\n%s", err, hint)
+			}
+			return nil, err
+		}
 		ranges, err := topicRanges(ctx, opts.Brokers, sec, opts.Topic, opts.From, opts.To)
 		if err != nil {
 			return nil, err
