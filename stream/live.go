@@ -116,9 +116,10 @@ type liveJob struct {
 	away        time.Duration
 	unheldSince time.Time
 	// waitTimeouts counts merge waits that ran out since they were last
-	// logged, and lastTimeoutLog is when that was (ms).
+	// logged, and lastTimeoutLog is when that was (ms), if timeoutLogged.
 	waitTimeouts   int
 	lastTimeoutLog int64
+	timeoutLogged  bool
 
 	// checkpoints says when the next checkpoint is due, which also paces
 	// the write-back.
@@ -529,11 +530,20 @@ func messageTime(m *kafka.Message) int64 { return m.Time.UnixMilli() }
 func (j *liveJob) waitTimedOut(p int32, waited int64) {
 	j.m.waitTimeouts.Inc()
 	j.waitTimeouts++
-	if now := j.now(); now-j.lastTimeoutLog >= 10_000 {
-		j.log.Info("went on without a partition that had nothing to read: records arriving on it later may be taken out of timestamp order",
-			"partition", p, "waited", time.Duration(waited)*time.Millisecond, "timeouts", j.waitTimeouts)
-		j.waitTimeouts, j.lastTimeoutLog = 0, now
+	// Routine at low rates, where partitions fall silent in turn: the
+	// first is explained at INFO, then a count at most every 10 minutes;
+	// riskstream_partition_wait_timeouts_total has every one.
+	now := j.now()
+	switch {
+	case !j.timeoutLogged:
+		j.log.Info("went on without a partition that had nothing to read for --partition-wait, as at low rates: a record it receives later with an earlier time is taken after the others' (riskstream_partition_wait_timeouts_total counts these)",
+			"partition", p, "waited", time.Duration(waited)*time.Millisecond)
+	case now-j.lastTimeoutLog >= 600_000:
+		j.log.Info("went on without partitions that had nothing to read for --partition-wait", "times", j.waitTimeouts)
+	default:
+		return
 	}
+	j.waitTimeouts, j.lastTimeoutLog, j.timeoutLogged = 0, now, true
 }
 
 // addFetchers starts fetching each partition not read yet, from its
