@@ -842,6 +842,7 @@ func (j *liveJob) checkpoint(durable bool) error {
 // checkpointed notes that the checkpoint begun at start is durable.
 func (j *liveJob) checkpointed(start time.Time) {
 	j.m.checkpoint.Observe(j.opts.Now().Sub(start).Seconds())
+	j.m.lastCheckpoint.Set(float64(j.opts.Now().UnixMilli()) / 1000)
 	if j.console != nil {
 		j.console.Checkpointed(j.opts.Now())
 	}

@@ -36,6 +36,9 @@ type metrics struct {
 	transitions *prometheus.CounterVec
 	forgotten   prometheus.Counter
 	checkpoint  prometheus.Histogram
+	// lastCheckpoint is when the last checkpoint became durable, for its
+	// age (time() - it).
+	lastCheckpoint prometheus.Gauge
 	stateBytes  prometheus.Gauge
 	latency     prometheus.Histogram
 	heatmaps    *heatmapCollector
@@ -75,6 +78,8 @@ func newMetrics(reg *prometheus.Registry, cfg *rules.Config, labelLimit int) *me
 			Help: "Degrade and recover transitions per source."}, []string{"source"}),
 		forgotten: prometheus.NewCounter(prometheus.CounterOpts{Name: "riskstream_skew_sources_forgotten_total",
 			Help: "Sources the skew tracker forgot, the least recently seen, to stay within skew.max_sources."}),
+		lastCheckpoint: prometheus.NewGauge(prometheus.GaugeOpts{Name: "riskstream_last_checkpoint_timestamp_seconds",
+			Help: "When the last checkpoint became durable (Unix seconds): time() minus it is the checkpoint's age, which grows while the job is stuck."}),
 		checkpoint: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "riskstream_checkpoint_duration_seconds",
 			Help: "Time to flush outputs and write a checkpoint, until it is durable.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
 		stateBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "riskstream_state_bytes",
@@ -102,7 +107,7 @@ func newMetrics(reg *prometheus.Registry, cfg *rules.Config, labelLimit int) *me
 		m.heatmapKeys = append(m.heatmapKeys, newBoundedLabels(labelLimit))
 	}
 	reg.MustRegister(m.heatmaps, m.wmLag, m.consumerLag, m.waitTimeouts, m.reloads)
-	reg.MustRegister(m.events, m.decisions, m.shadowDecisions, m.watermark, m.skew, m.degraded, m.transitions, m.forgotten, m.checkpoint, m.stateBytes, m.latency)
+	reg.MustRegister(m.events, m.decisions, m.shadowDecisions, m.watermark, m.skew, m.degraded, m.transitions, m.forgotten, m.checkpoint, m.lastCheckpoint, m.stateBytes, m.latency)
 	registerBuildMetrics(reg)
 	return m
 }
