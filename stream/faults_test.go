@@ -33,13 +33,7 @@ func TestFaultBrokerSIGKILL(t *testing.T) {
 	if testing.Short() || !faults() {
 		t.Skipf("fault injection: set %s=1", faultsEnv)
 	}
-	bin := buildBinary(t)
-	input := filepath.Join(t.TempDir(), "in.jsonl")
-	o := gen.DefaultOptions()
-	o.Events, o.Users = 300_000, 20_000
-	writeWorkload(t, input, o)
-	want := replayDecisionsOf(t, input)
-
+	bin, input, want := faultWorkload(t)
 	addr, data := freeAddr(t), t.TempDir()
 	startBroker := func() *exec.Cmd { return startBrokerProcess(t, bin, addr, data, 1) }
 	b := startBroker()
@@ -104,6 +98,20 @@ func TestFaultBrokerSIGKILL(t *testing.T) {
 	checkDecisions(t, addr, want)
 }
 
+// faultWorkload returns the riskstream binary, a generated input of
+// 300,000 events (9,615 decisions with the bundled rules) and what a
+// replay of it decides, for the fault tests that run the job and the
+// broker as processes of their own.
+func faultWorkload(t *testing.T) (bin, input string, want []string) {
+	t.Helper()
+	bin = buildBinary(t)
+	input = filepath.Join(t.TempDir(), "in.jsonl")
+	o := gen.DefaultOptions()
+	o.Events, o.Users = 300_000, 20_000
+	writeWorkload(t, input, o)
+	return bin, input, replayDecisionsOf(t, input)
+}
+
 // startBrokerProcess starts the development broker as a process of its
 // own, on addr with its data in data and partitions input partitions, and
 // returns once it listens.
@@ -129,12 +137,7 @@ func TestFaultBrokerHang(t *testing.T) {
 	if testing.Short() || !faults() {
 		t.Skipf("fault injection: set %s=1", faultsEnv)
 	}
-	bin := buildBinary(t)
-	input := filepath.Join(t.TempDir(), "in.jsonl")
-	o := gen.DefaultOptions()
-	o.Events, o.Users = 300_000, 20_000
-	writeWorkload(t, input, o)
-	want := replayDecisionsOf(t, input)
+	bin, input, want := faultWorkload(t)
 	addr, data := freeAddr(t), t.TempDir()
 	b := startBrokerProcess(t, bin, addr, data, 1)
 	defer func() { b.Process.Signal(syscall.SIGCONT); b.Process.Kill(); b.Wait() }()
