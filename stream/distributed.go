@@ -232,7 +232,7 @@ func (j *distJob) startOutputs(context.Context) error {
 	j.out = sink.NewKafka(o.Brokers, o.Outputs, sink.Transport(j.sec.Transport()),
 		sink.MaxMessageBytes(o.MaxMessageBytes), sink.Metrics(o.Registry), sink.Logger(j.log))
 	j.onClose(func() { j.out.Close() })
-	j.writer = newOutputWriter(j.out, j.m.latency, j.log)
+	j.writer = newOutputWriter(j.out, j.m.latency, nil, j.log)
 	j.onClose(j.writer.close)
 	// The repartition topic has a writer of its own: its messages, many
 	// more than the outputs, go in large batches, and a write of outputs
@@ -240,7 +240,7 @@ func (j *distJob) startOutputs(context.Context) error {
 	j.hop = sink.NewKafka(o.Brokers, sink.Topics{}, sink.Transport(j.sec.Transport()), sink.Logger(j.log),
 		sink.DirectTopics(j.topics.repartition), sink.BatchSize(hopBatchSize))
 	j.onClose(func() { j.hop.Close() })
-	j.hopWriter = newOutputWriter(j.hop, nil, j.log)
+	j.hopWriter = newOutputWriter(j.hop, nil, nil, j.log)
 	j.onClose(j.hopWriter.close)
 	j.ends = &endTracker{client: j.client, out: j.out, log: j.log,
 		topics: o.Outputs.Names()}

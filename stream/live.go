@@ -504,8 +504,7 @@ func (j *liveJob) startFetching(ctx context.Context) error {
 	// Outputs are written by their own goroutine, in order, while the loop
 	// goes on: a decision leaves as soon as it exists, and what is made
 	// while a write is in flight goes out together in the next one.
-	j.writer = newOutputWriter(j.out, j.m.latency, j.log)
-	j.writer.since = &j.m.ready.writing
+	j.writer = newOutputWriter(j.out, j.m.latency, &j.m.ready.writing, j.log)
 	j.onClose(j.writer.close)
 	// A stop waits for the outputs a while, then gives up on them: the job
 	// ends with an error and no checkpoint covers them, so the next run

@@ -53,9 +53,11 @@ const (
 )
 
 // newOutputWriter starts a writer of out's messages; latency, if not nil,
-// observes the event-to-decision latency of the decisions written.
-func newOutputWriter(out *sink.Kafka, latency prometheus.Histogram, log *slog.Logger) *outputWriter {
-	w := &outputWriter{out: out, latency: latency, log: log,
+// observes the event-to-decision latency of the decisions written, and
+// since, if not nil, holds when the write in flight started (see
+// outputWriter.since).
+func newOutputWriter(out *sink.Kafka, latency prometheus.Histogram, since *atomic.Int64, log *slog.Logger) *outputWriter {
+	w := &outputWriter{out: out, latency: latency, since: since, log: log,
 		todo: make(chan sink.Batch, 1), done: make(chan error, 1), giveUp: make(chan struct{})}
 	w.stopCtx, w.cancelStop = context.WithCancel(context.Background())
 	go w.run()
