@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"syscall"
@@ -15,11 +16,23 @@ import (
 )
 
 // buildBinary builds the riskstream command for tests that run it as a
-// process.
+// process, as the test itself was built: with the race detector if it
+// was, and without profile-guided optimisation, which the command's
+// default.pgo would otherwise ask for, recompiling every package the test
+// build had just compiled (on a cold, loaded machine past the test
+// timeout).
 func buildBinary(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "riskstream")
-	out, err := exec.Command("go", "build", "-o", bin, "../cmd/riskstream").CombinedOutput()
+	args := []string{"build", "-pgo=off", "-o", bin}
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range info.Settings {
+			if s.Key == "-race" && s.Value == "true" {
+				args = append(args, "-race")
+			}
+		}
+	}
+	out, err := exec.Command("go", append(args, "../cmd/riskstream")...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}

@@ -39,11 +39,11 @@ type metrics struct {
 	// lastCheckpoint is when the last checkpoint became durable, for its
 	// age (time() - it).
 	lastCheckpoint prometheus.Gauge
-	stateBytes  prometheus.Gauge
-	latency     prometheus.Histogram
-	heatmaps    *heatmapCollector
-	wmLag       *prometheus.GaugeVec
-	consumerLag *prometheus.GaugeVec
+	stateBytes     prometheus.Gauge
+	latency        prometheus.Histogram
+	heatmaps       *heatmapCollector
+	wmLag          *prometheus.GaugeVec
+	consumerLag    *prometheus.GaugeVec
 	// waitTimeouts counts merge waits for a partition that ran out.
 	waitTimeouts prometheus.Counter
 	last         engine.Stats
