@@ -6,8 +6,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/broker"
+	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/stream"
 	"github.com/spf13/cobra"
 )
