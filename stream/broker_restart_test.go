@@ -75,8 +75,8 @@ func restartableBroker(t *testing.T) broker.Options {
 // once the brokers are back, as it would before it: not the usual
 // --partition-wait.
 func TestFetcherRecoveryGrace(t *testing.T) {
-	if testing.Short() {
-		t.Skip("restarts a broker")
+	if testing.Short() || !faults() {
+		t.Skipf("restarts a broker: set %s=1", faultsEnv)
 	}
 	opts := restartableBroker(t)
 	b, err := broker.Start(opts)

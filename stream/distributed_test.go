@@ -288,8 +288,8 @@ func withoutSource(ds []string) []string {
 // with three rules keyed by unrelated attributes: their decisions are
 // replay's, each written once.
 func TestDistributedThreeInstances(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a broker and three jobs")
+	if testing.Short() || !faults() {
+		t.Skipf("seconds of consumer group rebalances: set %s=1", faultsEnv)
 	}
 	const events = 40_000
 	d, want, produced := newDistributedRun(t, events, 8000)
@@ -441,8 +441,8 @@ func TestDistributedKilledOutputTopicsCreatedSince(t *testing.T) {
 // reads the whole input, so a distributed one refuses its group, and the
 // other way round.
 func TestDistributedAndSingleExclusive(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a broker")
+	if testing.Short() || !faults() {
+		t.Skipf("seconds of consumer group rebalances: set %s=1", faultsEnv)
 	}
 	addr := startLiveBroker(t)
 	stop := startJob(t, RunOptions{Brokers: []string{addr}})
