@@ -50,13 +50,13 @@ const preWatermark = math.MinInt64
 // (docs/format/state.md).
 var idPrefix = []byte{0xff, 0xfe}
 
-// newDedupe returns the deduplication of horizon ms, nil for none; store,
-// if not nil, keeps the ids.
-func newDedupe(horizon int64, store windows.Backend) *dedupe {
+// newDedupe returns the deduplication of horizon ms, nil for none; it
+// stores nothing until its store is set.
+func newDedupe(horizon int64) *dedupe {
 	if horizon <= 0 {
 		return nil
 	}
-	return &dedupe{horizon: horizon, gen: preWatermark, prevGen: preWatermark, store: store}
+	return &dedupe{horizon: horizon, gen: preWatermark, prevGen: preWatermark}
 }
 
 // idHash is the 120-bit hash of an event id: xxhash64 and, in the top 56
@@ -82,23 +82,17 @@ func (d *dedupe) seen(h [2]uint64, wm int64) (bool, error) {
 	if err := d.advance(wm); err != nil {
 		return false, err
 	}
+	// Every entry is of gen or prevGen: advance drops the others.
 	e := d.ids.find(h)
 	if *e != ([2]uint64{}) {
-		if t := byte(e[1]); t == byte(d.gen) || t == byte(d.prevGen) {
-			d.duplicates++
-			return true, nil
-		}
-	} else {
-		d.ids.n++
+		d.duplicates++
+		return true, nil
 	}
-	*e = [2]uint64{h[0], h[1] | uint64(byte(d.gen))}
+	d.ids.add(e, h, d.gen)
 	if d.store != nil {
 		if err := d.store.Set(d.idKey(d.gen, h), nil); err != nil {
 			return false, fmt.Errorf("engine: remember an event id: %w", err)
 		}
-	}
-	if 2*d.ids.n > len(d.ids.slots) {
-		d.ids.rebuild(len(d.ids.slots)*2, nil)
 	}
 	return false, nil
 }
@@ -137,22 +131,28 @@ func (d *dedupe) advance(wm int64) error {
 	}
 	// At g, the ids of gen are still remembered if g follows it; every
 	// other was taken a horizon or more before wm.
-	kept := g == d.gen+1
+	kept, current := g == d.gen+1, byte(d.gen)
+	if err := d.drop(func(tag byte) bool { return kept && tag == current }); err != nil {
+		return err
+	}
+	d.prevGen, d.gen = g-1, g
+	return nil
+}
+
+// drop forgets the ids whose generation's tag keep rejects, in the table
+// and the store.
+func (d *dedupe) drop(keep func(tag byte) bool) error {
 	if d.store != nil {
 		for _, e := range d.ids.slots {
-			if e == ([2]uint64{}) {
+			if e == ([2]uint64{}) || keep(byte(e[1])) {
 				continue
 			}
-			if gen := d.genOf(byte(e[1])); !kept || gen != d.gen {
-				if err := d.store.Delete(d.idKey(gen, [2]uint64{e[0], e[1] &^ 0xff})); err != nil {
-					return fmt.Errorf("engine: forget event ids: %w", err)
-				}
+			if err := d.store.Delete(d.idKey(d.genOf(byte(e[1])), [2]uint64{e[0], e[1] &^ 0xff})); err != nil {
+				return fmt.Errorf("engine: forget event ids: %w", err)
 			}
 		}
 	}
-	current := byte(d.gen)
-	d.ids.rebuild(len(d.ids.slots), func(tag byte) bool { return kept && tag == current })
-	d.prevGen, d.gen = g-1, g
+	d.ids.rebuild(len(d.ids.slots), keep)
 	return nil
 }
 
@@ -175,19 +175,7 @@ func floorDiv(a, b int64) int64 {
 }
 
 // forgetAll forgets every id remembered.
-func (d *dedupe) forgetAll() error {
-	if d.store != nil {
-		for _, e := range d.ids.slots {
-			if e != ([2]uint64{}) {
-				if err := d.store.Delete(d.idKey(d.genOf(byte(e[1])), [2]uint64{e[0], e[1] &^ 0xff})); err != nil {
-					return fmt.Errorf("engine: forget event ids: %w", err)
-				}
-			}
-		}
-	}
-	d.ids.rebuild(len(d.ids.slots), func(byte) bool { return false })
-	return nil
-}
+func (d *dedupe) forgetAll() error { return d.drop(func(byte) bool { return false }) }
 
 // idKey is the store key of id hash h of generation gen.
 func (d *dedupe) idKey(gen int64, h [2]uint64) []byte {
@@ -215,19 +203,18 @@ func (d *dedupe) appendBinary(dst []byte) []byte {
 // but not committed, are deleted. Without b (a checkpoint of a job that
 // did not deduplicate) it starts afresh, deleting any ids stored.
 func (d *dedupe) restore(b []byte) error {
-	if b == nil {
-		b = newDedupe(d.horizon, nil).appendBinary(nil)
-	}
-	var v [3]int64
-	for i := range v {
-		x, k := binary.Varint(b)
-		if k <= 0 {
+	v := [3]int64{preWatermark, preWatermark, 0}
+	if b != nil {
+		for i := range v {
+			x, k := binary.Varint(b)
+			if k <= 0 {
+				return fmt.Errorf("engine: checkpoint dedupe: corrupt")
+			}
+			v[i], b = x, b[k:]
+		}
+		if len(b) != 0 {
 			return fmt.Errorf("engine: checkpoint dedupe: corrupt")
 		}
-		v[i], b = x, b[k:]
-	}
-	if len(b) != 0 {
-		return fmt.Errorf("engine: checkpoint dedupe: corrupt")
 	}
 	d.gen, d.prevGen, d.duplicates = v[0], v[1], v[2]
 	d.ids.rebuild(len(d.ids.slots), func(byte) bool { return false })
@@ -244,10 +231,7 @@ func (d *dedupe) restore(b []byte) error {
 			return true, d.store.Delete(k)
 		}
 		if e := d.ids.find(h); *e == ([2]uint64{}) {
-			*e = [2]uint64{h[0], h[1] | uint64(byte(gen))}
-			if d.ids.n++; 2*d.ids.n > len(d.ids.slots) {
-				d.ids.rebuild(len(d.ids.slots)*2, nil)
-			}
+			d.ids.add(e, h, gen)
 		}
 		return true, nil
 	})
@@ -282,6 +266,15 @@ func (t *idTable) find(h [2]uint64) *[2]uint64 {
 		if *e == ([2]uint64{}) || e[0] == h[0] && e[1]&^0xff == h[1] {
 			return e
 		}
+	}
+}
+
+// add puts h, of generation gen, in e, the empty slot find returned for
+// it, and grows the table past half full.
+func (t *idTable) add(e *[2]uint64, h [2]uint64, gen int64) {
+	*e = [2]uint64{h[0], h[1] | uint64(byte(gen))}
+	if t.n++; 2*t.n > len(t.slots) {
+		t.rebuild(2*len(t.slots), nil)
 	}
 }
 

@@ -127,7 +127,7 @@ func newClocks(cfg *rules.Config, onTr func(watermark.Transition)) clocks {
 		skew:             watermark.NewSkewTracker(watermark.SkewOptionsFrom(cfg.Skew)),
 		onTr:             onTr,
 		partitionSources: make(map[int32][]byte),
-		dd:               newDedupe(cfg.Dedupe.Horizon.Milliseconds(), nil),
+		dd:               newDedupe(cfg.Dedupe.Horizon.Milliseconds()),
 	}
 }
 

@@ -348,13 +348,7 @@ func (e *Sharded) Time(b *Batch, now int64) error {
 				}
 				prefetch.Lines(e.idLines[:n])
 			}
-			var h [2]uint64
-			if i < len(b.ids) {
-				h = b.ids[i]
-			} else {
-				h = idHash(b.events[i].ID) // a Decoder not of e.NewDecoder
-			}
-			dup, err := e.dd.seen(h, e.wm.Current())
+			dup, err := e.dd.seen(b.ids[i], e.wm.Current()) // hashed by Batch.Add
 			if err != nil {
 				return err
 			}
