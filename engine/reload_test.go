@@ -457,7 +457,7 @@ func TestDeleteRetiredBetweenRecords(t *testing.T) {
 }
 
 // TestReloadRefused: a reload that would change what a reload cannot (the
-// watermark settings that shape every state, the skew section) is
+// watermark settings that shape every state, the skew and dedupe sections) is
 // refused, by Engine and Sharded alike, and the engine goes on with its
 // rules: the same decisions as without the attempt.
 func TestReloadRefused(t *testing.T) {
@@ -473,6 +473,7 @@ func TestReloadRefused(t *testing.T) {
 		{"allowed_lateness: 0s", "allowed_lateness: 1s"},
 		{"threshold: 15ms", "threshold: 20ms"},
 		{"scope: source", "scope: job"},
+		{"\nskew:", "\ndedupe: {horizon: 1s}\nskew:"},
 	} {
 		edited := strings.Replace(string(bundled), edit.from, edit.to, 1)
 		cfg, err := rules.Parse("edited.yaml", []byte(edited))

@@ -132,13 +132,17 @@ func (d *Diff) Changed() bool {
 
 // CheckReload says why a job running old cannot reload new without a
 // restart, or nil: the watermark settings that shape every state
-// (StateSettings), and the skew section, change only with a restart.
+// (StateSettings), and the skew and dedupe sections, change only with a
+// restart.
 func CheckReload(old, new *Config) error {
 	if old.StateSettings() != new.StateSettings() {
 		return errors.New("watermark out_of_orderness, idle_timeout and allowed_lateness shape every state, and change only with a restart on a new --state-dir")
 	}
 	if old.Skew != new.Skew {
 		return errors.New("the skew section changes only with a restart")
+	}
+	if old.Dedupe != new.Dedupe {
+		return errors.New("the dedupe section changes only with a restart")
 	}
 	return nil
 }
