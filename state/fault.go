@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -111,10 +112,8 @@ func corruptError(dir string, err error) *Error {
 	path := dir
 	if info := pebble.ExtractDataCorruptionInfo(err); info != nil && info.Path != "" {
 		path = info.Path
-	} else if name := pebbleFile.FindString(err.Error()); name != "" {
-		path = filepath.Join(dir, name)
 	} else if name := pebbleFile.FindString(fmt.Sprintf("%+v", err)); name != "" {
-		path = filepath.Join(dir, name)
+		path = filepath.Join(dir, name) // %+v has the message, then the details
 	}
 	return &Error{Kind: ErrCorrupt, Path: path, Detail: corruptionReason(err), Err: err}
 }
@@ -129,6 +128,7 @@ func missingFile(fs vfs.FS, dir string) error {
 	if err != nil {
 		return nil // a folder to create; any other trouble is Open's to report
 	}
+	slices.Sort(names) // the same file named every time
 	var marker, data string
 	for _, name := range names {
 		switch {
