@@ -264,7 +264,7 @@ func (j *distJob) joinGroup(ctx context.Context) error {
 		// A member that is joining (the group rebalancing) shows no
 		// topics yet.
 		if len(m.MemberMetadata.Topics) > 0 && !slices.Contains(m.MemberMetadata.Topics, j.topics.repartition) {
-			busy := busyError(j.opts.Group, members, memberTag{})
+			busy := busyError(j.opts.Group, members)
 			return fmt.Errorf("consumer group %q is held by a riskstream instance without --distributed (%v), which reads the whole input: stop it first or use another --group", busy.Group, busy.Members)
 		}
 	}

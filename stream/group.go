@@ -233,7 +233,7 @@ func joinGroup(ctx context.Context, brokers []string, sec *kafkaconn.Security, g
 			if err != nil {
 				return nil, err
 			}
-			return nil, busyError(group, members, tag)
+			return nil, tag.busyError(group, members)
 		}
 		select {
 		case <-ctx.Done():
@@ -279,13 +279,20 @@ func groupMembers(ctx context.Context, client *kafka.Client, group string) (memb
 	return members, rebalancing, nil
 }
 
-// busyError is the ErrGroupBusy of group with members, for the instance
-// tagged tag.
-func busyError(group string, members []kafka.DescribeGroupsResponseMember, tag memberTag) *ErrGroupBusy {
+func busyError(group string, members []kafka.DescribeGroupsResponseMember) *ErrGroupBusy {
 	busy := &ErrGroupBusy{Group: group}
 	for _, m := range members {
 		busy.Members = append(busy.Members, m.ClientHost+"/"+m.MemberID)
-		busy.Copy = busy.Copy || tag.sameState(m.MemberMetadata.UserData)
+	}
+	return busy
+}
+
+// busyError is the ErrGroupBusy of group with members for the instance
+// tagged t: a copy when one of them has its state id.
+func (t memberTag) busyError(group string, members []kafka.DescribeGroupsResponseMember) *ErrGroupBusy {
+	busy := busyError(group, members)
+	for _, m := range members {
+		busy.Copy = busy.Copy || t.sameState(m.MemberMetadata.UserData)
 	}
 	return busy
 }
@@ -375,7 +382,7 @@ func (g *groupMember) exclusive(ctx context.Context, client *kafka.Client, gen *
 			continue
 		}
 		if bytes.Compare(other[:8], g.tag[:8]) < 0 {
-			return busyError(g.group, members, g.tag)
+			return g.tag.busyError(g.group, members)
 		}
 		g.log.Warn("another riskstream instance joined the consumer group; it started later and stops", "group", g.group,
 			"member", m.ClientHost+"/"+m.MemberID)
