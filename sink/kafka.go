@@ -179,7 +179,7 @@ func Logger(l *slog.Logger) KafkaOption {
 // kafkaMetrics count what happens to output messages too large for their
 // topic. Labels are the four output topics.
 type kafkaMetrics struct {
-	truncated, refused, dropped, skipped *prometheus.CounterVec
+	truncated, refused, dropped, skipped, changed *prometheus.CounterVec
 }
 
 func newKafkaMetrics(reg prometheus.Registerer, topics Topics) kafkaMetrics {
@@ -192,15 +192,18 @@ func newKafkaMetrics(reg prometheus.Registerer, topics Topics) kafkaMetrics {
 			Help: "Output messages lost: too large for their topic, and their dlq record refused too."}, []string{"topic"}),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "riskstream_output_duplicates_skipped_total",
 			Help: "Output messages not written again after a restart: a run that stopped without a final checkpoint had written them already."}, []string{"topic"}),
+		changed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "riskstream_output_duplicates_changed_total",
+			Help: "Of the output messages not written again after a restart, those made again with another value (one that depended on when records arrived); the one written before stands."}, []string{"topic"}),
 	}
 	for _, t := range topics.Names() {
 		m.truncated.WithLabelValues(t)
 		m.refused.WithLabelValues(t)
 		m.dropped.WithLabelValues(t)
 		m.skipped.WithLabelValues(t)
+		m.changed.WithLabelValues(t)
 	}
 	if reg != nil {
-		reg.MustRegister(m.truncated, m.refused, m.dropped, m.skipped)
+		reg.MustRegister(m.truncated, m.refused, m.dropped, m.skipped, m.changed)
 	}
 	return m
 }
@@ -300,13 +303,22 @@ func (k *Kafka) add(topic string, keyStart, valueStart int, hasKey bool) bool {
 	}
 	end := len(b) - 1 // the encoders end records with a newline, for files
 	value := b[valueStart:end:end]
-	if k.written != nil && k.written.take(topic, key, value) {
-		if k.written.Len() == 0 {
-			k.written = nil
+	if k.written != nil {
+		if found, changed := k.written.take(topic, key, value); found {
+			if changed {
+				k.metrics.changed.WithLabelValues(topic).Inc()
+				if k.written.Changed() == 1 {
+					k.log.Warn("an output made again after a restart has another value than the one written before it, which stands (riskstream_output_duplicates_changed_total counts these)",
+						"topic", topic, "key", string(key))
+				}
+			}
+			if k.written.Len() == 0 {
+				k.written = nil
+			}
+			k.chunk = b[:keyStart]
+			k.metrics.skipped.WithLabelValues(topic).Inc()
+			return false
 		}
-		k.chunk = b[:keyStart]
-		k.metrics.skipped.WithLabelValues(topic).Inc()
-		return false
 	}
 	k.pending = append(k.pending, kafka.Message{Topic: topic, Key: key, Value: value})
 	return true

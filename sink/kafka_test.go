@@ -22,6 +22,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/heatmap"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/windows"
 	"github.com/segmentio/kafka-go"
@@ -500,4 +501,65 @@ func TestKafkaSkipWritten(t *testing.T) {
 	if b := k.Detach(); len(b.Messages) != 1 {
 		t.Errorf("bb made again after it was forgotten: %d messages written, want 1", len(b.Messages))
 	}
+}
+
+// TestKafkaSkipWrittenChanged: a message made again with another value than
+// the one written (a decision's value, a heatmap record's counts, a late
+// record's watermark) is recognised by what it is about and not written
+// again; the written one stands and the change is counted. Messages about
+// something else (another rule, another revision, another dlq record) are
+// written.
+func TestKafkaSkipWrittenChanged(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	k := NewKafka([]string{"127.0.0.1:1"}, DefaultTopics, Metrics(reg))
+	defer k.Close()
+	r1 := &rules.Rule{Name: "r1", Action: "deny", Key: []string{"user"}}
+	r2 := &rules.Rule{Name: "r2", Action: "deny", Key: []string{"user"}}
+	h := &rules.Heatmap{Name: "lat", Key: []string{"api"}, Buckets: []float64{1, 2}}
+	prov := &event.Provenance{Topic: "requests", Partition: 1, Offset: 9}
+	emit := func(value float64, revision int32, wm int64, rule *rules.Rule, dlq string) {
+		k.Decision(&windows.Decision{Rule: rule, EventID: []byte(`"e1"`), Key: "\"u\"\x00", Value: value, Source: prov})
+		a := heatmap.New(2)
+		a.Add(value, false, h.Buckets, nil)
+		k.Heatmap(&windows.HeatmapWindow{Heatmap: h, Key: "\"/pay\"\x00", Start: 1, End: 11, Revision: revision, Acc: a})
+		k.Late([]byte(`{"id":"e2","watermark":3}`), wm, prov)
+		k.DLQ([]byte(`{"bad`), dlq, prov)
+	}
+	emit(1, 0, 100, r1, "not JSON")
+	w := NewWritten()
+	for _, m := range k.Detach().Messages {
+		w.Add(m.Topic, m.Key, m.Value)
+	}
+	k.SkipWritten(w)
+	// The same decision, heatmap window and late event, each with another
+	// value; a dlq record for another reason.
+	emit(2, 0, 200, r1, "too large")
+	b := k.Detach()
+	if len(b.Messages) != 1 || b.Messages[0].Topic != DefaultTopics.DLQ {
+		t.Fatalf("written %d messages, want only the other dlq record: %v", len(b.Messages), topicsOf(b.Messages))
+	}
+	for topic, want := range map[string]float64{DefaultTopics.Decisions: 1, DefaultTopics.Heatmaps: 1, DefaultTopics.Late: 1, DefaultTopics.DLQ: 0} {
+		if got := counter(t, reg, "riskstream_output_duplicates_changed_total", topic); got != want {
+			t.Errorf("%s: %v changed, want %v", topic, got, want)
+		}
+	}
+	if w.Len() != 1 || !w.LeftIn(DefaultTopics.DLQ) {
+		t.Errorf("%d left, want the first dlq record", w.Len())
+	}
+	// Another rule's decision and a later revision are other messages.
+	k.ForgetUnmade()
+	k.SkipWritten(w)
+	emit(2, 1, 200, r2, "not JSON")
+	b = k.Detach()
+	if got := topicsOf(b.Messages); got != "decisions heatmaps late" {
+		t.Errorf("written %q, want the other rule's decision, the next revision and the late record", got)
+	}
+}
+
+func topicsOf(ms []kafka.Message) string {
+	var ts []string
+	for _, m := range ms {
+		ts = append(ts, m.Topic)
+	}
+	return strings.Join(ts, " ")
 }
