@@ -9,14 +9,25 @@
 // replay of what the live job read takes the records in the order it took
 // them. The order can depend on timing only when a wait times out (a
 // partition with nothing to read while the others have records): then the
-// Merger says so (Options.OnTimeout), for the caller to log and count.
+// Merger says so (Options.OnTimeout), for the caller to log and count, and
+// notes what it did as Runs, for the caller to journal: a Merger given
+// those Runs (Follow) takes the same records in the same order again, which
+// is how a job restarted from a checkpoint makes again, byte for byte, the
+// outputs it wrote after it.
 //
 // The Merger is a pure state machine: it reads no clock (every call takes
 // the processing time), starts no goroutine and does no I/O. Its caller
 // fetches the partitions and hands it what each fetch returned.
 package order
 
-import "fmt"
+import (
+	"cmp"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+)
 
 // Options configure a Merger.
 //
@@ -49,6 +60,39 @@ type Options[T any] struct {
 	// Release, if set, is given back each slice of records Push took once
 	// every record in it has been taken by Pop.
 	Release func([]T)
+	// Offset, if set, returns a record's offset in its partition: the
+	// Merger then knows where each partition is (Positions), notes the
+	// runs it takes without partitions (TakeRuns) and follows runs given
+	// (Follow).
+	Offset func(*T) int64
+}
+
+// Position is where a partition is in the merge: the offset of the next
+// record to take, or -1 when none was taken and none given.
+type Position struct {
+	Partition int32
+	Next      int64
+}
+
+// A Run is a stretch of the merge taken without some partitions after
+// their waits ran out: Picks records, from the positions From, with the
+// records of the partitions Without ignored. It is all that a merge owes
+// to timing: a Merger that follows the same Runs over the same partitions
+// takes the same records in the same order, whenever they arrive.
+type Run struct {
+	From    []Position
+	Without []int32
+	Picks   int
+}
+
+// sum is a run's start as one number that grows with every record taken:
+// the sum of its positions, counting none taken as 0.
+func (r *Run) sum() int64 {
+	var s int64
+	for _, p := range r.From {
+		s += max(p.Next, 0)
+	}
+	return s
 }
 
 // Merger merges the records of several partitions by timestamp. The zero
@@ -58,6 +102,20 @@ type Merger[T any] struct {
 	parts []*partition[T] // by partition id, ascending
 	// buffered counts the records held, for Len.
 	buffered int
+	// runs are the runs taken without partitions since TakeRuns; extend is
+	// set while the last record taken extends the last of them.
+	runs   []Run
+	extend bool
+	// follow are the runs Follow gave that have not begun; left is how
+	// many records the one begun (following) still takes, 0 when none.
+	follow    []Run
+	following Run
+	left      int
+	// missed counts the runs given that the merge went past without
+	// meeting their start.
+	missed int
+	// without is scratch space: the partitions the last Pop went without.
+	without []int32
 }
 
 // partition is one partition's records and the state of the wait for it.
@@ -78,6 +136,11 @@ type partition[T any] struct {
 	// has records again or falls behind: one timeout is reported per
 	// silence.
 	timedOut bool
+	// next is the offset of the next record to take, -1 when not known
+	// (Options.Offset).
+	next int64
+	// skipped is set while a run followed goes without the partition.
+	skipped bool
 }
 
 // New returns a Merger with no partitions.
@@ -95,11 +158,15 @@ func New[T any](opts Options[T]) (*Merger[T], error) {
 // AddPartition starts merging partition p. Until its first fetch says
 // otherwise it counts as behind: the records of the other partitions wait
 // for its first ones. Adding a partition twice does nothing.
-func (m *Merger[T]) AddPartition(p int32) {
+func (m *Merger[T]) AddPartition(p int32) { m.AddPartitionAt(p, -1) }
+
+// AddPartitionAt starts merging partition p from offset next (where a
+// checkpoint left it; -1 when not known), as AddPartition.
+func (m *Merger[T]) AddPartitionAt(p int32, next int64) {
 	if m.find(p) != nil {
 		return
 	}
-	part := &partition[T]{id: p, behind: true}
+	part := &partition[T]{id: p, behind: true, next: next}
 	i := 0
 	for i < len(m.parts) && m.parts[i].id < p {
 		i++
@@ -167,12 +234,13 @@ func (m *Merger[T]) deadline(part *partition[T], arrived int64) int64 {
 }
 
 // best returns the partition whose first record has the smallest
-// timestamp, ties to the lower partition; nil when none has records.
+// timestamp, ties to the lower partition; nil when none has records. A
+// partition a followed run goes without does not count.
 func (m *Merger[T]) best() *partition[T] {
 	var best *partition[T]
 	var bestTS int64
 	for _, part := range m.parts {
-		if m.empty(part) {
+		if m.empty(part) || part.skipped {
 			continue
 		}
 		ts := m.opts.Timestamp(&part.fetches[0][part.head])
@@ -189,13 +257,17 @@ func (m *Merger[T]) best() *partition[T] {
 // when there is no record to take yet: the caller tries again when a fetch
 // arrives or processing time has moved.
 func (m *Merger[T]) Pop(now int64) (rec T, p int32, ok bool) {
+	if m.left == 0 && len(m.follow) > 0 {
+		m.begin()
+	}
 	best := m.best()
 	if best == nil {
 		return rec, 0, false
 	}
 	arrived := best.arrived[0]
+	m.without = m.without[:0]
 	for _, part := range m.parts {
-		if !m.empty(part) || part.done {
+		if !m.empty(part) || part.done || part.skipped {
 			continue
 		}
 		if now < m.deadline(part, arrived) {
@@ -208,8 +280,15 @@ func (m *Merger[T]) Pop(now int64) (rec T, p int32, ok bool) {
 				m.opts.OnTimeout(part.id, now-arrived)
 			}
 		}
+		m.without = append(m.without, part.id)
+	}
+	if m.opts.Offset != nil {
+		m.note()
 	}
 	rec = best.fetches[0][best.head]
+	if m.opts.Offset != nil {
+		best.next = m.opts.Offset(&rec) + 1
+	}
 	best.head++
 	m.buffered--
 	if best.head == len(best.fetches[0]) {
@@ -224,4 +303,225 @@ func (m *Merger[T]) Pop(now int64) (rec T, p int32, ok bool) {
 		}
 	}
 	return rec, best.id, true
+}
+
+// note records the record about to be taken in the runs: one taken
+// without partitions that no followed run skips begins or extends a run.
+func (m *Merger[T]) note() {
+	if len(m.without) > 0 && m.left > 0 {
+		// A wait ran out while a run was followed: this merge went
+		// without the run's partitions too.
+		m.without = append(m.without, m.following.Without...)
+		slices.Sort(m.without)
+	}
+	if m.left > 0 {
+		if m.left--; m.left == 0 {
+			for _, part := range m.parts {
+				part.skipped = false
+			}
+		}
+	}
+	if len(m.without) == 0 {
+		m.extend = false
+		return
+	}
+	if m.extend {
+		if last := &m.runs[len(m.runs)-1]; slices.Equal(last.Without, m.without) {
+			last.Picks++
+			return
+		}
+	}
+	m.runs = append(m.runs, Run{From: m.Positions(), Without: append([]int32(nil), m.without...), Picks: 1})
+	m.extend = true
+}
+
+// Positions returns where every partition is, by partition id.
+func (m *Merger[T]) Positions() []Position {
+	ps := make([]Position, len(m.parts))
+	for i, part := range m.parts {
+		ps[i] = Position{part.id, part.next}
+	}
+	return ps
+}
+
+// at reports whether the partitions are where from says; a partition from
+// does not name has to have none taken.
+func (m *Merger[T]) at(from []Position) bool {
+	i := 0
+	for _, part := range m.parts {
+		want := int64(-1)
+		if i < len(from) && from[i].Partition == part.id {
+			want = from[i].Next
+			i++
+		}
+		if part.next != want {
+			return false
+		}
+	}
+	return i == len(from)
+}
+
+// sum is the partitions' positions as Run.sum counts them.
+func (m *Merger[T]) sum() int64 {
+	var s int64
+	for _, part := range m.parts {
+		s += max(part.next, 0)
+	}
+	return s
+}
+
+// begin starts the first run to follow if the merge is where it starts,
+// and drops the runs whose start the merge went past.
+func (m *Merger[T]) begin() {
+	for len(m.follow) > 0 {
+		r := &m.follow[0]
+		if m.at(r.From) {
+			m.following, m.left = *r, r.Picks
+			for _, part := range m.parts {
+				part.skipped = slices.Contains(r.Without, part.id)
+			}
+			m.follow = m.follow[1:]
+			return
+		}
+		if m.sum() < r.sum() {
+			return
+		}
+		m.follow, m.missed = m.follow[1:], m.missed+1
+	}
+}
+
+// TakeRuns returns the runs taken without partitions since the last call
+// (Options.Offset is required): what the caller must make durable before
+// any output of their records leaves, for a Merger to Follow them after a
+// crash. Runs a Merger followed are not among them.
+func (m *Merger[T]) TakeRuns() []Run {
+	runs := m.runs
+	m.runs, m.extend = nil, false
+	return runs
+}
+
+// Follow has the Merger take the runs given, in the order of their
+// starts, when the merge reaches each (Options.Offset is required): it
+// then takes its records without the partitions it names, not waiting for
+// them, as the merge that noted it did. Runs of several merges may be
+// given, in the order they were noted: a later one that starts before an
+// earlier one's end replaces what the earlier ones noted from there on.
+func (m *Merger[T]) Follow(runs []Run) {
+	for _, r := range runs {
+		s := r.sum()
+		// What a later merge took from s on replaces the earlier's.
+		kept := m.follow[:0]
+		for _, f := range m.follow {
+			if f.sum() < s {
+				kept = append(kept, f)
+			}
+		}
+		m.follow = append(kept, r)
+	}
+	slices.SortStableFunc(m.follow, func(a, b Run) int { return cmp.Compare(a.sum(), b.sum()) })
+}
+
+// Following returns the runs given to Follow that the merge has not taken
+// yet, the one under way from where the merge is: what a checkpoint taken
+// now must keep for a restart from it.
+func (m *Merger[T]) Following() []Run {
+	var runs []Run
+	if m.left > 0 {
+		runs = append(runs, Run{From: m.Positions(), Without: m.following.Without, Picks: m.left})
+	}
+	return append(runs, m.follow...)
+}
+
+// Missed is how many runs given to Follow the merge went past without
+// meeting their start: records the journal's merge took that are gone or
+// changed.
+func (m *Merger[T]) Missed() int { return m.missed }
+
+// runVersion is the first byte of an encoded Run.
+const runVersion = 1
+
+// AppendBinary appends the run, for a journal.
+func (r *Run) AppendBinary(dst []byte) []byte {
+	dst = append(dst, runVersion)
+	dst = binary.AppendUvarint(dst, uint64(len(r.From)))
+	for _, p := range r.From {
+		dst = binary.AppendVarint(dst, int64(p.Partition))
+		dst = binary.AppendVarint(dst, p.Next)
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(r.Without)))
+	for _, p := range r.Without {
+		dst = binary.AppendVarint(dst, int64(p))
+	}
+	return binary.AppendUvarint(dst, uint64(r.Picks))
+}
+
+// DecodeRun reads a run AppendBinary wrote.
+func DecodeRun(b []byte) (Run, error) {
+	var r Run
+	if len(b) == 0 || b[0] != runVersion {
+		return r, fmt.Errorf("order: run of version %v, want %d", b[:min(len(b), 1)], runVersion)
+	}
+	d := decoder{b: b[1:]}
+	r.From = make([]Position, d.count(len(d.b)))
+	for i := range r.From {
+		r.From[i] = Position{d.partition(), d.varint()}
+	}
+	r.Without = make([]int32, d.count(len(d.b)))
+	for i := range r.Without {
+		r.Without[i] = d.partition()
+	}
+	r.Picks = int(d.count(math.MaxInt32))
+	switch {
+	case d.err != nil:
+		return Run{}, d.err
+	case len(d.b) > 0:
+		return Run{}, fmt.Errorf("order: %d bytes past a run", len(d.b))
+	case r.Picks == 0:
+		return Run{}, fmt.Errorf("order: a run of no record")
+	}
+	return r, nil
+}
+
+// decoder reads varints, keeping the first error.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) varint() int64 {
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+// count reads a number up to most (a list's length is at most the bytes
+// left).
+func (d *decoder) count(most int) uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 || v > uint64(most) {
+		d.fail()
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) partition() int32 {
+	v := d.varint()
+	if v < 0 || v > math.MaxInt32 {
+		d.fail()
+		return 0
+	}
+	return int32(v)
+}
+
+func (d *decoder) fail() {
+	if d.err == nil {
+		d.err = errors.New("order: a run cut short or out of range")
+	}
+	d.b = nil
 }

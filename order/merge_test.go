@@ -2,6 +2,7 @@ package order
 
 import (
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 )
@@ -285,4 +286,124 @@ func TestNewValidates(t *testing.T) {
 	if _, err := New(Options[rec]{Timestamp: func(r *rec) int64 { return r.ts }, Wait: -1}); err == nil {
 		t.Error("a negative wait accepted")
 	}
+}
+
+// TestFollowReproducesRuns: a merge whose waits run out at random takes
+// records out of timestamp order; a second merge of the same partitions,
+// started where the first was at a checkpoint and given the runs the
+// first noted after it, takes the same records in the same order however
+// its fetches arrive, without a wait running out.
+func TestFollowReproducesRuns(t *testing.T) {
+	offset := func(r *rec) int64 { return int64(r.offset) }
+	deviated := 0
+	for seed := range uint64(500) {
+		r := rand.New(rand.NewPCG(seed, 2))
+		parts := randomParts(r, 2+r.IntN(4))
+		total := 0
+		for _, p := range parts {
+			total += len(p)
+		}
+		if total == 0 {
+			continue
+		}
+		live, err := New(Options[rec]{Timestamp: func(r *rec) int64 { return r.ts }, Wait: 100, BehindWait: 100, Offset: offset})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for p := range parts {
+			live.AddPartition(int32(p))
+		}
+		cut := r.IntN(total)
+		var got []rec
+		var from []Position
+		var runs []Run
+		now := int64(0)
+		next := make([]int, len(parts))
+		for len(got) < total {
+			now += int64(r.IntN(150)) // waits run out now and then
+			if p := r.IntN(len(parts) + 2); p < len(parts) {
+				n := min(len(parts[p])-next[p], r.IntN(3))
+				live.Push(int32(p), slices.Clone(parts[p][next[p]:next[p]+n]), false, now)
+				next[p] += n
+				continue
+			}
+			for len(got) < total {
+				if len(got) == cut {
+					live.TakeRuns()
+					from = live.Positions()
+				}
+				x, _, ok := live.Pop(now)
+				if !ok {
+					break
+				}
+				got = append(got, x)
+			}
+		}
+		if len(got) == cut {
+			from = live.Positions()
+		}
+		runs = live.TakeRuns()
+		if !slices.Equal(got, reference(parts)) {
+			deviated++
+		}
+
+		// The second merge, from the positions at the cut.
+		again, err := New(Options[rec]{Timestamp: func(r *rec) int64 { return r.ts }, Wait: 100, BehindWait: 100, Offset: offset})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, pos := range from {
+			again.AddPartitionAt(pos.Partition, pos.Next)
+			next[pos.Partition] = int(max(pos.Next, 0))
+		}
+		again.Follow(runs)
+		var took []rec
+		for steps := 0; len(took) < total-cut; steps++ {
+			if steps > 100000 {
+				t.Fatalf("seed %d: stuck after %d of %d records", seed, len(took), total-cut)
+			}
+			if p := r.IntN(len(parts) + 1); p < len(parts) {
+				n := min(len(parts[p])-next[p], r.IntN(4))
+				again.Push(int32(p), slices.Clone(parts[p][next[p]:next[p]+n]), next[p]+n < len(parts[p]), 0)
+				next[p] += n
+				continue
+			}
+			for {
+				x, _, ok := again.Pop(0) // no wait ever runs out
+				if !ok {
+					break
+				}
+				took = append(took, x)
+			}
+		}
+		if !slices.Equal(took, got[cut:]) {
+			t.Fatalf("seed %d, from record %d (%v), runs %v:\n took %v\nwant %v", seed, cut, from, runs, took, got[cut:])
+		}
+		if again.Missed() != 0 || len(again.Following()) != 0 {
+			t.Fatalf("seed %d: %d runs missed, %d not taken", seed, again.Missed(), len(again.Following()))
+		}
+	}
+	if deviated < 50 {
+		t.Fatalf("only %d of 500 merges left timestamp order: the test does not test runs", deviated)
+	}
+}
+
+// FuzzDecodeRun: any bytes decode to an error or to a run that encodes to
+// bytes decoding to the same run (varints may be longer than needed);
+// never a panic.
+func FuzzDecodeRun(f *testing.F) {
+	r := Run{From: []Position{{0, 17}, {3, -1}}, Without: []int32{3}, Picks: 12}
+	f.Add(r.AppendBinary(nil))
+	f.Add([]byte{runVersion, 0, 0, 1})
+	f.Add([]byte{runVersion, 200, 1})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := DecodeRun(b)
+		if err != nil {
+			return
+		}
+		again, err := DecodeRun(r.AppendBinary(nil))
+		if err != nil || !reflect.DeepEqual(again, r) {
+			t.Fatalf("%x decodes to %+v, which encodes to %x: %+v, %v", b, r, r.AppendBinary(nil), again, err)
+		}
+	})
 }

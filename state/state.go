@@ -7,6 +7,7 @@ package state
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -24,11 +25,12 @@ import (
 	"github.com/riskstream/riskstream/internal/prefetch"
 )
 
-// Key prefixes partition the keyspace: slot state, and metadata such as the
-// rules fingerprint (docs/format/state.md).
+// Key prefixes partition the keyspace: slot state, metadata such as the
+// rules fingerprint, and the journal (docs/format/state.md).
 const (
-	prefixSlot = 's'
-	prefixMeta = 'm'
+	prefixSlot    = 's'
+	prefixMeta    = 'm'
+	prefixJournal = 'j'
 )
 
 // ErrClosed is returned by operations on a closed DB.
@@ -948,8 +950,8 @@ func (d *DB) closeFailed() error {
 }
 
 // Changes calls fn with the last pending write of every key, in the order
-// of those last writes, as the store's own keys (slots and
-// metadata alike; value nil for a deletion): what the next Commit makes
+// of those last writes, as the store's own keys (slots and metadata alike,
+// not the journal; value nil for a deletion): what the next Commit makes
 // durable, for a copy of the checkpoint elsewhere (a distributed job's
 // changelog topic). Load writes them into another store.
 func (d *DB) Changes(fn func(key, value []byte) error) error {
@@ -964,6 +966,9 @@ func (d *DB) Changes(fn func(key, value []byte) error) error {
 		for i, o := range w.ops {
 			if last, ok := w.lastOf(w.key(o)); ok && last != i {
 				continue // written again later
+			}
+			if w.key(o)[0] == prefixJournal {
+				continue // what this store's job did, not its state
 			}
 			var v []byte
 			if !o.deleted {
@@ -983,6 +988,83 @@ func (w *writes) lastOf(key []byte) (int, bool) {
 		return 0, false
 	}
 	return w.index[string(key)], true
+}
+
+// AppendJournal writes entries to the journal durably before it returns,
+// apart from the pending writes, under the sequence numbers from first
+// on: what a job must know after a crash of what it did since its last
+// checkpoint, before any output that depends on it leaves (the order a
+// merge took when it went on without a partition). DropJournal deletes
+// entries with a checkpoint.
+func (d *DB) AppendJournal(first uint64, entries [][]byte) (err error) {
+	if err := d.usable(); err != nil {
+		return err
+	}
+	defer d.recover(&err)
+	b := d.db.NewBatch()
+	for i, e := range entries {
+		if err := b.Set(journalKey(first+uint64(i)), e, nil); err != nil {
+			b.Close()
+			return fmt.Errorf("state: journal: %w", err)
+		}
+	}
+	err = b.Commit(pebble.Sync)
+	if ferr := d.m.failure(); ferr != nil {
+		return ferr
+	}
+	if err != nil {
+		b.Close()
+		return d.m.commitFailed(err)
+	}
+	return b.Close()
+}
+
+// Journal calls fn with every journal entry stored, in sequence order.
+func (d *DB) Journal(fn func(seq uint64, entry []byte) error) (err error) {
+	if err := d.usable(); err != nil {
+		return err
+	}
+	defer d.recover(&err)
+	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixJournal}, UpperBound: []byte{prefixJournal + 1}})
+	if err != nil {
+		return d.readError("journal", err)
+	}
+	for it.First(); it.Valid(); it.Next() {
+		k := it.Key()
+		if len(k) != 9 {
+			it.Close()
+			return fmt.Errorf("state: journal: a key of %d bytes, not 9", len(k))
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			it.Close()
+			return d.readError("journal", err)
+		}
+		if err := fn(binary.BigEndian.Uint64(k[1:]), v); err != nil {
+			it.Close()
+			return err
+		}
+	}
+	if err := it.Close(); err != nil {
+		return d.readError("journal", err)
+	}
+	return nil
+}
+
+// DropJournal deletes the journal entries seqs with the pending writes:
+// a checkpoint that covers them.
+func (d *DB) DropJournal(seqs []uint64) error {
+	if err := d.usable(); err != nil {
+		return err
+	}
+	for _, seq := range seqs {
+		d.own.pending.put(journalKey(seq), nil, true)
+	}
+	return nil
+}
+
+func journalKey(seq uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte{prefixJournal}, seq)
 }
 
 // Load adds a write of key, one of the store's own keys as Changes gave

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -426,5 +427,56 @@ func TestParts(t *testing.T) {
 	}
 	if v, ok, _ := db.Meta("checkpoint"); !ok || string(v) != "1" {
 		t.Errorf("meta %q %v", v, ok)
+	}
+}
+
+// TestJournal: journal entries are durable when AppendJournal returns,
+// whatever becomes of the pending writes (a Close that drops them), and
+// go with the commit that follows DropJournal, not before; Changes, a
+// copy of the state for elsewhere, leaves them out.
+func TestJournal(t *testing.T) {
+	dir := t.TempDir()
+	db := open(t, dir, Options{AtomicCheckpoints: true})
+	if err := db.AppendJournal(7, [][]byte{[]byte("a"), []byte("b")}); err != nil {
+		t.Fatal(err)
+	}
+	db.SetMeta("offsets", []byte("past the checkpoint"))
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	journal := func(db *DB) string {
+		var got []string
+		if err := db.Journal(func(seq uint64, e []byte) error {
+			got = append(got, fmt.Sprintf("%d:%s", seq, e))
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(got, " ")
+	}
+	db = open(t, dir, Options{AtomicCheckpoints: true})
+	defer db.Close()
+	if got := journal(db); got != "7:a 8:b" {
+		t.Fatalf("journal after a close without commit: %q", got)
+	}
+	if err := db.DropJournal([]uint64{7}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.AppendJournal(9, [][]byte{[]byte("c")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := journal(db); got != "7:a 8:b 9:c" {
+		t.Fatalf("journal before the commit of its drop: %q", got)
+	}
+	var changed []string
+	db.Changes(func(k, _ []byte) error { changed = append(changed, string(k)); return nil })
+	if len(changed) != 0 {
+		t.Errorf("Changes gave the journal's keys %q", changed)
+	}
+	if err := db.Commit(true); err != nil {
+		t.Fatal(err)
+	}
+	if got := journal(db); got != "8:b 9:c" {
+		t.Fatalf("journal after the commit of its drop: %q", got)
 	}
 }

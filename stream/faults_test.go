@@ -3,18 +3,22 @@ package stream
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/riskstream/riskstream/gen"
 	"github.com/riskstream/riskstream/internal/kafkatest"
+	"github.com/segmentio/kafka-go"
 )
 
 // faultsEnv gates the fault-injection suite: processes killed with SIGKILL
@@ -235,4 +239,111 @@ func checkDecisions(t *testing.T, addr string, want []string) {
 		t.Fatalf("%d decisions written, the replay made %d: %s", len(got), len(want), c)
 	}
 	t.Logf("%d decisions written for %d distinct: %s", len(got), len(want), c)
+}
+
+// TestKilledAfterWaitsRanOut: the job takes a partition's records after
+// another's later ones, its wait for the partition having run out (the
+// records reached the broker late), and is killed before a checkpoint
+// covers them. Its restart takes them in the same order again (the merge's
+// journal), so every output it makes again is the one written, byte for
+// byte: none written twice, none with another value.
+func TestKilledAfterWaitsRanOut(t *testing.T) {
+	if testing.Short() || !faults() {
+		t.Skipf("fault injection: set %s=1", faultsEnv)
+	}
+	bin := buildBinary(t)
+	addr := startLiveBrokerWith(t, 2)
+	// Every event decides, with the count of its user's window so far: a
+	// value that depends on the order the events were taken in.
+	rulesFile := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(rulesFile, []byte(`watermark: {out_of_orderness: 60s, idle_timeout: 1h}
+rules:
+  - name: running-count
+    key: [user]
+    window: {type: tumbling, size: 1h}
+    aggregate: count
+    threshold: 0
+    action: review
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := int64(1732150800000)
+	events := func(p, from, n int, offset int64) []kafka.Message {
+		var msgs []kafka.Message
+		for i := from; i < from+n; i++ {
+			ts := base + int64(i)*1000 + offset
+			msgs = append(msgs, kafka.Message{
+				Value: fmt.Appendf(nil, `{"id":"p%d-%d","ts":%d,"user":"u","api":"/x","latency_ms":1}`, p, i, ts),
+				Time:  time.UnixMilli(ts),
+			})
+		}
+		return msgs
+	}
+	waitDecisions := func(n int64, logs *lockedBuffer) {
+		t.Helper()
+		for deadline := time.Now().Add(time.Minute); recordsIn(t, addr, "decisions") < n; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d decisions written:\n%s", recordsIn(t, addr, "decisions"), n, logs)
+			}
+		}
+	}
+	stateDir := t.TempDir()
+	start := func() (*exec.Cmd, *lockedBuffer) {
+		return startProcess(t, bin, "run", "--rules", rulesFile, "--brokers", addr, "--state-dir", stateDir,
+			"--metrics-addr", "", "--checkpoint-interval", "1h", "--partition-wait", "50ms")
+	}
+	job, logs := start()
+	defer func() { job.Process.Kill(); job.Wait() }()
+	// Partition 0's records, then partition 1's, which interleave with
+	// them in time: the job went on without partition 1.
+	writePartition(t, addr, 0, events(0, 0, 20, 0)...)
+	waitDecisions(20, logs)
+	writePartition(t, addr, 1, events(1, 0, 20, 500)...)
+	waitDecisions(40, logs)
+	job.Process.Signal(syscall.SIGKILL)
+	job.Wait()
+	first := readTopic(t, addr, "decisions")
+
+	job, logs = start()
+	waitFor(t, logs, "in the order the run before took them")
+	writePartition(t, addr, 0, events(0, 20, 1, 0)...)
+	writePartition(t, addr, 1, events(1, 20, 1, 500)...)
+	waitDecisions(42, logs)
+	job.Process.Signal(syscall.SIGTERM)
+	if err := job.Wait(); err != nil {
+		t.Fatalf("restart: %v\n%s", err, logs)
+	}
+	got := readTopic(t, addr, "decisions")
+	if len(got) != 42 || !slices.Equal(got[:40], first) {
+		t.Fatalf("%d decisions after the restart, want the 40 of the first run and 2 more:\n%s", len(got), strings.Join(got, "\n"))
+	}
+	// Against what the first run wrote and the two records after: the
+	// replay of the topic takes them in timestamp order, as the first run
+	// could not.
+	c := countDecisions(got, append(slices.Clone(first), got[40:]...))
+	if c.missing+c.foreign+c.twice+c.changed != 0 {
+		t.Errorf("%d decisions: %s", len(got), c)
+	}
+	t.Logf("%d decisions: %s", len(got), c)
+	if strings.Contains(logs.String(), "another value") {
+		t.Errorf("the restart made outputs with another value:\n%s", logs)
+	}
+	// The order was the arrival's, not the timestamps': partition 1's
+	// first event counted after all of partition 0's.
+	if !strings.Contains(strings.Join(got, "\n"), `"id":"p1-0/running-count","event_id":"p1-0"`) || !strings.Contains(got[20], `"value":21`) {
+		t.Errorf("partition 1's first event was not taken after partition 0's twenty: %s", got[20])
+	}
+}
+
+// writePartition writes msgs to partition p of the input topic.
+func writePartition(t testing.TB, addr string, p int, msgs ...kafka.Message) {
+	t.Helper()
+	conn, err := kafka.DialLeader(context.Background(), "tcp", addr, "requests", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.WriteMessages(msgs...); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -103,7 +103,11 @@ type liveJob struct {
 	stopReading context.CancelFunc
 	reading     sync.WaitGroup
 	merge       *order.Merger[kafka.Message]
-	recs        []engine.Record // scratch for the records taken from merge
+	journal     mergeJournal
+	// journalMissed is how many runs followed the merge missed, as last
+	// logged.
+	journalMissed int
+	recs          []engine.Record // scratch for the records taken from merge
 	// away is how long the loop could not take in fetches since started:
 	// it worked (processing, ticking, checkpointing), or the group was not
 	// held (between two of its generations, when it takes in nothing). The
@@ -482,9 +486,20 @@ func (j *liveJob) startFetching(ctx context.Context) error {
 		Wait:      j.opts.PartitionWait.Milliseconds(), BehindWait: behindWait.Milliseconds(),
 		OnTimeout: j.waitTimedOut,
 		Release:   recycleFetched,
+		Offset:    messageOffset,
 	})
 	if err != nil {
 		return err
+	}
+	j.journal.db = j.db
+	if j.restored {
+		n, err := j.journal.load(j.merge)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			j.log.Info("taking the records past the checkpoint in the order the run before took them, which waits that ran out had decided", "runs", n)
+		}
 	}
 	j.fetched = make(chan fetched, 16)
 	j.readCtx, j.stopReading = context.WithCancel(ctx)
@@ -523,6 +538,9 @@ func (j *liveJob) startFetching(ctx context.Context) error {
 // messageTime is a record's Kafka timestamp in ms, the merge's order.
 func messageTime(m *kafka.Message) int64 { return m.Time.UnixMilli() }
 
+// messageOffset is a record's offset, where the merge is in its partition.
+func messageOffset(m *kafka.Message) int64 { return m.Offset }
+
 // waitTimedOut logs and counts a merge wait that ran out: the order of
 // records across partitions may then depend on when they arrived. It logs
 // at most every 10 s, with the count since.
@@ -556,9 +574,11 @@ func (j *liveJob) addFetchers(partitions []int) {
 		}
 		j.known[p] = true
 		j.e.AddPartition(int32(p), now)
-		j.merge.AddPartition(int32(p))
 		start, ok := j.offsets[int32(p)]
-		if !ok {
+		if ok {
+			j.merge.AddPartitionAt(int32(p), start)
+		} else {
+			j.merge.AddPartition(int32(p))
 			start = kafka.FirstOffset
 		}
 		f := newFetcher(j.brokers, j.sec.Dialer(), j.opts.Topic, p, start, -1, j.fetched, j.log)
@@ -684,6 +704,10 @@ func (j *liveJob) process() error {
 	if len(rs) == 0 {
 		return nil
 	}
+	// Durable before any output of these records exists.
+	if err := j.journal.write(j.merge.TakeRuns()); err != nil {
+		return err
+	}
 	b := j.batch
 	b.Reset()
 	b.Grow(len(rs))
@@ -803,6 +827,14 @@ func (j *liveJob) checkpoint(durable bool) error {
 	}
 	if err := j.db.SetMeta(metaOffsets, encodeOffsets(j.offsets)); err != nil {
 		return err
+	}
+	if err := j.journal.checkpoint(j.merge); err != nil {
+		return err
+	}
+	if missed := j.merge.Missed(); missed > j.journalMissed {
+		j.log.Warn("the records past the checkpoint were not all taken in the order the run before took them: records it read are gone or changed; an output made again with another value is not written (riskstream_output_duplicates_changed_total)",
+			"runs", missed-j.journalMissed)
+		j.journalMissed = missed
 	}
 	if durable {
 		if err := j.db.Commit(true); err != nil {
