@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/riskstream/riskstream/internal/corrupt"
+
 	"github.com/cespare/xxhash/v2"
 	"github.com/riskstream/riskstream/internal/prefetch"
 	"github.com/riskstream/riskstream/windows"
@@ -208,12 +210,12 @@ func (d *dedupe) restore(b []byte) error {
 		for i := range v {
 			x, k := binary.Varint(b)
 			if k <= 0 {
-				return fmt.Errorf("engine: checkpoint dedupe: corrupt")
+				return corrupt.Errorf("engine: checkpoint dedupe: corrupt")
 			}
 			v[i], b = x, b[k:]
 		}
 		if len(b) != 0 {
-			return fmt.Errorf("engine: checkpoint dedupe: corrupt")
+			return corrupt.Errorf("engine: checkpoint dedupe: corrupt")
 		}
 	}
 	d.gen, d.prevGen, d.duplicates = v[0], v[1], v[2]

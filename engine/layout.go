@@ -2,8 +2,9 @@ package engine
 
 import (
 	"encoding/binary"
-	"fmt"
 	"slices"
+
+	"github.com/riskstream/riskstream/internal/corrupt"
 
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/windows"
@@ -126,7 +127,7 @@ func (l *layout) appendBinary(dst []byte) []byte {
 // decodeLayout reads what appendBinary wrote.
 func decodeLayout(b []byte) (layout, error) {
 	var l layout
-	fail := fmt.Errorf("engine: checkpoint layout corrupt")
+	fail := corrupt.Errorf("engine: checkpoint layout corrupt")
 	uvarint := func() (int, bool) {
 		v, k := binary.Uvarint(b)
 		if k <= 0 || v >= 1<<31 {

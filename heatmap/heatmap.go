@@ -6,12 +6,13 @@ package heatmap
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"sort"
 	"sync"
+
+	"github.com/riskstream/riskstream/internal/corrupt"
 
 	"github.com/DataDog/sketches-go/ddsketch"
 	"github.com/DataDog/sketches-go/ddsketch/mapping"
@@ -346,8 +347,8 @@ func (a *Acc) AppendBinary(dst []byte) []byte {
 	return append(dst, sk...)
 }
 
-// ErrCorrupt reports an encoding that cannot be decoded.
-var ErrCorrupt = errors.New("heatmap: corrupt encoding")
+// errCorrupt reports an encoding that cannot be decoded.
+var errCorrupt = corrupt.Errorf("heatmap: corrupt encoding")
 
 // Skip returns what follows the accumulator AppendBinary encoded at the start
 // of b, reading only its lengths: a state whose sketch is not needed (a
@@ -355,31 +356,31 @@ var ErrCorrupt = errors.New("heatmap: corrupt encoding")
 func Skip(b []byte) ([]byte, error) {
 	count, b, ok := varint(b)
 	if !ok || len(b) < 16 || count < 0 {
-		return nil, ErrCorrupt
+		return nil, errCorrupt
 	}
 	if _, b, ok = varint(b[16:]); !ok {
-		return nil, ErrCorrupt
+		return nil, errCorrupt
 	}
 	n, b, ok := uvarint(b)
 	if !ok || n > uint64(len(b)) {
-		return nil, ErrCorrupt
+		return nil, errCorrupt
 	}
 	for range n {
 		if _, b, ok = varint(b); !ok {
-			return nil, ErrCorrupt
+			return nil, errCorrupt
 		}
 	}
 	skLen, b, ok := uvarint(b)
 	if !ok || skLen > uint64(len(b)) {
-		return nil, ErrCorrupt
+		return nil, errCorrupt
 	}
 	if skLen == 0 { // the few values' bins instead
 		if count > fewValues {
-			return nil, ErrCorrupt
+			return nil, errCorrupt
 		}
 		for range count {
 			if _, b, ok = varint(b); !ok {
-				return nil, ErrCorrupt
+				return nil, errCorrupt
 			}
 		}
 		return b, nil
@@ -393,39 +394,39 @@ func Decode(b []byte) (*Acc, []byte, error) {
 	a := &Acc{}
 	var ok bool
 	if a.Count, b, ok = varint(b); !ok {
-		return nil, nil, ErrCorrupt
+		return nil, nil, errCorrupt
 	}
 	if len(b) < 16 {
-		return nil, nil, ErrCorrupt
+		return nil, nil, errCorrupt
 	}
 	a.Min = math.Float64frombits(binary.LittleEndian.Uint64(b))
 	a.Max = math.Float64frombits(binary.LittleEndian.Uint64(b[8:]))
 	b = b[16:]
 	if a.Degraded, b, ok = varint(b); !ok {
-		return nil, nil, ErrCorrupt
+		return nil, nil, errCorrupt
 	}
 	n, b, ok := uvarint(b)
 	if !ok || n > uint64(len(b)) {
-		return nil, nil, ErrCorrupt
+		return nil, nil, errCorrupt
 	}
 	a.Buckets = make([]int64, n)
 	for i := range a.Buckets {
 		if a.Buckets[i], b, ok = varint(b); !ok {
-			return nil, nil, ErrCorrupt
+			return nil, nil, errCorrupt
 		}
 	}
 	skLen, b, ok := uvarint(b)
 	if !ok || skLen > uint64(len(b)) {
-		return nil, nil, ErrCorrupt
+		return nil, nil, errCorrupt
 	}
 	if skLen == 0 { // the few values' bins
 		if a.Count < 0 || a.Count > fewValues {
-			return nil, nil, ErrCorrupt
+			return nil, nil, errCorrupt
 		}
 		for i := range a.Count {
 			v, rest, ok := varint(b)
 			if span := int64(maxIndex - minIndex + 1); !ok || v > span || v < -span {
-				return nil, nil, ErrCorrupt
+				return nil, nil, errCorrupt
 			}
 			a.few[i], b = int32(v), rest
 		}
@@ -444,7 +445,7 @@ func Decode(b []byte) (*Acc, []byte, error) {
 		lo, _ := st.MinIndex()
 		hi, _ := st.MaxIndex()
 		if lo < minIndex || hi > maxIndex {
-			return nil, nil, ErrCorrupt
+			return nil, nil, errCorrupt
 		}
 	}
 	if a.Count <= fewValues && int64(sk.GetCount()) == a.Count {

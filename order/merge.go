@@ -23,10 +23,11 @@ package order
 import (
 	"cmp"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/riskstream/riskstream/internal/corrupt"
 )
 
 // Options configure a Merger.
@@ -459,7 +460,7 @@ func (r *Run) AppendBinary(dst []byte) []byte {
 func DecodeRun(b []byte) (Run, error) {
 	var r Run
 	if len(b) == 0 || b[0] != runVersion {
-		return r, fmt.Errorf("order: run of version %v, want %d", b[:min(len(b), 1)], runVersion)
+		return r, corrupt.Errorf("order: corrupt run: version %v, want %d", b[:min(len(b), 1)], runVersion)
 	}
 	d := decoder{b: b[1:]}
 	r.From = make([]Position, d.count(len(d.b)))
@@ -475,9 +476,9 @@ func DecodeRun(b []byte) (Run, error) {
 	case d.err != nil:
 		return Run{}, d.err
 	case len(d.b) > 0:
-		return Run{}, fmt.Errorf("order: %d bytes past a run", len(d.b))
+		return Run{}, corrupt.Errorf("order: corrupt run: %d bytes past its end", len(d.b))
 	case r.Picks == 0:
-		return Run{}, fmt.Errorf("order: a run of no record")
+		return Run{}, corrupt.Errorf("order: corrupt run: no record")
 	}
 	return r, nil
 }
@@ -521,7 +522,7 @@ func (d *decoder) partition() int32 {
 
 func (d *decoder) fail() {
 	if d.err == nil {
-		d.err = errors.New("order: a run cut short or out of range")
+		d.err = corrupt.Errorf("order: corrupt run: cut short or out of range")
 	}
 	d.b = nil
 }

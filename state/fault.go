@@ -17,6 +17,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/riskstream/riskstream/internal/corrupt"
 )
 
 // A DB fails, for good, on the first write to disk Pebble cannot complete
@@ -37,7 +38,7 @@ var (
 	// ErrCorrupt is a state file whose contents fail Pebble's checks (a
 	// checksum mismatch, a bad table footer, a WAL record that a later
 	// one says was synced), or one that the store needs and is missing.
-	ErrCorrupt = errors.New("state: corrupt")
+	ErrCorrupt = corrupt.Errorf("state: corrupt")
 )
 
 // Error is why a DB failed. It matches ErrFailed and its Kind with
@@ -74,8 +75,9 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("state: %s: %s", e.Path, e.Detail)
 }
 
-// Is reports whether target is ErrFailed or e's Kind.
-func (e *Error) Is(target error) bool { return target == ErrFailed || target == e.Kind }
+// Is reports whether target is ErrFailed or e's Kind, or what its Kind
+// matches (ErrCorrupt is corruption: corrupt.ErrCorruption).
+func (e *Error) Is(target error) bool { return target == ErrFailed || errors.Is(e.Kind, target) }
 
 // Unwrap returns the error Pebble reported.
 func (e *Error) Unwrap() error { return e.Err }

@@ -22,6 +22,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/riskstream/riskstream/internal/corrupt"
 	"github.com/riskstream/riskstream/internal/prefetch"
 )
 
@@ -1033,7 +1034,7 @@ func (d *DB) Journal(fn func(seq uint64, entry []byte) error) (err error) {
 		k := it.Key()
 		if len(k) != 9 {
 			it.Close()
-			return fmt.Errorf("state: journal: a key of %d bytes, not 9", len(k))
+			return corrupt.Errorf("state: journal: a key of %d bytes, not 9", len(k))
 		}
 		v, err := it.ValueAndErr()
 		if err != nil {

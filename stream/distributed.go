@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/riskstream/riskstream/internal/corrupt"
+
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskstream/riskstream/engine"
@@ -520,7 +522,7 @@ func (j *distJob) openTask(ctx context.Context, k int) (t *ownedTask, err error)
 	if len(raw) > 0 {
 		next, n := binary.Varint(raw)
 		if n <= 0 {
-			return nil, errors.New("stream: corrupt repartition offset in checkpoint")
+			return nil, corrupt.Errorf("stream: corrupt repartition offset in checkpoint")
 		}
 		t.next = next
 	}
@@ -590,7 +592,7 @@ func encodeRouterCheckpoint(c routerCheckpoint) []byte {
 
 func decodeRouterCheckpoint(b []byte) (routerCheckpoint, error) {
 	var c routerCheckpoint
-	bad := errors.New("stream: corrupt router checkpoint")
+	bad := corrupt.Errorf("stream: corrupt router checkpoint")
 	if len(b) == 0 || b[0] != 1 {
 		return c, bad
 	}

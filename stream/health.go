@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riskstream/riskstream/internal/corrupt"
 	"github.com/riskstream/riskstream/state"
 )
 
@@ -38,7 +39,7 @@ func registerStateMetrics(reg prometheus.Registerer, db *state.DB) {
 // that wrap it on its way up (a window state load, a restore) add nothing
 // a user needs.
 type stateFault struct {
-	err    *state.Error
+	err    error
 	advice string
 }
 
@@ -46,14 +47,18 @@ func (e *stateFault) Error() string { return e.err.Error() + ": " + e.advice }
 func (e *stateFault) Unwrap() error { return e.err }
 
 // explainState returns err as a stateFault if it is a failure of the state
-// store, with what to do about it in the live job (live) or replay; other
-// errors as they are.
+// store, or stored state that does not decode (corruption found above the
+// store: a checkpoint, a slot), with what to do about it in the live job
+// (live) or replay; other errors as they are.
 func explainState(err error, live bool) error {
 	var se *state.Error
-	if !errors.As(err, &se) {
-		return err
+	if errors.As(err, &se) {
+		return &stateFault{err: se, advice: stateAdvice(se, live)}
 	}
-	return &stateFault{err: se, advice: stateAdvice(se, live)}
+	if corrupt.Is(err) {
+		return &stateFault{err: err, advice: stateAdvice(err, live)}
+	}
+	return err
 }
 
 // stateAdvice says what to do about a failed state store. Live, a
@@ -63,7 +68,7 @@ func explainState(err error, live bool) error {
 func stateAdvice(err error, live bool) string {
 	const stopped = "the job stopped at its last checkpoint, nothing is lost"
 	switch {
-	case errors.Is(err, state.ErrCorrupt) && live:
+	case corrupt.Is(err) && live:
 		advice := "restore the state dir from a backup (nothing is lost); or move the state dir aside and start on an empty one: " +
 			"the job reads the input topic again from its earliest offsets and writes those records' outputs again, " +
 			"so the output topics hold them twice, and its windows lack the events the topic no longer holds"
@@ -73,7 +78,7 @@ func stateAdvice(err error, live bool) string {
 				"written to the tables before it (from the earliest offsets if none was), and outputs it finds already written are not written again"
 		}
 		return advice
-	case errors.Is(err, state.ErrCorrupt):
+	case corrupt.Is(err):
 		return "delete the --state-dir folder and run the replay again"
 	case errors.Is(err, state.ErrDiskFull) && live:
 		return "free space or move --state-dir; " + stopped

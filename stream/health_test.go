@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	corruptpkg "github.com/riskstream/riskstream/internal/corrupt"
+
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/prometheus/client_golang/prometheus"
@@ -76,6 +78,12 @@ func TestExplainState(t *testing.T) {
 		if err.Error() != c.want || !errors.Is(err, state.ErrFailed) {
 			t.Errorf("got %q\nwant %q", err, c.want)
 		}
+	}
+	// Stored state that does not decode, found above the store: the same
+	// choices.
+	decoded := fmt.Errorf("state in /s: %w", corruptpkg.Errorf("windows: state of %q: corrupt state", "k"))
+	if got, want := explainState(decoded, true).Error(), `state in /s: windows: state of "k": corrupt state: `+rebuild; got != want {
+		t.Errorf("got %q\nwant %q", got, want)
 	}
 	other := errors.New("other")
 	if explainState(other, true) != other {

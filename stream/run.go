@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/riskstream/riskstream/internal/corrupt"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskstream/riskstream/broker"
 	"github.com/riskstream/riskstream/kafkaconn"
@@ -293,11 +295,11 @@ func decodeOffsets(b []byte) (map[int32]int64, error) {
 	for len(b) > 0 {
 		p, n := binary.Varint(b)
 		if n <= 0 {
-			return nil, errors.New("stream: corrupt offsets in checkpoint")
+			return nil, corrupt.Errorf("stream: corrupt offsets in checkpoint")
 		}
 		o, k := binary.Varint(b[n:])
 		if k <= 0 {
-			return nil, errors.New("stream: corrupt offsets in checkpoint")
+			return nil, corrupt.Errorf("stream: corrupt offsets in checkpoint")
 		}
 		m[int32(p)], b = o, b[n+k:]
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/riskstream/riskstream/internal/corrupt"
+
 	"github.com/riskstream/riskstream/kafkaconn"
 	"github.com/riskstream/riskstream/sink"
 	"github.com/segmentio/kafka-go"
@@ -168,7 +170,7 @@ func encodeOutputEnds(ends []partitionEnd) []byte {
 	return b
 }
 
-var errCorruptOutputs = errors.New("stream: corrupt output ends in checkpoint")
+var errCorruptOutputs = corrupt.Errorf("stream: corrupt output ends in checkpoint")
 
 func decodeOutputEnds(b []byte) ([]partitionEnd, error) {
 	n, k := binary.Uvarint(b)

@@ -3,12 +3,13 @@ package watermark
 import (
 	"cmp"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/riskstream/riskstream/internal/corrupt"
 
 	"github.com/riskstream/riskstream/rules"
 )
@@ -60,8 +61,8 @@ const skewNone = math.MinInt64
 // bumps it, so that old state is refused instead of misread.
 const skewVersion = 1
 
-// ErrCorruptSkew reports an encoded SkewTracker that cannot be decoded.
-var ErrCorruptSkew = errors.New("watermark: corrupt skew state")
+// errCorruptSkew reports an encoded SkewTracker that cannot be decoded.
+var errCorruptSkew = corrupt.Errorf("watermark: corrupt skew state")
 
 // SkewOptions configure skew detection. Zero (or negative) fields get their
 // defaults.
@@ -516,7 +517,7 @@ func (d *skewDecoder) bytes(n int) []byte {
 // the window changed: then each source warms up again, keeping its state.
 func DecodeSkewTracker(b []byte, o SkewOptions) (*SkewTracker, error) {
 	if len(b) == 0 {
-		return nil, ErrCorruptSkew
+		return nil, errCorruptSkew
 	}
 	if b[0] != skewVersion {
 		return nil, fmt.Errorf("watermark: skew state has version %d, want %d", b[0], skewVersion)
@@ -529,7 +530,7 @@ func DecodeSkewTracker(b []byte, o SkewOptions) (*SkewTracker, error) {
 	for i := 0; i < n && d.ok; i++ {
 		name := string(d.bytes(d.count()))
 		if i > 0 && name <= prev {
-			return nil, ErrCorruptSkew // written sorted, each once
+			return nil, errCorruptSkew // written sorted, each once
 		}
 		prev = name
 		flags := d.bytes(1)
@@ -538,7 +539,7 @@ func DecodeSkewTracker(b []byte, o SkewOptions) (*SkewTracker, error) {
 			*p = d.varint()
 		}
 		if !d.ok || flags[0]&^(skewStarted|skewDegraded|skewGood) != 0 {
-			return nil, ErrCorruptSkew
+			return nil, errCorruptSkew
 		}
 		e.started = flags[0]&skewStarted != 0
 		e.degraded = flags[0]&skewDegraded != 0
@@ -549,13 +550,13 @@ func DecodeSkewTracker(b []byte, o SkewOptions) (*SkewTracker, error) {
 		var filled [skewBuckets]bool
 		nb := d.count()
 		if nb > skewBuckets || nb > 0 && !e.started {
-			return nil, ErrCorruptSkew
+			return nil, errCorruptSkew
 		}
 		for range nb {
 			bk := skewBucket{idx: d.varint(), max: d.varint()}
 			s := skewSlot(bk.idx)
 			if !d.ok || filled[s] || bk.max == skewNone || bk.idx > e.head || uint64(e.head)-uint64(bk.idx) >= skewBuckets {
-				return nil, ErrCorruptSkew
+				return nil, errCorruptSkew
 			}
 			filled[s], e.ring[s] = true, bk
 		}
@@ -570,7 +571,7 @@ func DecodeSkewTracker(b []byte, o SkewOptions) (*SkewTracker, error) {
 		t.srcs[name] = e
 	}
 	if !d.ok || len(d.b) != 0 {
-		return nil, ErrCorruptSkew
+		return nil, errCorruptSkew
 	}
 	return t, nil
 }

@@ -2,13 +2,14 @@ package watermark
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/riskstream/riskstream/internal/corrupt"
 
 	"github.com/riskstream/riskstream/rules"
 )
@@ -555,8 +556,8 @@ func TestDecodeSkewTracker(t *testing.T) {
 			t.Errorf("%s: no error", c.name)
 		}
 	}
-	if _, err := DecodeSkewTracker(good[:1], SkewOptions{}); !errors.Is(err, ErrCorruptSkew) {
-		t.Errorf("truncated: %v, want ErrCorruptSkew", err)
+	if _, err := DecodeSkewTracker(good[:1], SkewOptions{}); !corrupt.Is(err) {
+		t.Errorf("truncated: %v, want corruption", err)
 	}
 	d, err := DecodeSkewTracker(good, SkewOptions{Window: 2 * time.Second})
 	if err != nil {

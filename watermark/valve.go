@@ -96,27 +96,27 @@ func (v *Valve) AppendBinary(dst []byte) []byte {
 // DecodeValve reads what AppendBinary wrote, and returns the rest of b.
 func DecodeValve(b []byte) (*Valve, []byte, error) {
 	if len(b) == 0 || b[0] != valveVersion {
-		return nil, nil, ErrCorrupt
+		return nil, nil, errCorrupt
 	}
 	b = b[1:]
 	v := &Valve{}
 	var ok bool
 	if v.current, b, ok = readVarint(b); !ok {
-		return nil, nil, ErrCorrupt
+		return nil, nil, errCorrupt
 	}
 	n, k := binary.Uvarint(b)
 	if k <= 0 || n > uint64(len(b)) {
-		return nil, nil, ErrCorrupt
+		return nil, nil, errCorrupt
 	}
 	b = b[k:]
 	for range n {
 		var c channel
 		var id int64
 		if id, b, ok = readVarint(b); !ok {
-			return nil, nil, ErrCorrupt
+			return nil, nil, errCorrupt
 		}
 		if c.wm, b, ok = readVarint(b); !ok || len(b) == 0 {
-			return nil, nil, ErrCorrupt
+			return nil, nil, errCorrupt
 		}
 		c.id, c.idle, b = int32(id), b[0] == 1, b[1:]
 		v.chans = append(v.chans, c)

@@ -7,8 +7,9 @@ package watermark
 
 import (
 	"encoding/binary"
-	"errors"
 	"math"
+
+	"github.com/riskstream/riskstream/internal/corrupt"
 )
 
 // Min is the watermark before any event: nothing is late yet.
@@ -180,38 +181,38 @@ func (c *Combined) AppendBinary(dst []byte) []byte {
 	return dst
 }
 
-// ErrCorrupt reports a checkpoint that cannot be decoded.
-var ErrCorrupt = errors.New("watermark: corrupt checkpoint")
+// errCorrupt reports a checkpoint that cannot be decoded.
+var errCorrupt = corrupt.Errorf("watermark: corrupt checkpoint")
 
 // DecodeCombined reads what AppendBinary wrote into a Combined with the
 // given settings, and returns the rest of b.
 func DecodeCombined(b []byte, outOfOrderness, idleTimeout int64) (*Combined, []byte, error) {
 	c := NewCombined(outOfOrderness, idleTimeout)
 	if len(b) == 0 || b[0] != combinedVersion {
-		return nil, nil, ErrCorrupt
+		return nil, nil, errCorrupt
 	}
 	b = b[1:]
 	var ok bool
 	if c.current, b, ok = readVarint(b); !ok {
-		return nil, nil, ErrCorrupt
+		return nil, nil, errCorrupt
 	}
 	n, k := binary.Uvarint(b)
 	if k <= 0 || n > uint64(len(b)) {
-		return nil, nil, ErrCorrupt
+		return nil, nil, errCorrupt
 	}
 	b = b[k:]
 	for range n {
 		var id int64
 		if id, b, ok = readVarint(b); !ok || len(b) == 0 {
-			return nil, nil, ErrCorrupt
+			return nil, nil, errCorrupt
 		}
 		p := partition{id: int32(id), gen: NewGenerator(outOfOrderness)}
 		p.gen.seen, b = b[0] == 1, b[1:]
 		if p.gen.maxTS, b, ok = readVarint(b); !ok {
-			return nil, nil, ErrCorrupt
+			return nil, nil, errCorrupt
 		}
 		if p.lastActive, b, ok = readVarint(b); !ok {
-			return nil, nil, ErrCorrupt
+			return nil, nil, errCorrupt
 		}
 		c.parts = append(c.parts, p)
 	}

@@ -2,9 +2,10 @@ package windows
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
+
+	"github.com/riskstream/riskstream/internal/corrupt"
 
 	"github.com/riskstream/riskstream/heatmap"
 	"github.com/riskstream/riskstream/rules"
@@ -26,9 +27,9 @@ const (
 	partsKnown   = partTimer | partFiredEnd | partFired | partSessions | partSampled
 )
 
-// ErrCorrupt reports stored state that cannot be decoded. The package's
+// errCorrupt reports stored state that cannot be decoded. The package's
 // errors wrap it with what state it was ("windows: state of ...").
-var ErrCorrupt = errors.New("corrupt state")
+var errCorrupt = corrupt.Errorf("corrupt state")
 
 // encodeSlot appends the binary form of s (docs/format/state.md "Slot
 // value"). It is sized for millions of keys, most of them with one window:
@@ -148,7 +149,7 @@ type decoder struct {
 
 func (d *decoder) fail() {
 	if d.err == nil {
-		d.err = ErrCorrupt
+		d.err = errCorrupt
 	}
 	d.b = nil
 }

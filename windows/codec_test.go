@@ -2,12 +2,13 @@ package windows
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"reflect"
 	"slices"
 	"testing"
 	"unsafe"
+
+	"github.com/riskstream/riskstream/internal/corrupt"
 
 	"github.com/riskstream/riskstream/heatmap"
 	"github.com/riskstream/riskstream/rules"
@@ -126,8 +127,8 @@ func TestSlotCodecRejectsWrongKind(t *testing.T) {
 	if err == nil {
 		t.Fatal("panes decoded as sessions")
 	}
-	if want := `windows: state of "k": corrupt state`; err.Error() != want || !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("error %q, want %q wrapping ErrCorrupt", err, want)
+	if want := `windows: state of "k": corrupt state`; err.Error() != want || !corrupt.Is(err) {
+		t.Fatalf("error %q, want %q marked as corruption", err, want)
 	}
 	sampled := encodeSlot(nil, slots[3])
 	if slots[3].distinctLevel() == 0 {

@@ -305,7 +305,7 @@ func (c *coldStore) getByID(spec int, id slotID, loc uint64) (key, val []byte, f
 func splitSpilled(b []byte) (key, val []byte, err error) {
 	kl, n := binary.Uvarint(b)
 	if n <= 0 || uint64(len(b)-n) < kl {
-		return nil, nil, fmt.Errorf("windows: spilled state: %w", ErrCorrupt)
+		return nil, nil, fmt.Errorf("windows: spilled state: %w", errCorrupt)
 	}
 	return b[n : n+int(kl)], b[n+int(kl):], nil
 }

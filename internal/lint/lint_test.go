@@ -92,3 +92,51 @@ func TestNoDefaultRegistry(t *testing.T) {
 		return nil
 	})
 }
+
+// TestOneCorruptionMarker: an error that says stored bytes are corrupt is
+// made with internal/corrupt (Errorf, Mark), so that corrupt.Is knows it
+// wherever it was found; errors.New or fmt.Errorf with "corrupt" in the
+// message makes one that nothing recognises.
+func TestOneCorruptionMarker(t *testing.T) {
+	root := filepath.Join("..", "..")
+	checked := 0
+	filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && path != root {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") || strings.Contains(path, filepath.Join("internal", "corrupt")) {
+			return nil
+		}
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checked++
+		ast.Inspect(f, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok || len(call.Args) == 0 {
+				return true
+			}
+			sel, ok := call.Fun.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			pkg, ok := sel.X.(*ast.Ident)
+			if !ok || !(pkg.Name == "errors" && sel.Sel.Name == "New" || pkg.Name == "fmt" && sel.Sel.Name == "Errorf") {
+				return true
+			}
+			if lit, ok := call.Args[0].(*ast.BasicLit); ok && strings.Contains(strings.ToLower(lit.Value), "corrupt") {
+				t.Errorf("%s: %s.%s(%s): make corruption errors with corrupt.Errorf or corrupt.Mark", fset.Position(call.Pos()), pkg.Name, sel.Sel.Name, lit.Value)
+			}
+			return true
+		})
+		return nil
+	})
+	if checked < 100 {
+		t.Fatalf("checked %d files: the walk missed the code base", checked)
+	}
+}
