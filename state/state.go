@@ -685,6 +685,15 @@ func (d *DB) SetMeta(name string, value []byte) error {
 	return nil
 }
 
+// DeleteMeta deletes a metadata value with the pending writes.
+func (d *DB) DeleteMeta(name string) error {
+	if err := d.usable(); err != nil {
+		return err
+	}
+	d.own.pending.put(append([]byte{prefixMeta}, name...), nil, true)
+	return nil
+}
+
 // Meta returns a metadata value, or found false.
 func (d *DB) Meta(name string) (value []byte, found bool, err error) {
 	v, ok, err := d.read(&d.own, append([]byte{prefixMeta}, name...))

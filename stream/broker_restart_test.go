@@ -2,10 +2,11 @@ package stream
 
 import (
 	"context"
-	"github.com/segmentio/kafka-go"
 	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/segmentio/kafka-go"
 
 	"github.com/riskstream/riskstream/broker"
 	"github.com/riskstream/riskstream/rules"

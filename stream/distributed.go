@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/riskstream/riskstream/checkpoint"
 	"github.com/riskstream/riskstream/internal/corrupt"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -508,30 +509,37 @@ func (j *distJob) openTask(ctx context.Context, k int) (t *ownedTask, err error)
 	if err != nil {
 		return nil, err
 	}
-	cp, ok, err := db.Meta(metaCheckpoint)
+	m, ok, err := checkpoint.Read(db, legacyTaskOffset(j.topics.repartition, k))
 	if err != nil || !ok {
 		return t, err
 	}
-	if err := t.task.Restore(cp); err != nil {
+	if err := t.task.Restore(m.Engine); err != nil {
 		return nil, fmt.Errorf("state in %s: %w", dir, err)
 	}
-	raw, _, err := db.Meta(metaOffsets)
-	if err != nil {
-		return nil, err
+	for _, o := range m.Inputs {
+		if o.Topic != j.topics.repartition || o.Partition != int32(k) {
+			return nil, fmt.Errorf("state in %s: its checkpoint is of %s partition %d, not %s partition %d", dir, o.Topic, o.Partition, j.topics.repartition, k)
+		}
+		t.next = o.Offset
 	}
-	if len(raw) > 0 {
-		next, n := binary.Varint(raw)
+	t.ends = offsetsEnds(m.Outputs)
+	return t, nil
+}
+
+// legacyTaskOffset decodes the input offset of a task's checkpoint written
+// before the manifest: one varint, the next offset of its repartition
+// partition, or none.
+func legacyTaskOffset(topic string, k int) func([]byte) ([]checkpoint.Offset, error) {
+	return func(b []byte) ([]checkpoint.Offset, error) {
+		if len(b) == 0 {
+			return nil, nil
+		}
+		next, n := binary.Varint(b)
 		if n <= 0 {
 			return nil, corrupt.Errorf("stream: corrupt repartition offset in checkpoint")
 		}
-		t.next = next
+		return []checkpoint.Offset{{Topic: topic, Partition: int32(k), Offset: next}}, nil
 	}
-	if raw, ok, err := db.Meta(metaOutputs); err != nil || !ok {
-		return t, err
-	} else if t.ends, err = decodeOutputEnds(raw); err != nil {
-		return nil, err
-	}
-	return t, nil
 }
 
 // tasksDir holds the stores of the repartition partitions, held or
@@ -587,7 +595,7 @@ func encodeRouterCheckpoint(c routerCheckpoint) []byte {
 	b = binary.AppendVarint(b, c.next)
 	b = binary.AppendUvarint(b, uint64(len(c.clocks)))
 	b = append(b, c.clocks...)
-	return append(b, encodeOutputEnds(c.ends)...)
+	return checkpoint.AppendOffsets(b, endsOffsets(c.ends))
 }
 
 func decodeRouterCheckpoint(b []byte) (routerCheckpoint, error) {
@@ -607,9 +615,15 @@ func decodeRouterCheckpoint(b []byte) (routerCheckpoint, error) {
 		return c, bad
 	}
 	c.clocks, b = b[n:n+int(l)], b[n+int(l):]
-	var err error
-	c.ends, err = decodeOutputEnds(b)
-	return c, err
+	offs, rest, err := checkpoint.DecodeOffsets(b)
+	if err != nil {
+		return c, err
+	}
+	if len(rest) > 0 {
+		return c, bad
+	}
+	c.ends = offsetsEnds(offs)
+	return c, nil
 }
 
 // readRouterCheckpoints returns the last checkpoint of every input
@@ -794,7 +808,6 @@ func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 		return err
 	}
 	ends := j.ends.atCheckpoint(j.router.Stats().Records)
-	endsRaw := encodeOutputEnds(ends)
 	offsets := map[string]map[int]int64{j.opts.Topic: {}, j.topics.repartition: {}}
 	held := slices.Sorted(maps.Keys(j.tasks))
 	for _, k := range held {
@@ -803,13 +816,10 @@ func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 		if err != nil {
 			return err
 		}
-		for _, kv := range []struct {
-			name  string
-			value []byte
-		}{{metaCheckpoint, cp}, {metaOffsets, binary.AppendVarint(nil, t.next)}, {metaOutputs, endsRaw}} {
-			if err := t.db.SetMeta(kv.name, kv.value); err != nil {
-				return err
-			}
+		m := checkpoint.Manifest{Engine: cp, Outputs: endsOffsets(ends),
+			Inputs: []checkpoint.Offset{{Topic: j.topics.repartition, Partition: int32(k), Offset: t.next}}}
+		if err := checkpoint.Write(t.db, &m); err != nil {
+			return err
 		}
 	}
 	// Each partition's changelog, then its store, at the same time as the

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskstream/riskstream/broker"
+	"github.com/riskstream/riskstream/checkpoint"
 	"github.com/riskstream/riskstream/console"
 	"github.com/riskstream/riskstream/engine"
 	"github.com/riskstream/riskstream/kafkaconn"
@@ -328,12 +329,12 @@ func (j *liveJob) startOutputs(context.Context) error {
 // restore loads the last checkpoint, if any: the engine's state, the input
 // offsets, and where the outputs ended.
 func (j *liveJob) restore(context.Context) error {
-	cp, ok, err := j.db.Meta(metaCheckpoint)
+	m, ok, err := checkpoint.Read(j.db, legacyLiveOffsets(j.opts.Topic))
 	if err != nil || !ok {
 		return err
 	}
 	j.restored = true
-	if err := j.e.Restore(cp); err != nil {
+	if err := j.e.Restore(m.Engine); err != nil {
 		return fmt.Errorf("state in %s: %w", j.opts.StateDir, err)
 	}
 	// The restore laid the rules' state out as the checkpoint had it.
@@ -344,20 +345,16 @@ func (j *liveJob) restore(context.Context) error {
 		}
 		logDiff(j, "rules changed since the checkpoint", d, "file", j.opts.Config.File)
 	}
-	raw, _, err := j.db.Meta(metaOffsets)
-	if err != nil {
-		return err
-	}
-	if j.offsets, err = decodeOffsets(raw); err != nil {
-		return err
+	j.offsets = map[int32]int64{}
+	for _, o := range m.Inputs {
+		if o.Topic != j.opts.Topic {
+			return fmt.Errorf("state in %s: its checkpoint is of input topic %q, not %q: give each input its own --state-dir", j.opts.StateDir, o.Topic, j.opts.Topic)
+		}
+		j.offsets[o.Partition] = o.Offset
 	}
 	j.log.Info("resuming from checkpoint", "offsets", j.offsets, "watermark", j.e.Watermark())
-	raw, ok, err = j.db.Meta(metaOutputs)
-	if err != nil || !ok {
-		return err
-	}
-	j.checkpointEnds, err = decodeOutputEnds(raw)
-	return err
+	j.checkpointEnds = offsetsEnds(m.Outputs)
+	return nil
 }
 
 // refuseDropped refuses a start whose rules remove or change rules or
@@ -815,17 +812,13 @@ func (j *liveJob) checkpoint(durable bool) error {
 	if err := j.writer.drain(); err != nil {
 		return err
 	}
-	if err := j.db.SetMeta(metaOutputs, encodeOutputEnds(j.ends.atCheckpoint(j.e.Stats().Records))); err != nil {
-		return err
-	}
+	ends := j.ends.atCheckpoint(j.e.Stats().Records)
 	cp, err := j.e.Checkpoint()
 	if err != nil {
 		return err
 	}
-	if err := j.db.SetMeta(metaCheckpoint, cp); err != nil {
-		return err
-	}
-	if err := j.db.SetMeta(metaOffsets, encodeOffsets(j.offsets)); err != nil {
+	m := checkpoint.Manifest{Engine: cp, Inputs: inputOffsets(j.opts.Topic, j.offsets), Outputs: endsOffsets(ends)}
+	if err := checkpoint.Write(j.db, &m); err != nil {
 		return err
 	}
 	if err := j.journal.checkpoint(j.merge); err != nil {

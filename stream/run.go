@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"runtime"
+	"slices"
 	"time"
 
+	"github.com/riskstream/riskstream/checkpoint"
 	"github.com/riskstream/riskstream/internal/corrupt"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -252,14 +255,9 @@ func (o *RunOptions) ensureDefaults() {
 // address.
 var ErrEmbeddedSecurity = errors.New("stream: TLS and SASL need --brokers: the embedded development broker (started without --brokers) is plaintext only")
 
-// Meta keys of the checkpoint in the state store (docs/format/state.md).
-const (
-	metaCheckpoint = "checkpoint"
-	metaOffsets    = "offsets"
-	// metaInstance is the state directory's id in the consumer group
-	// (memberTag).
-	metaInstance = "instance"
-)
+// metaInstance is the state directory's id in the consumer group
+// (memberTag), a key of the state store's metadata (docs/format/state.md).
+const metaInstance = "instance"
 
 func readPartitions(ctx context.Context, d *kafka.Dialer, addr, topic string) ([]int, error) {
 	conn, err := d.DialContext(ctx, "tcp", addr)
@@ -281,29 +279,34 @@ func readPartitions(ctx context.Context, d *kafka.Dialer, addr, topic string) ([
 	return ids, nil
 }
 
-func encodeOffsets(offsets map[int32]int64) []byte {
-	var b []byte
-	for p, o := range offsets {
-		b = binary.AppendVarint(b, int64(p))
-		b = binary.AppendVarint(b, o)
+// inputOffsets returns the input partitions' next offsets as a checkpoint
+// records them, by partition.
+func inputOffsets(topic string, offsets map[int32]int64) []checkpoint.Offset {
+	offs := make([]checkpoint.Offset, 0, len(offsets))
+	for _, p := range slices.Sorted(maps.Keys(offsets)) {
+		offs = append(offs, checkpoint.Offset{Topic: topic, Partition: p, Offset: offsets[p]})
 	}
-	return b
+	return offs
 }
 
-func decodeOffsets(b []byte) (map[int32]int64, error) {
-	m := map[int32]int64{}
-	for len(b) > 0 {
-		p, n := binary.Varint(b)
-		if n <= 0 {
-			return nil, corrupt.Errorf("stream: corrupt offsets in checkpoint")
+// legacyLiveOffsets decodes the input offsets of a single job's checkpoint
+// written before the manifest: varint pairs of partition and offset.
+func legacyLiveOffsets(topic string) func([]byte) ([]checkpoint.Offset, error) {
+	return func(b []byte) ([]checkpoint.Offset, error) {
+		var offs []checkpoint.Offset
+		for len(b) > 0 {
+			p, n := binary.Varint(b)
+			if n <= 0 {
+				return nil, corrupt.Errorf("stream: corrupt offsets in checkpoint")
+			}
+			o, k := binary.Varint(b[n:])
+			if k <= 0 {
+				return nil, corrupt.Errorf("stream: corrupt offsets in checkpoint")
+			}
+			offs, b = append(offs, checkpoint.Offset{Topic: topic, Partition: int32(p), Offset: o}), b[n+k:]
 		}
-		o, k := binary.Varint(b[n:])
-		if k <= 0 {
-			return nil, corrupt.Errorf("stream: corrupt offsets in checkpoint")
-		}
-		m[int32(p)], b = o, b[n+k:]
+		return offs, nil
 	}
-	return m, nil
 }
 
 // stallAfter is how long the brokers may leave every fetch of the input,

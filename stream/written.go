@@ -2,7 +2,6 @@ package stream
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,8 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/riskstream/riskstream/internal/corrupt"
-
+	"github.com/riskstream/riskstream/checkpoint"
 	"github.com/riskstream/riskstream/kafkaconn"
 	"github.com/riskstream/riskstream/sink"
 	"github.com/segmentio/kafka-go"
@@ -26,9 +24,6 @@ import (
 // outputs it covers are acknowledged; a restarted job reads what lies past
 // those ends and its sink skips those messages when it makes them again
 // (sink.Written).
-
-// metaOutputs is the checkpoint's meta key for the output partitions' ends.
-const metaOutputs = "outputs"
 
 // partitionEnd is where one output partition ended at a checkpoint.
 type partitionEnd struct {
@@ -158,50 +153,22 @@ func sortEnds(ends []partitionEnd) {
 	})
 }
 
-func encodeOutputEnds(ends []partitionEnd) []byte {
-	var b []byte
-	b = binary.AppendUvarint(b, uint64(len(ends)))
-	for _, e := range ends {
-		b = binary.AppendUvarint(b, uint64(len(e.Topic)))
-		b = append(b, e.Topic...)
-		b = binary.AppendVarint(b, int64(e.Partition.Partition))
-		b = binary.AppendVarint(b, e.offset)
+// endsOffsets returns output ends as a checkpoint records them.
+func endsOffsets(ends []partitionEnd) []checkpoint.Offset {
+	offs := make([]checkpoint.Offset, len(ends))
+	for i, e := range ends {
+		offs[i] = checkpoint.Offset{Topic: e.Topic, Partition: int32(e.Partition.Partition), Offset: e.offset}
 	}
-	return b
+	return offs
 }
 
-var errCorruptOutputs = corrupt.Errorf("stream: corrupt output ends in checkpoint")
-
-func decodeOutputEnds(b []byte) ([]partitionEnd, error) {
-	n, k := binary.Uvarint(b)
-	if k <= 0 || n > uint64(len(b)) {
-		return nil, errCorruptOutputs
+// offsetsEnds returns the output ends a checkpoint recorded.
+func offsetsEnds(offs []checkpoint.Offset) []partitionEnd {
+	var ends []partitionEnd
+	for _, o := range offs {
+		ends = append(ends, partitionEnd{sink.Partition{Topic: o.Topic, Partition: int(o.Partition)}, o.Offset})
 	}
-	b = b[k:]
-	ends := make([]partitionEnd, 0, n)
-	for range n {
-		l, k := binary.Uvarint(b)
-		if k <= 0 || l > uint64(len(b)-k) {
-			return nil, errCorruptOutputs
-		}
-		e := partitionEnd{Partition: sink.Partition{Topic: string(b[k : k+int(l)])}}
-		b = b[k+int(l):]
-		p, k := binary.Varint(b)
-		if k <= 0 {
-			return nil, errCorruptOutputs
-		}
-		b = b[k:]
-		if e.offset, k = binary.Varint(b); k <= 0 {
-			return nil, errCorruptOutputs
-		}
-		b = b[k:]
-		e.Partition.Partition = int(p)
-		ends = append(ends, e)
-	}
-	if len(b) != 0 {
-		return nil, errCorruptOutputs
-	}
-	return ends, nil
+	return ends
 }
 
 // writtenSince reads every output message past ends, up to each partition's
