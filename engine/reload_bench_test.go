@@ -119,21 +119,30 @@ func loadedSharded(b *testing.B, cfg *rules.Config, users int) (*Sharded, *state
 //	go test ./engine/ -run '^$' -bench BenchmarkAggregates -benchtime 3x
 func BenchmarkAggregates(b *testing.B) {
 	_, lines := benchWorkload(b, 200_000, 10_000)
-	for _, c := range []struct{ key, agg string }{
-		{"user", "count"}, {"user", "sum:amount"}, {"user", "avg:latency_ms"}, {"user", "max:latency_ms"}, {"user", "ratio"},
-		{"user", "distinct:device"}, {"user", "quantile:latency_ms:0.99"},
-		{"api", "count"}, {"api", "distinct:user"}, {"api", "quantile:latency_ms:0.99"},
+	for _, c := range []struct {
+		key, agg string
+		decided  bool
+	}{
+		{"user", "count", false}, {"user", "sum:amount", false}, {"user", "avg:latency_ms", false}, {"user", "max:latency_ms", false}, {"user", "ratio", false},
+		{"user", "distinct:device", false}, {"user", "quantile:latency_ms:0.99", false},
+		{"api", "count", false}, {"api", "distinct:user", false}, {"api", "quantile:latency_ms:0.99", false},
+		// Every event decided (threshold 0): each finds its best window.
+		{"api", "count", true}, {"api", "quantile:latency_ms:0.99", true}, {"user", "count", true}, {"user", "quantile:latency_ms:0.99", true},
 	} {
 		key, agg := c.key, c.agg
-		b.Run(key+"/"+strings.SplitN(agg, ":", 2)[0], func(b *testing.B) {
+		name, threshold := key+"/"+strings.SplitN(agg, ":", 2)[0], "1e9"
+		if c.decided {
+			name, threshold = name+"/decided", "0"
+		}
+		b.Run(name, func(b *testing.B) {
 			match := ""
 			if agg == "ratio" {
 				match = ", match: {status: [500, 502, 503]}"
 			}
 			cfg, err := rules.Parse("rules.yaml", []byte(fmt.Sprintf(`
 rules:
-  - {name: r, key: [%s], window: {type: sliding, size: 60s, slide: 1s}, aggregate: %q%s, threshold: 1e9, action: deny}
-`, key, agg, match)))
+  - {name: r, key: [%s], window: {type: sliding, size: 60s, slide: 1s}, aggregate: %q%s, threshold: %s, action: deny}
+`, key, agg, match, threshold)))
 			if err != nil {
 				b.Fatal(err)
 			}

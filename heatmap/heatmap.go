@@ -254,8 +254,7 @@ func (a *Acc) Quantile(q float64) float64 {
 }
 
 // fewQuantile is the sketch's GetValueAtQuantile over a's few values, as
-// if they were in a sketch: the bin of the rank's value, counting negative
-// values, then the zero bin, then positive values.
+// if they were in a sketch.
 func (a *Acc) fewQuantile(q float64) float64 {
 	var pos, neg [fewValues]int
 	np, nn, zero := 0, 0, 0
@@ -273,25 +272,95 @@ func (a *Acc) fewQuantile(q float64) float64 {
 	}
 	slices.Sort(pos[:np])
 	slices.Sort(neg[:nn])
-	rank := float64(q * float64(a.Count-1))
-	negCount := float64(nn)
+	return keysQuantile(pos[:np], neg[:nn], zero, q)
+}
+
+// keysQuantile is the sketch's GetValueAtQuantile over values given by
+// their keys, sorted (negative values by |v|), and the zeros: the bin of
+// the rank's value, counting negative values, then the zero bin, then
+// positive values.
+func keysQuantile(pos, neg []int, zero int, q float64) float64 {
+	rank := float64(q * float64(len(pos)+len(neg)+zero-1))
+	negCount := float64(len(neg))
 	switch {
 	case rank < negCount:
-		return -indexMapping.Value(keyAtRank(neg[:nn], negCount-1-rank))
+		return -indexMapping.Value(keyAtRank(neg, negCount-1-rank))
 	case rank < float64(zero)+negCount:
 		return 0
 	}
-	return indexMapping.Value(keyAtRank(pos[:np], rank-float64(zero)-negCount))
+	return indexMapping.Value(keyAtRank(pos, rank-float64(zero)-negCount))
 }
 
-// keyAtRank is a store's KeyAtRank over its keys, sorted, one per value.
-func keyAtRank(keys []int, rank float64) int {
-	for i, k := range keys {
-		if float64(i+1) > rank {
-			return k
+// Inline reports whether a holds its values inline, not in a sketch: a
+// BinSet takes them.
+func (a *Acc) Inline() bool { return a.sketch == nil }
+
+// BinSet is the values of several accumulators that hold them inline,
+// by their bins, kept in order as accumulators are added: its Quantile is
+// what Quantile gives for their merge, without a sketch to fill. The zero
+// value is empty.
+type BinSet struct {
+	pos, neg []int // keys, ascending: positive values', negative values' (of |v|)
+	zero     int
+	lo, hi   float64
+}
+
+// Reset empties s, keeping its space.
+func (s *BinSet) Reset() { s.pos, s.neg, s.zero = s.pos[:0], s.neg[:0], 0 }
+
+// Len is how many values s holds.
+func (s *BinSet) Len() int { return len(s.pos) + len(s.neg) + s.zero }
+
+// Add adds a's values to s, and reports false, adding none, when a holds
+// them in a sketch.
+func (s *BinSet) Add(a *Acc) bool {
+	if a.sketch != nil {
+		return false
+	}
+	if a.Count == 0 {
+		return true
+	}
+	if s.Len() == 0 || a.Min < s.lo {
+		s.lo = a.Min
+	}
+	if s.Len() == 0 || a.Max > s.hi {
+		s.hi = a.Max
+	}
+	for _, b := range a.few[:a.Count] {
+		switch {
+		case b > 0:
+			s.pos = insertSorted(s.pos, int(b)-1+minIndex)
+		case b < 0:
+			s.neg = insertSorted(s.neg, int(-b)-1+minIndex)
+		default:
+			s.zero++
 		}
 	}
-	return keys[len(keys)-1]
+	return true
+}
+
+func insertSorted(keys []int, k int) []int {
+	i, _ := slices.BinarySearch(keys, k)
+	return slices.Insert(keys, i, k)
+}
+
+// Quantile is Quantile of the merge of the accumulators added.
+func (s *BinSet) Quantile(q float64) float64 {
+	if s.Len() == 0 {
+		return 0
+	}
+	return math.Min(math.Max(keysQuantile(s.pos, s.neg, s.zero, q), s.lo), s.hi)
+}
+
+// keyAtRank is a store's KeyAtRank over its keys, sorted, one per value:
+// the key of the first value whose count with those before it exceeds
+// rank.
+func keyAtRank(keys []int, rank float64) int {
+	i := 0
+	if rank > 0 {
+		i = int(rank)
+	}
+	return keys[min(i, len(keys)-1)]
 }
 
 // Sum estimates the sum of the values from the sketch: each value counts
@@ -600,3 +669,62 @@ func MayExceed(q float64, n, below int64) bool {
 	rank := float64(q * float64(n-1))
 	return float64(below) <= rank+0.5
 }
+
+// Bin is one bin of a sketch: its key (index) and how many values it holds.
+type Bin struct {
+	Key   int
+	Count float64
+}
+
+// PositiveBins appends a's bins to dst in ascending key order, and reports
+// whether they are all of a's values: false when a holds a zero or a
+// negative value, which the sketch keeps apart. Its answer depends only on
+// a's values, as Quantile's does.
+func (a *Acc) PositiveBins(dst []Bin) ([]Bin, bool) {
+	if a.sketch == nil {
+		start := len(dst)
+		for _, b := range a.few[:a.Count] {
+			if b <= 0 {
+				return dst[:start], false
+			}
+			dst = append(dst, Bin{int(b) - 1 + minIndex, 1})
+		}
+		bins := dst[start:]
+		slices.SortFunc(bins, func(x, y Bin) int { return x.Key - y.Key })
+		// One bin per key, with its count.
+		out := start
+		for i, b := range bins {
+			if i > 0 && b.Key == dst[out-1].Key {
+				dst[out-1].Count++
+				continue
+			}
+			dst[out] = b
+			out++
+		}
+		return dst[:out], true
+	}
+	if a.sketch.GetZeroCount() != 0 || !a.sketch.GetNegativeValueStore().IsEmpty() {
+		return dst, false
+	}
+	a.sketch.GetPositiveValueStore().ForEach(func(key int, count float64) bool {
+		dst = append(dst, Bin{key, count})
+		return false
+	})
+	return dst, true
+}
+
+// PositiveKey returns the key of the bin Add puts v in (memo as in Add),
+// false for a value the positive bins do not hold (zero or negative).
+func PositiveKey(v float64, memo *IndexMemo) (int, bool) {
+	if v = clampForSketch(v); v <= minIndexable {
+		return 0, false
+	}
+	if memo != nil {
+		return memo.index(v), true
+	}
+	return indexMapping.Index(v), true
+}
+
+// BinValue is the value Quantile gives for a rank that falls in the bin of
+// key, before it is clamped to the values' range.
+func BinValue(key int) float64 { return indexMapping.Value(key) }

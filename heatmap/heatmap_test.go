@@ -360,3 +360,54 @@ func TestFewValues(t *testing.T) {
 		t.Fatalf("only %d trials kept their values without a sketch", few)
 	}
 }
+
+// TestPositiveBins: an accumulator's bins, one per key in ascending order
+// with its count, are the same whether it holds its few values inline or
+// in a sketch, and add up to its count; the value of the bin the median
+// falls in, clamped, is Quantile's. A zero or a negative value makes it
+// say so.
+func TestPositiveBins(t *testing.T) {
+	few, big := New(0), New(0)
+	values := []float64{3, 3, 7.5, 120, 0.4, 3.01, 7.5, 55}
+	for _, v := range values {
+		few.Add(v, false, nil, nil)
+	}
+	for range 20 {
+		for _, v := range values {
+			big.Add(v, false, nil, nil)
+		}
+	}
+	fb, ok := few.PositiveBins(nil)
+	bb, ok2 := big.PositiveBins(nil)
+	if !ok || !ok2 || len(fb) != len(bb) {
+		t.Fatalf("bins %v (%v) and %v (%v)", fb, ok, bb, ok2)
+	}
+	var n float64
+	for i := range fb {
+		if fb[i].Key != bb[i].Key || fb[i].Count*20 != bb[i].Count || i > 0 && fb[i].Key <= fb[i-1].Key {
+			t.Fatalf("bin %d: %v inline, %v in a sketch", i, fb[i], bb[i])
+		}
+		n += fb[i].Count
+	}
+	if n != float64(few.Count) {
+		t.Errorf("bins count %v values, want %d", n, few.Count)
+	}
+	// The median's rank, 3.5 of 0..7: the fourth value's bin.
+	if v := math.Min(math.Max(BinValue(fb[2].Key), few.Min), few.Max); v != few.Quantile(0.5) {
+		t.Errorf("the median's bin gives %v, Quantile %v", v, few.Quantile(0.5))
+	}
+	for _, bad := range []float64{0, -2} {
+		a := New(0)
+		a.Add(1, false, nil, nil)
+		a.Add(bad, false, nil, nil)
+		if _, ok := a.PositiveBins(nil); ok {
+			t.Errorf("a %v taken for a positive bin", bad)
+		}
+		for range 20 {
+			a.Add(5, false, nil, nil)
+		}
+		if _, ok := a.PositiveBins(nil); ok {
+			t.Errorf("a %v in a sketch taken for a positive bin", bad)
+		}
+	}
+}

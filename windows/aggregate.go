@@ -132,16 +132,30 @@ func (sp *spec) sessionMayExceed(se *win) bool {
 // bestQuantile returns the start and quantile of the window with the
 // highest quantile among op.windows, the windows the sweep's screen left in
 // (ties to the earliest; first and -Inf with none), and empties op.windows.
+// Windows that are suffixes of a few values are read from their bins
+// (bestQuantileFew), and windows that all end at the latest pane of slot
+// s (not nil) from its table of older panes (bestQuantileTops).
 //
 // Each window's quantile is of a merge of its panes. When the windows all
 // end at the same pane (the event is in the latest pane, as in-order
 // events are) they are suffixes of one run: merged from the latest start
 // back, each pane is merged once; otherwise each window merges its own.
-func (op *Operator) bestQuantile(sp *spec, panes []win, first int64) (int64, float64) {
+func (op *Operator) bestQuantile(sp *spec, s *slot, panes []win, first int64) (int64, float64) {
 	ws := op.windows
 	best, bestStart := math.Inf(-1), first
 	if len(ws) == 0 {
 		return bestStart, best
+	}
+	suffixes := ws[0].hi == ws[len(ws)-1].hi
+	if suffixes && !noTops {
+		if start, v, ok := op.bestQuantileFew(sp, panes, ws, first); ok {
+			return start, v
+		}
+		if s != nil && ws[0].hi == len(panes) {
+			if start, v, ok := op.bestQuantileTops(sp, s, panes, ws, first); ok {
+				return start, v
+			}
+		}
 	}
 	defer func() { op.windows = ws[:0] }()
 	take := func(w *sweptWindow, a *heatmap.Acc) {
@@ -151,7 +165,6 @@ func (op *Operator) bestQuantile(sp *spec, panes []win, first int64) (int64, flo
 		}
 	}
 	m := op.quantile
-	suffixes := ws[0].hi == ws[len(ws)-1].hi
 	m.Reset()
 	merged := len(panes)
 	if suffixes {
@@ -289,7 +302,7 @@ func (op *Operator) bestInOrder(sp *spec, s *slot, panes []win, first, last int6
 			gen: sp.screenGen, bound: bound, slack: slack}
 	}
 	if sp.agg == rules.Quantile {
-		return op.bestQuantile(sp, panes, first)
+		return op.bestQuantile(sp, s, panes, first)
 	}
 	return bestStart, best
 }

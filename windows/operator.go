@@ -112,6 +112,19 @@ type Operator struct {
 	windows []sweptWindow
 	// quantile is the merge of a quantile rule's panes, in bestQuantile.
 	quantile *heatmap.Acc
+	// tops are hot slots' tables of their older panes, for
+	// bestQuantileTops, and the rest its scratch space.
+	tops               [topsSlots]quantileTops
+	topsClock          uint64
+	topBins            []heatmap.Bin
+	topEnds, topCursor []int
+	topNeed, topRow    []float64
+	// fewSet is bestQuantileFew's scratch space.
+	fewSet heatmap.BinSet
+	// lastValue is the last value a quantile rule added, to lastValueAcc:
+	// a table follows its slot's latest pane by it.
+	lastValue    float64
+	lastValueAcc *heatmap.Acc
 	// sketchIndexes remembers the sketch indexes of the values heatmaps
 	// and quantile rules add.
 	sketchIndexes heatmap.IndexMemo
@@ -437,6 +450,9 @@ func (op *Operator) addTo(sp *spec, a *acc, val uint64, processing bool) {
 		a.sum += math.Float64frombits(val)
 	case rules.Avg, rules.Ratio, rules.Min, rules.Max, rules.Quantile:
 		addToStat(sp.agg, a, math.Float64frombits(val), &op.sketchIndexes)
+		if sp.agg == rules.Quantile {
+			op.lastValue, op.lastValueAcc = math.Float64frombits(val), a.heatmap()
+		}
 	}
 }
 
@@ -556,7 +572,7 @@ func (op *Operator) bestWindow(sp *spec, s *slot, panes []win, first, last int64
 		clear(op.counts)
 	}
 	if sp.agg == rules.Quantile {
-		bestStart, best = op.bestQuantile(sp, panes, first)
+		bestStart, best = op.bestQuantile(sp, nil, panes, first)
 	}
 	return bestStart, best
 }

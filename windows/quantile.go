@@ -1,0 +1,352 @@
+package windows
+
+import (
+	"math"
+
+	"github.com/riskstream/riskstream/heatmap"
+)
+
+// A quantile rule decides an event by the highest quantile among its
+// windows, and the windows of an in-order event are the suffixes of its
+// key's panes, from each window's first pane to the latest. Merging those
+// panes' sketches for every event costs as many merges as the windows have
+// panes. But until the latest pane is complete only it changes, and a
+// quantile near the top of a distribution is found from the top: so a hot
+// key's older panes are summed once, from their highest bin down, into a
+// table of how many of each suffix's values are at or above each bin
+// (quantileTops), and an event reads each window's quantile from the table
+// and the latest pane alone, the same value the merge gives.
+
+// quantileTops is a quantile rule's table of one slot's older panes: those
+// of its in-order windows but the latest.
+type quantileTops struct {
+	// What the table is of: the spec, the slot (and its key's hash, which a
+	// slot reused for another key changes), and its older panes: the start
+	// of the first, how many, and their values, which a late event into
+	// one of them changes.
+	sp    *spec
+	s     *slot
+	id    slotID
+	first int64
+	older int
+	n     int64
+	// usable is false when the older panes hold a zero or a negative
+	// value: the table counts positive bins only.
+	usable bool
+	// The table holds the keys from maxKey down to floor, row r being key
+	// maxKey-r: byWindow[k*rows+r] is how many values of panes k.. (of
+	// the older ones, counted from the first) are in bins at or above it;
+	// the last, of no older pane, are 0. vals[r] is the bin's value.
+	// above is the same by row, as the build makes it.
+	maxKey, floor         int
+	byWindow, above, vals []float64
+	// sufN, sufMin and sufMax are the values, least and greatest of
+	// panes k.. of the older ones.
+	sufN           []int64
+	sufMin, sufMax []float64
+	// latestAbove[r] is how many values of the latest pane, latest, are
+	// in bins at or above row r's, when it held latestCount: an event
+	// adds one to the rows at and below its value's bin.
+	latest      *heatmap.Acc
+	latestCount int64
+	latestAbove []float64
+	// used is when the table was last read (Operator.topsClock).
+	used uint64
+}
+
+// findTops returns sp's table of slot s, or the least recently used one
+// to build it in.
+func (op *Operator) findTops(sp *spec, s *slot) *quantileTops {
+	lru := &op.tops[0]
+	for i := range op.tops {
+		t := &op.tops[i]
+		if t.sp == sp && t.s == s && t.id == s.id {
+			return t
+		}
+		if t.used < lru.used {
+			lru = t
+		}
+	}
+	return lru
+}
+
+// noTops turns bestQuantileFew and bestQuantileTops off, for tests that
+// compare them with the merge.
+var noTops = false
+
+// fewMergeMax is the most values bestQuantileFew takes: a cold key's
+// windows, whose panes hold their values inline.
+const fewMergeMax = 256
+
+// bestQuantileFew is bestQuantile for windows that are suffixes of panes
+// that hold their few values inline, fewMergeMax at most in all, as a
+// cold key's are: their values' bins, kept in order as panes are added
+// from the latest back (heatmap.BinSet), give each window's quantile as a
+// merge would, without a sketch to fill and clear. ok is false when the
+// panes do not qualify.
+func (op *Operator) bestQuantileFew(sp *spec, panes []win, ws []sweptWindow, first int64) (int64, float64, bool) {
+	hi, total := ws[0].hi, int64(0)
+	for j := ws[0].lo; j < hi; j++ {
+		h := panes[j].heatmap()
+		if h == nil || !h.Inline() {
+			return 0, 0, false
+		}
+		if total += h.Count; total > fewMergeMax {
+			return 0, 0, false
+		}
+	}
+	set := &op.fewSet
+	set.Reset()
+	best, bestStart := math.Inf(-1), first
+	merged := hi
+	// From the latest start back, a tie going to the earlier start.
+	for i := len(ws) - 1; i >= 0; i-- {
+		w := &ws[i]
+		for ; merged > w.lo; merged-- {
+			set.Add(panes[merged-1].heatmap())
+		}
+		if v := set.Quantile(sp.q); v >= best {
+			best, bestStart = v, w.start
+		}
+	}
+	op.windows = ws[:0]
+	return bestStart, best, true
+}
+
+// topsSlots is how many slots' tables an operator keeps: the hot keys a
+// decision-heavy stream repeats.
+const topsSlots = 16
+
+// topsMinLatest is the fewest values the latest pane must hold for a table
+// to be worth it: a key with fewer has few events per pane, each of which
+// would build one.
+const topsMinLatest = 16
+
+// topsMaxCells bounds a table's counts (8 bytes each), so that the tables
+// of every hot slot take at most topsSlots × 512 KiB: a rule with
+// thousands of panes per window, or values over a wide range, merges.
+const topsMaxCells = 1 << 16
+
+// topsHeadroom is how many keys above the highest one seen a table holds,
+// so that a latest pane's new maximum a little higher still fits.
+const topsHeadroom = 8
+
+// bestQuantileTops is bestQuantile for windows that all end at the latest
+// pane (ws[i].hi == len(panes)), read from s's table; ok is false when the
+// table cannot give the answer (a cold key, zero or negative values, a
+// latest value beyond the table), and bestQuantile merges.
+func (op *Operator) bestQuantileTops(sp *spec, s *slot, panes []win, ws []sweptWindow, first int64) (int64, float64, bool) {
+	latest := panes[len(panes)-1].heatmap()
+	if latest == nil || latest.Count < topsMinLatest {
+		return 0, 0, false
+	}
+	base := ws[0].lo
+	older := len(panes) - 1 - base
+	var n int64
+	for j := base; j < len(panes)-1; j++ {
+		if h := panes[j].heatmap(); h != nil {
+			n += h.Count
+		}
+	}
+	t := op.findTops(sp, s)
+	if t.sp != sp || t.s != s || t.id != s.id || t.older != older || t.n != n || older > 0 && t.first != panes[base].start {
+		op.buildTops(t, sp, s, panes[base:], n)
+	}
+	op.topsClock++
+	t.used = op.topsClock
+	if !t.usable {
+		return 0, 0, false
+	}
+	rows := t.maxKey - t.floor + 1
+	la := t.latestAbove[:rows]
+	switch {
+	case t.latest == latest && latest.Count == t.latestCount:
+	case t.latest == latest && latest.Count == t.latestCount+1 && op.lastValueAcc == latest:
+		// One value more, the event's: its bin and those below count it.
+		key, ok := heatmap.PositiveKey(op.lastValue, &op.sketchIndexes)
+		if !ok {
+			t.latest = nil
+			return 0, 0, false
+		}
+		if key > t.maxKey {
+			t.sp = nil // built again, higher, for the next event
+			return 0, 0, false
+		}
+		for r := max(0, t.maxKey-key); r < rows; r++ {
+			la[r]++
+		}
+		t.latestCount++
+	default:
+		bins, ok := latest.PositiveBins(op.topBins[:0])
+		op.topBins = bins
+		if !ok {
+			t.latest = nil
+			return 0, 0, false
+		}
+		if len(bins) > 0 && bins[len(bins)-1].Key > t.maxKey {
+			t.sp = nil
+			return 0, 0, false
+		}
+		// la[r]: the latest pane's values at or above row r's bin.
+		clear(la)
+		for _, b := range bins {
+			if b.Key >= t.floor {
+				la[t.maxKey-b.Key] += b.Count
+			}
+		}
+		for r := 1; r < rows; r++ {
+			la[r] += la[r-1]
+		}
+		t.latest, t.latestCount = latest, latest.Count
+	}
+	best, bestStart := math.Inf(-1), first
+	// From the latest start back, a tie going to the earlier start, as
+	// bestQuantile takes them.
+	for i := len(ws) - 1; i >= 0; i-- {
+		w := &ws[i]
+		k := w.lo - base
+		count := t.sufN[k] + latest.Count
+		// GetValueAtQuantile's rank, and its bin: the lowest whose values
+		// and those below are more than rank, which is the highest bin
+		// whose values below it are at most rank.
+		rank := float64(sp.q * float64(count-1))
+		col := t.byWindow[k*rows : (k+1)*rows]
+		below := func(r int) float64 { return float64(count) - (col[r] + la[r]) }
+		if below(rows-1) > rank {
+			t.sp = nil // deeper, for the next event
+			return 0, 0, false
+		}
+		lo, hi := 0, rows-1 // below(hi) <= rank
+		for lo < hi {
+			mid := (lo + hi) / 2
+			if below(mid) <= rank {
+				hi = mid
+			} else {
+				lo = mid + 1
+			}
+		}
+		v := math.Min(math.Max(t.vals[lo], math.Min(t.sufMin[k], latest.Min)), math.Max(t.sufMax[k], latest.Max))
+		if v >= best {
+			best, bestStart = v, w.start
+		}
+	}
+	op.windows = ws[:0]
+	return bestStart, best, true
+}
+
+// buildTops builds t, for sp's slot s, of the older panes of panes (all
+// but the last), which hold n values: from their highest bin down to the
+// one where every suffix, the latest pane's values with them, has at
+// least twice as many values at or above as its quantile needs (and 16
+// more): the latest pane grows, and the windows' quantiles move down, for
+// many events before the table falls short.
+func (op *Operator) buildTops(t *quantileTops, sp *spec, s *slot, panes []win, n int64) {
+	older := len(panes) - 1
+	*t = quantileTops{sp: sp, s: s, id: s.id, older: older, n: n, above: t.above[:0], vals: t.vals[:0],
+		sufN: t.sufN[:0], sufMin: t.sufMin[:0], sufMax: t.sufMax[:0], latestAbove: t.latestAbove[:0], byWindow: t.byWindow[:0]}
+	if older > 0 {
+		t.first = panes[0].start
+	}
+	// Every pane's bins, ascending, one after the other: ends[j] is where
+	// pane j's end.
+	bins, ends := op.topBins[:0], op.topEnds[:0]
+	maxKey, minKey := math.MinInt, math.MaxInt
+	for j := range panes {
+		h := panes[j].heatmap()
+		if h != nil {
+			var ok bool
+			start := len(bins)
+			if bins, ok = h.PositiveBins(bins); !ok {
+				op.topBins, op.topEnds = bins, ends
+				return
+			}
+			if len(bins) > start {
+				minKey, maxKey = min(minKey, bins[start].Key), max(maxKey, bins[len(bins)-1].Key)
+			}
+		}
+		ends = append(ends, len(bins))
+	}
+	op.topBins, op.topEnds = bins, ends
+	if maxKey < minKey {
+		return // no value at all
+	}
+	maxKey += topsHeadroom
+	t.maxKey, t.usable = maxKey, true
+
+	cols := older + 1
+	t.sufN, t.sufMin, t.sufMax = sized(t.sufN, cols), sized(t.sufMin, cols), sized(t.sufMax, cols)
+	t.sufN[older], t.sufMin[older], t.sufMax[older] = 0, math.Inf(1), math.Inf(-1)
+	for k := older - 1; k >= 0; k-- {
+		t.sufN[k], t.sufMin[k], t.sufMax[k] = t.sufN[k+1], t.sufMin[k+1], t.sufMax[k+1]
+		if h := panes[k].heatmap(); h != nil && h.Count > 0 {
+			t.sufN[k] += h.Count
+			t.sufMin[k], t.sufMax[k] = math.Min(t.sufMin[k], h.Min), math.Max(t.sufMax[k], h.Max)
+		}
+	}
+	latestCount := panes[older].heatmap().Count
+	// need[k]: the values at or above the floor suffix k must have.
+	if cap(op.topNeed) < cols {
+		op.topNeed = make([]float64, cols)
+	}
+	need := op.topNeed[:cols]
+	for k := range need {
+		count := t.sufN[k] + latestCount
+		rank := float64(sp.q * float64(count-1))
+		need[k] = math.Min(float64(count), 2*(float64(count)-rank)+16)
+	}
+	// Walk the keys down, each pane's bins from its end.
+	if cap(op.topCursor) < cols {
+		op.topCursor = make([]int, cols)
+	}
+	cursor := op.topCursor[:cols]
+	for j := range cursor {
+		cursor[j] = ends[j] - 1
+	}
+	starts := func(j int) int {
+		if j == 0 {
+			return 0
+		}
+		return ends[j-1]
+	}
+	if cap(op.topRow) < cols {
+		op.topRow = make([]float64, cols)
+	}
+	row := op.topRow[:cols]
+	clear(row)
+	var latestAbove float64
+	for key := maxKey; key >= minKey; key-- {
+		if c := cursor[older]; c >= starts(older) && bins[c].Key == key {
+			latestAbove += bins[c].Count
+			cursor[older]--
+		}
+		var suffix float64
+		done := row[older]+latestAbove >= need[older]
+		for k := older - 1; k >= 0; k-- {
+			if c := cursor[k]; c >= starts(k) && bins[c].Key == key {
+				suffix += bins[c].Count
+				cursor[k]--
+			}
+			row[k] += suffix
+			done = done && row[k]+latestAbove >= need[k]
+		}
+		if len(t.above)+cols > topsMaxCells {
+			t.usable = false // a long window's wide table: merged instead
+			return
+		}
+		t.above = append(t.above, row...)
+		t.vals = append(t.vals, heatmap.BinValue(key))
+		t.floor = key
+		if done {
+			break
+		}
+	}
+	// By column: a window's search reads one suffix's counts, together.
+	rows := len(t.vals)
+	t.byWindow = sized(t.byWindow, len(t.above))
+	for r := range rows {
+		for k, v := range t.above[r*cols : (r+1)*cols] {
+			t.byWindow[k*rows+r] = v
+		}
+	}
+	t.latestAbove = sized(t.latestAbove, rows)
+}

@@ -1,0 +1,117 @@
+package windows
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/riskstream/riskstream/heatmap"
+	"github.com/riskstream/riskstream/rules"
+)
+
+// TestQuantileFastPathsMatchMerge: the best window of a quantile rule's
+// in-order windows, read from a slot's table of its older panes or from
+// the bins of a cold key's few values, is the window and value the merge
+// of their sketches gives, to the bit, as the
+// latest pane grows, older panes take late values, new panes begin and
+// the windows swept change; with zero and negative values, and latest
+// values beyond the table, the merge answers.
+func TestQuantileFastPathsMatchMerge(t *testing.T) {
+	defer func() { noTops = false }()
+	r := rand.New(rand.NewPCG(37, 1))
+	value := func() float64 {
+		switch r.IntN(200) {
+		case 0:
+			return 0
+		case 1:
+			return -r.Float64() * 10
+		case 2:
+			return 1e6 * r.Float64() // far beyond the rest
+		}
+		return math.Exp(r.NormFloat64()*1.5 + 3)
+	}
+	qs := []float64{0, 0.5, 0.9, 0.95, 0.99, 0.999, 1}
+	fast, merged, few := 0, 0, 0
+	for trial := range 300 {
+		op := &Operator{quantile: heatmap.New(0)}
+		sp := &spec{agg: rules.Quantile, q: qs[r.IntN(len(qs))], index: r.IntN(4)}
+		// As the operator adds an event's value, so that a table follows
+		// the latest pane one value at a time.
+		add := func(p *win, v float64) { op.addTo(sp, &p.acc, math.Float64bits(v), false) }
+		s := &slot{id: slotID{r.Uint64(), r.Uint64()}}
+		noZeros := r.IntN(3) > 0
+		val := func() float64 {
+			for {
+				if v := value(); !noZeros || v > 0 {
+					return v
+				}
+			}
+		}
+		// A hot key's panes, or a cold key's few values.
+		perPane, panesN := 40, 70
+		if trial%2 == 1 {
+			perPane, panesN = 3, 20
+		}
+		var panes []win
+		for i := range 1 + r.IntN(panesN) {
+			p := win{start: int64(i) * 1000}
+			for range 1 + r.IntN(perPane) {
+				add(&p, val())
+			}
+			panes = append(panes, p)
+		}
+		for step := range 200 {
+			newPane := 2
+			if trial%2 == 1 {
+				newPane = 50
+			}
+			switch x := r.IntN(100); {
+			case x < newPane: // a new pane, the first one leaving
+				panes = append(panes[1:], win{start: panes[len(panes)-1].start + 1000})
+				add(&panes[len(panes)-1], val())
+			case x < newPane+3: // a late value into an older pane
+				add(&panes[r.IntN(len(panes))], val())
+			default:
+				add(&panes[len(panes)-1], val())
+			}
+			// The windows the sweep left in: suffixes, some ruled out.
+			var ws []sweptWindow
+			for lo := range panes {
+				if r.IntN(8) > 0 || lo == 0 && step%2 == 0 {
+					ws = append(ws, sweptWindow{start: panes[lo].start - 500, lo: lo, hi: len(panes)})
+				}
+			}
+			if len(ws) == 0 {
+				continue
+			}
+			first := ws[0].start
+			noTops = true
+			op.windows = append(op.windows[:0], ws...)
+			wantStart, want := op.bestQuantile(sp, s, panes, first)
+			noTops = false
+			op.windows = append(op.windows[:0], ws...)
+			gotStart, got := op.bestQuantile(sp, s, panes, first)
+			if got != want || gotStart != wantStart {
+				t.Fatalf("trial %d step %d, q %v, %d panes (latest %d values): %v at %d, the merge gives %v at %d",
+					trial, step, sp.q, len(panes), panes[len(panes)-1].n, got, gotStart, want, wantStart)
+			}
+			if len(op.windows) != 0 {
+				t.Fatalf("op.windows not emptied: %d", len(op.windows))
+			}
+			if _, _, ok := op.bestQuantileFew(sp, panes, append(op.windows[:0], ws...), first); ok {
+				few++
+			}
+			if h := panes[len(panes)-1].heatmap(); h != nil && h.Count >= topsMinLatest {
+				if _, _, ok := op.bestQuantileTops(sp, s, panes, append(op.windows[:0], ws...), first); ok {
+					fast++
+				} else {
+					merged++
+				}
+			}
+		}
+	}
+	if fast < 5_000 || merged < 500 || few < 5_000 {
+		t.Fatalf("%d answers from tables, %d merged, %d from few values: the test needs each", fast, merged, few)
+	}
+	t.Logf("%d answers from tables, %d merged, %d from few values", fast, merged, few)
+}
