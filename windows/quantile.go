@@ -117,10 +117,13 @@ func (op *Operator) bestQuantileFew(sp *spec, panes []win, ws []sweptWindow, fir
 // decision-heavy stream repeats.
 const topsSlots = 16
 
-// topsMinLatest is the fewest values the latest pane must hold for a table
-// to be worth it: a key with fewer has few events per pane, each of which
-// would build one.
-const topsMinLatest = 16
+// topsMinLatest and topsMinOlder are the fewest values the latest pane,
+// or else the older ones, must hold for a table to be worth it: a key with
+// fewer has few events per pane, each of which would build one.
+const (
+	topsMinLatest = 16
+	topsMinOlder  = 1024
+)
 
 // topsMaxCells bounds a table's counts (8 bytes each), so that the tables
 // of every hot slot take at most topsSlots × 512 KiB: a rule with
@@ -137,7 +140,7 @@ const topsHeadroom = 8
 // latest value beyond the table), and bestQuantile merges.
 func (op *Operator) bestQuantileTops(sp *spec, s *slot, panes []win, ws []sweptWindow, first int64) (int64, float64, bool) {
 	latest := panes[len(panes)-1].heatmap()
-	if latest == nil || latest.Count < topsMinLatest {
+	if latest == nil {
 		return 0, 0, false
 	}
 	base := ws[0].lo
@@ -147,6 +150,9 @@ func (op *Operator) bestQuantileTops(sp *spec, s *slot, panes []win, ws []sweptW
 		if h := panes[j].heatmap(); h != nil {
 			n += h.Count
 		}
+	}
+	if latest.Count < topsMinLatest && n < topsMinOlder {
+		return 0, 0, false // a cold key: a table would serve few events
 	}
 	t := op.findTops(sp, s)
 	if t.sp != sp || t.s != s || t.id != s.id || t.older != older || t.n != n || older > 0 && t.first != panes[base].start {
@@ -225,7 +231,9 @@ func (op *Operator) bestQuantileTops(sp *spec, s *slot, panes []win, ws []sweptW
 				lo = mid + 1
 			}
 		}
-		v := math.Min(math.Max(t.vals[lo], math.Min(t.sufMin[k], latest.Min)), math.Max(t.sufMax[k], latest.Max))
+		// As Quantile clamps (min and max are math.Min and math.Max's
+		// intrinsics).
+		v := min(max(t.vals[lo], min(t.sufMin[k], latest.Min)), max(t.sufMax[k], latest.Max))
 		if v >= best {
 			best, bestStart = v, w.start
 		}
