@@ -30,6 +30,9 @@ type LiveOptions struct {
 	Push time.Duration
 	// Now is the wall clock. The default value is time.Now.
 	Now func() time.Time
+	// Health says whether the job is healthy (nil), as /healthz does; nil
+	// leaves it off the page.
+	Health func() error
 }
 
 func (o *LiveOptions) ensureDefaults() {
@@ -69,6 +72,9 @@ type Sample struct {
 	// TopKeys are the keys with the most decisions since the previous
 	// sample (DecisionKeys.Take).
 	TopKeys []KeyCount
+	// Late and DLQ count the late and dead-letter records since the job
+	// started.
+	Late, DLQ int64
 }
 
 // PartitionSample is one input partition's lags.
@@ -210,6 +216,14 @@ type snapshot struct {
 	samples      []Sample
 	checkpointed int64
 	now          int64
+	// latest is the last fired window of each kept heatmap key.
+	latest []latestWindow
+}
+
+// latestWindow is a heatmap key's last fired window.
+type latestWindow struct {
+	heatmap, key string
+	w            HeatmapWindow
 }
 
 // snapshot copies what the figures and charts are drawn from; samples
@@ -217,7 +231,13 @@ type snapshot struct {
 func (l *Live) snapshot() snapshot {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return snapshot{samples: slices.Clone(l.samples), checkpointed: l.checkpointed, now: l.opts.Now().UnixMilli()}
+	s := snapshot{samples: slices.Clone(l.samples), checkpointed: l.checkpointed, now: l.opts.Now().UnixMilli()}
+	for _, ls := range l.series {
+		if n := len(ls.Windows); n > 0 {
+			s.latest = append(s.latest, latestWindow{ls.Heatmap, ls.Key, ls.Windows[n-1]})
+		}
+	}
+	return s
 }
 
 // figures returns the figures of the kept heatmap keys in key order, how

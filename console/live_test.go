@@ -1,6 +1,7 @@
 package console
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -8,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -330,5 +332,62 @@ func TestCompareSources(t *testing.T) {
 	}
 	if want := []string{"b", "d", "c", "a", "e"}; !slices.Equal(order, want) {
 		t.Errorf("sources in the order %v, want %v", order, want)
+	}
+}
+
+// TestLiveFirstScreen: the status part, the page's first screen, says
+// whether the job is healthy, which rules fire now and how much (per
+// second now, in the last minute, since start), which sources are
+// degraded, each heatmap key's p99 as a number, highest first, and the
+// late and dlq counts, with the watermark's date.
+func TestLiveFirstScreen(t *testing.T) {
+	hm := &rules.Heatmap{Name: "lat", Key: []string{"api"}, Buckets: []float64{10, 100}}
+	now := time.UnixMilli(1_700_000_100_000)
+	healthy := errors.New("brokers: no fetch of requests partition 0 answered for 15s")
+	l := NewLive(LiveOptions{Now: func() time.Time { return now }, Health: func() error { return healthy }})
+	l.Heatmap(fired(hm, "\"/pay\"\x00", 1_700_000_000_000, 1_700_000_010_000, 0, 5, 7, 70))
+	l.Heatmap(fired(hm, "\"/cart\"\x00", 1_700_000_000_000, 1_700_000_010_000, 0, 500, 600))
+	rules := func(burst, spend int64) []RuleCount {
+		return []RuleCount{{"burst", "deny", burst}, {"spend", "review", spend}, {"quiet", "deny", 0}}
+	}
+	l.Add(Sample{At: 1_700_000_030_000, Records: 10, Decisions: rules(0, 0)})
+	l.Add(Sample{At: 1_700_000_099_000, Records: 100, Decisions: rules(10, 2), Late: 3, DLQ: 1})
+	l.Add(Sample{At: 1_700_000_100_000, Records: 300, Decisions: rules(15, 2), Late: 5, DLQ: 1, Watermark: 1_700_000_098_000,
+		Sources: []SourceSample{{Source: "gw-1", Skew: 200, Known: true, Degraded: true}, {Source: "gw-2", Known: true}}})
+	var b strings.Builder
+	renderStatus(&b, l.snapshot(), l.opts.Health)
+	page := b.String()
+	for _, want := range []string{
+		`<div class="label">health</div><div class="value">unhealthy</div><div class="detail">brokers: no fetch`,
+		`<div class="label">late</div><div class="value">5</div><div class="detail">since start, 2/s now`,
+		`<div class="label">dlq</div><div class="value">1</div><div class="detail">since start, 0/s now`,
+		`<div class="label">sources degraded</div><div class="value">1</div><div class="detail">gw-1`,
+		`<div class="value">22:14:58</div><div class="detail">2023-11-14 UTC, 2 s behind`,
+		// burst: 5 in the last second, 15 since the sample 70 s ago, 15
+		// since start.
+		`<th class="n">last 1 min 10 s</th>`,
+		`<td><code>burst</code></td><td>deny</td><td class="n">5</td><td class="n">15</td><td class="n">15</td>`,
+		`<td><code>spend</code></td><td>review</td><td class="n">0</td><td class="n">2</td><td class="n">2</td>`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the first screen lacks %s", want)
+		}
+	}
+	if strings.Contains(page, "quiet") {
+		t.Error("a rule that never decided is listed")
+	}
+	// p99 per key, the highest first: /cart's 600-ish before /pay's 70-ish.
+	cart, pay := strings.Index(page, `<code>api=/cart</code>`), strings.Index(page, `<code>api=/pay</code>`)
+	if cart < 0 || pay < 0 || cart > pay {
+		t.Errorf("p99 rows: /cart at %d, /pay at %d; want both, /cart first:\n%s", cart, pay, page)
+	}
+	if !regexp.MustCompile(`<code>api=/cart</code></td><td class="n">(49\d|50\d)(\.\d+)?</td>`).MatchString(page) {
+		t.Errorf("/cart's p99 (of 500 and 600: the lower, as the sketch ranks them) is not printed as a number:\n%s", page)
+	}
+	healthy = nil
+	b.Reset()
+	renderStatus(&b, l.snapshot(), l.opts.Health)
+	if !strings.Contains(b.String(), `<div class="value">ok</div>`) {
+		t.Error("a healthy job is not said to be")
 	}
 }

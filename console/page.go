@@ -103,13 +103,13 @@ func WriteReport(w io.Writer, r *Report) error {
 	for _, s := range r.Heatmaps {
 		windows += len(s.Windows)
 	}
-	degradedSources := fmt.Sprintf("%d sources degraded", len(r.Skew))
+	degradedSources := plural(len(r.Skew), "source degraded", "sources degraded")
 	if !r.SkewRecorded {
 		degradedSources = "no skew.jsonl"
 	}
 	renderTiles(&b, []tile{
-		{"decisions", formatCount(decisions), fmt.Sprintf("%d rules, %s on re-timed events", len(r.Decisions), formatCount(r.Processing))},
-		{"heatmap windows", formatCount(int64(windows)), fmt.Sprintf("%d heatmap keys", len(r.Heatmaps))},
+		{"decisions", formatCount(decisions), fmt.Sprintf("%s, %s on re-timed events", plural(len(r.Decisions), "rule", "rules"), formatCount(r.Processing))},
+		{"heatmap windows", formatCount(int64(windows)), plural(len(r.Heatmaps), "heatmap key", "heatmap keys")},
 		{"late", formatCount(r.Late), "events after their windows were purged"},
 		{"dlq", formatCount(r.DLQ), "invalid records"},
 		{"clock skew", fmt.Sprint(len(r.Skew)), degradedSources},

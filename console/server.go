@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // chartedSources is how many sources the skew chart draws: those degraded
@@ -117,7 +118,7 @@ func (l *Live) draw(part string) drawing {
 		}
 		renderHeatmaps(&b, figures, note)
 	case partStatus:
-		renderStatus(&b, l.snapshot())
+		renderStatus(&b, l.snapshot(), l.opts.Health)
 	case partCharts:
 		renderCharts(&b, l.snapshot(), l.opts)
 	}
@@ -128,8 +129,11 @@ func (l *Live) draw(part string) drawing {
 	return d
 }
 
-// renderStatus draws the figures of the job's state.
-func renderStatus(b *strings.Builder, s snapshot) {
+// renderStatus draws what an operator asks first: is the job healthy and
+// keeping up, which rules fire now and how much, which sources are
+// degraded, what p99 is now per heatmap key, and how many records went
+// to late and dlq. The charts come below it.
+func renderStatus(b *strings.Builder, s snapshot, health func() error) {
 	var last, prev *Sample
 	if n := len(s.samples); n > 0 {
 		last = &s.samples[n-1]
@@ -137,19 +141,51 @@ func renderStatus(b *strings.Builder, s snapshot) {
 			prev = &s.samples[n-2]
 		}
 	}
-	tiles := []tile{{"watermark", "none yet", "no event time seen"}}
-	if last != nil && last.Watermark > 0 {
-		tiles[0] = tile{"watermark", clock(last.Watermark), "lag " + formatDuration(last.At-last.Watermark)}
+	var tiles []tile
+	if health != nil {
+		t := tile{"health", "ok", "as /healthz answers"}
+		if err := health(); err != nil {
+			t = tile{"health", "unhealthy", shorten(err.Error(), 90)}
+		}
+		tiles = append(tiles, t)
 	}
 	rate, decRate, lag := "–", "–", int64(0)
+	// perSecond is a counter's rate over the last interval.
+	perSecond := func(now, before int64) string {
+		if prev == nil || last.At <= prev.At {
+			return "–"
+		}
+		return formatValue(math.Round(float64(now-before) / (float64(last.At-prev.At) / 1000)))
+	}
 	if last != nil {
 		for _, p := range last.Partitions {
 			lag += p.ConsumerLag
 		}
-		if prev != nil && last.At > prev.At {
-			dt := float64(last.At-prev.At) / 1000
-			rate = formatValue(math.Round(float64(last.Records-prev.Records) / dt))
-			decRate = formatValue(math.Round(float64(sumDecisions(last.Decisions)-sumDecisions(prev.Decisions)) / dt))
+		if prev != nil {
+			rate = perSecond(last.Records, prev.Records)
+			decRate = perSecond(sumDecisions(last.Decisions), sumDecisions(prev.Decisions))
+		}
+	}
+	wm := tile{"watermark", "none yet", "no event time seen"}
+	if last != nil && last.Watermark > 0 {
+		wm = tile{"watermark", clock(last.Watermark), time.UnixMilli(last.Watermark).UTC().Format("2006-01-02") + " UTC, " + formatDuration(last.At-last.Watermark) + " behind"}
+	}
+	late, dlq := tile{"late", "–", "records"}, tile{"dlq", "–", "records"}
+	degraded := tile{"sources degraded", "–", "no source seen"}
+	if last != nil {
+		late = tile{"late", formatCount(last.Late), "since start, " + perSecondOf(perSecond, last.Late, prev, func(p *Sample) int64 { return p.Late }) + "/s now"}
+		dlq = tile{"dlq", formatCount(last.DLQ), "since start, " + perSecondOf(perSecond, last.DLQ, prev, func(p *Sample) int64 { return p.DLQ }) + "/s now"}
+		var names []string
+		for _, src := range last.Sources {
+			if src.Degraded {
+				names = append(names, src.Source)
+			}
+		}
+		switch {
+		case len(names) > 0:
+			degraded = tile{"sources degraded", strconv.Itoa(len(names)), shorten(strings.Join(names, ", "), 60)}
+		case len(last.Sources) > 0:
+			degraded = tile{"sources degraded", "0", plural(len(last.Sources), "source", "sources") + " on time"}
 		}
 	}
 	ckpt := tile{"checkpoint age", "none yet", "no checkpoint durable"}
@@ -164,9 +200,129 @@ func renderStatus(b *strings.Builder, s snapshot) {
 		tile{"events/s", rate, "input records, last interval"},
 		tile{"decisions/s", decRate, "all rules"},
 		tile{"consumer lag", formatCount(lag), "records not consumed yet"},
-		ckpt,
+		wm, degraded, late, dlq, ckpt,
 		tile{"state", size, "Pebble on disk"})
 	renderTiles(b, tiles)
+	b.WriteString(`<div class="now">`)
+	renderFiring(b, s.samples)
+	renderP99Now(b, s.latest)
+	b.WriteString("</div>\n")
+}
+
+// perSecondOf is perSecond of a counter of the last sample and prev.
+func perSecondOf(perSecond func(now, before int64) string, now int64, prev *Sample, of func(*Sample) int64) string {
+	if prev == nil {
+		return "–"
+	}
+	return perSecond(now, of(prev))
+}
+
+// firingWindow is how far back "last minute" looks.
+const firingWindow = 60_000
+
+// renderFiring draws each rule and action that decided: per second now,
+// in the last minute, and since the job started.
+func renderFiring(b *strings.Builder, samples []Sample) {
+	b.WriteString(`<section id="firing"><h2>Rules firing</h2>`)
+	n := len(samples)
+	if n == 0 || sumDecisions(samples[n-1].Decisions) == 0 {
+		b.WriteString(`<p class="note">No rule has decided yet.</p></section>`)
+		return
+	}
+	last := &samples[n-1]
+	prev, minuteAgo := last, &samples[0]
+	if n > 1 {
+		prev = &samples[n-2]
+	}
+	// The newest sample a minute old or more, else the oldest.
+	for i := n - 1; i >= 0; i-- {
+		if last.At-samples[i].At >= firingWindow {
+			minuteAgo = &samples[i]
+			break
+		}
+	}
+	count := func(s *Sample, i int) int64 {
+		if i < len(s.Decisions) && s.Decisions[i].Rule == last.Decisions[i].Rule {
+			return s.Decisions[i].Count
+		}
+		return 0 // a reload changed the rules since
+	}
+	type row struct {
+		rc           RuleCount
+		now, minute  float64
+		total, delta int64
+	}
+	var rows []row
+	for i, rc := range last.Decisions {
+		if rc.Count == 0 {
+			continue
+		}
+		r := row{rc: rc, total: rc.Count}
+		if dt := float64(last.At-prev.At) / 1000; dt > 0 {
+			r.now = float64(rc.Count-count(prev, i)) / dt
+		}
+		r.delta = rc.Count - count(minuteAgo, i)
+		rows = append(rows, r)
+	}
+	slices.SortStableFunc(rows, func(a, b row) int {
+		if c := cmp.Compare(b.now, a.now); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.delta, a.delta)
+	})
+	fmt.Fprintf(b, `<table><tr><th>rule</th><th>action</th><th class="n">per second now</th><th class="n">last %s</th><th class="n">since start</th></tr>`,
+		formatDuration(last.At-minuteAgo.At))
+	for _, r := range rows {
+		fmt.Fprintf(b, `<tr><td><code>%s</code></td><td>%s</td><td class="n">%s</td><td class="n">%s</td><td class="n">%s</td></tr>`,
+			esc(r.rc.Rule), esc(r.rc.Action), formatValue(math.Round(r.now*10)/10), formatCount(r.delta), formatCount(r.total))
+	}
+	b.WriteString("</table></section>\n")
+}
+
+// p99Rows is how many heatmap keys the p99 table lists: the highest.
+const p99Rows = 10
+
+// renderP99Now draws the p99 of each heatmap key's last fired window, the
+// highest first.
+func renderP99Now(b *strings.Builder, latest []latestWindow) {
+	b.WriteString(`<section id="p99-now"><h2>p99 now</h2>`)
+	if len(latest) == 0 {
+		b.WriteString(`<p class="note">No heatmap window has fired yet.</p></section>`)
+		return
+	}
+	slices.SortFunc(latest, func(a, b latestWindow) int {
+		if c := cmp.Compare(b.w.P99, a.w.P99); c != 0 {
+			return c
+		}
+		return cmp.Or(strings.Compare(a.heatmap, b.heatmap), strings.Compare(a.key, b.key))
+	})
+	note := "The last fired window of each heatmap key"
+	if len(latest) > p99Rows {
+		note += fmt.Sprintf(", the %d highest of %d", p99Rows, len(latest))
+	}
+	fmt.Fprintf(b, `<p class="note">%s.</p><table><tr><th>heatmap</th><th>key</th><th class="n">p99</th><th class="n">p50</th><th class="n">values</th><th>window end</th></tr>`, esc(note))
+	for _, l := range latest[:min(len(latest), p99Rows)] {
+		fmt.Fprintf(b, `<tr><td>%s</td><td><code>%s</code></td><td class="n">%s</td><td class="n">%s</td><td class="n">%s</td><td>%s</td></tr>`,
+			esc(l.heatmap), esc(l.key), formatValue(l.w.P99), formatValue(l.w.P50), formatCount(l.w.Count), clock(l.w.End))
+	}
+	b.WriteString("</table></section>\n")
+}
+
+// shorten cuts s to about n characters, on a rune boundary.
+func shorten(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+// plural is n and the noun's form for it.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
 }
 
 // renderCharts draws the charts of the last Span.

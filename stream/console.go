@@ -48,7 +48,7 @@ func (o watchedOutput) Decision(d *windows.Decision) {
 // the loop, at a checkpoint.
 func (j *liveJob) sample(now int64) console.Sample {
 	st := j.e.Stats()
-	s := console.Sample{At: now, Records: st.Records,
+	s := console.Sample{At: now, Records: st.Records, Late: st.Late, DLQ: st.Invalid,
 		StateBytes: int64(j.db.DiskBytes()), TopKeys: j.decisionKeys.Take(consoleTopKeys)}
 	for i, r := range j.opts.Config.Rules {
 		s.Decisions = append(s.Decisions, console.RuleCount{Rule: r.Name, Action: r.Action, Count: st.Decisions[i]})

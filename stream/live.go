@@ -273,7 +273,7 @@ func (j *liveJob) startOutputs(context.Context) error {
 	}
 	if o.MetricsAddr != "" {
 		// The console is fed only where a page can show it.
-		j.console = console.NewLive(console.LiveOptions{SkewThreshold: o.Config.Skew.Threshold, Now: o.Now})
+		j.console = console.NewLive(console.LiveOptions{SkewThreshold: o.Config.Skew.Threshold, Now: o.Now, Health: j.health})
 		j.decisionKeys = console.NewDecisionKeys(consoleKeyLimit)
 		srv, err := j.m.serve(o.MetricsAddr, j.health, j.console.Handler(), o.ConsolePublic)
 		if err != nil {
