@@ -45,7 +45,12 @@ func TestDistributedOneInstance(t *testing.T) {
 	waitRecords(t, addr, "decisions", len(want))
 	got := liveDecisions(t, addr) // each says where its event came from
 	slices.Sort(got)
-	time.Sleep(300 * time.Millisecond) // a checkpoint publishes the gauges
+	// A checkpoint publishes the gauges.
+	for deadline := time.Now().Add(30 * time.Second); metricSum(t, reg, "riskstream_assigned_partitions") != 5; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("riskstream_assigned_partitions is %v after 30 s, want 5", metricSum(t, reg, "riskstream_assigned_partitions"))
+		}
+	}
 	stop()
 	if n := metricSum(t, reg, "riskstream_assigned_partitions"); n != 5 {
 		t.Errorf("riskstream_assigned_partitions sums to %v, want 5 (1 input, 4 repartition)", n)

@@ -209,7 +209,7 @@ func TestLiveOversizedRecords(t *testing.T) {
 
 // metricValue returns the value of a counter or gauge written as
 // name{label="value",...}, or -1 when the registry has none.
-func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+func metricValue(t testing.TB, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {

@@ -447,8 +447,13 @@ func TestLiveSkewMetrics(t *testing.T) {
 	}
 	writeInput(t, addr, msgs...)
 	reg := prometheus.NewRegistry()
-	stop := startJob(t, RunOptions{Brokers: []string{addr}, Registry: reg})
-	time.Sleep(time.Second) // 60 records: consumed long before
+	stop := startJob(t, RunOptions{Brokers: []string{addr}, Registry: reg, CheckpointInterval: 50 * time.Millisecond})
+	// The metrics are published at checkpoints: once all 60 records are.
+	for deadline := time.Now().Add(30 * time.Second); metricValue(t, reg, `riskstream_events_total{result="ok"}`) < 60; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the 60 records were not processed in 30 s")
+		}
+	}
 	stop()
 	want := map[string]float64{
 		`riskstream_source_degraded{source="gw-1"}`:          1,
