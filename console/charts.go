@@ -38,6 +38,9 @@ type lineChart struct {
 	// steps draws each point as a step held until the next, for counts
 	// per interval.
 	steps bool
+	// whole is set for counts: the value axis has no ticks between whole
+	// numbers.
+	whole bool
 }
 
 // chartHeight is the height of a line chart.
@@ -63,6 +66,9 @@ func (c lineChart) render(b *strings.Builder) {
 		hi = lo + 1
 	}
 	step := niceStep(hi-lo, 4)
+	if c.whole {
+		step = max(step, 1)
+	}
 	lo, hi = math.Floor(lo/step)*step, math.Ceil(hi/step)*step
 	from, to := c.from, c.to
 	if to <= from {
@@ -93,6 +99,7 @@ func (c lineChart) render(b *strings.Builder) {
 	fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s" class="axis"/>`, num(left), num(bottom), num(left+plotW), num(bottom))
 	text(b, left+plotW/2, bottom+30, "middle", "axis-label", "time (UTC)")
 	text(b, 12, top+plotH/2, "middle", "axis-label rot", c.yLabel)
+	colors := seriesColors(c.series)
 	for i, s := range c.series {
 		var pts []string
 		for k, p := range s.Points {
@@ -102,11 +109,11 @@ func (c lineChart) render(b *strings.Builder) {
 			pts = append(pts, num(x(p.T))+","+num(y(p.V)))
 		}
 		if len(pts) == 1 {
-			fmt.Fprintf(b, `<circle cx="%s" cy="%s" r="3" fill="%s"/>`, num(x(s.Points[0].T)), num(y(s.Points[0].V)), seriesColor(i))
+			fmt.Fprintf(b, `<circle cx="%s" cy="%s" r="3" fill="%s"/>`, num(x(s.Points[0].T)), num(y(s.Points[0].V)), colors[i])
 		}
 		fmt.Fprintf(b, `<polyline class="series" data-series="%s" points="%s" fill="none" stroke="%s" stroke-width="2"/>`,
-			esc(s.Name), strings.Join(pts, " "), seriesColor(i))
-		legendItem(b, float64(chartWidth-chartMarginRight+14), i, seriesColor(i), false, s.Name)
+			esc(s.Name), strings.Join(pts, " "), colors[i])
+		legendItem(b, float64(chartWidth-chartMarginRight+14), i, colors[i], false, s.Name)
 	}
 	if len(c.series) == 0 {
 		text(b, left+plotW/2, top+plotH/2, "middle", "empty", "nothing yet")

@@ -391,3 +391,45 @@ func TestLiveFirstScreen(t *testing.T) {
 		t.Error("a healthy job is not said to be")
 	}
 }
+
+// TestSeriesColors: a series has the colour of its name's place among
+// the chart's names, whatever their order, so that the console and the
+// report, which draw the same rules, colour each alike; up to the
+// palette's size no two share one.
+func TestSeriesColors(t *testing.T) {
+	names := []string{"pay-burst → deny", "user-spend → review", "device-session-scraping → deny", "a", "b", "c", "d", "e", "f", "g"}
+	series := func(ns ...string) []Series {
+		var s []Series
+		for _, n := range ns {
+			s = append(s, Series{Name: n})
+		}
+		return s
+	}
+	all := seriesColors(series(names...))
+	seen := map[string]bool{}
+	for _, c := range all {
+		if seen[c] {
+			t.Errorf("colour %s given twice among %d series: %v", c, len(names), all)
+		}
+		seen[c] = true
+	}
+	reversed := slices.Clone(names)
+	slices.Reverse(reversed)
+	back := seriesColors(series(reversed...))
+	for i := range names {
+		if back[len(names)-1-i] != all[i] {
+			t.Errorf("%q: %s in one order, %s in the other", names[i], all[i], back[len(names)-1-i])
+		}
+	}
+}
+
+// TestWholeAxis: a chart of counts has no tick between whole numbers, even
+// when every count is 0.
+func TestWholeAxis(t *testing.T) {
+	var b strings.Builder
+	lineChart{label: "lag", yLabel: "records", series: []Series{{Name: "partition 0", Points: []Point{{T: 0, V: 0}, {T: 1000, V: 0}}}},
+		from: 0, to: 1000, whole: true}.render(&b)
+	if strings.Contains(b.String(), ">0.5<") || strings.Contains(b.String(), ">0.25<") {
+		t.Errorf("a tick between whole numbers on a chart of counts:\n%s", b.String())
+	}
+}

@@ -127,7 +127,7 @@ func WriteReport(w io.Writer, r *Report) error {
 	b.WriteString(`<section id="decisions"><h2>Decisions by rule over event time</h2>`)
 	fmt.Fprintf(&b, `<p class="note">Decisions per %s of event time, per rule and action.</p>`, formatDuration(r.Interval))
 	lineChart{label: "decisions per rule over event time", yLabel: "decisions", series: r.DecisionSeries,
-		from: floorTo(r.From, r.Interval), to: floorTo(r.To, r.Interval) + r.Interval, steps: true}.render(&b)
+		from: floorTo(r.From, r.Interval), to: floorTo(r.To, r.Interval) + r.Interval, steps: true, whole: true}.render(&b)
 	b.WriteString(`<table><tr><th>rule</th><th>action</th><th class="n">decisions</th></tr>`)
 	for _, d := range r.Decisions {
 		fmt.Fprintf(&b, `<tr><td>%s</td><td>%s</td><td class="n">%s</td></tr>`, esc(d.Rule), esc(d.Action), formatCount(d.Count))

@@ -282,7 +282,7 @@ func LoadReport(dir string) (*Report, error) {
 			return err
 		}
 		r.DLQ++
-		reasons[digits.ReplaceAllString(d.Reason, "#")]++
+		reasons[reasonKind(d.Reason)]++
 		if len(r.DLQExamples) < exampleCount {
 			raw := d.Raw
 			if d.RawBase64 != "" {
@@ -308,9 +308,21 @@ func LoadReport(dir string) (*Report, error) {
 	return r, nil
 }
 
-// digits are the numbers of a dlq reason, which vary from record to record
-// of one kind.
-var digits = regexp.MustCompile(`[0-9]+`)
+// numbers are the numbers of a dlq reason, which vary from record to
+// record of one kind, and names with a number in them, which do not
+// (RFC 3339, int64), which the second group keeps.
+var numbers = regexp.MustCompile(`([0-9]+)|(RFC [0-9]+|\b[A-Za-z_][A-Za-z_0-9]*[0-9][A-Za-z_0-9]*)`)
+
+// reasonKind is a dlq reason with its varying numbers as #: the kind of
+// record it is, for counting.
+func reasonKind(reason string) string {
+	return numbers.ReplaceAllStringFunc(reason, func(m string) string {
+		if m[0] >= '0' && m[0] <= '9' {
+			return "#"
+		}
+		return m
+	})
+}
 
 // window is a record's window.
 type window struct {

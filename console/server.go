@@ -371,7 +371,7 @@ func renderCharts(b *strings.Builder, s snapshot, o LiveOptions) {
 	b.WriteString(`<section id="consumer-lag"><h2>Consumer lag per partition</h2><p class="note">Records of the partition not consumed yet.</p>`)
 	lineChart{label: "consumer lag per partition", yLabel: "records", series: partitionSeries(s.samples, func(p PartitionSample) (float64, bool) {
 		return float64(p.ConsumerLag), true
-	}), from: from, to: to}.render(b)
+	}), from: from, to: to, whole: true}.render(b)
 	b.WriteString("</section>\n")
 
 	renderTopKeys(b, mergeTopKeys(all), fmt.Sprintf("Over the last %s.", formatDuration(o.Span.Milliseconds())))
@@ -433,7 +433,10 @@ func decisionRates(samples []Sample) []Series {
 			out[k].Points = append(out[k].Points, Point{T: cur.At, V: float64(d.Count-before[name]) / dt})
 		}
 	}
-	return out
+	// The rules that decided, as the report draws them.
+	return slices.DeleteFunc(out, func(s Series) bool {
+		return !slices.ContainsFunc(s.Points, func(p Point) bool { return p.V != 0 })
+	})
 }
 
 // mergeTopKeys adds up the top keys of the samples.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -29,8 +30,23 @@ const (
 var palette = [...]string{"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
 	"#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"}
 
-// seriesColor is the colour of the i-th series of a chart.
-func seriesColor(i int) string { return palette[i%len(palette)] }
+// seriesColors gives each series a colour by its name's place among the
+// chart's names in order, so that a rule has the same colour in the
+// console and in the report, whose charts draw the rules that decided.
+func seriesColors(series []Series) []string {
+	names := make([]string, len(series))
+	for i, s := range series {
+		names[i] = s.Name
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+	colors := make([]string, len(series))
+	for i, s := range series {
+		k, _ := slices.BinarySearch(names, s.Name)
+		colors[i] = palette[k%len(palette)]
+	}
+	return colors
+}
 
 // countScale is the heatmap's sequential scale (ColorBrewer YlGnBu), light
 // for few values and dark for many, so that the p50 and p99 lines drawn
@@ -196,7 +212,9 @@ func legendItem(b *strings.Builder, x float64, idx int, color string, dash bool,
 	}
 	fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="2.5"%s/>`,
 		num(x), num(y), num(x+18), num(y), color, style)
-	text(b, x+24, y+4, "start", "legend", truncate(label, 24))
+	// A long name is cut; the whole shows on hover.
+	fmt.Fprintf(b, `<text x="%s" y="%s" text-anchor="start" class="legend"><title>%s</title>%s</text>`,
+		num(x+24), num(y+4), esc(label), esc(truncate(label, 28)))
 }
 
 // truncate shortens s to n runes, with an ellipsis.
