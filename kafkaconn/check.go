@@ -138,3 +138,16 @@ func hungUp(err error) bool {
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
 		errors.Is(err, os.ErrDeadlineExceeded)
 }
+
+// RefusedHint says what to do when no broker accepted a connection (err),
+// "" for any other error. defaultAddr, if not empty, is the development
+// broker's address, tried as no broker was named.
+func RefusedHint(err error, defaultAddr string) string {
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		return ""
+	}
+	if defaultAddr != "" {
+		return "nothing listens on " + defaultAddr + ", where 'riskstream run --rules FILE' (without --brokers) starts a development broker: start it first, or name your brokers with --brokers"
+	}
+	return "nothing listens there: check --brokers and that the brokers are up"
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/riskstream/riskstream/broker"
+	"github.com/riskstream/riskstream/produce"
 	"github.com/riskstream/riskstream/rules"
 )
 
@@ -34,7 +35,7 @@ func TestBrokerRestart(t *testing.T) {
 	}
 	produced := make(chan error, 1)
 	go func() {
-		_, err := Produce(context.Background(), ProduceOptions{File: input, Brokers: []string{addr}, Rate: 10_000})
+		_, err := produce.Run(context.Background(), produce.Options{File: input, Brokers: []string{addr}, Rate: 10_000})
 		produced <- err
 	}()
 	// The producer reconnects each partition on its own after the restart,

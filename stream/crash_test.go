@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/riskstream/riskstream/produce"
 )
 
 // buildBinary builds the riskstream command for tests that run it as a
@@ -59,7 +61,7 @@ func TestCrashSafety(t *testing.T) {
 	const rate = 2000.0
 	produced := make(chan error, 1)
 	go func() {
-		_, err := Produce(context.Background(), ProduceOptions{File: bundledInput, Brokers: []string{addr}, Rate: rate})
+		_, err := produce.Run(context.Background(), produce.Options{File: bundledInput, Brokers: []string{addr}, Rate: rate})
 		produced <- err
 	}()
 
@@ -132,7 +134,7 @@ func TestKilledTwiceCatchingUp(t *testing.T) {
 	bin, cfg := threeKeysJob(t)
 	const events = 200_000
 	addr := startLiveBroker(t)
-	if st, err := Produce(context.Background(), ProduceOptions{File: generated(t, events), Brokers: []string{addr}}); err != nil || st.Failed != 0 {
+	if st, err := produce.Run(context.Background(), produce.Options{File: generated(t, events), Brokers: []string{addr}}); err != nil || st.Failed != 0 {
 		t.Fatalf("produce: %+v, %v", st, err)
 	}
 	want := topicReplayDecisions(t, addr, cfg)
@@ -169,7 +171,7 @@ func TestKilledOutputTopicsCreatedSince(t *testing.T) {
 	bin, cfg := threeKeysJob(t)
 	addr := startAutoCreatingBroker(t)
 	const events = 50_000
-	if st, err := Produce(context.Background(), ProduceOptions{File: generated(t, events), Brokers: []string{addr}}); err != nil || st.Failed != 0 {
+	if st, err := produce.Run(context.Background(), produce.Options{File: generated(t, events), Brokers: []string{addr}}); err != nil || st.Failed != 0 {
 		t.Fatalf("produce: %+v, %v", st, err)
 	}
 	want := topicReplayDecisions(t, addr, cfg)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskstream/riskstream/gen"
+	"github.com/riskstream/riskstream/produce"
 	"github.com/riskstream/riskstream/state"
 	"github.com/segmentio/kafka-go"
 )
@@ -52,7 +53,7 @@ func BenchmarkDistributedCatchUp(b *testing.B) {
 	cfg := loadRules(b)
 	for b.Loop() {
 		addr := startLiveBrokerWith(b, int32(*distPartitions))
-		if st, err := Produce(context.Background(), ProduceOptions{File: "-", Stdin: bytes.NewReader(input),
+		if st, err := produce.Run(context.Background(), produce.Options{File: "-", Stdin: bytes.NewReader(input),
 			Brokers: []string{addr}}); err != nil || st.Failed != 0 {
 			b.Fatalf("produce: %+v %v", st, err)
 		}
@@ -183,7 +184,7 @@ func BenchmarkTakeover(b *testing.B) {
 	}
 	for b.Loop() {
 		addr := startLiveBroker(b)
-		if st, err := Produce(context.Background(), ProduceOptions{File: "-", Stdin: bytes.NewReader(buf.Bytes()),
+		if st, err := produce.Run(context.Background(), produce.Options{File: "-", Stdin: bytes.NewReader(buf.Bytes()),
 			Brokers: []string{addr}}); err != nil || st.Failed != 0 {
 			b.Fatalf("produce: %+v %v", st, err)
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskstream/riskstream/gen"
+	"github.com/riskstream/riskstream/produce"
 	"github.com/riskstream/riskstream/rules"
 )
 
@@ -180,7 +181,7 @@ func newDistributedRunOn(t *testing.T, addr string, events int, rate float64) (*
 	want := replayOf(t, cfg, input)
 	produced := make(chan error, 1)
 	go func() {
-		_, err := Produce(context.Background(), ProduceOptions{File: input, Brokers: []string{d.addr}, Rate: rate})
+		_, err := produce.Run(context.Background(), produce.Options{File: input, Brokers: []string{d.addr}, Rate: rate})
 		produced <- err
 	}()
 	return d, want, produced

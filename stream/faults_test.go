@@ -18,6 +18,7 @@ import (
 
 	"github.com/riskstream/riskstream/gen"
 	"github.com/riskstream/riskstream/internal/kafkatest"
+	"github.com/riskstream/riskstream/produce"
 	"github.com/segmentio/kafka-go"
 )
 
@@ -42,7 +43,7 @@ func TestFaultBrokerSIGKILL(t *testing.T) {
 	startBroker := func() *exec.Cmd { return startBrokerProcess(t, bin, addr, data, 1) }
 	b := startBroker()
 	defer func() { b.Process.Kill(); b.Wait() }()
-	if st, err := Produce(context.Background(), ProduceOptions{File: input, Brokers: []string{addr}}); err != nil || st.Failed != 0 {
+	if st, err := produce.Run(context.Background(), produce.Options{File: input, Brokers: []string{addr}}); err != nil || st.Failed != 0 {
 		t.Fatalf("produce: %+v, %v", st, err)
 	}
 
@@ -145,7 +146,7 @@ func TestFaultBrokerHang(t *testing.T) {
 	addr, data := freeAddr(t), t.TempDir()
 	b := startBrokerProcess(t, bin, addr, data, 1)
 	defer func() { b.Process.Signal(syscall.SIGCONT); b.Process.Kill(); b.Wait() }()
-	if st, err := Produce(context.Background(), ProduceOptions{File: input, Brokers: []string{addr}}); err != nil || st.Failed != 0 {
+	if st, err := produce.Run(context.Background(), produce.Options{File: input, Brokers: []string{addr}}); err != nil || st.Failed != 0 {
 		t.Fatalf("produce: %+v, %v", st, err)
 	}
 	stateDir, metrics := t.TempDir(), freeAddr(t)

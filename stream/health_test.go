@@ -18,6 +18,7 @@ import (
 	"time"
 
 	corruptpkg "github.com/riskstream/riskstream/internal/corrupt"
+	"github.com/riskstream/riskstream/produce"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
@@ -149,7 +150,7 @@ func produceHalves(t *testing.T, addr string) func(half int) {
 	lines := strings.SplitAfter(string(b), "\n")
 	halves := []string{strings.Join(lines[:len(lines)/2], ""), strings.Join(lines[len(lines)/2:], "")}
 	return func(half int) {
-		st, err := Produce(context.Background(), ProduceOptions{File: "-", Stdin: strings.NewReader(halves[half]), Brokers: []string{addr}})
+		st, err := produce.Run(context.Background(), produce.Options{File: "-", Stdin: strings.NewReader(halves[half]), Brokers: []string{addr}})
 		if err != nil || st.Failed != 0 {
 			t.Fatalf("produce: %+v, %v", st, err)
 		}

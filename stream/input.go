@@ -1,19 +1,14 @@
 package stream
 
 import (
-	"bufio"
 	"bytes"
-	"compress/gzip"
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
 	"slices"
-	"strings"
 
 	"github.com/riskstream/riskstream/engine"
+	"github.com/riskstream/riskstream/internal/infile"
 )
 
 // chunk is a run of whole lines from one input file, read ahead by the
@@ -52,7 +47,7 @@ func readInputs(ctx context.Context, inputs []string, stdin io.Reader, size int,
 }
 
 func readInput(ctx context.Context, name string, stdin io.Reader, size int, out chan<- *chunk, free chan *chunk) error {
-	r, closeFn, err := openInput(name, stdin)
+	r, closeFn, err := infile.Open(name, stdin)
 	if err != nil {
 		return err
 	}
@@ -70,7 +65,7 @@ func readInput(ctx context.Context, name string, stdin io.Reader, size int, out 
 		c.data = c.data[:len(c.data)+n]
 		eof := err == io.EOF
 		if err != nil && !eof {
-			return fmt.Errorf("read: %w", withoutPath(err))
+			return fmt.Errorf("read: %w", infile.WithoutPath(err))
 		}
 		if len(c.data) >= size || (eof && len(c.data) > 0) {
 			cut := len(c.data)
@@ -118,47 +113,6 @@ func newChunk(free chan *chunk, size int, file string, firstLine int64) *chunk {
 	return c
 }
 
-// openInput opens a file, or stdin for "-", decompressing gzip: a name
-// ending in .gz must be gzip, and any other input is gzip when it starts with
-// gzip's magic bytes, so that a compressed file named otherwise (or piped
-// in) is not read as lines of binary.
-func openInput(name string, stdin io.Reader) (io.Reader, func(), error) {
-	var r io.Reader
-	closeFn := func() {}
-	if name == "-" {
-		r = stdin
-	} else {
-		f, err := os.Open(name)
-		if err != nil {
-			return nil, nil, withoutPath(err)
-		}
-		r, closeFn = f, func() { f.Close() }
-	}
-	// Reads of a chunk or more bypass the buffer once the peeked bytes are
-	// consumed; gzip reads its input through it byte by byte.
-	br := bufio.NewReaderSize(r, 64<<10)
-	if !strings.HasSuffix(name, ".gz") {
-		magic, err := br.Peek(len(gzipMagic))
-		if err != nil && err != io.EOF {
-			closeFn()
-			return nil, nil, fmt.Errorf("read: %w", withoutPath(err))
-		}
-		if !bytes.Equal(magic, gzipMagic) {
-			return br, closeFn, nil
-		}
-	}
-	zr, err := gzip.NewReader(br)
-	if err != nil {
-		closeFn()
-		return nil, nil, err
-	}
-	inner := closeFn
-	return zr, func() { zr.Close(); inner() }, nil
-}
-
-// gzipMagic are the first two bytes of every gzip stream (RFC 1952).
-var gzipMagic = []byte{0x1f, 0x8b}
-
 // forEachLine calls fn for every non-blank line of c, without its line
 // terminator, with its line number.
 func forEachLine(c *chunk, fn func(line []byte, n int64) error) error {
@@ -182,14 +136,4 @@ func forEachLine(c *chunk, fn func(line []byte, n int64) error) error {
 		n++
 	}
 	return nil
-}
-
-// withoutPath drops the file name from an os error: the caller names the
-// input once.
-func withoutPath(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return fmt.Errorf("%s: %w", pe.Op, pe.Err)
-	}
-	return err
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/riskstream/riskstream/gen"
+	"github.com/riskstream/riskstream/produce"
 	"github.com/segmentio/kafka-go"
 )
 
@@ -86,9 +87,9 @@ func BenchmarkLive(b *testing.B) {
 		labelled("reader", func() { go func() { seen <- readArrivals(readerCtx, addr, "decisions") }() })
 
 		start := time.Now()
-		var st ProduceStats
+		var st produce.Stats
 		labelled("producer", func() {
-			st, err = Produce(context.Background(), ProduceOptions{File: "-", Stdin: bytes.NewReader(input),
+			st, err = produce.Run(context.Background(), produce.Options{File: "-", Stdin: bytes.NewReader(input),
 				Brokers: []string{addr}, Rate: *liveRate})
 		})
 		if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/riskstream/riskstream/broker"
 	"github.com/riskstream/riskstream/gen"
 	"github.com/riskstream/riskstream/internal/race"
+	"github.com/riskstream/riskstream/produce"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/segmentio/kafka-go"
 )
@@ -253,7 +254,7 @@ func TestLiveEqualsTopicReplayPartitioned(t *testing.T) {
 	// can: the partitions' records arrive in whatever order the producer
 	// and the broker make.
 	stop := startJob(t, RunOptions{Config: cfg, Brokers: []string{addr}, CheckpointInterval: 50 * time.Millisecond})
-	if st, err := Produce(context.Background(), ProduceOptions{File: input, Brokers: []string{addr}}); err != nil || st.Failed != 0 {
+	if st, err := produce.Run(context.Background(), produce.Options{File: input, Brokers: []string{addr}}); err != nil || st.Failed != 0 {
 		t.Fatalf("produce: %+v %v", st, err)
 	}
 	waitCheckpointed(t, addr, 4, int64(events), nil)
@@ -359,7 +360,7 @@ func TestCrashSafetyPartitioned(t *testing.T) {
 	// The input arrives over the kills: 100,000 events in about 12 s.
 	produced := make(chan error, 1)
 	go func() {
-		_, err := Produce(context.Background(), ProduceOptions{File: input, Brokers: []string{addr}, Rate: 8000})
+		_, err := produce.Run(context.Background(), produce.Options{File: input, Brokers: []string{addr}, Rate: 8000})
 		produced <- err
 	}()
 	// The input arrives while the test's machine may be busy with other
@@ -542,7 +543,7 @@ func TestLiveMemoryBudgetCrash(t *testing.T) {
 	}
 	input, events := keyScaleWorkload(t)
 	addr := startPartitionedBroker(t)
-	if st, err := Produce(context.Background(), ProduceOptions{File: input, Brokers: []string{addr}}); err != nil || st.Failed != 0 {
+	if st, err := produce.Run(context.Background(), produce.Options{File: input, Brokers: []string{addr}}); err != nil || st.Failed != 0 {
 		t.Fatalf("produce: %+v %v", st, err)
 	}
 	out := t.TempDir()

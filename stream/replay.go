@@ -214,7 +214,7 @@ func Replay(ctx context.Context, opts ReplayOptions) (_ *Summary, err error) {
 		// here, saying so, as for produce.
 		if err := sec.Check(ctx, opts.Brokers); err != nil {
 			err = fmt.Errorf("replay of topic %s: brokers %v (%v): %w", opts.Topic, opts.Brokers, sec, err)
-			if hint := refusedHint(err, false); hint != "" {
+			if hint := kafkaconn.RefusedHint(err, ""); hint != "" {
 				err = fmt.Errorf("%w\n%s", err, hint)
 			}
 			return nil, err

@@ -541,3 +541,12 @@ func TestReplayDedupe(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayTopicRefused: a replay of a topic on brokers nothing listens
+// at says so and what to check, as produce does, not a bare dial error.
+func TestReplayTopicRefused(t *testing.T) {
+	_, err := Replay(context.Background(), ReplayOptions{Config: loadRules(t), Brokers: []string{freeAddr(t)}, Topic: "requests", OutDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "replay of topic requests: brokers") || !strings.Contains(err.Error(), "nothing listens there: check --brokers") {
+		t.Fatalf("a replay of a topic with no broker: %v", err)
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/riskstream/riskstream/broker"
 	"github.com/riskstream/riskstream/internal/kafkatest"
 	"github.com/riskstream/riskstream/order"
+	"github.com/riskstream/riskstream/produce"
 	"github.com/riskstream/riskstream/sink"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -90,7 +91,7 @@ func testClient(t testing.TB, addr string, timeout time.Duration) *kafka.Client 
 
 func produceBundled(t *testing.T, addr string) {
 	t.Helper()
-	st, err := Produce(context.Background(), ProduceOptions{File: bundledInput, Brokers: []string{addr}})
+	st, err := produce.Run(context.Background(), produce.Options{File: bundledInput, Brokers: []string{addr}})
 	if err != nil || st.Failed != 0 {
 		t.Fatalf("produce: %+v, %v", st, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/riskstream/riskstream/internal/kafkatest"
+	"github.com/riskstream/riskstream/produce"
 
 	"github.com/riskstream/riskstream/broker"
 	"github.com/riskstream/riskstream/internal/testcert"
@@ -84,7 +85,7 @@ func TestSecuredCluster(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			addr := securedBroker(t, certs, tc.users...)
-			st, err := Produce(context.Background(), ProduceOptions{File: payBurst(t), Brokers: []string{addr}, Security: tc.sec, Key: "user"})
+			st, err := produce.Run(context.Background(), produce.Options{File: payBurst(t), Brokers: []string{addr}, Security: tc.sec, Key: "user"})
 			if err != nil || st.Records != 7 {
 				t.Fatalf("produce: %+v, %v", st, err)
 			}
@@ -133,7 +134,7 @@ func TestSecurityRefused(t *testing.T) {
 				}
 			}
 			start := time.Now()
-			_, err := Produce(context.Background(), ProduceOptions{File: file, Brokers: []string{tc.addr}, Security: tc.sec})
+			_, err := produce.Run(context.Background(), produce.Options{File: file, Brokers: []string{tc.addr}, Security: tc.sec})
 			check("produce", err, time.Since(start))
 			start = time.Now()
 			err = Run(context.Background(), RunOptions{Config: loadRules(t), Brokers: []string{tc.addr}, Security: tc.sec, StateDir: t.TempDir()})

@@ -4,14 +4,14 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/riskstream/riskstream/produce"
 	"github.com/riskstream/riskstream/sink"
-	"github.com/riskstream/riskstream/stream"
 	"github.com/spf13/cobra"
 )
 
 func newProduceCmd() *cobra.Command {
 	var (
-		o               stream.ProduceOptions
+		o               produce.Options
 		resolveSecurity func() error
 	)
 	cmd := &cobra.Command{
@@ -54,7 +54,7 @@ age. Without --retime the records go as recorded (a faithful replay).
 			o.Brokers = brokerList(o.Brokers)
 			o.File = args[0]
 			o.Stdin = cmd.InOrStdin()
-			st, err := stream.Produce(cmd.Context(), o)
+			st, err := produce.Run(cmd.Context(), o)
 			if err != nil && st.Records+st.TooLarge+st.Failed == 0 {
 				return err
 			}

@@ -1,4 +1,4 @@
-package stream
+package produce
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/riskstream/riskstream/broker"
+	"github.com/riskstream/riskstream/kafkaconn"
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol/metadata"
 )
@@ -52,7 +53,7 @@ func TestProduce(t *testing.T) {
 	}
 
 	before := time.Now().Add(-time.Second)
-	st, err := Produce(context.Background(), ProduceOptions{File: file, Brokers: []string{addr}})
+	st, err := Run(context.Background(), Options{File: file, Brokers: []string{addr}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +95,7 @@ func TestProduce(t *testing.T) {
 func TestProduceKeyAttribute(t *testing.T) {
 	addr := startBroker(t, 1)
 	in := `{"id":"r-1","ts":1,"user":"u42"}` + "\n" + `{"id":"r-2","ts":2,"user":7}` + "\n" + `{"id":"r-3","ts":3,"user":null}`
-	st, err := Produce(context.Background(), ProduceOptions{File: "-", Stdin: strings.NewReader(in), Brokers: []string{addr}, Key: "user"})
+	st, err := Run(context.Background(), Options{File: "-", Stdin: strings.NewReader(in), Brokers: []string{addr}, Key: "user"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +115,7 @@ func TestProduceRate(t *testing.T) {
 		fmt.Fprintf(&sb, `{"id":"r-%d","ts":%d}`+"\n", i, 1732150000000+i)
 	}
 	start := time.Now()
-	st, err := Produce(context.Background(), ProduceOptions{File: "-", Stdin: strings.NewReader(sb.String()), Brokers: []string{addr}, Rate: 1000})
+	st, err := Run(context.Background(), Options{File: "-", Stdin: strings.NewReader(sb.String()), Brokers: []string{addr}, Rate: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +128,7 @@ func TestProduceRate(t *testing.T) {
 }
 
 func TestProduceMissingFile(t *testing.T) {
-	_, err := Produce(context.Background(), ProduceOptions{File: "/nonexistent.jsonl", Brokers: []string{"127.0.0.1:1"}})
+	_, err := Run(context.Background(), Options{File: "/nonexistent.jsonl", Brokers: []string{"127.0.0.1:1"}})
 	if err == nil || !strings.Contains(err.Error(), "produce /nonexistent.jsonl") {
 		t.Errorf("err = %v, want it to name the file", err)
 	}
@@ -139,7 +140,7 @@ func TestProduceMissingFile(t *testing.T) {
 func TestProduceNoBroker(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "in.jsonl")
 	os.WriteFile(file, []byte(`{"id":"a","ts":1}`+"\n"), 0o644)
-	_, err := Produce(context.Background(), ProduceOptions{File: file, Brokers: []string{"127.0.0.1:1"}})
+	_, err := Run(context.Background(), Options{File: file, Brokers: []string{"127.0.0.1:1"}})
 	if err == nil {
 		t.Fatal("produce without a broker succeeded")
 	}
@@ -152,10 +153,10 @@ func TestProduceNoBroker(t *testing.T) {
 	if strings.Contains(msg, "dial tcp") {
 		t.Errorf("error %q repeats the dial step", msg)
 	}
-	if hint := refusedHint(err, true); !strings.Contains(hint, embeddedBrokerAddr) || !strings.Contains(hint, "riskstream run --rules FILE' (without --brokers)") {
+	if hint := kafkaconn.RefusedHint(err, embeddedBrokerAddr); !strings.Contains(hint, embeddedBrokerAddr) || !strings.Contains(hint, "riskstream run --rules FILE' (without --brokers)") {
 		t.Errorf("hint for the default address = %q", hint)
 	}
-	if hint := refusedHint(errors.New("tls: bad certificate"), true); hint != "" {
+	if hint := kafkaconn.RefusedHint(errors.New("tls: bad certificate"), embeddedBrokerAddr); hint != "" {
 		t.Errorf("hint for another error = %q, want none", hint)
 	}
 }
@@ -207,7 +208,7 @@ func TestProduceSlowInput(t *testing.T) {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		_, err := Produce(context.Background(), ProduceOptions{File: "-", Stdin: pr, Brokers: []string{addr}})
+		_, err := Run(context.Background(), Options{File: "-", Stdin: pr, Brokers: []string{addr}})
 		done <- err
 	}()
 	pw.Write([]byte(`{"id":"first","ts":1}` + "\n"))
@@ -339,7 +340,7 @@ func FuzzKeyScanner(f *testing.F) {
 
 // TestProduceOversizedLine: a line larger than the maximum message size,
 // in the middle of a file, is reported by file and line and not sent; the
-// lines after it are, and Produce fails at the end, naming the line.
+// lines after it are, and Run fails at the end, naming the line.
 func TestProduceOversizedLine(t *testing.T) {
 	addr := startBroker(t, 1)
 	lines := []string{
@@ -355,7 +356,7 @@ func TestProduceOversizedLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs bytes.Buffer
-	st, err := Produce(context.Background(), ProduceOptions{File: file, Brokers: []string{addr},
+	st, err := Run(context.Background(), Options{File: file, Brokers: []string{addr},
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err == nil || !strings.Contains(err.Error(), file+":3") {
 		t.Errorf("err = %v, want it to name %s:3", err, file)
@@ -388,7 +389,7 @@ func TestProduceReportsLinesUpToACap(t *testing.T) {
 		fmt.Fprintf(&in, `{"id":"r-%d","ts":%d,"pad":%q}`+"\n", i, i, pad)
 	}
 	var logs bytes.Buffer
-	st, err := Produce(context.Background(), ProduceOptions{File: "-", Stdin: strings.NewReader(in.String()),
+	st, err := Run(context.Background(), Options{File: "-", Stdin: strings.NewReader(in.String()),
 		Brokers: []string{addr}, MaxMessageBytes: 100, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if st.Records != 3 || st.TooLarge != 12 {
 		t.Errorf("stats = %+v, want 3 records and 12 too large", st)
@@ -428,7 +429,7 @@ func TestProduceBrokerRefusesTooLarge(t *testing.T) {
 		want = append(want, fmt.Sprintf("r-%02d", i))
 	}
 	var logs bytes.Buffer
-	st, err := Produce(context.Background(), ProduceOptions{File: "-", Stdin: strings.NewReader(in.String()),
+	st, err := Run(context.Background(), Options{File: "-", Stdin: strings.NewReader(in.String()),
 		Brokers: []string{addr}, Topic: "small", Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err == nil || !strings.Contains(err.Error(), "-:11") {
 		t.Errorf("err = %v, want it to name line 11", err)
@@ -467,7 +468,7 @@ func TestProduceSameTopicTwice(t *testing.T) {
 	}
 	topic := func() [][]string {
 		addr := startBroker(t, 4)
-		st, err := Produce(context.Background(), ProduceOptions{File: "-", Stdin: strings.NewReader(in.String()), Brokers: []string{addr}})
+		st, err := Run(context.Background(), Options{File: "-", Stdin: strings.NewReader(in.String()), Brokers: []string{addr}})
 		if err != nil || st.Records != 400 || st.Keyless != 40 {
 			t.Fatalf("produce: %+v, %v", st, err)
 		}
@@ -489,14 +490,5 @@ func TestProduceSameTopicTwice(t *testing.T) {
 				t.Fatalf("partition %d: a record stamped outside the capture's time: %s", p, rec)
 			}
 		}
-	}
-}
-
-// TestReplayTopicRefused: a replay of a topic on brokers nothing listens
-// at says so and what to check, as produce does, not a bare dial error.
-func TestReplayTopicRefused(t *testing.T) {
-	_, err := Replay(context.Background(), ReplayOptions{Config: loadRules(t), Brokers: []string{freeAddr(t)}, Topic: "requests", OutDir: t.TempDir()})
-	if err == nil || !strings.Contains(err.Error(), "replay of topic requests: brokers") || !strings.Contains(err.Error(), "nothing listens there: check --brokers") {
-		t.Fatalf("a replay of a topic with no broker: %v", err)
 	}
 }

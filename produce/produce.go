@@ -1,4 +1,9 @@
-package stream
+// Package produce is the producer of riskstream produce: it publishes the
+// lines of a file (or standard input), one event each, to a topic, at the
+// pace of their timestamps or as fast as the brokers take them, re-timed
+// as live traffic when asked (retime.go), keyed by an attribute, and
+// reports every line it could not send.
+package produce
 
 import (
 	"bufio"
@@ -15,19 +20,19 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 	"unicode/utf8"
 
 	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/internal/infile"
 	"github.com/riskstream/riskstream/kafkaconn"
 	"github.com/riskstream/riskstream/sink"
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol/metadata"
 )
 
-// ProduceOptions configures Produce. Zero fields take the defaults below.
-type ProduceOptions struct {
+// Options configures Run. Zero fields take the defaults below.
+type Options struct {
 	// File is the JSONL input (.jsonl, .jsonl.gz, or "-" for Stdin).
 	// Required.
 	File string
@@ -74,8 +79,8 @@ type ProduceOptions struct {
 	Logger *slog.Logger
 }
 
-// ProduceStats summarizes a Produce call.
-type ProduceStats struct {
+// Stats summarizes a Run call.
+type Stats struct {
 	// Records is the number of records the broker acknowledged.
 	Records int64
 	// Failed is the number of records that could not be written for
@@ -105,7 +110,7 @@ const maxInFlight = 10000
 // under maxInFlight, whose slots the records waiting in a group hold.
 const maxGroup = 256
 
-// maxReportedLines is how many lines not sent Produce reports one by one
+// maxReportedLines is how many lines not sent Run reports one by one
 // (and names in its error); the others are counted.
 const maxReportedLines = 10
 
@@ -113,11 +118,11 @@ const maxReportedLines = 10
 // value, without headers (23 bytes), against Writer.BatchBytes.
 const batchOverhead = 64
 
-// oversized deals with Produce's lines too large for the topic: those
+// oversized deals with Run's lines too large for the topic: those
 // larger than the maximum message size, never sent, and those the broker
 // refused as too large in a batch, sent again one at a time. It reports
 // the lines not sent. Only refuse may be called from another goroutine
-// than Produce's.
+// than Run's.
 type oversized struct {
 	file string
 	log  *slog.Logger
@@ -206,7 +211,7 @@ func (o *oversized) err(topic string) error {
 	return fmt.Errorf("%d lines too large for topic %s, not sent: %s", o.n, topic, b.String())
 }
 
-// Produce publishes every non-blank line of opts.File as one message to
+// Run publishes every non-blank line of opts.File as one message to
 // opts.Topic. The record timestamp is the line's integer ingest_ts when it
 // has one, so a recorded capture replays with its original reference
 // clock; a line without one after lines with it takes the last one's, so
@@ -220,7 +225,7 @@ func (o *oversized) err(topic string) error {
 //
 // A line larger than opts.MaxMessageBytes is not sent, nor one the broker
 // refuses as too large for the topic: each is reported, by file and line
-// number, and Produce goes on and returns an error at the end. Lines the
+// number, and Run goes on and returns an error at the end. Lines the
 // broker refused only together with others (a batch over the topic's
 // max.message.bytes) are sent again one at a time, after the lines sent
 // meanwhile.
@@ -228,21 +233,8 @@ func (o *oversized) err(topic string) error {
 // development broker, and so where produce sends by default.
 const embeddedBrokerAddr = "127.0.0.1:9092"
 
-// refusedHint says what to do when no broker accepted the connection:
-// defaultBrokers is true when none was named, so that the default address,
-// the development broker's, was tried.
-func refusedHint(err error, defaultBrokers bool) string {
-	if !errors.Is(err, syscall.ECONNREFUSED) {
-		return ""
-	}
-	if defaultBrokers {
-		return "nothing listens on " + embeddedBrokerAddr + ", where 'riskstream run --rules FILE' (without --brokers) starts a development broker: start it first, or name your brokers with --brokers"
-	}
-	return "nothing listens there: check --brokers and that the brokers are up"
-}
-
-func Produce(ctx context.Context, opts ProduceOptions) (ProduceStats, error) {
-	var st ProduceStats
+func Run(ctx context.Context, opts Options) (Stats, error) {
+	var st Stats
 	if opts.File == "" {
 		return st, errors.New("produce: no input file")
 	}
@@ -253,8 +245,11 @@ func Produce(ctx context.Context, opts ProduceOptions) (ProduceStats, error) {
 	if err != nil {
 		return st, fmt.Errorf("produce %s: %w", opts.File, err)
 	}
-	defaultBrokers := len(opts.Brokers) == 0
-	if defaultBrokers {
+	// tried is the development broker's address when no broker was
+	// named: a refusal then means it is not running.
+	var tried string
+	if len(opts.Brokers) == 0 {
+		tried = embeddedBrokerAddr
 		opts.Brokers = []string{embeddedBrokerAddr}
 	}
 	if opts.Topic == "" {
@@ -297,7 +292,7 @@ func Produce(ctx context.Context, opts ProduceOptions) (ProduceStats, error) {
 		opts.Stdin = os.Stdin
 	}
 
-	r, closeIn, err := openInput(opts.File, opts.Stdin)
+	r, closeIn, err := infile.Open(opts.File, opts.Stdin)
 	if err != nil {
 		return st, fmt.Errorf("produce %s: %w", opts.File, err)
 	}
@@ -306,7 +301,7 @@ func Produce(ctx context.Context, opts ProduceOptions) (ProduceStats, error) {
 	// than as an EOF for every record.
 	if err := sec.Check(ctx, opts.Brokers); err != nil {
 		err = fmt.Errorf("produce %s: brokers %v (%v): %w", opts.File, opts.Brokers, sec, err)
-		if hint := refusedHint(err, defaultBrokers); hint != "" {
+		if hint := kafkaconn.RefusedHint(err, tried); hint != "" {
 			err = fmt.Errorf("%w\n%s", err, hint)
 		}
 		return st, err
@@ -526,7 +521,7 @@ func Produce(ctx context.Context, opts ProduceOptions) (ProduceStats, error) {
 }
 
 // oldCapture is how far behind the wall clock a capture's first record
-// timestamp must be for Produce to mention Retime.
+// timestamp must be for Run to mention Retime.
 const oldCapture = time.Hour
 
 // hintOld logs, when first is older than oldCapture, that the records go

@@ -1,4 +1,4 @@
-package stream
+package produce
 
 import (
 	"context"
@@ -53,7 +53,7 @@ func TestProduceRetime(t *testing.T) {
 		`{"id":"d","ts":1732150000500,"ingest_ts":1732150000900}`,
 	}
 	start := time.Now()
-	st, err := Produce(context.Background(), ProduceOptions{File: "-", Stdin: strings.NewReader(strings.Join(lines, "\n")),
+	st, err := Run(context.Background(), Options{File: "-", Stdin: strings.NewReader(strings.Join(lines, "\n")),
 		Brokers: []string{addr}, Retime: true})
 	if err != nil || st.Records != 4 {
 		t.Fatalf("produce: %+v, %v", st, err)
@@ -103,7 +103,7 @@ func mustJSON(t *testing.T, v any) string {
 }
 
 // TestProduceHintsRetime: a capture stamped long ago is sent as it is, and
-// Produce says how to play it as live traffic; a recent one, or one
+// Run says how to play it as live traffic; a recent one, or one
 // retimed, goes without the hint.
 func TestProduceHintsRetime(t *testing.T) {
 	addr := startBroker(t, 1)
@@ -118,7 +118,7 @@ func TestProduceHintsRetime(t *testing.T) {
 	} {
 		var logs strings.Builder
 		line := `{"id":"a","ts":` + strconv.FormatInt(c.ingest, 10) + `,"ingest_ts":` + strconv.FormatInt(c.ingest, 10) + "}\n"
-		_, err := Produce(context.Background(), ProduceOptions{File: "-", Stdin: strings.NewReader(line), Brokers: []string{addr},
+		_, err := Run(context.Background(), Options{File: "-", Stdin: strings.NewReader(line), Brokers: []string{addr},
 			Retime: c.retime, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 		if err != nil {
 			t.Fatal(err)
