@@ -1,42 +1,21 @@
 package engine
 
 import (
-	"bufio"
-	"compress/gzip"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/internal/testinput"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/state"
 	"github.com/riskstream/riskstream/windows"
 )
-
-func bundledLines(t *testing.T) [][]byte {
-	t.Helper()
-	f, err := os.Open("../testdata/requests.jsonl.gz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var lines [][]byte
-	sc := bufio.NewScanner(zr)
-	for sc.Scan() {
-		lines = append(lines, append([]byte(nil), sc.Bytes()...))
-	}
-	return lines
-}
 
 // TestCheckpointRestore stops the engine at several points of the bundled
 // workload, checkpoints it into Pebble, closes the database, and resumes a
@@ -48,7 +27,7 @@ func TestCheckpointRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := bundledLines(t)
+	lines := testinput.BundledLines(t)
 	// writeBack > 0 writes that many states back every 97 records, as the
 	// live loop does between checkpoints.
 	run := func(cuts []int, slots, writeBack int, memory int64) string {
@@ -194,7 +173,7 @@ func TestShardedCheckpointRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := bundledLines(t)
+	lines := testinput.BundledLines(t)
 	wantRec := &recorder{enc: sink.NewEncoder()}
 	{
 		db, err := state.Open(state.Options{Dir: t.TempDir(), AtomicCheckpoints: true})

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/internal/testinput"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/state"
@@ -175,7 +176,7 @@ func staleStates(t *testing.T, db *state.DB) int {
 // same windows; user-spend, its window changed, starts empty.
 func TestReloadKeepsUnchangedRules(t *testing.T) {
 	before, after := loadTwoRules(t)
-	lines := bundledLines(t)
+	lines := testinput.BundledLines(t)
 	cut := len(lines) / 2
 	run := func(cfg *rules.Config, reload *rules.Config, slots int) (first, second string, diff rules.Diff) {
 		backend := windows.NewMemBackend()
@@ -243,7 +244,7 @@ func TestReloadKeepsUnchangedRules(t *testing.T) {
 // the rules gone from the store: a reload drops it from memory only.
 func TestRestoreAfterReload(t *testing.T) {
 	before, after := loadTwoRules(t)
-	lines := bundledLines(t)
+	lines := testinput.BundledLines(t)
 	cut, restart := len(lines)/3, 2*len(lines)/3
 	process := func(e *Engine, from, to int) {
 		for i := from; i < to; i++ {
@@ -332,7 +333,7 @@ func TestRestoreAfterReload(t *testing.T) {
 // loop calls it, then deletes the stored state of the rules gone.
 func TestShardedRestoreWithOtherRules(t *testing.T) {
 	before, after := loadTwoRules(t)
-	lines := bundledLines(t)
+	lines := testinput.BundledLines(t)
 	dir := t.TempDir()
 	open := func(cfg *rules.Config) (*state.DB, *Sharded) {
 		db, err := state.Open(state.Options{Dir: dir, AtomicCheckpoints: true})
@@ -386,7 +387,7 @@ func TestShardedRestoreWithOtherRules(t *testing.T) {
 // to delete, and the outputs are those of a job never interrupted.
 func TestDeleteRetiredBetweenRecords(t *testing.T) {
 	before, after := loadTwoRules(t)
-	lines := bundledLines(t)
+	lines := testinput.BundledLines(t)
 	cut := len(lines) / 2
 	db, err := state.Open(state.Options{Dir: t.TempDir(), AtomicCheckpoints: true})
 	if err != nil {
@@ -465,7 +466,7 @@ func TestReloadRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := bundledLines(t)
+	lines := testinput.BundledLines(t)
 	cut := len(lines) / 2
 	for _, edit := range []struct{ from, to string }{
 		{"out_of_orderness: 2s", "out_of_orderness: 3s"},
@@ -549,7 +550,7 @@ rules:
 		}
 		return cfg
 	}
-	lines := bundledLines(t)
+	lines := testinput.BundledLines(t)
 	cut := len(lines) / 2
 	for _, slots := range []int{0, 50} {
 		// p99 of an api near 180 ms, p50 of a user's few requests near 20.

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/riskstream/riskstream/broker"
+	"github.com/riskstream/riskstream/internal/kafkatest"
+	"github.com/riskstream/riskstream/internal/testinput"
 	"github.com/riskstream/riskstream/kafkaconn"
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol/metadata"
@@ -62,7 +64,7 @@ func TestProduce(t *testing.T) {
 		t.Errorf("stats = %+v, want 5 records, 3 with ingest_ts, 2 keyless", st)
 	}
 
-	got := readMessages(t, addr, "requests", 0, 5)
+	got := kafkatest.ReadMessages(t, nil, addr, "requests", 0, 5, time.Minute)
 	want := []struct {
 		key string // "" means nil
 		ts  int64  // 0 means the send time
@@ -102,7 +104,7 @@ func TestProduceKeyAttribute(t *testing.T) {
 	if st.Records != 3 {
 		t.Fatalf("records = %d, want 3", st.Records)
 	}
-	got := readMessages(t, addr, "requests", 0, 3)
+	got := kafkatest.ReadMessages(t, nil, addr, "requests", 0, 3, time.Minute)
 	if string(got[0].Key) != "u42" || string(got[1].Key) != "7" || got[2].Key != nil {
 		t.Errorf("keys = %q %q %q, want u42 7 nil", got[0].Key, got[1].Key, got[2].Key)
 	}
@@ -212,7 +214,7 @@ func TestProduceSlowInput(t *testing.T) {
 		done <- err
 	}()
 	pw.Write([]byte(`{"id":"first","ts":1}` + "\n"))
-	if got := readMessages(t, addr, "requests", 0, 1); string(got[0].Key) != "first" {
+	if got := kafkatest.ReadMessages(t, nil, addr, "requests", 0, 1, time.Minute); string(got[0].Key) != "first" {
 		t.Fatalf("got %q", got[0].Key)
 	}
 	pw.Write([]byte(`{"id":"second","ts":2}` + "\n"))
@@ -289,7 +291,7 @@ func BenchmarkScanEvent(b *testing.B) {
 // key attributes of every kind (strings, numbers, the reserved fields, a
 // missing one).
 func TestKeyScanner(t *testing.T) {
-	data := readBundledInput(t)
+	data := testinput.Bundled(t)
 	lines := bytes.Split(bytes.TrimSpace(data), []byte("\n"))
 	for _, l := range keyScannerSeeds {
 		lines = append(lines, []byte(l))
@@ -368,7 +370,7 @@ func TestProduceOversizedLine(t *testing.T) {
 		t.Errorf("the line is not reported:\n%s", logs.String())
 	}
 	var got []string
-	for _, m := range readMessages(t, addr, "requests", 0, 4) {
+	for _, m := range kafkatest.ReadMessages(t, nil, addr, "requests", 0, 4, time.Minute) {
 		got = append(got, string(m.Key))
 	}
 	if !slices.Equal(got, []string{"r-1", "r-2", "r-5", "r-6"}) {
@@ -408,7 +410,7 @@ func TestProduceReportsLinesUpToACap(t *testing.T) {
 // one at a time, and a line the broker refuses alone is reported by line.
 func TestProduceBrokerRefusesTooLarge(t *testing.T) {
 	addr := startBroker(t, 1)
-	client := testClient(t, addr, 0)
+	client := kafkatest.Client(t, addr, 0)
 	resp, err := client.CreateTopics(context.Background(), &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{
 		Topic: "small", NumPartitions: 1, ReplicationFactor: 1,
 		ConfigEntries: []kafka.ConfigEntry{{ConfigName: "max.message.bytes", ConfigValue: "2000"}},
@@ -441,7 +443,7 @@ func TestProduceBrokerRefusesTooLarge(t *testing.T) {
 		t.Errorf("the line the broker refused is not reported:\n%s", logs.String())
 	}
 	var got []string
-	for _, m := range readMessages(t, addr, "small", 0, 20) {
+	for _, m := range kafkatest.ReadMessages(t, nil, addr, "small", 0, 20, time.Minute) {
 		got = append(got, string(m.Key))
 	}
 	slices.Sort(got)
@@ -474,7 +476,7 @@ func TestProduceSameTopicTwice(t *testing.T) {
 		}
 		parts := make([][]string, 4)
 		for p := range 4 {
-			for _, m := range readPartition(t, addr, "requests", p) {
+			for _, m := range kafkatest.ReadPartition(t, addr, "requests", p, time.Minute) {
 				parts[p] = append(parts[p], fmt.Sprintf("%d %s", m.Time.UnixMilli(), m.Value))
 			}
 		}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/riskstream/riskstream/internal/kafkatest"
 )
 
 // TestRetimer: the first line with a reference time fixes the offset that
@@ -61,7 +63,7 @@ func TestProduceRetime(t *testing.T) {
 	if elapsed := time.Since(start); elapsed < 850*time.Millisecond {
 		t.Errorf("sent in %v: the capture spans 890 ms of ingest time, to be kept", elapsed)
 	}
-	msgs := readMessages(t, addr, "requests", 0, 4)
+	msgs := kafkatest.ReadMessages(t, nil, addr, "requests", 0, 4, time.Minute)
 	offset := st.RetimedBy.Milliseconds()
 	if first := msgs[0].Time.Sub(start); first < -5*time.Millisecond || first > 2*time.Second {
 		t.Errorf("the first record is stamped %v after the start, want about now", first)

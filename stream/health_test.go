@@ -18,6 +18,7 @@ import (
 	"time"
 
 	corruptpkg "github.com/riskstream/riskstream/internal/corrupt"
+	"github.com/riskstream/riskstream/internal/testinput"
 	"github.com/riskstream/riskstream/produce"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -146,7 +147,7 @@ func startFaultyJob(t *testing.T, addr, stateDir, metrics string, so state.Optio
 // second (half 1) half of the bundled input.
 func produceHalves(t *testing.T, addr string) func(half int) {
 	t.Helper()
-	b := readBundledInput(t)
+	b := testinput.Bundled(t)
 	lines := strings.SplitAfter(string(b), "\n")
 	halves := []string{strings.Join(lines[:len(lines)/2], ""), strings.Join(lines[len(lines)/2:], "")}
 	return func(half int) {

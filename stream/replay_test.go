@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/riskstream/riskstream/gen"
+	"github.com/riskstream/riskstream/internal/testinput"
 	"github.com/riskstream/riskstream/rules"
 )
 
@@ -49,25 +50,6 @@ func loadRules(t testing.TB) *rules.Config {
 		t.Fatal(err)
 	}
 	return cfg
-}
-
-// readBundledInput returns the bundled input, uncompressed.
-func readBundledInput(t testing.TB) []byte {
-	t.Helper()
-	f, err := os.Open(bundledInput)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
 }
 
 func replay(t *testing.T, opts ReplayOptions) *Summary {
@@ -159,7 +141,7 @@ func TestReplayDeterministic(t *testing.T) {
 // TestBundledInputIsGenerated keeps the bundled workload reproducible: it is
 // exactly what gen writes for the documented flags.
 func TestBundledInputIsGenerated(t *testing.T) {
-	have := readBundledInput(t)
+	have := testinput.Bundled(t)
 	var want bytes.Buffer
 	if _, err := gen.Generate(&want, bundledOptions()); err != nil {
 		t.Fatal(err)
@@ -507,7 +489,7 @@ func TestReplayMemoryBudget(t *testing.T) {
 // (each a few records after the first, as a producer's retry) makes the
 // same outputs as the input itself, and counts the records dropped.
 func TestReplayDedupe(t *testing.T) {
-	lines := bytes.Split(bytes.TrimSpace(readBundledInput(t)), []byte("\n"))
+	lines := bytes.Split(bytes.TrimSpace(testinput.Bundled(t)), []byte("\n"))
 	r := rand.New(rand.NewPCG(3, 4))
 	var retried [][]byte
 	sent := 0

@@ -84,9 +84,7 @@ func recordsIn(t testing.TB, addr, topic string) int64 {
 // which may be another test's broker that had the same address. timeout 0
 // is kafka-go's default.
 func testClient(t testing.TB, addr string, timeout time.Duration) *kafka.Client {
-	conns := &kafka.Transport{}
-	t.Cleanup(conns.CloseIdleConnections)
-	return &kafka.Client{Addr: kafka.TCP(addr), Transport: conns, Timeout: timeout}
+	return kafkatest.Client(t, addr, timeout)
 }
 
 func produceBundled(t *testing.T, addr string) {

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"errors"
 	"os"
@@ -19,6 +17,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/riskstream/riskstream/engine"
 	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/internal/testinput"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/state"
@@ -74,18 +73,8 @@ func writeLiveState(t *testing.T, dir string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open("../../testdata/requests.jsonl.gz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(zr)
-	for i := int64(1); sc.Scan(); i++ {
-		if err := e.Process(&engine.Record{Value: sc.Bytes(), Prov: event.Provenance{File: "in", Line: i}}, 0); err != nil {
+	for i, line := range testinput.BundledLines(t) {
+		if err := e.Process(&engine.Record{Value: line, Prov: event.Provenance{File: "in", Line: int64(i + 1)}}, 0); err != nil {
 			t.Fatal(err)
 		}
 	}

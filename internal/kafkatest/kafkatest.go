@@ -122,3 +122,11 @@ func fetch(dialer *kafka.Dialer, addr, topic string, partition int, offset int64
 	}
 	return msgs, batch.Close()
 }
+
+// Client returns a client of the broker at addr whose connections close
+// with the test.
+func Client(t testing.TB, addr string, timeout time.Duration) *kafka.Client {
+	conns := &kafka.Transport{}
+	t.Cleanup(conns.CloseIdleConnections)
+	return &kafka.Client{Addr: kafka.TCP(addr), Transport: conns, Timeout: timeout}
+}
