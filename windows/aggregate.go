@@ -133,8 +133,8 @@ func (sp *spec) sessionMayExceed(se *win) bool {
 // highest quantile among op.windows, the windows the sweep's screen left in
 // (ties to the earliest; first and -Inf with none), and empties op.windows.
 // Windows that are suffixes of a few values are read from their bins
-// (bestQuantileFew), and windows that all end at the latest pane of slot
-// s (not nil) from its table of older panes (bestQuantileTops).
+// (bestQuantileFew), and the windows of slot s (not nil) from its table
+// of its panes but the latest (bestQuantileTops).
 //
 // Each window's quantile is of a merge of its panes. When the windows all
 // end at the same pane (the event is in the latest pane, as in-order
@@ -151,10 +151,10 @@ func (op *Operator) bestQuantile(sp *spec, s *slot, panes []win, first int64) (i
 		if start, v, ok := op.bestQuantileFew(sp, panes, ws, first); ok {
 			return start, v
 		}
-		if s != nil && ws[0].hi == len(panes) {
-			if start, v, ok := op.bestQuantileTops(sp, s, panes, ws, first); ok {
-				return start, v
-			}
+	}
+	if s != nil && !noTops {
+		if start, v, ok := op.bestQuantileTops(sp, s, panes, ws, first); ok {
+			return start, v
 		}
 	}
 	defer func() { op.windows = ws[:0] }()

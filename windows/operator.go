@@ -572,7 +572,7 @@ func (op *Operator) bestWindow(sp *spec, s *slot, panes []win, first, last int64
 		clear(op.counts)
 	}
 	if sp.agg == rules.Quantile {
-		bestStart, best = op.bestQuantile(sp, nil, panes, first)
+		bestStart, best = op.bestQuantile(sp, s, panes, first)
 	}
 	return bestStart, best
 }

@@ -52,6 +52,9 @@ type quantileTops struct {
 	latestAbove []float64
 	// used is when the table was last read (Operator.topsClock).
 	used uint64
+	// lastRow is, by first pane, the row the quantile of the window from
+	// it to the latest pane was in at the last event, -1 before one.
+	lastRow []int32
 }
 
 // findTops returns sp's table of slot s, or the least recently used one
@@ -134,10 +137,12 @@ const topsMaxCells = 1 << 16
 // so that a latest pane's new maximum a little higher still fits.
 const topsHeadroom = 8
 
-// bestQuantileTops is bestQuantile for windows that all end at the latest
-// pane (ws[i].hi == len(panes)), read from s's table; ok is false when the
-// table cannot give the answer (a cold key, zero or negative values, a
-// latest value beyond the table), and bestQuantile merges.
+// bestQuantileTops is bestQuantile read from s's table of its panes but
+// the latest: a window's counts at or above a bin are its first pane's
+// suffix less the suffix after its last pane, and the latest pane's when
+// it holds it. ok is false when the table cannot give the answer (a cold
+// key, zero or negative values, a value beyond the table), and
+// bestQuantile merges.
 func (op *Operator) bestQuantileTops(sp *spec, s *slot, panes []win, ws []sweptWindow, first int64) (int64, float64, bool) {
 	latest := panes[len(panes)-1].heatmap()
 	if latest == nil {
@@ -210,31 +215,63 @@ func (op *Operator) bestQuantileTops(sp *spec, s *slot, panes []win, ws []sweptW
 	// bestQuantile takes them.
 	for i := len(ws) - 1; i >= 0; i-- {
 		w := &ws[i]
-		k := w.lo - base
-		count := t.sufN[k] + latest.Count
+		// The window's panes are the older ones from k to e (suffix k
+		// without suffix e), and the latest if it reaches it.
+		k, e, withLatest := w.lo-base, w.hi-base, w.hi == len(panes)
+		if withLatest {
+			e = older
+		}
+		count := t.sufN[k] - t.sufN[e]
+		lowest, highest := t.sufMin[k], t.sufMax[k]
+		if withLatest {
+			count += latest.Count
+			lowest, highest = min(lowest, latest.Min), max(highest, latest.Max)
+		} else if e < older {
+			lowest, highest = math.Inf(1), math.Inf(-1)
+			for j := w.lo; j < w.hi; j++ {
+				h := panes[j].heatmap()
+				lowest, highest = min(lowest, h.Min), max(highest, h.Max)
+			}
+		}
 		// GetValueAtQuantile's rank, and its bin: the lowest whose values
 		// and those below are more than rank, which is the highest bin
 		// whose values below it are at most rank.
 		rank := float64(sp.q * float64(count-1))
-		col := t.byWindow[k*rows : (k+1)*rows]
-		below := func(r int) float64 { return float64(count) - (col[r] + la[r]) }
+		col, end := t.byWindow[k*rows:(k+1)*rows], t.byWindow[e*rows:(e+1)*rows]
+		below := func(r int) float64 {
+			at := col[r] - end[r]
+			if withLatest {
+				at += la[r]
+			}
+			return float64(count) - at
+		}
 		if below(rows-1) > rank {
-			t.sp = nil // deeper, for the next event
+			if withLatest {
+				t.sp = nil // deeper, for the next event
+			}
 			return 0, 0, false
 		}
+		// The row the window's quantile was in at the last event, most
+		// often still it; else a binary search.
 		lo, hi := 0, rows-1 // below(hi) <= rank
-		for lo < hi {
-			mid := (lo + hi) / 2
-			if below(mid) <= rank {
-				hi = mid
-			} else {
-				lo = mid + 1
+		if last := int(t.lastRow[k]); withLatest && last >= 0 && below(last) <= rank && (last == 0 || below(last-1) > rank) {
+			lo = last
+		} else {
+			for lo < hi {
+				mid := (lo + hi) / 2
+				if below(mid) <= rank {
+					hi = mid
+				} else {
+					lo = mid + 1
+				}
 			}
+		}
+		if withLatest {
+			t.lastRow[k] = int32(lo)
 		}
 		// As Quantile clamps (min and max are math.Min and math.Max's
 		// intrinsics).
-		v := min(max(t.vals[lo], min(t.sufMin[k], latest.Min)), max(t.sufMax[k], latest.Max))
-		if v >= best {
+		if v := min(max(t.vals[lo], lowest), highest); v >= best {
 			best, bestStart = v, w.start
 		}
 	}
@@ -251,7 +288,8 @@ func (op *Operator) bestQuantileTops(sp *spec, s *slot, panes []win, ws []sweptW
 func (op *Operator) buildTops(t *quantileTops, sp *spec, s *slot, panes []win, n int64) {
 	older := len(panes) - 1
 	*t = quantileTops{sp: sp, s: s, id: s.id, older: older, n: n, above: t.above[:0], vals: t.vals[:0],
-		sufN: t.sufN[:0], sufMin: t.sufMin[:0], sufMax: t.sufMax[:0], latestAbove: t.latestAbove[:0], byWindow: t.byWindow[:0]}
+		sufN: t.sufN[:0], sufMin: t.sufMin[:0], sufMax: t.sufMax[:0], latestAbove: t.latestAbove[:0], byWindow: t.byWindow[:0],
+		lastRow: t.lastRow[:0]}
 	if older > 0 {
 		t.first = panes[0].start
 	}
@@ -283,6 +321,10 @@ func (op *Operator) buildTops(t *quantileTops, sp *spec, s *slot, panes []win, n
 
 	cols := older + 1
 	t.sufN, t.sufMin, t.sufMax = sized(t.sufN, cols), sized(t.sufMin, cols), sized(t.sufMax, cols)
+	t.lastRow = sized(t.lastRow, cols)
+	for k := range t.lastRow {
+		t.lastRow[k] = -1
+	}
 	t.sufN[older], t.sufMin[older], t.sufMax[older] = 0, math.Inf(1), math.Inf(-1)
 	for k := older - 1; k >= 0; k-- {
 		t.sufN[k], t.sufMin[k], t.sufMax[k] = t.sufN[k+1], t.sufMin[k+1], t.sufMax[k+1]

@@ -74,11 +74,18 @@ func TestQuantileFastPathsMatchMerge(t *testing.T) {
 			default:
 				add(&panes[len(panes)-1], val())
 			}
-			// The windows the sweep left in: suffixes, some ruled out.
+			// The windows the sweep left in: suffixes (an event in the
+			// latest pane) or, for an event in an older pane, windows of
+			// a fixed number of panes, the later ones up to the latest;
+			// some ruled out.
 			var ws []sweptWindow
+			width := len(panes)
+			if step%3 == 2 {
+				width = 1 + r.IntN(len(panes))
+			}
 			for lo := range panes {
 				if r.IntN(8) > 0 || lo == 0 && step%2 == 0 {
-					ws = append(ws, sweptWindow{start: panes[lo].start - 500, lo: lo, hi: len(panes)})
+					ws = append(ws, sweptWindow{start: panes[lo].start - 500, lo: lo, hi: min(lo+width, len(panes))})
 				}
 			}
 			if len(ws) == 0 {
