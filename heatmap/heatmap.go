@@ -280,15 +280,22 @@ func (a *Acc) fewQuantile(q float64) float64 {
 // the rank's value, counting negative values, then the zero bin, then
 // positive values.
 func keysQuantile(pos, neg []int, zero int, q float64) float64 {
+	key, sign := keyAtQuantile(pos, neg, zero, q)
+	return float64(sign) * indexMapping.Value(key)
+}
+
+// keyAtQuantile is keysQuantile's bin: its key, and the sign of its values
+// (0 for the zero bin, whose key means nothing).
+func keyAtQuantile(pos, neg []int, zero int, q float64) (key, sign int) {
 	rank := float64(q * float64(len(pos)+len(neg)+zero-1))
 	negCount := float64(len(neg))
 	switch {
 	case rank < negCount:
-		return -indexMapping.Value(keyAtRank(neg, negCount-1-rank))
+		return keyAtRank(neg, negCount-1-rank), -1
 	case rank < float64(zero)+negCount:
-		return 0
+		return 0, 0
 	}
-	return indexMapping.Value(keyAtRank(pos, rank-float64(zero)-negCount))
+	return keyAtRank(pos, rank-float64(zero)-negCount), 1
 }
 
 // Inline reports whether a holds its values inline, not in a sketch: a
@@ -303,6 +310,10 @@ type BinSet struct {
 	pos, neg []int // keys, ascending: positive values', negative values' (of |v|)
 	zero     int
 	lo, hi   float64
+	// value is the value of the bin of key, when valued.
+	valued bool
+	key    int
+	value  float64
 }
 
 // Reset empties s, keeping its space.
@@ -349,7 +360,13 @@ func (s *BinSet) Quantile(q float64) float64 {
 	if s.Len() == 0 {
 		return 0
 	}
-	return math.Min(math.Max(keysQuantile(s.pos, s.neg, s.zero, q), s.lo), s.hi)
+	key, sign := keyAtQuantile(s.pos, s.neg, s.zero, q)
+	// A bin's value costs an exponential; the windows of one event mostly
+	// share their quantile's bin.
+	if !s.valued || key != s.key {
+		s.valued, s.key, s.value = true, key, indexMapping.Value(key)
+	}
+	return math.Min(math.Max(float64(sign)*s.value, s.lo), s.hi)
 }
 
 // keyAtRank is a store's KeyAtRank over its keys, sorted, one per value:
