@@ -2,10 +2,12 @@ package stream
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,6 +81,22 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatal("no heatmap window fired: nothing to check the page against")
 	}
 
+	// The console samples the job every second: wait for one that has
+	// the decisions.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		resp, err := http.Get("http://" + metrics + "/console/content?part=status")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(body), "<td><code>pay-burst</code></td>") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the console's figures never showed pay-burst firing:\n%s", body)
+		}
+	}
 	ctx := context.Background()
 	url := "http://" + metrics + "/"
 	page, err := browser.Load(ctx, url, 2500*time.Millisecond)
@@ -92,6 +110,15 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Error("the page's script did not refresh it from the job (no data-live=connected data-updates on <body>)")
 	} else if n, _ := strconv.Atoi(m[1]); n < 2 {
 		t.Errorf("the page was refreshed %d times in 2.5 s, want every second", n)
+	}
+	// The first screen, as the browser has it: health, the rules firing,
+	// each heatmap key's p99 as a number.
+	for _, want := range []string{`<div class="label">health</div><div class="value">ok</div>`,
+		`<section id="firing">`, `<td><code>pay-burst</code></td>`, `<section id="p99-now">`, `<td><code>api=/pay</code></td><td class="n">`} {
+		if !strings.Contains(page.DOM, want) {
+			i := strings.Index(page.DOM, `<section id="firing">`)
+			t.Errorf("the page's first screen lacks %s: %.600s", want, page.DOM[max(i, 0):])
+		}
 	}
 	got, err := headless.DOMCells(page.DOM)
 	if err != nil {
