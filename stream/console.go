@@ -63,13 +63,57 @@ func (j *liveJob) sample(now int64) console.Sample {
 		}
 		s.Partitions = append(s.Partitions, p)
 	}
-	for _, src := range j.e.Sources() {
-		s.Sources = append(s.Sources, console.SourceSample{Source: src.Source,
+	s.Sources = sourceSamples(j.e.Sources())
+	return s
+}
+
+// sourceSamples are the sources the console keeps of srcs: the degraded
+// ones, then those furthest from zero, consoleSources at most.
+func sourceSamples(srcs []watermark.SourceSkew) []console.SourceSample {
+	var out []console.SourceSample
+	for _, src := range srcs {
+		out = append(out, console.SourceSample{Source: src.Source,
 			Skew: float64(src.Skew.Microseconds()) / 1000, Known: src.Known, Degraded: src.Degraded})
 	}
-	slices.SortStableFunc(s.Sources, console.CompareSources)
+	slices.SortStableFunc(out, console.CompareSources)
 	// A copy: the samples are kept for minutes, and the array of every
 	// source (up to the skew tracker's limit) would be kept with them.
-	s.Sources = slices.Clone(s.Sources[:min(len(s.Sources), consoleSources)])
+	return slices.Clone(out[:min(len(out), consoleSources)])
+}
+
+// sample is, for the console, what this instance of a distributed job
+// holds now (epoch ms): the input partitions it routes, the state of the
+// repartition partitions it holds, their decisions since it took them.
+func (j *distJob) sample(now int64) console.Sample {
+	rs := j.router.Stats()
+	s := console.Sample{At: now, Records: rs.Records, Late: rs.Late, DLQ: rs.Invalid,
+		TopKeys: j.decisionKeys.Take(consoleTopKeys), Sources: sourceSamples(j.router.Sources())}
+	counts := make([]int64, len(j.opts.Config.Rules))
+	least := watermark.Max
+	for _, t := range j.tasks {
+		ts := t.task.Stats()
+		for i := range counts {
+			counts[i] += ts.Decisions[i]
+		}
+		s.Late += ts.Late
+		s.StateBytes += int64(t.db.DiskBytes())
+		least = min(least, t.task.Watermark())
+	}
+	for i, r := range j.opts.Config.Rules {
+		s.Decisions = append(s.Decisions, console.RuleCount{Rule: r.Name, Action: r.Action, Count: counts[i]})
+	}
+	if least > watermark.Min && least < watermark.Max {
+		s.Watermark = least
+	}
+	for _, f := range j.fetchers {
+		if f.topic != j.opts.Topic {
+			continue
+		}
+		p := console.PartitionSample{Partition: int32(f.partition), ConsumerLag: f.lag.Load()}
+		if wm := j.router.Watermark(int32(f.partition)); wm > watermark.Min && wm < watermark.Max {
+			p.WatermarkLag, p.Known = now-wm, true
+		}
+		s.Partitions = append(s.Partitions, p)
+	}
 	return s
 }

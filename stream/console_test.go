@@ -83,20 +83,7 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	// The console samples the job every second: wait for one that has
 	// the decisions.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		resp, err := http.Get("http://" + metrics + "/console/content?part=status")
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if strings.Contains(string(body), "<td><code>pay-burst</code></td>") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the console's figures never showed pay-burst firing:\n%s", body)
-		}
-	}
+	waitConsole(t, metrics, "status", "<td><code>pay-burst</code></td>")
 	ctx := context.Background()
 	url := "http://" + metrics + "/"
 	page, err := browser.Load(ctx, url, 2500*time.Millisecond)
@@ -146,5 +133,25 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	if colors < 50 {
 		t.Errorf("the screenshot has %d colours: blank or unstyled", colors)
+	}
+}
+
+// waitConsole waits until a part of the console at addr has want, and
+// returns that part.
+func waitConsole(t *testing.T, addr, part, want string) string {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		resp, err := http.Get("http://" + addr + "/console/content?part=" + part)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(body), want) {
+			return string(body)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the console's %s never had %s:\n%s", part, want, body)
+		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/riskstream/riskstream/checkpoint"
+	"github.com/riskstream/riskstream/console"
 	"github.com/riskstream/riskstream/internal/corrupt"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -95,24 +96,30 @@ type distJob struct {
 	log     *slog.Logger
 	closers []func()
 
-	sec         *kafkaconn.Security
-	client      *kafka.Client
-	topics      internalTopics
-	inputParts  []int32 // the input topic's partitions, for the tasks' valves
-	m           *metrics
-	dm          *distMetrics
-	out         *sink.Kafka
-	writer      *outputWriter
-	hop         *sink.Kafka
-	hopWriter   *outputWriter
-	ends        *endTracker
-	router      *engine.Router
-	cg          *kafka.ConsumerGroup
-	balancer    *stickyBalancer
-	generation  int32
-	msg         engine.Message
-	buf         []byte
-	routerStats engine.RouterStats // last published
+	sec        *kafkaconn.Security
+	client     *kafka.Client
+	topics     internalTopics
+	inputParts []int32 // the input topic's partitions, for the tasks' valves
+	m          *metrics
+	dm         *distMetrics
+	out        *sink.Kafka
+	writer     *outputWriter
+	// console is what the page at / shows of this instance, decisionKeys
+	// the decisions per key since its last sample, and lastSample when
+	// that was; nil without --metrics-addr.
+	console      *console.Live
+	decisionKeys *console.DecisionKeys
+	lastSample   time.Time
+	hop          *sink.Kafka
+	hopWriter    *outputWriter
+	ends         *endTracker
+	router       *engine.Router
+	cg           *kafka.ConsumerGroup
+	balancer     *stickyBalancer
+	generation   int32
+	msg          engine.Message
+	buf          []byte
+	routerStats  engine.RouterStats // last published
 
 	// tasks are the repartition partitions held, kept open from one
 	// generation to the next while the group gives them to this
@@ -226,7 +233,10 @@ func (j *distJob) startOutputs(context.Context) error {
 	j.m = newMetrics(o.Registry, o.Config, o.MetricLabelLimit)
 	j.dm = newDistMetrics(o.Registry)
 	if o.MetricsAddr != "" {
-		srv, err := j.m.serve(o.MetricsAddr, j.health, nil, false)
+		// The console shows what this instance holds.
+		j.console = console.NewLive(console.LiveOptions{SkewThreshold: o.Config.Skew.Threshold, Now: o.Now, Health: j.health})
+		j.decisionKeys = console.NewDecisionKeys(consoleKeyLimit)
+		srv, err := j.m.serve(o.MetricsAddr, j.health, j.console.Handler(), o.ConsolePublic)
 		if err != nil {
 			return err
 		}
@@ -503,7 +513,11 @@ func (j *distJob) openTask(ctx context.Context, k int) (t *ownedTask, err error)
 			"bytes", st.bytes, "from", max(local.end, 0), "rewritten", st.repaired, "took", took.Round(time.Millisecond))
 	}
 	t = &ownedTask{db: db, log: log, next: kafka.FirstOffset, changelogEnd: end, epoch: epoch}
-	t.task, err = engine.NewTask(engine.TaskOptions{Config: j.opts.Config, Backend: db, Output: heatmapMetrics{j.out, j.m},
+	var out engine.Output = heatmapMetrics{j.out, j.m}
+	if j.console != nil {
+		out = watchedOutput{heatmapMetrics{j.out, j.m}, j.console, j.decisionKeys}
+	}
+	t.task, err = engine.NewTask(engine.TaskOptions{Config: j.opts.Config, Backend: db, Output: out,
 		Partition: k, Partitions: j.opts.RepartitionPartitions, Topic: j.opts.Topic, Inputs: j.inputParts,
 		CacheSlots: j.opts.CacheSlots, MemoryBytes: j.mem.State / int64(max(1, j.assigned))})
 	if err != nil {
@@ -892,6 +906,14 @@ func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 	}
 	j.m.checkpoint.Observe(time.Since(start).Seconds())
 	j.publishGauges()
+	if j.console != nil {
+		now := j.opts.Now()
+		j.console.Checkpointed(now)
+		if now.Sub(j.lastSample) >= consoleSampleEvery {
+			j.lastSample = now
+			j.console.Add(j.sample(now.UnixMilli()))
+		}
+	}
 	return nil
 }
 

@@ -41,11 +41,21 @@ func TestDistributedOneInstance(t *testing.T) {
 	addr := startLiveBroker(t)
 	produceBundled(t, addr)
 	reg := prometheus.NewRegistry()
+	metrics := freeAddr(t)
 	stop := startJob(t, RunOptions{Brokers: []string{addr}, Distributed: true, RepartitionPartitions: 4,
-		CheckpointInterval: 200 * time.Millisecond, Registry: reg})
+		CheckpointInterval: 200 * time.Millisecond, Registry: reg, MetricsAddr: metrics})
 	waitRecords(t, addr, "decisions", len(want))
 	got := liveDecisions(t, addr) // each says where its event came from
 	slices.Sort(got)
+	// The instance's console: what it holds, the rules that fired among
+	// them, its heatmaps.
+	status := waitConsole(t, metrics, "status", "<td><code>pay-burst</code></td>")
+	for _, want := range []string{`<div class="label">health</div><div class="value">ok</div>`, `<section id="p99-now">`} {
+		if !strings.Contains(status, want) {
+			t.Errorf("the console's figures lack %s", want)
+		}
+	}
+	waitConsole(t, metrics, "heatmaps", `class="cell"`)
 	// A checkpoint publishes the gauges.
 	for deadline := time.Now().Add(30 * time.Second); metricSum(t, reg, "riskstream_assigned_partitions") != 5; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
