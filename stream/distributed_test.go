@@ -127,13 +127,20 @@ func (d *distributedRun) stopAll() {
 	}
 }
 
-// checkOutputs waits for the decisions of want, and a second more for the
-// windows that fire on a mark, stops every instance, and checks that the
-// four outputs are replay's, each record once.
+// checkOutputs waits for the decisions of want and the heatmaps of the
+// windows the last watermark passed, stops every instance, and checks
+// that the four outputs are replay's, each record once.
 func (d *distributedRun) checkOutputs(want replayed) {
 	d.t.Helper()
 	got := waitRecords(d.t, d.addr, "decisions", len(want.decisions))
-	time.Sleep(time.Second)
+	// The windows the last watermark passed fire on a mark.
+	wm, fired := want.maxTS-2000-1, 0
+	for _, h := range want.heatmaps {
+		if end, _ := strconv.ParseInt(windowEnd.FindStringSubmatch(h)[1], 10, 64); end-1 <= wm {
+			fired++
+		}
+	}
+	waitRecords(d.t, d.addr, "heatmaps", fired)
 	d.stopAll()
 	compareDecisions(d.t, withoutSource(got), want.decisions)
 	compareHeatmaps(d.t, readTopic(d.t, d.addr, "heatmaps"), want)
