@@ -89,7 +89,7 @@ func TestFetcherRecoveryGrace(t *testing.T) {
 	out := make(chan fetched, 16)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	f := newFetcher([]string{opts.Addr}, &kafka.Dialer{Timeout: time.Second}, "requests", 0, kafka.FirstOffset, -1, out, slog.Default())
+	f := newFetcher([]string{opts.Addr}, &kafka.Dialer{Timeout: time.Second}, "requests", 0, kafka.FirstOffset, -1, out, slog.Default(), nil)
 	go f.run(ctx)
 	next := func(within time.Duration) (fetched, bool) {
 		t.Helper()

@@ -245,7 +245,7 @@ func (j *distJob) startOutputs(context.Context) error {
 	j.out = sink.NewKafka(o.Brokers, o.Outputs, sink.Transport(j.sec.Transport()),
 		sink.MaxMessageBytes(o.MaxMessageBytes), sink.Metrics(o.Registry), sink.Logger(j.log))
 	j.onClose(func() { j.out.Close() })
-	j.writer = newOutputWriter(j.out, j.m.latency, nil, j.log)
+	j.writer = newOutputWriter(j.out, j.m.latency, nil, j.log, j.opts.Now)
 	j.onClose(j.writer.close)
 	// The repartition topic has a writer of its own: its messages, many
 	// more than the outputs, go in large batches, and a write of outputs
@@ -253,7 +253,7 @@ func (j *distJob) startOutputs(context.Context) error {
 	j.hop = sink.NewKafka(o.Brokers, sink.Topics{}, sink.Transport(j.sec.Transport()), sink.Logger(j.log),
 		sink.DirectTopics(j.topics.repartition), sink.BatchSize(hopBatchSize))
 	j.onClose(func() { j.hop.Close() })
-	j.hopWriter = newOutputWriter(j.hop, nil, nil, j.log)
+	j.hopWriter = newOutputWriter(j.hop, nil, nil, j.log, j.opts.Now)
 	j.onClose(j.hopWriter.close)
 	j.ends = &endTracker{client: j.client, out: j.out, log: j.log,
 		topics: o.Outputs.Names()}
@@ -378,7 +378,7 @@ func (j *distJob) runGeneration(ctx, genCtx context.Context, gen *kafka.Generati
 // and restores the routers of its input partitions, closing the tasks it
 // no longer gives.
 func (j *distJob) take(ctx context.Context, gen *kafka.Generation) error {
-	start := time.Now()
+	start := j.opts.Now()
 	j.healthMu.Lock()
 	j.healthDBs = nil // some are closed below
 	j.healthMu.Unlock()
@@ -461,7 +461,7 @@ func (j *distJob) take(ctx context.Context, gen *kafka.Generation) error {
 	j.dm.ownedInputs.Set(float64(len(inputs)))
 	j.dm.ownedPartitions.Set(float64(len(j.tasks)))
 	j.log.Info("took partitions", "generation", gen.ID, "input", inputs, "repartition", slices.Sorted(maps.Keys(mine)), "standby", standby,
-		"took", time.Since(start).Round(time.Millisecond), "outputs_since_checkpoints", written)
+		"took", j.opts.Now().Sub(start).Round(time.Millisecond), "outputs_since_checkpoints", written)
 	return nil
 }
 
@@ -497,7 +497,7 @@ func (j *distJob) openTask(ctx context.Context, k int) (t *ownedTask, err error)
 	if local.end == end {
 		j.log.Info("a repartition partition's local store is current: nothing to restore", "partition", k, "at", end)
 	} else {
-		start := time.Now()
+		start := j.opts.Now()
 		pos, st, err := log.restore(ctx, db, local, j.generation)
 		if err != nil {
 			return nil, fmt.Errorf("restore from %s/%d: %w", log.topic, k, err)
@@ -506,7 +506,7 @@ func (j *distJob) openTask(ctx context.Context, k int) (t *ownedTask, err error)
 			return nil, err
 		}
 		end, epoch = pos.end, pos.epoch
-		took := time.Since(start)
+		took := j.opts.Now().Sub(start)
 		j.dm.restoreSeconds.Observe(took.Seconds())
 		j.dm.restoreBytes.Add(float64(st.bytes))
 		j.log.Info("restored a repartition partition's state from its changelog", "partition", k, "records", st.records,
@@ -668,12 +668,12 @@ func (j *distJob) startFetchers(ctx context.Context, reading *sync.WaitGroup) {
 	j.inputFetched, j.repFetched = make(chan fetched, 16), make(chan fetched, 16)
 	j.fetchers = j.fetchers[:0]
 	for p, in := range j.inputs {
-		f := newFetcher(j.opts.Brokers, j.sec.Dialer(), j.opts.Topic, int(p), in.next, -1, j.inputFetched, j.log)
+		f := newFetcher(j.opts.Brokers, j.sec.Dialer(), j.opts.Topic, int(p), in.next, -1, j.inputFetched, j.log, j.opts.Now)
 		j.fetchers = append(j.fetchers, f)
 		reading.Go(func() { f.run(ctx) })
 	}
 	for k, t := range j.tasks {
-		f := newFetcher(j.opts.Brokers, j.sec.Dialer(), j.topics.repartition, k, t.next, -1, j.repFetched, j.log)
+		f := newFetcher(j.opts.Brokers, j.sec.Dialer(), j.topics.repartition, k, t.next, -1, j.repFetched, j.log, j.opts.Now)
 		j.fetchers = append(j.fetchers, f)
 		reading.Go(func() { f.run(ctx) })
 	}
@@ -814,7 +814,7 @@ func (j *distJob) tick() error {
 // and each input partition routed (the routers topic), then commits the
 // offsets to the group for lag tools.
 func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
-	start := time.Now()
+	start := j.opts.Now()
 	if err := j.hopWriter.drain(); err != nil {
 		return err
 	}
@@ -904,7 +904,7 @@ func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 	if err := gen.CommitOffsets(offsets); err != nil {
 		j.log.Warn("committing offsets to the group, for lag tools; the checkpoint is not affected", "group", j.opts.Group, "err", err)
 	}
-	j.m.checkpoint.Observe(time.Since(start).Seconds())
+	j.m.checkpoint.Observe(j.opts.Now().Sub(start).Seconds())
 	j.publishGauges()
 	if j.console != nil {
 		now := j.opts.Now()

@@ -56,6 +56,10 @@ type fetched struct {
 // the merge's waits, sending a fetch without records if it has none.
 type fetcher struct {
 	brokers []string
+	// now is the job's clock (RunOptions.Now), for when the leader last
+	// answered and the grace after an outage; socket deadlines are the
+	// kernel's.
+	now func() time.Time
 	// dialer connects with the cluster's TLS and SASL.
 	dialer    *kafka.Dialer
 	topic     string
@@ -87,10 +91,13 @@ type fetcher struct {
 
 // newFetcher returns a fetcher of one partition from offset next
 // (kafka.FirstOffset for the first), up to end (-1 for no end).
-func newFetcher(brokers []string, dialer *kafka.Dialer, topic string, partition int, next, end int64, out chan<- fetched, log *slog.Logger) *fetcher {
+func newFetcher(brokers []string, dialer *kafka.Dialer, topic string, partition int, next, end int64, out chan<- fetched, log *slog.Logger, now func() time.Time) *fetcher {
+	if now == nil {
+		now = time.Now
+	}
 	f := &fetcher{brokers: brokers, dialer: dialer, topic: topic, partition: partition,
-		next: next, end: end, out: out, saidBehind: true, log: log}
-	f.lastAnswer.Store(time.Now().UnixNano())
+		next: next, end: end, out: out, saidBehind: true, log: log, now: now}
+	f.lastAnswer.Store(now().UnixNano())
 	return f
 }
 
@@ -135,7 +142,7 @@ func (f *fetcher) run(ctx context.Context) {
 		if !f.saidBehind && !f.send(ctx, nil, true, false) {
 			return
 		}
-		f.recovering = time.Now()
+		f.recovering = f.now()
 		f.log.Warn("fetching input, reconnecting", "topic", f.topic, "partition", f.partition,
 			"offset", f.next, "in", backoff, "err", err)
 		backoff = min(max(2*backoff, 100*time.Millisecond), 5*time.Second)
@@ -183,7 +190,7 @@ func (f *fetcher) connectAndFetch(ctx context.Context) error {
 		// partition has records again or recoveryGrace has passed.
 		behind := !(hwm >= 0 && f.next >= hwm || errors.Is(err, kafka.RequestTimedOut))
 		if !f.recovering.IsZero() {
-			if len(msgs) > 0 || time.Since(f.recovering) >= recoveryGrace {
+			if len(msgs) > 0 || f.now().Sub(f.recovering) >= recoveryGrace {
 				f.recovering = time.Time{}
 			} else {
 				behind = true
@@ -206,7 +213,7 @@ func (f *fetcher) connectAndFetch(ctx context.Context) error {
 		}
 		if hwm >= 0 || errors.Is(err, kafka.RequestTimedOut) {
 			f.answered.Store(true)
-			f.lastAnswer.Store(time.Now().UnixNano())
+			f.lastAnswer.Store(f.now().UnixNano())
 		}
 		switch {
 		case err == nil:

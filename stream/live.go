@@ -516,7 +516,7 @@ func (j *liveJob) startFetching(ctx context.Context) error {
 	// Outputs are written by their own goroutine, in order, while the loop
 	// goes on: a decision leaves as soon as it exists, and what is made
 	// while a write is in flight goes out together in the next one.
-	j.writer = newOutputWriter(j.out, j.m.latency, &j.m.ready.writing, j.log)
+	j.writer = newOutputWriter(j.out, j.m.latency, &j.m.ready.writing, j.log, j.opts.Now)
 	j.onClose(j.writer.close)
 	// A stop waits for the outputs a while, then gives up on them: the job
 	// ends with an error and no checkpoint covers them, so the next run
@@ -578,7 +578,7 @@ func (j *liveJob) addFetchers(partitions []int) {
 			j.merge.AddPartition(int32(p))
 			start = kafka.FirstOffset
 		}
-		f := newFetcher(j.brokers, j.sec.Dialer(), j.opts.Topic, p, start, -1, j.fetched, j.log)
+		f := newFetcher(j.brokers, j.sec.Dialer(), j.opts.Topic, p, start, -1, j.fetched, j.log, j.opts.Now)
 		j.fetchers = append(j.fetchers, f)
 		j.m.ready.track(f)
 		j.reading.Go(func() { f.run(j.readCtx) })

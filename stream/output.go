@@ -27,7 +27,10 @@ type outputWriter struct {
 	out     *sink.Kafka
 	latency prometheus.Histogram
 	log     *slog.Logger
-	todo    chan sink.Batch
+	// now is the job's clock (RunOptions.Now): when a write started and
+	// was acknowledged.
+	now  func() time.Time
+	todo chan sink.Batch
 	// done receives the result of each write; the loop passes it to
 	// finished.
 	done chan error
@@ -56,8 +59,11 @@ const (
 // observes the event-to-decision latency of the decisions written, and
 // since, if not nil, holds when the write in flight started (see
 // outputWriter.since).
-func newOutputWriter(out *sink.Kafka, latency prometheus.Histogram, since *atomic.Int64, log *slog.Logger) *outputWriter {
-	w := &outputWriter{out: out, latency: latency, since: since, log: log,
+func newOutputWriter(out *sink.Kafka, latency prometheus.Histogram, since *atomic.Int64, log *slog.Logger, now func() time.Time) *outputWriter {
+	if now == nil {
+		now = time.Now
+	}
+	w := &outputWriter{out: out, latency: latency, since: since, log: log, now: now,
 		todo: make(chan sink.Batch, 1), done: make(chan error, 1), giveUp: make(chan struct{})}
 	w.stopCtx, w.cancelStop = context.WithCancel(context.Background())
 	go w.run()
@@ -67,14 +73,14 @@ func newOutputWriter(out *sink.Kafka, latency prometheus.Histogram, since *atomi
 func (w *outputWriter) run() {
 	for b := range w.todo {
 		if w.since != nil {
-			w.since.Store(time.Now().UnixNano())
+			w.since.Store(w.now().UnixNano())
 		}
 		err := w.write(&b)
 		if w.since != nil {
 			w.since.Store(0)
 		}
 		if err == nil && w.latency != nil {
-			acked := time.Now().UnixMilli()
+			acked := w.now().UnixMilli()
 			for _, ref := range b.DecisionRefs {
 				w.latency.Observe(float64(acked-ref) / 1000)
 			}

@@ -28,7 +28,7 @@ func freeAddr(t *testing.T) string {
 func newTestOutputWriter(addr string) (*outputWriter, *sink.Kafka) {
 	out := sink.NewKafka([]string{addr}, sink.DefaultTopics)
 	latency := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "latency"})
-	return newOutputWriter(out, latency, nil, slog.New(slog.DiscardHandler)), out
+	return newOutputWriter(out, latency, nil, slog.New(slog.DiscardHandler), nil), out
 }
 
 // TestOutputWriterRidesOutAnOutage: outputs made while no broker is

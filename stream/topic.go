@@ -206,7 +206,7 @@ func readTopicRanges(ctx context.Context, brokers []string, sec *kafkaconn.Secur
 			continue
 		}
 		merge.AddPartition(r.partition)
-		f := newFetcher(brokers, sec.Dialer(), topic, int(r.partition), r.from, r.end, fetchedCh, log)
+		f := newFetcher(brokers, sec.Dialer(), topic, int(r.partition), r.from, r.end, fetchedCh, log, nil)
 		go f.run(ctx)
 		open++
 	}
