@@ -114,11 +114,11 @@ type Operator struct {
 	quantile *heatmap.Acc
 	// tops are hot slots' tables of their older panes, for
 	// bestQuantileTops, and the rest its scratch space.
-	tops               [topsSlots]quantileTops
-	topsClock          uint64
-	topBins            []heatmap.Bin
-	topEnds, topCursor []int
-	topNeed, topRow    []float64
+	tops                      [topsSlots]quantileTops
+	topsClock                 uint64
+	topBins                   []heatmap.Bin
+	topEnds, topCursor        []int
+	topNeed, topRow, topByRow []float64
 	// fewSet is bestQuantileFew's scratch space.
 	fewSet heatmap.BinSet
 	// lastValue is the last value a quantile rule added, to lastValueAcc:

@@ -37,9 +37,8 @@ type quantileTops struct {
 	// maxKey-r: byWindow[k*rows+r] is how many values of panes k.. (of
 	// the older ones, counted from the first) are in bins at or above it;
 	// the last, of no older pane, are 0. vals[r] is the bin's value.
-	// above is the same by row, as the build makes it.
-	maxKey, floor         int
-	byWindow, above, vals []float64
+	maxKey, floor  int
+	byWindow, vals []float64
 	// sufN, sufMin and sufMax are the values, least and greatest of
 	// panes k.. of the older ones.
 	sufN           []int64
@@ -287,7 +286,7 @@ func (op *Operator) bestQuantileTops(sp *spec, s *slot, panes []win, ws []sweptW
 // many events before the table falls short.
 func (op *Operator) buildTops(t *quantileTops, sp *spec, s *slot, panes []win, n int64) {
 	older := len(panes) - 1
-	*t = quantileTops{sp: sp, s: s, id: s.id, older: older, n: n, above: t.above[:0], vals: t.vals[:0],
+	*t = quantileTops{sp: sp, s: s, id: s.id, older: older, n: n, vals: t.vals[:0],
 		sufN: t.sufN[:0], sufMin: t.sufMin[:0], sufMax: t.sufMax[:0], latestAbove: t.latestAbove[:0], byWindow: t.byWindow[:0],
 		lastRow: t.lastRow[:0]}
 	if older > 0 {
@@ -362,6 +361,8 @@ func (op *Operator) buildTops(t *quantileTops, sp *spec, s *slot, panes []win, n
 		op.topRow = make([]float64, cols)
 	}
 	row := op.topRow[:cols]
+	// The table by row as the walk makes it, then by window (byWindow).
+	byRow := op.topByRow[:0]
 	clear(row)
 	var latestAbove float64
 	for key := maxKey; key >= minKey; key-- {
@@ -379,11 +380,12 @@ func (op *Operator) buildTops(t *quantileTops, sp *spec, s *slot, panes []win, n
 			row[k] += suffix
 			done = done && row[k]+latestAbove >= need[k]
 		}
-		if len(t.above)+cols > topsMaxCells {
+		if len(byRow)+cols > topsMaxCells {
 			t.usable = false // a long window's wide table: merged instead
+			op.topByRow = byRow
 			return
 		}
-		t.above = append(t.above, row...)
+		byRow = append(byRow, row...)
 		t.vals = append(t.vals, heatmap.BinValue(key))
 		t.floor = key
 		if done {
@@ -392,9 +394,10 @@ func (op *Operator) buildTops(t *quantileTops, sp *spec, s *slot, panes []win, n
 	}
 	// By column: a window's search reads one suffix's counts, together.
 	rows := len(t.vals)
-	t.byWindow = sized(t.byWindow, len(t.above))
+	op.topByRow = byRow
+	t.byWindow = sized(t.byWindow, len(byRow))
 	for r := range rows {
-		for k, v := range t.above[r*cols : (r+1)*cols] {
+		for k, v := range byRow[r*cols : (r+1)*cols] {
 			t.byWindow[k*rows+r] = v
 		}
 	}
