@@ -15,6 +15,7 @@ import (
 	"fmt"
 
 	"github.com/riskstream/riskstream/internal/corrupt"
+	"github.com/riskstream/riskstream/internal/varint"
 )
 
 // Offset is where one partition of a topic is: for an input, the offset of
@@ -64,12 +65,11 @@ func Decode(b []byte) (Manifest, error) {
 	if b[0] != version {
 		return m, corrupt.Errorf("checkpoint: a manifest of version %d, which this riskstream does not know (it writes version %d): the state was written by another riskstream", b[0], version)
 	}
-	b = b[1:]
-	n, k := binary.Uvarint(b)
-	if k <= 0 || n > uint64(len(b)-k) {
+	d := varint.Reader{B: b[1:]}
+	if m.Engine = d.Bytes(); d.Failed {
 		return m, corrupt.Errorf("checkpoint: corrupt manifest: the engine's checkpoint is cut short")
 	}
-	m.Engine, b = b[k:k+int(n):k+int(n)], b[k+int(n):]
+	b = d.B
 	var err error
 	if m.Inputs, b, err = DecodeOffsets(b); err != nil {
 		return Manifest{}, fmt.Errorf("checkpoint: manifest inputs: %w", err)
@@ -100,35 +100,15 @@ func AppendOffsets(dst []byte, offs []Offset) []byte {
 // DecodeOffsets reads a list AppendOffsets wrote at the start of b, and
 // returns the rest of b.
 func DecodeOffsets(b []byte) ([]Offset, []byte, error) {
-	bad := func() ([]Offset, []byte, error) {
+	d := varint.Reader{B: b}
+	offs := make([]Offset, d.Len())
+	for i := range offs {
+		offs[i] = Offset{Topic: string(d.Bytes()), Partition: d.Int32(-1), Offset: d.Varint()}
+	}
+	if d.Failed {
 		return nil, nil, corrupt.Errorf("checkpoint: corrupt list of offsets")
 	}
-	n, k := binary.Uvarint(b)
-	if k <= 0 || n > uint64(len(b)-k) {
-		return bad()
-	}
-	b = b[k:]
-	offs := make([]Offset, 0, n)
-	for range n {
-		l, k := binary.Uvarint(b)
-		if k <= 0 || l > uint64(len(b)-k) {
-			return bad()
-		}
-		o := Offset{Topic: string(b[k : k+int(l)])}
-		b = b[k+int(l):]
-		p, k := binary.Varint(b)
-		if k <= 0 || p < -1 || p > 1<<31-1 {
-			return bad()
-		}
-		b = b[k:]
-		if o.Offset, k = binary.Varint(b); k <= 0 {
-			return bad()
-		}
-		b = b[k:]
-		o.Partition = int32(p)
-		offs = append(offs, o)
-	}
-	return offs, b, nil
+	return offs, d.B, nil
 }
 
 // Store is the metadata of a state store (state.DB), written with its

@@ -28,6 +28,7 @@ import (
 	"slices"
 
 	"github.com/riskstream/riskstream/internal/corrupt"
+	"github.com/riskstream/riskstream/internal/varint"
 )
 
 // Options configure a Merger.
@@ -462,67 +463,23 @@ func DecodeRun(b []byte) (Run, error) {
 	if len(b) == 0 || b[0] != runVersion {
 		return r, corrupt.Errorf("order: corrupt run: version %v, want %d", b[:min(len(b), 1)], runVersion)
 	}
-	d := decoder{b: b[1:]}
-	r.From = make([]Position, d.count(len(d.b)))
+	d := varint.Reader{B: b[1:]}
+	r.From = make([]Position, d.Len())
 	for i := range r.From {
-		r.From[i] = Position{d.partition(), d.varint()}
+		r.From[i] = Position{d.Int32(0), d.Varint()}
 	}
-	r.Without = make([]int32, d.count(len(d.b)))
+	r.Without = make([]int32, d.Len())
 	for i := range r.Without {
-		r.Without[i] = d.partition()
+		r.Without[i] = d.Int32(0)
 	}
-	r.Picks = int(d.count(math.MaxInt32))
+	r.Picks = int(d.Uvarint(math.MaxInt32))
 	switch {
-	case d.err != nil:
-		return Run{}, d.err
-	case len(d.b) > 0:
-		return Run{}, corrupt.Errorf("order: corrupt run: %d bytes past its end", len(d.b))
+	case d.Failed:
+		return Run{}, corrupt.Errorf("order: corrupt run: cut short or out of range")
+	case len(d.B) > 0:
+		return Run{}, corrupt.Errorf("order: corrupt run: %d bytes past its end", len(d.B))
 	case r.Picks == 0:
 		return Run{}, corrupt.Errorf("order: corrupt run: no record")
 	}
 	return r, nil
-}
-
-// decoder reads varints, keeping the first error.
-type decoder struct {
-	b   []byte
-	err error
-}
-
-func (d *decoder) varint() int64 {
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.fail()
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-// count reads a number up to most (a list's length is at most the bytes
-// left).
-func (d *decoder) count(most int) uint64 {
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 || v > uint64(most) {
-		d.fail()
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) partition() int32 {
-	v := d.varint()
-	if v < 0 || v > math.MaxInt32 {
-		d.fail()
-		return 0
-	}
-	return int32(v)
-}
-
-func (d *decoder) fail() {
-	if d.err == nil {
-		d.err = corrupt.Errorf("order: corrupt run: cut short or out of range")
-	}
-	d.b = nil
 }
