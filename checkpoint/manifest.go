@@ -129,9 +129,13 @@ const (
 
 // Write stores m with s's pending writes: the commit of the checkpoint's
 // batch makes it durable with the state it describes. The keys of the
-// layout before the manifest go with the same batch.
+// layout before the manifest, if s has them, go with the same batch.
 func Write(s Store, m *Manifest) error {
 	if err := s.SetMeta(MetaKey, m.AppendBinary(nil)); err != nil {
+		return err
+	}
+	_, legacy, err := s.Meta(legacyEngine)
+	if err != nil || !legacy {
 		return err
 	}
 	for _, k := range []string{legacyEngine, legacyOffsets, legacyOutputs} {

@@ -16,6 +16,17 @@ func (s memStore) Meta(name string) ([]byte, bool, error) { v, ok := s[name]; re
 func (s memStore) SetMeta(name string, v []byte) error    { s[name] = v; return nil }
 func (s memStore) DeleteMeta(name string) error           { delete(s, name); return nil }
 
+// deleteCounter counts the deletions asked of a memStore.
+type deleteCounter struct {
+	memStore
+	deletes int
+}
+
+func (d *deleteCounter) DeleteMeta(name string) error {
+	d.deletes++
+	return d.memStore.DeleteMeta(name)
+}
+
 var sample = Manifest{
 	Engine:  []byte("engine checkpoint"),
 	Inputs:  []Offset{{"requests", 0, 1200}, {"requests", 3, 77}},
@@ -35,6 +46,12 @@ func TestRoundTrip(t *testing.T) {
 	m, found, err := Read(s, nil)
 	if err != nil || !found || !reflect.DeepEqual(m, sample) {
 		t.Fatalf("read %+v, %v, %v; want %+v", m, found, err, sample)
+	}
+	// A store of the manifest's layout is not given deletions to commit
+	// at every checkpoint.
+	counted := &deleteCounter{memStore: s}
+	if err := Write(counted, &sample); err != nil || counted.deletes != 0 {
+		t.Errorf("a second Write: %v, %d deletions", err, counted.deletes)
 	}
 	if _, found, err := Read(memStore{}, nil); found || err != nil {
 		t.Errorf("an empty store: found %v, %v", found, err)
