@@ -34,21 +34,24 @@ var indexMapping = func() mapping.IndexMapping {
 }()
 
 // Acc is the distribution of a numeric field within one pane or window.
+//
+// What a quantile reads (Count, Min, Max, sketch, few) comes first, in 88
+// bytes: two cache lines, which a decision over a cold key's panes misses.
 type Acc struct {
-	Count    int64
-	Min      float64
-	Max      float64
-	Degraded int64
-	// Buckets[i] counts values v with bounds[i-1] < v <= bounds[i]; the last
-	// element is the +Inf bucket.
-	Buckets []int64
+	Count int64
+	Min   float64
+	Max   float64
 	// sketch holds the values' bins, nil while there are no more than
 	// fewValues: few holds each value's bin then (fewBin), in the order
 	// they came. Most panes of a key among many hold a value or two, and
 	// a sketch's dense store takes a kilobyte or more; the answers are the
 	// sketch's all the same.
-	sketch *ddsketch.DDSketch
-	few    [fewValues]int32
+	sketch   *ddsketch.DDSketch
+	few      [fewValues]int32
+	Degraded int64
+	// Buckets[i] counts values v with bounds[i-1] < v <= bounds[i]; the last
+	// element is the +Inf bucket.
+	Buckets []int64
 }
 
 // fewValues is how many values an accumulator keeps before it makes a
@@ -350,9 +353,21 @@ func (s *BinSet) Add(a *Acc) bool {
 	return true
 }
 
+// insertSorted inserts k into keys, ascending: by a step of insertion sort
+// into a few keys, the most a cold key's windows hold, where a binary
+// search and a move cost more than the shifts.
 func insertSorted(keys []int, k int) []int {
-	i, _ := slices.BinarySearch(keys, k)
-	return slices.Insert(keys, i, k)
+	if len(keys) > 32 {
+		i, _ := slices.BinarySearch(keys, k)
+		return slices.Insert(keys, i, k)
+	}
+	keys = append(keys, k)
+	i := len(keys) - 1
+	for ; i > 0 && keys[i-1] > k; i-- {
+		keys[i] = keys[i-1]
+	}
+	keys[i] = k
+	return keys
 }
 
 // Quantile is Quantile of the merge of the accumulators added.

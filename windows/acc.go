@@ -81,11 +81,36 @@ func (a *acc) extra() *accExtra {
 // addLatency adds v to the heatmap distribution with bounds, through the
 // operator's memo of sketch indexes.
 func (a *acc) addLatency(v float64, processing bool, bounds []float64, memo *heatmap.IndexMemo) {
-	x := a.extra()
-	if x.hm == nil {
-		x.hm = heatmap.New(len(bounds))
+	if a.x == nil {
+		a.x = newHeatmapExtra(len(bounds))
+	} else if a.x.hm == nil {
+		a.x.hm = heatmap.New(len(bounds))
 	}
-	x.hm.Add(v, processing, bounds, memo)
+	a.x.hm.Add(v, processing, bounds, memo)
+}
+
+// heatmapExtra is an accExtra allocated with its distribution: a decision
+// that reads many panes' distributions follows one pointer to each, to
+// lines next to each other, where two pointers would each miss the cache.
+type heatmapExtra struct {
+	accExtra
+	hm heatmap.Acc
+	// all is the one bucket of a distribution without bounds: a quantile
+	// rule's.
+	all [1]int64
+}
+
+// newHeatmapExtra returns an accExtra holding an empty distribution of
+// nBounds bounds.
+func newHeatmapExtra(nBounds int) *accExtra {
+	e := &heatmapExtra{}
+	if nBounds == 0 {
+		e.hm.Buckets = e.all[:]
+	} else {
+		e.hm.Buckets = make([]int64, nBounds+1)
+	}
+	e.accExtra.hm = &e.hm
+	return &e.accExtra
 }
 
 // addDistinct adds h to the distinct values, and reports whether it was

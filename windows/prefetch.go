@@ -4,6 +4,7 @@ import (
 	"unsafe"
 
 	"github.com/riskstream/riskstream/internal/prefetch"
+	"github.com/riskstream/riskstream/rules"
 )
 
 // smallIndex is the number of keys below which a spec's state stays in the
@@ -56,6 +57,18 @@ func (op *Operator) Prefetch(now, near, far []SlotRef) {
 	}
 	op.groupSlots, op.nowSlots = op.nowSlots, op.groupSlots[:0]
 	op.groupAt, op.nowAt = op.nowAt, 0
+	// The group processed next: its slots' panes were asked for during the
+	// last one. A quantile's decision reads the distribution of each pane,
+	// out of line; asked for first, they come for the group's first events.
+	for _, s := range op.groupSlots {
+		if s != nil && s.sp.agg == rules.Quantile && len(s.wins) <= quantilePrefetchPanes {
+			for j := range s.wins {
+				if x := s.wins[j].x; x != nil {
+					addQuantileLines(q, x)
+				}
+			}
+		}
+	}
 	if len(now) > 0 {
 		op.nowAt = prefetch.Addr(&now[0])
 	}
@@ -94,6 +107,22 @@ func (op *Operator) Prefetch(now, near, far []SlotRef) {
 	op.nearAt, op.nearFirst = 0, SlotRef{}
 	if len(near) > 0 {
 		op.nearAt, op.nearFirst = prefetch.Addr(&near[0]), near[0]
+	}
+}
+
+// quantilePrefetchPanes is the most panes of a slot whose distributions
+// Prefetch asks for: a cold key's. A hot key's stay in the CPU cache.
+const quantilePrefetchPanes = 16
+
+// addQuantileLines gathers the lines of x that a quantile reads: its
+// distribution's pointer and, when allocated with it (heatmapExtra), the
+// distribution's fields up to Degraded.
+func addQuantileLines(q *prefetch.Queue, x *accExtra) {
+	from := prefetch.Addr(x) + unsafe.Offsetof(x.hm)
+	to := prefetch.Addr(x) + unsafe.Offsetof(heatmapExtra{}.hm) + unsafe.Offsetof(heatmapExtra{}.hm.Degraded) - 1
+	q.Add(from)
+	if to/64 != from/64 {
+		q.Add(to)
 	}
 }
 

@@ -88,6 +88,8 @@ const fewMergeMax = 256
 // panes do not qualify.
 func (op *Operator) bestQuantileFew(sp *spec, panes []win, ws []sweptWindow, first int64) (int64, float64, bool) {
 	hi, total := ws[0].hi, int64(0)
+	// Each pane's distribution is a load of its own, out of the CPU cache
+	// for a cold key: checked in a loop of their own, the loads overlap.
 	for j := ws[0].lo; j < hi; j++ {
 		h := panes[j].heatmap()
 		if h == nil || !h.Inline() {
@@ -101,13 +103,22 @@ func (op *Operator) bestQuantileFew(sp *spec, panes []win, ws []sweptWindow, fir
 	set.Reset()
 	best, bestStart := math.Inf(-1), first
 	merged := hi
-	// From the latest start back, a tie going to the earlier start.
+	v, valued := 0.0, false
+	// From the latest start back, a tie going to the earlier start. A
+	// window holding no pane more than the one after it has its quantile:
+	// a cold key's windows mostly do.
 	for i := len(ws) - 1; i >= 0; i-- {
 		w := &ws[i]
 		for ; merged > w.lo; merged-- {
-			set.Add(panes[merged-1].heatmap())
+			if h := panes[merged-1].heatmap(); h.Count > 0 {
+				set.Add(h)
+				valued = false
+			}
 		}
-		if v := set.Quantile(sp.q); v >= best {
+		if !valued {
+			v, valued = set.Quantile(sp.q), true
+		}
+		if v >= best {
 			best, bestStart = v, w.start
 		}
 	}
