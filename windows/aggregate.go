@@ -242,9 +242,25 @@ func (op *Operator) bestInOrder(sp *spec, s *slot, panes []win, first, last int6
 	if s != nil && s.more != nil {
 		screen = &s.more.inOrder
 	}
-	if all && screen.current(sp, panes, first) && screen.rulesOut(sp) {
+	current := all && screen.current(sp, panes, first)
+	if current && screen.rulesOut(sp) {
 		return bestStart, best
 	}
+	// A hot key's quantile windows, each of which passed the screen at the
+	// last event and the same now (more may pass, none that may exceed
+	// fails), are read from its table without a pass: a window left in
+	// that cannot exceed the threshold is not the best of those that do.
+	remember := sp.agg == rules.Quantile && all && s != nil && sp.minEvents <= 1 && !noTops
+	var key windowsKey
+	if remember {
+		key = keyOfWindows(panes, first, last, lo)
+		if current {
+			if start, v, ok := op.bestRemembered(sp, s, panes, key); ok {
+				return start, v
+			}
+		}
+	}
+	windows := 0
 	var n int64
 	var sum, magnitude float64
 	for j := lo; j < len(panes); j++ {
@@ -273,6 +289,7 @@ func (op *Operator) bestInOrder(sp *spec, s *slot, panes []win, first, last int6
 					}
 				}
 			case rules.Quantile:
+				windows++
 				// sum counts the values below the threshold's bin (screenPane).
 				if heatmap.MayExceed(sp.q, n, int64(sum)) {
 					op.windows = append(op.windows, sweptWindow{ws, j, len(panes)})
@@ -302,6 +319,9 @@ func (op *Operator) bestInOrder(sp *spec, s *slot, panes []win, first, last int6
 			gen: sp.screenGen, bound: bound, slack: slack}
 	}
 	if sp.agg == rules.Quantile {
+		if remember && windows == len(op.windows) {
+			op.rememberWindows(sp, s, key, op.windows)
+		}
 		return op.bestQuantile(sp, s, panes, first)
 	}
 	return bestStart, best

@@ -114,8 +114,12 @@ type Operator struct {
 	quantile *heatmap.Acc
 	// tops are hot slots' tables of their older panes, for
 	// bestQuantileTops, and the rest its scratch space.
-	tops                      [topsSlots]quantileTops
-	topsClock                 uint64
+	tops      [topsSlots]quantileTops
+	topsClock uint64
+	// rememberedAnswers counts the decisions read from a table's
+	// remembered windows (bestRemembered), which tests compare with the
+	// merge.
+	rememberedAnswers         int
 	topBins                   []heatmap.Bin
 	topEnds, topCursor        []int
 	topNeed, topRow, topByRow []float64

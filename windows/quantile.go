@@ -54,6 +54,53 @@ type quantileTops struct {
 	// lastRow is, by first pane, the row the quantile of the window from
 	// it to the latest pane was in at the last event, -1 before one.
 	lastRow []int32
+	// windows are the windows of the slot's in-order events when every
+	// one of them passed the screen, as when most events are decided, and
+	// windowsOf what they are of: the next event in the same latest pane
+	// has the same, and bestInOrder takes them without its pass.
+	windows   []sweptWindow
+	windowsOf windowsKey
+}
+
+// windowsKey is what an in-order event's windows follow from: the range
+// of their starts and the slot's panes (how many, the first's and the
+// latest's starts, and the first in a window).
+type windowsKey struct {
+	first, last           int64
+	panes, lo             int
+	firstPane, latestPane int64
+}
+
+// keyOfWindows returns the windowsKey of windows starting in [first, last]
+// over panes from lo.
+func keyOfWindows(panes []win, first, last int64, lo int) windowsKey {
+	return windowsKey{first: first, last: last, panes: len(panes), lo: lo,
+		firstPane: panes[0].start, latestPane: panes[len(panes)-1].start}
+}
+
+// rememberWindows keeps ws, every window of sp's slot s for key, in the
+// slot's table when it has one.
+func (op *Operator) rememberWindows(sp *spec, s *slot, key windowsKey, ws []sweptWindow) {
+	if t := op.findTops(sp, s); t.sp == sp && t.s == s && t.id == s.id {
+		t.windows, t.windowsOf = append(t.windows[:0], ws...), key
+	}
+}
+
+// bestRemembered is bestQuantileTops over the windows remembered for key
+// in sp's table of slot s; ok is false when there are none, or the table
+// cannot give the answer.
+func (op *Operator) bestRemembered(sp *spec, s *slot, panes []win, key windowsKey) (int64, float64, bool) {
+	t := op.findTops(sp, s)
+	if t.sp != sp || t.s != s || t.id != s.id || t.windowsOf != key || len(t.windows) == 0 {
+		return 0, 0, false
+	}
+	kept := op.windows
+	start, v, ok := op.bestQuantileTops(sp, s, panes, t.windows, key.first)
+	op.windows = kept[:0]
+	if ok {
+		op.rememberedAnswers++
+	}
+	return start, v, ok
 }
 
 // findTops returns sp's table of slot s, or the least recently used one
@@ -299,7 +346,7 @@ func (op *Operator) buildTops(t *quantileTops, sp *spec, s *slot, panes []win, n
 	older := len(panes) - 1
 	*t = quantileTops{sp: sp, s: s, id: s.id, older: older, n: n, vals: t.vals[:0],
 		sufN: t.sufN[:0], sufMin: t.sufMin[:0], sufMax: t.sufMax[:0], latestAbove: t.latestAbove[:0], byWindow: t.byWindow[:0],
-		lastRow: t.lastRow[:0]}
+		lastRow: t.lastRow[:0], windows: t.windows[:0]}
 	if older > 0 {
 		t.first = panes[0].start
 	}

@@ -1,6 +1,7 @@
 package windows
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -121,4 +122,55 @@ func TestQuantileFastPathsMatchMerge(t *testing.T) {
 		t.Fatalf("%d answers from tables, %d merged, %d from few values: the test needs each", fast, merged, few)
 	}
 	t.Logf("%d answers from tables, %d merged, %d from few values", fast, merged, few)
+}
+
+// TestRememberedWindowsMatchMerge: a hot key's in-order decisions read
+// from its table over the windows remembered from the event before
+// (bestRemembered), where every window passed the screen, are the
+// decisions of the pass and the merge of the sketches, output for output,
+// with thresholds every window exceeds, some do and none does, min_events
+// that turns the memory off, and late events into older panes.
+func TestRememberedWindowsMatchMerge(t *testing.T) {
+	defer func() { noTops = false }()
+	r := rand.New(rand.NewPCG(41, 2))
+	windows := []string{
+		"{type: sliding, size: 200ms, slide: 10ms}",
+		"{type: sliding, size: 120ms, slide: 20ms}",
+		"{type: sliding, size: 60ms, slide: 6ms}",
+	}
+	remembered, trials := 0, 24
+	if testing.Short() {
+		trials = 8
+	}
+	for trial := range trials {
+		text := fmt.Sprintf(`
+rules:
+  - {name: q, key: [k], window: %s, aggregate: "quantile:v:%v", threshold: %v, min_events: %d, action: deny}
+`, windows[r.IntN(len(windows))], []float64{0.99, 0.9, 0.5}[r.IntN(3)], []float64{0, 0, 40, 300}[r.IntN(4)], []int{0, 0, 1, 50}[r.IntN(4)])
+		var lines [][]byte
+		ts := int64(r.IntN(1000))
+		for i := range 4000 {
+			if r.IntN(16) == 0 {
+				ts++
+			}
+			at := ts
+			if r.IntN(40) == 0 {
+				at -= int64(r.IntN(40)) // into an older pane, some late
+			}
+			v := 1 + int(math.Exp(r.NormFloat64()*1.2+3))
+			lines = append(lines, fmt.Appendf(nil, `{"id":"e%d","ts":%d,"k":%d,"v":%d}`, i, at, r.IntN(2), v))
+		}
+		noTops = true
+		want, _ := runWatermarked(t, text, 0, lines)
+		noTops = false
+		got, op := runWatermarked(t, text, 0, lines)
+		if d := firstDifference(got, want); d != "" {
+			t.Fatalf("trial %d, rules %s: %s (from tables, merged)", trial, text, d)
+		}
+		remembered += op.rememberedAnswers
+	}
+	if remembered < trials*300 {
+		t.Fatalf("%d decisions from remembered windows in %d trials: the test needs more", remembered, trials)
+	}
+	t.Logf("%d decisions from remembered windows", remembered)
 }
