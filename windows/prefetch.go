@@ -93,6 +93,13 @@ func (op *Operator) Prefetch(now, near, far []SlotRef) {
 				q.Add(last)
 				q.Add(last + unsafe.Sizeof(win{}))
 			}
+			// An avg, ratio or quantile rule's event moves its slot's
+			// screen, out of line.
+			if s != nil && s.more != nil {
+				screen := prefetch.Addr(&s.more.inOrder)
+				q.Add(screen)
+				q.Add(screen + unsafe.Sizeof(inOrderScreen{}) - 1)
+			}
 		}
 	}
 	op.nearSlots = op.nearSlots[:0]
