@@ -116,6 +116,7 @@ type Operator struct {
 	// bestQuantileTops, and the rest its scratch space.
 	tops      [topsSlots]quantileTops
 	topsClock uint64
+	topsAsked [topsDoor]topsAsker
 	// rememberedAnswers counts the decisions read from a table's
 	// remembered windows (bestRemembered), which tests compare with the
 	// merge.

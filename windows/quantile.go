@@ -36,7 +36,8 @@ type quantileTops struct {
 	// The table holds the keys from maxKey down to floor, row r being key
 	// maxKey-r: byWindow[k*rows+r] is how many values of panes k.. (of
 	// the older ones, counted from the first) are in bins at or above it;
-	// the last, of no older pane, are 0. vals[r] is the bin's value.
+	// the last, of no older pane, are 0. vals[r] is the bin's value, NaN
+	// until read.
 	maxKey, floor  int
 	byWindow, vals []float64
 	// sufN, sufMin and sufMax are the values, least and greatest of
@@ -117,6 +118,31 @@ func (op *Operator) findTops(sp *spec, s *slot) *quantileTops {
 		}
 	}
 	return lru
+}
+
+// topsDoor is how many slots without a table askedAgain remembers: a few
+// times the tables, so that a key that asks again before a few dozen
+// others ask is taken, and its table then outlives the next few asks.
+const topsDoor = 64
+
+// askedAgain reports whether sp's slot s asked for a table a short while
+// ago, and remembers it asked: a table is built for such a slot only.
+// A key with few events a second among many (a busy user among a
+// hundred thousand) would evict a table, and have its own evicted, at
+// each event, where merging its few panes costs less than the build.
+func (op *Operator) askedAgain(sp *spec, s *slot) bool {
+	h := (s.id[0] ^ s.id[1]*0x9e3779b97f4a7c15 ^ uint64(sp.pos)) % topsDoor
+	if op.topsAsked[h] == (topsAsker{sp, s.id}) {
+		return true
+	}
+	op.topsAsked[h] = topsAsker{sp, s.id}
+	return false
+}
+
+// topsAsker is a slot that asked for a table: its spec and key hash.
+type topsAsker struct {
+	sp *spec
+	id slotID
 }
 
 // noTops turns bestQuantileFew and bestQuantileTops off, for tests that
@@ -217,6 +243,9 @@ func (op *Operator) bestQuantileTops(sp *spec, s *slot, panes []win, ws []sweptW
 		return 0, 0, false // a cold key: a table would serve few events
 	}
 	t := op.findTops(sp, s)
+	if (t.sp != sp || t.s != s || t.id != s.id) && !op.askedAgain(sp, s) {
+		return 0, 0, false
+	}
 	if t.sp != sp || t.s != s || t.id != s.id || t.older != older || t.n != n || older > 0 && t.first != panes[base].start {
 		op.buildTops(t, sp, s, panes[base:], n)
 	}
@@ -328,7 +357,12 @@ func (op *Operator) bestQuantileTops(sp *spec, s *slot, panes []win, ws []sweptW
 		}
 		// As Quantile clamps (min and max are math.Min and math.Max's
 		// intrinsics).
-		if v := min(max(t.vals[lo], lowest), highest); v >= best {
+		val := t.vals[lo]
+		if val != val {
+			val = heatmap.BinValue(t.maxKey - lo)
+			t.vals[lo] = val
+		}
+		if v := min(max(val, lowest), highest); v >= best {
 			best, bestStart = v, w.start
 		}
 	}
@@ -444,7 +478,7 @@ func (op *Operator) buildTops(t *quantileTops, sp *spec, s *slot, panes []win, n
 			return
 		}
 		byRow = append(byRow, row...)
-		t.vals = append(t.vals, heatmap.BinValue(key))
+		t.vals = append(t.vals, math.NaN()) // an exponential, when first read
 		t.floor = key
 		if done {
 			break
