@@ -297,73 +297,86 @@ func (op *Operator) bestQuantileTops(sp *spec, s *slot, panes []win, ws []sweptW
 		t.latest, t.latestCount = latest, latest.Count
 	}
 	best, bestStart := math.Inf(-1), first
+	latestN, latestMin, latestMax := float64(latest.Count), latest.Min, latest.Max
 	// From the latest start back, a tie going to the earlier start, as
 	// bestQuantile takes them.
 	for i := len(ws) - 1; i >= 0; i-- {
 		w := &ws[i]
-		// The window's panes are the older ones from k to e (suffix k
-		// without suffix e), and the latest if it reaches it.
-		k, e, withLatest := w.lo-base, w.hi-base, w.hi == len(panes)
-		if withLatest {
-			e = older
-		}
-		count := t.sufN[k] - t.sufN[e]
-		lowest, highest := t.sufMin[k], t.sufMax[k]
-		if withLatest {
-			count += latest.Count
-			lowest, highest = min(lowest, latest.Min), max(highest, latest.Max)
-		} else if e < older {
-			lowest, highest = math.Inf(1), math.Inf(-1)
-			for j := w.lo; j < w.hi; j++ {
-				h := panes[j].heatmap()
-				lowest, highest = min(lowest, h.Min), max(highest, h.Max)
-			}
-		}
-		// GetValueAtQuantile's rank, and its bin: the lowest whose values
-		// and those below are more than rank, which is the highest bin
-		// whose values below it are at most rank.
-		rank := float64(sp.q * float64(count-1))
-		col, end := t.byWindow[k*rows:(k+1)*rows], t.byWindow[e*rows:(e+1)*rows]
-		below := func(r int) float64 {
-			at := col[r] - end[r]
-			if withLatest {
-				at += la[r]
-			}
-			return float64(count) - at
-		}
-		if below(rows-1) > rank {
-			if withLatest {
+		var lo int
+		var lowest, highest float64
+		if w.hi == len(panes) {
+			// The windows of an in-order event: the older panes from k
+			// and the latest, whose rows count col[r] + la[r] values at
+			// or above row r (the suffix of no older pane counts 0).
+			k := w.lo - base
+			count := float64(t.sufN[k]) + latestN
+			lowest, highest = min(t.sufMin[k], latestMin), max(t.sufMax[k], latestMax)
+			// GetValueAtQuantile's rank, and its bin: the lowest whose
+			// values and those below are more than rank, which is the
+			// highest bin whose values below it are at most rank.
+			rank := float64(sp.q * (count - 1))
+			col := t.byWindow[k*rows : (k+1)*rows]
+			if count-(col[rows-1]+la[rows-1]) > rank {
 				t.sp = nil // deeper, for the next event
+				return 0, 0, false
 			}
-			return 0, 0, false
-		}
-		// The row the window's quantile was in at the last event, most
-		// often still it; else a binary search.
-		lo, hi := 0, rows-1 // below(hi) <= rank
-		if last := int(t.lastRow[k]); withLatest && last >= 0 && below(last) <= rank && (last == 0 || below(last-1) > rank) {
-			lo = last
+			// The row the window's quantile was in at the last event,
+			// most often still it; else a binary search.
+			if last := int(t.lastRow[k]); last >= 0 && last < rows && count-(col[last]+la[last]) <= rank &&
+				(last == 0 || count-(col[last-1]+la[last-1]) > rank) {
+				lo = last
+			} else {
+				for hi := rows - 1; lo < hi; { // below hi is at most rank
+					if mid := (lo + hi) / 2; count-(col[mid]+la[mid]) <= rank {
+						hi = mid
+					} else {
+						lo = mid + 1
+					}
+				}
+			}
+			t.lastRow[k] = int32(lo)
 		} else {
-			for lo < hi {
-				mid := (lo + hi) / 2
-				if below(mid) <= rank {
+			// A window of an event out of order: the older panes from k
+			// to e (suffix k without suffix e).
+			k, e := w.lo-base, w.hi-base
+			count := t.sufN[k] - t.sufN[e]
+			lowest, highest = t.sufMin[k], t.sufMax[k]
+			if e < older {
+				lowest, highest = math.Inf(1), math.Inf(-1)
+				for j := w.lo; j < w.hi; j++ {
+					h := panes[j].heatmap()
+					lowest, highest = min(lowest, h.Min), max(highest, h.Max)
+				}
+			}
+			rank := float64(sp.q * float64(count-1))
+			col, end := t.byWindow[k*rows:(k+1)*rows], t.byWindow[e*rows:(e+1)*rows]
+			below := func(r int) float64 { return float64(count) - (col[r] - end[r]) }
+			if below(rows-1) > rank {
+				return 0, 0, false
+			}
+			for hi := rows - 1; lo < hi; {
+				if mid := (lo + hi) / 2; below(mid) <= rank {
 					hi = mid
 				} else {
 					lo = mid + 1
 				}
 			}
 		}
-		if withLatest {
-			t.lastRow[k] = int32(lo)
-		}
-		// As Quantile clamps (min and max are math.Min and math.Max's
-		// intrinsics).
 		val := t.vals[lo]
 		if val != val {
 			val = heatmap.BinValue(t.maxKey - lo)
 			t.vals[lo] = val
 		}
-		if v := min(max(val, lowest), highest); v >= best {
-			best, bestStart = v, w.start
+		// As Quantile clamps (min and max are math.Min and math.Max's
+		// intrinsics): the values are positive, none NaN.
+		if val < lowest {
+			val = lowest
+		}
+		if val > highest {
+			val = highest
+		}
+		if val >= best {
+			best, bestStart = val, w.start
 		}
 	}
 	op.windows = ws[:0]
