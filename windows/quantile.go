@@ -2,6 +2,7 @@ package windows
 
 import (
 	"math"
+	"slices"
 
 	"github.com/riskstream/riskstream/heatmap"
 )
@@ -21,39 +22,39 @@ import (
 // of its in-order windows but the latest.
 type quantileTops struct {
 	// What the table is of: the spec, the slot (and its key's hash, which a
-	// slot reused for another key changes), and its older panes: the start
-	// of the first, how many, and their values, which a late event into
-	// one of them changes.
-	sp    *spec
-	s     *slot
-	id    slotID
-	first int64
-	older int
-	n     int64
+	// slot reused for another key changes), and its columns' panes, by
+	// start: the older panes of the windows since it was built, some of
+	// them purged since (the first a window holds is found by its start).
+	sp     *spec
+	s      *slot
+	id     slotID
+	starts []int64
 	// usable is false when the older panes hold a zero or a negative
 	// value: the table counts positive bins only.
 	usable bool
 	// The table holds the keys from maxKey down to floor, row r being key
-	// maxKey-r: byWindow[k*rows+r] is how many values of panes k.. (of
-	// the older ones, counted from the first) are in bins at or above it;
-	// the last, of no older pane, are 0. vals[r] is the bin's value, NaN
-	// until read.
-	maxKey, floor  int
-	byWindow, vals []float64
-	// sufN, sufMin and sufMax are the values, least and greatest of
-	// panes k.. of the older ones.
-	sufN           []int64
+	// maxKey-r: pre[c*rows+r] is how many values of the panes before
+	// column c are in bins at or above it, so that panes c to e hold
+	// pre[e*rows+r] - pre[c*rows+r] (counts of whole values, exact in a
+	// float64); a pane that ends the older ones adds a column. vals[r] is
+	// the bin's value, NaN until read.
+	maxKey, floor int
+	pre, vals     []float64
+	// preN[c] is how many values the panes before column c hold, and
+	// sufMin[c] and sufMax[c] the least and greatest of those from c on.
+	preN           []int64
 	sufMin, sufMax []float64
 	// latestAbove[r] is how many values of the latest pane, latest, are
 	// in bins at or above row r's, when it held latestCount: an event
 	// adds one to the rows at and below its value's bin.
 	latest      *heatmap.Acc
+	latestStart int64
 	latestCount int64
 	latestAbove []float64
 	// used is when the table was last read (Operator.topsClock).
 	used uint64
-	// lastRow is, by first pane, the row the quantile of the window from
-	// it to the latest pane was in at the last event, -1 before one.
+	// lastRow is, by column, the row the quantile of the window from its
+	// pane to the latest pane was in at the last event, -1 before one.
 	lastRow []int32
 	// windows are the windows of the slot's in-order events when every
 	// one of them passed the screen, as when most events are decided, and
@@ -232,7 +233,6 @@ func (op *Operator) bestQuantileTops(sp *spec, s *slot, panes []win, ws []sweptW
 		return 0, 0, false
 	}
 	base := ws[0].lo
-	older := len(panes) - 1 - base
 	var n int64
 	for j := base; j < len(panes)-1; j++ {
 		if h := panes[j].heatmap(); h != nil {
@@ -243,11 +243,16 @@ func (op *Operator) bestQuantileTops(sp *spec, s *slot, panes []win, ws []sweptW
 		return 0, 0, false // a cold key: a table would serve few events
 	}
 	t := op.findTops(sp, s)
-	if (t.sp != sp || t.s != s || t.id != s.id) && !op.askedAgain(sp, s) {
+	mine := t.sp == sp && t.s == s && t.id == s.id
+	if !mine && !op.askedAgain(sp, s) {
 		return 0, 0, false
 	}
-	if t.sp != sp || t.s != s || t.id != s.id || t.older != older || t.n != n || older > 0 && t.first != panes[base].start {
-		op.buildTops(t, sp, s, panes[base:], n)
+	off, ok := 0, false
+	if mine && t.usable {
+		off, ok = op.followTops(t, panes, base, n)
+	}
+	if !ok {
+		op.buildTops(t, sp, s, panes[base:])
 	}
 	op.topsClock++
 	t.used = op.topsClock
@@ -256,9 +261,11 @@ func (op *Operator) bestQuantileTops(sp *spec, s *slot, panes []win, ws []sweptW
 	}
 	rows := t.maxKey - t.floor + 1
 	la := t.latestAbove[:rows]
-	switch {
-	case t.latest == latest && latest.Count == t.latestCount:
-	case t.latest == latest && latest.Count == t.latestCount+1 && op.lastValueAcc == latest:
+	end := len(t.starts) // the column after the older panes
+	last := t.pre[end*rows : (end+1)*rows]
+	switch same := t.latest == latest && t.latestStart == panes[len(panes)-1].start; {
+	case same && latest.Count == t.latestCount:
+	case same && latest.Count == t.latestCount+1 && op.lastValueAcc == latest:
 		// One value more, the event's: its bin and those below count it.
 		key, ok := heatmap.PositiveKey(op.lastValue, &op.sketchIndexes)
 		if !ok {
@@ -274,27 +281,10 @@ func (op *Operator) bestQuantileTops(sp *spec, s *slot, panes []win, ws []sweptW
 		}
 		t.latestCount++
 	default:
-		bins, ok := latest.PositiveBins(op.topBins[:0])
-		op.topBins = bins
-		if !ok {
-			t.latest = nil
+		if !op.countAbove(t, latest, la) {
 			return 0, 0, false
 		}
-		if len(bins) > 0 && bins[len(bins)-1].Key > t.maxKey {
-			t.sp = nil
-			return 0, 0, false
-		}
-		// la[r]: the latest pane's values at or above row r's bin.
-		clear(la)
-		for _, b := range bins {
-			if b.Key >= t.floor {
-				la[t.maxKey-b.Key] += b.Count
-			}
-		}
-		for r := 1; r < rows; r++ {
-			la[r] += la[r-1]
-		}
-		t.latest, t.latestCount = latest, latest.Count
+		t.latest, t.latestStart, t.latestCount = latest, panes[len(panes)-1].start, latest.Count
 	}
 	best, bestStart := math.Inf(-1), first
 	latestN, latestMin, latestMax := float64(latest.Count), latest.Min, latest.Max
@@ -305,29 +295,29 @@ func (op *Operator) bestQuantileTops(sp *spec, s *slot, panes []win, ws []sweptW
 		var lo int
 		var lowest, highest float64
 		if w.hi == len(panes) {
-			// The windows of an in-order event: the older panes from k
-			// and the latest, whose rows count col[r] + la[r] values at
-			// or above row r (the suffix of no older pane counts 0).
-			k := w.lo - base
-			count := float64(t.sufN[k]) + latestN
+			// The windows of an in-order event: the older panes from
+			// column k and the latest, whose rows count
+			// last[r]-col[r] + la[r] values at or above row r.
+			k := off + w.lo - base
+			count := float64(t.preN[end]-t.preN[k]) + latestN
 			lowest, highest = min(t.sufMin[k], latestMin), max(t.sufMax[k], latestMax)
 			// GetValueAtQuantile's rank, and its bin: the lowest whose
 			// values and those below are more than rank, which is the
 			// highest bin whose values below it are at most rank.
 			rank := float64(sp.q * (count - 1))
-			col := t.byWindow[k*rows : (k+1)*rows]
-			if count-(col[rows-1]+la[rows-1]) > rank {
+			col := t.pre[k*rows : (k+1)*rows]
+			if count-(last[rows-1]-col[rows-1]+la[rows-1]) > rank {
 				t.sp = nil // deeper, for the next event
 				return 0, 0, false
 			}
 			// The row the window's quantile was in at the last event,
 			// most often still it; else a binary search.
-			if last := int(t.lastRow[k]); last >= 0 && last < rows && count-(col[last]+la[last]) <= rank &&
-				(last == 0 || count-(col[last-1]+la[last-1]) > rank) {
-				lo = last
+			if r := int(t.lastRow[k]); r >= 0 && r < rows && count-(last[r]-col[r]+la[r]) <= rank &&
+				(r == 0 || count-(last[r-1]-col[r-1]+la[r-1]) > rank) {
+				lo = r
 			} else {
 				for hi := rows - 1; lo < hi; { // below hi is at most rank
-					if mid := (lo + hi) / 2; count-(col[mid]+la[mid]) <= rank {
+					if mid := (lo + hi) / 2; count-(last[mid]-col[mid]+la[mid]) <= rank {
 						hi = mid
 					} else {
 						lo = mid + 1
@@ -336,12 +326,12 @@ func (op *Operator) bestQuantileTops(sp *spec, s *slot, panes []win, ws []sweptW
 			}
 			t.lastRow[k] = int32(lo)
 		} else {
-			// A window of an event out of order: the older panes from k
-			// to e (suffix k without suffix e).
-			k, e := w.lo-base, w.hi-base
-			count := t.sufN[k] - t.sufN[e]
+			// A window of an event out of order: the older panes from
+			// column k to e.
+			k, e := off+w.lo-base, off+w.hi-base
+			count := t.preN[e] - t.preN[k]
 			lowest, highest = t.sufMin[k], t.sufMax[k]
-			if e < older {
+			if e < end {
 				lowest, highest = math.Inf(1), math.Inf(-1)
 				for j := w.lo; j < w.hi; j++ {
 					h := panes[j].heatmap()
@@ -349,8 +339,8 @@ func (op *Operator) bestQuantileTops(sp *spec, s *slot, panes []win, ws []sweptW
 				}
 			}
 			rank := float64(sp.q * float64(count-1))
-			col, end := t.byWindow[k*rows:(k+1)*rows], t.byWindow[e*rows:(e+1)*rows]
-			below := func(r int) float64 { return float64(count) - (col[r] - end[r]) }
+			col, upto := t.pre[k*rows:(k+1)*rows], t.pre[e*rows:(e+1)*rows]
+			below := func(r int) float64 { return float64(count) - (upto[r] - col[r]) }
 			if below(rows-1) > rank {
 				return 0, 0, false
 			}
@@ -389,13 +379,13 @@ func (op *Operator) bestQuantileTops(sp *spec, s *slot, panes []win, ws []sweptW
 // least twice as many values at or above as its quantile needs (and 16
 // more): the latest pane grows, and the windows' quantiles move down, for
 // many events before the table falls short.
-func (op *Operator) buildTops(t *quantileTops, sp *spec, s *slot, panes []win, n int64) {
+func (op *Operator) buildTops(t *quantileTops, sp *spec, s *slot, panes []win) {
 	older := len(panes) - 1
-	*t = quantileTops{sp: sp, s: s, id: s.id, older: older, n: n, vals: t.vals[:0],
-		sufN: t.sufN[:0], sufMin: t.sufMin[:0], sufMax: t.sufMax[:0], latestAbove: t.latestAbove[:0], byWindow: t.byWindow[:0],
+	*t = quantileTops{sp: sp, s: s, id: s.id, starts: t.starts[:0], vals: t.vals[:0],
+		preN: t.preN[:0], sufMin: t.sufMin[:0], sufMax: t.sufMax[:0], latestAbove: t.latestAbove[:0], pre: t.pre[:0],
 		lastRow: t.lastRow[:0], windows: t.windows[:0]}
-	if older > 0 {
-		t.first = panes[0].start
+	for j := range older {
+		t.starts = append(t.starts, panes[j].start)
 	}
 	// Every pane's bins, ascending, one after the other: ends[j] is where
 	// pane j's end.
@@ -424,16 +414,22 @@ func (op *Operator) buildTops(t *quantileTops, sp *spec, s *slot, panes []win, n
 	t.maxKey, t.usable = maxKey, true
 
 	cols := older + 1
-	t.sufN, t.sufMin, t.sufMax = sized(t.sufN, cols), sized(t.sufMin, cols), sized(t.sufMax, cols)
+	t.preN, t.sufMin, t.sufMax = sized(t.preN, cols), sized(t.sufMin, cols), sized(t.sufMax, cols)
 	t.lastRow = sized(t.lastRow, cols)
 	for k := range t.lastRow {
 		t.lastRow[k] = -1
 	}
-	t.sufN[older], t.sufMin[older], t.sufMax[older] = 0, math.Inf(1), math.Inf(-1)
+	t.preN[0] = 0
+	for k := range older {
+		t.preN[k+1] = t.preN[k]
+		if h := panes[k].heatmap(); h != nil {
+			t.preN[k+1] += h.Count
+		}
+	}
+	t.sufMin[older], t.sufMax[older] = math.Inf(1), math.Inf(-1)
 	for k := older - 1; k >= 0; k-- {
-		t.sufN[k], t.sufMin[k], t.sufMax[k] = t.sufN[k+1], t.sufMin[k+1], t.sufMax[k+1]
+		t.sufMin[k], t.sufMax[k] = t.sufMin[k+1], t.sufMax[k+1]
 		if h := panes[k].heatmap(); h != nil && h.Count > 0 {
-			t.sufN[k] += h.Count
 			t.sufMin[k], t.sufMax[k] = math.Min(t.sufMin[k], h.Min), math.Max(t.sufMax[k], h.Max)
 		}
 	}
@@ -444,7 +440,7 @@ func (op *Operator) buildTops(t *quantileTops, sp *spec, s *slot, panes []win, n
 	}
 	need := op.topNeed[:cols]
 	for k := range need {
-		count := t.sufN[k] + latestCount
+		count := t.preN[older] - t.preN[k] + latestCount
 		rank := float64(sp.q * float64(count-1))
 		need[k] = math.Min(float64(count), 2*(float64(count)-rank)+16)
 	}
@@ -497,14 +493,98 @@ func (op *Operator) buildTops(t *quantileTops, sp *spec, s *slot, panes []win, n
 			break
 		}
 	}
-	// By column: a window's search reads one suffix's counts, together.
+	// By column, of the panes before it (all of them less the suffix
+	// from it): a window's search reads two columns' counts, together.
 	rows := len(t.vals)
 	op.topByRow = byRow
-	t.byWindow = sized(t.byWindow, len(byRow))
+	t.pre = sized(t.pre, len(byRow))
 	for r := range rows {
+		all := byRow[r*cols]
 		for k, v := range byRow[r*cols : (r+1)*cols] {
-			t.byWindow[k*rows+r] = v
+			t.pre[k*rows+r] = all - v
 		}
 	}
 	t.latestAbove = sized(t.latestAbove, rows)
+}
+
+// countAbove sets la[r] to how many of h's values are in t's bins at or
+// above row r; false when it cannot: h holds a zero or negative value
+// (t.latest is then reset, and the event merges), or one above t's rows
+// (t is then built again, higher, for the next event).
+func (op *Operator) countAbove(t *quantileTops, h *heatmap.Acc, la []float64) bool {
+	bins, ok := h.PositiveBins(op.topBins[:0])
+	op.topBins = bins
+	if !ok {
+		t.latest = nil
+		return false
+	}
+	if len(bins) > 0 && bins[len(bins)-1].Key > t.maxKey {
+		t.sp = nil
+		return false
+	}
+	clear(la)
+	for _, b := range bins {
+		if b.Key >= t.floor {
+			la[t.maxKey-b.Key] += b.Count
+		}
+	}
+	for r := 1; r < len(la); r++ {
+		la[r] += la[r-1]
+	}
+	return true
+}
+
+// followTops returns the column of panes[base] in t, a usable table of the
+// same slot, when the table holds panes[base:] but the latest, adding as
+// a column the pane that was the latest when a new one began; ok is false
+// when the table must be built again: a late event changed an older pane
+// (n, their values, differs), panes the table does not hold, a pane that
+// ended with a value above its rows, or columns of purged panes as many
+// as the live ones.
+func (op *Operator) followTops(t *quantileTops, panes []win, base int, n int64) (int, bool) {
+	older := len(panes) - 1 - base
+	off := len(t.starts) // with no older pane, the empty suffix
+	if older > 0 {
+		off, _ = slices.BinarySearch(t.starts, panes[base].start)
+	}
+	if off > older+8 || off+older > len(t.starts)+1 {
+		return 0, false
+	}
+	if off+older == len(t.starts)+1 {
+		// The latest pane of the table's last event is an older one now.
+		p := &panes[len(panes)-2]
+		h := p.heatmap()
+		if t.latest == nil || h != t.latest || p.start != t.latestStart || len(t.starts) > 0 && t.starts[len(t.starts)-1] >= p.start {
+			return 0, false
+		}
+		rows := t.maxKey - t.floor + 1
+		if (len(t.starts)+2)*rows > topsMaxCells {
+			return 0, false
+		}
+		la := t.latestAbove[:rows]
+		if h.Count != t.latestCount && !op.countAbove(t, h, la) {
+			return 0, false
+		}
+		prev := t.pre[len(t.starts)*rows : (len(t.starts)+1)*rows]
+		for r := range rows {
+			t.pre = append(t.pre, prev[r]+la[r])
+		}
+		t.starts = append(t.starts, p.start)
+		t.preN = append(t.preN, t.preN[len(t.preN)-1]+h.Count)
+		if h.Count > 0 {
+			for c := range t.sufMin {
+				t.sufMin[c], t.sufMax[c] = math.Min(t.sufMin[c], h.Min), math.Max(t.sufMax[c], h.Max)
+			}
+		}
+		t.sufMin, t.sufMax = append(t.sufMin, math.Inf(1)), append(t.sufMax, math.Inf(-1))
+		t.lastRow = append(t.lastRow, -1)
+		t.latest = nil // the new latest pane's counts, next
+	}
+	if older > 0 && (t.starts[off] != panes[base].start || t.starts[len(t.starts)-1] != panes[len(panes)-2].start) {
+		return 0, false
+	}
+	if t.preN[len(t.starts)]-t.preN[off] != n {
+		return 0, false
+	}
+	return off, true
 }
