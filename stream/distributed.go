@@ -67,18 +67,6 @@ const metaChangelog = "changelog"
 // checkpointed to a changelog topic so that another instance can take
 // them over.
 func runDistributed(ctx context.Context, opts RunOptions) error {
-	if len(opts.Brokers) == 0 {
-		return errors.New("stream: --distributed needs --brokers: the instances share the job through a Kafka cluster")
-	}
-	if opts.RepartitionPartitions <= 0 {
-		opts.RepartitionPartitions = DefaultRepartitionPartitions
-	}
-	switch {
-	case opts.StandbyReplicas == 0:
-		opts.StandbyReplicas = 1
-	case opts.StandbyReplicas < 0:
-		opts.StandbyReplicas = 0
-	}
 	j := &distJob{opts: opts, log: opts.Logger, topics: internalTopicsOf(opts.Group),
 		tasks: map[int]*ownedTask{}, inputs: map[int32]*routedInput{}}
 	defer j.close()

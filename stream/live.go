@@ -35,15 +35,9 @@ import (
 // to do. docs/design.md maps its goroutines and the order of its writes.
 func Run(ctx context.Context, opts RunOptions) (err error) {
 	defer func() { err = explainState(err, true) }()
-	opts.ensureDefaults()
-	if opts.Config == nil || opts.StateDir == "" {
-		return errors.New("stream: run needs rules and a state directory")
-	}
-	if opts.MaxMessageBytes < sink.MinMaxMessageBytes {
-		return fmt.Errorf("stream: a maximum message size of %d bytes is less than the least, %d", opts.MaxMessageBytes, sink.MinMaxMessageBytes)
-	}
-	if len(opts.Brokers) == 0 && (opts.Security.TLS.On() || opts.Security.SASL.Mechanism != "") {
-		return ErrEmbeddedSecurity
+	opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return err
 	}
 	if opts.Distributed {
 		if opts.WatchRules || opts.ReloadRules != nil {

@@ -93,6 +93,33 @@ func (o *ReplayOptions) EnsureDefaults() {
 	}
 }
 
+// Validate reports, all at once, the options that cannot work, input
+// files that are missing or folders among them; Replay calls it after
+// EnsureDefaults.
+func (o *ReplayOptions) Validate() error {
+	var errs []error
+	if o.Config == nil {
+		errs = append(errs, errors.New("stream: replay needs rules (ReplayOptions.Config)"))
+	}
+	if (len(o.Inputs) == 0) == (o.Topic == "") {
+		errs = append(errs, errors.New("stream: replay needs either input files or a topic"))
+	}
+	if o.Topic != "" && len(o.Brokers) == 0 {
+		errs = append(errs, errors.New("stream: replay of a topic needs its brokers"))
+	}
+	for _, in := range o.Inputs {
+		if in == "-" {
+			continue
+		}
+		if fi, err := os.Stat(in); err != nil {
+			errs = append(errs, fmt.Errorf("input: %w", err))
+		} else if fi.IsDir() {
+			errs = append(errs, fmt.Errorf("input %s is a folder: name the files in it", in))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Summary is what a replay did.
 type Summary struct {
 	engine.Stats
@@ -131,23 +158,8 @@ func (s *Summary) EventsPerSecond() float64 {
 func Replay(ctx context.Context, opts ReplayOptions) (_ *Summary, err error) {
 	defer func() { err = explainState(err, false) }()
 	opts.EnsureDefaults()
-	if opts.Config == nil || (len(opts.Inputs) == 0) == (opts.Topic == "") {
-		return nil, errors.New("stream: replay needs rules and either input files or a topic")
-	}
-	if opts.Topic != "" && len(opts.Brokers) == 0 {
-		return nil, errors.New("stream: replay of a topic needs its brokers")
-	}
-	for _, in := range opts.Inputs {
-		if in == "-" {
-			continue
-		}
-		fi, err := os.Stat(in)
-		if err != nil {
-			return nil, fmt.Errorf("input: %w", err)
-		}
-		if fi.IsDir() {
-			return nil, fmt.Errorf("input %s is a folder: name the files in it", in)
-		}
+	if err := opts.Validate(); err != nil {
+		return nil, err
 	}
 	start := opts.Now()
 	// Every log record of the run clears the progress line first.

@@ -99,10 +99,10 @@ type RunOptions struct {
 	// EmbeddedAddr is where the embedded broker listens. The default value
 	// is 127.0.0.1:9092.
 	EmbeddedAddr string
-	// Topic is the input topic. The default value is "requests".
+	// Topic is the input topic. The default value is DefaultTopic.
 	Topic string
 	// Group is the consumer group the job joins and commits its
-	// checkpointed offsets to. The default value is "riskstream".
+	// checkpointed offsets to. The default value is DefaultGroup.
 	Group string
 	// Outputs name the output topics. The default value is
 	// sink.DefaultTopics.
@@ -111,10 +111,10 @@ type RunOptions struct {
 	// Required.
 	StateDir string
 	// CheckpointInterval is how often state and offsets are checkpointed.
-	// The default value is 1s.
+	// The default value is DefaultCheckpointInterval.
 	CheckpointInterval time.Duration
 	// PartitionDiscovery is how often the input topic is checked for new
-	// partitions. The default value is 10s.
+	// partitions. The default value is DefaultPartitionDiscovery.
 	PartitionDiscovery time.Duration
 	// PartitionWait is how long a partition that has nothing buffered and
 	// has read everything its broker had holds back a record of the
@@ -136,7 +136,7 @@ type RunOptions struct {
 	// StandbyReplicas is how many standby copies of each repartition
 	// partition's state a distributed job keeps on other instances, which
 	// take the partition over without reading its whole changelog. The
-	// default value is 1; negative keeps none.
+	// default value is DefaultStandbyReplicas; negative keeps none.
 	StandbyReplicas int
 	// MetricsAddr serves /metrics, /healthz and /readyz (see readiness);
 	// empty serves nothing.
@@ -161,7 +161,7 @@ type RunOptions struct {
 	// MetricLabelLimit bounds the label values taken from the input that
 	// the metrics keep per label (sources; each heatmap's keys): the first
 	// ones seen get their own, the rest are counted under "other". The
-	// default value is 100.
+	// default value is DefaultMetricLabelLimit.
 	MetricLabelLimit int
 	// MaxMessageBytes is the largest output message the job writes: see
 	// sink.MaxMessageBytes. At least sink.MinMaxMessageBytes. The default
@@ -199,22 +199,33 @@ const DefaultPartitionWait = 100 * time.Millisecond
 // the partition rather than stop.
 const behindWait = 30 * time.Second
 
-func (o *RunOptions) ensureDefaults() {
+// Defaults of RunOptions (and of ReplayOptions, where they share a field).
+const (
+	DefaultTopic              = "requests"
+	DefaultGroup              = "riskstream"
+	DefaultCheckpointInterval = time.Second
+	DefaultPartitionDiscovery = 10 * time.Second
+	DefaultMetricLabelLimit   = 100
+	DefaultStandbyReplicas    = 1
+)
+
+// EnsureDefaults fills in zero fields with their default values.
+func (o *RunOptions) EnsureDefaults() {
 	if o.EmbeddedAddr == "" {
 		o.EmbeddedAddr = broker.DefaultAddr
 	}
 	if o.Topic == "" {
-		o.Topic = "requests"
+		o.Topic = DefaultTopic
 	}
 	if o.Group == "" {
-		o.Group = "riskstream"
+		o.Group = DefaultGroup
 	}
 	if t := o.Outputs; t == (sink.Topics{Shadow: t.Shadow}) {
 		o.Outputs = sink.DefaultTopics
 		o.Outputs.Shadow = t.Shadow
 	}
 	if o.PartitionDiscovery <= 0 {
-		o.PartitionDiscovery = 10 * time.Second
+		o.PartitionDiscovery = DefaultPartitionDiscovery
 	}
 	if o.PartitionWait == 0 {
 		o.PartitionWait = DefaultPartitionWait
@@ -229,7 +240,7 @@ func (o *RunOptions) ensureDefaults() {
 		o.Shards = runtime.GOMAXPROCS(0)
 	}
 	if o.CheckpointInterval <= 0 {
-		o.CheckpointInterval = time.Second
+		o.CheckpointInterval = DefaultCheckpointInterval
 	}
 	if o.MaxMessageBytes == 0 {
 		o.MaxMessageBytes = sink.DefaultMaxMessageBytes
@@ -241,11 +252,43 @@ func (o *RunOptions) ensureDefaults() {
 		o.MemoryBytes = DefaultMemory
 	}
 	if o.MetricLabelLimit <= 0 {
-		o.MetricLabelLimit = 100
+		o.MetricLabelLimit = DefaultMetricLabelLimit
 	}
 	if o.Registry == nil {
 		o.Registry = prometheus.NewRegistry()
 	}
+	if o.RepartitionPartitions <= 0 {
+		o.RepartitionPartitions = DefaultRepartitionPartitions
+	}
+	switch {
+	case o.StandbyReplicas == 0:
+		o.StandbyReplicas = DefaultStandbyReplicas
+	case o.StandbyReplicas < 0:
+		o.StandbyReplicas = 0
+	}
+}
+
+// Validate reports, all at once, the options that cannot work; Run calls
+// it after EnsureDefaults. An error of security without brokers is
+// ErrEmbeddedSecurity.
+func (o *RunOptions) Validate() error {
+	var errs []error
+	if o.Config == nil {
+		errs = append(errs, errors.New("stream: run needs rules (RunOptions.Config)"))
+	}
+	if o.StateDir == "" {
+		errs = append(errs, errors.New("stream: run needs a state directory (RunOptions.StateDir)"))
+	}
+	if o.MaxMessageBytes < sink.MinMaxMessageBytes {
+		errs = append(errs, fmt.Errorf("stream: a maximum message size of %d bytes is less than the least, %d", o.MaxMessageBytes, sink.MinMaxMessageBytes))
+	}
+	if len(o.Brokers) == 0 && (o.Security.TLS.On() || o.Security.SASL.Mechanism != "") {
+		errs = append(errs, ErrEmbeddedSecurity)
+	}
+	if o.Distributed && len(o.Brokers) == 0 {
+		errs = append(errs, errors.New("stream: --distributed needs --brokers: the instances share the job through a Kafka cluster"))
+	}
+	return errors.Join(errs...)
 }
 
 // ErrEmbeddedSecurity is returned by Run when RunOptions ask for TLS or

@@ -13,6 +13,7 @@ import (
 
 	"github.com/riskstream/riskstream/broker"
 	"github.com/riskstream/riskstream/sink"
+	"github.com/riskstream/riskstream/stream"
 	"github.com/spf13/cobra"
 )
 
@@ -60,7 +61,7 @@ stand-in for a secured cluster, to try run's and produce's --tls-* and
 	f := cmd.Flags()
 	f.StringVar(&o.Addr, "addr", broker.DefaultAddr, "address to listen on (host:port; port 0 picks one)")
 	f.StringVar(&o.DataDir, "data-dir", "", "where to keep topics and offsets (default: in memory)")
-	f.StringVar(&topic, "topic", "requests", "input topic to create")
+	f.StringVar(&topic, "topic", stream.DefaultTopic, "input topic to create")
 	f.Int32Var(&partitions, "partitions", 4, "partitions of the input topic (as the broker 'run' embeds)")
 	f.StringVar(&sec.cert, "tls-cert", "", "PEM server certificate: accept TLS connections only (with --tls-key)")
 	f.StringVar(&sec.key, "tls-key", "", "PEM private key of --tls-cert")

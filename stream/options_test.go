@@ -1,0 +1,124 @@
+package stream
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/riskstream/riskstream/kafkaconn"
+	"github.com/riskstream/riskstream/rules"
+	"github.com/riskstream/riskstream/sink"
+)
+
+// TestRunOptionsValidate: every option that cannot work is reported, all
+// of them at once, by what is wrong; options with their defaults and what
+// Run requires pass; EnsureDefaults gives the exported defaults.
+func TestRunOptionsValidate(t *testing.T) {
+	cfg := &rules.Config{}
+	valid := func() RunOptions {
+		o := RunOptions{Config: cfg, StateDir: t.TempDir()}
+		o.EnsureDefaults()
+		return o
+	}
+	if o := valid(); o.Validate() != nil {
+		t.Fatalf("valid options refused: %v", o.Validate())
+	}
+	o := valid()
+	if o.Topic != DefaultTopic || o.Group != DefaultGroup || o.CheckpointInterval != DefaultCheckpointInterval ||
+		o.PartitionDiscovery != DefaultPartitionDiscovery || o.MetricLabelLimit != DefaultMetricLabelLimit ||
+		o.StandbyReplicas != DefaultStandbyReplicas || o.RepartitionPartitions != DefaultRepartitionPartitions ||
+		o.PartitionWait != DefaultPartitionWait || o.MemoryBytes != DefaultMemory || o.MaxMessageBytes != sink.DefaultMaxMessageBytes {
+		t.Fatalf("defaults: %+v", o)
+	}
+	for _, c := range []struct {
+		name   string
+		change func(*RunOptions)
+		want   []string
+	}{
+		{"no rules", func(o *RunOptions) { o.Config = nil }, []string{"needs rules"}},
+		{"no state", func(o *RunOptions) { o.StateDir = "" }, []string{"needs a state directory"}},
+		{"small messages", func(o *RunOptions) { o.MaxMessageBytes = 10 }, []string{"maximum message size of 10 bytes"}},
+		{"distributed, embedded", func(o *RunOptions) { o.Distributed = true }, []string{"--distributed needs --brokers"}},
+		{"security, embedded", func(o *RunOptions) { o.Security = kafkaconn.Options{SASL: kafkaconn.SASLOptions{Mechanism: "PLAIN"}} },
+			[]string{"TLS and SASL need --brokers"}},
+		{"all at once", func(o *RunOptions) { o.Config, o.StateDir, o.MaxMessageBytes = nil, "", 1 },
+			[]string{"needs rules", "needs a state directory", "maximum message size of 1 bytes"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o := valid()
+			c.change(&o)
+			err := o.Validate()
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%q does not say %q", err, w)
+				}
+			}
+			if got := len(strings.Split(err.Error(), "\n")); got != len(c.want) {
+				t.Errorf("%d problems reported, want %d: %q", got, len(c.want), err)
+			}
+		})
+	}
+	o = valid()
+	o.Security.SASL.Mechanism = "PLAIN"
+	if err := o.Validate(); !errors.Is(err, ErrEmbeddedSecurity) {
+		t.Fatalf("security without brokers: %v, want ErrEmbeddedSecurity", err)
+	}
+}
+
+// TestReplayOptionsValidate: missing rules, inputs both or neither given,
+// a topic without brokers, and input files missing or folders, all
+// reported at once.
+func TestReplayOptionsValidate(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "in.jsonl")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &rules.Config{}
+	for _, c := range []struct {
+		name string
+		o    ReplayOptions
+		want []string
+	}{
+		{"files", ReplayOptions{Config: cfg, Inputs: []string{file, "-"}}, nil},
+		{"topic", ReplayOptions{Config: cfg, Topic: "requests", Brokers: []string{"127.0.0.1:9092"}}, nil},
+		{"no rules", ReplayOptions{Inputs: []string{file}}, []string{"needs rules"}},
+		{"neither", ReplayOptions{Config: cfg}, []string{"either input files or a topic"}},
+		{"both", ReplayOptions{Config: cfg, Inputs: []string{file}, Topic: "requests", Brokers: []string{"b:9092"}}, []string{"either input files or a topic"}},
+		{"no brokers", ReplayOptions{Config: cfg, Topic: "requests"}, []string{"needs its brokers"}},
+		{"bad files", ReplayOptions{Config: cfg, Inputs: []string{filepath.Join(dir, "gone.jsonl"), dir}},
+			[]string{"gone.jsonl: no such file", "is a folder"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.o.EnsureDefaults()
+			err := c.o.Validate()
+			if len(c.want) == 0 {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%q does not say %q", err, w)
+				}
+			}
+			if got := len(strings.Split(err.Error(), "\n")); got != len(c.want) {
+				t.Errorf("%d problems reported, want %d: %q", got, len(c.want), err)
+			}
+		})
+	}
+	var o ReplayOptions
+	o.EnsureDefaults()
+	if o.OutDir != "out" || o.MemoryBytes != DefaultMemory || o.Now == nil || o.Shards < 1 {
+		t.Fatalf("defaults: %+v", o)
+	}
+}
