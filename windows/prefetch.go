@@ -57,16 +57,26 @@ func (op *Operator) Prefetch(now, near, far []SlotRef) {
 	}
 	op.groupSlots, op.nowSlots = op.nowSlots, op.groupSlots[:0]
 	op.groupAt, op.nowAt = op.nowAt, 0
-	// The group processed next: its slots' panes were asked for during the
-	// last one. A quantile's decision reads the distribution of each pane,
-	// out of line; asked for first, they come for the group's first events.
+	// The group processed next: its slots' panes, and the line of a
+	// screened slot's out-of-line part, were asked for during the last one.
+	// A quantile's decision reads the distribution of each pane, out of
+	// line, and an avg, ratio or quantile rule's event moves its screen:
+	// asked for first, they come for the group's first events.
 	for _, s := range op.groupSlots {
-		if s != nil && s.sp.agg == rules.Quantile && len(s.wins) <= quantilePrefetchPanes {
+		if s == nil || !screened(s.sp) {
+			continue
+		}
+		if s.sp.agg == rules.Quantile && len(s.wins) <= quantilePrefetchPanes {
 			for j := range s.wins {
 				if x := s.wins[j].x; x != nil {
 					addQuantileLines(q, x)
 				}
 			}
+		}
+		if s.more != nil {
+			screen := prefetch.Addr(&s.more.inOrder)
+			q.Add(screen)
+			q.Add(screen + unsafe.Sizeof(inOrderScreen{}) - 1)
 		}
 	}
 	if len(now) > 0 {
@@ -93,12 +103,10 @@ func (op *Operator) Prefetch(now, near, far []SlotRef) {
 				q.Add(last)
 				q.Add(last + unsafe.Sizeof(win{}))
 			}
-			// An avg, ratio or quantile rule's event moves its slot's
-			// screen, out of line.
-			if s != nil && s.more != nil {
-				screen := prefetch.Addr(&s.more.inOrder)
-				q.Add(screen)
-				q.Add(screen + unsafe.Sizeof(inOrderScreen{}) - 1)
+			// The line of the slot's pointer to its screen, which the
+			// next call reads (see above).
+			if s != nil && screened(s.sp) {
+				q.Add(prefetch.Addr(&s.more))
 			}
 		}
 	}
@@ -115,6 +123,12 @@ func (op *Operator) Prefetch(now, near, far []SlotRef) {
 	if len(near) > 0 {
 		op.nearAt, op.nearFirst = prefetch.Addr(&near[0]), near[0]
 	}
+}
+
+// screened reports whether sp's events move their slot's screen
+// (inOrderScreen), out of line.
+func screened(sp *spec) bool {
+	return sp.agg == rules.Avg || sp.agg == rules.Ratio || sp.agg == rules.Quantile
 }
 
 // quantilePrefetchPanes is the most panes of a slot whose distributions
