@@ -40,10 +40,8 @@ type quantileTops struct {
 	// the bin's value, NaN until read.
 	maxKey, floor int
 	pre, vals     []float64
-	// preN[c] is how many values the panes before column c hold, and
-	// sufMin[c] and sufMax[c] the least and greatest of those from c on.
-	preN           []int64
-	sufMin, sufMax []float64
+	// cols are the columns' counts, by column (see topsCol).
+	cols []topsCol
 	// latestAbove[r] is how many values of the latest pane, latest, are
 	// in bins at or above row r's, when it held latestCount: an event
 	// adds one to the rows at and below its value's bin.
@@ -53,9 +51,6 @@ type quantileTops struct {
 	latestAbove []float64
 	// used is when the table was last read (Operator.topsClock).
 	used uint64
-	// lastRow is, by column, the row the quantile of the window from its
-	// pane to the latest pane was in at the last event, -1 before one.
-	lastRow []int32
 	// windows are the windows of the slot's in-order events when every
 	// one of them passed the screen, as when most events are decided, and
 	// windowsOf what they are of: the next event in the same latest pane
@@ -103,6 +98,17 @@ func (op *Operator) bestRemembered(sp *spec, s *slot, panes []win, key windowsKe
 		op.rememberedAnswers++
 	}
 	return start, v, ok
+}
+
+// topsCol is what a table keeps by column c, beside its rows' counts,
+// together for a window's read: how many values the panes before c hold,
+// the least and greatest of the values from c on, and the row the
+// quantile of the window from c's pane to the latest was in at the last
+// event (-1 before one).
+type topsCol struct {
+	preN           int64
+	sufMin, sufMax float64
+	lastRow        int32
 }
 
 // findTops returns sp's table of slot s, or the least recently used one
@@ -288,6 +294,7 @@ func (op *Operator) bestQuantileTops(sp *spec, s *slot, panes []win, ws []sweptW
 	}
 	best, bestStart := math.Inf(-1), first
 	latestN, latestMin, latestMax := float64(latest.Count), latest.Min, latest.Max
+	endN := t.cols[end].preN
 	// From the latest start back, a tie going to the earlier start, as
 	// bestQuantile takes them.
 	for i := len(ws) - 1; i >= 0; i-- {
@@ -299,23 +306,33 @@ func (op *Operator) bestQuantileTops(sp *spec, s *slot, panes []win, ws []sweptW
 			// column k and the latest, whose rows count
 			// last[r]-col[r] + la[r] values at or above row r.
 			k := off + w.lo - base
-			count := float64(t.preN[end]-t.preN[k]) + latestN
-			lowest, highest = min(t.sufMin[k], latestMin), max(t.sufMax[k], latestMax)
+			c := &t.cols[k]
+			count := float64(endN-c.preN) + latestN
+			// Compared, not math.Min and math.Max: no value is NaN.
+			lowest, highest = c.sufMin, c.sufMax
+			if latestMin < lowest {
+				lowest = latestMin
+			}
+			if latestMax > highest {
+				highest = latestMax
+			}
 			// GetValueAtQuantile's rank, and its bin: the lowest whose
 			// values and those below are more than rank, which is the
-			// highest bin whose values below it are at most rank.
+			// highest bin whose values below it are at most rank. The
+			// values below a row are fewer the lower the row.
 			rank := float64(sp.q * (count - 1))
 			col := t.pre[k*rows : (k+1)*rows]
-			if count-(last[rows-1]-col[rows-1]+la[rows-1]) > rank {
-				t.sp = nil // deeper, for the next event
-				return 0, 0, false
-			}
 			// The row the window's quantile was in at the last event,
-			// most often still it; else a binary search.
-			if r := int(t.lastRow[k]); r >= 0 && r < rows && count-(last[r]-col[r]+la[r]) <= rank &&
+			// most often still it (which shows the table deep enough);
+			// else a binary search.
+			if r := int(c.lastRow); r >= 0 && r < rows && count-(last[r]-col[r]+la[r]) <= rank &&
 				(r == 0 || count-(last[r-1]-col[r-1]+la[r-1]) > rank) {
 				lo = r
 			} else {
+				if count-(last[rows-1]-col[rows-1]+la[rows-1]) > rank {
+					t.sp = nil // deeper, for the next event
+					return 0, 0, false
+				}
 				for hi := rows - 1; lo < hi; { // below hi is at most rank
 					if mid := (lo + hi) / 2; count-(last[mid]-col[mid]+la[mid]) <= rank {
 						hi = mid
@@ -324,13 +341,13 @@ func (op *Operator) bestQuantileTops(sp *spec, s *slot, panes []win, ws []sweptW
 					}
 				}
 			}
-			t.lastRow[k] = int32(lo)
+			c.lastRow = int32(lo)
 		} else {
 			// A window of an event out of order: the older panes from
 			// column k to e.
 			k, e := off+w.lo-base, off+w.hi-base
-			count := t.preN[e] - t.preN[k]
-			lowest, highest = t.sufMin[k], t.sufMax[k]
+			count := t.cols[e].preN - t.cols[k].preN
+			lowest, highest = t.cols[k].sufMin, t.cols[k].sufMax
 			if e < end {
 				lowest, highest = math.Inf(1), math.Inf(-1)
 				for j := w.lo; j < w.hi; j++ {
@@ -382,8 +399,7 @@ func (op *Operator) bestQuantileTops(sp *spec, s *slot, panes []win, ws []sweptW
 func (op *Operator) buildTops(t *quantileTops, sp *spec, s *slot, panes []win) {
 	older := len(panes) - 1
 	*t = quantileTops{sp: sp, s: s, id: s.id, starts: t.starts[:0], vals: t.vals[:0],
-		preN: t.preN[:0], sufMin: t.sufMin[:0], sufMax: t.sufMax[:0], latestAbove: t.latestAbove[:0], pre: t.pre[:0],
-		lastRow: t.lastRow[:0], windows: t.windows[:0]}
+		cols: t.cols[:0], latestAbove: t.latestAbove[:0], pre: t.pre[:0], windows: t.windows[:0]}
 	for j := range older {
 		t.starts = append(t.starts, panes[j].start)
 	}
@@ -414,23 +430,20 @@ func (op *Operator) buildTops(t *quantileTops, sp *spec, s *slot, panes []win) {
 	t.maxKey, t.usable = maxKey, true
 
 	cols := older + 1
-	t.preN, t.sufMin, t.sufMax = sized(t.preN, cols), sized(t.sufMin, cols), sized(t.sufMax, cols)
-	t.lastRow = sized(t.lastRow, cols)
-	for k := range t.lastRow {
-		t.lastRow[k] = -1
-	}
-	t.preN[0] = 0
+	t.cols = sized(t.cols, cols)
+	t.cols[0] = topsCol{lastRow: -1}
 	for k := range older {
-		t.preN[k+1] = t.preN[k]
+		t.cols[k+1] = topsCol{preN: t.cols[k].preN, lastRow: -1}
 		if h := panes[k].heatmap(); h != nil {
-			t.preN[k+1] += h.Count
+			t.cols[k+1].preN += h.Count
 		}
 	}
-	t.sufMin[older], t.sufMax[older] = math.Inf(1), math.Inf(-1)
+	t.cols[older].sufMin, t.cols[older].sufMax = math.Inf(1), math.Inf(-1)
 	for k := older - 1; k >= 0; k-- {
-		t.sufMin[k], t.sufMax[k] = t.sufMin[k+1], t.sufMax[k+1]
+		c := &t.cols[k]
+		c.sufMin, c.sufMax = t.cols[k+1].sufMin, t.cols[k+1].sufMax
 		if h := panes[k].heatmap(); h != nil && h.Count > 0 {
-			t.sufMin[k], t.sufMax[k] = math.Min(t.sufMin[k], h.Min), math.Max(t.sufMax[k], h.Max)
+			c.sufMin, c.sufMax = math.Min(c.sufMin, h.Min), math.Max(c.sufMax, h.Max)
 		}
 	}
 	latestCount := panes[older].heatmap().Count
@@ -440,7 +453,7 @@ func (op *Operator) buildTops(t *quantileTops, sp *spec, s *slot, panes []win) {
 	}
 	need := op.topNeed[:cols]
 	for k := range need {
-		count := t.preN[older] - t.preN[k] + latestCount
+		count := t.cols[older].preN - t.cols[k].preN + latestCount
 		rank := float64(sp.q * float64(count-1))
 		need[k] = math.Min(float64(count), 2*(float64(count)-rank)+16)
 	}
@@ -570,20 +583,18 @@ func (op *Operator) followTops(t *quantileTops, panes []win, base int, n int64) 
 			t.pre = append(t.pre, prev[r]+la[r])
 		}
 		t.starts = append(t.starts, p.start)
-		t.preN = append(t.preN, t.preN[len(t.preN)-1]+h.Count)
 		if h.Count > 0 {
-			for c := range t.sufMin {
-				t.sufMin[c], t.sufMax[c] = math.Min(t.sufMin[c], h.Min), math.Max(t.sufMax[c], h.Max)
+			for c := range t.cols {
+				t.cols[c].sufMin, t.cols[c].sufMax = math.Min(t.cols[c].sufMin, h.Min), math.Max(t.cols[c].sufMax, h.Max)
 			}
 		}
-		t.sufMin, t.sufMax = append(t.sufMin, math.Inf(1)), append(t.sufMax, math.Inf(-1))
-		t.lastRow = append(t.lastRow, -1)
+		t.cols = append(t.cols, topsCol{preN: t.cols[len(t.cols)-1].preN + h.Count, sufMin: math.Inf(1), sufMax: math.Inf(-1), lastRow: -1})
 		t.latest = nil // the new latest pane's counts, next
 	}
 	if older > 0 && (t.starts[off] != panes[base].start || t.starts[len(t.starts)-1] != panes[len(panes)-2].start) {
 		return 0, false
 	}
-	if t.preN[len(t.starts)]-t.preN[off] != n {
+	if t.cols[len(t.starts)].preN-t.cols[off].preN != n {
 		return 0, false
 	}
 	return off, true
