@@ -5,6 +5,7 @@
 package heatmap
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -45,7 +46,8 @@ type Acc struct {
 	// fewValues: few holds each value's bin then (fewBin), in the order
 	// they came. Most panes of a key among many hold a value or two, and
 	// a sketch's dense store takes a kilobyte or more; the answers are the
-	// sketch's all the same.
+	// sketch's all the same. With a sketch, few holds the bins of the
+	// highest values, highest first (see topQuantile).
 	sketch   *ddsketch.DDSketch
 	few      [fewValues]int32
 	Degraded int64
@@ -96,12 +98,92 @@ func newSketch() *ddsketch.DDSketch {
 	return ddsketch.NewDDSketch(indexMapping, store.NewDenseStore(), store.NewDenseStore())
 }
 
-// sketchOf returns a's sketch, made from its few values if it has none.
+// sketchOf returns a's sketch, made from its few values if it has none:
+// they are then its highest values (see topQuantile), sorted.
 func (a *Acc) sketchOf() *ddsketch.DDSketch {
 	if a.sketch == nil {
 		a.sketch = a.fewSketch(newSketch())
+		top := a.few[:a.Count]
+		slices.SortFunc(top, func(x, y int32) int { return cmp.Compare(y, x) })
+		if len(top) > 0 && top[len(top)-1] <= 0 {
+			a.few[0] = noTop
+		}
 	}
 	return a.sketch
+}
+
+// noTop in few[0] marks an accumulator with a sketch whose few does not
+// hold its highest values' bins: one of its values is zero or negative,
+// whose order the sketch keeps apart, and Quantile asks the sketch.
+const noTop = math.MinInt32
+
+// topLen is how many of the highest values' bins few holds with a sketch.
+func (a *Acc) topLen() int { return int(min(a.Count, fewValues)) }
+
+// addTop adds bin b to the highest values' bins few holds, n of them:
+// a value the sketch took, which a.Count does not count yet.
+func (a *Acc) addTop(n int, b int32) {
+	if n > 0 && a.few[0] == noTop {
+		return
+	}
+	if b <= 0 {
+		a.few[0] = noTop
+		return
+	}
+	if n == fewValues {
+		if b <= a.few[n-1] {
+			return
+		}
+		n-- // the lowest goes
+	}
+	i := n
+	for ; i > 0 && a.few[i-1] < b; i-- {
+		a.few[i] = a.few[i-1]
+	}
+	a.few[i] = b
+}
+
+// topQuantile is the sketch's GetValueAtQuantile read from the highest
+// values' bins, when the rank falls among them and every value is
+// positive: a quantile near the top of a distribution, for which the
+// sketch walks its bins from the lowest.
+func (a *Acc) topQuantile(q float64) (float64, bool) {
+	n := a.topLen()
+	if n == 0 || a.few[0] == noTop {
+		return 0, false
+	}
+	// As GetValueAtQuantile, over positive values only: the key of the
+	// value at position rank from the lowest (KeyAtRank), or the highest
+	// past the last.
+	rank := float64(q * (float64(a.Count) - 1))
+	if rank < 0 {
+		rank = 0
+	}
+	fromTop := max(0, a.Count-1-int64(rank))
+	if fromTop >= int64(n) {
+		return 0, false
+	}
+	return indexMapping.Value(int(a.few[fromTop]) - 1 + minIndex), true
+}
+
+// rebuildTop sets the highest values' bins from the sketch, as decoded.
+func (a *Acc) rebuildTop() {
+	if a.sketch.GetZeroCount() != 0 || !a.sketch.GetNegativeValueStore().IsEmpty() {
+		a.few[0] = noTop
+		return
+	}
+	// The last fewValues of the values, from the lowest, in a ring.
+	var ring [fewValues]int32
+	seen := 0
+	a.sketch.GetPositiveValueStore().ForEach(func(index int, count float64) bool {
+		for range int(count) {
+			ring[seen%fewValues], seen = int32(index-minIndex+1), seen+1
+		}
+		return false
+	})
+	for i := range min(seen, fewValues) {
+		a.few[i] = ring[(seen-1-i)%fewValues]
+	}
 }
 
 // IndexMemo remembers the sketch indexes of recent values for Add:
@@ -151,6 +233,7 @@ func (a *Acc) Add(v float64, degraded bool, bounds []float64, memo *IndexMemo) {
 		return
 	}
 	addToSketch(a.sketchOf(), v, memo)
+	a.addTop(a.topLen(), fewBin(v, memo))
 	a.Count++
 }
 
@@ -212,9 +295,19 @@ func (a *Acc) Merge(b *Acc) {
 		s := a.sketchOf()
 		for _, bin := range b.few[:b.Count] {
 			addBin(s, bin)
+			a.addTop(a.topLen(), bin)
+			a.Count++
 		}
+		return
 	default:
 		_ = a.sketchOf().MergeWith(b.sketch) // same mapping everywhere: cannot fail
+		// b's highest values' bins, or its noTop, which addTop takes as
+		// a value that is not positive.
+		n := a.topLen()
+		for _, bin := range b.few[:b.topLen()] {
+			a.addTop(n, bin)
+			n = min(n+1, fewValues)
+		}
 	}
 	a.Count += b.Count
 }
@@ -247,6 +340,8 @@ func (a *Acc) Quantile(q float64) float64 {
 	var v float64
 	if a.sketch == nil {
 		v = a.fewQuantile(q)
+	} else if top, ok := a.topQuantile(q); ok {
+		v = top
 	} else {
 		var err error
 		if v, err = a.sketch.GetValueAtQuantile(q); err != nil {
@@ -569,6 +664,7 @@ func Decode(b []byte) (*Acc, []byte, error) {
 	}
 	a.sketch = newSketch()
 	_ = a.sketch.MergeWith(sk) // same mapping: cannot fail
+	a.rebuildTop()
 	return a, b[skLen:], nil
 }
 

@@ -411,3 +411,79 @@ func TestPositiveBins(t *testing.T) {
 		}
 	}
 }
+
+// TestTopQuantileMatchesSketch: a quantile read from the highest values'
+// bins an accumulator with a sketch keeps is the sketch's own, to the bit,
+// as values are added, accumulators of few values and of sketches merged
+// in, encodings decoded and accumulators reset; with zero and negative
+// values, and values far above the rest, the sketch answers.
+func TestTopQuantileMatchesSketch(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	var memo IndexMemo
+	value := func(odd bool) float64 {
+		switch {
+		case odd && r.IntN(100) == 0:
+			return 0
+		case odd && r.IntN(100) == 0:
+			return -r.Float64() * 50
+		case r.IntN(500) == 0:
+			return 1e9 * r.Float64()
+		}
+		return math.Exp(r.NormFloat64()*1.1 + 4)
+	}
+	fill := func(odd bool, n int) *Acc {
+		a := New(0)
+		for range n {
+			a.Add(value(odd), false, nil, &memo)
+		}
+		return a
+	}
+	top, sketched := 0, 0
+	for trial := range 300 {
+		odd := trial%3 == 0
+		a := fill(odd, r.IntN(40))
+		for step := range 60 {
+			switch r.IntN(10) {
+			case 0:
+				a.Merge(fill(odd, r.IntN(12)))
+			case 1:
+				a.Merge(fill(odd, 13+r.IntN(200)))
+			case 2:
+				d, _, err := Decode(a.AppendBinary(nil))
+				if err != nil {
+					t.Fatal(err)
+				}
+				a = d
+			case 3:
+				if r.IntN(20) == 0 {
+					a.Reset()
+				}
+			default:
+				for range r.IntN(30) {
+					a.Add(value(odd), false, nil, nil)
+				}
+			}
+			if a.sketch == nil {
+				continue
+			}
+			for _, q := range []float64{0, 0.5, 0.9, 0.95, 0.99, 0.995, 0.999, 1} {
+				want, err := a.sketch.GetValueAtQuantile(q)
+				if err != nil {
+					continue // empty after a reset
+				}
+				want = math.Min(math.Max(want, a.Min), a.Max)
+				if got := a.Quantile(q); got != want {
+					t.Fatalf("trial %d step %d, q %v, %d values: %v, the sketch gives %v", trial, step, q, a.Count, got, want)
+				}
+				sketched++
+				if _, ok := a.topQuantile(q); ok {
+					top++
+				}
+			}
+		}
+	}
+	if top < sketched/4 || top == sketched {
+		t.Fatalf("%d of %d answers from the highest values: the test needs both kinds", top, sketched)
+	}
+	t.Logf("%d of %d answers from the highest values", top, sketched)
+}
