@@ -49,18 +49,7 @@ func TestRunOptionsValidate(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			o := valid()
 			c.change(&o)
-			err := o.Validate()
-			if err == nil {
-				t.Fatal("accepted")
-			}
-			for _, w := range c.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("%q does not say %q", err, w)
-				}
-			}
-			if got := len(strings.Split(err.Error(), "\n")); got != len(c.want) {
-				t.Errorf("%d problems reported, want %d: %q", got, len(c.want), err)
-			}
+			checkProblems(t, o.Validate(), c.want)
 		})
 	}
 	o = valid()
@@ -96,29 +85,34 @@ func TestReplayOptionsValidate(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			c.o.EnsureDefaults()
-			err := c.o.Validate()
-			if len(c.want) == 0 {
-				if err != nil {
-					t.Fatalf("refused: %v", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatal("accepted")
-			}
-			for _, w := range c.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("%q does not say %q", err, w)
-				}
-			}
-			if got := len(strings.Split(err.Error(), "\n")); got != len(c.want) {
-				t.Errorf("%d problems reported, want %d: %q", got, len(c.want), err)
-			}
+			checkProblems(t, c.o.Validate(), c.want)
 		})
 	}
 	var o ReplayOptions
 	o.EnsureDefaults()
 	if o.OutDir != "out" || o.MemoryBytes != DefaultMemory || o.Now == nil || o.Shards < 1 {
 		t.Fatalf("defaults: %+v", o)
+	}
+}
+
+// checkProblems checks that err reports the problems want, one line each,
+// and nothing when want is empty.
+func checkProblems(t *testing.T, err error, want []string) {
+	t.Helper()
+	switch {
+	case len(want) == 0 && err != nil:
+		t.Fatalf("refused: %v", err)
+	case len(want) == 0:
+		return
+	case err == nil:
+		t.Fatal("accepted")
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("%q does not say %q", err, w)
+		}
+	}
+	if got := len(strings.Split(err.Error(), "\n")); got != len(want) {
+		t.Errorf("%d problems reported, want %d: %q", got, len(want), err)
 	}
 }
