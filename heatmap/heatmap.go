@@ -166,22 +166,31 @@ func (a *Acc) topQuantile(q float64) (float64, bool) {
 	return indexMapping.Value(int(a.few[fromTop]) - 1 + minIndex), true
 }
 
-// rebuildTop sets the highest values' bins from the sketch, as decoded.
+// rebuildTop sets the highest values' bins from the sketch, as decoded:
+// none (noTop) when the sketch does not hold Count positive values.
 func (a *Acc) rebuildTop() {
-	if a.sketch.GetZeroCount() != 0 || !a.sketch.GetNegativeValueStore().IsEmpty() {
-		a.few[0] = noTop
+	a.few[0] = noTop
+	if a.sketch.GetZeroCount() != 0 || !a.sketch.GetNegativeValueStore().IsEmpty() || a.sketch.GetCount() != float64(a.Count) {
 		return
 	}
-	// The last fewValues of the values, from the lowest, in a ring.
+	// The last fewValues of the values, from the lowest, in a ring: a
+	// bin's count past fewValues adds nothing to them.
 	var ring [fewValues]int32
 	seen := 0
 	a.sketch.GetPositiveValueStore().ForEach(func(index int, count float64) bool {
-		for range int(count) {
+		n := fewValues
+		if count < fewValues {
+			n = int(count)
+		}
+		for range n {
 			ring[seen%fewValues], seen = int32(index-minIndex+1), seen+1
 		}
 		return false
 	})
-	for i := range min(seen, fewValues) {
+	if seen < a.topLen() {
+		return
+	}
+	for i := range a.topLen() {
 		a.few[i] = ring[(seen-1-i)%fewValues]
 	}
 }
