@@ -69,10 +69,13 @@ type Kafka struct {
 	// chunk holds the pending messages' keys and values (see room).
 	chunk []byte
 	// DecisionRefs holds, for the pending decisions, their event's record
-	// timestamp (ms), for the event-to-decision latency.
-	DecisionRefs []int64
-	// Ref is the record timestamp of the event being processed.
-	Ref int64
+	// timestamp (ms), for the event-to-decision latency, and
+	// DecisionArrivals when the fetch that carried it arrived (Unix ns, 0
+	// when unknown), for the job's own share of it.
+	DecisionRefs, DecisionArrivals []int64
+	// Ref is the record timestamp of the event being processed, and
+	// Arrived when its fetch arrived.
+	Ref, Arrived int64
 	// maxBytes is the largest message, key and value, written.
 	maxBytes int
 	metrics  kafkaMetrics
@@ -377,6 +380,7 @@ func (k *Kafka) Decision(d *windows.Decision) {
 	}
 	if k.add(topic, keyStart, valueStart, true) {
 		k.DecisionRefs = append(k.DecisionRefs, k.Ref)
+		k.DecisionArrivals = append(k.DecisionArrivals, k.Arrived)
 	}
 }
 
@@ -449,8 +453,9 @@ func (k *Kafka) Send(topic string, partition int, value []byte, t time.Time) {
 type Batch struct {
 	Messages []kafka.Message
 	// DecisionRefs are the record timestamps (ms) of the events of the
-	// batch's decisions.
-	DecisionRefs []int64
+	// batch's decisions, and DecisionArrivals when their fetches arrived
+	// (Unix ns, 0 when unknown).
+	DecisionRefs, DecisionArrivals []int64
 }
 
 // Pending is the number of messages not yet detached.
@@ -458,8 +463,8 @@ func (k *Kafka) Pending() int { return len(k.pending) }
 
 // Detach hands over the pending messages; the sink starts a new batch.
 func (k *Kafka) Detach() Batch {
-	b := Batch{Messages: k.pending, DecisionRefs: k.DecisionRefs}
-	k.pending, k.DecisionRefs = nil, nil
+	b := Batch{Messages: k.pending, DecisionRefs: k.DecisionRefs, DecisionArrivals: k.DecisionArrivals}
+	k.pending, k.DecisionRefs, k.DecisionArrivals = nil, nil, nil
 	return b
 }
 

@@ -103,6 +103,10 @@ type liveJob struct {
 	// logged.
 	journalMissed int
 	recs          []engine.Record // scratch for the records taken from merge
+	// arrived holds when the fetch of each of recs arrived, which
+	// arrivals finds.
+	arrived  []int64
+	arrivals fetchArrivals
 	// away is how long the loop could not take in fetches since started:
 	// it worked (processing, ticking, checkpointing), or the group was not
 	// held (between two of its generations, when it takes in nothing). The
@@ -511,6 +515,7 @@ func (j *liveJob) startFetching(ctx context.Context) error {
 	// goes on: a decision leaves as soon as it exists, and what is made
 	// while a write is in flight goes out together in the next one.
 	j.writer = newOutputWriter(j.out, j.m.latency, &j.m.ready.writing, j.log, j.opts.Now)
+	j.writer.jobLatency, j.writer.observeJob = j.m.jobLatency, j.opts.jobLatency
 	j.onClose(j.writer.close)
 	// A stop waits for the outputs a while, then gives up on them: the job
 	// ends with an error and no checkpoint covers them, so the next run
@@ -662,6 +667,9 @@ func (j *liveJob) loop(ctx context.Context) error {
 
 // push hands a fetch to the merge.
 func (j *liveJob) push(f fetched) {
+	if len(f.msgs) > 0 {
+		j.arrivals.fetched(f.partition, f.msgs[len(f.msgs)-1].Offset, f.at)
+	}
 	j.merge.Push(f.partition, f.msgs, f.behind, j.mergeNow())
 }
 
@@ -682,16 +690,17 @@ func (j *liveJob) process() error {
 		}
 	}
 	now, mergeNow := j.now(), j.mergeNow()
-	rs := j.recs[:0]
+	rs, arrived := j.recs[:0], j.arrived[:0]
 	for {
 		m, p, ok := j.merge.Pop(mergeNow)
 		if !ok {
 			break
 		}
 		rs = append(rs, topicRecord(&m, p))
+		arrived = append(arrived, j.arrivals.of(p, m.Offset))
 		j.offsets[p] = m.Offset + 1
 	}
-	j.recs = rs
+	j.recs, j.arrived = rs, arrived
 	if len(rs) == 0 {
 		return nil
 	}
@@ -723,7 +732,7 @@ func (j *liveJob) process() error {
 	j.e.Merge(b, func(i int) {
 		// A decision's latency is measured from its record's timestamp;
 		// what the records before made goes out at once.
-		j.out.Ref = recs[i].Reference
+		j.out.Ref, j.out.Arrived = recs[i].Reference, arrived[i]
 		j.writer.start()
 	})
 	return nil

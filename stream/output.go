@@ -26,7 +26,12 @@ import (
 type outputWriter struct {
 	out     *sink.Kafka
 	latency prometheus.Histogram
-	log     *slog.Logger
+	// jobLatency, if not nil, observes the job's own share of each
+	// decision's latency, from its fetch's arrival, and so does
+	// observeJob (RunOptions.jobLatency).
+	jobLatency prometheus.Histogram
+	observeJob func(time.Duration)
+	log        *slog.Logger
 	// now is the job's clock (RunOptions.Now): when a write started and
 	// was acknowledged.
 	now  func() time.Time
@@ -79,13 +84,35 @@ func (w *outputWriter) run() {
 		if w.since != nil {
 			w.since.Store(0)
 		}
-		if err == nil && w.latency != nil {
-			acked := w.now().UnixMilli()
-			for _, ref := range b.DecisionRefs {
-				w.latency.Observe(float64(acked-ref) / 1000)
-			}
+		if err == nil {
+			w.observe(&b)
 		}
 		w.done <- err
+	}
+}
+
+// observe observes the latencies of b's decisions, acknowledged now.
+func (w *outputWriter) observe(b *sink.Batch) {
+	acked := w.now()
+	if w.latency != nil {
+		ms := acked.UnixMilli()
+		for _, ref := range b.DecisionRefs {
+			w.latency.Observe(float64(ms-ref) / 1000)
+		}
+	}
+	if w.jobLatency == nil {
+		return
+	}
+	ns := acked.UnixNano()
+	for _, at := range b.DecisionArrivals {
+		if at == 0 {
+			continue // not fetched by this job (a distributed task's)
+		}
+		d := time.Duration(ns - at)
+		w.jobLatency.Observe(d.Seconds())
+		if w.observeJob != nil {
+			w.observeJob(d)
+		}
 	}
 }
 

@@ -183,6 +183,10 @@ type RunOptions struct {
 	// state holds the state store's filesystem and fault timings, for
 	// tests; Run sets the rest.
 	state state.Options
+	// jobLatency, if set, receives the job's own share of each decision's
+	// latency as it is acknowledged (riskstream_decision_job_latency_seconds
+	// exactly), on the output writer's goroutine: for BenchmarkLive.
+	jobLatency func(time.Duration)
 }
 
 // DefaultPartitionWait is RunOptions.PartitionWait's default: longer than

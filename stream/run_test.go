@@ -250,6 +250,7 @@ func TestLiveEqualsReplay(t *testing.T) {
 		"riskstream_events_total,result=invalid":                39,
 		"riskstream_decisions_total,action=deny,rule=pay-burst": 295,
 		"riskstream_event_decision_latency_seconds":             float64(len(want)),
+		"riskstream_decision_job_latency_seconds":               float64(len(want)),
 		"riskstream_consumer_lag,partition=0":                   0,
 	} {
 		if got, ok := values[name]; !ok || got != want {
