@@ -241,21 +241,13 @@ func (a *Acc) Add(v float64, degraded bool, bounds []float64, memo *IndexMemo) {
 		a.Count++
 		return
 	}
-	addToSketch(a.sketchOf(), v, memo)
-	a.addTop(a.topLen(), fewBin(v, memo))
+	// The value's bin, once, for the sketch and its highest values: what
+	// the sketch's Add does with it (values beyond its range, |v| > ~1e307,
+	// clamped; Min and Max stay exact).
+	b := fewBin(v, memo)
+	addBin(a.sketchOf(), b)
+	a.addTop(a.topLen(), b)
 	a.Count++
-}
-
-// addToSketch adds v to s, memo as in Add.
-func addToSketch(s *ddsketch.DDSketch, v float64, memo *IndexMemo) {
-	if memo != nil && v > minIndexable && v <= maxIndexable {
-		// What the sketch's Add does with such a value, given its index.
-		s.GetPositiveValueStore().Add(memo.index(v))
-		return
-	}
-	// Values beyond the sketch's range (|v| > ~1e307) are clamped by the
-	// sketch itself; Min and Max stay exact.
-	_ = s.Add(clampForSketch(v))
 }
 
 // bucketIndex returns the first bucket whose upper bound is >= v.
