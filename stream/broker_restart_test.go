@@ -9,6 +9,8 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/riskstream/riskstream/broker"
+	"github.com/riskstream/riskstream/internal/kafkatest"
+	"github.com/riskstream/riskstream/kafkaio"
 	"github.com/riskstream/riskstream/produce"
 	"github.com/riskstream/riskstream/rules"
 )
@@ -18,8 +20,8 @@ import (
 // rides it out at the default --partition-wait, and its decisions are
 // exactly those of a replay of the topic, none twice.
 func TestBrokerRestart(t *testing.T) {
-	if testing.Short() || !faults() {
-		t.Skipf("fault injection: set %s=1", faultsEnv)
+	if testing.Short() || !kafkatest.Faults() {
+		t.Skipf("fault injection: set %s=1", kafkatest.FaultsEnv)
 	}
 	cfg, err := rules.Load(threeKeysRules)
 	if err != nil {
@@ -66,7 +68,7 @@ func TestBrokerRestart(t *testing.T) {
 // data on disk.
 func restartableBroker(t *testing.T) broker.Options {
 	t.Helper()
-	return broker.Options{Addr: freeAddr(t), DataDir: t.TempDir(),
+	return broker.Options{Addr: kafkatest.FreeAddr(t), DataDir: t.TempDir(),
 		Topics: map[string]int32{"requests": 1, "decisions": 1, "heatmaps": 1, "late": 1, "dlq": 1}}
 }
 
@@ -77,8 +79,8 @@ func restartableBroker(t *testing.T) broker.Options {
 // once the brokers are back, as it would before it: not the usual
 // --partition-wait.
 func TestFetcherRecoveryGrace(t *testing.T) {
-	if testing.Short() || !faults() {
-		t.Skipf("restarts a broker: set %s=1", faultsEnv)
+	if testing.Short() || !kafkatest.Faults() {
+		t.Skipf("restarts a broker: set %s=1", kafkatest.FaultsEnv)
 	}
 	opts := restartableBroker(t)
 	b, err := broker.Start(opts)
@@ -86,25 +88,25 @@ func TestFetcherRecoveryGrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { b.Close() }()
-	out := make(chan fetched, 16)
+	out := make(chan kafkaio.Fetch, 16)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	f := newFetcher([]string{opts.Addr}, &kafka.Dialer{Timeout: time.Second}, "requests", 0, kafka.FirstOffset, -1, out, slog.Default(), nil)
-	go f.run(ctx)
-	next := func(within time.Duration) (fetched, bool) {
+	f := kafkaio.NewFetcher([]string{opts.Addr}, &kafka.Dialer{Timeout: time.Second}, "requests", 0, kafka.FirstOffset, -1, out, slog.Default(), nil)
+	go f.Run(ctx)
+	next := func(within time.Duration) (kafkaio.Fetch, bool) {
 		t.Helper()
 		select {
 		case got := <-out:
 			return got, true
 		case <-time.After(within):
-			return fetched{}, false
+			return kafkaio.Fetch{}, false
 		}
 	}
-	if got, ok := next(10 * time.Second); !ok || got.behind {
+	if got, ok := next(10 * time.Second); !ok || got.Behind {
 		t.Fatalf("a fetcher of an empty partition: %+v, %v; want caught up", got, ok)
 	}
 	b.Close()
-	if got, ok := next(20 * time.Second); !ok || !got.behind {
+	if got, ok := next(20 * time.Second); !ok || !got.Behind {
 		t.Fatalf("with the broker gone: %+v, %v; want behind", got, ok)
 	}
 	if b, err = broker.Start(opts); err != nil {
@@ -123,7 +125,7 @@ func TestFetcherRecoveryGrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, ok := next(10 * time.Second)
-	if !ok || len(got.msgs) != 1 || got.behind {
+	if !ok || len(got.Msgs) != 1 || got.Behind {
 		t.Fatalf("the producer's record: %+v, %v; want it, caught up", got, ok)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/riskstream/riskstream/kafkaio"
 	"github.com/riskstream/riskstream/state"
 	"github.com/segmentio/kafka-go"
 )
@@ -287,7 +288,7 @@ func (c *changelog) read(ctx context.Context, fn func(m *kafka.Message) error) (
 
 // readFrom is read from offset from on.
 func (c *changelog) readFrom(ctx context.Context, from int64, fn func(m *kafka.Message) error) (int64, error) {
-	end, err := readRecords(ctx, c.dialer, c.brokers, c.topic, c.partition, from, fn)
+	end, err := kafkaio.ReadRecords(ctx, c.dialer, c.brokers, c.topic, c.partition, from, fn)
 	if err != nil {
 		return 0, fmt.Errorf("%s/%d: %w", c.topic, c.partition, err)
 	}

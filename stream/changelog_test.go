@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riskstream/riskstream/internal/kafkatest"
+	"github.com/riskstream/riskstream/internal/testbroker"
+	"github.com/riskstream/riskstream/kafkaio"
 	"github.com/riskstream/riskstream/state"
 	"github.com/segmentio/kafka-go"
 )
@@ -24,7 +27,7 @@ func TestChangelogRestore(t *testing.T) {
 	}
 	ctx := context.Background()
 	addr, client, topics := withInternalTopics(t, "g", 2)
-	log := changelog{client: client, brokers: []string{addr}, dialer: &kafka.Dialer{}, topic: topics.changelog, partition: 1}
+	log := changelog{client: client, brokers: []string{addr}, dialer: &kafka.Dialer{}, topic: topics.Changelog, partition: 1}
 	open := func() *state.DB {
 		db, err := state.Open(state.Options{Dir: t.TempDir(), AtomicCheckpoints: true})
 		if err != nil {
@@ -152,7 +155,7 @@ func TestChangelogRestore(t *testing.T) {
 
 	// The log cleaner keeps the last record of each key: the changelog
 	// holds the same state afterwards.
-	compacted := changelog{client: client, brokers: []string{addr}, dialer: &kafka.Dialer{}, topic: topics.changelog, partition: 0}
+	compacted := changelog{client: client, brokers: []string{addr}, dialer: &kafka.Dialer{}, topic: topics.Changelog, partition: 0}
 	compact(t, log, compacted)
 	fourth := open()
 	if _, _, err = compacted.restore(ctx, fourth, noPosition, 4); err != nil {
@@ -199,24 +202,24 @@ func TestInternalTopicLayoutRefused(t *testing.T) {
 	}
 	ctx := context.Background()
 	addr, client, topics := withInternalTopics(t, "riskstream", 3)
-	if err := ensureInternalTopics(ctx, client, topics, 3); err != nil {
+	if err := kafkaio.EnsureInternalTopics(ctx, client, topics, 3); err != nil {
 		t.Fatalf("the same layout again: %v", err)
 	}
 	err := Run(ctx, RunOptions{Config: loadRules(t), Brokers: []string{addr}, StateDir: t.TempDir(),
 		Distributed: true, RepartitionPartitions: 4})
-	var layout *LayoutError
+	var layout *kafkaio.LayoutError
 	if !errors.As(err, &layout) || layout.Topic != "riskstream-repartition" || layout.Have != "3" || layout.Want != "4" {
-		t.Fatalf("Run = %v, want a LayoutError on riskstream-repartition, 3 partitions for 4", err)
+		t.Fatalf("Run = %v, want a kafkaio.LayoutError on riskstream-repartition, 3 partitions for 4", err)
 	}
 	// A changelog that is not compacted would lose state.
-	other := internalTopicsOf("other")
-	if _, err := client.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{Topic: other.changelog,
+	other := kafkaio.InternalTopicsOf("other")
+	if _, err := client.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{Topic: other.Changelog,
 		NumPartitions: 3, ReplicationFactor: -1}}}); err != nil {
 		t.Fatal(err)
 	}
-	err = ensureInternalTopics(ctx, client, other, 3)
+	err = kafkaio.EnsureInternalTopics(ctx, client, other, 3)
 	if !errors.As(err, &layout) || layout.Topic != "other-changelog" || layout.What != "cleanup.policy" {
-		t.Fatalf("ensureInternalTopics = %v, want a LayoutError on other-changelog's cleanup.policy", err)
+		t.Fatalf("ensureInternalTopics = %v, want a kafkaio.LayoutError on other-changelog's cleanup.policy", err)
 	}
 	t.Log(err)
 }
@@ -230,7 +233,7 @@ func TestChangelogLargeCheckpoint(t *testing.T) {
 	}
 	ctx := context.Background()
 	addr, client, topics := withInternalTopics(t, "g", 1)
-	log := changelog{client: client, brokers: []string{addr}, dialer: &kafka.Dialer{}, topic: topics.changelog}
+	log := changelog{client: client, brokers: []string{addr}, dialer: &kafka.Dialer{}, topic: topics.Changelog}
 	src, err := state.Open(state.Options{Dir: t.TempDir(), AtomicCheckpoints: true})
 	if err != nil {
 		t.Fatal(err)
@@ -267,12 +270,12 @@ func TestChangelogLargeCheckpoint(t *testing.T) {
 // withInternalTopics starts a broker with the internal topics of group,
 // of the given partitions, and returns its address, a client and the
 // topics.
-func withInternalTopics(t testing.TB, group string, partitions int) (string, *kafka.Client, internalTopics) {
+func withInternalTopics(t testing.TB, group string, partitions int) (string, *kafka.Client, kafkaio.InternalTopics) {
 	t.Helper()
-	addr := startLiveBroker(t)
-	client := testClient(t, addr, time.Minute)
-	topics := internalTopicsOf(group)
-	if err := ensureInternalTopics(context.Background(), client, topics, partitions); err != nil {
+	addr := testbroker.Start(t, 1)
+	client := kafkatest.Client(t, addr, time.Minute)
+	topics := kafkaio.InternalTopicsOf(group)
+	if err := kafkaio.EnsureInternalTopics(context.Background(), client, topics, partitions); err != nil {
 		t.Fatal(err)
 	}
 	return addr, client, topics

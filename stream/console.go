@@ -57,8 +57,8 @@ func (j *liveJob) sample(now int64) console.Sample {
 		s.Watermark = wm
 	}
 	for _, f := range j.fetchers {
-		p := console.PartitionSample{Partition: int32(f.partition), ConsumerLag: f.lag.Load()}
-		if wm := j.e.PartitionWatermark(int32(f.partition)); wm > watermark.Min && wm < watermark.Max {
+		p := console.PartitionSample{Partition: int32(f.Partition()), ConsumerLag: f.Lag()}
+		if wm := j.e.PartitionWatermark(int32(f.Partition())); wm > watermark.Min && wm < watermark.Max {
 			p.WatermarkLag, p.Known = now-wm, true
 		}
 		s.Partitions = append(s.Partitions, p)
@@ -106,11 +106,11 @@ func (j *distJob) sample(now int64) console.Sample {
 		s.Watermark = least
 	}
 	for _, f := range j.fetchers {
-		if f.topic != j.opts.Topic {
+		if f.Topic() != j.opts.Topic {
 			continue
 		}
-		p := console.PartitionSample{Partition: int32(f.partition), ConsumerLag: f.lag.Load()}
-		if wm := j.router.Watermark(int32(f.partition)); wm > watermark.Min && wm < watermark.Max {
+		p := console.PartitionSample{Partition: int32(f.Partition()), ConsumerLag: f.Lag()}
+		if wm := j.router.Watermark(int32(f.Partition())); wm > watermark.Min && wm < watermark.Max {
 			p.WatermarkLag, p.Known = now-wm, true
 		}
 		s.Partitions = append(s.Partitions, p)

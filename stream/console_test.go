@@ -13,6 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskstream/riskstream/internal/headless"
+	"github.com/riskstream/riskstream/internal/kafkatest"
+	"github.com/riskstream/riskstream/internal/testbroker"
 )
 
 // cellWindows returns the windows the cells are of.
@@ -32,8 +34,8 @@ func TestConsoleServed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a broker and a job")
 	}
-	addr := startLiveBroker(t)
-	metrics := freeAddr(t)
+	addr := testbroker.Start(t, 1)
+	metrics := kafkatest.FreeAddr(t)
 	stop := startJob(t, RunOptions{Brokers: []string{addr}, StateDir: t.TempDir(), MetricsAddr: metrics,
 		Registry: prometheus.NewRegistry()})
 	defer stop()
@@ -63,9 +65,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Skip("starts a broker, a job and a browser")
 	}
 	want := replayDecisions(t)
-	addr := startLiveBroker(t)
+	addr := testbroker.Start(t, 1)
 	produceBundled(t, addr)
-	metrics := freeAddr(t)
+	metrics := kafkatest.FreeAddr(t)
 	stop := startJob(t, RunOptions{Brokers: []string{addr}, StateDir: t.TempDir(), CheckpointInterval: 100 * time.Millisecond,
 		MetricsAddr: metrics, Registry: prometheus.NewRegistry()})
 	defer stop()

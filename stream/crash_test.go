@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riskstream/riskstream/internal/kafkatest"
+	"github.com/riskstream/riskstream/internal/testbroker"
 	"github.com/riskstream/riskstream/produce"
 )
 
@@ -49,12 +51,12 @@ var resumedAt = regexp.MustCompile(`resuming from checkpoint"? offsets="?map\[0:
 // replay does not make, and every restart resumed from a checkpoint rather
 // than from the beginning.
 func TestCrashSafety(t *testing.T) {
-	if testing.Short() || !faults() {
-		t.Skipf("fault injection: set %s=1", faultsEnv)
+	if testing.Short() || !kafkatest.Faults() {
+		t.Skipf("fault injection: set %s=1", kafkatest.FaultsEnv)
 	}
 	bin := buildBinary(t)
 	want := replayDecisions(t)
-	addr := startLiveBroker(t)
+	addr := testbroker.Start(t, 1)
 	stateDir := t.TempDir()
 
 	// Input arrives over the kills: 20000 events in 10 s.
@@ -128,12 +130,12 @@ func TestCrashSafety(t *testing.T) {
 // decision is written once: the first run's outputs are not written again
 // after either restart.
 func TestKilledTwiceCatchingUp(t *testing.T) {
-	if testing.Short() || !faults() {
-		t.Skipf("fault injection: set %s=1", faultsEnv)
+	if testing.Short() || !kafkatest.Faults() {
+		t.Skipf("fault injection: set %s=1", kafkatest.FaultsEnv)
 	}
 	bin, cfg := threeKeysJob(t)
 	const events = 200_000
-	addr := startLiveBroker(t)
+	addr := testbroker.Start(t, 1)
 	if st, err := produce.Run(context.Background(), produce.Options{File: generated(t, events), Brokers: []string{addr}}); err != nil || st.Failed != 0 {
 		t.Fatalf("produce: %+v, %v", st, err)
 	}
@@ -165,8 +167,8 @@ func TestKilledTwiceCatchingUp(t *testing.T) {
 // decision; its restart reads the decisions topic from its start, and
 // writes none of them again.
 func TestKilledOutputTopicsCreatedSince(t *testing.T) {
-	if testing.Short() || !faults() {
-		t.Skipf("fault injection: set %s=1", faultsEnv)
+	if testing.Short() || !kafkatest.Faults() {
+		t.Skipf("fault injection: set %s=1", kafkatest.FaultsEnv)
 	}
 	bin, cfg := threeKeysJob(t)
 	addr := startAutoCreatingBroker(t)

@@ -18,6 +18,7 @@ import (
 	"github.com/riskstream/riskstream/checkpoint"
 	"github.com/riskstream/riskstream/console"
 	"github.com/riskstream/riskstream/internal/corrupt"
+	"github.com/riskstream/riskstream/kafkaio"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/prometheus/client_golang/prometheus"
@@ -67,7 +68,7 @@ const metaChangelog = "changelog"
 // checkpointed to a changelog topic so that another instance can take
 // them over.
 func runDistributed(ctx context.Context, opts RunOptions) error {
-	j := &distJob{opts: opts, log: opts.Logger, topics: internalTopicsOf(opts.Group),
+	j := &distJob{opts: opts, log: opts.Logger, topics: kafkaio.InternalTopicsOf(opts.Group),
 		tasks: map[int]*ownedTask{}, inputs: map[int32]*routedInput{}}
 	defer j.close()
 	for _, stage := range []func(context.Context) error{j.connect, j.lockState, j.startOutputs, j.joinGroup} {
@@ -86,7 +87,7 @@ type distJob struct {
 
 	sec        *kafkaconn.Security
 	client     *kafka.Client
-	topics     internalTopics
+	topics     kafkaio.InternalTopics
 	inputParts []int32 // the input topic's partitions, for the tasks' valves
 	m          *metrics
 	dm         *distMetrics
@@ -100,7 +101,7 @@ type distJob struct {
 	lastSample   time.Time
 	hop          *sink.Kafka
 	hopWriter    *outputWriter
-	ends         *endTracker
+	ends         *kafkaio.EndTracker
 	router       *engine.Router
 	cg           *kafka.ConsumerGroup
 	balancer     *stickyBalancer
@@ -116,8 +117,8 @@ type distJob struct {
 	// inputs are the input partitions routed in this generation.
 	inputs map[int32]*routedInput
 
-	inputFetched, repFetched chan fetched
-	fetchers                 []*fetcher
+	inputFetched, repFetched chan kafkaio.Fetch
+	fetchers                 []*kafkaio.Fetcher
 	lastMarks                time.Time
 	ready                    bool // Ready was called
 	// standbys keep copies of partitions other instances hold, in this
@@ -146,7 +147,7 @@ type ownedTask struct {
 	// epoch is the generation its changelog writes carry: the group's
 	// when it took the partition, or more than any in the changelog.
 	epoch     int32
-	ends      []partitionEnd
+	ends      []kafkaio.OutputEnd
 	published engine.Stats
 }
 
@@ -187,17 +188,17 @@ func (j *distJob) connect(ctx context.Context) error {
 		return fmt.Errorf("stream: brokers %v (%v): %w", j.opts.Brokers, j.sec, err)
 	}
 	j.client = &kafka.Client{Addr: kafka.TCP(j.opts.Brokers...), Transport: j.sec.Transport(), Timeout: 10 * time.Second}
-	ps, err := readPartitions(ctx, j.sec.Dialer(), j.opts.Brokers[0], j.opts.Topic)
+	ps, err := kafkaio.ReadPartitions(ctx, j.sec.Dialer(), j.opts.Brokers[0], j.opts.Topic)
 	if err != nil {
 		return err
 	}
 	for _, p := range ps {
 		j.inputParts = append(j.inputParts, int32(p))
 	}
-	if err := checkOutputTopics(ctx, j.client, j.opts.Outputs); err != nil {
+	if err := kafkaio.CheckOutputTopics(ctx, j.client, j.opts.Outputs); err != nil {
 		return err
 	}
-	return ensureInternalTopics(ctx, j.client, j.topics, j.opts.RepartitionPartitions)
+	return kafkaio.EnsureInternalTopics(ctx, j.client, j.topics, j.opts.RepartitionPartitions)
 }
 
 // lockState takes the state directory: two instances on one machine need
@@ -239,12 +240,11 @@ func (j *distJob) startOutputs(context.Context) error {
 	// more than the outputs, go in large batches, and a write of outputs
 	// does not wait behind them.
 	j.hop = sink.NewKafka(o.Brokers, sink.Topics{}, sink.Transport(j.sec.Transport()), sink.Logger(j.log),
-		sink.DirectTopics(j.topics.repartition), sink.BatchSize(hopBatchSize))
+		sink.DirectTopics(j.topics.Repartition), sink.BatchSize(hopBatchSize))
 	j.onClose(func() { j.hop.Close() })
 	j.hopWriter = newOutputWriter(j.hop, nil, nil, j.log, j.opts.Now)
 	j.onClose(j.hopWriter.close)
-	j.ends = &endTracker{client: j.client, out: j.out, log: j.log,
-		topics: o.Outputs.Names()}
+	j.ends = kafkaio.NewEndTracker(j.client, o.Outputs.Names(), j.out, j.log)
 	var err error
 	j.router, err = engine.NewRouter(o.Config, o.RepartitionPartitions, func(tr watermark.Transition) {
 		logTransition(j.log, tr)
@@ -257,23 +257,23 @@ func (j *distJob) startOutputs(context.Context) error {
 // topics, unless an instance without --distributed holds it: that one
 // reads the whole input itself.
 func (j *distJob) joinGroup(ctx context.Context) error {
-	members, _, err := groupMembers(ctx, j.client, j.opts.Group)
+	members, _, err := kafkaio.GroupMembers(ctx, j.client, j.opts.Group)
 	if err != nil {
 		return err
 	}
 	for _, m := range members {
 		// A member that is joining (the group rebalancing) shows no
 		// topics yet.
-		if len(m.MemberMetadata.Topics) > 0 && !slices.Contains(m.MemberMetadata.Topics, j.topics.repartition) {
-			busy := busyError(j.opts.Group, members)
+		if len(m.MemberMetadata.Topics) > 0 && !slices.Contains(m.MemberMetadata.Topics, j.topics.Repartition) {
+			busy := kafkaio.BusyError(j.opts.Group, members)
 			return fmt.Errorf("consumer group %q is held by a riskstream instance without --distributed (%v), which reads the whole input: stop it first or use another --group", busy.Group, busy.Members)
 		}
 	}
 	j.balancer = &stickyBalancer{}
 	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
-		ID: j.opts.Group, Brokers: j.opts.Brokers, Topics: []string{j.opts.Topic, j.topics.repartition},
+		ID: j.opts.Group, Brokers: j.opts.Brokers, Topics: []string{j.opts.Topic, j.topics.Repartition},
 		Dialer: j.sec.Dialer(), HeartbeatInterval: distHeartbeat, SessionTimeout: distSessionTimeout,
-		RebalanceTimeout: distRebalanceTimeout, JoinGroupBackoff: rejoinBackoff,
+		RebalanceTimeout: distRebalanceTimeout, JoinGroupBackoff: kafkaio.RejoinBackoff,
 		GroupBalancers: []kafka.GroupBalancer{j.balancer},
 	})
 	if err != nil {
@@ -342,7 +342,7 @@ func (j *distJob) runGeneration(ctx, genCtx context.Context, gen *kafka.Generati
 	readCtx, stopReading := context.WithCancel(genCtx)
 	var reading sync.WaitGroup
 	j.startFetchers(readCtx, &reading)
-	j.m.ready.consuming(j.fetchers)
+	j.m.ready.consuming(fetchSources(j.fetchers)...)
 	if j.opts.Ready != nil && !j.ready {
 		j.ready = true
 		j.opts.Ready(j.opts.Brokers)
@@ -375,7 +375,7 @@ func (j *distJob) take(ctx context.Context, gen *kafka.Generation) error {
 	j.standbys.close()
 	j.standbys = nil
 	mine := map[int]bool{}
-	for _, a := range gen.Assignments[j.topics.repartition] {
+	for _, a := range gen.Assignments[j.topics.Repartition] {
 		mine[a.ID] = true
 	}
 	for k, t := range j.tasks {
@@ -384,7 +384,7 @@ func (j *distJob) take(ctx context.Context, gen *kafka.Generation) error {
 			delete(j.tasks, k)
 		}
 	}
-	var ends [][]partitionEnd
+	var ends [][]kafkaio.OutputEnd
 	j.assigned = len(mine)
 	for _, k := range slices.Sorted(maps.Keys(mine)) {
 		t, err := j.openTask(ctx, k)
@@ -427,12 +427,12 @@ func (j *distJob) take(ctx context.Context, gen *kafka.Generation) error {
 	}
 	// What the former holders wrote after their checkpoints is not
 	// written again.
-	written, err := j.ends.restore(ctx, j.opts.Brokers, j.sec, ends)
+	written, err := j.ends.Restore(ctx, j.opts.Brokers, j.sec, ends)
 	if err != nil {
 		return err
 	}
 	j.balancer.held(j.opts.Topic, inputs)
-	j.balancer.held(j.topics.repartition, slices.Sorted(maps.Keys(mine)))
+	j.balancer.held(j.topics.Repartition, slices.Sorted(maps.Keys(mine)))
 	var standby []int
 	if j.opts.StandbyReplicas > 0 {
 		if standby, err = j.standbyPartitions(ctx, gen); err != nil {
@@ -440,7 +440,7 @@ func (j *distJob) take(ctx context.Context, gen *kafka.Generation) error {
 		}
 		j.standbys = startStandbys(standby, j.changelogOf, j.tasksDir(), j.storeOptions(), j.log)
 	}
-	j.balancer.held(standbyTopic(j.topics.repartition), standby)
+	j.balancer.held(standbyTopic(j.topics.Repartition), standby)
 	j.healthMu.Lock()
 	for _, t := range j.tasks {
 		j.healthDBs = append(j.healthDBs, t.db)
@@ -511,7 +511,7 @@ func (j *distJob) openTask(ctx context.Context, k int) (t *ownedTask, err error)
 	if err != nil {
 		return nil, err
 	}
-	m, ok, err := checkpoint.Read(db, legacyTaskOffset(j.topics.repartition, k))
+	m, ok, err := checkpoint.Read(db, legacyTaskOffset(j.topics.Repartition, k))
 	if err != nil || !ok {
 		return t, err
 	}
@@ -519,12 +519,12 @@ func (j *distJob) openTask(ctx context.Context, k int) (t *ownedTask, err error)
 		return nil, fmt.Errorf("state in %s: %w", dir, err)
 	}
 	for _, o := range m.Inputs {
-		if o.Topic != j.topics.repartition || o.Partition != int32(k) {
-			return nil, fmt.Errorf("state in %s: its checkpoint is of %s partition %d, not %s partition %d", dir, o.Topic, o.Partition, j.topics.repartition, k)
+		if o.Topic != j.topics.Repartition || o.Partition != int32(k) {
+			return nil, fmt.Errorf("state in %s: its checkpoint is of %s partition %d, not %s partition %d", dir, o.Topic, o.Partition, j.topics.Repartition, k)
 		}
 		t.next = o.Offset
 	}
-	t.ends = offsetsEnds(m.Outputs)
+	t.ends = kafkaio.EndsOf(m.Outputs)
 	return t, nil
 }
 
@@ -561,7 +561,7 @@ func (j *distJob) storeOptions() state.Options {
 
 // changelogOf returns the changelog of repartition partition k.
 func (j *distJob) changelogOf(k int) changelog {
-	return changelog{client: j.client, brokers: j.opts.Brokers, dialer: j.sec.Dialer(), topic: j.topics.changelog, partition: k}
+	return changelog{client: j.client, brokers: j.opts.Brokers, dialer: j.sec.Dialer(), topic: j.topics.Changelog, partition: k}
 }
 
 // readChangelogPosition returns the store's changelog position, or
@@ -589,7 +589,7 @@ func writeChangelogPosition(db *state.DB, p changelogPosition) error {
 type routerCheckpoint struct {
 	next   int64
 	clocks []byte
-	ends   []partitionEnd
+	ends   []kafkaio.OutputEnd
 }
 
 func encodeRouterCheckpoint(c routerCheckpoint) []byte {
@@ -597,7 +597,7 @@ func encodeRouterCheckpoint(c routerCheckpoint) []byte {
 	b = binary.AppendVarint(b, c.next)
 	b = binary.AppendUvarint(b, uint64(len(c.clocks)))
 	b = append(b, c.clocks...)
-	return checkpoint.AppendOffsets(b, endsOffsets(c.ends))
+	return checkpoint.AppendOffsets(b, kafkaio.EndOffsets(c.ends))
 }
 
 func decodeRouterCheckpoint(b []byte) (routerCheckpoint, error) {
@@ -624,7 +624,7 @@ func decodeRouterCheckpoint(b []byte) (routerCheckpoint, error) {
 	if len(rest) > 0 {
 		return c, bad
 	}
-	c.ends = offsetsEnds(offs)
+	c.ends = kafkaio.EndsOf(offs)
 	return c, nil
 }
 
@@ -632,7 +632,7 @@ func decodeRouterCheckpoint(b []byte) (routerCheckpoint, error) {
 // partition in the routers topic.
 func (j *distJob) readRouterCheckpoints(ctx context.Context) (map[int32]routerCheckpoint, error) {
 	cps := map[int32]routerCheckpoint{}
-	_, err := readRecords(ctx, j.sec.Dialer(), j.opts.Brokers, j.topics.routers, 0, kafka.FirstOffset, func(m *kafka.Message) error {
+	_, err := kafkaio.ReadRecords(ctx, j.sec.Dialer(), j.opts.Brokers, j.topics.Routers, 0, kafka.FirstOffset, func(m *kafka.Message) error {
 		p, err := strconv.Atoi(string(m.Key))
 		if err != nil {
 			return nil // not a router's
@@ -645,7 +645,7 @@ func (j *distJob) readRouterCheckpoints(ctx context.Context) (map[int32]routerCh
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("router checkpoints in %s: %w", j.topics.routers, err)
+		return nil, fmt.Errorf("router checkpoints in %s: %w", j.topics.Routers, err)
 	}
 	return cps, nil
 }
@@ -653,17 +653,17 @@ func (j *distJob) readRouterCheckpoints(ctx context.Context) (map[int32]routerCh
 // startFetchers starts reading the input partitions routed and the
 // repartition partitions held.
 func (j *distJob) startFetchers(ctx context.Context, reading *sync.WaitGroup) {
-	j.inputFetched, j.repFetched = make(chan fetched, 16), make(chan fetched, 16)
+	j.inputFetched, j.repFetched = make(chan kafkaio.Fetch, 16), make(chan kafkaio.Fetch, 16)
 	j.fetchers = j.fetchers[:0]
 	for p, in := range j.inputs {
-		f := newFetcher(j.opts.Brokers, j.sec.Dialer(), j.opts.Topic, int(p), in.next, -1, j.inputFetched, j.log, j.opts.Now)
+		f := kafkaio.NewFetcher(j.opts.Brokers, j.sec.Dialer(), j.opts.Topic, int(p), in.next, -1, j.inputFetched, j.log, j.opts.Now)
 		j.fetchers = append(j.fetchers, f)
-		reading.Go(func() { f.run(ctx) })
+		reading.Go(func() { f.Run(ctx) })
 	}
 	for k, t := range j.tasks {
-		f := newFetcher(j.opts.Brokers, j.sec.Dialer(), j.topics.repartition, k, t.next, -1, j.repFetched, j.log, j.opts.Now)
+		f := kafkaio.NewFetcher(j.opts.Brokers, j.sec.Dialer(), j.topics.Repartition, k, t.next, -1, j.repFetched, j.log, j.opts.Now)
 		j.fetchers = append(j.fetchers, f)
-		reading.Go(func() { f.run(ctx) })
+		reading.Go(func() { f.Run(ctx) })
 	}
 }
 
@@ -711,16 +711,16 @@ func (j *distJob) loop(ctx, genCtx context.Context, gen *kafka.Generation) error
 }
 
 // route routes the records of an input fetch.
-func (j *distJob) route(f fetched) {
-	defer recycleFetched(f.msgs)
-	in := j.inputs[f.partition]
+func (j *distJob) route(f kafkaio.Fetch) {
+	defer kafkaio.Recycle(f.Msgs)
+	in := j.inputs[f.Partition]
 	if in == nil {
 		return
 	}
 	now := j.now()
-	for i := range f.msgs {
-		m := &f.msgs[i]
-		rec := topicRecord(m, f.partition)
+	for i := range f.Msgs {
+		m := &f.Msgs[i]
+		rec := topicRecord(m, f.Partition)
 		r := j.router.Route(&rec, now)
 		switch {
 		case r.Invalid != nil:
@@ -732,7 +732,7 @@ func (j *distJob) route(f fetched) {
 			msg := r.Message
 			msg.Decider = k == r.Decider
 			j.buf = engine.AppendMessage(j.buf[:0], &msg)
-			j.hop.Send(j.topics.repartition, int(k), j.buf, m.Time)
+			j.hop.Send(j.topics.Repartition, int(k), j.buf, m.Time)
 		}
 		in.next = m.Offset + 1
 	}
@@ -740,14 +740,14 @@ func (j *distJob) route(f fetched) {
 }
 
 // apply runs a fetch of a repartition partition through its task.
-func (j *distJob) apply(f fetched) error {
-	defer recycleFetched(f.msgs)
-	t := j.tasks[int(f.partition)]
+func (j *distJob) apply(f kafkaio.Fetch) error {
+	defer kafkaio.Recycle(f.Msgs)
+	t := j.tasks[int(f.Partition)]
 	if t == nil {
 		return nil
 	}
-	for i := range f.msgs {
-		m := &f.msgs[i]
+	for i := range f.Msgs {
+		m := &f.Msgs[i]
 		if err := engine.DecodeMessage(m.Value, &j.msg); err != nil {
 			j.log.Error("not a repartition message, skipped", "topic", m.Topic, "partition", m.Partition, "offset", m.Offset, "err", err)
 			t.next = m.Offset + 1
@@ -755,7 +755,7 @@ func (j *distJob) apply(f fetched) error {
 		}
 		j.out.Ref = m.Time.UnixMilli()
 		if _, err := t.task.Apply(&j.msg); err != nil {
-			return fmt.Errorf("repartition partition %d offset %d: %w", f.partition, m.Offset, err)
+			return fmt.Errorf("repartition partition %d offset %d: %w", f.Partition, m.Offset, err)
 		}
 		t.next = m.Offset + 1
 		j.writer.start()
@@ -780,7 +780,7 @@ func (j *distJob) tick() error {
 			j.buf = engine.AppendMessage(j.buf[:0], &engine.Message{Kind: engine.MarkMessage, Partition: p,
 				Offset: max(in.next, 0) - 1, Watermark: wm, Idle: idle})
 			for k := range j.opts.RepartitionPartitions {
-				j.hop.Send(j.topics.repartition, k, j.buf, nowT)
+				j.hop.Send(j.topics.Repartition, k, j.buf, nowT)
 			}
 		}
 	}
@@ -809,8 +809,8 @@ func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 	if err := j.writer.drain(); err != nil {
 		return err
 	}
-	ends := j.ends.atCheckpoint(j.router.Stats().Records)
-	offsets := map[string]map[int]int64{j.opts.Topic: {}, j.topics.repartition: {}}
+	ends := j.ends.AtCheckpoint(j.router.Stats().Records)
+	offsets := map[string]map[int]int64{j.opts.Topic: {}, j.topics.Repartition: {}}
 	held := slices.Sorted(maps.Keys(j.tasks))
 	for _, k := range held {
 		t := j.tasks[k]
@@ -818,8 +818,8 @@ func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 		if err != nil {
 			return err
 		}
-		m := checkpoint.Manifest{Engine: cp, Outputs: endsOffsets(ends),
-			Inputs: []checkpoint.Offset{{Topic: j.topics.repartition, Partition: int32(k), Offset: t.next}}}
+		m := checkpoint.Manifest{Engine: cp, Outputs: kafkaio.EndOffsets(ends),
+			Inputs: []checkpoint.Offset{{Topic: j.topics.Repartition, Partition: int32(k), Offset: t.next}}}
 		if err := checkpoint.Write(t.db, &m); err != nil {
 			return err
 		}
@@ -860,7 +860,7 @@ func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 		j.dm.changelogBytes.Add(float64(r.bytes))
 		t.changelogEnd, t.ends = r.end, ends
 		if t.next >= 0 {
-			offsets[j.topics.repartition][k] = t.next
+			offsets[j.topics.Repartition][k] = t.next
 		}
 	}
 	if len(j.inputs) > 0 {
@@ -876,7 +876,7 @@ func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 		}
 		if len(recs) > 0 {
 			err := j.retry(ctx, "router checkpoint", func(ctx context.Context) error {
-				_, err := produceRecords(ctx, j.client, j.topics.routers, 0, recs)
+				_, err := produceRecords(ctx, j.client, j.topics.Routers, 0, recs)
 				return err
 			})
 			var tooLarge *ErrCheckpointTooLarge
@@ -932,14 +932,14 @@ func (j *distJob) publishGauges() {
 	j.m.skews(j.router.Sources())
 	now := j.now()
 	for _, f := range j.fetchers {
-		if f.topic != j.opts.Topic {
+		if f.Topic() != j.opts.Topic {
 			continue
 		}
-		label := strconv.Itoa(f.partition)
-		if wm := j.router.Watermark(int32(f.partition)); wm > watermark.Min {
+		label := strconv.Itoa(f.Partition())
+		if wm := j.router.Watermark(int32(f.Partition())); wm > watermark.Min {
 			j.m.wmLag.WithLabelValues(label).Set(float64(now-wm) / 1000)
 		}
-		j.m.consumerLag.WithLabelValues(label).Set(float64(f.lag.Load()))
+		j.m.consumerLag.WithLabelValues(label).Set(float64(f.Lag()))
 	}
 }
 
@@ -953,7 +953,7 @@ type ErrCheckpointTooLarge struct {
 
 func (e *ErrCheckpointTooLarge) Error() string {
 	return fmt.Sprintf("%s: a record of the checkpoint is larger than the topic takes (raise its max.message.bytes; the job makes its internal topics with %d): %v",
-		e.What, changelogMaxMessageBytes, e.Err)
+		e.What, kafkaio.ChangelogMaxMessageBytes, e.Err)
 }
 
 func (e *ErrCheckpointTooLarge) Unwrap() error { return e.Err }

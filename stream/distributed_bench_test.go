@@ -20,6 +20,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskstream/riskstream/gen"
+	"github.com/riskstream/riskstream/internal/testbroker"
 	"github.com/riskstream/riskstream/produce"
 	"github.com/riskstream/riskstream/state"
 	"github.com/segmentio/kafka-go"
@@ -52,7 +53,7 @@ func BenchmarkDistributedCatchUp(b *testing.B) {
 	input := buf.Bytes()
 	cfg := loadRules(b)
 	for b.Loop() {
-		addr := startLiveBrokerWith(b, int32(*distPartitions))
+		addr := testbroker.Start(b, int32(*distPartitions))
 		if st, err := produce.Run(context.Background(), produce.Options{File: "-", Stdin: bytes.NewReader(input),
 			Brokers: []string{addr}}); err != nil || st.Failed != 0 {
 			b.Fatalf("produce: %+v %v", st, err)
@@ -94,7 +95,7 @@ func BenchmarkDistributedCatchUp(b *testing.B) {
 func BenchmarkChangelogRestore(b *testing.B) {
 	ctx := context.Background()
 	addr, client, topics := withInternalTopics(b, "bench", 1)
-	log := changelog{client: client, brokers: []string{addr}, dialer: &kafka.Dialer{}, topic: topics.changelog}
+	log := changelog{client: client, brokers: []string{addr}, dialer: &kafka.Dialer{}, topic: topics.Changelog}
 	src, err := state.Open(state.Options{Dir: b.TempDir(), AtomicCheckpoints: true, DisableWAL: true})
 	if err != nil {
 		b.Fatal(err)
@@ -183,7 +184,7 @@ func BenchmarkTakeover(b *testing.B) {
 		}
 	}
 	for b.Loop() {
-		addr := startLiveBroker(b)
+		addr := testbroker.Start(b, 1)
 		if st, err := produce.Run(context.Background(), produce.Options{File: "-", Stdin: bytes.NewReader(buf.Bytes()),
 			Brokers: []string{addr}}); err != nil || st.Failed != 0 {
 			b.Fatalf("produce: %+v %v", st, err)

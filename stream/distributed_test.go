@@ -16,6 +16,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskstream/riskstream/gen"
+	"github.com/riskstream/riskstream/internal/kafkatest"
+	"github.com/riskstream/riskstream/internal/testbroker"
+	"github.com/riskstream/riskstream/kafkaio"
 	"github.com/riskstream/riskstream/produce"
 	"github.com/riskstream/riskstream/rules"
 )
@@ -38,10 +41,10 @@ func TestDistributedOneInstance(t *testing.T) {
 		t.Skip("live test")
 	}
 	want := replayDecisions(t)
-	addr := startLiveBroker(t)
+	addr := testbroker.Start(t, 1)
 	produceBundled(t, addr)
 	reg := prometheus.NewRegistry()
-	metrics := freeAddr(t)
+	metrics := kafkatest.FreeAddr(t)
 	stop := startJob(t, RunOptions{Brokers: []string{addr}, Distributed: true, RepartitionPartitions: 4,
 		CheckpointInterval: 200 * time.Millisecond, Registry: reg, MetricsAddr: metrics})
 	waitRecords(t, addr, "decisions", len(want))
@@ -176,7 +179,7 @@ type replayed struct {
 // at rate, while the test starts instances, and returns what replay makes
 // of them.
 func newDistributedRun(t *testing.T, events int, rate float64) (*distributedRun, replayed, chan error) {
-	return newDistributedRunOn(t, startLiveBroker(t), events, rate)
+	return newDistributedRunOn(t, testbroker.Start(t, 1), events, rate)
 }
 
 // newDistributedRunOn is newDistributedRun on the broker at addr.
@@ -311,8 +314,8 @@ func withoutSource(ds []string) []string {
 // with three rules keyed by unrelated attributes: their decisions are
 // replay's, each written once.
 func TestDistributedThreeInstances(t *testing.T) {
-	if testing.Short() || !faults() {
-		t.Skipf("seconds of consumer group rebalances: set %s=1", faultsEnv)
+	if testing.Short() || !kafkatest.Faults() {
+		t.Skipf("seconds of consumer group rebalances: set %s=1", kafkatest.FaultsEnv)
 	}
 	const events = 40_000
 	d, want, produced := newDistributedRun(t, events, 8000)
@@ -364,8 +367,8 @@ var tookPartitions = regexp.MustCompile(`took partitions.* repartition="?\[([0-9
 // their standby copies; then a fourth starts and takes some, restoring
 // them from the changelog. The outputs are replay's, each written once.
 func TestDistributedTakeover(t *testing.T) {
-	if testing.Short() || !faults() {
-		t.Skipf("fault injection: set %s=1", faultsEnv)
+	if testing.Short() || !kafkatest.Faults() {
+		t.Skipf("fault injection: set %s=1", kafkatest.FaultsEnv)
 	}
 	const events = 60_000
 	d, want, produced := newDistributedRun(t, events, 8000)
@@ -413,8 +416,8 @@ func TestDistributedTakeover(t *testing.T) {
 // the next is killed after checkpointing partway through making those
 // outputs again, and a third goes to the end. None is written twice.
 func TestDistributedKilledBeforeCheckpoint(t *testing.T) {
-	if testing.Short() || !faults() {
-		t.Skipf("fault injection: set %s=1", faultsEnv)
+	if testing.Short() || !kafkatest.Faults() {
+		t.Skipf("fault injection: set %s=1", kafkatest.FaultsEnv)
 	}
 	const events = 60_000
 	d, want, produced := newDistributedRun(t, events, 0)
@@ -445,8 +448,8 @@ func TestDistributedKilledBeforeCheckpoint(t *testing.T) {
 // instance creates the output topics at start, and is killed once it has
 // written every decision; the next reads them from their start.
 func TestDistributedKilledOutputTopicsCreatedSince(t *testing.T) {
-	if testing.Short() || !faults() {
-		t.Skipf("fault injection: set %s=1", faultsEnv)
+	if testing.Short() || !kafkatest.Faults() {
+		t.Skipf("fault injection: set %s=1", kafkatest.FaultsEnv)
 	}
 	const events = 60_000
 	d, want, produced := newDistributedRunOn(t, startAutoCreatingBroker(t), events, 0)
@@ -464,10 +467,10 @@ func TestDistributedKilledOutputTopicsCreatedSince(t *testing.T) {
 // reads the whole input, so a distributed one refuses its group, and the
 // other way round.
 func TestDistributedAndSingleExclusive(t *testing.T) {
-	if testing.Short() || !faults() {
-		t.Skipf("seconds of consumer group rebalances: set %s=1", faultsEnv)
+	if testing.Short() || !kafkatest.Faults() {
+		t.Skipf("seconds of consumer group rebalances: set %s=1", kafkatest.FaultsEnv)
 	}
-	addr := startLiveBroker(t)
+	addr := testbroker.Start(t, 1)
 	stop := startJob(t, RunOptions{Brokers: []string{addr}})
 	err := Run(context.Background(), RunOptions{Config: loadRules(t), Brokers: []string{addr}, StateDir: t.TempDir(), Distributed: true})
 	if err == nil || !strings.Contains(err.Error(), "without --distributed") {
@@ -478,7 +481,7 @@ func TestDistributedAndSingleExclusive(t *testing.T) {
 	stop = startJob(t, RunOptions{Brokers: []string{addr}, Distributed: true, Group: "shared"})
 	defer stop()
 	err = Run(context.Background(), RunOptions{Config: loadRules(t), Brokers: []string{addr}, StateDir: t.TempDir(), Group: "shared"})
-	var busy *ErrGroupBusy
+	var busy *kafkaio.ErrGroupBusy
 	if !errors.As(err, &busy) {
 		t.Fatalf("a single instance beside a distributed one: %v, want ErrGroupBusy", err)
 	}

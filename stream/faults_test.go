@@ -18,16 +18,10 @@ import (
 
 	"github.com/riskstream/riskstream/gen"
 	"github.com/riskstream/riskstream/internal/kafkatest"
+	"github.com/riskstream/riskstream/internal/testbroker"
 	"github.com/riskstream/riskstream/produce"
 	"github.com/segmentio/kafka-go"
 )
-
-// faultsEnv gates the fault-injection suite: processes killed with SIGKILL
-// many times over, which takes minutes. CI sets it.
-const faultsEnv = "RISKSTREAM_FAULTS"
-
-// faults reports whether the fault-injection suite runs.
-func faults() bool { return os.Getenv(faultsEnv) != "" }
 
 // TestFaultBrokerSIGKILL kills the broker, a process of its own, three times
 // while the job consumes, restarting it each time on its data: the job rides
@@ -35,11 +29,11 @@ func faults() bool { return os.Getenv(faultsEnv) != "" }
 // and none foreign. Each recovery (broker back to the job's next decision)
 // is logged.
 func TestFaultBrokerSIGKILL(t *testing.T) {
-	if testing.Short() || !faults() {
-		t.Skipf("fault injection: set %s=1", faultsEnv)
+	if testing.Short() || !kafkatest.Faults() {
+		t.Skipf("fault injection: set %s=1", kafkatest.FaultsEnv)
 	}
 	bin, input, want := faultWorkload(t)
-	addr, data := freeAddr(t), t.TempDir()
+	addr, data := kafkatest.FreeAddr(t), t.TempDir()
 	startBroker := func() *exec.Cmd { return startBrokerProcess(t, bin, addr, data, 1) }
 	b := startBroker()
 	defer func() { b.Process.Kill(); b.Wait() }()
@@ -139,17 +133,17 @@ func startBrokerProcess(t *testing.T, bin, addr, data string, partitions int) *e
 // back, a restart makes every decision of the replay, none with another
 // value.
 func TestFaultBrokerHang(t *testing.T) {
-	if testing.Short() || !faults() {
-		t.Skipf("fault injection: set %s=1", faultsEnv)
+	if testing.Short() || !kafkatest.Faults() {
+		t.Skipf("fault injection: set %s=1", kafkatest.FaultsEnv)
 	}
 	bin, input, want := faultWorkload(t)
-	addr, data := freeAddr(t), t.TempDir()
+	addr, data := kafkatest.FreeAddr(t), t.TempDir()
 	b := startBrokerProcess(t, bin, addr, data, 1)
 	defer func() { b.Process.Signal(syscall.SIGCONT); b.Process.Kill(); b.Wait() }()
 	if st, err := produce.Run(context.Background(), produce.Options{File: input, Brokers: []string{addr}}); err != nil || st.Failed != 0 {
 		t.Fatalf("produce: %+v, %v", st, err)
 	}
-	stateDir, metrics := t.TempDir(), freeAddr(t)
+	stateDir, metrics := t.TempDir(), kafkatest.FreeAddr(t)
 	run := func() (*exec.Cmd, *lockedBuffer) {
 		return startProcess(t, bin, "run", "--rules", bundledRules, "--brokers", addr, "--state-dir", stateDir,
 			"--checkpoint-interval", "100ms", "--metrics-addr", metrics)
@@ -249,11 +243,11 @@ func checkDecisions(t *testing.T, addr string, want []string) {
 // journal), so every output it makes again is the one written, byte for
 // byte: none written twice, none with another value.
 func TestKilledAfterWaitsRanOut(t *testing.T) {
-	if testing.Short() || !faults() {
-		t.Skipf("fault injection: set %s=1", faultsEnv)
+	if testing.Short() || !kafkatest.Faults() {
+		t.Skipf("fault injection: set %s=1", kafkatest.FaultsEnv)
 	}
 	bin := buildBinary(t)
-	addr := startLiveBrokerWith(t, 2)
+	addr := testbroker.Start(t, 2)
 	// Every event decides, with the count of its user's window so far: a
 	// value that depends on the order the events were taken in.
 	rulesFile := filepath.Join(t.TempDir(), "rules.yaml")

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riskstream/riskstream/internal/testbroker"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/segmentio/kafka-go"
 )
@@ -30,7 +31,7 @@ rules:
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := startLiveBroker(t)
+	addr := testbroker.Start(t, 1)
 	base := time.Now().Add(-time.Minute).UnixMilli()
 	produce := func(from, to int, far bool) {
 		t.Helper()

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	corruptpkg "github.com/riskstream/riskstream/internal/corrupt"
+	"github.com/riskstream/riskstream/internal/kafkatest"
+	"github.com/riskstream/riskstream/internal/testbroker"
 	"github.com/riskstream/riskstream/internal/testinput"
 	"github.com/riskstream/riskstream/produce"
 
@@ -169,7 +171,7 @@ func TestLiveStateDiskFull(t *testing.T) {
 		t.Skip("starts a broker")
 	}
 	want := replayDecisions(t)
-	addr := startLiveBroker(t)
+	addr := testbroker.Start(t, 1)
 	produce := produceHalves(t, addr)
 	produce(0)
 	var full atomic.Bool
@@ -181,7 +183,7 @@ func TestLiveStateDiskFull(t *testing.T) {
 		return nil
 	}))}
 	stateDir := t.TempDir()
-	done, _ := startFaultyJob(t, addr, stateDir, freeAddr(t), state.Options{FS: fs})
+	done, _ := startFaultyJob(t, addr, stateDir, kafkatest.FreeAddr(t), state.Options{FS: fs})
 	for deadline := time.Now().Add(30 * time.Second); committed(t, addr, 1) != 10000; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the first half never checkpointed: group offset %d", committed(t, addr, 1))
@@ -226,7 +228,7 @@ func TestLiveStateStall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a broker")
 	}
-	addr := startLiveBroker(t)
+	addr := testbroker.Start(t, 1)
 	produceBundled(t, addr)
 	var stalled atomic.Bool
 	release := make(chan struct{})
@@ -237,7 +239,7 @@ func TestLiveStateStall(t *testing.T) {
 		}
 		return nil
 	}))}
-	metrics := freeAddr(t)
+	metrics := kafkatest.FreeAddr(t)
 	stateDir := filepath.Join(t.TempDir(), "live")
 	done, stop := startFaultyJob(t, addr, stateDir, metrics, state.Options{FS: fs, StallTimeout: 3 * time.Second})
 	checkOwnerOnly(t, stateDir, filepath.Join(stateDir, "state"))
@@ -300,7 +302,7 @@ func TestEndpointsReadOnly(t *testing.T) {
 	m := newMetrics(prometheus.NewRegistry(), &rules.Config{}, 10)
 	console := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "console") })
 	for _, public := range []bool{false, true} {
-		addr := freeAddr(t)
+		addr := kafkatest.FreeAddr(t)
 		srv, err := m.serve(addr, func() error { return nil }, console, public)
 		if err != nil {
 			t.Fatal(err)
@@ -360,8 +362,8 @@ func TestStartLogsWhereToLook(t *testing.T) {
 		return
 	}
 	logs := &lockedBuffer{}
-	metrics := freeAddr(t)
-	startJob(t, RunOptions{Brokers: []string{startLiveBroker(t)}, MetricsAddr: metrics, Registry: prometheus.NewRegistry(),
+	metrics := kafkatest.FreeAddr(t)
+	startJob(t, RunOptions{Brokers: []string{testbroker.Start(t, 1)}, MetricsAddr: metrics, Registry: prometheus.NewRegistry(),
 		Logger: slog.New(slog.NewTextHandler(logs, nil))})()
 	want := fmt.Sprintf("console=http://%s/ metrics=http://%s/metrics", metrics, metrics)
 	if !strings.Contains(logs.String(), want) {

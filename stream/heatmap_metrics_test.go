@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/riskstream/riskstream/heatmap"
+	"github.com/riskstream/riskstream/internal/testbroker"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/windows"
 	"github.com/segmentio/kafka-go"
@@ -129,7 +130,7 @@ func TestLiveHeatmapMetrics(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a broker")
 	}
-	addr := startLiveBroker(t)
+	addr := testbroker.Start(t, 1)
 	conn, err := kafka.DialLeader(context.Background(), "tcp", addr, "requests", 0)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/riskstream/riskstream/internal/testbroker"
 )
 
 // TestKcat proves that a Kafka client we did not write can use the job:
@@ -18,7 +20,7 @@ func TestKcat(t *testing.T) {
 	if err != nil {
 		t.Skip("kcat is not installed (apt-get install kcat)")
 	}
-	addr := startLiveBroker(t)
+	addr := testbroker.Start(t, 1)
 	var in strings.Builder
 	for i := range 7 {
 		fmt.Fprintf(&in, `{"id":"k%d","ts":%d,"user":"u1","api":"/pay","latency_ms":3}`+"\n", i, 1732150000000+int64(i)*1000)

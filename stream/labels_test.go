@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riskstream/riskstream/internal/testbroker"
 	"github.com/segmentio/kafka-go"
 )
 
@@ -27,7 +28,7 @@ func TestMetricLabelsBounded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a broker")
 	}
-	addr := startLiveBroker(t)
+	addr := testbroker.Start(t, 1)
 	base := time.Now().Add(-time.Hour).UnixMilli()
 	const n = 3000
 	var msgs []kafka.Message

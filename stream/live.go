@@ -17,6 +17,7 @@ import (
 	"github.com/riskstream/riskstream/console"
 	"github.com/riskstream/riskstream/engine"
 	"github.com/riskstream/riskstream/kafkaconn"
+	"github.com/riskstream/riskstream/kafkaio"
 	"github.com/riskstream/riskstream/order"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/sink"
@@ -77,7 +78,7 @@ type liveJob struct {
 	out     *sink.Kafka
 	writer  *outputWriter
 	e       *engine.Sharded
-	member  *groupMember
+	member  *kafkaio.GroupMember
 	// dec decodes and keys records into batch, which the shards process:
 	// shard 0 on the loop's goroutine, each other on its own (shardIn,
 	// shardDone).
@@ -91,8 +92,8 @@ type liveJob struct {
 	offsets map[int32]int64
 	// fetched carries what the fetchers fetched to the loop, which pushes
 	// it into merge.
-	fetched     chan fetched
-	fetchers    []*fetcher
+	fetched     chan kafkaio.Fetch
+	fetchers    []*kafkaio.Fetcher
 	known       map[int]bool // partitions with a fetcher
 	readCtx     context.Context
 	stopReading context.CancelFunc
@@ -145,9 +146,9 @@ type liveJob struct {
 	// ends follows where the outputs end, for checkpoints; restored is
 	// whether there was a checkpoint to restore, and checkpointEnds where
 	// the outputs ended at it (none: unknown, or no checkpoint).
-	ends           *endTracker
+	ends           *kafkaio.EndTracker
 	restored       bool
-	checkpointEnds []partitionEnd
+	checkpointEnds []kafkaio.OutputEnd
 	commitFailed   chan error
 }
 
@@ -282,8 +283,8 @@ func (j *liveJob) startOutputs(context.Context) error {
 	j.out = sink.NewKafka(j.brokers, o.Outputs, sink.Transport(j.sec.Transport()),
 		sink.MaxMessageBytes(o.MaxMessageBytes), sink.Metrics(o.Registry), sink.Logger(j.log))
 	j.onClose(func() { j.out.Close() })
-	j.ends = &endTracker{client: &kafka.Client{Addr: kafka.TCP(j.brokers...), Transport: j.sec.Transport(), Timeout: 10 * time.Second},
-		topics: o.Outputs.Names(), out: j.out, log: j.log}
+	j.ends = kafkaio.NewEndTracker(&kafka.Client{Addr: kafka.TCP(j.brokers...), Transport: j.sec.Transport(), Timeout: 10 * time.Second},
+		o.Outputs.Names(), j.out, j.log)
 	// The shards write their state through parts of the one store, so
 	// that a checkpoint of all of them is one atomic batch.
 	parts, err := j.db.Parts(o.Shards)
@@ -351,7 +352,7 @@ func (j *liveJob) restore(context.Context) error {
 		j.offsets[o.Partition] = o.Offset
 	}
 	j.log.Info("resuming from checkpoint", "offsets", j.offsets, "watermark", j.e.Watermark())
-	j.checkpointEnds = offsetsEnds(m.Outputs)
+	j.checkpointEnds = kafkaio.EndsOf(m.Outputs)
 	return nil
 }
 
@@ -428,10 +429,10 @@ func (j *liveJob) verifyState(context.Context) error {
 // ends, which the sink does not write again, once the output topics are
 // known to exist.
 func (j *liveJob) skipWritten(ctx context.Context) error {
-	if err := checkOutputTopics(ctx, j.ends.client, j.opts.Outputs); err != nil {
+	if err := kafkaio.CheckOutputTopics(ctx, j.ends.Client(), j.opts.Outputs); err != nil {
 		return err
 	}
-	n, err := j.ends.restore(ctx, j.brokers, j.sec, [][]partitionEnd{j.checkpointEnds})
+	n, err := j.ends.Restore(ctx, j.brokers, j.sec, [][]kafkaio.OutputEnd{j.checkpointEnds})
 	if n > 0 {
 		j.log.Info("outputs written after the checkpoint are not written again", "messages", n)
 	}
@@ -452,18 +453,18 @@ func (j *liveJob) checkBrokers(ctx context.Context) error {
 // joinGroup joins the consumer group, which it keeps on a goroutine of its
 // own.
 func (j *liveJob) joinGroup(ctx context.Context) error {
-	instance, err := instanceID(j.db)
+	instance, err := kafkaio.InstanceID(j.db)
 	if err != nil {
 		return err
 	}
-	j.member, err = joinGroup(ctx, j.brokers, j.sec, j.opts.Group, j.opts.Topic, instance, j.log)
+	j.member, err = kafkaio.JoinGroup(ctx, j.brokers, j.sec, j.opts.Group, j.opts.Topic, instance, j.log)
 	if err != nil {
 		return err
 	}
-	j.onClose(j.member.close)
+	j.onClose(j.member.Close)
 	keepCtx, stopKeeping := context.WithCancel(context.Background())
 	var keeping sync.WaitGroup
-	keeping.Go(func() { j.member.keep(keepCtx) })
+	keeping.Go(func() { j.member.Keep(keepCtx) })
 	j.onClose(keeping.Wait)
 	j.onClose(stopKeeping)
 	return nil
@@ -472,7 +473,7 @@ func (j *liveJob) joinGroup(ctx context.Context) error {
 // startFetching starts a fetcher for every partition of the input topic
 // and the output writer.
 func (j *liveJob) startFetching(ctx context.Context) error {
-	partitions, err := readPartitions(ctx, j.sec.Dialer(), j.brokers[0], j.opts.Topic)
+	partitions, err := kafkaio.ReadPartitions(ctx, j.sec.Dialer(), j.brokers[0], j.opts.Topic)
 	if err != nil {
 		return err
 	}
@@ -480,7 +481,7 @@ func (j *liveJob) startFetching(ctx context.Context) error {
 		Timestamp: messageTime,
 		Wait:      j.opts.PartitionWait.Milliseconds(), BehindWait: behindWait.Milliseconds(),
 		OnTimeout: j.waitTimedOut,
-		Release:   recycleFetched,
+		Release:   kafkaio.Recycle,
 		Offset:    messageOffset,
 	})
 	if err != nil {
@@ -496,12 +497,12 @@ func (j *liveJob) startFetching(ctx context.Context) error {
 			j.log.Info("taking the records past the checkpoint in the order the run before took them, which waits that ran out had decided", "runs", n)
 		}
 	}
-	j.fetched = make(chan fetched, 16)
+	j.fetched = make(chan kafkaio.Fetch, 16)
 	j.readCtx, j.stopReading = context.WithCancel(ctx)
 	j.onClose(j.reading.Wait)
 	j.onClose(j.stopReading)
 	j.addFetchers(partitions)
-	j.m.ready.consuming(j.fetchers)
+	j.m.ready.consuming(fetchSources(j.fetchers)...)
 	if j.opts.Ready != nil {
 		j.opts.Ready(j.brokers)
 	}
@@ -577,10 +578,10 @@ func (j *liveJob) addFetchers(partitions []int) {
 			j.merge.AddPartition(int32(p))
 			start = kafka.FirstOffset
 		}
-		f := newFetcher(j.brokers, j.sec.Dialer(), j.opts.Topic, p, start, -1, j.fetched, j.log, j.opts.Now)
+		f := kafkaio.NewFetcher(j.brokers, j.sec.Dialer(), j.opts.Topic, p, start, -1, j.fetched, j.log, j.opts.Now)
 		j.fetchers = append(j.fetchers, f)
 		j.m.ready.track(f)
-		j.reading.Go(func() { f.run(j.readCtx) })
+		j.reading.Go(func() { f.Run(j.readCtx) })
 	}
 }
 
@@ -610,14 +611,14 @@ func (j *liveJob) loop(ctx context.Context) error {
 		// While the group is not held (between two of its generations),
 		// nothing is processed: another instance may hold it by now.
 		input, tick10ms := j.fetched, tick.C
-		held, groupChanged := j.member.held()
+		held, groupChanged := j.member.Held()
 		j.noteHeld(held)
 		if !held {
 			input, tick10ms = nil, nil
 		}
 		select {
 		case <-groupChanged:
-		case err := <-j.member.lost:
+		case err := <-j.member.Lost:
 			return err
 		case <-ctx.Done():
 			return j.stop()
@@ -666,11 +667,11 @@ func (j *liveJob) loop(ctx context.Context) error {
 }
 
 // push hands a fetch to the merge.
-func (j *liveJob) push(f fetched) {
-	if len(f.msgs) > 0 {
-		j.arrivals.fetched(f.partition, f.msgs[len(f.msgs)-1].Offset, f.at)
+func (j *liveJob) push(f kafkaio.Fetch) {
+	if len(f.Msgs) > 0 {
+		j.arrivals.fetched(f.Partition, f.Msgs[len(f.Msgs)-1].Offset, f.At)
 	}
-	j.merge.Push(f.partition, f.msgs, f.behind, j.mergeNow())
+	j.merge.Push(f.Partition, f.Msgs, f.Behind, j.mergeNow())
 }
 
 // process runs the engine over every record the merge gives now, handing
@@ -777,7 +778,7 @@ func (j *liveJob) tick() error {
 // discover lists the input topic's partitions, for the loop to start
 // fetching those added, and sends them to found (none when it cannot).
 func (j *liveJob) discover(ctx context.Context, found chan<- []int) {
-	ps, err := readPartitions(ctx, j.sec.Dialer(), j.brokers[0], j.opts.Topic)
+	ps, err := kafkaio.ReadPartitions(ctx, j.sec.Dialer(), j.brokers[0], j.opts.Topic)
 	if err != nil && ctx.Err() == nil {
 		j.log.Warn("listing partitions", "topic", j.opts.Topic, "err", err)
 	}
@@ -792,7 +793,7 @@ func (j *liveJob) stop() error {
 	j.m.ready.stop()
 	j.stopReading()
 	// process takes in what the fetchers had sent.
-	if held, _ := j.member.held(); held {
+	if held, _ := j.member.Held(); held {
 		if err := j.process(); err != nil {
 			return err
 		}
@@ -815,12 +816,12 @@ func (j *liveJob) checkpoint(durable bool) error {
 	if err := j.writer.drain(); err != nil {
 		return err
 	}
-	ends := j.ends.atCheckpoint(j.e.Stats().Records)
+	ends := j.ends.AtCheckpoint(j.e.Stats().Records)
 	cp, err := j.e.Checkpoint()
 	if err != nil {
 		return err
 	}
-	m := checkpoint.Manifest{Engine: cp, Inputs: inputOffsets(j.opts.Topic, j.offsets), Outputs: endsOffsets(ends)}
+	m := checkpoint.Manifest{Engine: cp, Inputs: inputOffsets(j.opts.Topic, j.offsets), Outputs: kafkaio.EndOffsets(ends)}
 	if err := checkpoint.Write(j.db, &m); err != nil {
 		return err
 	}
@@ -837,7 +838,7 @@ func (j *liveJob) checkpoint(durable bool) error {
 			return err
 		}
 		if len(j.offsets) > 0 { // none before the first record
-			j.member.commitOrWarn(j.offsets, j.opts.Group, j.log)
+			j.member.CommitOrWarn(j.offsets, j.opts.Group, j.log)
 		}
 		j.checkpointed(start)
 	} else {
@@ -853,7 +854,7 @@ func (j *liveJob) checkpoint(durable bool) error {
 			}
 			// Only now that the checkpoint is durable may the group see
 			// the offsets (never ahead of it).
-			j.member.commitOrWarn(committed, j.opts.Group, j.log)
+			j.member.CommitOrWarn(committed, j.opts.Group, j.log)
 			j.checkpointed(start)
 		})
 	}

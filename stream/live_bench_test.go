@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/riskstream/riskstream/gen"
+	"github.com/riskstream/riskstream/internal/testbroker"
 	"github.com/riskstream/riskstream/produce"
 	"github.com/segmentio/kafka-go"
 )
@@ -71,7 +72,7 @@ func BenchmarkLive(b *testing.B) {
 	}
 	for b.Loop() {
 		var addr string
-		labelled("broker", func() { addr = startLiveBrokerWith(b, int32(*livePartitions)) })
+		labelled("broker", func() { addr = testbroker.Start(b, int32(*livePartitions)) })
 		var stop func()
 		reg := prometheus.NewRegistry()
 		wait := *liveWait

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/riskstream/riskstream/engine"
+	"github.com/riskstream/riskstream/kafkaio"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/state"
@@ -189,13 +190,13 @@ func boolGauge(b bool) float64 {
 }
 
 // lags refreshes the per-partition watermark and consumer lags.
-func (m *metrics) lags(e *engine.Sharded, fetchers []*fetcher, now int64) {
+func (m *metrics) lags(e *engine.Sharded, fetchers []*kafkaio.Fetcher, now int64) {
 	for _, f := range fetchers {
-		label := strconv.Itoa(f.partition)
-		if wm := e.PartitionWatermark(int32(f.partition)); wm > watermark.Min {
+		label := strconv.Itoa(f.Partition())
+		if wm := e.PartitionWatermark(int32(f.Partition())); wm > watermark.Min {
 			m.wmLag.WithLabelValues(label).Set(float64(now-wm) / 1000)
 		}
-		m.consumerLag.WithLabelValues(label).Set(float64(f.lag.Load()))
+		m.consumerLag.WithLabelValues(label).Set(float64(f.Lag()))
 	}
 }
 

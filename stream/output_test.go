@@ -2,7 +2,6 @@ package stream
 
 import (
 	"log/slog"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -10,20 +9,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskstream/riskstream/broker"
 	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/internal/kafkatest"
 	"github.com/riskstream/riskstream/sink"
 )
-
-// freeAddr is a local address nothing listens on, for a broker started
-// later.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 func newTestOutputWriter(addr string) (*outputWriter, *sink.Kafka) {
 	out := sink.NewKafka([]string{addr}, sink.DefaultTopics)
@@ -35,7 +23,7 @@ func newTestOutputWriter(addr string) (*outputWriter, *sink.Kafka) {
 // reachable are written once it is, by retrying, and the writer reports no
 // error.
 func TestOutputWriterRidesOutAnOutage(t *testing.T) {
-	addr := freeAddr(t)
+	addr := kafkatest.FreeAddr(t)
 	w, out := newTestOutputWriter(addr)
 	defer out.Close()
 	defer w.close()
@@ -62,7 +50,7 @@ func TestOutputWriterRidesOutAnOutage(t *testing.T) {
 // TestOutputWriterGivesUp: once told to stop retrying, a write that cannot
 // reach a broker returns its error, so that a stop ends.
 func TestOutputWriterGivesUp(t *testing.T) {
-	w, out := newTestOutputWriter(freeAddr(t))
+	w, out := newTestOutputWriter(kafkatest.FreeAddr(t))
 	defer out.Close()
 	defer w.close()
 	out.DLQ([]byte(`{"bad"`), "not JSON", &event.Provenance{Offset: 1})

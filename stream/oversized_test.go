@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riskstream/riskstream/internal/testbroker"
 	"github.com/riskstream/riskstream/sink"
 	"github.com/segmentio/kafka-go"
 )
@@ -83,7 +84,7 @@ func TestLiveOversizedRecords(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a broker")
 	}
-	addr := startLiveBroker(t)
+	addr := testbroker.Start(t, 1)
 	stateDir := t.TempDir()
 	base := int64(1732150000000)
 	send := func(values ...[]byte) {

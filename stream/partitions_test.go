@@ -18,7 +18,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskstream/riskstream/broker"
 	"github.com/riskstream/riskstream/gen"
+	"github.com/riskstream/riskstream/internal/kafkatest"
 	"github.com/riskstream/riskstream/internal/race"
+	"github.com/riskstream/riskstream/kafkaio"
 	"github.com/riskstream/riskstream/produce"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/segmentio/kafka-go"
@@ -339,8 +341,8 @@ func threeKeysJob(t *testing.T) (bin string, cfg *rules.Config) {
 // end the decisions topic holds exactly the decisions of a replay of the
 // topic: 0 missing, 0 foreign, 0 duplicates.
 func TestCrashSafetyPartitioned(t *testing.T) {
-	if testing.Short() || !faults() {
-		t.Skipf("fault injection: set %s=1", faultsEnv)
+	if testing.Short() || !kafkatest.Faults() {
+		t.Skipf("fault injection: set %s=1", kafkatest.FaultsEnv)
 	}
 	bin, cfg := threeKeysJob(t)
 	const events = 100_000
@@ -441,11 +443,11 @@ func TestReplayTopicRange(t *testing.T) {
 	}
 	records := func(from, to string) int64 {
 		t.Helper()
-		f, err := ParsePosition(from)
+		f, err := kafkaio.ParsePosition(from)
 		if err != nil {
 			t.Fatal(err)
 		}
-		tp, err := ParsePosition(to)
+		tp, err := kafkaio.ParsePosition(to)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -502,7 +504,7 @@ func TestParsePosition(t *testing.T) {
 		{in: "1=y", err: "not an offset"},
 		{in: "yesterday", err: "RFC 3339"},
 	} {
-		p, err := ParsePosition(tc.in)
+		p, err := kafkaio.ParsePosition(tc.in)
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("%q: error %v, want one saying %q", tc.in, err, tc.err)
@@ -522,8 +524,8 @@ func TestParsePosition(t *testing.T) {
 // default budget: what spilled to disk is read back the same, across a
 // crash.
 func TestLiveMemoryBudgetCrash(t *testing.T) {
-	if testing.Short() || !faults() {
-		t.Skipf("fault injection: set %s=1", faultsEnv)
+	if testing.Short() || !kafkatest.Faults() {
+		t.Skipf("fault injection: set %s=1", kafkatest.FaultsEnv)
 	}
 	bin := buildBinary(t)
 	// The key-scale rules, with thresholds low enough that the 24 h sum of

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/riskstream/riskstream/kafkaio"
 )
 
 // readiness answers /readyz: 503 until the job has restored its checkpoint,
@@ -17,7 +19,7 @@ import (
 // ran is past what it checks. The zero value is not ready.
 type readiness struct {
 	mu       sync.Mutex
-	fetchers []*fetcher
+	fetchers []fetchSource
 	started  bool // consuming was called
 	ready    bool
 	stopping bool
@@ -26,14 +28,32 @@ type readiness struct {
 	verify          bool
 	checked, tables int
 	// all are the fetchers of every input partition, for stalled.
-	all []*fetcher
+	all []fetchSource
 	// writing is when the output write in flight started, in Unix
 	// nanoseconds; 0 when none is.
 	writing atomic.Int64
 }
 
+// fetchSource is an input partition's fetch as readiness sees it
+// (Fetcher).
+type fetchSource interface {
+	Topic() string
+	Partition() int
+	Answered() bool
+	LastAnswer() time.Time
+}
+
+// fetchSources returns fs as the readiness sees them.
+func fetchSources(fs []*kafkaio.Fetcher) []fetchSource {
+	srcs := make([]fetchSource, len(fs))
+	for i, f := range fs {
+		srcs[i] = f
+	}
+	return srcs
+}
+
 // track adds fetchers to those stalled looks at.
-func (r *readiness) track(fetchers ...*fetcher) {
+func (r *readiness) track(fetchers ...fetchSource) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.all = append(r.all, fetchers...)
@@ -50,8 +70,8 @@ func (r *readiness) stalled(now time.Time) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, f := range r.all {
-		if quiet := now.Sub(time.Unix(0, f.lastAnswer.Load())); quiet > stallAfter {
-			return fmt.Errorf("brokers: no fetch of %s partition %d answered for %s", f.topic, f.partition, quiet.Round(time.Second))
+		if quiet := now.Sub(f.LastAnswer()); quiet > stallAfter {
+			return fmt.Errorf("brokers: no fetch of %s partition %d answered for %s", f.Topic(), f.Partition(), quiet.Round(time.Second))
 		}
 	}
 	return nil
@@ -75,10 +95,10 @@ func (r *readiness) verified(checked, tables int) {
 
 // consuming tells the readiness the fetchers the job started with, once
 // it restored its checkpoint.
-func (r *readiness) consuming(fetchers []*fetcher) {
+func (r *readiness) consuming(fetchers ...fetchSource) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.fetchers, r.started = append([]*fetcher(nil), fetchers...), true
+	r.fetchers, r.started = append([]fetchSource(nil), fetchers...), true
 }
 
 // stop makes the job not ready again, for good.
@@ -105,8 +125,8 @@ func (r *readiness) check() (bool, string) {
 		return false, fmt.Sprintf("verifying the checksums of the state's tables: %d of %d", r.checked, r.tables)
 	}
 	for _, f := range r.fetchers {
-		if !f.answered.Load() {
-			return false, fmt.Sprintf("waiting for the first fetch of %s partition %d", f.topic, f.partition)
+		if !f.Answered() {
+			return false, fmt.Sprintf("waiting for the first fetch of %s partition %d", f.Topic(), f.Partition())
 		}
 	}
 	r.ready = true

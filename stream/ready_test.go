@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riskstream/riskstream/internal/kafkatest"
+	"github.com/riskstream/riskstream/internal/testbroker"
 )
 
 // TestReadiness: /readyz is 503 while the job starts, until the state's
@@ -27,22 +29,34 @@ func TestReadiness(t *testing.T) {
 	}
 	expect(503, "not ready: starting")
 	r.verifying()
-	a, b := &fetcher{topic: "requests", partition: 0}, &fetcher{topic: "requests", partition: 1}
-	r.consuming([]*fetcher{a, b})
+	a, b := &fakeFetch{partition: 0}, &fakeFetch{partition: 1}
+	r.consuming(a, b)
 	expect(503, "verifying the checksums of the state's tables\n")
 	r.verified(2, 5)
 	expect(503, "verifying the checksums of the state's tables: 2 of 5")
 	r.verified(0, 0)
 	expect(503, "partition 0")
-	a.answered.Store(true)
+	a.answered = true
 	expect(503, "partition 1")
-	b.answered.Store(true)
+	b.answered = true
 	expect(200, "ok")
-	r.consuming([]*fetcher{a, b, {topic: "requests", partition: 2}})
+	r.consuming(a, b, &fakeFetch{partition: 2})
 	expect(200, "ok")
 	r.stop()
 	expect(503, "not ready: stopping")
 }
+
+// fakeFetch is a partition of topic requests whose fetches answer when
+// answered says.
+type fakeFetch struct {
+	partition int
+	answered  bool
+}
+
+func (f *fakeFetch) Topic() string         { return "requests" }
+func (f *fakeFetch) Partition() int        { return f.partition }
+func (f *fakeFetch) Answered() bool        { return f.answered }
+func (f *fakeFetch) LastAnswer() time.Time { return time.Now() }
 
 // TestLiveReadyz: a running job's /readyz turns 200 once it consumes and
 // never goes back while it runs; /metrics has the build and the Go
@@ -51,8 +65,8 @@ func TestLiveReadyz(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a broker")
 	}
-	addr := startLiveBrokerWith(t, 2)
-	metricsAddr := freeAddr(t)
+	addr := testbroker.Start(t, 2)
+	metricsAddr := kafkatest.FreeAddr(t)
 	get := func(path string) (int, string) {
 		resp, err := http.Get("http://" + metricsAddr + path)
 		if err != nil {

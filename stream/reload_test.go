@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskstream/riskstream/internal/kafkatest"
+	"github.com/riskstream/riskstream/internal/testbroker"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/state"
 )
@@ -135,7 +136,7 @@ func TestLiveReload(t *testing.T) {
 		t.Skip("starts a broker")
 	}
 	want := replayDecisions(t)
-	addr := startLiveBroker(t)
+	addr := testbroker.Start(t, 1)
 	produce := produceHalves(t, addr)
 	produce(0)
 	rulesPath := bundledRulesCopy(t)
@@ -221,12 +222,12 @@ func TestLiveReload(t *testing.T) {
 // rules resumes, from the checkpoint the reload made, with the new rules
 // and the state they kept.
 func TestLiveReloadSurvivesSIGKILL(t *testing.T) {
-	if testing.Short() || !faults() {
-		t.Skipf("fault injection: set %s=1", faultsEnv)
+	if testing.Short() || !kafkatest.Faults() {
+		t.Skipf("fault injection: set %s=1", kafkatest.FaultsEnv)
 	}
 	bin := buildBinary(t)
 	want := replayDecisions(t)
-	addr := startLiveBroker(t)
+	addr := testbroker.Start(t, 1)
 	produce := produceHalves(t, addr)
 	produce(0)
 	rulesPath := bundledRulesCopy(t)
@@ -288,7 +289,7 @@ func TestStartRefusesDroppedState(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a broker and a job")
 	}
-	addr := startLiveBroker(t)
+	addr := testbroker.Start(t, 1)
 	stateDir := t.TempDir()
 	startJob(t, RunOptions{Brokers: []string{addr}, StateDir: stateDir, MetricsAddr: "", Registry: prometheus.NewRegistry()})()
 	edited, err := rules.Parse("edited.yaml", []byte(editedRules(t)))

@@ -17,6 +17,7 @@ import (
 
 	"github.com/riskstream/riskstream/engine"
 	"github.com/riskstream/riskstream/kafkaconn"
+	"github.com/riskstream/riskstream/kafkaio"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/state"
@@ -42,7 +43,7 @@ type ReplayOptions struct {
 	Security kafkaconn.Options
 	// From and To bound what is read of Topic: from the start of each
 	// partition to where it ended when the replay began, by default.
-	From, To Position
+	From, To kafkaio.Position
 	// OutDir receives decisions.jsonl, heatmaps.jsonl, late.jsonl and
 	// dlq.jsonl; it is created if missing. The default value is "out".
 	OutDir string
@@ -231,7 +232,7 @@ func Replay(ctx context.Context, opts ReplayOptions) (_ *Summary, err error) {
 			}
 			return nil, err
 		}
-		ranges, err := topicRanges(ctx, opts.Brokers, sec, opts.Topic, opts.From, opts.To)
+		ranges, err := kafkaio.TopicRanges(ctx, opts.Brokers, sec, opts.Topic, opts.From, opts.To)
 		if err != nil {
 			return nil, err
 		}
@@ -239,9 +240,9 @@ func Replay(ctx context.Context, opts ReplayOptions) (_ *Summary, err error) {
 		for _, r := range ranges {
 			// A partition without records in the range has no say in the
 			// watermark: live, it turns idle.
-			if r.end > r.from {
-				e.AddPartition(r.partition, 0)
-				records += r.end - r.from
+			if r.End > r.From {
+				e.AddPartition(r.Partition, 0)
+				records += r.End - r.From
 			}
 		}
 		opts.Logger.Info("replaying a topic", "topic", opts.Topic, "from", opts.From, "to", opts.To,

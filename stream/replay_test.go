@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/riskstream/riskstream/gen"
+	"github.com/riskstream/riskstream/internal/kafkatest"
 	"github.com/riskstream/riskstream/internal/testinput"
 	"github.com/riskstream/riskstream/rules"
 )
@@ -458,8 +459,8 @@ func keyScaleWorkload(t *testing.T) (string, int) {
 // default budget. In the fault-injection suite: it reads back from Pebble
 // for seconds.
 func TestReplayMemoryBudget(t *testing.T) {
-	if testing.Short() || !faults() {
-		t.Skipf("a long replay: set %s=1", faultsEnv)
+	if testing.Short() || !kafkatest.Faults() {
+		t.Skipf("a long replay: set %s=1", kafkatest.FaultsEnv)
 	}
 	cfg, err := rules.Load("../testdata/bench/keyscale.yaml")
 	if err != nil {
@@ -527,7 +528,7 @@ func TestReplayDedupe(t *testing.T) {
 // TestReplayTopicRefused: a replay of a topic on brokers nothing listens
 // at says so and what to check, as produce does, not a bare dial error.
 func TestReplayTopicRefused(t *testing.T) {
-	_, err := Replay(context.Background(), ReplayOptions{Config: loadRules(t), Brokers: []string{freeAddr(t)}, Topic: "requests", OutDir: t.TempDir()})
+	_, err := Replay(context.Background(), ReplayOptions{Config: loadRules(t), Brokers: []string{kafkatest.FreeAddr(t)}, Topic: "requests", OutDir: t.TempDir()})
 	if err == nil || !strings.Contains(err.Error(), "replay of topic requests: brokers") || !strings.Contains(err.Error(), "nothing listens there: check --brokers") {
 		t.Fatalf("a replay of a topic with no broker: %v", err)
 	}

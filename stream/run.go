@@ -1,7 +1,6 @@
 package stream
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -20,7 +19,6 @@ import (
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/state"
-	"github.com/segmentio/kafka-go"
 )
 
 // writeBackPerTick is the least number of changed window states the live
@@ -301,30 +299,6 @@ func (o *RunOptions) Validate() error {
 // surprise. Start `riskstream broker` or a real cluster and give its
 // address.
 var ErrEmbeddedSecurity = errors.New("stream: TLS and SASL need --brokers: the embedded development broker (started without --brokers) is plaintext only")
-
-// metaInstance is the state directory's id in the consumer group
-// (memberTag), a key of the state store's metadata (docs/format/state.md).
-const metaInstance = "instance"
-
-func readPartitions(ctx context.Context, d *kafka.Dialer, addr, topic string) ([]int, error) {
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("connect %s: %w", addr, err)
-	}
-	defer conn.Close()
-	// A broker that does not answer leaves a read waiting for good.
-	defer context.AfterFunc(ctx, func() { conn.Close() })()
-	conn.SetDeadline(time.Now().Add(fetchTimeout))
-	ps, err := conn.ReadPartitions(topic)
-	if err != nil {
-		return nil, fmt.Errorf("topic %s: %w", topic, err)
-	}
-	ids := make([]int, len(ps))
-	for i, p := range ps {
-		ids[i] = p.ID
-	}
-	return ids, nil
-}
 
 // inputOffsets returns the input partitions' next offsets as a checkpoint
 // records them, by partition.

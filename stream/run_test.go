@@ -17,34 +17,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskstream/riskstream/broker"
 	"github.com/riskstream/riskstream/internal/kafkatest"
+	"github.com/riskstream/riskstream/internal/testbroker"
+	"github.com/riskstream/riskstream/kafkaio"
 	"github.com/riskstream/riskstream/order"
 	"github.com/riskstream/riskstream/produce"
 	"github.com/riskstream/riskstream/sink"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
-
-// startLiveBroker starts the embedded broker on a free loopback port with one
-// input partition, so that live order equals file order.
-func startLiveBroker(t testing.TB) string {
-	t.Helper()
-	return startLiveBrokerWith(t, 1)
-}
-
-// startLiveBrokerWith starts the embedded broker on a free loopback port,
-// with partitions input partitions and one per output topic.
-func startLiveBrokerWith(t testing.TB, partitions int32) string {
-	t.Helper()
-	b, err := broker.Start(broker.Options{
-		Addr:   "127.0.0.1:0",
-		Topics: map[string]int32{"requests": partitions, "decisions": 1, "heatmaps": 1, "late": 1, "dlq": 1},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	return b.Addr()
-}
 
 // startAutoCreatingBroker starts an in-process broker that creates a topic,
 // with one partition, on its first write, as Kafka does with
@@ -67,24 +47,15 @@ func recordsIn(t testing.TB, addr, topic string) int64 {
 	t.Helper()
 	conns := &kafka.Transport{}
 	defer conns.CloseIdleConnections()
-	ends, err := outputEnds(context.Background(), &kafka.Client{Addr: kafka.TCP(addr), Transport: conns}, []string{topic})
+	ends, err := kafkaio.OutputEnds(context.Background(), &kafka.Client{Addr: kafka.TCP(addr), Transport: conns}, []string{topic})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var n int64
 	for _, e := range ends {
-		n += e.offset
+		n += e.Offset
 	}
 	return n
-}
-
-// testClient returns a client of the broker at addr with connections of
-// its own, closed when the test ends: kafka-go's default transport,
-// shared by the process, serves metadata from a cache kept per address,
-// which may be another test's broker that had the same address. timeout 0
-// is kafka-go's default.
-func testClient(t testing.TB, addr string, timeout time.Duration) *kafka.Client {
-	return kafkatest.Client(t, addr, timeout)
 }
 
 func produceBundled(t *testing.T, addr string) {
@@ -215,7 +186,7 @@ func TestLiveEqualsReplay(t *testing.T) {
 		t.Skip("starts a broker")
 	}
 	want := replayDecisions(t)
-	addr := startLiveBroker(t)
+	addr := testbroker.Start(t, 1)
 	produceBundled(t, addr)
 	reg := prometheus.NewRegistry()
 	runUntil(t, addr, t.TempDir(), len(want), false, reg)
@@ -321,7 +292,7 @@ func TestLiveRestartResumes(t *testing.T) {
 		"one decoded state, 64 MiB": {CacheSlots: 1, MemoryBytes: MinMemory},
 	} {
 		t.Run(name, func(t *testing.T) {
-			addr := startLiveBroker(t)
+			addr := testbroker.Start(t, 1)
 			// The first run sees half the input, so that the second has to
 			// resume in the middle of it.
 			produce := produceHalves(t, addr)
@@ -351,14 +322,14 @@ func first(xs []string) string {
 // refused while the first runs, and the first's output is unchanged; after
 // it stops, the group holds the checkpointed offsets for lag tools.
 func TestSecondInstanceRefused(t *testing.T) {
-	if testing.Short() || !faults() {
-		t.Skipf("seconds of consumer group rebalances: set %s=1", faultsEnv)
+	if testing.Short() || !kafkatest.Faults() {
+		t.Skipf("seconds of consumer group rebalances: set %s=1", kafkatest.FaultsEnv)
 	}
 	want := replayDecisions(t)
-	addr := startLiveBroker(t)
+	addr := testbroker.Start(t, 1)
 	stop := startJob(t, RunOptions{Brokers: []string{addr}, CheckpointInterval: 50 * time.Millisecond})
 	err := Run(context.Background(), RunOptions{Config: loadRules(t), Brokers: []string{addr}, StateDir: t.TempDir()})
-	var busy *ErrGroupBusy
+	var busy *kafkaio.ErrGroupBusy
 	if !errors.As(err, &busy) {
 		t.Fatalf("second instance: %v, want ErrGroupBusy", err)
 	}
@@ -376,7 +347,7 @@ func TestSecondInstanceRefused(t *testing.T) {
 	if got := liveDecisions(t, addr); !slices.Equal(got, want) {
 		t.Fatalf("the first instance's decisions changed: %d vs %d", len(got), len(want))
 	}
-	client := testClient(t, addr, 0)
+	client := kafkatest.Client(t, addr, 0)
 	resp, err := client.OffsetFetch(context.Background(), &kafka.OffsetFetchRequest{GroupID: "riskstream",
 		Topics: map[string][]int{"requests": {0}}})
 	if err != nil {
@@ -393,10 +364,10 @@ func TestNewPartitionsPickedUp(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a broker")
 	}
-	addr := startLiveBroker(t)
+	addr := testbroker.Start(t, 1)
 	stop := startJob(t, RunOptions{Brokers: []string{addr}, CheckpointInterval: 50 * time.Millisecond,
 		PartitionDiscovery: 50 * time.Millisecond})
-	client := testClient(t, addr, 0)
+	client := kafkatest.Client(t, addr, 0)
 	if _, err := client.CreatePartitions(context.Background(), &kafka.CreatePartitionsRequest{
 		Topics: []kafka.TopicPartitionsConfig{{Name: "requests", Count: 2}}}); err != nil {
 		t.Fatal(err)
@@ -435,7 +406,7 @@ func TestLiveSkewMetrics(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a broker")
 	}
-	addr := startLiveBroker(t)
+	addr := testbroker.Start(t, 1)
 	var msgs []kafka.Message
 	base := int64(1732150000000)
 	for i := range 60 {
@@ -607,7 +578,7 @@ func TestMissingOutputTopic(t *testing.T) {
 	addr := startAutoCreatingBroker(t)
 	startJob(t, RunOptions{Brokers: []string{addr}, MetricsAddr: "", Registry: prometheus.NewRegistry()})()
 	for _, topic := range sink.DefaultTopics.Names() {
-		if ps, err := outputPartitions(context.Background(), &kafka.Client{Addr: kafka.TCP(addr), Transport: &kafka.Transport{}}, []string{topic}); err != nil || len(ps[topic]) == 0 {
+		if ps, err := kafkaio.OutputPartitions(context.Background(), &kafka.Client{Addr: kafka.TCP(addr), Transport: &kafka.Transport{}}, []string{topic}); err != nil || len(ps[topic]) == 0 {
 			t.Errorf("topic %s after a start on auto-creating brokers: %v, %v", topic, ps, err)
 		}
 	}

@@ -168,7 +168,7 @@ func (j *distJob) standbyPartitions(ctx context.Context, gen *kafka.Generation) 
 		for _, m := range g.Members {
 			assigned[m.MemberID] = nil
 			for _, t := range m.MemberAssignments.Topics {
-				if t.Topic == j.topics.repartition {
+				if t.Topic == j.topics.Repartition {
 					assigned[m.MemberID] = append(assigned[m.MemberID], t.Partitions...)
 				}
 			}

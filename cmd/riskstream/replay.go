@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime/pprof"
 
+	"github.com/riskstream/riskstream/kafkaio"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/stream"
 	"github.com/spf13/cobra"
@@ -74,10 +75,10 @@ where it ended when the replay began.
 				return errors.New("--from and --to are for a replay of a topic (--topic)")
 			}
 			var err error
-			if opts.From, err = stream.ParsePosition(from); err != nil {
+			if opts.From, err = kafkaio.ParsePosition(from); err != nil {
 				return fmt.Errorf("--from: %w", err)
 			}
-			if opts.To, err = stream.ParsePosition(to); err != nil {
+			if opts.To, err = kafkaio.ParsePosition(to); err != nil {
 				return fmt.Errorf("--to: %w", err)
 			}
 			if _, err := stream.PlanMemory(opts.MemoryBytes, 1); err != nil {

@@ -1,9 +1,9 @@
-// Package kafkatest reads topics back for tests. It fetches on connections
-// of its own to a partition's leader, so that a failed fetch returns its
-// error to the test: kafka-go's Reader retries in the background and was
-// seen, on a loaded CI machine, to read nothing for a minute from a
-// partition that held the messages, saying no more than that its context
-// expired.
+// Package kafkatest starts brokers for tests and reads topics back. It
+// fetches on connections of its own to a partition's leader, so that a
+// failed fetch returns its error to the test: kafka-go's Reader retries in
+// the background and was seen, on a loaded CI machine, to read nothing for
+// a minute from a partition that held the messages, saying no more than
+// that its context expired.
 package kafkatest
 
 import (

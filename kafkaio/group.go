@@ -1,4 +1,4 @@
-package stream
+package kafkaio
 
 import (
 	"bytes"
@@ -19,7 +19,7 @@ import (
 	"github.com/segmentio/kafka-go"
 )
 
-// groupMember holds the job's membership of its consumer group. The job
+// GroupMember holds the job's membership of its consumer group. The job
 // reads every partition itself, from its own checkpoint; the group is how
 // standard lag tools see its progress (offsets committed after each
 // checkpoint) and how a second instance learns that one is already running.
@@ -31,7 +31,7 @@ import (
 // it processes nothing (see held); a second instance may have joined in
 // that gap, so each new generation is checked for other members, and of
 // two instances the one started later gives up (ErrGroupBusy).
-type groupMember struct {
+type GroupMember struct {
 	cg    *kafka.ConsumerGroup
 	group string
 	topic string
@@ -47,12 +47,16 @@ type groupMember struct {
 	// changed is closed, and replaced, whenever the group is taken or
 	// lost.
 	changed chan struct{}
-	// lost receives why the job must stop: another instance holds the
+	// Lost receives why the job must stop: another instance holds the
 	// group.
-	lost chan error
+	Lost chan error
 	// commitFailures counts offset commits failed in a row.
 	commitFailures int
 }
+
+// metaInstance is the state directory's id in the consumer group
+// (memberTag), a key of the state store's metadata (docs/format/state.md).
+const metaInstance = "instance"
 
 // ErrGroupBusy is returned when another member of the consumer group is
 // alive: one instance owns the whole input in this version.
@@ -73,10 +77,10 @@ func (e *ErrGroupBusy) Error() string {
 	return fmt.Sprintf("consumer group %q already has a running member (%v): one riskstream instance owns the whole input; stop it first or use another --group", e.Group, e.Members)
 }
 
-// sessionTimeout is how long the broker keeps a member that stopped
+// SessionTimeout is how long the broker keeps a member that stopped
 // heartbeating: a job killed without a goodbye leaves its membership behind
 // that long.
-const sessionTimeout = 6 * time.Second
+const SessionTimeout = 6 * time.Second
 
 // rebalanceTimeout is how long the broker waits in a rebalance for the
 // members to join: a job killed while joining leaves a member that the
@@ -84,9 +88,9 @@ const sessionTimeout = 6 * time.Second
 // again at once, so it asks for less than kafka-go's 30 s.
 const rebalanceTimeout = 10 * time.Second
 
-// rejoinBackoff is how long kafka-go waits before joining again after a
+// RejoinBackoff is how long kafka-go waits before joining again after a
 // failed attempt (a broker down).
-const rejoinBackoff = time.Second
+const RejoinBackoff = time.Second
 
 // memberTag identifies an instance in its group metadata: when it started,
 // the id of its state directory (instanceID), and the process it runs in:
@@ -155,9 +159,9 @@ var thisMachine = func() uint64 {
 	return xxhash.Sum64String(string(bytes.TrimSpace(boot)) + " " + ns)
 }()
 
-// instanceID returns the id of the state directory: a random number made
+// InstanceID returns the id of the state directory: a random number made
 // and stored with the state on its first use.
-func instanceID(db metaStore) ([8]byte, error) {
+func InstanceID(db MetaStore) ([8]byte, error) {
 	var id [8]byte
 	b, ok, err := db.Meta(metaInstance)
 	if err != nil {
@@ -174,8 +178,8 @@ func instanceID(db metaStore) ([8]byte, error) {
 	return id, db.Commit(true)
 }
 
-// metaStore is the part of the state store instanceID uses.
-type metaStore interface {
+// MetaStore is the part of the state store instanceID uses.
+type MetaStore interface {
 	Meta(name string) ([]byte, bool, error)
 	SetMeta(name string, value []byte) error
 	Commit(sync bool) error
@@ -190,26 +194,26 @@ type tagBalancer struct {
 
 func (b tagBalancer) UserData() ([]byte, error) { return b.tag[:], nil }
 
-// joinGroup refuses to start while the group has a live member, then joins
+// JoinGroup refuses to start while the group has a live member, then joins
 // it. A member left behind by a crashed job expires after sessionTimeout,
 // so a busy group is asked again until then before giving up. While the
 // group rebalances, the broker describes its members without their
 // metadata, so a killed run of the job cannot be told from another
 // instance; and a run killed while joining may be kept until the rebalance
 // times out. The wait is then rebalanceTimeout.
-func joinGroup(ctx context.Context, brokers []string, sec *kafkaconn.Security, group, topic string, instance [8]byte, log *slog.Logger) (*groupMember, error) {
+func JoinGroup(ctx context.Context, brokers []string, sec *kafkaconn.Security, group, topic string, instance [8]byte, log *slog.Logger) (*GroupMember, error) {
 	tag := newMemberTag(time.Now(), instance)
 	conns := sec.Transport()
 	defer conns.CloseIdleConnections()
 	client := &kafka.Client{Addr: kafka.TCP(brokers...), Transport: conns, Timeout: 10 * time.Second}
 	start := time.Now()
-	deadline := start.Add(sessionTimeout + time.Second)
+	deadline := start.Add(SessionTimeout + time.Second)
 	for {
 		// A broker that is starting may fail the request: ask again until
 		// the deadline.
-		members, rebalancing, err := groupMembers(ctx, client, group)
+		members, rebalancing, err := GroupMembers(ctx, client, group)
 		if rebalancing {
-			deadline = start.Add(max(sessionTimeout, rebalanceTimeout) + time.Second)
+			deadline = start.Add(max(SessionTimeout, rebalanceTimeout) + time.Second)
 		}
 		var stale []kafka.LeaveGroupRequestMember
 		members = slices.DeleteFunc(members, func(m kafka.DescribeGroupsResponseMember) bool {
@@ -245,11 +249,11 @@ func joinGroup(ctx context.Context, brokers []string, sec *kafkaconn.Security, g
 }
 
 // newGroupMember joins group, tagged tag, and takes its first generation.
-func newGroupMember(ctx context.Context, brokers []string, sec *kafkaconn.Security, group, topic string, tag memberTag, log *slog.Logger) (*groupMember, error) {
+func newGroupMember(ctx context.Context, brokers []string, sec *kafkaconn.Security, group, topic string, tag memberTag, log *slog.Logger) (*GroupMember, error) {
 	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
 		ID: group, Brokers: brokers, Topics: []string{topic}, Dialer: sec.Dialer(),
-		HeartbeatInterval: time.Second, SessionTimeout: sessionTimeout, RebalanceTimeout: rebalanceTimeout,
-		JoinGroupBackoff: rejoinBackoff,
+		HeartbeatInterval: time.Second, SessionTimeout: SessionTimeout, RebalanceTimeout: rebalanceTimeout,
+		JoinGroupBackoff: RejoinBackoff,
 		GroupBalancers:   []kafka.GroupBalancer{tagBalancer{tag: tag}},
 	})
 	if err != nil {
@@ -260,14 +264,14 @@ func newGroupMember(ctx context.Context, brokers []string, sec *kafkaconn.Securi
 		cg.Close()
 		return nil, fmt.Errorf("join group %s: %w", group, err)
 	}
-	g := &groupMember{cg: cg, group: group, topic: topic, tag: tag, brokers: brokers, sec: sec, log: log,
-		gen: gen, changed: make(chan struct{}), lost: make(chan error, 1)}
+	g := &GroupMember{cg: cg, group: group, topic: topic, tag: tag, brokers: brokers, sec: sec, log: log,
+		gen: gen, changed: make(chan struct{}), Lost: make(chan error, 1)}
 	return g, nil
 }
 
-// groupMembers describes the members of group, and reports whether it is
+// GroupMembers describes the members of group, and reports whether it is
 // rebalancing (then without their metadata).
-func groupMembers(ctx context.Context, client *kafka.Client, group string) (members []kafka.DescribeGroupsResponseMember, rebalancing bool, err error) {
+func GroupMembers(ctx context.Context, client *kafka.Client, group string) (members []kafka.DescribeGroupsResponseMember, rebalancing bool, err error) {
 	resp, err := client.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
 	if err != nil {
 		return nil, false, fmt.Errorf("describe group %s: %w", group, err)
@@ -279,7 +283,8 @@ func groupMembers(ctx context.Context, client *kafka.Client, group string) (memb
 	return members, rebalancing, nil
 }
 
-func busyError(group string, members []kafka.DescribeGroupsResponseMember) *ErrGroupBusy {
+// BusyError is the ErrGroupBusy of group with members.
+func BusyError(group string, members []kafka.DescribeGroupsResponseMember) *ErrGroupBusy {
 	busy := &ErrGroupBusy{Group: group}
 	for _, m := range members {
 		busy.Members = append(busy.Members, m.ClientHost+"/"+m.MemberID)
@@ -290,18 +295,18 @@ func busyError(group string, members []kafka.DescribeGroupsResponseMember) *ErrG
 // busyError is the ErrGroupBusy of group with members for the instance
 // tagged t: a copy when one of them has its state id.
 func (t memberTag) busyError(group string, members []kafka.DescribeGroupsResponseMember) *ErrGroupBusy {
-	busy := busyError(group, members)
+	busy := BusyError(group, members)
 	for _, m := range members {
 		busy.Copy = busy.Copy || t.sameState(m.MemberMetadata.UserData)
 	}
 	return busy
 }
 
-// keep takes every generation of the group until ctx ends: after a broker
+// Keep takes every generation of the group until ctx ends: after a broker
 // restart or a rebalance kafka-go joins again and hands over the next one
 // here. A generation shared with an instance started earlier makes the job
 // give up the group (lost).
-func (g *groupMember) keep(ctx context.Context) {
+func (g *GroupMember) Keep(ctx context.Context) {
 	conns := g.sec.Transport()
 	defer conns.CloseIdleConnections()
 	client := &kafka.Client{Addr: kafka.TCP(g.brokers...), Transport: conns, Timeout: 10 * time.Second}
@@ -310,7 +315,7 @@ func (g *groupMember) keep(ctx context.Context) {
 		if gen != nil {
 			if err := g.exclusive(ctx, client, gen); err != nil {
 				g.setGen(nil)
-				g.lost <- err
+				g.Lost <- err
 				return
 			}
 			g.setGen(gen)
@@ -349,17 +354,17 @@ func (g *groupMember) keep(ctx context.Context) {
 // instance with a smaller tag (that instance goes on, this one stops). A
 // member without a tag (another kind of consumer in the group) is reported
 // and left alone.
-func (g *groupMember) exclusive(ctx context.Context, client *kafka.Client, gen *kafka.Generation) error {
+func (g *GroupMember) exclusive(ctx context.Context, client *kafka.Client, gen *kafka.Generation) error {
 	var members []kafka.DescribeGroupsResponseMember
 	var err error
 	for attempt := 0; attempt < 10; attempt++ {
-		if members, _, err = groupMembers(ctx, client, g.group); err == nil {
+		if members, _, err = GroupMembers(ctx, client, g.group); err == nil {
 			break
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(rejoinBackoff):
+		case <-time.After(RejoinBackoff):
 		}
 	}
 	if err != nil {
@@ -390,13 +395,13 @@ func (g *groupMember) exclusive(ctx context.Context, client *kafka.Client, gen *
 	return nil
 }
 
-func (g *groupMember) current() *kafka.Generation {
+func (g *GroupMember) current() *kafka.Generation {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.gen
 }
 
-func (g *groupMember) setGen(gen *kafka.Generation) {
+func (g *GroupMember) setGen(gen *kafka.Generation) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.gen = gen
@@ -404,9 +409,9 @@ func (g *groupMember) setGen(gen *kafka.Generation) {
 	g.changed = make(chan struct{})
 }
 
-// held reports whether the job holds the group now, and returns a channel
+// Held reports whether the job holds the group now, and returns a channel
 // closed when that changes.
-func (g *groupMember) held() (bool, <-chan struct{}) {
+func (g *GroupMember) Held() (bool, <-chan struct{}) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.gen != nil, g.changed
@@ -414,7 +419,7 @@ func (g *groupMember) held() (bool, <-chan struct{}) {
 
 // commit records the checkpointed offsets in the group, for lag tools. A
 // failure is not fatal: the job resumes from its own checkpoint.
-func (g *groupMember) commit(offsets map[int32]int64) error {
+func (g *GroupMember) commit(offsets map[int32]int64) error {
 	gen := g.current()
 	if gen == nil {
 		return fmt.Errorf("the group is not held")
@@ -426,9 +431,9 @@ func (g *groupMember) commit(offsets map[int32]int64) error {
 	return gen.CommitOffsets(map[string]map[int]int64{g.topic: per})
 }
 
-// commitOrWarn commits and logs a failure, once until a commit succeeds
+// CommitOrWarn commits and logs a failure, once until a commit succeeds
 // again: commits fail at every checkpoint while a broker is away.
-func (g *groupMember) commitOrWarn(offsets map[int32]int64, group string, log *slog.Logger) {
+func (g *GroupMember) CommitOrWarn(offsets map[int32]int64, group string, log *slog.Logger) {
 	err := g.commit(offsets)
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -445,4 +450,5 @@ func (g *groupMember) commitOrWarn(offsets map[int32]int64, group string, log *s
 	}
 }
 
-func (g *groupMember) close() { g.cg.Close() }
+// Close leaves the group.
+func (g *GroupMember) Close() { g.cg.Close() }

@@ -1,4 +1,4 @@
-package stream
+package kafkaio
 
 import (
 	"context"
@@ -17,12 +17,12 @@ const (
 	// nothing new. With MinBytes 1 it answers as soon as a record arrives,
 	// so this bounds only an idle poll.
 	fetchMaxWait = 500 * time.Millisecond
-	// fetchTimeout is how much longer than fetchMaxWait the answer may take
+	// FetchTimeout is how much longer than fetchMaxWait the answer may take
 	// before the connection is taken for broken. kafka-go's Reader uses
 	// MaxWait itself as the client deadline and, once it is missed,
 	// reconnects after a 100 ms backoff: on a busy machine (GC, a loaded
 	// CPU) that added the backoff to every record behind it.
-	fetchTimeout = 10 * time.Second
+	FetchTimeout = 10 * time.Second
 	// recoveryGrace is how long after a broker outage a partition that has
 	// read everything its leader has still counts as behind, until it has
 	// a record again: its producers reconnect and send what they held
@@ -37,67 +37,29 @@ const (
 	fetchMaxBytes = 1 << 20
 )
 
-// fetched is what one fetch of a partition gave, for the merge of the
+// Fetch is what one fetch of a partition gave, for the merge of the
 // partitions (order.Merger.Push).
-type fetched struct {
-	partition int32
-	msgs      []kafka.Message
-	// behind is set when the partition has more to read past msgs, or
+type Fetch struct {
+	Partition int32
+	Msgs      []kafka.Message
+	// Behind is set when the partition has more to read past msgs, or
 	// when that is not known (the fetch failed).
-	behind bool
-	// done is set when a fetcher with an end reached it: nothing follows.
-	done bool
-	// at is when the fetch arrived (Unix ns, the job's clock): where the
+	Behind bool
+	// Done is set when a fetcher with an end reached it: nothing follows.
+	Done bool
+	// At is when the fetch arrived (Unix ns, the job's clock): where the
 	// job's own share of a decision's latency starts.
-	at int64
+	At int64
 }
 
-// fetchArrivals remembers, per input partition, when each fetch whose
-// records the merge still holds arrived, by its last offset: the record
-// the merge gives at an offset came with the first fetch that reaches it.
-type fetchArrivals struct {
-	byPartition map[int32][]fetchArrival
-}
-
-type fetchArrival struct {
-	last int64 // the offset of the fetch's last record
-	at   int64 // Unix ns
-}
-
-// fetched notes a fetch of partition p up to offset last, arrived at at.
-func (a *fetchArrivals) fetched(p int32, last, at int64) {
-	if a.byPartition == nil {
-		a.byPartition = map[int32][]fetchArrival{}
-	}
-	a.byPartition[p] = append(a.byPartition[p], fetchArrival{last, at})
-}
-
-// of returns when the fetch of partition p's record at offset arrived, 0
-// when not known, and forgets the fetches before it.
-func (a *fetchArrivals) of(p int32, offset int64) int64 {
-	q := a.byPartition[p]
-	i := 0
-	for i < len(q) && q[i].last < offset {
-		i++
-	}
-	if i > 0 {
-		q = append(q[:0], q[i:]...)
-		a.byPartition[p] = q
-	}
-	if len(q) == 0 {
-		return 0
-	}
-	return q[0].at
-}
-
-// fetcher reads one input partition from an offset on, and hands its
+// Fetcher reads one input partition from an offset on, and hands its
 // records to the job's loop a whole fetch at a time: one channel send per
 // fetch rather than, as with kafka-go's Reader, two goroutine hand-offs per
 // record. It also says when the partition falls behind or catches up, for
 // the merge's waits, sending a fetch without records if it has none.
-type fetcher struct {
+type Fetcher struct {
 	brokers []string
-	// now is the job's clock (RunOptions.Now), for when the leader last
+	// now is the job's clock (stream.RunOptions.Now), for when the leader last
 	// answered and the grace after an outage; socket deadlines are the
 	// kernel's.
 	now func() time.Time
@@ -119,7 +81,7 @@ type fetcher struct {
 	// end, if not negative, is the offset the fetcher stops at (replay of
 	// a topic); it then sends a fetch marked done.
 	end int64
-	out chan<- fetched
+	out chan<- Fetch
 	// saidBehind is the behind last sent: the merge starts with every
 	// partition behind.
 	saidBehind bool
@@ -130,22 +92,38 @@ type fetcher struct {
 	log        *slog.Logger
 }
 
-// newFetcher returns a fetcher of one partition from offset next
+// NewFetcher returns a fetcher of one partition from offset next
 // (kafka.FirstOffset for the first), up to end (-1 for no end).
-func newFetcher(brokers []string, dialer *kafka.Dialer, topic string, partition int, next, end int64, out chan<- fetched, log *slog.Logger, now func() time.Time) *fetcher {
+func NewFetcher(brokers []string, dialer *kafka.Dialer, topic string, partition int, next, end int64, out chan<- Fetch, log *slog.Logger, now func() time.Time) *Fetcher {
 	if now == nil {
 		now = time.Now
 	}
-	f := &fetcher{brokers: brokers, dialer: dialer, topic: topic, partition: partition,
+	f := &Fetcher{brokers: brokers, dialer: dialer, topic: topic, partition: partition,
 		next: next, end: end, out: out, saidBehind: true, log: log, now: now}
 	f.lastAnswer.Store(now().UnixNano())
 	return f
 }
 
+// Topic is the topic f reads.
+func (f *Fetcher) Topic() string { return f.topic }
+
+// Partition is the partition f reads.
+func (f *Fetcher) Partition() int { return f.partition }
+
+// Lag is the partition's high watermark minus f's next offset, as of the
+// last fetch: the consumer lag.
+func (f *Fetcher) Lag() int64 { return f.lag.Load() }
+
+// Answered reports whether the partition's leader has answered a fetch.
+func (f *Fetcher) Answered() bool { return f.answered.Load() }
+
+// LastAnswer is when the leader last answered a fetch, or when f started.
+func (f *Fetcher) LastAnswer() time.Time { return time.Unix(0, f.lastAnswer.Load()) }
+
 // send hands f to the loop; false when ctx ended first.
-func (f *fetcher) send(ctx context.Context, msgs []kafka.Message, behind, done bool) bool {
+func (f *Fetcher) send(ctx context.Context, msgs []kafka.Message, behind, done bool) bool {
 	select {
-	case f.out <- fetched{partition: int32(f.partition), msgs: msgs, behind: behind, done: done, at: f.now().UnixNano()}:
+	case f.out <- Fetch{Partition: int32(f.partition), Msgs: msgs, Behind: behind, Done: done, At: f.now().UnixNano()}:
 		f.saidBehind = behind
 		return true
 	case <-ctx.Done():
@@ -154,11 +132,11 @@ func (f *fetcher) send(ctx context.Context, msgs []kafka.Message, behind, done b
 }
 
 // atEnd reports whether a fetcher with an end has reached it.
-func (f *fetcher) atEnd() bool { return f.end >= 0 && f.next >= f.end }
+func (f *Fetcher) atEnd() bool { return f.end >= 0 && f.next >= f.end }
 
-// run fetches until ctx ends or the fetcher reaches its end, reconnecting
+// Run fetches until ctx ends or the fetcher reaches its end, reconnecting
 // with a backoff when the connection fails.
-func (f *fetcher) run(ctx context.Context) {
+func (f *Fetcher) Run(ctx context.Context) {
 	backoff := time.Duration(0)
 	for {
 		select {
@@ -190,7 +168,7 @@ func (f *fetcher) run(ctx context.Context) {
 	}
 }
 
-func (f *fetcher) connectAndFetch(ctx context.Context) error {
+func (f *Fetcher) connectAndFetch(ctx context.Context) error {
 	var (
 		conn *kafka.Conn
 		err  error
@@ -208,7 +186,7 @@ func (f *fetcher) connectAndFetch(ctx context.Context) error {
 	defer context.AfterFunc(ctx, func() { conn.Close() })()
 	// Where the partition starts and ends: an empty partition is known to
 	// be caught up at once, not after a first fetch's wait for records.
-	conn.SetReadDeadline(time.Now().Add(fetchTimeout))
+	conn.SetReadDeadline(time.Now().Add(FetchTimeout))
 	first, last, err := conn.ReadOffsets()
 	if err != nil {
 		return fmt.Errorf("offsets: %w", err)
@@ -244,7 +222,7 @@ func (f *fetcher) connectAndFetch(ctx context.Context) error {
 				return ctx.Err()
 			}
 		} else {
-			recycleFetched(msgs)
+			Recycle(msgs)
 			if behind != f.saidBehind && (err == nil || !behind) && !f.send(ctx, nil, behind, false) {
 				return ctx.Err()
 			}
@@ -261,7 +239,7 @@ func (f *fetcher) connectAndFetch(ctx context.Context) error {
 		case errors.Is(err, kafka.RequestTimedOut):
 			// Nothing arrived within fetchMaxWait.
 		case errors.Is(err, kafka.OffsetOutOfRange):
-			conn.SetReadDeadline(time.Now().Add(fetchTimeout))
+			conn.SetReadDeadline(time.Now().Add(FetchTimeout))
 			first, _, oerr := conn.ReadOffsets()
 			if oerr != nil {
 				return fmt.Errorf("offsets: %w", oerr)
@@ -286,8 +264,8 @@ func (f *fetcher) connectAndFetch(ctx context.Context) error {
 // from nothing, on every fetch, was a large part of fetching.
 var fetchedPool = sync.Pool{New: func() any { return new([]kafka.Message) }}
 
-// recycleFetched gives back the slice of a fetch whose records are processed.
-func recycleFetched(msgs []kafka.Message) {
+// Recycle gives back the slice of a fetch whose records are processed.
+func Recycle(msgs []kafka.Message) {
 	clear(msgs) // drop the records' bytes
 	msgs = msgs[:0]
 	fetchedPool.Put(&msgs)
@@ -295,11 +273,11 @@ func recycleFetched(msgs []kafka.Message) {
 
 // fetch reads the records from f.next that the broker has, waiting up to
 // fetchMaxWait for the first. hwm is -1 when the fetch failed.
-func (f *fetcher) fetch(conn *kafka.Conn) (msgs []kafka.Message, hwm int64, err error) {
+func (f *Fetcher) fetch(conn *kafka.Conn) (msgs []kafka.Message, hwm int64, err error) {
 	if _, err := conn.Seek(f.next, kafka.SeekAbsolute|kafka.SeekDontCheck); err != nil {
 		return nil, -1, err
 	}
-	conn.SetReadDeadline(time.Now().Add(fetchMaxWait + fetchTimeout))
+	conn.SetReadDeadline(time.Now().Add(fetchMaxWait + FetchTimeout))
 	batch := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: fetchMaxBytes, MaxWait: fetchMaxWait})
 	msgs = (*fetchedPool.Get().(*[]kafka.Message))[:0]
 	for {

@@ -1,21 +1,15 @@
-package stream
+package kafkaio
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/riskstream/riskstream/engine"
-	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/kafkaconn"
-	"github.com/riskstream/riskstream/order"
 	"github.com/segmentio/kafka-go"
 )
 
@@ -97,7 +91,7 @@ func (p Position) resolve(conn *kafka.Conn, partition int32, first, last, def in
 	case p.all != nil:
 		off = *p.all
 	case !p.at.IsZero():
-		conn.SetReadDeadline(time.Now().Add(fetchTimeout))
+		conn.SetReadDeadline(time.Now().Add(FetchTimeout))
 		o, err := conn.ReadOffset(p.at)
 		if err != nil {
 			return 0, fmt.Errorf("partition %d: offset at %v: %w", partition, p.at, err)
@@ -114,16 +108,16 @@ func (p Position) resolve(conn *kafka.Conn, partition int32, first, last, def in
 	return min(max(off, first), last), nil
 }
 
-// topicRange is the part of one partition a replay reads: offsets from
+// TopicRange is the part of one partition a replay reads: offsets from
 // to end-1.
-type topicRange struct {
-	partition int32
-	from, end int64
+type TopicRange struct {
+	Partition int32
+	From, End int64
 }
 
-// topicRanges resolves from and to in every partition of the topic.
-func topicRanges(ctx context.Context, brokers []string, sec *kafkaconn.Security, topic string, from, to Position) ([]topicRange, error) {
-	partitions, err := readPartitions(ctx, sec.Dialer(), brokers[0], topic)
+// TopicRanges resolves from and to in every partition of the topic.
+func TopicRanges(ctx context.Context, brokers []string, sec *kafkaconn.Security, topic string, from, to Position) ([]TopicRange, error) {
+	partitions, err := ReadPartitions(ctx, sec.Dialer(), brokers[0], topic)
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +132,7 @@ func topicRanges(ctx context.Context, brokers []string, sec *kafkaconn.Security,
 			return nil, fmt.Errorf("--to names partition %d: topic %s has %d partitions", id, topic, len(partitions))
 		}
 	}
-	var ranges []topicRange
+	var ranges []TopicRange
 	for _, p := range partitions {
 		r, err := partitionRange(ctx, brokers, sec, topic, int32(p), from, to)
 		if err != nil {
@@ -149,7 +143,7 @@ func topicRanges(ctx context.Context, brokers []string, sec *kafkaconn.Security,
 	return ranges, nil
 }
 
-func partitionRange(ctx context.Context, brokers []string, sec *kafkaconn.Security, topic string, p int32, from, to Position) (topicRange, error) {
+func partitionRange(ctx context.Context, brokers []string, sec *kafkaconn.Security, topic string, p int32, from, to Position) (TopicRange, error) {
 	var conn *kafka.Conn
 	var err error
 	for _, b := range brokers {
@@ -158,108 +152,43 @@ func partitionRange(ctx context.Context, brokers []string, sec *kafkaconn.Securi
 		}
 	}
 	if err != nil {
-		return topicRange{}, fmt.Errorf("partition %d: connect: %w", p, err)
+		return TopicRange{}, fmt.Errorf("partition %d: connect: %w", p, err)
 	}
 	defer conn.Close()
-	conn.SetReadDeadline(time.Now().Add(fetchTimeout))
+	conn.SetReadDeadline(time.Now().Add(FetchTimeout))
 	first, last, err := conn.ReadOffsets()
 	if err != nil {
-		return topicRange{}, fmt.Errorf("partition %d: offsets: %w", p, err)
+		return TopicRange{}, fmt.Errorf("partition %d: offsets: %w", p, err)
 	}
-	r := topicRange{partition: p}
-	if r.from, err = from.resolve(conn, p, first, last, first); err != nil {
+	r := TopicRange{Partition: p}
+	if r.From, err = from.resolve(conn, p, first, last, first); err != nil {
 		return r, err
 	}
-	if r.end, err = to.resolve(conn, p, first, last, last); err != nil {
+	if r.End, err = to.resolve(conn, p, first, last, last); err != nil {
 		return r, err
 	}
-	r.end = max(r.end, r.from)
+	r.End = max(r.End, r.From)
 	return r, nil
 }
 
-// readTopicRanges reads the ranges of a topic through the merge the live job
-// uses (order.Merger), in chunks of records of about size bytes sent on
-// out; it closes out when every range is read. The merge never times out:
-// a replay waits for every partition, so its order depends on the topic
-// alone.
-func readTopicRanges(ctx context.Context, brokers []string, sec *kafkaconn.Security, topic string, ranges []topicRange, size int, out chan<- *chunk, free chan *chunk, log *slog.Logger) {
-	defer close(out)
-	fail := func(err error) {
-		select {
-		case out <- &chunk{file: "topic " + topic, err: err}:
-		case <-ctx.Done():
-		}
-	}
-	merge, err := order.New(order.Options[kafka.Message]{
-		Timestamp: messageTime, Wait: math.MaxInt64 / 4, BehindWait: math.MaxInt64 / 4, Release: recycleFetched,
-	})
+// ReadPartitions returns the ids of topic's partitions, asking the broker
+// at addr.
+func ReadPartitions(ctx context.Context, d *kafka.Dialer, addr, topic string) ([]int, error) {
+	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		fail(err)
-		return
+		return nil, fmt.Errorf("connect %s: %w", addr, err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	fetchedCh := make(chan fetched, 16)
-	open := 0
-	for _, r := range ranges {
-		if r.from >= r.end {
-			continue
-		}
-		merge.AddPartition(r.partition)
-		f := newFetcher(brokers, sec.Dialer(), topic, int(r.partition), r.from, r.end, fetchedCh, log, nil)
-		go f.run(ctx)
-		open++
+	defer conn.Close()
+	// A broker that does not answer leaves a read waiting for good.
+	defer context.AfterFunc(ctx, func() { conn.Close() })()
+	conn.SetDeadline(time.Now().Add(FetchTimeout))
+	ps, err := conn.ReadPartitions(topic)
+	if err != nil {
+		return nil, fmt.Errorf("topic %s: %w", topic, err)
 	}
-	c := newChunk(free, 0, "topic "+topic, 0)
-	bytes := 0
-	send := func() bool {
-		select {
-		case out <- c:
-		case <-ctx.Done():
-			return false
-		}
-		c, bytes = newChunk(free, 0, "topic "+topic, 0), 0
-		return true
+	ids := make([]int, len(ps))
+	for i, p := range ps {
+		ids[i] = p.ID
 	}
-	for open > 0 {
-		var f fetched
-		select {
-		case f = <-fetchedCh:
-		case <-ctx.Done():
-			return
-		}
-		if f.done {
-			merge.Done(f.partition)
-			open--
-		} else {
-			merge.Push(f.partition, f.msgs, true, 0)
-		}
-		for {
-			m, p, ok := merge.Pop(0)
-			if !ok {
-				break
-			}
-			c.recs = append(c.recs, topicRecord(&m, p))
-			if bytes += len(m.Value); bytes >= size && !send() {
-				return
-			}
-		}
-	}
-	if len(c.recs) > 0 {
-		send()
-	}
-	if merge.Len() > 0 {
-		fail(errors.New("records left in the merge after every partition ended"))
-	}
-}
-
-// topicRecord is the engine's record of a Kafka message of partition p:
-// its timestamp is its reference time, as live.
-func topicRecord(m *kafka.Message, p int32) engine.Record {
-	return engine.Record{
-		Value:     m.Value,
-		Partition: p,
-		Reference: m.Time.UnixMilli(), HasReference: !m.Time.IsZero(),
-		Prov: event.Provenance{Topic: m.Topic, Partition: p, Offset: m.Offset},
-	}
+	return ids, nil
 }

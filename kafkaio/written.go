@@ -1,4 +1,4 @@
-package stream
+package kafkaio
 
 import (
 	"context"
@@ -25,10 +25,10 @@ import (
 // those ends and its sink skips those messages when it makes them again
 // (sink.Written).
 
-// partitionEnd is where one output partition ended at a checkpoint.
-type partitionEnd struct {
+// OutputEnd is where one output partition ended at a checkpoint.
+type OutputEnd struct {
 	sink.Partition
-	offset int64
+	Offset int64
 }
 
 // unlisted, as the partition of an output end, marks a topic whose
@@ -39,8 +39,8 @@ type partitionEnd struct {
 // brokers did not give) reads only the partitions it names.
 const unlisted = -1
 
-// outputPartitions returns the partitions of each of topics that exists.
-func outputPartitions(ctx context.Context, client *kafka.Client, topics []string) (map[string][]int, error) {
+// OutputPartitions returns the partitions of each of topics that exists.
+func OutputPartitions(ctx context.Context, client *kafka.Client, topics []string) (map[string][]int, error) {
 	meta, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: topics})
 	if err != nil {
 		return nil, fmt.Errorf("output topics: %w", err)
@@ -60,12 +60,12 @@ func outputPartitions(ctx context.Context, client *kafka.Client, topics []string
 	return partitions, nil
 }
 
-// checkOutputTopics makes sure every output topic exists before the job
+// CheckOutputTopics makes sure every output topic exists before the job
 // takes a record, asking the brokers to create any that does not as a
 // producer's first write would (auto.create.topics.enable): a topic that
 // neither exists nor is created would have the job retry its writes
 // forever, healthy by every probe, while nothing reaches the topic.
-func checkOutputTopics(ctx context.Context, client *kafka.Client, topics sink.Topics) error {
+func CheckOutputTopics(ctx context.Context, client *kafka.Client, topics sink.Topics) error {
 	names := topics.Names()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -90,9 +90,9 @@ func checkOutputTopics(ctx context.Context, client *kafka.Client, topics sink.To
 	return nil
 }
 
-// outputEnds returns the end offset of every partition of topics.
-func outputEnds(ctx context.Context, client *kafka.Client, topics []string) ([]partitionEnd, error) {
-	partitions, err := outputPartitions(ctx, client, topics)
+// OutputEnds returns the end offset of every partition of topics.
+func OutputEnds(ctx context.Context, client *kafka.Client, topics []string) ([]OutputEnd, error) {
+	partitions, err := OutputPartitions(ctx, client, topics)
 	if err != nil {
 		return nil, err
 	}
@@ -106,13 +106,13 @@ func outputEnds(ctx context.Context, client *kafka.Client, topics []string) ([]p
 	if err != nil {
 		return nil, fmt.Errorf("output topics' ends: %w", err)
 	}
-	var ends []partitionEnd
+	var ends []OutputEnd
 	for topic, ps := range resp.Topics {
 		for _, p := range ps {
 			if p.Error != nil {
 				return nil, fmt.Errorf("end of %s/%d: %w", topic, p.Partition, p.Error)
 			}
-			ends = append(ends, partitionEnd{sink.Partition{Topic: topic, Partition: p.Partition}, p.LastOffset})
+			ends = append(ends, OutputEnd{sink.Partition{Topic: topic, Partition: p.Partition}, p.LastOffset})
 		}
 	}
 	sortEnds(ends)
@@ -122,12 +122,12 @@ func outputEnds(ctx context.Context, client *kafka.Client, topics []string) ([]p
 // withUnlisted returns ends without their marks, and with every partition
 // of a marked topic that ends does not name, from its first offset
 // (kafka.FirstOffset); partitions are the output topics' partitions now.
-func withUnlisted(ends []partitionEnd, partitions map[string][]int) []partitionEnd {
+func withUnlisted(ends []OutputEnd, partitions map[string][]int) []OutputEnd {
 	listed := make(map[sink.Partition]bool, len(ends))
 	for _, e := range ends {
 		listed[e.Partition] = true
 	}
-	out := make([]partitionEnd, 0, len(ends))
+	out := make([]OutputEnd, 0, len(ends))
 	for _, e := range ends {
 		if e.Partition.Partition != unlisted {
 			out = append(out, e)
@@ -135,7 +135,7 @@ func withUnlisted(ends []partitionEnd, partitions map[string][]int) []partitionE
 		}
 		for _, p := range partitions[e.Topic] {
 			if part := (sink.Partition{Topic: e.Topic, Partition: p}); !listed[part] {
-				out = append(out, partitionEnd{part, kafka.FirstOffset})
+				out = append(out, OutputEnd{part, kafka.FirstOffset})
 			}
 		}
 	}
@@ -144,8 +144,8 @@ func withUnlisted(ends []partitionEnd, partitions map[string][]int) []partitionE
 }
 
 // sortEnds orders ends by topic and partition.
-func sortEnds(ends []partitionEnd) {
-	slices.SortFunc(ends, func(a, b partitionEnd) int {
+func sortEnds(ends []OutputEnd) {
+	slices.SortFunc(ends, func(a, b OutputEnd) int {
 		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
 			return c
 		}
@@ -153,32 +153,32 @@ func sortEnds(ends []partitionEnd) {
 	})
 }
 
-// endsOffsets returns output ends as a checkpoint records them.
-func endsOffsets(ends []partitionEnd) []checkpoint.Offset {
+// EndOffsets returns output ends as a checkpoint records them.
+func EndOffsets(ends []OutputEnd) []checkpoint.Offset {
 	offs := make([]checkpoint.Offset, len(ends))
 	for i, e := range ends {
-		offs[i] = checkpoint.Offset{Topic: e.Topic, Partition: int32(e.Partition.Partition), Offset: e.offset}
+		offs[i] = checkpoint.Offset{Topic: e.Topic, Partition: int32(e.Partition.Partition), Offset: e.Offset}
 	}
 	return offs
 }
 
-// offsetsEnds returns the output ends a checkpoint recorded.
-func offsetsEnds(offs []checkpoint.Offset) []partitionEnd {
-	var ends []partitionEnd
+// EndsOf returns the output ends a checkpoint recorded.
+func EndsOf(offs []checkpoint.Offset) []OutputEnd {
+	var ends []OutputEnd
 	for _, o := range offs {
-		ends = append(ends, partitionEnd{sink.Partition{Topic: o.Topic, Partition: int(o.Partition)}, o.Offset})
+		ends = append(ends, OutputEnd{sink.Partition{Topic: o.Topic, Partition: int(o.Partition)}, o.Offset})
 	}
 	return ends
 }
 
 // writtenSince reads every output message past ends, up to each partition's
 // end now: what a run wrote after its last checkpoint.
-func writtenSince(ctx context.Context, brokers []string, sec *kafkaconn.Security, ends []partitionEnd) (*sink.Written, error) {
+func writtenSince(ctx context.Context, brokers []string, sec *kafkaconn.Security, ends []OutputEnd) (*sink.Written, error) {
 	w := sink.NewWritten()
 	dialer := sec.Dialer()
 	for _, e := range ends {
 		if err := readPartitionTail(ctx, dialer, brokers, e, w); err != nil {
-			return nil, fmt.Errorf("outputs written after the checkpoint, %s/%d from %d: %w", e.Topic, e.Partition.Partition, e.offset, err)
+			return nil, fmt.Errorf("outputs written after the checkpoint, %s/%d from %d: %w", e.Topic, e.Partition.Partition, e.Offset, err)
 		}
 	}
 	return w, nil
@@ -186,18 +186,18 @@ func writtenSince(ctx context.Context, brokers []string, sec *kafkaconn.Security
 
 // readPartitionTail adds to w the messages of one partition from e.offset
 // to its end.
-func readPartitionTail(ctx context.Context, dialer *kafka.Dialer, brokers []string, e partitionEnd, w *sink.Written) error {
-	_, err := readRecords(ctx, dialer, brokers, e.Topic, e.Partition.Partition, e.offset, func(m *kafka.Message) error {
+func readPartitionTail(ctx context.Context, dialer *kafka.Dialer, brokers []string, e OutputEnd, w *sink.Written) error {
+	_, err := ReadRecords(ctx, dialer, brokers, e.Topic, e.Partition.Partition, e.Offset, func(m *kafka.Message) error {
 		w.Add(e.Topic, m.Key, m.Value)
 		return nil
 	})
 	return err
 }
 
-// readRecords calls fn with every record of a partition from offset from
+// ReadRecords calls fn with every record of a partition from offset from
 // (kafka.FirstOffset: its first) to its end as of the call, and returns
 // that end.
-func readRecords(ctx context.Context, dialer *kafka.Dialer, brokers []string, topic string, partition int, from int64, fn func(m *kafka.Message) error) (int64, error) {
+func ReadRecords(ctx context.Context, dialer *kafka.Dialer, brokers []string, topic string, partition int, from int64, fn func(m *kafka.Message) error) (int64, error) {
 	var conn *kafka.Conn
 	var err error
 	for _, b := range brokers {
@@ -209,7 +209,7 @@ func readRecords(ctx context.Context, dialer *kafka.Dialer, brokers []string, to
 		return 0, err
 	}
 	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(fetchTimeout))
+	conn.SetDeadline(time.Now().Add(FetchTimeout))
 	first, end, err := conn.ReadOffsets()
 	if err != nil {
 		return 0, err
@@ -222,7 +222,7 @@ func readRecords(ctx context.Context, dialer *kafka.Dialer, brokers []string, to
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
-		conn.SetDeadline(time.Now().Add(fetchTimeout))
+		conn.SetDeadline(time.Now().Add(FetchTimeout))
 		if _, err := conn.Seek(next, kafka.SeekAbsolute); err != nil {
 			return 0, err
 		}
@@ -252,9 +252,9 @@ func readRecords(ctx context.Context, dialer *kafka.Dialer, brokers []string, to
 	return end, nil
 }
 
-// trackedOutputs is what an endTracker asks of the outputs' sink
+// TrackedOutputs is what an endTracker asks of the outputs' sink
 // (sink.Kafka).
-type trackedOutputs interface {
+type TrackedOutputs interface {
 	SkipWritten(*sink.Written)
 	Acknowledged() map[sink.Partition]int64
 	Unmade() int
@@ -262,14 +262,14 @@ type trackedOutputs interface {
 	ForgetUnmade() int
 }
 
-// endTracker follows where the output partitions end. They are read from
+// EndTracker follows where the output partitions end. They are read from
 // the brokers once (Metadata and ListOffsets), then followed from the
 // acknowledgements of the sink's writes, so that a checkpoint waits for no
 // round trip.
-type endTracker struct {
+type EndTracker struct {
 	client  *kafka.Client
 	topics  []string
-	out     trackedOutputs
+	out     TrackedOutputs
 	log     *slog.Logger
 	unknown bool // warned that outputEnds fails, until it works again
 	// base are where the output partitions ended when first read, before
@@ -289,22 +289,31 @@ type endTracker struct {
 	quiet     int
 }
 
-// restore reads what the outputs hold past the ends of the checkpoints
+// NewEndTracker returns an endTracker of the output topics, read through
+// client, written by out.
+func NewEndTracker(client *kafka.Client, topics []string, out TrackedOutputs, log *slog.Logger) *EndTracker {
+	return &EndTracker{client: client, topics: topics, out: out, log: log}
+}
+
+// Client is the client t reads the brokers with.
+func (t *EndTracker) Client() *kafka.Client { return t.client }
+
+// Restore reads what the outputs hold past the ends of the checkpoints
 // restored, the earliest of each partition over them (the distributed
 // job restores several), and every partition a checkpoint does not name
 // of a topic it marks from its start. The sink leaves those messages out
 // when it makes them again, and until then checkpoints keep their ends
 // (held). It returns how many messages it read.
-func (t *endTracker) restore(ctx context.Context, brokers []string, sec *kafkaconn.Security, checkpoints [][]partitionEnd) (int, error) {
+func (t *EndTracker) Restore(ctx context.Context, brokers []string, sec *kafkaconn.Security, checkpoints [][]OutputEnd) (int, error) {
 	t.held = nil
-	if !slices.ContainsFunc(checkpoints, func(ends []partitionEnd) bool { return len(ends) > 0 }) {
+	if !slices.ContainsFunc(checkpoints, func(ends []OutputEnd) bool { return len(ends) > 0 }) {
 		return 0, nil // nothing known of the outputs at the checkpoints
 	}
-	partitions, err := outputPartitions(ctx, t.client, t.topics)
+	partitions, err := OutputPartitions(ctx, t.client, t.topics)
 	if err != nil {
 		return 0, err
 	}
-	lists := make([][]partitionEnd, len(checkpoints))
+	lists := make([][]OutputEnd, len(checkpoints))
 	for i, ends := range checkpoints {
 		lists[i] = withUnlisted(ends, partitions)
 	}
@@ -321,28 +330,28 @@ func (t *endTracker) restore(ctx context.Context, brokers []string, sec *kafkaco
 
 // earliestEnds returns, of several lists of output ends, the earliest end
 // of each partition.
-func earliestEnds(lists [][]partitionEnd) []partitionEnd {
+func earliestEnds(lists [][]OutputEnd) []OutputEnd {
 	earliest := map[sink.Partition]int64{}
 	for _, l := range lists {
 		for _, e := range l {
-			if o, ok := earliest[e.Partition]; !ok || e.offset < o {
-				earliest[e.Partition] = e.offset
+			if o, ok := earliest[e.Partition]; !ok || e.Offset < o {
+				earliest[e.Partition] = e.Offset
 			}
 		}
 	}
-	var out []partitionEnd
+	var out []OutputEnd
 	for p, o := range earliest {
-		out = append(out, partitionEnd{p, o})
+		out = append(out, OutputEnd{p, o})
 	}
 	sortEnds(out)
 	return out
 }
 
 // endsMap indexes ends by partition.
-func endsMap(ends []partitionEnd) map[sink.Partition]int64 {
+func endsMap(ends []OutputEnd) map[sink.Partition]int64 {
 	m := make(map[sink.Partition]int64, len(ends))
 	for _, e := range ends {
-		m[e.Partition] = e.offset
+		m[e.Partition] = e.Offset
 	}
 	return m
 }
@@ -358,7 +367,7 @@ const giveUpAfter = 3
 // settle notes how many records the job has processed at a checkpoint
 // (engine.Stats.Records), and gives up on the outputs a restart read that
 // are not made again (see giveUpAfter).
-func (t *endTracker) settle(processed int64) {
+func (t *EndTracker) settle(processed int64) {
 	n := t.out.Unmade()
 	switch {
 	case n == 0 || n != t.unmade:
@@ -374,10 +383,10 @@ func (t *endTracker) settle(processed int64) {
 	}
 }
 
-// atCheckpoint is what a checkpoint records of the outputs: it settles
+// AtCheckpoint is what a checkpoint records of the outputs: it settles
 // the outputs a restart read, with the records the job has processed by
 // now, then returns where the outputs end (now).
-func (t *endTracker) atCheckpoint(processed int64) []partitionEnd {
+func (t *EndTracker) AtCheckpoint(processed int64) []OutputEnd {
 	t.settle(processed)
 	return t.now()
 }
@@ -385,11 +394,11 @@ func (t *endTracker) atCheckpoint(processed int64) []partitionEnd {
 // now returns where the outputs end, once every output made so far is
 // acknowledged. Unknown (the brokers did not answer yet) is an empty list:
 // a restart then writes them again.
-func (t *endTracker) now() []partitionEnd {
+func (t *EndTracker) now() []OutputEnd {
 	if t.base == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		ends, err := outputEnds(ctx, t.client, t.topics)
+		ends, err := OutputEnds(ctx, t.client, t.topics)
 		if err != nil {
 			if !t.unknown {
 				t.log.Warn("reading where the outputs end; a restart from a checkpoint without it may write some outputs twice", "err", err)
@@ -403,7 +412,7 @@ func (t *endTracker) now() []partitionEnd {
 		}
 		t.base = make(map[sink.Partition]int64, len(ends))
 		for _, e := range ends {
-			t.base[e.Partition] = e.offset
+			t.base[e.Partition] = e.Offset
 		}
 	}
 	ends := maps.Clone(t.base)
@@ -415,12 +424,12 @@ func (t *endTracker) now() []partitionEnd {
 			ends[p] = off
 		}
 	}
-	list := make([]partitionEnd, 0, len(ends)+len(t.topics))
+	list := make([]OutputEnd, 0, len(ends)+len(t.topics))
 	for p, off := range ends {
-		list = append(list, partitionEnd{p, off})
+		list = append(list, OutputEnd{p, off})
 	}
 	for _, topic := range t.topics {
-		list = append(list, partitionEnd{sink.Partition{Topic: topic, Partition: unlisted}, kafka.FirstOffset})
+		list = append(list, OutputEnd{sink.Partition{Topic: topic, Partition: unlisted}, kafka.FirstOffset})
 	}
 	sortEnds(list)
 	return list

@@ -1,4 +1,4 @@
-package stream
+package kafkaio
 
 import (
 	"context"
@@ -9,23 +9,24 @@ import (
 	"github.com/segmentio/kafka-go"
 )
 
-// internalTopics are the topics a distributed job keeps for itself, named
+// InternalTopics are the topics a distributed job keeps for itself, named
 // after its consumer group as Kafka Streams names them after its
 // application.id (docs/distributed.md "Topics").
-type internalTopics struct {
-	// repartition carries records from the instances that read the input
+type InternalTopics struct {
+	// Repartition carries records from the instances that read the input
 	// to those that hold their keys' state.
-	repartition string
-	// changelog holds each repartition partition's window state, as of
+	Repartition string
+	// Changelog holds each repartition partition's window state, as of
 	// its last checkpoint: compacted.
-	changelog string
-	// routers holds the checkpoint of each input partition's router (its
+	Changelog string
+	// Routers holds the checkpoint of each input partition's router (its
 	// offset and clocks): compacted, one partition.
-	routers string
+	Routers string
 }
 
-func internalTopicsOf(group string) internalTopics {
-	return internalTopics{repartition: group + "-repartition", changelog: group + "-changelog", routers: group + "-routers"}
+// InternalTopicsOf names the internal topics of the consumer group group.
+func InternalTopicsOf(group string) InternalTopics {
+	return InternalTopics{Repartition: group + "-repartition", Changelog: group + "-changelog", Routers: group + "-routers"}
 }
 
 // minCompactionLag is the changelog's min.compaction.lag.ms: how long
@@ -37,10 +38,10 @@ func internalTopicsOf(group string) internalTopics {
 // does well within this lag.
 const minCompactionLag = 10 * 60 * 1000
 
-// changelogMaxMessageBytes is the compacted topics' max.message.bytes:
+// ChangelogMaxMessageBytes is the compacted topics' max.message.bytes:
 // room for the state of one key (a long session's windows, a heatmap's
 // sketches) and a router's skew estimators, which cannot be split.
-const changelogMaxMessageBytes = 16 << 20
+const ChangelogMaxMessageBytes = 16 << 20
 
 // topicLayout is what the job needs of one internal topic.
 type topicLayout struct {
@@ -51,11 +52,11 @@ type topicLayout struct {
 
 // layouts returns the layout of every internal topic for a repartition
 // topic of the given partitions.
-func (t internalTopics) layouts(partitions int) []topicLayout {
+func (t InternalTopics) layouts(partitions int) []topicLayout {
 	return []topicLayout{
-		{t.repartition, partitions, false},
-		{t.changelog, partitions, true},
-		{t.routers, 1, true},
+		{t.Repartition, partitions, false},
+		{t.Changelog, partitions, true},
+		{t.Routers, 1, true},
 	}
 }
 
@@ -77,9 +78,9 @@ func (e *LayoutError) Error() string {
 	return fmt.Sprintf("internal topic %s has %s %s, the job needs %s: %s", e.Topic, e.What, e.Have, e.Want, fix)
 }
 
-// ensureInternalTopics creates the internal topics that do not exist yet,
+// EnsureInternalTopics creates the internal topics that do not exist yet,
 // with the layout the job needs, and checks the layout of those that do.
-func ensureInternalTopics(ctx context.Context, client *kafka.Client, t internalTopics, partitions int) error {
+func EnsureInternalTopics(ctx context.Context, client *kafka.Client, t InternalTopics, partitions int) error {
 	layouts := t.layouts(partitions)
 	var create []kafka.TopicConfig
 	for _, l := range layouts {
@@ -89,7 +90,7 @@ func ensureInternalTopics(ctx context.Context, client *kafka.Client, t internalT
 			cfg.ConfigEntries = []kafka.ConfigEntry{
 				{ConfigName: "cleanup.policy", ConfigValue: "compact"},
 				{ConfigName: "min.compaction.lag.ms", ConfigValue: strconv.Itoa(minCompactionLag)},
-				{ConfigName: "max.message.bytes", ConfigValue: strconv.Itoa(changelogMaxMessageBytes)},
+				{ConfigName: "max.message.bytes", ConfigValue: strconv.Itoa(ChangelogMaxMessageBytes)},
 			}
 		}
 		create = append(create, cfg)

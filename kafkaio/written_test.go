@@ -1,4 +1,4 @@
-package stream
+package kafkaio
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/riskstream/riskstream/checkpoint"
+	"github.com/riskstream/riskstream/internal/kafkatest"
 	"github.com/riskstream/riskstream/sink"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -15,15 +16,15 @@ import (
 // TestOutputEndsRecorded: the output ends a checkpoint records, through
 // its manifest, read back as they were, the unlisted marks among them.
 func TestOutputEndsRecorded(t *testing.T) {
-	for _, ends := range [][]partitionEnd{
+	for _, ends := range [][]OutputEnd{
 		nil,
 		{{sink.Partition{Topic: "decisions", Partition: 0}, 0}},
 		{{sink.Partition{Topic: "decisions", Partition: 3}, 1 << 40}, {sink.Partition{Topic: "dlq", Partition: 0}, 7}, {sink.Partition{Topic: "héatmaps", Partition: 1}, 12}},
 		{{sink.Partition{Topic: "late", Partition: unlisted}, kafka.FirstOffset}, {sink.Partition{Topic: "late", Partition: 0}, kafka.FirstOffset}},
 	} {
-		m := checkpoint.Manifest{Outputs: endsOffsets(ends)}
+		m := checkpoint.Manifest{Outputs: EndOffsets(ends)}
 		back, err := checkpoint.Decode(m.AppendBinary(nil))
-		if got := offsetsEnds(back.Outputs); err != nil || !reflect.DeepEqual(got, ends) {
+		if got := EndsOf(back.Outputs); err != nil || !reflect.DeepEqual(got, ends) {
 			t.Errorf("%v: read back %v, %v", ends, got, err)
 		}
 	}
@@ -46,12 +47,12 @@ func TestOutputEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.Close()
-	client := testClient(t, c.ListenAddrs()[0], 0)
-	ends, err := outputEnds(context.Background(), client, []string{"decisions", "late"})
+	client := kafkatest.Client(t, c.ListenAddrs()[0], 0)
+	ends, err := OutputEnds(context.Background(), client, []string{"decisions", "late"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ends) != 2 || ends[0].Topic != "decisions" || ends[1].Partition.Partition != 1 || ends[0].offset+ends[1].offset != 3 {
+	if len(ends) != 2 || ends[0].Topic != "decisions" || ends[1].Partition.Partition != 1 || ends[0].Offset+ends[1].Offset != 3 {
 		t.Errorf("ends %+v, want 3 records over decisions' 2 partitions and nothing of late", ends)
 	}
 }
@@ -91,13 +92,13 @@ func (f *fakeOutputs) ForgetUnmade() int {
 func TestEndsHeldWhileUnmade(t *testing.T) {
 	dec0, dec1, dlq := sink.Partition{Topic: "decisions"}, sink.Partition{Topic: "decisions", Partition: 1}, sink.Partition{Topic: "dlq"}
 	out := &fakeOutputs{acked: map[sink.Partition]int64{dec0: 120, dlq: 9}, unmade: map[string]int{"decisions": 2}}
-	tr := &endTracker{out: out, log: slog.Default(),
+	tr := &EndTracker{out: out, log: slog.Default(),
 		base: map[sink.Partition]int64{dec0: 100, dec1: 50, dlq: 5},
 		held: map[sink.Partition]int64{dec0: 40, dec1: 50, dlq: 3}}
 	want := func(step string, d0, d1, q int64) {
 		t.Helper()
 		got := tr.now()
-		wantEnds := []partitionEnd{{dec0, d0}, {dec1, d1}, {dlq, q}}
+		wantEnds := []OutputEnd{{dec0, d0}, {dec1, d1}, {dlq, q}}
 		if !reflect.DeepEqual(got, wantEnds) {
 			t.Fatalf("%s: ends %v, want %v", step, got, wantEnds)
 		}
@@ -128,30 +129,30 @@ func TestEndsHeldWhileUnmade(t *testing.T) {
 // from its start, and only the named partitions of an unmarked one.
 func TestUnlistedPartitions(t *testing.T) {
 	dec0, dec1, late0 := sink.Partition{Topic: "decisions"}, sink.Partition{Topic: "decisions", Partition: 1}, sink.Partition{Topic: "late"}
-	mark := func(topic string) partitionEnd {
-		return partitionEnd{sink.Partition{Topic: topic, Partition: unlisted}, kafka.FirstOffset}
+	mark := func(topic string) OutputEnd {
+		return OutputEnd{sink.Partition{Topic: topic, Partition: unlisted}, kafka.FirstOffset}
 	}
 	// When the tracker first read the ends, only decisions/0 existed.
 	out := &fakeOutputs{acked: map[sink.Partition]int64{}}
-	tr := &endTracker{out: out, log: slog.Default(), topics: []string{"decisions", "late"},
+	tr := &EndTracker{out: out, log: slog.Default(), topics: []string{"decisions", "late"},
 		base: map[sink.Partition]int64{dec0: 100}}
 	ends := tr.now()
-	if want := []partitionEnd{mark("decisions"), {dec0, 100}, mark("late")}; !reflect.DeepEqual(ends, want) {
+	if want := []OutputEnd{mark("decisions"), {dec0, 100}, mark("late")}; !reflect.DeepEqual(ends, want) {
 		t.Fatalf("ends %v, want %v", ends, want)
 	}
 	// Since then decisions gained a partition and late was created.
 	partitions := map[string][]int{"decisions": {0, 1}, "late": {0}}
 	got := withUnlisted(ends, partitions)
-	if want := []partitionEnd{{dec0, 100}, {dec1, kafka.FirstOffset}, {late0, kafka.FirstOffset}}; !reflect.DeepEqual(got, want) {
+	if want := []OutputEnd{{dec0, 100}, {dec1, kafka.FirstOffset}, {late0, kafka.FirstOffset}}; !reflect.DeepEqual(got, want) {
 		t.Errorf("read from %v, want %v", got, want)
 	}
 	// Ends the tracker did not know (an older checkpoint) have no marks.
-	unmarked := []partitionEnd{{dec0, 100}}
+	unmarked := []OutputEnd{{dec0, 100}}
 	if got := withUnlisted(unmarked, partitions); !reflect.DeepEqual(got, unmarked) {
 		t.Errorf("unmarked: read from %v, want %v", got, unmarked)
 	}
 	// A marked topic that still does not exist has nothing to read.
-	if got := withUnlisted([]partitionEnd{mark("dlq")}, partitions); len(got) != 0 {
+	if got := withUnlisted([]OutputEnd{mark("dlq")}, partitions); len(got) != 0 {
 		t.Errorf("absent topic: read from %v", got)
 	}
 }
