@@ -19,6 +19,7 @@ import (
 	"github.com/riskstream/riskstream/console"
 	"github.com/riskstream/riskstream/internal/corrupt"
 	"github.com/riskstream/riskstream/kafkaio"
+	"github.com/riskstream/riskstream/memory"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/prometheus/client_golang/prometheus"
@@ -130,7 +131,7 @@ type distJob struct {
 	healthDBs []*state.DB
 	// mem divides the memory budget; the state's share is split among
 	// the repartition partitions assigned when each is opened.
-	mem      MemoryPlan
+	mem      memory.Plan
 	assigned int
 }
 
@@ -181,7 +182,7 @@ func (j *distJob) connect(ctx context.Context) error {
 	if j.sec, err = kafkaconn.New(j.opts.Security); err != nil {
 		return err
 	}
-	if j.mem, err = PlanMemory(j.opts.MemoryBytes, 1); err != nil {
+	if j.mem, err = memory.NewPlan(j.opts.MemoryBytes, 1); err != nil {
 		return err
 	}
 	if err := j.sec.Check(ctx, j.opts.Brokers); err != nil {

@@ -26,10 +26,6 @@ type chunk struct {
 	err  error
 }
 
-// chunkSize is the size of input chunks within a large memory budget
-// (MemoryPlan.Chunk).
-const chunkSize = 1 << 20
-
 // readInputs reads every input in order, splitting them into chunks of about
 // size bytes of whole lines, and sends them on out; it closes out when done.
 // A "-" input is stdin. Chunks are recycled through free.

@@ -18,6 +18,7 @@ import (
 	"github.com/riskstream/riskstream/engine"
 	"github.com/riskstream/riskstream/kafkaconn"
 	"github.com/riskstream/riskstream/kafkaio"
+	"github.com/riskstream/riskstream/memory"
 	"github.com/riskstream/riskstream/order"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/sink"
@@ -71,7 +72,7 @@ type liveJob struct {
 	closers []func()
 
 	sec     *kafkaconn.Security
-	mem     MemoryPlan
+	mem     memory.Plan
 	db      *state.DB
 	brokers []string
 	m       *metrics
@@ -214,7 +215,7 @@ func (j *liveJob) openState(context.Context) error {
 	if j.sec, err = kafkaconn.New(j.opts.Security); err != nil {
 		return err
 	}
-	if j.mem, err = PlanMemory(j.opts.MemoryBytes, j.opts.Shards); err != nil {
+	if j.mem, err = memory.NewPlan(j.opts.MemoryBytes, j.opts.Shards); err != nil {
 		return err
 	}
 	so := j.opts.state

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/riskstream/riskstream/kafkaconn"
+	"github.com/riskstream/riskstream/memory"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/sink"
 )
@@ -29,7 +30,7 @@ func TestRunOptionsValidate(t *testing.T) {
 	if o.Topic != DefaultTopic || o.Group != DefaultGroup || o.CheckpointInterval != DefaultCheckpointInterval ||
 		o.PartitionDiscovery != DefaultPartitionDiscovery || o.MetricLabelLimit != DefaultMetricLabelLimit ||
 		o.StandbyReplicas != DefaultStandbyReplicas || o.RepartitionPartitions != DefaultRepartitionPartitions ||
-		o.PartitionWait != DefaultPartitionWait || o.MemoryBytes != DefaultMemory || o.MaxMessageBytes != sink.DefaultMaxMessageBytes {
+		o.PartitionWait != DefaultPartitionWait || o.MemoryBytes != memory.Default || o.MaxMessageBytes != sink.DefaultMaxMessageBytes {
 		t.Fatalf("defaults: %+v", o)
 	}
 	for _, c := range []struct {
@@ -90,7 +91,7 @@ func TestReplayOptionsValidate(t *testing.T) {
 	}
 	var o ReplayOptions
 	o.EnsureDefaults()
-	if o.OutDir != "out" || o.MemoryBytes != DefaultMemory || o.Now == nil || o.Shards < 1 {
+	if o.OutDir != "out" || o.MemoryBytes != memory.Default || o.Now == nil || o.Shards < 1 {
 		t.Fatalf("defaults: %+v", o)
 	}
 }

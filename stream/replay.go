@@ -18,6 +18,7 @@ import (
 	"github.com/riskstream/riskstream/engine"
 	"github.com/riskstream/riskstream/kafkaconn"
 	"github.com/riskstream/riskstream/kafkaio"
+	"github.com/riskstream/riskstream/memory"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/state"
@@ -90,7 +91,7 @@ func (o *ReplayOptions) EnsureDefaults() {
 		o.Shards = runtime.GOMAXPROCS(0)
 	}
 	if o.MemoryBytes <= 0 {
-		o.MemoryBytes = DefaultMemory
+		o.MemoryBytes = memory.Default
 	}
 }
 
@@ -176,7 +177,7 @@ func Replay(ctx context.Context, opts ReplayOptions) (_ *Summary, err error) {
 		defer os.RemoveAll(dir)
 		stateDir = dir
 	}
-	mem, err := PlanMemory(opts.MemoryBytes, opts.Shards)
+	mem, err := memory.NewPlan(opts.MemoryBytes, opts.Shards)
 	if err != nil {
 		return nil, err
 	}

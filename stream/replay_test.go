@@ -21,6 +21,7 @@ import (
 	"github.com/riskstream/riskstream/gen"
 	"github.com/riskstream/riskstream/internal/kafkatest"
 	"github.com/riskstream/riskstream/internal/testinput"
+	"github.com/riskstream/riskstream/memory"
 	"github.com/riskstream/riskstream/rules"
 )
 
@@ -270,7 +271,7 @@ func TestReplayLongLine(t *testing.T) {
 func TestReplayStopsMidway(t *testing.T) {
 	cfg := loadRules(t)
 	var plain bytes.Buffer
-	for i := 0; plain.Len() < 6*chunkSize; i++ {
+	for i := 0; plain.Len() < 6*memory.MaxChunk; i++ {
 		fmt.Fprintf(&plain, `{"id":"r%d","ts":%d,"api":"/pay","user":"u%d","latency_ms":1}`+"\n", i, 1000+i, i%50)
 	}
 	var gz bytes.Buffer
@@ -337,13 +338,13 @@ func TestReplayLineNumbersAcrossChunks(t *testing.T) {
 	cfg := loadRules(t)
 	var in bytes.Buffer
 	var want []string
-	for n := 1; in.Len() < 3*chunkSize; n++ {
+	for n := 1; in.Len() < 3*memory.MaxChunk; n++ {
 		switch {
 		case n%997 == 0:
 			in.WriteString("not json\n")
 			want = append(want, fmt.Sprintf(`"line":%d}`, n))
 		case n == 3000:
-			fmt.Fprintf(&in, `{"id":"long","ts":1000,"api":"/pay","user":"u","pad":"%s"}`+"\n", strings.Repeat("y", 2*chunkSize))
+			fmt.Fprintf(&in, `{"id":"long","ts":1000,"api":"/pay","user":"u","pad":"%s"}`+"\n", strings.Repeat("y", 2*memory.MaxChunk))
 		default:
 			fmt.Fprintf(&in, `{"id":"r%d","ts":%d,"api":"/pay","user":"u%d","latency_ms":1}`+"\n", n, 1000+n, n%50)
 		}
@@ -471,14 +472,14 @@ func TestReplayMemoryBudget(t *testing.T) {
 	if sum := replay(t, ReplayOptions{Config: cfg, Inputs: []string{input}, OutDir: a}); sum.Spilled != 0 {
 		t.Errorf("the default budget spilled %d states", sum.Spilled)
 	}
-	sum := replay(t, ReplayOptions{Config: cfg, Inputs: []string{input}, OutDir: b, MemoryBytes: MinMemory, StateDir: t.TempDir()})
+	sum := replay(t, ReplayOptions{Config: cfg, Inputs: []string{input}, OutDir: b, MemoryBytes: memory.Min, StateDir: t.TempDir()})
 	if sum.Spilled < 100_000 {
-		t.Errorf("%d MiB spilled only %d states", MinMemory>>20, sum.Spilled)
+		t.Errorf("%d MiB spilled only %d states", memory.Min>>20, sum.Spilled)
 	}
 	ga, gb := readOutputs(t, a), readOutputs(t, b)
 	for _, n := range outputNames {
 		if !bytes.Equal(ga[n], gb[n]) {
-			t.Errorf("%s differs between the default memory budget and %d MiB", n, MinMemory>>20)
+			t.Errorf("%s differs between the default memory budget and %d MiB", n, memory.Min>>20)
 		}
 	}
 	if len(ga["decisions.jsonl"]) == 0 || len(ga["heatmaps.jsonl"]) == 0 {

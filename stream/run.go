@@ -12,6 +12,7 @@ import (
 
 	"github.com/riskstream/riskstream/checkpoint"
 	"github.com/riskstream/riskstream/internal/corrupt"
+	"github.com/riskstream/riskstream/memory"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskstream/riskstream/broker"
@@ -251,7 +252,7 @@ func (o *RunOptions) EnsureDefaults() {
 		o.Logger = slog.Default()
 	}
 	if o.MemoryBytes <= 0 {
-		o.MemoryBytes = DefaultMemory
+		o.MemoryBytes = memory.Default
 	}
 	if o.MetricLabelLimit <= 0 {
 		o.MetricLabelLimit = DefaultMetricLabelLimit

@@ -19,6 +19,7 @@ import (
 	"github.com/riskstream/riskstream/internal/kafkatest"
 	"github.com/riskstream/riskstream/internal/testbroker"
 	"github.com/riskstream/riskstream/kafkaio"
+	"github.com/riskstream/riskstream/memory"
 	"github.com/riskstream/riskstream/order"
 	"github.com/riskstream/riskstream/produce"
 	"github.com/riskstream/riskstream/sink"
@@ -289,7 +290,7 @@ func TestLiveRestartResumes(t *testing.T) {
 	want := replayDecisions(t)
 	for name, o := range map[string]RunOptions{
 		"default":                   {},
-		"one decoded state, 64 MiB": {CacheSlots: 1, MemoryBytes: MinMemory},
+		"one decoded state, 64 MiB": {CacheSlots: 1, MemoryBytes: memory.Min},
 	} {
 		t.Run(name, func(t *testing.T) {
 			addr := testbroker.Start(t, 1)

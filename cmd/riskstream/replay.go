@@ -8,6 +8,7 @@ import (
 	"runtime/pprof"
 
 	"github.com/riskstream/riskstream/kafkaio"
+	"github.com/riskstream/riskstream/memory"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/stream"
 	"github.com/spf13/cobra"
@@ -81,11 +82,11 @@ where it ended when the replay began.
 			if opts.To, err = kafkaio.ParsePosition(to); err != nil {
 				return fmt.Errorf("--to: %w", err)
 			}
-			if _, err := stream.PlanMemory(opts.MemoryBytes, 1); err != nil {
+			if _, err := memory.NewPlan(opts.MemoryBytes, 1); err != nil {
 				return fmt.Errorf("--memory: %w", err)
 			}
 			setGCPercent()
-			stream.SetMemoryLimit(opts.MemoryBytes)
+			memory.SetLimit(opts.MemoryBytes)
 			cfg, err := loadRules(rulesFile)
 			if err != nil {
 				return err
@@ -126,7 +127,7 @@ where it ended when the replay began.
 	f.StringVar(&rulesFile, "rules", "", "rules file (YAML); required")
 	f.StringVar(&opts.OutDir, "out", "out", "output folder, created if missing")
 	f.StringVar(&opts.StateDir, "state-dir", "", "Pebble state folder (default: a temporary folder, removed at the end)")
-	opts.MemoryBytes = stream.DefaultMemory
+	opts.MemoryBytes = memory.Default
 	f.Var(byteSize{&opts.MemoryBytes}, "memory", "memory budget: window state, Pebble's caches and data in flight share it, and it is the Go runtime's memory limit unless GOMEMLIMIT is set; what does not fit goes to Pebble on disk (e.g. 1GiB, 512MiB, 64MiB)")
 	f.IntVar(&opts.CacheSlots, "cache-slots", 0, "expert: window states kept decoded, in front of the encoded ones (default: a quarter of the state's share of --memory, at 512 bytes a state)")
 	f.IntVar(&opts.Shards, "shards", 0, "split the window state by key into this many shards, processed in parallel (default: the number of CPUs); outputs do not depend on it")

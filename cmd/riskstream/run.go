@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/riskstream/riskstream/broker"
+	"github.com/riskstream/riskstream/memory"
 	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/stream"
 	"github.com/spf13/cobra"
@@ -54,7 +55,7 @@ which is plaintext: the TLS and SASL flags then are refused.
 			if opts.PartitionWait == 0 {
 				opts.PartitionWait = -1 // no wait, not the default
 			}
-			if _, err := stream.PlanMemory(opts.MemoryBytes, max(opts.Shards, 1)); err != nil {
+			if _, err := memory.NewPlan(opts.MemoryBytes, max(opts.Shards, 1)); err != nil {
 				return fmt.Errorf("--memory: %w", err)
 			}
 			cfg, err := loadRules(rulesFile)
@@ -67,7 +68,7 @@ which is plaintext: the TLS and SASL flags then are refused.
 			}
 			if opts.Brokers = brokerList(opts.Brokers); len(opts.Brokers) > 0 {
 				setGCPercent()
-				stream.SetMemoryLimit(opts.MemoryBytes)
+				memory.SetLimit(opts.MemoryBytes)
 			}
 			// SIGINT/SIGTERM: stop fetching, drain, flush, checkpoint, exit 0;
 			// a second one exits at once.
@@ -105,7 +106,7 @@ which is plaintext: the TLS and SASL flags then are refused.
 	f.BoolVar(&opts.ConsolePublic, "console-public", false, "serve the console at --metrics-addr to other machines too (by default only to this one: it shows keys)")
 	f.DurationVar(&opts.CheckpointInterval, "checkpoint-interval", 0, "how often state and offsets are checkpointed (default 1s)")
 	f.DurationVar(&opts.PartitionWait, "partition-wait", stream.DefaultPartitionWait, "how long an input partition with nothing to read holds back the others, so that records are taken in timestamp order across partitions whatever their arrival; 0 waits not at all (docs/design.md \"Order across partitions\")")
-	opts.MemoryBytes = stream.DefaultMemory
+	opts.MemoryBytes = memory.Default
 	f.Var(byteSize{&opts.MemoryBytes}, "memory", "memory budget: window state, Pebble's caches and data in flight share it, and it is the Go runtime's memory limit unless GOMEMLIMIT is set; what does not fit goes to Pebble on disk (e.g. 1GiB, 512MiB, 64MiB)")
 	f.IntVar(&opts.Shards, "shards", 0, "split the window state by key into this many shards, updated in parallel (default: the number of CPUs); outputs do not depend on it")
 	f.IntVar(&opts.CacheSlots, "cache-slots", 0, "expert: window states kept decoded, in front of the encoded ones (default: a quarter of the state's share of --memory, at 512 bytes a state)")

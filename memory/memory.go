@@ -1,4 +1,7 @@
-package stream
+// Package memory shares the job's memory budget (--memory) among the
+// window state, Pebble's caches and memtables, and what is in flight, and
+// gives it to the Go runtime as its soft limit.
+package memory
 
 import (
 	"fmt"
@@ -8,15 +11,19 @@ import (
 	"github.com/riskstream/riskstream/state"
 )
 
-// DefaultMemory is the memory budget of replay and the live job when
+// Default is the memory budget of replay and the live job when
 // none is given (--memory).
-const DefaultMemory = 1 << 30
+const Default = 1 << 30
 
-// MinMemory is the smallest memory budget the job accepts.
-const MinMemory = 64 << 20
+// Min is the smallest memory budget the job accepts.
+const Min = 64 << 20
 
-// MemoryPlan is how a memory budget is shared (docs/commands.md "Memory").
-type MemoryPlan struct {
+// MaxChunk is the size of replay's input chunks within a large budget
+// (Plan.Chunk).
+const MaxChunk = 1 << 20
+
+// Plan is how a memory budget is shared (docs/commands.md "Memory").
+type Plan struct {
 	// State is the window state's share: decoded states in the cache, the
 	// encoded ones of the cold store, and the timers (windows.Options).
 	State int64
@@ -32,25 +39,25 @@ type MemoryPlan struct {
 	Chunk int
 }
 
-// PlanMemory shares budget among the window state, the block caches and
+// NewPlan shares budget among the window state, the block caches and
 // memtables of stores Pebble stores, and an eighth kept for the rest:
 // input chunks and decoded batches in flight, the state writes each store
 // holds until it commits them, output buffers, and the garbage the
 // collector has not yet reclaimed.
-func PlanMemory(budget int64, stores int) (MemoryPlan, error) {
-	if budget < MinMemory {
-		return MemoryPlan{}, fmt.Errorf("memory budget %d bytes: at least %d MiB", budget, MinMemory>>20)
+func NewPlan(budget int64, stores int) (Plan, error) {
+	if budget < Min {
+		return Plan{}, fmt.Errorf("memory budget %d bytes: at least %d MiB", budget, Min>>20)
 	}
 	cache := min(max(budget/16, 4<<20), 1<<30)
 	windowState := budget - cache - budget/8 - int64(stores)*state.MemtableBytes
-	if windowState < MinMemory/2 {
-		return MemoryPlan{}, fmt.Errorf("memory budget %d MiB: too small for %d state stores", budget>>20, stores)
+	if windowState < Min/2 {
+		return Plan{}, fmt.Errorf("memory budget %d MiB: too small for %d state stores", budget>>20, stores)
 	}
-	chunk := chunkSize
+	chunk := MaxChunk
 	for chunk > 64<<10 && int64(chunk)*512 > budget {
 		chunk /= 2
 	}
-	return MemoryPlan{
+	return Plan{
 		State:       windowState,
 		PebbleCache: max(cache/int64(stores), 1<<20),
 		BatchBytes:  int(min(max(budget/128/int64(stores), 1<<20), 8<<20)),
@@ -58,10 +65,10 @@ func PlanMemory(budget int64, stores int) (MemoryPlan, error) {
 	}, nil
 }
 
-// SetMemoryLimit makes budget the Go runtime's soft memory limit, so that
+// SetLimit makes budget the Go runtime's soft memory limit, so that
 // the garbage collector works harder as the heap nears it instead of
 // letting it grow to GOGC's target, unless GOMEMLIMIT is set.
-func SetMemoryLimit(budget int64) {
+func SetLimit(budget int64) {
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(budget)
 	}
