@@ -78,7 +78,7 @@ func TestExplainState(t *testing.T) {
 		{&state.Error{Kind: state.ErrDiskStalled, Path: "/s/state", Detail: "a commit has not finished in 20s"}, true,
 			"state: the disk holding /s/state is stalled: a commit has not finished in 20s: check the disk; the job stopped at its last checkpoint, nothing is lost"},
 	} {
-		err := explainState(c.err, c.live)
+		err := state.Explain(c.err, c.live)
 		if err.Error() != c.want || !errors.Is(err, state.ErrFailed) {
 			t.Errorf("got %q\nwant %q", err, c.want)
 		}
@@ -86,11 +86,11 @@ func TestExplainState(t *testing.T) {
 	// Stored state that does not decode, found above the store: the same
 	// choices.
 	decoded := fmt.Errorf("state in /s: %w", corruptpkg.Errorf("windows: state of %q: corrupt state", "k"))
-	if got, want := explainState(decoded, true).Error(), `state in /s: windows: state of "k": corrupt state: `+rebuild; got != want {
+	if got, want := state.Explain(decoded, true).Error(), `state in /s: windows: state of "k": corrupt state: `+rebuild; got != want {
 		t.Errorf("got %q\nwant %q", got, want)
 	}
 	other := errors.New("other")
-	if explainState(other, true) != other {
+	if state.Explain(other, true) != other {
 		t.Error("other errors must pass as they are")
 	}
 }

@@ -138,3 +138,24 @@ func (c *heatmapCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 }
+
+// reload makes the collector follow a reload to cfg: the heatmaps named in
+// kept keep their series, the others start theirs afresh (a heatmap whose
+// key, filters, field, window or buckets changed restarts its state).
+func (c *heatmapCollector) reload(cfg *rules.Config, kept map[string]bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := map[string]int{}
+	for i, h := range c.cfg.Heatmaps {
+		old[h.Name] = i
+	}
+	series := make([]map[string]*heatmapSeries, len(cfg.Heatmaps))
+	for j, h := range cfg.Heatmaps {
+		if i, ok := old[h.Name]; ok && kept[h.Name] {
+			series[j] = c.series[i]
+		} else {
+			series[j] = map[string]*heatmapSeries{}
+		}
+	}
+	c.cfg, c.series = cfg, series
+}

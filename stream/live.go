@@ -36,7 +36,7 @@ import (
 // stalled disk, a corrupt file) ends it at once with one error saying what
 // to do. docs/design.md maps its goroutines and the order of its writes.
 func Run(ctx context.Context, opts RunOptions) (err error) {
-	defer func() { err = explainState(err, true) }()
+	defer func() { err = state.Explain(err, true) }()
 	opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
 		return err

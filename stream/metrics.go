@@ -280,3 +280,28 @@ func loopbackOnly(h http.Handler) http.Handler {
 // says whether it is under 20 ms.
 var latencyBuckets = []float64{.001, .002, .003, .005, .0075, .01, .0125, .015, .0175, .02, .025, .03, .04, .05,
 	.075, .1, .15, .2, .3, .5, .75, 1, 2, 5, 10, 30}
+
+// reload makes the metrics follow a reload to cfg, with
+// everything before it counted (update): the engine's stats after the
+// reload, which carry each rule's decisions by name, are the counts the
+// next update goes on from, and the heatmaps that keep their state (kept,
+// rules.Diff.KeptHeatmaps) keep their label sets and series.
+func (m *metrics) reload(cfg *rules.Config, stats engine.Stats, kept map[string]bool) {
+	m.last = stats
+	keys := map[string]*boundedLabels{}
+	for i, h := range m.cfg.Heatmaps {
+		if kept[h.Name] {
+			keys[h.Name] = m.heatmapKeys[i]
+		}
+	}
+	m.heatmapKeys = m.heatmapKeys[:0]
+	for _, h := range cfg.Heatmaps {
+		k := keys[h.Name]
+		if k == nil {
+			k = newBoundedLabels(m.labelLimit)
+		}
+		m.heatmapKeys = append(m.heatmapKeys, k)
+	}
+	m.cfg = cfg
+	m.heatmaps.reload(cfg, kept)
+}

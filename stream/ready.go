@@ -10,6 +10,10 @@ import (
 	"github.com/riskstream/riskstream/kafkaio"
 )
 
+// stallAfter is how long the brokers may leave every fetch of the input,
+// or a write of the outputs, unanswered before /healthz says so.
+const stallAfter = 15 * time.Second
+
 // readiness answers /readyz: 503 until the job has restored its checkpoint,
 // verified the checksums of its state's tables and had a fetch answered by
 // the leader of every input partition it started with, then 200 until the

@@ -7,7 +7,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/riskstream/riskstream/engine"
 	"github.com/riskstream/riskstream/rules"
 )
 
@@ -131,50 +130,4 @@ func logDiff(j *liveJob, msg string, d rules.Diff, args ...any) {
 	}
 	j.log.Log(context.Background(), level, msg, append(args, "kept", names(kept), "restarted", names(restarted),
 		"removed", names(removed), "added", names(added))...)
-}
-
-// reload makes the metrics follow a reload to cfg, with
-// everything before it counted (update): the engine's stats after the
-// reload, which carry each rule's decisions by name, are the counts the
-// next update goes on from, and the heatmaps that keep their state (kept,
-// rules.Diff.KeptHeatmaps) keep their label sets and series.
-func (m *metrics) reload(cfg *rules.Config, stats engine.Stats, kept map[string]bool) {
-	m.last = stats
-	keys := map[string]*boundedLabels{}
-	for i, h := range m.cfg.Heatmaps {
-		if kept[h.Name] {
-			keys[h.Name] = m.heatmapKeys[i]
-		}
-	}
-	m.heatmapKeys = m.heatmapKeys[:0]
-	for _, h := range cfg.Heatmaps {
-		k := keys[h.Name]
-		if k == nil {
-			k = newBoundedLabels(m.labelLimit)
-		}
-		m.heatmapKeys = append(m.heatmapKeys, k)
-	}
-	m.cfg = cfg
-	m.heatmaps.reload(cfg, kept)
-}
-
-// reload makes the collector follow a reload to cfg: the heatmaps named in
-// kept keep their series, the others start theirs afresh (a heatmap whose
-// key, filters, field, window or buckets changed restarts its state).
-func (c *heatmapCollector) reload(cfg *rules.Config, kept map[string]bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	old := map[string]int{}
-	for i, h := range c.cfg.Heatmaps {
-		old[h.Name] = i
-	}
-	series := make([]map[string]*heatmapSeries, len(cfg.Heatmaps))
-	for j, h := range cfg.Heatmaps {
-		if i, ok := old[h.Name]; ok && kept[h.Name] {
-			series[j] = c.series[i]
-		} else {
-			series[j] = map[string]*heatmapSeries{}
-		}
-	}
-	c.cfg, c.series = cfg, series
 }

@@ -158,7 +158,7 @@ func (s *Summary) EventsPerSecond() float64 {
 // Invalid and late records are outputs, not failures: an error means the
 // inputs, the output folder or the state could not be used.
 func Replay(ctx context.Context, opts ReplayOptions) (_ *Summary, err error) {
-	defer func() { err = explainState(err, false) }()
+	defer func() { err = state.Explain(err, false) }()
 	opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
 		return nil, err

@@ -331,10 +331,6 @@ func legacyLiveOffsets(topic string) func([]byte) ([]checkpoint.Offset, error) {
 	}
 }
 
-// stallAfter is how long the brokers may leave every fetch of the input,
-// or a write of the outputs, unanswered before /healthz says so.
-const stallAfter = 15 * time.Second
-
 // stopBound is the longest a stop takes, whatever the brokers do: the
 // wait for unacknowledged outputs (stopOutputGrace), the final checkpoint,
 // and closeGrace for the rest.
