@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/riskstream/riskstream/console"
+	"github.com/riskstream/riskstream/observe"
+	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/watermark"
 	"github.com/riskstream/riskstream/windows"
 )
@@ -23,6 +25,17 @@ const (
 	// ones, then those furthest from zero.
 	consoleSources = 16
 )
+
+// heatmapMetrics exports fired heatmap windows on their way to the sink.
+type heatmapMetrics struct {
+	*sink.Kafka
+	m *observe.Metrics
+}
+
+func (h heatmapMetrics) Heatmap(w *windows.HeatmapWindow) {
+	h.m.ObserveHeatmap(w)
+	h.Kafka.Heatmap(w)
+}
 
 // watchedOutput feeds the console beside the metrics: each fired heatmap
 // window to its rings, each decision to the count of decisions per key,

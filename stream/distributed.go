@@ -20,6 +20,7 @@ import (
 	"github.com/riskstream/riskstream/internal/corrupt"
 	"github.com/riskstream/riskstream/kafkaio"
 	"github.com/riskstream/riskstream/memory"
+	"github.com/riskstream/riskstream/observe"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/prometheus/client_golang/prometheus"
@@ -90,7 +91,7 @@ type distJob struct {
 	client     *kafka.Client
 	topics     kafkaio.InternalTopics
 	inputParts []int32 // the input topic's partitions, for the tasks' valves
-	m          *metrics
+	m          *observe.Metrics
 	dm         *distMetrics
 	out        *sink.Kafka
 	writer     *outputWriter
@@ -220,13 +221,13 @@ func (j *distJob) lockState(context.Context) error {
 // router.
 func (j *distJob) startOutputs(context.Context) error {
 	o := j.opts
-	j.m = newMetrics(o.Registry, o.Config, o.MetricLabelLimit)
+	j.m = observe.NewMetrics(o.Registry, o.Config, o.MetricLabelLimit)
 	j.dm = newDistMetrics(o.Registry)
 	if o.MetricsAddr != "" {
 		// The console shows what this instance holds.
 		j.console = console.NewLive(console.LiveOptions{SkewThreshold: o.Config.Skew.Threshold, Now: o.Now, Health: j.health})
 		j.decisionKeys = console.NewDecisionKeys(consoleKeyLimit)
-		srv, err := j.m.serve(o.MetricsAddr, j.health, j.console.Handler(), o.ConsolePublic)
+		srv, err := j.m.Serve(o.MetricsAddr, j.health, j.console.Handler(), o.ConsolePublic)
 		if err != nil {
 			return err
 		}
@@ -235,7 +236,7 @@ func (j *distJob) startOutputs(context.Context) error {
 	j.out = sink.NewKafka(o.Brokers, o.Outputs, sink.Transport(j.sec.Transport()),
 		sink.MaxMessageBytes(o.MaxMessageBytes), sink.Metrics(o.Registry), sink.Logger(j.log))
 	j.onClose(func() { j.out.Close() })
-	j.writer = newOutputWriter(j.out, j.m.latency, nil, j.log, j.opts.Now)
+	j.writer = newOutputWriter(j.out, j.m.Latency, nil, j.log, j.opts.Now)
 	j.onClose(j.writer.close)
 	// The repartition topic has a writer of its own: its messages, many
 	// more than the outputs, go in large batches, and a write of outputs
@@ -249,7 +250,7 @@ func (j *distJob) startOutputs(context.Context) error {
 	var err error
 	j.router, err = engine.NewRouter(o.Config, o.RepartitionPartitions, func(tr watermark.Transition) {
 		logTransition(j.log, tr)
-		j.m.transitions.WithLabelValues(j.m.sources.value(tr.Source)).Inc()
+		j.m.SourceTransition(tr.Source)
 	})
 	return err
 }
@@ -343,14 +344,14 @@ func (j *distJob) runGeneration(ctx, genCtx context.Context, gen *kafka.Generati
 	readCtx, stopReading := context.WithCancel(genCtx)
 	var reading sync.WaitGroup
 	j.startFetchers(readCtx, &reading)
-	j.m.ready.consuming(fetchSources(j.fetchers)...)
+	j.m.Ready.Consuming(observe.FetchSources(j.fetchers)...)
 	if j.opts.Ready != nil && !j.ready {
 		j.ready = true
 		j.opts.Ready(j.opts.Brokers)
 	}
 	err := j.loop(ctx, genCtx, gen)
 	if ctx.Err() != nil {
-		j.m.ready.stop()
+		j.m.Ready.Stop()
 	}
 	stopReading()
 	reading.Wait()
@@ -893,7 +894,7 @@ func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 	if err := gen.CommitOffsets(offsets); err != nil {
 		j.log.Warn("committing offsets to the group, for lag tools; the checkpoint is not affected", "group", j.opts.Group, "err", err)
 	}
-	j.m.checkpoint.Observe(j.opts.Now().Sub(start).Seconds())
+	j.m.Checkpoint.Observe(j.opts.Now().Sub(start).Seconds())
 	j.publishGauges()
 	if j.console != nil {
 		now := j.opts.Now()
@@ -928,9 +929,9 @@ func (j *distJob) publishGauges() {
 		least = min(least, t.task.Watermark())
 	}
 	if least > watermark.Min && least < watermark.Max {
-		j.m.watermark.Set(float64(least) / 1000)
+		j.m.Watermark.Set(float64(least) / 1000)
 	}
-	j.m.skews(j.router.Sources())
+	j.m.Skews(j.router.Sources())
 	now := j.now()
 	for _, f := range j.fetchers {
 		if f.Topic() != j.opts.Topic {
@@ -938,9 +939,9 @@ func (j *distJob) publishGauges() {
 		}
 		label := strconv.Itoa(f.Partition())
 		if wm := j.router.Watermark(int32(f.Partition())); wm > watermark.Min {
-			j.m.wmLag.WithLabelValues(label).Set(float64(now-wm) / 1000)
+			j.m.WatermarkLag.WithLabelValues(label).Set(float64(now-wm) / 1000)
 		}
-		j.m.consumerLag.WithLabelValues(label).Set(float64(f.Lag()))
+		j.m.ConsumerLag.WithLabelValues(label).Set(float64(f.Lag()))
 	}
 }
 
@@ -1000,10 +1001,10 @@ func (j *distJob) publishRouter() {
 	s := j.router.Stats()
 	p := j.routerStats
 	routed := func(s engine.RouterStats) int64 { return s.Records - s.Invalid - s.Unmatched - s.Late }
-	j.m.events.WithLabelValues("ok").Add(float64(routed(s) - routed(p)))
-	j.m.events.WithLabelValues("invalid").Add(float64(s.Invalid - p.Invalid))
-	j.m.events.WithLabelValues("unmatched").Add(float64(s.Unmatched - p.Unmatched))
-	j.m.events.WithLabelValues("late").Add(float64(s.Late - p.Late))
+	j.m.Events.WithLabelValues("ok").Add(float64(routed(s) - routed(p)))
+	j.m.Events.WithLabelValues("invalid").Add(float64(s.Invalid - p.Invalid))
+	j.m.Events.WithLabelValues("unmatched").Add(float64(s.Unmatched - p.Unmatched))
+	j.m.Events.WithLabelValues("late").Add(float64(s.Late - p.Late))
 	j.dm.routed.Add(float64(s.Records - p.Records))
 	j.dm.split.Add(float64(s.Split - p.Split))
 	j.routerStats = s
@@ -1016,9 +1017,9 @@ func (j *distJob) publishTask(t *ownedTask) {
 	if p.Decisions == nil {
 		p.Decisions = make([]int64, len(s.Decisions))
 	}
-	j.m.events.WithLabelValues("late_in_state").Add(float64(s.Late - p.Late))
+	j.m.Events.WithLabelValues("late_in_state").Add(float64(s.Late - p.Late))
 	for i, r := range j.opts.Config.Rules {
-		j.m.addDecisions(&r, s.Decisions[i]-p.Decisions[i])
+		j.m.AddDecisions(&r, s.Decisions[i]-p.Decisions[i])
 	}
 	t.published = s
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/riskstream/riskstream/gen"
 	"github.com/riskstream/riskstream/internal/kafkatest"
 	"github.com/riskstream/riskstream/internal/testbroker"
+	"github.com/riskstream/riskstream/observe"
 	"github.com/riskstream/riskstream/produce"
 	"github.com/segmentio/kafka-go"
 )
@@ -171,7 +172,7 @@ func TestFaultBrokerHang(t *testing.T) {
 			t.Logf("/healthz turned 503 %s after the broker hung: %s", time.Since(stopped).Round(time.Millisecond), body)
 			break
 		}
-		if time.Since(stopped) > stallAfter+5*time.Second {
+		if time.Since(stopped) > observe.StallAfter+5*time.Second {
 			t.Fatalf("/healthz still answers %d %s %s after the broker hung", resp.StatusCode, body, time.Since(stopped))
 		}
 		time.Sleep(100 * time.Millisecond)

@@ -10,17 +10,6 @@ import (
 	"github.com/segmentio/kafka-go"
 )
 
-func TestBoundedLabels(t *testing.T) {
-	b := newBoundedLabels(2)
-	for _, c := range []struct{ in, want string }{
-		{"a", "a"}, {"other", "other"}, {"b", "b"}, {"c", "other"}, {"a", "a"}, {"b", "b"}, {"d", "other"},
-	} {
-		if got := b.value(c.in); got != c.want {
-			t.Errorf("value(%q) = %q, want %q", c.in, got, c.want)
-		}
-	}
-}
-
 // TestMetricLabelsBounded: 3,000 events from 30 sources, each with an api
 // of its own (the heatmap's key), add at most the label limit of series
 // per metric, plus "other", which still counts every event.

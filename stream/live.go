@@ -19,6 +19,7 @@ import (
 	"github.com/riskstream/riskstream/kafkaconn"
 	"github.com/riskstream/riskstream/kafkaio"
 	"github.com/riskstream/riskstream/memory"
+	"github.com/riskstream/riskstream/observe"
 	"github.com/riskstream/riskstream/order"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/sink"
@@ -75,7 +76,7 @@ type liveJob struct {
 	mem     memory.Plan
 	db      *state.DB
 	brokers []string
-	m       *metrics
+	m       *observe.Metrics
 	out     *sink.Kafka
 	writer  *outputWriter
 	e       *engine.Sharded
@@ -266,8 +267,8 @@ func (j *liveJob) startBroker(context.Context) error {
 // startOutputs serves the metrics and builds the sink and the engine.
 func (j *liveJob) startOutputs(context.Context) error {
 	o := j.opts
-	j.m = newMetrics(o.Registry, o.Config, o.MetricLabelLimit)
-	registerStateMetrics(o.Registry, j.db)
+	j.m = observe.NewMetrics(o.Registry, o.Config, o.MetricLabelLimit)
+	observe.RegisterStateMetrics(o.Registry, j.db)
 	if o.Config.File != "" && (o.WatchRules || o.ReloadRules != nil) {
 		j.watch = newRulesWatch(o.Config)
 	}
@@ -275,7 +276,7 @@ func (j *liveJob) startOutputs(context.Context) error {
 		// The console is fed only where a page can show it.
 		j.console = console.NewLive(console.LiveOptions{SkewThreshold: o.Config.Skew.Threshold, Now: o.Now, Health: j.health})
 		j.decisionKeys = console.NewDecisionKeys(consoleKeyLimit)
-		srv, err := j.m.serve(o.MetricsAddr, j.health, j.console.Handler(), o.ConsolePublic)
+		srv, err := j.m.Serve(o.MetricsAddr, j.health, j.console.Handler(), o.ConsolePublic)
 		if err != nil {
 			return err
 		}
@@ -306,7 +307,7 @@ func (j *liveJob) startOutputs(context.Context) error {
 		Checkpoints: true, Parallel: inParallel,
 		OnSkewTransition: func(tr watermark.Transition) {
 			logTransition(j.log, tr)
-			j.m.transitions.WithLabelValues(j.m.sources.value(tr.Source)).Inc()
+			j.m.SourceTransition(tr.Source)
 		},
 	}, backends)
 	if err != nil {
@@ -387,7 +388,7 @@ func (j *liveJob) health() error {
 	if err := j.db.Health(); err != nil {
 		return err
 	}
-	return j.m.ready.stalled(j.opts.Now())
+	return j.m.Ready.Stalled(j.opts.Now())
 }
 
 // verifyState checks the checksums of every table of the state on a
@@ -404,15 +405,15 @@ func (j *liveJob) verifyState(context.Context) error {
 	start := j.opts.Now()
 	ctx, cancel := context.WithCancel(context.Background())
 	var verifying sync.WaitGroup
-	j.m.ready.verifying()
+	j.m.Ready.Verifying()
 	verifying.Go(func() {
 		err := j.db.Verify(ctx, func(n, tables int) {
 			checked.Inc()
-			j.m.ready.verified(n, tables)
+			j.m.Ready.Verified(n, tables)
 		})
 		switch {
 		case err == nil:
-			j.m.ready.verified(0, 0)
+			j.m.Ready.Verified(0, 0)
 			verified.Set(1)
 			j.log.Info("verified the checksums of the state's tables", "took", j.opts.Now().Sub(start).Round(time.Millisecond))
 		case ctx.Err() == nil && !errors.Is(err, state.ErrFailed):
@@ -503,21 +504,21 @@ func (j *liveJob) startFetching(ctx context.Context) error {
 	j.onClose(j.reading.Wait)
 	j.onClose(j.stopReading)
 	j.addFetchers(partitions)
-	j.m.ready.consuming(fetchSources(j.fetchers)...)
+	j.m.Ready.Consuming(observe.FetchSources(j.fetchers)...)
 	if j.opts.Ready != nil {
 		j.opts.Ready(j.brokers)
 	}
 	args := []any{"topic", j.opts.Topic, "partitions", len(partitions), "brokers", j.brokers, "partition_wait", j.opts.PartitionWait}
-	if j.m.url != "" {
-		args = append(args, "console", j.m.url+"/", "metrics", j.m.url+"/metrics")
+	if j.m.URL != "" {
+		args = append(args, "console", j.m.URL+"/", "metrics", j.m.URL+"/metrics")
 	}
 	j.log.Info("consuming", args...)
 
 	// Outputs are written by their own goroutine, in order, while the loop
 	// goes on: a decision leaves as soon as it exists, and what is made
 	// while a write is in flight goes out together in the next one.
-	j.writer = newOutputWriter(j.out, j.m.latency, &j.m.ready.writing, j.log, j.opts.Now)
-	j.writer.jobLatency, j.writer.observeJob = j.m.jobLatency, j.opts.jobLatency
+	j.writer = newOutputWriter(j.out, j.m.Latency, &j.m.Ready.Writing, j.log, j.opts.Now)
+	j.writer.jobLatency, j.writer.observeJob = j.m.JobLatency, j.opts.jobLatency
 	j.onClose(j.writer.close)
 	// A stop waits for the outputs a while, then gives up on them: the job
 	// ends with an error and no checkpoint covers them, so the next run
@@ -543,7 +544,7 @@ func messageOffset(m *kafka.Message) int64 { return m.Offset }
 // records across partitions may then depend on when they arrived. It logs
 // at most every 10 s, with the count since.
 func (j *liveJob) waitTimedOut(p int32, waited int64) {
-	j.m.waitTimeouts.Inc()
+	j.m.WaitTimeouts.Inc()
 	j.waitTimeouts++
 	// Routine at low rates, where partitions fall silent in turn: the
 	// first is explained at INFO, then a count at most every 10 minutes;
@@ -581,7 +582,7 @@ func (j *liveJob) addFetchers(partitions []int) {
 		}
 		f := kafkaio.NewFetcher(j.brokers, j.sec.Dialer(), j.opts.Topic, p, start, -1, j.fetched, j.log, j.opts.Now)
 		j.fetchers = append(j.fetchers, f)
-		j.m.ready.track(f)
+		j.m.Ready.Track(f)
 		j.reading.Go(func() { f.Run(j.readCtx) })
 	}
 }
@@ -791,7 +792,7 @@ func (j *liveJob) discover(ctx context.Context, found chan<- []int) {
 // clean stop loses and repeats nothing. What the merge still holds back is
 // fetched again by the next run.
 func (j *liveJob) stop() error {
-	j.m.ready.stop()
+	j.m.Ready.Stop()
 	j.stopReading()
 	// process takes in what the fetchers had sent.
 	if held, _ := j.member.Held(); held {
@@ -859,8 +860,8 @@ func (j *liveJob) checkpoint(durable bool) error {
 			j.checkpointed(start)
 		})
 	}
-	j.m.update(j.e, j.db)
-	j.m.lags(j.e, j.fetchers, j.now())
+	j.m.Update(j.e, j.db)
+	j.m.Lags(j.e, j.fetchers, j.now())
 	if now := j.opts.Now(); j.console != nil && now.Sub(j.lastSample) >= consoleSampleEvery {
 		j.lastSample = now
 		j.console.Add(j.sample(now.UnixMilli()))
@@ -870,8 +871,8 @@ func (j *liveJob) checkpoint(durable bool) error {
 
 // checkpointed notes that the checkpoint begun at start is durable.
 func (j *liveJob) checkpointed(start time.Time) {
-	j.m.checkpoint.Observe(j.opts.Now().Sub(start).Seconds())
-	j.m.lastCheckpoint.Set(float64(j.opts.Now().UnixMilli()) / 1000)
+	j.m.Checkpoint.Observe(j.opts.Now().Sub(start).Seconds())
+	j.m.LastCheckpoint.Set(float64(j.opts.Now().UnixMilli()) / 1000)
 	if j.console != nil {
 		j.console.Checkpointed(j.opts.Now())
 	}

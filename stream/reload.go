@@ -65,7 +65,7 @@ func (j *liveJob) reloadRules(why string, force bool) error {
 	data, fi, err := w.read()
 	if err != nil {
 		j.log.Warn("rules file unreadable: the rules stay as they are", "file", w.path, "err", err)
-		j.m.reloads.WithLabelValues("refused").Inc()
+		j.m.Reloads.WithLabelValues("refused").Inc()
 		return nil
 	}
 	w.modTime, w.size = fi.ModTime(), fi.Size()
@@ -82,7 +82,7 @@ func (j *liveJob) reloadRules(why string, force bool) error {
 		if err := j.process(); err != nil {
 			return err
 		}
-		j.m.update(j.e, j.db) // counted under the rules they came under
+		j.m.Update(j.e, j.db) // counted under the rules they came under
 		start = j.opts.Now()
 		// The engine refuses what a reload cannot change (rules.CheckReload)
 		// before it changes anything, and writes nothing.
@@ -90,20 +90,20 @@ func (j *liveJob) reloadRules(why string, force bool) error {
 	}
 	if err != nil {
 		j.log.Warn("rules file refused: the rules stay as they are", "file", w.path, "why", why, "err", err)
-		j.m.reloads.WithLabelValues("refused").Inc()
+		j.m.Reloads.WithLabelValues("refused").Inc()
 		return nil
 	}
 	for _, warning := range cfg.Warnings {
 		j.log.Warn("rules: " + warning.String())
 	}
 	j.dec, j.batch = j.e.NewDecoder(), j.e.NewBatch()
-	j.m.reload(cfg, j.e.Stats(), diff.KeptHeatmaps())
+	j.m.Reload(cfg, j.e.Stats(), diff.KeptHeatmaps())
 	if j.console != nil {
 		j.console.Reload(diff)
 	}
 	j.opts.Config = cfg
 	took := j.opts.Now().Sub(start)
-	j.m.reloads.WithLabelValues("applied").Inc()
+	j.m.Reloads.WithLabelValues("applied").Inc()
 	// Durable before the next record, and before it is logged: a restart,
 	// even after a SIGKILL, resumes with the new rules and their state,
 	// which whoever reads the log can count on.

@@ -19,6 +19,7 @@ import (
 	"github.com/riskstream/riskstream/kafkaconn"
 	"github.com/riskstream/riskstream/kafkaio"
 	"github.com/riskstream/riskstream/memory"
+	"github.com/riskstream/riskstream/observe"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/state"
@@ -165,8 +166,8 @@ func Replay(ctx context.Context, opts ReplayOptions) (_ *Summary, err error) {
 	}
 	start := opts.Now()
 	// Every log record of the run clears the progress line first.
-	prog := newProgress(opts.Progress, opts.Now)
-	opts.Logger = prog.logger(opts.Logger)
+	prog := observe.NewProgress(opts.Progress, opts.Now)
+	opts.Logger = prog.Logger(opts.Logger)
 
 	stateDir := opts.StateDir
 	if stateDir == "" {
@@ -304,7 +305,7 @@ func Replay(ctx context.Context, opts ReplayOptions) (_ *Summary, err error) {
 		case freeBatches <- b:
 		default:
 		}
-		prog.update(e)
+		prog.Update(e)
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -317,7 +318,7 @@ func Replay(ctx context.Context, opts ReplayOptions) (_ *Summary, err error) {
 	if err := e.Finish(); err != nil {
 		return nil, err
 	}
-	prog.done(e)
+	prog.Done(e)
 	for _, db := range dbs {
 		if err := db.Commit(false); err != nil {
 			return nil, err

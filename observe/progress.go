@@ -1,4 +1,4 @@
-package stream
+package observe
 
 import (
 	"context"
@@ -11,10 +11,10 @@ import (
 	"github.com/riskstream/riskstream/engine"
 )
 
-// progress prints a one-line status at most twice a second, overwriting
+// Progress prints a one-line status at most twice a second, overwriting
 // itself on a terminal. Log records go through its logger, which clears the
 // line first, so that a record never lands on it.
-type progress struct {
+type Progress struct {
 	w     io.Writer
 	now   func() time.Time
 	start time.Time
@@ -26,12 +26,12 @@ type progress struct {
 	shown bool
 }
 
-func newProgress(w io.Writer, now func() time.Time) *progress {
+func NewProgress(w io.Writer, now func() time.Time) *Progress {
 	t := now()
-	return &progress{w: w, now: now, start: t, last: t}
+	return &Progress{w: w, now: now, start: t, last: t}
 }
 
-func (p *progress) update(e statser) {
+func (p *Progress) Update(e statser) {
 	if p.w == nil {
 		return
 	}
@@ -41,7 +41,7 @@ func (p *progress) update(e statser) {
 	}
 }
 
-func (p *progress) done(e statser) {
+func (p *Progress) Done(e statser) {
 	if p.w == nil {
 		return
 	}
@@ -55,7 +55,7 @@ func (p *progress) done(e statser) {
 // statser is the engine as progress sees it.
 type statser interface{ Stats() engine.Stats }
 
-func (p *progress) print(e statser, t time.Time) {
+func (p *Progress) print(e statser, t time.Time) {
 	s := e.Stats()
 	var decisions int64
 	for _, n := range s.Decisions {
@@ -69,10 +69,10 @@ func (p *progress) print(e statser, t time.Time) {
 	p.shown = true
 }
 
-// logger returns l writing through p: each record first clears the progress
+// Logger returns l writing through p: each record first clears the progress
 // line, and the next update draws it again below the record. Without a
 // progress line it returns l.
-func (p *progress) logger(l *slog.Logger) *slog.Logger {
+func (p *Progress) Logger(l *slog.Logger) *slog.Logger {
 	if p.w == nil {
 		return l
 	}
@@ -82,7 +82,7 @@ func (p *progress) logger(l *slog.Logger) *slog.Logger {
 // clearingHandler clears the progress line before each record it passes on.
 type clearingHandler struct {
 	slog.Handler
-	p *progress
+	p *Progress
 }
 
 // Handle clears the progress line, then writes r.

@@ -1,4 +1,4 @@
-package stream
+package observe
 
 import (
 	"net/http"
@@ -7,10 +7,10 @@ import (
 	"github.com/riskstream/riskstream/state"
 )
 
-// healthz serves /healthz: 200 "ok" while health returns nil, else 503
+// Healthz serves /healthz: 200 "ok" while health returns nil, else 503
 // with what is wrong (a state write failing, a commit in flight too long,
 // a slow disk, the state store's failure).
-func healthz(health func() error) http.HandlerFunc {
+func Healthz(health func() error) http.HandlerFunc {
 	return func(w http.ResponseWriter, _ *http.Request) {
 		if err := health(); err != nil {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -22,9 +22,9 @@ func healthz(health func() error) http.HandlerFunc {
 	}
 }
 
-// registerStateMetrics exports the state store's failed writes, read at
+// RegisterStateMetrics exports the state store's failed writes, read at
 // each scrape, so that they show while the job's loop waits on the store.
-func registerStateMetrics(reg prometheus.Registerer, db *state.DB) {
+func RegisterStateMetrics(reg prometheus.Registerer, db *state.DB) {
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "riskstream_state_write_errors_total",
 		Help: "Writes of the state store that failed: flushes and compactions Pebble retried, commits."},
 		func() float64 { return float64(db.WriteErrors()) }))

@@ -1,4 +1,4 @@
-package stream
+package observe
 
 import (
 	"fmt"
@@ -12,67 +12,66 @@ import (
 	"github.com/riskstream/riskstream/engine"
 	"github.com/riskstream/riskstream/kafkaio"
 	"github.com/riskstream/riskstream/rules"
-	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/state"
 	"github.com/riskstream/riskstream/watermark"
 	"github.com/riskstream/riskstream/windows"
 )
 
-// metrics are the job's Prometheus metrics (docs/metrics.md), registered on
+// Metrics are the job's Prometheus metrics (docs/metrics.md), registered on
 // an injected registry, never the global one.
-type metrics struct {
+type Metrics struct {
 	reg       *prometheus.Registry
-	events    *prometheus.CounterVec
+	Events    *prometheus.CounterVec
 	decisions *prometheus.CounterVec
 	// labelLimit bounds the label values of each label taken from the
 	// input (RunOptions.MetricLabelLimit).
 	labelLimit int
 	// shadowDecisions counts the decisions of rules in mode shadow.
 	shadowDecisions *prometheus.CounterVec
-	// reloads counts the rules file's reloads by result.
-	reloads     *prometheus.CounterVec
-	watermark   prometheus.Gauge
+	// Reloads counts the rules file's reloads by result.
+	Reloads     *prometheus.CounterVec
+	Watermark   prometheus.Gauge
 	skew        *prometheus.GaugeVec
 	degraded    *prometheus.GaugeVec
 	transitions *prometheus.CounterVec
 	forgotten   prometheus.Counter
-	checkpoint  prometheus.Histogram
-	// lastCheckpoint is when the last checkpoint became durable, for its
+	Checkpoint  prometheus.Histogram
+	// LastCheckpoint is when the last checkpoint became durable, for its
 	// age (time() - it).
-	lastCheckpoint prometheus.Gauge
+	LastCheckpoint prometheus.Gauge
 	stateBytes     prometheus.Gauge
-	latency        prometheus.Histogram
-	// jobLatency is the job's own share of latency: from the fetch that
+	Latency        prometheus.Histogram
+	// JobLatency is the job's own share of latency: from the fetch that
 	// carried the event.
-	jobLatency  prometheus.Histogram
-	heatmaps    *heatmapCollector
-	wmLag       *prometheus.GaugeVec
-	consumerLag *prometheus.GaugeVec
-	// waitTimeouts counts merge waits for a partition that ran out.
-	waitTimeouts prometheus.Counter
+	JobLatency   prometheus.Histogram
+	heatmaps     *heatmapCollector
+	WatermarkLag *prometheus.GaugeVec
+	ConsumerLag  *prometheus.GaugeVec
+	// WaitTimeouts counts merge waits for a partition that ran out.
+	WaitTimeouts prometheus.Counter
 	last         engine.Stats
 	cfg          *rules.Config
 	// sources and heatmapKeys (one per heatmap) bound the label values
 	// taken from the input.
 	sources     *boundedLabels
 	heatmapKeys []*boundedLabels
-	// ready answers /readyz.
-	ready readiness
-	// url is where serve serves, for the start's log ("" when it does
+	// Ready answers /readyz.
+	Ready Readiness
+	// URL is where serve serves, for the start's log ("" when it does
 	// not).
-	url string
+	URL string
 }
 
-func newMetrics(reg *prometheus.Registry, cfg *rules.Config, labelLimit int) *metrics {
-	m := &metrics{
+func NewMetrics(reg *prometheus.Registry, cfg *rules.Config, labelLimit int) *Metrics {
+	m := &Metrics{
 		reg: reg, cfg: cfg, sources: newBoundedLabels(labelLimit), labelLimit: labelLimit,
-		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "riskstream_events_total",
+		Events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "riskstream_events_total",
 			Help: "Input records by result: ok, late, invalid, unmatched, duplicate."}, []string{"result"}),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "riskstream_decisions_total",
 			Help: "Decisions by rule and action, of the rules that enforce (not in mode shadow)."}, []string{"rule", "action"}),
 		shadowDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "riskstream_shadow_decisions_total",
 			Help: "Decisions of the rules in mode shadow, by rule and action: what they would have done."}, []string{"rule", "action"}),
-		watermark: prometheus.NewGauge(prometheus.GaugeOpts{Name: "riskstream_watermark_seconds",
+		Watermark: prometheus.NewGauge(prometheus.GaugeOpts{Name: "riskstream_watermark_seconds",
 			Help: "The job's event-time watermark, Unix seconds."}),
 		skew: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "riskstream_source_skew_seconds",
 			Help: "Estimated clock skew (ts - reference) per source, as last judged: a source warming up (at start, after a silence) keeps its last judged estimate."}, []string{"source"}),
@@ -82,43 +81,43 @@ func newMetrics(reg *prometheus.Registry, cfg *rules.Config, labelLimit int) *me
 			Help: "Degrade and recover transitions per source."}, []string{"source"}),
 		forgotten: prometheus.NewCounter(prometheus.CounterOpts{Name: "riskstream_skew_sources_forgotten_total",
 			Help: "Sources the skew tracker forgot, the least recently seen, to stay within skew.max_sources."}),
-		lastCheckpoint: prometheus.NewGauge(prometheus.GaugeOpts{Name: "riskstream_last_checkpoint_timestamp_seconds",
+		LastCheckpoint: prometheus.NewGauge(prometheus.GaugeOpts{Name: "riskstream_last_checkpoint_timestamp_seconds",
 			Help: "When the last checkpoint became durable (Unix seconds): time() minus it is the checkpoint's age, which grows while the job is stuck."}),
-		checkpoint: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "riskstream_checkpoint_duration_seconds",
+		Checkpoint: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "riskstream_checkpoint_duration_seconds",
 			Help: "Time to flush outputs and write a checkpoint, until it is durable.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
 		stateBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "riskstream_state_bytes",
 			Help: "Size of the state store on disk."}),
-		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "riskstream_event_decision_latency_seconds",
+		Latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "riskstream_event_decision_latency_seconds",
 			Help:    "From an event's Kafka record timestamp to the acknowledgement of its decision; a record replayed with an old timestamp counts its age.",
 			Buckets: latencyBuckets}),
-		jobLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "riskstream_decision_job_latency_seconds",
+		JobLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "riskstream_decision_job_latency_seconds",
 			Help:    "From the arrival of the fetch that carried an event to the acknowledgement of its decision: the job's own share of riskstream_event_decision_latency_seconds.",
 			Buckets: latencyBuckets}),
 	}
 	m.heatmaps = newHeatmapCollector(cfg)
-	m.wmLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "riskstream_watermark_lag_seconds",
+	m.WatermarkLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "riskstream_watermark_lag_seconds",
 		Help: "Wall clock minus the partition's watermark; it grows while the partition is silent."}, []string{"partition"})
-	m.waitTimeouts = prometheus.NewCounter(prometheus.CounterOpts{Name: "riskstream_partition_wait_timeouts_total",
+	m.WaitTimeouts = prometheus.NewCounter(prometheus.CounterOpts{Name: "riskstream_partition_wait_timeouts_total",
 		Help: "Times the job went on without an input partition that had nothing to read, after waiting for it: only then can the order of records across partitions depend on timing."})
-	m.consumerLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "riskstream_consumer_lag",
+	m.ConsumerLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "riskstream_consumer_lag",
 		Help: "Records of the partition not yet consumed."}, []string{"partition"})
-	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "riskstream_rules_reloads_total",
+	m.Reloads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "riskstream_rules_reloads_total",
 		Help: "Reloads of the rules file, by result: applied, or refused (a file with problems, or a change that needs a restart)."}, []string{"result"})
 	for _, r := range []string{"applied", "refused"} {
-		m.reloads.WithLabelValues(r)
+		m.Reloads.WithLabelValues(r)
 	}
 	for range cfg.Heatmaps {
 		m.heatmapKeys = append(m.heatmapKeys, newBoundedLabels(labelLimit))
 	}
-	reg.MustRegister(m.heatmaps, m.wmLag, m.consumerLag, m.waitTimeouts, m.reloads)
-	reg.MustRegister(m.events, m.decisions, m.shadowDecisions, m.watermark, m.skew, m.degraded, m.transitions, m.forgotten, m.checkpoint, m.lastCheckpoint, m.stateBytes, m.latency, m.jobLatency)
+	reg.MustRegister(m.heatmaps, m.WatermarkLag, m.ConsumerLag, m.WaitTimeouts, m.Reloads)
+	reg.MustRegister(m.Events, m.decisions, m.shadowDecisions, m.Watermark, m.skew, m.degraded, m.transitions, m.forgotten, m.Checkpoint, m.LastCheckpoint, m.stateBytes, m.Latency, m.JobLatency)
 	registerBuildMetrics(reg)
 	return m
 }
 
-// addDecisions counts n more decisions of r: a shadow rule's apart, so
+// AddDecisions counts n more decisions of r: a shadow rule's apart, so
 // that what is counted by action is what was enforced.
-func (m *metrics) addDecisions(r *rules.Rule, n int64) {
+func (m *Metrics) AddDecisions(r *rules.Rule, n int64) {
 	if r.Mode == rules.Shadow {
 		m.shadowDecisions.WithLabelValues(r.Name, r.Action).Add(float64(n))
 		return
@@ -126,33 +125,33 @@ func (m *metrics) addDecisions(r *rules.Rule, n int64) {
 	m.decisions.WithLabelValues(r.Name, r.Action).Add(float64(n))
 }
 
-// update refreshes the metrics derived from the engine's counters; it runs
+// Update refreshes the metrics derived from the engine's counters; it runs
 // at each checkpoint, not per event.
-func (m *metrics) update(e *engine.Sharded, db *state.DB) {
+func (m *Metrics) Update(e *engine.Sharded, db *state.DB) {
 	s := e.Stats()
-	m.events.WithLabelValues("ok").Add(float64(s.Accepted - m.last.Accepted))
-	m.events.WithLabelValues("late").Add(float64(s.Late - m.last.Late))
-	m.events.WithLabelValues("invalid").Add(float64(s.Invalid - m.last.Invalid))
-	m.events.WithLabelValues("unmatched").Add(float64(s.Unmatched - m.last.Unmatched))
-	m.events.WithLabelValues("duplicate").Add(float64(s.Duplicates - m.last.Duplicates))
+	m.Events.WithLabelValues("ok").Add(float64(s.Accepted - m.last.Accepted))
+	m.Events.WithLabelValues("late").Add(float64(s.Late - m.last.Late))
+	m.Events.WithLabelValues("invalid").Add(float64(s.Invalid - m.last.Invalid))
+	m.Events.WithLabelValues("unmatched").Add(float64(s.Unmatched - m.last.Unmatched))
+	m.Events.WithLabelValues("duplicate").Add(float64(s.Duplicates - m.last.Duplicates))
 	m.forgotten.Add(float64(s.SourcesForgotten - m.last.SourcesForgotten))
 	for i, r := range m.cfg.Rules {
 		prev := int64(0)
 		if i < len(m.last.Decisions) {
 			prev = m.last.Decisions[i]
 		}
-		m.addDecisions(&r, s.Decisions[i]-prev)
+		m.AddDecisions(&r, s.Decisions[i]-prev)
 	}
 	m.last = s
 	if wm := e.Watermark(); wm > watermark.Min && wm < watermark.Max {
-		m.watermark.Set(float64(wm) / 1000)
+		m.Watermark.Set(float64(wm) / 1000)
 	}
-	m.skews(e.Sources())
+	m.Skews(e.Sources())
 	m.stateBytes.Set(float64(db.DiskBytes()))
 }
 
-// skews sets the skew and degraded gauges of sources.
-func (m *metrics) skews(sources []watermark.SourceSkew) {
+// Skews sets the skew and degraded gauges of sources.
+func (m *Metrics) Skews(sources []watermark.SourceSkew) {
 	// Sources past the label limit share "other": the skew furthest from
 	// zero among them, and degraded while any of them is. A skew is
 	// exported once judged: during a warm-up the estimate stands on a few
@@ -189,41 +188,40 @@ func boolGauge(b bool) float64 {
 	return 0
 }
 
-// lags refreshes the per-partition watermark and consumer lags.
-func (m *metrics) lags(e *engine.Sharded, fetchers []*kafkaio.Fetcher, now int64) {
+// Lags refreshes the per-partition watermark and consumer lags.
+func (m *Metrics) Lags(e *engine.Sharded, fetchers []*kafkaio.Fetcher, now int64) {
 	for _, f := range fetchers {
 		label := strconv.Itoa(f.Partition())
 		if wm := e.PartitionWatermark(int32(f.Partition())); wm > watermark.Min {
-			m.wmLag.WithLabelValues(label).Set(float64(now-wm) / 1000)
+			m.WatermarkLag.WithLabelValues(label).Set(float64(now-wm) / 1000)
 		}
-		m.consumerLag.WithLabelValues(label).Set(float64(f.Lag()))
+		m.ConsumerLag.WithLabelValues(label).Set(float64(f.Lag()))
 	}
 }
 
-// heatmapMetrics exports fired heatmap windows (heatmapCollector) on
-// their way to the sink.
-type heatmapMetrics struct {
-	*sink.Kafka
-	m *metrics
+// SourceTransition counts a skew transition of source (degraded or
+// recovered).
+func (m *Metrics) SourceTransition(source string) {
+	m.transitions.WithLabelValues(m.sources.value(source)).Inc()
 }
 
-func (h heatmapMetrics) Heatmap(w *windows.HeatmapWindow) {
-	h.m.heatmaps.observe(w, h.m.heatmapKeys[w.HeatmapIndex].value(heatmapKeyLabel(w.Key)))
-	h.Kafka.Heatmap(w)
+// ObserveHeatmap exports a fired heatmap window (heatmapCollector).
+func (m *Metrics) ObserveHeatmap(w *windows.HeatmapWindow) {
+	m.heatmaps.observe(w, m.heatmapKeys[w.HeatmapIndex].value(heatmapKeyLabel(w.Key)))
 }
 
-// serve serves /metrics, /healthz, which reports health, /readyz and,
+// Serve serves /metrics, /healthz, which reports health, /readyz and,
 // when there is one, the console at / (docs/console.md), to clients on
 // loopback only unless consolePublic: it shows keys, such as user ids.
-func (m *metrics) serve(addr string, health func() error, console http.Handler, consolePublic bool) (*http.Server, error) {
+func (m *Metrics) Serve(addr string, health func() error, console http.Handler, consolePublic bool) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/readyz", &m.ready)
+	mux.Handle("/readyz", &m.Ready)
 	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
-	mux.Handle("/healthz", healthz(health))
+	mux.Handle("/healthz", Healthz(health))
 	if console != nil {
 		if !consolePublic {
 			console = loopbackOnly(console)
@@ -231,7 +229,7 @@ func (m *metrics) serve(addr string, health func() error, console http.Handler, 
 		mux.Handle("/", console)
 	}
 	srv := &http.Server{Handler: readOnly(mux), ReadHeaderTimeout: 5 * time.Second}
-	m.url = baseURL(ln.Addr())
+	m.URL = baseURL(ln.Addr())
 	go srv.Serve(ln)
 	return srv, nil
 }
@@ -281,12 +279,12 @@ func loopbackOnly(h http.Handler) http.Handler {
 var latencyBuckets = []float64{.001, .002, .003, .005, .0075, .01, .0125, .015, .0175, .02, .025, .03, .04, .05,
 	.075, .1, .15, .2, .3, .5, .75, 1, 2, 5, 10, 30}
 
-// reload makes the metrics follow a reload to cfg, with
-// everything before it counted (update): the engine's stats after the
+// Reload makes the metrics follow a reload to cfg, with
+// everything before it counted (Update): the engine's stats after the
 // reload, which carry each rule's decisions by name, are the counts the
 // next update goes on from, and the heatmaps that keep their state (kept,
 // rules.Diff.KeptHeatmaps) keep their label sets and series.
-func (m *metrics) reload(cfg *rules.Config, stats engine.Stats, kept map[string]bool) {
+func (m *Metrics) Reload(cfg *rules.Config, stats engine.Stats, kept map[string]bool) {
 	m.last = stats
 	keys := map[string]*boundedLabels{}
 	for i, h := range m.cfg.Heatmaps {

@@ -1,4 +1,4 @@
-package stream
+package observe
 
 import (
 	"fmt"
@@ -10,20 +10,20 @@ import (
 	"github.com/riskstream/riskstream/kafkaio"
 )
 
-// stallAfter is how long the brokers may leave every fetch of the input,
+// StallAfter is how long the brokers may leave every fetch of the input,
 // or a write of the outputs, unanswered before /healthz says so.
-const stallAfter = 15 * time.Second
+const StallAfter = 15 * time.Second
 
-// readiness answers /readyz: 503 until the job has restored its checkpoint,
+// Readiness answers /readyz: 503 until the job has restored its checkpoint,
 // verified the checksums of its state's tables and had a fetch answered by
 // the leader of every input partition it started with, then 200 until the
 // job stops. Once ready it stays so through
 // broker outages (the job retries them; /metrics tells them apart) and
 // partitions added later: a readiness probe gates a rollout, and a job that
 // ran is past what it checks. The zero value is not ready.
-type readiness struct {
+type Readiness struct {
 	mu       sync.Mutex
-	fetchers []fetchSource
+	fetchers []FetchSource
 	started  bool // consuming was called
 	ready    bool
 	stopping bool
@@ -32,88 +32,88 @@ type readiness struct {
 	verify          bool
 	checked, tables int
 	// all are the fetchers of every input partition, for stalled.
-	all []fetchSource
-	// writing is when the output write in flight started, in Unix
+	all []FetchSource
+	// Writing is when the output write in flight started, in Unix
 	// nanoseconds; 0 when none is.
-	writing atomic.Int64
+	Writing atomic.Int64
 }
 
-// fetchSource is an input partition's fetch as readiness sees it
+// FetchSource is an input partition's fetch as readiness sees it
 // (Fetcher).
-type fetchSource interface {
+type FetchSource interface {
 	Topic() string
 	Partition() int
 	Answered() bool
 	LastAnswer() time.Time
 }
 
-// fetchSources returns fs as the readiness sees them.
-func fetchSources(fs []*kafkaio.Fetcher) []fetchSource {
-	srcs := make([]fetchSource, len(fs))
+// FetchSources returns fs as the readiness sees them.
+func FetchSources(fs []*kafkaio.Fetcher) []FetchSource {
+	srcs := make([]FetchSource, len(fs))
 	for i, f := range fs {
 		srcs[i] = f
 	}
 	return srcs
 }
 
-// track adds fetchers to those stalled looks at.
-func (r *readiness) track(fetchers ...fetchSource) {
+// Track adds fetchers to those stalled looks at.
+func (r *Readiness) Track(fetchers ...FetchSource) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.all = append(r.all, fetchers...)
 }
 
-// stalled returns, at now, why the brokers look stalled, for /healthz: an
+// Stalled returns, at now, why the brokers look stalled, for /healthz: an
 // input partition whose leader has answered no fetch, or an output write
 // unacknowledged, for stallAfter (fetches are answered within
 // fetchMaxWait even when nothing arrives); nil when neither.
-func (r *readiness) stalled(now time.Time) error {
-	if since := r.writing.Load(); since != 0 && now.Sub(time.Unix(0, since)) > stallAfter {
+func (r *Readiness) Stalled(now time.Time) error {
+	if since := r.Writing.Load(); since != 0 && now.Sub(time.Unix(0, since)) > StallAfter {
 		return fmt.Errorf("brokers: outputs unacknowledged for %s", now.Sub(time.Unix(0, since)).Round(time.Second))
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, f := range r.all {
-		if quiet := now.Sub(f.LastAnswer()); quiet > stallAfter {
+		if quiet := now.Sub(f.LastAnswer()); quiet > StallAfter {
 			return fmt.Errorf("brokers: no fetch of %s partition %d answered for %s", f.Topic(), f.Partition(), quiet.Round(time.Second))
 		}
 	}
 	return nil
 }
 
-// verifying makes the job not ready until verified says the state's
+// Verifying makes the job not ready until verified says the state's
 // checksums are verified.
-func (r *readiness) verifying() {
+func (r *Readiness) Verifying() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.verify, r.tables = true, -1
 }
 
-// verified tells the readiness that checked of the state's tables have
+// Verified tells the readiness that checked of the state's tables have
 // had their checksums verified; 0 of 0 when all have.
-func (r *readiness) verified(checked, tables int) {
+func (r *Readiness) Verified(checked, tables int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.checked, r.tables = checked, tables
 }
 
-// consuming tells the readiness the fetchers the job started with, once
+// Consuming tells the readiness the fetchers the job started with, once
 // it restored its checkpoint.
-func (r *readiness) consuming(fetchers ...fetchSource) {
+func (r *Readiness) Consuming(fetchers ...FetchSource) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.fetchers, r.started = append([]fetchSource(nil), fetchers...), true
+	r.fetchers, r.started = append([]FetchSource(nil), fetchers...), true
 }
 
-// stop makes the job not ready again, for good.
-func (r *readiness) stop() {
+// Stop makes the job not ready again, for good.
+func (r *Readiness) Stop() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.stopping = true
 }
 
 // check reports whether the job is ready, else why not.
-func (r *readiness) check() (bool, string) {
+func (r *Readiness) check() (bool, string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
@@ -138,7 +138,7 @@ func (r *readiness) check() (bool, string) {
 }
 
 // ServeHTTP answers /readyz.
-func (r *readiness) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+func (r *Readiness) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	if ok, why := r.check(); !ok {
 		w.WriteHeader(http.StatusServiceUnavailable)
