@@ -18,7 +18,7 @@ func TestReportInBrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a browser: not with -short")
 	}
-	dir := replay(t, bundledInput)
+	dir := replayOf(t, bundledInput)
 	path := filepath.Join(dir, "report.html")
 	if err := os.WriteFile(path, report(t, dir), 0o644); err != nil {
 		t.Fatal(err)

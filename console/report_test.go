@@ -15,8 +15,8 @@ import (
 	"github.com/riskstream/riskstream/console"
 	"github.com/riskstream/riskstream/gen"
 	"github.com/riskstream/riskstream/internal/headless"
+	"github.com/riskstream/riskstream/replay"
 	"github.com/riskstream/riskstream/rules"
-	"github.com/riskstream/riskstream/stream"
 )
 
 const (
@@ -24,16 +24,16 @@ const (
 	bundledInput = "../testdata/requests.jsonl.gz"
 )
 
-// replay runs a replay of input with the bundled rules and returns its
+// replayOf runs a replay of input with the bundled rules and returns its
 // output folder.
-func replay(t *testing.T, input string) string {
+func replayOf(t *testing.T, input string) string {
 	t.Helper()
 	cfg, err := rules.Load(bundledRules)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := t.TempDir()
-	_, err = stream.Replay(context.Background(), stream.ReplayOptions{Config: cfg, Inputs: []string{input}, OutDir: out,
+	_, err = replay.Run(context.Background(), replay.Options{Config: cfg, Inputs: []string{input}, OutDir: out,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +94,7 @@ func checkCells(t *testing.T, page string, records []string) int {
 // same bytes from two replays, and draws every bucket of every heatmap
 // window the replay wrote, with its count.
 func TestReportOfTestdata(t *testing.T) {
-	a, b := replay(t, bundledInput), replay(t, bundledInput)
+	a, b := replayOf(t, bundledInput), replayOf(t, bundledInput)
 	first, second := report(t, a), report(t, b)
 	if !bytes.Equal(first, second) {
 		t.Fatalf("two reports of the same replay differ (%d and %d bytes)", len(first), len(second))
@@ -131,7 +131,7 @@ func TestReportSkewPeriods(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	dir := replay(t, input)
+	dir := replayOf(t, input)
 	type transition struct {
 		Source   string `json:"source"`
 		Degraded bool   `json:"degraded"`

@@ -11,6 +11,7 @@ import (
 
 	"github.com/riskstream/riskstream/internal/kafkatest"
 	"github.com/riskstream/riskstream/internal/testbroker"
+	"github.com/riskstream/riskstream/internal/testinput"
 	"github.com/riskstream/riskstream/kafkaio"
 	"github.com/riskstream/riskstream/state"
 	"github.com/segmentio/kafka-go"
@@ -205,7 +206,7 @@ func TestInternalTopicLayoutRefused(t *testing.T) {
 	if err := kafkaio.EnsureInternalTopics(ctx, client, topics, 3); err != nil {
 		t.Fatalf("the same layout again: %v", err)
 	}
-	err := Run(ctx, RunOptions{Config: loadRules(t), Brokers: []string{addr}, StateDir: t.TempDir(),
+	err := Run(ctx, RunOptions{Config: testinput.Rules(t), Brokers: []string{addr}, StateDir: t.TempDir(),
 		Distributed: true, RepartitionPartitions: 4})
 	var layout *kafkaio.LayoutError
 	if !errors.As(err, &layout) || layout.Topic != "riskstream-repartition" || layout.Have != "3" || layout.Want != "4" {

@@ -9,13 +9,13 @@ import (
 	"regexp"
 	"runtime/debug"
 	"strconv"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/riskstream/riskstream/internal/kafkatest"
 	"github.com/riskstream/riskstream/internal/testbroker"
+	"github.com/riskstream/riskstream/internal/testinput"
 	"github.com/riskstream/riskstream/produce"
 )
 
@@ -67,7 +67,7 @@ func TestCrashSafety(t *testing.T) {
 		produced <- err
 	}()
 
-	start := func() (*exec.Cmd, *lockedBuffer) {
+	start := func() (*exec.Cmd, *testinput.LockedBuffer) {
 		return startProcess(t, bin, "run", "--rules", bundledRules, "--brokers", addr, "--state-dir", stateDir,
 			"--metrics-addr", "", "--checkpoint-interval", "50ms")
 	}
@@ -197,14 +197,14 @@ type threeKeysRuns struct {
 }
 
 // start starts a run that checkpoints every interval.
-func (r threeKeysRuns) start(interval string) (*exec.Cmd, *lockedBuffer) {
+func (r threeKeysRuns) start(interval string) (*exec.Cmd, *testinput.LockedBuffer) {
 	return startProcess(r.t, r.bin, "run", "--rules", threeKeysRules, "--brokers", r.addr, "--state-dir", r.stateDir,
 		"--metrics-addr", "", "--checkpoint-interval", interval)
 }
 
 // killOnceWritten waits until the decisions topic holds n records, then
 // kills cmd with SIGKILL.
-func killOnceWritten(t *testing.T, cmd *exec.Cmd, logs *lockedBuffer, addr string, n int) {
+func killOnceWritten(t *testing.T, cmd *exec.Cmd, logs *testinput.LockedBuffer, addr string, n int) {
 	t.Helper()
 	for deadline := time.Now().Add(time.Minute); recordsIn(t, addr, "decisions") < int64(n); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -218,7 +218,7 @@ func killOnceWritten(t *testing.T, cmd *exec.Cmd, logs *lockedBuffer, addr strin
 // stopOnceCheckpointed waits until the job has checkpointed n records of
 // the input's partitions, then stops cmd with SIGTERM, which must end it
 // cleanly.
-func stopOnceCheckpointed(t *testing.T, cmd *exec.Cmd, logs *lockedBuffer, addr string, partitions int, n int64) {
+func stopOnceCheckpointed(t *testing.T, cmd *exec.Cmd, logs *testinput.LockedBuffer, addr string, partitions int, n int64) {
 	t.Helper()
 	waitCheckpointed(t, addr, partitions, n, logs)
 	cmd.Process.Signal(syscall.SIGTERM)
@@ -229,9 +229,9 @@ func stopOnceCheckpointed(t *testing.T, cmd *exec.Cmd, logs *lockedBuffer, addr 
 
 // startProcess starts the riskstream binary bin with args, its standard
 // error collected in the buffer returned.
-func startProcess(t testing.TB, bin string, args ...string) (*exec.Cmd, *lockedBuffer) {
+func startProcess(t testing.TB, bin string, args ...string) (*exec.Cmd, *testinput.LockedBuffer) {
 	t.Helper()
-	logs := &lockedBuffer{}
+	logs := &testinput.LockedBuffer{}
 	cmd := exec.Command(bin, args...)
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
@@ -240,31 +240,8 @@ func startProcess(t testing.TB, bin string, args ...string) (*exec.Cmd, *lockedB
 	return cmd, logs
 }
 
-// lockedBuffer collects a process's output while the test reads it: the
-// goroutine copying the output and the test must not use a bytes.Buffer at
-// once (the race detector caught it).
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-// Bytes returns a copy of what was written so far.
-func (l *lockedBuffer) Bytes() []byte {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return bytes.Clone(l.buf.Bytes())
-}
-
-func (l *lockedBuffer) String() string { return string(l.Bytes()) }
-
 // waitFor waits until the process has logged s.
-func waitFor(t *testing.T, logs *lockedBuffer, s string) {
+func waitFor(t *testing.T, logs *testinput.LockedBuffer, s string) {
 	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if bytes.Contains(logs.Bytes(), []byte(s)) {

@@ -249,7 +249,7 @@ func (j *distJob) startOutputs(context.Context) error {
 	j.ends = kafkaio.NewEndTracker(j.client, o.Outputs.Names(), j.out, j.log)
 	var err error
 	j.router, err = engine.NewRouter(o.Config, o.RepartitionPartitions, func(tr watermark.Transition) {
-		logTransition(j.log, tr)
+		observe.LogTransition(j.log, tr)
 		j.m.SourceTransition(tr.Source)
 	})
 	return err
@@ -722,7 +722,7 @@ func (j *distJob) route(f kafkaio.Fetch) {
 	now := j.now()
 	for i := range f.Msgs {
 		m := &f.Msgs[i]
-		rec := topicRecord(m, f.Partition)
+		rec := kafkaio.Record(m, f.Partition)
 		r := j.router.Route(&rec, now)
 		switch {
 		case r.Invalid != nil:

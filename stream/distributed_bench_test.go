@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskstream/riskstream/gen"
 	"github.com/riskstream/riskstream/internal/testbroker"
+	"github.com/riskstream/riskstream/internal/testinput"
 	"github.com/riskstream/riskstream/produce"
 	"github.com/riskstream/riskstream/state"
 	"github.com/segmentio/kafka-go"
@@ -51,7 +52,7 @@ func BenchmarkDistributedCatchUp(b *testing.B) {
 		b.Fatal(err)
 	}
 	input := buf.Bytes()
-	cfg := loadRules(b)
+	cfg := testinput.Rules(b)
 	for b.Loop() {
 		addr := testbroker.Start(b, int32(*distPartitions))
 		if st, err := produce.Run(context.Background(), produce.Options{File: "-", Stdin: bytes.NewReader(input),
@@ -190,7 +191,7 @@ func BenchmarkTakeover(b *testing.B) {
 			b.Fatalf("produce: %+v %v", st, err)
 		}
 		var cmds []*exec.Cmd
-		var logs []*lockedBuffer
+		var logs []*testinput.LockedBuffer
 		var dirs []string
 		for i := range 2 {
 			dir := b.TempDir()

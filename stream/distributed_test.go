@@ -18,8 +18,10 @@ import (
 	"github.com/riskstream/riskstream/gen"
 	"github.com/riskstream/riskstream/internal/kafkatest"
 	"github.com/riskstream/riskstream/internal/testbroker"
+	"github.com/riskstream/riskstream/internal/testinput"
 	"github.com/riskstream/riskstream/kafkaio"
 	"github.com/riskstream/riskstream/produce"
+	"github.com/riskstream/riskstream/replay"
 	"github.com/riskstream/riskstream/rules"
 )
 
@@ -102,7 +104,7 @@ type distributedRun struct {
 	addr  string
 	rules string
 	cmds  []*exec.Cmd
-	logs  []*lockedBuffer
+	logs  []*testinput.LockedBuffer
 }
 
 // start starts one more instance.
@@ -213,7 +215,7 @@ var eventTS = regexp.MustCompile(`"ts":(\d+)`)
 func replayOf(t *testing.T, cfg *rules.Config, input string) replayed {
 	t.Helper()
 	out := t.TempDir()
-	replay(t, ReplayOptions{Config: cfg, Inputs: []string{input}, OutDir: out})
+	runReplay(t, replay.Options{Config: cfg, Inputs: []string{input}, OutDir: out})
 	lines := func(name string) []string {
 		b, err := os.ReadFile(filepath.Join(out, name))
 		if err != nil {
@@ -346,7 +348,7 @@ var restoredFrom = regexp.MustCompile(`from its changelog"? partition=\d+ record
 
 // fromStandby reports whether an instance but skip restored a partition
 // from a standby copy.
-func fromStandby(logs []*lockedBuffer, skip int) bool {
+func fromStandby(logs []*testinput.LockedBuffer, skip int) bool {
 	for i, l := range logs {
 		if i != skip && restoredFrom.MatchString(l.String()) {
 			return true
@@ -472,7 +474,7 @@ func TestDistributedAndSingleExclusive(t *testing.T) {
 	}
 	addr := testbroker.Start(t, 1)
 	stop := startJob(t, RunOptions{Brokers: []string{addr}})
-	err := Run(context.Background(), RunOptions{Config: loadRules(t), Brokers: []string{addr}, StateDir: t.TempDir(), Distributed: true})
+	err := Run(context.Background(), RunOptions{Config: testinput.Rules(t), Brokers: []string{addr}, StateDir: t.TempDir(), Distributed: true})
 	if err == nil || !strings.Contains(err.Error(), "without --distributed") {
 		t.Fatalf("a distributed instance beside a single one: %v, want a refusal", err)
 	}
@@ -480,7 +482,7 @@ func TestDistributedAndSingleExclusive(t *testing.T) {
 
 	stop = startJob(t, RunOptions{Brokers: []string{addr}, Distributed: true, Group: "shared"})
 	defer stop()
-	err = Run(context.Background(), RunOptions{Config: loadRules(t), Brokers: []string{addr}, StateDir: t.TempDir(), Group: "shared"})
+	err = Run(context.Background(), RunOptions{Config: testinput.Rules(t), Brokers: []string{addr}, StateDir: t.TempDir(), Group: "shared"})
 	var busy *kafkaio.ErrGroupBusy
 	if !errors.As(err, &busy) {
 		t.Fatalf("a single instance beside a distributed one: %v, want ErrGroupBusy", err)

@@ -1,7 +1,6 @@
 package stream
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -19,6 +18,7 @@ import (
 	"github.com/riskstream/riskstream/gen"
 	"github.com/riskstream/riskstream/internal/kafkatest"
 	"github.com/riskstream/riskstream/internal/testbroker"
+	"github.com/riskstream/riskstream/internal/testinput"
 	"github.com/riskstream/riskstream/observe"
 	"github.com/riskstream/riskstream/produce"
 	"github.com/segmentio/kafka-go"
@@ -45,7 +45,7 @@ func TestFaultBrokerSIGKILL(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, RunOptions{Config: loadRules(t), Brokers: []string{addr}, StateDir: t.TempDir(),
+		done <- Run(ctx, RunOptions{Config: testinput.Rules(t), Brokers: []string{addr}, StateDir: t.TempDir(),
 			CheckpointInterval: 50 * time.Millisecond})
 	}()
 	decided := func() int64 {
@@ -108,7 +108,7 @@ func faultWorkload(t *testing.T) (bin, input string, want []string) {
 	input = filepath.Join(t.TempDir(), "in.jsonl")
 	o := gen.DefaultOptions()
 	o.Events, o.Users = 300_000, 20_000
-	writeWorkload(t, input, o)
+	testinput.WriteWorkload(t, input, o)
 	return bin, input, replayDecisionsOf(t, input)
 }
 
@@ -117,7 +117,7 @@ func faultWorkload(t *testing.T) (bin, input string, want []string) {
 // returns once it listens.
 func startBrokerProcess(t *testing.T, bin, addr, data string, partitions int) *exec.Cmd {
 	t.Helper()
-	logs := &lockedBuffer{}
+	logs := &testinput.LockedBuffer{}
 	cmd := exec.Command(bin, "broker", "--addr", addr, "--data-dir", data, "--partitions", strconv.Itoa(partitions))
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
@@ -145,7 +145,7 @@ func TestFaultBrokerHang(t *testing.T) {
 		t.Fatalf("produce: %+v, %v", st, err)
 	}
 	stateDir, metrics := t.TempDir(), kafkatest.FreeAddr(t)
-	run := func() (*exec.Cmd, *lockedBuffer) {
+	run := func() (*exec.Cmd, *testinput.LockedBuffer) {
 		return startProcess(t, bin, "run", "--rules", bundledRules, "--brokers", addr, "--state-dir", stateDir,
 			"--checkpoint-interval", "100ms", "--metrics-addr", metrics)
 	}
@@ -204,23 +204,6 @@ func TestFaultBrokerHang(t *testing.T) {
 	checkDecisions(t, addr, want)
 }
 
-// writeWorkload writes a generated workload to path.
-func writeWorkload(t *testing.T, path string, o gen.Options) {
-	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := bufio.NewWriter(f)
-	if _, err := gen.Generate(w, o); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-}
-
 // checkDecisions fails the test unless the decisions topic holds every
 // decision of want and nothing else: repeats of the same record allowed,
 // never another value for a decision id.
@@ -275,7 +258,7 @@ rules:
 		}
 		return msgs
 	}
-	waitDecisions := func(n int64, logs *lockedBuffer) {
+	waitDecisions := func(n int64, logs *testinput.LockedBuffer) {
 		t.Helper()
 		for deadline := time.Now().Add(time.Minute); recordsIn(t, addr, "decisions") < n; time.Sleep(10 * time.Millisecond) {
 			if time.Now().After(deadline) {
@@ -284,7 +267,7 @@ rules:
 		}
 	}
 	stateDir := t.TempDir()
-	start := func() (*exec.Cmd, *lockedBuffer) {
+	start := func() (*exec.Cmd, *testinput.LockedBuffer) {
 		return startProcess(t, bin, "run", "--rules", rulesFile, "--brokers", addr, "--state-dir", stateDir,
 			"--metrics-addr", "", "--checkpoint-interval", "1h", "--partition-wait", "50ms")
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/riskstream/riskstream/broker"
 	"github.com/riskstream/riskstream/internal/kafkatest"
 	"github.com/riskstream/riskstream/internal/testbroker"
+	"github.com/riskstream/riskstream/internal/testinput"
 	"github.com/riskstream/riskstream/kafkaio"
 )
 
@@ -35,7 +36,7 @@ func TestGroupGuardSurvivesBrokerRestart(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, RunOptions{Config: loadRules(t), Brokers: []string{addr}, StateDir: t.TempDir(),
+		done <- Run(ctx, RunOptions{Config: testinput.Rules(t), Brokers: []string{addr}, StateDir: t.TempDir(),
 			CheckpointInterval: 50 * time.Millisecond})
 	}()
 	kafkatest.WaitMembers(t, addr, 1)
@@ -49,7 +50,7 @@ func TestGroupGuardSurvivesBrokerRestart(t *testing.T) {
 	// The second instance, at once: before or after the first rejoins.
 	second := make(chan error, 1)
 	go func() {
-		second <- Run(context.Background(), RunOptions{Config: loadRules(t), Brokers: []string{addr}, StateDir: t.TempDir()})
+		second <- Run(context.Background(), RunOptions{Config: testinput.Rules(t), Brokers: []string{addr}, StateDir: t.TempDir()})
 	}()
 	var busy *kafkaio.ErrGroupBusy
 	select {
@@ -65,7 +66,7 @@ func TestGroupGuardSurvivesBrokerRestart(t *testing.T) {
 	}
 	// The first holds the group, and a third is refused as at any time.
 	kafkatest.WaitMembers(t, addr, 1)
-	if err := Run(context.Background(), RunOptions{Config: loadRules(t), Brokers: []string{addr}, StateDir: t.TempDir()}); !errors.As(err, &busy) {
+	if err := Run(context.Background(), RunOptions{Config: testinput.Rules(t), Brokers: []string{addr}, StateDir: t.TempDir()}); !errors.As(err, &busy) {
 		t.Fatalf("third instance: %v, want kafkaio.ErrGroupBusy", err)
 	}
 	// And the first still decides.
@@ -99,7 +100,7 @@ func TestCopiedStateDir(t *testing.T) {
 	bin := buildBinary(t)
 	addr := testbroker.Start(t, 1)
 	stateDir := t.TempDir()
-	run := func(dir string) (*exec.Cmd, *lockedBuffer) {
+	run := func(dir string) (*exec.Cmd, *testinput.LockedBuffer) {
 		return startProcess(t, bin, "run", "--rules", bundledRules, "--brokers", addr, "--state-dir", dir, "--metrics-addr", "")
 	}
 	first, logs := run(stateDir)

@@ -58,7 +58,7 @@ func startFaultyJob(t *testing.T, addr, stateDir, metrics string, so state.Optio
 	t.Cleanup(cancel)
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, RunOptions{Config: loadRules(t), Brokers: []string{addr}, StateDir: stateDir,
+		done <- Run(ctx, RunOptions{Config: testinput.Rules(t), Brokers: []string{addr}, StateDir: stateDir,
 			CheckpointInterval: 50 * time.Millisecond, MetricsAddr: metrics, state: so})
 	}()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
@@ -232,7 +232,7 @@ func TestStartLogsWhereToLook(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a broker")
 	}
-	logs := &lockedBuffer{}
+	logs := &testinput.LockedBuffer{}
 	metrics := kafkatest.FreeAddr(t)
 	startJob(t, RunOptions{Brokers: []string{testbroker.Start(t, 1)}, MetricsAddr: metrics, Registry: prometheus.NewRegistry(),
 		Logger: slog.New(slog.NewTextHandler(logs, nil))})()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/riskstream/riskstream/internal/testbroker"
+	"github.com/riskstream/riskstream/internal/testinput"
 )
 
 // TestKcat proves that a Kafka client we did not write can use the job:
@@ -34,7 +35,7 @@ func TestKcat(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, RunOptions{Config: loadRules(t), Brokers: []string{addr}, StateDir: t.TempDir(),
+		done <- Run(ctx, RunOptions{Config: testinput.Rules(t), Brokers: []string{addr}, StateDir: t.TempDir(),
 			CheckpointInterval: 50 * time.Millisecond})
 	}()
 	defer func() {

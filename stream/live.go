@@ -16,6 +16,7 @@ import (
 	"github.com/riskstream/riskstream/checkpoint"
 	"github.com/riskstream/riskstream/console"
 	"github.com/riskstream/riskstream/engine"
+	"github.com/riskstream/riskstream/internal/parallel"
 	"github.com/riskstream/riskstream/kafkaconn"
 	"github.com/riskstream/riskstream/kafkaio"
 	"github.com/riskstream/riskstream/memory"
@@ -304,9 +305,9 @@ func (j *liveJob) startOutputs(context.Context) error {
 	}
 	j.e, err = engine.NewSharded(engine.Options{
 		Config: o.Config, Output: out, MemoryBytes: j.mem.State, CacheSlots: o.CacheSlots,
-		Checkpoints: true, Parallel: inParallel,
+		Checkpoints: true, Parallel: parallel.Do,
 		OnSkewTransition: func(tr watermark.Transition) {
-			logTransition(j.log, tr)
+			observe.LogTransition(j.log, tr)
 			j.m.SourceTransition(tr.Source)
 		},
 	}, backends)
@@ -480,7 +481,7 @@ func (j *liveJob) startFetching(ctx context.Context) error {
 		return err
 	}
 	j.merge, err = order.New(order.Options[kafka.Message]{
-		Timestamp: messageTime,
+		Timestamp: kafkaio.MessageTime,
 		Wait:      j.opts.PartitionWait.Milliseconds(), BehindWait: behindWait.Milliseconds(),
 		OnTimeout: j.waitTimedOut,
 		Release:   kafkaio.Recycle,
@@ -533,9 +534,6 @@ func (j *liveJob) startFetching(ctx context.Context) error {
 	j.onClose(func() { j.db.Wait() })
 	return nil
 }
-
-// messageTime is a record's Kafka timestamp in ms, the merge's order.
-func messageTime(m *kafka.Message) int64 { return m.Time.UnixMilli() }
 
 // messageOffset is a record's offset, where the merge is in its partition.
 func messageOffset(m *kafka.Message) int64 { return m.Offset }
@@ -699,7 +697,7 @@ func (j *liveJob) process() error {
 		if !ok {
 			break
 		}
-		rs = append(rs, topicRecord(&m, p))
+		rs = append(rs, kafkaio.Record(&m, p))
 		arrived = append(arrived, j.arrivals.of(p, m.Offset))
 		j.offsets[p] = m.Offset + 1
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/riskstream/riskstream/kafkaconn"
 	"github.com/riskstream/riskstream/memory"
+	"github.com/riskstream/riskstream/replay"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/sink"
 )
@@ -72,16 +73,16 @@ func TestReplayOptionsValidate(t *testing.T) {
 	cfg := &rules.Config{}
 	for _, c := range []struct {
 		name string
-		o    ReplayOptions
+		o    replay.Options
 		want []string
 	}{
-		{"files", ReplayOptions{Config: cfg, Inputs: []string{file, "-"}}, nil},
-		{"topic", ReplayOptions{Config: cfg, Topic: "requests", Brokers: []string{"127.0.0.1:9092"}}, nil},
-		{"no rules", ReplayOptions{Inputs: []string{file}}, []string{"needs rules"}},
-		{"neither", ReplayOptions{Config: cfg}, []string{"either input files or a topic"}},
-		{"both", ReplayOptions{Config: cfg, Inputs: []string{file}, Topic: "requests", Brokers: []string{"b:9092"}}, []string{"either input files or a topic"}},
-		{"no brokers", ReplayOptions{Config: cfg, Topic: "requests"}, []string{"needs its brokers"}},
-		{"bad files", ReplayOptions{Config: cfg, Inputs: []string{filepath.Join(dir, "gone.jsonl"), dir}},
+		{"files", replay.Options{Config: cfg, Inputs: []string{file, "-"}}, nil},
+		{"topic", replay.Options{Config: cfg, Topic: "requests", Brokers: []string{"127.0.0.1:9092"}}, nil},
+		{"no rules", replay.Options{Inputs: []string{file}}, []string{"needs rules"}},
+		{"neither", replay.Options{Config: cfg}, []string{"either input files or a topic"}},
+		{"both", replay.Options{Config: cfg, Inputs: []string{file}, Topic: "requests", Brokers: []string{"b:9092"}}, []string{"either input files or a topic"}},
+		{"no brokers", replay.Options{Config: cfg, Topic: "requests"}, []string{"needs its brokers"}},
+		{"bad files", replay.Options{Config: cfg, Inputs: []string{filepath.Join(dir, "gone.jsonl"), dir}},
 			[]string{"gone.jsonl: no such file", "is a folder"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -89,7 +90,7 @@ func TestReplayOptionsValidate(t *testing.T) {
 			checkProblems(t, c.o.Validate(), c.want)
 		})
 	}
-	var o ReplayOptions
+	var o replay.Options
 	o.EnsureDefaults()
 	if o.OutDir != "out" || o.MemoryBytes != memory.Default || o.Now == nil || o.Shards < 1 {
 		t.Fatalf("defaults: %+v", o)

@@ -20,8 +20,10 @@ import (
 	"github.com/riskstream/riskstream/gen"
 	"github.com/riskstream/riskstream/internal/kafkatest"
 	"github.com/riskstream/riskstream/internal/race"
+	"github.com/riskstream/riskstream/internal/testinput"
 	"github.com/riskstream/riskstream/kafkaio"
 	"github.com/riskstream/riskstream/produce"
+	"github.com/riskstream/riskstream/replay"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/segmentio/kafka-go"
 )
@@ -83,7 +85,7 @@ func committed(t testing.TB, addr string, partitions int) int64 {
 // waitCheckpointed waits until the job has checkpointed the input's
 // partitions up to n records in all (its group's committed offsets), and
 // fails after three minutes, with logs if given.
-func waitCheckpointed(t testing.TB, addr string, partitions int, n int64, logs *lockedBuffer) {
+func waitCheckpointed(t testing.TB, addr string, partitions int, n int64, logs *testinput.LockedBuffer) {
 	t.Helper()
 	for deadline := time.Now().Add(3 * time.Minute); committed(t, addr, partitions) < n; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -101,7 +103,7 @@ func waitCheckpointed(t testing.TB, addr string, partitions int, n int64, logs *
 func topicReplayDecisions(t testing.TB, addr string, cfg *rules.Config) []string {
 	t.Helper()
 	out := t.TempDir()
-	if _, err := Replay(context.Background(), ReplayOptions{Config: cfg, Topic: "requests", Brokers: []string{addr}, OutDir: out}); err != nil {
+	if _, err := replay.Run(context.Background(), replay.Options{Config: cfg, Topic: "requests", Brokers: []string{addr}, OutDir: out}); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(filepath.Join(out, "decisions.jsonl"))
@@ -374,8 +376,8 @@ func TestCrashSafetyPartitioned(t *testing.T) {
 	// was reconnecting). A wait that ran out lets the order depend on
 	// that (docs/design.md "Order across partitions"), so the job waits
 	// longer than its default here.
-	var allLogs []*lockedBuffer
-	start := func() (*exec.Cmd, *lockedBuffer) {
+	var allLogs []*testinput.LockedBuffer
+	start := func() (*exec.Cmd, *testinput.LockedBuffer) {
 		cmd, logs := startProcess(t, bin, "run", "--rules", threeKeysRules, "--brokers", addr, "--state-dir", stateDir,
 			"--metrics-addr", "", "--checkpoint-interval", "50ms", "--partition-wait", "5s")
 		allLogs = append(allLogs, logs)
@@ -451,7 +453,7 @@ func TestReplayTopicRange(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sum, err := Replay(context.Background(), ReplayOptions{Config: loadRules(t), Topic: "requests",
+		sum, err := replay.Run(context.Background(), replay.Options{Config: testinput.Rules(t), Topic: "requests",
 			Brokers: []string{addr}, OutDir: t.TempDir(), From: f, To: tp})
 		if err != nil {
 			t.Fatal(err)
@@ -543,19 +545,19 @@ func TestLiveMemoryBudgetCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	input, events := keyScaleWorkload(t)
+	input, events := testinput.KeyScaleWorkload(t)
 	addr := startPartitionedBroker(t)
 	if st, err := produce.Run(context.Background(), produce.Options{File: input, Brokers: []string{addr}}); err != nil || st.Failed != 0 {
 		t.Fatalf("produce: %+v %v", st, err)
 	}
 	out := t.TempDir()
-	if _, err := Replay(context.Background(), ReplayOptions{Config: cfg, Topic: "requests", Brokers: []string{addr}, OutDir: out}); err != nil {
+	if _, err := replay.Run(context.Background(), replay.Options{Config: cfg, Topic: "requests", Brokers: []string{addr}, OutDir: out}); err != nil {
 		t.Fatal(err)
 	}
-	wantOut := readOutputs(t, out)
+	wantOut := testinput.ReadOutputs(t, out)
 
 	stateDir := t.TempDir()
-	start := func() (*exec.Cmd, *lockedBuffer) {
+	start := func() (*exec.Cmd, *testinput.LockedBuffer) {
 		return startProcess(t, bin, "run", "--rules", rulesFile, "--brokers", addr, "--state-dir", stateDir,
 			"--metrics-addr", "", "--checkpoint-interval", "200ms", "--memory", "64MiB")
 	}

@@ -4,6 +4,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/riskstream/riskstream/internal/testinput"
+	"github.com/riskstream/riskstream/replay"
 )
 
 // checkOwnerOnly checks that the folders dirs and the files in them are
@@ -34,6 +37,6 @@ func checkOwnerOnly(t *testing.T, dirs ...string) {
 // folders are created owner-only, and so are the state's files.
 func TestReplayStateDirOwnerOnly(t *testing.T) {
 	stateDir := filepath.Join(t.TempDir(), "replay-state")
-	replay(t, ReplayOptions{Config: loadRules(t), Inputs: []string{bundledInput}, OutDir: t.TempDir(), StateDir: stateDir, Shards: 2})
+	runReplay(t, replay.Options{Config: testinput.Rules(t), Inputs: []string{bundledInput}, OutDir: t.TempDir(), StateDir: stateDir, Shards: 2})
 	checkOwnerOnly(t, stateDir, filepath.Join(stateDir, "shard-0"), filepath.Join(stateDir, "shard-1"))
 }

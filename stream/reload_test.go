@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskstream/riskstream/internal/kafkatest"
 	"github.com/riskstream/riskstream/internal/testbroker"
+	"github.com/riskstream/riskstream/internal/testinput"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/state"
 )
@@ -232,7 +233,7 @@ func TestLiveReloadSurvivesSIGKILL(t *testing.T) {
 	produce(0)
 	rulesPath := bundledRulesCopy(t)
 	stateDir := t.TempDir()
-	start := func() (interface{ Wait() error }, *lockedBuffer, func(syscall.Signal)) {
+	start := func() (interface{ Wait() error }, *testinput.LockedBuffer, func(syscall.Signal)) {
 		cmd, logs := startProcess(t, bin, "run", "--rules", rulesPath, "--brokers", addr, "--state-dir", stateDir,
 			"--metrics-addr", "", "--checkpoint-interval", "200ms")
 		return cmd, logs, func(s syscall.Signal) { cmd.Process.Signal(s) }
@@ -309,7 +310,7 @@ func TestStartRefusesDroppedState(t *testing.T) {
 	opts.AllowDroppedState, opts.Registry = true, prometheus.NewRegistry()
 	startJob(t, opts)()
 	// The start dropped them: the original rules are now the change.
-	opts.Config, opts.AllowDroppedState, opts.Registry = loadRules(t), false, prometheus.NewRegistry()
+	opts.Config, opts.AllowDroppedState, opts.Registry = testinput.Rules(t), false, prometheus.NewRegistry()
 	if err := Run(context.Background(), opts); err == nil || !strings.Contains(err.Error(), `rule "pay-burst-watched" (removed)`) {
 		t.Fatalf("start with the original rules after the edited ones: %v", err)
 	}

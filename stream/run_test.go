@@ -18,10 +18,12 @@ import (
 	"github.com/riskstream/riskstream/broker"
 	"github.com/riskstream/riskstream/internal/kafkatest"
 	"github.com/riskstream/riskstream/internal/testbroker"
+	"github.com/riskstream/riskstream/internal/testinput"
 	"github.com/riskstream/riskstream/kafkaio"
 	"github.com/riskstream/riskstream/memory"
 	"github.com/riskstream/riskstream/order"
 	"github.com/riskstream/riskstream/produce"
+	"github.com/riskstream/riskstream/replay"
 	"github.com/riskstream/riskstream/sink"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -30,6 +32,21 @@ import (
 // startAutoCreatingBroker starts an in-process broker that creates a topic,
 // with one partition, on its first write, as Kafka does with
 // auto.create.topics.enable, and holds only a one-partition input topic.
+const (
+	bundledRules = "../testdata/rules.yaml"
+	bundledInput = "../testdata/requests.jsonl.gz"
+)
+
+// runReplay replays opts, failing the test on an error.
+func runReplay(t *testing.T, opts replay.Options) *replay.Summary {
+	t.Helper()
+	sum, err := replay.Run(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sum
+}
+
 func startAutoCreatingBroker(t testing.TB) string {
 	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "requests"),
@@ -77,7 +94,7 @@ func replayDecisions(t *testing.T) []string {
 func replayDecisionsOf(t *testing.T, input string) []string {
 	t.Helper()
 	out := t.TempDir()
-	replay(t, ReplayOptions{Config: loadRules(t), Inputs: []string{input}, OutDir: out})
+	runReplay(t, replay.Options{Config: testinput.Rules(t), Inputs: []string{input}, OutDir: out})
 	b, err := os.ReadFile(filepath.Join(out, "decisions.jsonl"))
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +149,7 @@ func readMessages(t testing.TB, addr, topic string, partition, n int) []kafka.Me
 func startJob(t testing.TB, opts RunOptions) (stop func()) {
 	t.Helper()
 	if opts.Config == nil {
-		opts.Config = loadRules(t)
+		opts.Config = testinput.Rules(t)
 	}
 	if opts.StateDir == "" {
 		opts.StateDir = t.TempDir()
@@ -329,7 +346,7 @@ func TestSecondInstanceRefused(t *testing.T) {
 	want := replayDecisions(t)
 	addr := testbroker.Start(t, 1)
 	stop := startJob(t, RunOptions{Brokers: []string{addr}, CheckpointInterval: 50 * time.Millisecond})
-	err := Run(context.Background(), RunOptions{Config: loadRules(t), Brokers: []string{addr}, StateDir: t.TempDir()})
+	err := Run(context.Background(), RunOptions{Config: testinput.Rules(t), Brokers: []string{addr}, StateDir: t.TempDir()})
 	var busy *kafkaio.ErrGroupBusy
 	if !errors.As(err, &busy) {
 		t.Fatalf("second instance: %v, want ErrGroupBusy", err)
@@ -567,7 +584,7 @@ func TestMissingOutputTopic(t *testing.T) {
 	}
 	defer b.Close()
 	for _, distributed := range []bool{false, true} {
-		opts := RunOptions{Brokers: []string{b.Addr()}, Config: loadRules(t), StateDir: t.TempDir(), Registry: prometheus.NewRegistry(),
+		opts := RunOptions{Brokers: []string{b.Addr()}, Config: testinput.Rules(t), StateDir: t.TempDir(), Registry: prometheus.NewRegistry(),
 			Distributed: distributed, Group: fmt.Sprintf("missing-%v", distributed)}
 		opts.Outputs = sink.DefaultTopics
 		opts.Outputs.DLQ = "dlq-missing"

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/riskstream/riskstream/internal/kafkatest"
+	"github.com/riskstream/riskstream/internal/testinput"
 	"github.com/riskstream/riskstream/produce"
 
 	"github.com/riskstream/riskstream/broker"
@@ -137,12 +138,12 @@ func TestSecurityRefused(t *testing.T) {
 			_, err := produce.Run(context.Background(), produce.Options{File: file, Brokers: []string{tc.addr}, Security: tc.sec})
 			check("produce", err, time.Since(start))
 			start = time.Now()
-			err = Run(context.Background(), RunOptions{Config: loadRules(t), Brokers: []string{tc.addr}, Security: tc.sec, StateDir: t.TempDir()})
+			err = Run(context.Background(), RunOptions{Config: testinput.Rules(t), Brokers: []string{tc.addr}, Security: tc.sec, StateDir: t.TempDir()})
 			check("run", err, time.Since(start))
 			stateDir := t.TempDir()
 			startJob(t, RunOptions{Brokers: []string{tc.addr}, Security: tc.right, StateDir: stateDir})()
 			start = time.Now()
-			err = Run(context.Background(), RunOptions{Config: loadRules(t), Brokers: []string{tc.addr}, Security: tc.sec, StateDir: stateDir})
+			err = Run(context.Background(), RunOptions{Config: testinput.Rules(t), Brokers: []string{tc.addr}, Security: tc.sec, StateDir: stateDir})
 			check("restart", err, time.Since(start))
 		})
 	}
@@ -151,12 +152,12 @@ func TestSecurityRefused(t *testing.T) {
 // TestEmbeddedBrokerRefusesSecurity: the embedded broker is plaintext, so
 // security options without brokers are an error, not silently dropped.
 func TestEmbeddedBrokerRefusesSecurity(t *testing.T) {
-	err := Run(context.Background(), RunOptions{Config: loadRules(t), StateDir: t.TempDir(), EmbeddedAddr: "127.0.0.1:0",
+	err := Run(context.Background(), RunOptions{Config: testinput.Rules(t), StateDir: t.TempDir(), EmbeddedAddr: "127.0.0.1:0",
 		Security: kafkaconn.Options{SASL: kafkaconn.SASLOptions{Mechanism: "plain", Username: "u", Password: "p"}}})
 	if !errors.Is(err, ErrEmbeddedSecurity) {
 		t.Fatalf("want ErrEmbeddedSecurity, got %v", err)
 	}
-	err = Run(context.Background(), RunOptions{Config: loadRules(t), StateDir: t.TempDir(), Brokers: []string{"127.0.0.1:1"},
+	err = Run(context.Background(), RunOptions{Config: testinput.Rules(t), StateDir: t.TempDir(), Brokers: []string{"127.0.0.1:1"},
 		Security: kafkaconn.Options{SASL: kafkaconn.SASLOptions{Mechanism: "kerberos"}}})
 	if err == nil || !strings.Contains(err.Error(), `unknown SASL mechanism "kerberos"`) {
 		t.Fatalf("bad options must fail first: %v", err)

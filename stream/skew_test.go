@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/riskstream/riskstream/gen"
+	"github.com/riskstream/riskstream/replay"
 	"github.com/riskstream/riskstream/rules"
 )
 
@@ -35,7 +36,7 @@ rules:
 
 // decisionIDs replays a generated workload and returns the ids of its
 // decisions (event_id/rule).
-func decisionIDs(t *testing.T, o gen.Options, threshold time.Duration) (map[string]bool, *Summary) {
+func decisionIDs(t *testing.T, o gen.Options, threshold time.Duration) (map[string]bool, *replay.Summary) {
 	t.Helper()
 	dir := t.TempDir()
 	in := filepath.Join(dir, "in.jsonl")
@@ -54,7 +55,7 @@ func decisionIDs(t *testing.T, o gen.Options, threshold time.Duration) (map[stri
 		t.Fatal(err)
 	}
 	cfg.Skew.Threshold = threshold
-	sum := replay(t, ReplayOptions{Config: cfg, Inputs: []string{in}, OutDir: dir})
+	sum := runReplay(t, replay.Options{Config: cfg, Inputs: []string{in}, OutDir: dir})
 	out, err := os.Open(filepath.Join(dir, "decisions.jsonl"))
 	if err != nil {
 		t.Fatal(err)

@@ -9,8 +9,8 @@ import (
 
 	"github.com/riskstream/riskstream/kafkaio"
 	"github.com/riskstream/riskstream/memory"
+	"github.com/riskstream/riskstream/replay"
 	"github.com/riskstream/riskstream/rules"
-	"github.com/riskstream/riskstream/stream"
 	"github.com/spf13/cobra"
 )
 
@@ -36,7 +36,7 @@ func startCPUProfile(path string) (stop func(), err error) {
 
 func newReplayCmd() *cobra.Command {
 	var rulesFile string
-	opts := stream.ReplayOptions{}
+	opts := replay.Options{}
 	var progress, cpuProfile, from, to string
 	var report bool
 	var resolveSecurity func() error
@@ -108,7 +108,7 @@ where it ended when the replay began.
 				return err
 			}
 			defer stopProfile()
-			sum, err := stream.Replay(cmd.Context(), opts)
+			sum, err := replay.Run(cmd.Context(), opts)
 			if err != nil {
 				return err
 			}
@@ -165,7 +165,7 @@ func isTerminal(f *os.File) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-func printSummary(w io.Writer, cfg *rules.Config, outDir string, s *stream.Summary) {
+func printSummary(w io.Writer, cfg *rules.Config, outDir string, s *replay.Summary) {
 	dups := ""
 	if s.Duplicates > 0 {
 		dups = fmt.Sprintf(", duplicate %d", s.Duplicates)

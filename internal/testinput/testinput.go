@@ -1,5 +1,7 @@
 // Package testinput gives tests the inputs under testdata/ that several
-// packages read, uncompressed, wherever the test runs from.
+// packages read, uncompressed, wherever the test runs from; the README's
+// rules; generated workloads; and what they need to read a replay's
+// outputs and a process's log back.
 package testinput
 
 import (

@@ -1,4 +1,4 @@
-package stream
+package replay
 
 import (
 	"context"
@@ -99,20 +99,6 @@ func decodeWorker(dec *engine.Decoder, work <-chan *batch) {
 		}
 		b.decoded.Done()
 	}
-}
-
-// inParallel calls fn(i) for every i in [0, n), each on a goroutine of its
-// own but the last, on this one, and returns once all have returned
-// (engine.Options.Parallel).
-func inParallel(n int, fn func(i int)) {
-	var wg sync.WaitGroup
-	for i := range n - 1 {
-		wg.Go(func() { fn(i) })
-	}
-	if n > 0 {
-		fn(n - 1)
-	}
-	wg.Wait()
 }
 
 // processShard runs one shard over every batch from in, in order, and

@@ -1,4 +1,4 @@
-package stream
+package replay
 
 import (
 	"context"
@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"math"
 
-	"github.com/riskstream/riskstream/engine"
-	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/kafkaconn"
 	"github.com/riskstream/riskstream/kafkaio"
 	"github.com/riskstream/riskstream/order"
@@ -28,7 +26,7 @@ func readTopicRanges(ctx context.Context, brokers []string, sec *kafkaconn.Secur
 		}
 	}
 	merge, err := order.New(order.Options[kafka.Message]{
-		Timestamp: messageTime, Wait: math.MaxInt64 / 4, BehindWait: math.MaxInt64 / 4, Release: kafkaio.Recycle,
+		Timestamp: kafkaio.MessageTime, Wait: math.MaxInt64 / 4, BehindWait: math.MaxInt64 / 4, Release: kafkaio.Recycle,
 	})
 	if err != nil {
 		fail(err)
@@ -76,7 +74,7 @@ func readTopicRanges(ctx context.Context, brokers []string, sec *kafkaconn.Secur
 			if !ok {
 				break
 			}
-			c.recs = append(c.recs, topicRecord(&m, p))
+			c.recs = append(c.recs, kafkaio.Record(&m, p))
 			if bytes += len(m.Value); bytes >= size && !send() {
 				return
 			}
@@ -87,16 +85,5 @@ func readTopicRanges(ctx context.Context, brokers []string, sec *kafkaconn.Secur
 	}
 	if merge.Len() > 0 {
 		fail(errors.New("records left in the merge after every partition ended"))
-	}
-}
-
-// topicRecord is the engine's record of a Kafka message of partition p:
-// its timestamp is its reference time, as live.
-func topicRecord(m *kafka.Message, p int32) engine.Record {
-	return engine.Record{
-		Value:     m.Value,
-		Partition: p,
-		Reference: m.Time.UnixMilli(), HasReference: !m.Time.IsZero(),
-		Prov: event.Provenance{Topic: m.Topic, Partition: p, Offset: m.Offset},
 	}
 }

@@ -1,7 +1,10 @@
-// Package stream runs the engine against real inputs and outputs: recorded
-// files in replay, Kafka live. It owns the goroutines, the clock, the state
-// directory and the sinks; the engine it drives does none of that.
-package stream
+// Package replay runs the engine over recorded inputs, files or a range
+// of a Kafka topic, and writes the outputs to files: the same engine and,
+// for a topic, the same merge of partitions as the live job, so that its
+// outputs are the live job's record for record. It owns its goroutines
+// (a reader, decode workers, a goroutine per shard) and the state folder
+// of the run; the engine it drives does none of that.
+package replay
 
 import (
 	"context"
@@ -16,6 +19,7 @@ import (
 	"time"
 
 	"github.com/riskstream/riskstream/engine"
+	"github.com/riskstream/riskstream/internal/parallel"
 	"github.com/riskstream/riskstream/kafkaconn"
 	"github.com/riskstream/riskstream/kafkaio"
 	"github.com/riskstream/riskstream/memory"
@@ -27,8 +31,8 @@ import (
 	"github.com/riskstream/riskstream/windows"
 )
 
-// ReplayOptions configure an offline run over recorded files.
-type ReplayOptions struct {
+// Options configure an offline run over recorded files.
+type Options struct {
 	// Config is the validated rules file. Required.
 	Config *rules.Config
 	// Inputs are .jsonl or .jsonl.gz files, or "-" for Stdin, read in order
@@ -75,7 +79,7 @@ type ReplayOptions struct {
 }
 
 // EnsureDefaults fills in zero fields with their default values.
-func (o *ReplayOptions) EnsureDefaults() {
+func (o *Options) EnsureDefaults() {
 	if o.OutDir == "" {
 		o.OutDir = "out"
 	}
@@ -99,16 +103,16 @@ func (o *ReplayOptions) EnsureDefaults() {
 // Validate reports, all at once, the options that cannot work, input
 // files that are missing or folders among them; Replay calls it after
 // EnsureDefaults.
-func (o *ReplayOptions) Validate() error {
+func (o *Options) Validate() error {
 	var errs []error
 	if o.Config == nil {
-		errs = append(errs, errors.New("stream: replay needs rules (ReplayOptions.Config)"))
+		errs = append(errs, errors.New("replay: needs rules (Options.Config)"))
 	}
 	if (len(o.Inputs) == 0) == (o.Topic == "") {
-		errs = append(errs, errors.New("stream: replay needs either input files or a topic"))
+		errs = append(errs, errors.New("replay: needs either input files or a topic"))
 	}
 	if o.Topic != "" && len(o.Brokers) == 0 {
-		errs = append(errs, errors.New("stream: replay of a topic needs its brokers"))
+		errs = append(errs, errors.New("replay: a replay of a topic needs its brokers"))
 	}
 	for _, in := range o.Inputs {
 		if in == "-" {
@@ -135,18 +139,6 @@ type Summary struct {
 	Elapsed                time.Duration
 }
 
-// logTransition writes one line per skew transition, with the source and
-// the measured skew (docs/time.md "Clock skew").
-func logTransition(l *slog.Logger, tr watermark.Transition) {
-	if tr.Degraded {
-		l.Warn("source clock skewed: windowing its events by reference time",
-			"source", tr.Source, "skew", tr.Skew, "at", tr.At)
-		return
-	}
-	l.Info("source clock recovered: windowing its events by event time again",
-		"source", tr.Source, "skew", tr.Skew, "at", tr.At)
-}
-
 // EventsPerSecond is the throughput of the run.
 func (s *Summary) EventsPerSecond() float64 {
 	if s.Elapsed <= 0 {
@@ -155,10 +147,10 @@ func (s *Summary) EventsPerSecond() float64 {
 	return float64(s.Records) / s.Elapsed.Seconds()
 }
 
-// Replay runs the engine over the inputs and writes the outputs to files.
+// Run runs the engine over the inputs and writes the outputs to files.
 // Invalid and late records are outputs, not failures: an error means the
 // inputs, the output folder or the state could not be used.
-func Replay(ctx context.Context, opts ReplayOptions) (_ *Summary, err error) {
+func Run(ctx context.Context, opts Options) (_ *Summary, err error) {
 	defer func() { err = state.Explain(err, false) }()
 	opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
@@ -205,9 +197,9 @@ func Replay(ctx context.Context, opts ReplayOptions) (_ *Summary, err error) {
 
 	e, err := engine.NewSharded(engine.Options{
 		Config: opts.Config, Output: files, MemoryBytes: mem.State, CacheSlots: opts.CacheSlots,
-		Parallel: inParallel,
+		Parallel: parallel.Do,
 		OnSkewTransition: func(tr watermark.Transition) {
-			logTransition(opts.Logger, tr)
+			observe.LogTransition(opts.Logger, tr)
 			files.Transition(tr)
 		},
 	}, backends)

@@ -1,4 +1,4 @@
-package stream
+package replay
 
 import (
 	"context"
@@ -39,7 +39,7 @@ func BenchmarkReplay(b *testing.B) {
 	f.Close()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		sum, err := Replay(context.Background(), ReplayOptions{Config: cfg, Inputs: []string{input}, OutDir: dir + "/out"})
+		sum, err := Run(context.Background(), Options{Config: cfg, Inputs: []string{input}, OutDir: dir + "/out"})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package stream
+package replay
 
 import (
 	"bytes"
@@ -32,8 +32,6 @@ const (
 	bundledInput = "../testdata/requests.jsonl.gz"
 )
 
-var outputNames = []string{"decisions.jsonl", "heatmaps.jsonl", "late.jsonl", "dlq.jsonl", "skew.jsonl"}
-
 // bundledOptions are the gen flags that made testdata/requests.jsonl.gz:
 //
 //	riskstream gen --events 20000 --users 2000 --seed 1 --rate 200 --bursts 0.2 \
@@ -45,45 +43,23 @@ func bundledOptions() gen.Options {
 	return o
 }
 
-func loadRules(t testing.TB) *rules.Config {
+func replay(t *testing.T, opts Options) *Summary {
 	t.Helper()
-	cfg, err := rules.Load(bundledRules)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
-
-func replay(t *testing.T, opts ReplayOptions) *Summary {
-	t.Helper()
-	sum, err := Replay(context.Background(), opts)
+	sum, err := Run(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return sum
 }
 
-func readOutputs(t *testing.T, dir string) map[string][]byte {
-	t.Helper()
-	out := map[string][]byte{}
-	for _, n := range outputNames {
-		b, err := os.ReadFile(filepath.Join(dir, n))
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[n] = b
-	}
-	return out
-}
-
 // TestBundledReplay checks replay of the bundled workload against the
-// expected outputs in testdata/expected (go test ./stream -update rewrites
+// expected outputs in testdata/expected (go test ./replay -update rewrites
 // them after a deliberate change).
 func TestBundledReplay(t *testing.T) {
 	out := t.TempDir()
-	sum := replay(t, ReplayOptions{Config: loadRules(t), Inputs: []string{bundledInput}, OutDir: out})
-	got := readOutputs(t, out)
-	for _, n := range outputNames {
+	sum := replay(t, Options{Config: testinput.Rules(t), Inputs: []string{bundledInput}, OutDir: out})
+	got := testinput.ReadOutputs(t, out)
+	for _, n := range testinput.OutputNames {
 		path := filepath.Join("..", "testdata", "expected", n)
 		if *update {
 			if err := os.WriteFile(path, got[n], 0o644); err != nil {
@@ -121,16 +97,16 @@ func TestBundledReplay(t *testing.T) {
 // progress (the merge reads the counts while the shards run): the outputs
 // must be the same bytes.
 func TestReplayDeterministic(t *testing.T) {
-	cfg := loadRules(t)
+	cfg := testinput.Rules(t)
 	a, b := t.TempDir(), t.TempDir()
-	replay(t, ReplayOptions{Config: cfg, Inputs: []string{bundledInput}, OutDir: a, Shards: 1})
+	replay(t, Options{Config: cfg, Inputs: []string{bundledInput}, OutDir: a, Shards: 1})
 	var progress bytes.Buffer
 	clock := time.Unix(0, 0)
 	tick := func() time.Time { clock = clock.Add(time.Second); return clock }
-	replay(t, ReplayOptions{Config: cfg, Inputs: []string{bundledInput}, OutDir: b, CacheSlots: 50, StateDir: t.TempDir(),
+	replay(t, Options{Config: cfg, Inputs: []string{bundledInput}, OutDir: b, CacheSlots: 50, StateDir: t.TempDir(),
 		Shards: 3, Progress: &progress, Now: tick})
-	ga, gb := readOutputs(t, a), readOutputs(t, b)
-	for _, n := range outputNames {
+	ga, gb := testinput.ReadOutputs(t, a), testinput.ReadOutputs(t, b)
+	for _, n := range testinput.OutputNames {
 		if !bytes.Equal(ga[n], gb[n]) {
 			t.Errorf("%s differs between one shard with a large cache and three with 50 slots", n)
 		}
@@ -158,7 +134,7 @@ func TestBundledInputIsGenerated(t *testing.T) {
 // included (a denser share of them than the default too), and reports
 // them as late.
 func TestGeneratedWorkloadNotSkewed(t *testing.T) {
-	cfg := loadRules(t)
+	cfg := testinput.Rules(t)
 	for name, late := range map[string]float64{"default": gen.DefaultOptions().LateFraction, "late 1%": 0.01} {
 		t.Run(name, func(t *testing.T) {
 			o := gen.DefaultOptions()
@@ -168,7 +144,7 @@ func TestGeneratedWorkloadNotSkewed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sum := replay(t, ReplayOptions{Config: cfg, Inputs: []string{"-"}, Stdin: &in, OutDir: t.TempDir()})
+			sum := replay(t, Options{Config: cfg, Inputs: []string{"-"}, Stdin: &in, OutDir: t.TempDir()})
 			for _, src := range sum.Sources {
 				if src.Degraded || src.Transitions > 0 || src.Skew < -time.Second {
 					t.Errorf("source %s degraded (skew %v, %d transitions)", src.Source, src.Skew, src.Transitions)
@@ -187,7 +163,7 @@ func TestGeneratedWorkloadNotSkewed(t *testing.T) {
 // TestReplayInputs covers stdin, plain files, several inputs as one stream,
 // blank lines and CRLF, and a missing file.
 func TestReplayInputs(t *testing.T) {
-	cfg := loadRules(t)
+	cfg := testinput.Rules(t)
 	dir := t.TempDir()
 	lines := []string{
 		`{"id":"a","ts":1000,"api":"/pay","user":"u","latency_ms":1}`,
@@ -200,18 +176,18 @@ func TestReplayInputs(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "new", "out")
-	sum := replay(t, ReplayOptions{Config: cfg, Inputs: []string{plain, "-"}, OutDir: out,
+	sum := replay(t, Options{Config: cfg, Inputs: []string{plain, "-"}, OutDir: out,
 		Stdin: strings.NewReader(strings.Join(lines, "\n") + "\n")})
 	if sum.Records != 6 || sum.Invalid != 2 {
 		t.Fatalf("records %d invalid %d, want 6 and 2", sum.Records, sum.Invalid)
 	}
-	dlq := readOutputs(t, out)["dlq.jsonl"]
+	dlq := testinput.ReadOutputs(t, out)["dlq.jsonl"]
 	for _, want := range []string{`"file":"` + plain + `","line":4`, `"file":"-","line":4`} {
 		if !bytes.Contains(dlq, []byte(want)) {
 			t.Errorf("dlq lacks %s:\n%s", want, dlq)
 		}
 	}
-	if _, err := Replay(context.Background(), ReplayOptions{Config: cfg, Inputs: []string{filepath.Join(dir, "missing.jsonl")}, OutDir: out}); err == nil {
+	if _, err := Run(context.Background(), Options{Config: cfg, Inputs: []string{filepath.Join(dir, "missing.jsonl")}, OutDir: out}); err == nil {
 		t.Error("a missing input must fail the replay")
 	}
 }
@@ -220,7 +196,7 @@ func TestReplayInputs(t *testing.T) {
 // from a file or stdin, and gives the same outputs as the same records in
 // a .gz file; a .gz file that is not gzip is refused.
 func TestReplayGzipByContent(t *testing.T) {
-	cfg := loadRules(t)
+	cfg := testinput.Rules(t)
 	gz, err := os.ReadFile(bundledInput)
 	if err != nil {
 		t.Fatal(err)
@@ -231,9 +207,9 @@ func TestReplayGzipByContent(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The bundled workload is small: keep the comparison to two files.
-	want := replay(t, ReplayOptions{Config: cfg, Inputs: []string{bundledInput}, OutDir: filepath.Join(dir, "want")})
-	wantOut := readOutputs(t, filepath.Join(dir, "want"))
-	for name, opts := range map[string]ReplayOptions{
+	want := replay(t, Options{Config: cfg, Inputs: []string{bundledInput}, OutDir: filepath.Join(dir, "want")})
+	wantOut := testinput.ReadOutputs(t, filepath.Join(dir, "want"))
+	for name, opts := range map[string]Options{
 		"file":  {Inputs: []string{renamed}},
 		"stdin": {Inputs: []string{"-"}, Stdin: bytes.NewReader(gz)},
 	} {
@@ -242,22 +218,22 @@ func TestReplayGzipByContent(t *testing.T) {
 		if sum.Records != want.Records || sum.Invalid != want.Invalid {
 			t.Errorf("%s: records %d invalid %d, want %d and %d", name, sum.Records, sum.Invalid, want.Records, want.Invalid)
 		}
-		if got := readOutputs(t, opts.OutDir); !bytes.Equal(got["decisions.jsonl"], wantOut["decisions.jsonl"]) {
+		if got := testinput.ReadOutputs(t, opts.OutDir); !bytes.Equal(got["decisions.jsonl"], wantOut["decisions.jsonl"]) {
 			t.Errorf("%s: decisions differ from the .gz input's", name)
 		}
 	}
 	notGzip := filepath.Join(dir, "plain.jsonl.gz")
 	os.WriteFile(notGzip, []byte(`{"id":"a","ts":1}`+"\n"), 0o644)
-	if _, err := Replay(context.Background(), ReplayOptions{Config: cfg, Inputs: []string{notGzip}, OutDir: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "gzip") {
+	if _, err := Run(context.Background(), Options{Config: cfg, Inputs: []string{notGzip}, OutDir: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "gzip") {
 		t.Errorf("a .gz file that is not gzip: err = %v, want a gzip error", err)
 	}
 }
 
 // TestReplayLongLine feeds a record longer than the reader's buffer.
 func TestReplayLongLine(t *testing.T) {
-	cfg := loadRules(t)
+	cfg := testinput.Rules(t)
 	long := `{"id":"x","ts":1000,"api":"/pay","user":"u","latency_ms":1,"pad":"` + strings.Repeat("y", 3<<20) + `"}`
-	sum := replay(t, ReplayOptions{Config: cfg, Inputs: []string{"-"}, OutDir: t.TempDir(),
+	sum := replay(t, Options{Config: cfg, Inputs: []string{"-"}, OutDir: t.TempDir(),
 		Stdin: strings.NewReader(long + "\n" + long)})
 	if sum.Records != 2 || sum.Invalid != 0 {
 		t.Fatalf("records %d invalid %d, want 2 valid", sum.Records, sum.Invalid)
@@ -269,7 +245,7 @@ func TestReplayLongLine(t *testing.T) {
 // batches on every stage of the pipeline, stops the replay with an error,
 // and leaves no goroutine behind.
 func TestReplayStopsMidway(t *testing.T) {
-	cfg := loadRules(t)
+	cfg := testinput.Rules(t)
 	var plain bytes.Buffer
 	for i := 0; plain.Len() < 6*memory.MaxChunk; i++ {
 		fmt.Fprintf(&plain, `{"id":"r%d","ts":%d,"api":"/pay","user":"u%d","latency_ms":1}`+"\n", i, 1000+i, i%50)
@@ -298,7 +274,7 @@ func TestReplayStopsMidway(t *testing.T) {
 	}
 	t.Run("broken input", func(t *testing.T) {
 		before := runtime.NumGoroutine()
-		_, err := Replay(context.Background(), ReplayOptions{Config: cfg, Inputs: []string{broken}, OutDir: t.TempDir()})
+		_, err := Run(context.Background(), Options{Config: cfg, Inputs: []string{broken}, OutDir: t.TempDir()})
 		if err == nil || !strings.Contains(err.Error(), broken) {
 			t.Fatalf("err = %v, want a read error naming %s", err, broken)
 		}
@@ -308,7 +284,7 @@ func TestReplayStopsMidway(t *testing.T) {
 		before := runtime.NumGoroutine()
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		defer cancel()
-		_, err := Replay(ctx, ReplayOptions{Config: cfg, Inputs: []string{"-"}, OutDir: t.TempDir(),
+		_, err := Run(ctx, Options{Config: cfg, Inputs: []string{"-"}, OutDir: t.TempDir(),
 			Stdin: endless(plain.Bytes())})
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("err = %v, want the context's", err)
@@ -335,7 +311,7 @@ func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
 // line ends; the dlq's line numbers must still be the file's, in every
 // chunk, with a line longer than a chunk among them.
 func TestReplayLineNumbersAcrossChunks(t *testing.T) {
-	cfg := loadRules(t)
+	cfg := testinput.Rules(t)
 	var in bytes.Buffer
 	var want []string
 	for n := 1; in.Len() < 3*memory.MaxChunk; n++ {
@@ -350,8 +326,8 @@ func TestReplayLineNumbersAcrossChunks(t *testing.T) {
 		}
 	}
 	out := t.TempDir()
-	replay(t, ReplayOptions{Config: cfg, Inputs: []string{"-"}, OutDir: out, Stdin: bytes.NewReader(in.Bytes())})
-	dlq := strings.Split(strings.TrimSpace(string(readOutputs(t, out)["dlq.jsonl"])), "\n")
+	replay(t, Options{Config: cfg, Inputs: []string{"-"}, OutDir: out, Stdin: bytes.NewReader(in.Bytes())})
+	dlq := strings.Split(strings.TrimSpace(string(testinput.ReadOutputs(t, out)["dlq.jsonl"])), "\n")
 	if len(dlq) != len(want) {
 		t.Fatalf("%d dlq records, want %d", len(dlq), len(want))
 	}
@@ -377,12 +353,12 @@ func TestFailedReplayKeepsOutputs(t *testing.T) {
 	for name, input := range map[string]string{"folder": t.TempDir(), "truncated gzip": truncated} {
 		t.Run(name, func(t *testing.T) {
 			out := t.TempDir()
-			replay(t, ReplayOptions{Config: loadRules(t), Inputs: []string{bundledInput}, OutDir: out})
+			replay(t, Options{Config: testinput.Rules(t), Inputs: []string{bundledInput}, OutDir: out})
 			before := readFolder(t, out)
 			if len(before["decisions.jsonl"]) == 0 {
 				t.Fatal("the first replay decided nothing")
 			}
-			_, err := Replay(context.Background(), ReplayOptions{Config: loadRules(t), Inputs: []string{input}, OutDir: out})
+			_, err := Run(context.Background(), Options{Config: testinput.Rules(t), Inputs: []string{input}, OutDir: out})
 			if err == nil {
 				t.Fatal("the replay succeeded")
 			}
@@ -431,26 +407,12 @@ func TestAttackMostlyDecided(t *testing.T) {
 			if _, err := gen.Generate(&in, o); err != nil {
 				t.Fatal(err)
 			}
-			sum := replay(t, ReplayOptions{Config: cfg, Inputs: []string{"-"}, Stdin: &in, OutDir: t.TempDir()})
+			sum := replay(t, Options{Config: cfg, Inputs: []string{"-"}, Stdin: &in, OutDir: t.TempDir()})
 			if got := float64(sum.Decisions[0]) / float64(sum.Records); got < 0.6 {
 				t.Errorf("pay-burst decided %d of %d events (%.2f), want most", sum.Decisions[0], sum.Records, got)
 			}
 		})
 	}
-}
-
-// keyScaleWorkload writes a workload whose state is many times the
-// smallest memory budget: 300,000 events of a million users drawn
-// uniformly, one device each, an amount on every request. It returns the
-// file and the number of events.
-func keyScaleWorkload(t *testing.T) (string, int) {
-	t.Helper()
-	input := filepath.Join(t.TempDir(), "in.jsonl")
-	o := gen.DefaultOptions()
-	o.Events, o.Users, o.Rate = 300_000, 1_000_000, 20_000
-	o.UserDist, o.DevicesPerUser, o.AmountShare = gen.UniformUsers, 1, 1
-	writeWorkload(t, input, o)
-	return input, o.Events
 }
 
 // TestReplayMemoryBudget replays a workload whose window state (about
@@ -467,17 +429,17 @@ func TestReplayMemoryBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	input, _ := keyScaleWorkload(t)
+	input, _ := testinput.KeyScaleWorkload(t)
 	a, b := t.TempDir(), t.TempDir()
-	if sum := replay(t, ReplayOptions{Config: cfg, Inputs: []string{input}, OutDir: a}); sum.Spilled != 0 {
+	if sum := replay(t, Options{Config: cfg, Inputs: []string{input}, OutDir: a}); sum.Spilled != 0 {
 		t.Errorf("the default budget spilled %d states", sum.Spilled)
 	}
-	sum := replay(t, ReplayOptions{Config: cfg, Inputs: []string{input}, OutDir: b, MemoryBytes: memory.Min, StateDir: t.TempDir()})
+	sum := replay(t, Options{Config: cfg, Inputs: []string{input}, OutDir: b, MemoryBytes: memory.Min, StateDir: t.TempDir()})
 	if sum.Spilled < 100_000 {
 		t.Errorf("%d MiB spilled only %d states", memory.Min>>20, sum.Spilled)
 	}
-	ga, gb := readOutputs(t, a), readOutputs(t, b)
-	for _, n := range outputNames {
+	ga, gb := testinput.ReadOutputs(t, a), testinput.ReadOutputs(t, b)
+	for _, n := range testinput.OutputNames {
 		if !bytes.Equal(ga[n], gb[n]) {
 			t.Errorf("%s differs between the default memory budget and %d MiB", n, memory.Min>>20)
 		}
@@ -507,9 +469,9 @@ func TestReplayDedupe(t *testing.T) {
 		t.Fatal(err)
 	}
 	want, got := t.TempDir(), t.TempDir()
-	replay(t, ReplayOptions{Config: loadRules(t), Inputs: []string{bundledInput}, OutDir: want})
-	sum := replay(t, ReplayOptions{Config: loadRules(t), Inputs: []string{input}, OutDir: got})
-	w, g := readOutputs(t, want), readOutputs(t, got)
+	replay(t, Options{Config: testinput.Rules(t), Inputs: []string{bundledInput}, OutDir: want})
+	sum := replay(t, Options{Config: testinput.Rules(t), Inputs: []string{input}, OutDir: got})
+	w, g := testinput.ReadOutputs(t, want), testinput.ReadOutputs(t, got)
 	// An invalid record is not taken, so not remembered: its dlq record
 	// comes again.
 	dlqAgain := bytes.Count(g["dlq.jsonl"], []byte("\n")) - bytes.Count(w["dlq.jsonl"], []byte("\n"))
@@ -529,7 +491,7 @@ func TestReplayDedupe(t *testing.T) {
 // TestReplayTopicRefused: a replay of a topic on brokers nothing listens
 // at says so and what to check, as produce does, not a bare dial error.
 func TestReplayTopicRefused(t *testing.T) {
-	_, err := Replay(context.Background(), ReplayOptions{Config: loadRules(t), Brokers: []string{kafkatest.FreeAddr(t)}, Topic: "requests", OutDir: t.TempDir()})
+	_, err := Run(context.Background(), Options{Config: testinput.Rules(t), Brokers: []string{kafkatest.FreeAddr(t)}, Topic: "requests", OutDir: t.TempDir()})
 	if err == nil || !strings.Contains(err.Error(), "replay of topic requests: brokers") || !strings.Contains(err.Error(), "nothing listens there: check --brokers") {
 		t.Fatalf("a replay of a topic with no broker: %v", err)
 	}

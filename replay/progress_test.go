@@ -1,4 +1,4 @@
-package stream
+package replay
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/riskstream/riskstream/gen"
+	"github.com/riskstream/riskstream/internal/testinput"
 )
 
 // TestLogClearsProgressLine replays a workload whose gw-1 clock steps
@@ -21,10 +22,10 @@ func TestLogClearsProgressLine(t *testing.T) {
 	if _, err := gen.Generate(&in, o); err != nil {
 		t.Fatal(err)
 	}
-	var term lockedBuffer // the terminal both write to
+	var term testinput.LockedBuffer // the terminal both write to
 	clock := time.Unix(0, 0)
 	tick := func() time.Time { clock = clock.Add(time.Second); return clock }
-	sum := replay(t, ReplayOptions{Config: loadRules(t), Inputs: []string{"-"}, Stdin: &in, OutDir: t.TempDir(),
+	sum := replay(t, Options{Config: testinput.Rules(t), Inputs: []string{"-"}, Stdin: &in, OutDir: t.TempDir(),
 		Progress: &term, Now: tick, Logger: slog.New(slog.NewTextHandler(&term, nil))})
 	if len(sum.Sources) == 0 || !sum.Sources[1].Degraded && sum.Sources[1].Transitions == 0 {
 		t.Fatalf("gw-1 was not degraded: %+v", sum.Sources)
