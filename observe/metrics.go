@@ -43,10 +43,15 @@ type Metrics struct {
 	Latency        prometheus.Histogram
 	// JobLatency is the job's own share of latency: from the fetch that
 	// carried the event.
-	JobLatency   prometheus.Histogram
-	heatmaps     *heatmapCollector
-	WatermarkLag *prometheus.GaugeVec
-	ConsumerLag  *prometheus.GaugeVec
+	JobLatency prometheus.Histogram
+	// DecisionStages splits JobLatency by stage (merge, engine, queue,
+	// write), and CheckpointPause is how long each checkpoint held the
+	// loop: the parts a tail comes from.
+	DecisionStages  *prometheus.HistogramVec
+	CheckpointPause prometheus.Histogram
+	heatmaps        *heatmapCollector
+	WatermarkLag    *prometheus.GaugeVec
+	ConsumerLag     *prometheus.GaugeVec
 	// WaitTimeouts counts merge waits for a partition that ran out.
 	WaitTimeouts prometheus.Counter
 	last         engine.Stats
@@ -94,6 +99,12 @@ func NewMetrics(reg *prometheus.Registry, cfg *rules.Config, labelLimit int) *Me
 			Help:    "From the arrival of the fetch that carried an event to the acknowledgement of its decision: the job's own share of riskstream_event_decision_latency_seconds.",
 			Buckets: latencyBuckets}),
 	}
+	m.DecisionStages = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "riskstream_decision_stage_seconds",
+		Help:    "riskstream_decision_job_latency_seconds by stage: merge (fetched to taken from the merge of the partitions), engine (to decided), queue (to written), write (to acknowledged).",
+		Buckets: stageBuckets}, []string{"stage"})
+	m.CheckpointPause = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "riskstream_checkpoint_pause_seconds",
+		Help:    "How long each checkpoint held the job's loop: waiting for the outputs' acknowledgements and writing the state's last changes, not the commit to disk that follows.",
+		Buckets: stageBuckets})
 	m.heatmaps = newHeatmapCollector(cfg)
 	m.WatermarkLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "riskstream_watermark_lag_seconds",
 		Help: "Wall clock minus the partition's watermark; it grows while the partition is silent."}, []string{"partition"})
@@ -110,7 +121,7 @@ func NewMetrics(reg *prometheus.Registry, cfg *rules.Config, labelLimit int) *Me
 		m.heatmapKeys = append(m.heatmapKeys, newBoundedLabels(labelLimit))
 	}
 	reg.MustRegister(m.heatmaps, m.WatermarkLag, m.ConsumerLag, m.WaitTimeouts, m.Reloads)
-	reg.MustRegister(m.Events, m.decisions, m.shadowDecisions, m.Watermark, m.skew, m.degraded, m.transitions, m.forgotten, m.Checkpoint, m.LastCheckpoint, m.stateBytes, m.Latency, m.JobLatency)
+	reg.MustRegister(m.Events, m.decisions, m.shadowDecisions, m.Watermark, m.skew, m.degraded, m.transitions, m.forgotten, m.Checkpoint, m.LastCheckpoint, m.stateBytes, m.Latency, m.JobLatency, m.DecisionStages, m.CheckpointPause)
 	registerBuildMetrics(reg)
 	return m
 }
@@ -276,6 +287,11 @@ func loopbackOnly(h http.Handler) http.Handler {
 // latencyBuckets are the decision latencies' buckets: fine around the
 // tens of milliseconds the job is meant for, so that a p99 read from them
 // says whether it is under 20 ms.
+// stageBuckets are those of a decision's stages and of the checkpoints'
+// pauses: from 50 µs, finer than latencyBuckets where a millisecond tail
+// is told apart.
+var stageBuckets = []float64{.00005, .0001, .00025, .0005, .00075, .001, .0015, .002, .003, .004, .005, .0075, .01, .015, .02, .03, .05, .1, .25, .5, 1, 2.5}
+
 var latencyBuckets = []float64{.001, .002, .003, .005, .0075, .01, .0125, .015, .0175, .02, .025, .03, .04, .05,
 	.075, .1, .15, .2, .3, .5, .75, 1, 2, 5, 10, 30}
 

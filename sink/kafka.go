@@ -68,14 +68,12 @@ type Kafka struct {
 	pending []kafka.Message
 	// chunk holds the pending messages' keys and values (see room).
 	chunk []byte
-	// DecisionRefs holds, for the pending decisions, their event's record
-	// timestamp (ms), for the event-to-decision latency, and
-	// DecisionArrivals when the fetch that carried it arrived (Unix ns, 0
-	// when unknown), for the job's own share of it.
-	DecisionRefs, DecisionArrivals []int64
-	// Ref is the record timestamp of the event being processed, and
-	// Arrived when its fetch arrived.
-	Ref, Arrived int64
+	// decisionTimes are the pending decisions' Times, for the latency
+	// metrics.
+	decisionTimes []DecisionTimes
+	// Times are those of the event being processed, which the caller sets
+	// before each emit: a decision made keeps them.
+	Times DecisionTimes
 	// maxBytes is the largest message, key and value, written.
 	maxBytes int
 	metrics  kafkaMetrics
@@ -379,8 +377,7 @@ func (k *Kafka) Decision(d *windows.Decision) {
 		topic = k.topics.Shadow
 	}
 	if k.add(topic, keyStart, valueStart, true) {
-		k.DecisionRefs = append(k.DecisionRefs, k.Ref)
-		k.DecisionArrivals = append(k.DecisionArrivals, k.Arrived)
+		k.decisionTimes = append(k.decisionTimes, k.Times)
 	}
 }
 
@@ -452,10 +449,21 @@ func (k *Kafka) Send(topic string, partition int, value []byte, t time.Time) {
 // Batch is a set of output messages detached from the sink, for Write.
 type Batch struct {
 	Messages []kafka.Message
-	// DecisionRefs are the record timestamps (ms) of the events of the
-	// batch's decisions, and DecisionArrivals when their fetches arrived
-	// (Unix ns, 0 when unknown).
-	DecisionRefs, DecisionArrivals []int64
+	// Decisions are the times of the batch's decisions, in order.
+	Decisions []DecisionTimes
+}
+
+// DecisionTimes are when a decision's event went through the job's stages,
+// for the latency metrics: Ref, the record timestamp, in ms; the others
+// in Unix ns, 0 when not known.
+type DecisionTimes struct {
+	Ref int64
+	// Arrived is when the fetch that carried the event arrived.
+	Arrived int64
+	// Popped is when the job's loop took the event from the merge of the
+	// input partitions, and Made when the engine was done with the
+	// events taken with it and the decision made.
+	Popped, Made int64
 }
 
 // Pending is the number of messages not yet detached.
@@ -463,8 +471,8 @@ func (k *Kafka) Pending() int { return len(k.pending) }
 
 // Detach hands over the pending messages; the sink starts a new batch.
 func (k *Kafka) Detach() Batch {
-	b := Batch{Messages: k.pending, DecisionRefs: k.DecisionRefs, DecisionArrivals: k.DecisionArrivals}
-	k.pending, k.DecisionRefs, k.DecisionArrivals = nil, nil, nil
+	b := Batch{Messages: k.pending, Decisions: k.decisionTimes}
+	k.pending, k.decisionTimes = nil, nil
 	return b
 }
 

@@ -38,7 +38,7 @@ func TestKafkaKeys(t *testing.T) {
 	defer k.Close()
 	r := &rules.Rule{Name: "r", Action: "deny", Key: []string{"user"}}
 	for _, id := range []string{`"plain-1"`, `"tab\there"`} {
-		k.Ref = 42
+		k.Times.Ref = 42
 		k.Decision(&windows.Decision{Rule: r, EventID: []byte(id), Key: "\"u\"\x00"})
 	}
 	if got := string(k.pending[0].Key); got != "plain-1" {
@@ -50,13 +50,13 @@ func TestKafkaKeys(t *testing.T) {
 	if v := k.pending[0].Value; v[len(v)-1] == '\n' || k.pending[0].Topic != "decisions" {
 		t.Errorf("value %q on %s", v, k.pending[0].Topic)
 	}
-	if len(k.DecisionRefs) != 2 || k.DecisionRefs[1] != 42 {
-		t.Errorf("decision refs %v", k.DecisionRefs)
+	if len(k.decisionTimes) != 2 || k.decisionTimes[1].Ref != 42 {
+		t.Errorf("decision times %v", k.decisionTimes)
 	}
 	// Detach hands the pending messages over and starts afresh.
 	b := k.Detach()
-	if len(b.Messages) != 2 || len(b.DecisionRefs) != 2 || k.Pending() != 0 || len(k.DecisionRefs) != 0 {
-		t.Errorf("detached %d messages, %d refs; %d still pending", len(b.Messages), len(b.DecisionRefs), k.Pending())
+	if len(b.Messages) != 2 || len(b.Decisions) != 2 || k.Pending() != 0 || len(k.decisionTimes) != 0 {
+		t.Errorf("detached %d messages, %d decision times; %d still pending", len(b.Messages), len(b.Decisions), k.Pending())
 	}
 }
 
@@ -119,7 +119,7 @@ func TestKafkaWriteKeepsTheUnacknowledged(t *testing.T) {
 	})
 	k := NewKafka(c.ListenAddrs(), DefaultTopics)
 	defer k.Close()
-	k.Ref = 1
+	k.Times.Ref = 1
 	k.Decision(&windows.Decision{Rule: &rules.Rule{Name: "r", Action: "deny", Key: []string{"user"}},
 		EventID: []byte(`"e1"`), Key: "\"u\"\x00"})
 	k.DLQ([]byte(`{"bad"`), "not JSON", &event.Provenance{Partition: 0, Offset: 7})
@@ -460,7 +460,7 @@ func TestKafkaSkipWritten(t *testing.T) {
 	defer k.Close()
 	r := &rules.Rule{Name: "r", Action: "deny", Key: []string{"user"}}
 	decide := func(id string) {
-		k.Ref = int64(len(id))
+		k.Times.Ref = int64(len(id))
 		k.Decision(&windows.Decision{Rule: r, EventID: []byte(strconv.Quote(id)), Key: "\"u\"\x00"})
 	}
 	decide("a")
@@ -484,8 +484,8 @@ func TestKafkaSkipWritten(t *testing.T) {
 	if got := strings.Join(ids, " "); got != "decisions:a decisions:ccc" {
 		t.Errorf("written %q, want the second a and ccc", got)
 	}
-	if !slices.Equal(b.DecisionRefs, []int64{1, 3}) {
-		t.Errorf("latency references %v, want those of the decisions written", b.DecisionRefs)
+	if len(b.Decisions) != 2 || b.Decisions[0].Ref != 1 || b.Decisions[1].Ref != 3 {
+		t.Errorf("latency references %v, want those of the decisions written", b.Decisions)
 	}
 	if w.Len() != 1 {
 		t.Errorf("%d messages left to skip, want bb's", w.Len())

@@ -755,7 +755,7 @@ func (j *distJob) apply(f kafkaio.Fetch) error {
 			t.next = m.Offset + 1
 			continue
 		}
-		j.out.Ref = m.Time.UnixMilli()
+		j.out.Times = sink.DecisionTimes{Ref: m.Time.UnixMilli()}
 		if _, err := t.task.Apply(&j.msg); err != nil {
 			return fmt.Errorf("repartition partition %d offset %d: %w", f.Partition, m.Offset, err)
 		}

@@ -519,7 +519,7 @@ func (j *liveJob) startFetching(ctx context.Context) error {
 	// goes on: a decision leaves as soon as it exists, and what is made
 	// while a write is in flight goes out together in the next one.
 	j.writer = newOutputWriter(j.out, j.m.Latency, &j.m.Ready.Writing, j.log, j.opts.Now)
-	j.writer.jobLatency, j.writer.observeJob = j.m.JobLatency, j.opts.jobLatency
+	j.writer.jobLatency, j.writer.stages, j.writer.timed = j.m.JobLatency, j.m.DecisionStages, j.opts.decisionTimed
 	j.onClose(j.writer.close)
 	// A stop waits for the outputs a while, then gives up on them: the job
 	// ends with an error and no checkpoint covers them, so the next run
@@ -690,7 +690,8 @@ func (j *liveJob) process() error {
 			more = false
 		}
 	}
-	now, mergeNow := j.now(), j.mergeNow()
+	popped := j.opts.Now()
+	now, mergeNow := popped.UnixMilli(), j.mergeNow()
 	rs, arrived := j.recs[:0], j.arrived[:0]
 	for {
 		m, p, ok := j.merge.Pop(mergeNow)
@@ -730,10 +731,11 @@ func (j *liveJob) process() error {
 		return fmt.Errorf("input %s: %w", j.opts.Topic, err)
 	}
 	recs := b.Records()
+	made := j.opts.Now().UnixNano()
 	j.e.Merge(b, func(i int) {
 		// A decision's latency is measured from its record's timestamp;
 		// what the records before made goes out at once.
-		j.out.Ref, j.out.Arrived = recs[i].Reference, arrived[i]
+		j.out.Times = sink.DecisionTimes{Ref: recs[i].Reference, Arrived: arrived[i], Popped: popped.UnixNano(), Made: made}
 		j.writer.start()
 	})
 	return nil
@@ -813,6 +815,7 @@ func (j *liveJob) stop() error {
 // once durable.
 func (j *liveJob) checkpoint(durable bool) error {
 	start := j.opts.Now()
+	defer j.paused(start)
 	if err := j.writer.drain(); err != nil {
 		return err
 	}
@@ -865,6 +868,15 @@ func (j *liveJob) checkpoint(durable bool) error {
 		j.console.Add(j.sample(now.UnixMilli()))
 	}
 	return nil
+}
+
+// paused notes how long the checkpoint begun at start held the loop.
+func (j *liveJob) paused(start time.Time) {
+	end := j.opts.Now()
+	j.m.CheckpointPause.Observe(end.Sub(start).Seconds())
+	if j.opts.checkpointPaused != nil {
+		j.opts.checkpointPaused(start.UnixNano(), end.UnixNano())
+	}
 }
 
 // checkpointed notes that the checkpoint begun at start is durable.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"regexp"
+	"runtime/debug"
 	"runtime/pprof"
 	"slices"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"github.com/riskstream/riskstream/gen"
 	"github.com/riskstream/riskstream/internal/testbroker"
 	"github.com/riskstream/riskstream/produce"
+	"github.com/riskstream/riskstream/sink"
 	"github.com/segmentio/kafka-go"
 )
 
@@ -80,15 +82,24 @@ func BenchmarkLive(b *testing.B) {
 			wait = -1 // no wait, not the default
 		}
 		var (
-			jobMu  sync.Mutex
-			jobLat []time.Duration
+			jobMu     sync.Mutex
+			timed     []timedDecision
+			ckptPause []interval
 		)
+		gcCtx, stopGC := context.WithCancel(context.Background())
+		gcPauses := make(chan []interval, 1)
+		go func() { gcPauses <- watchGCPauses(gcCtx) }()
 		labelled("job", func() {
 			stop = startJob(b, RunOptions{Brokers: []string{addr}, Registry: reg,
 				PartitionWait: wait, CheckpointInterval: *liveCheckpoint, Shards: *liveShards,
-				jobLatency: func(d time.Duration) {
+				decisionTimed: func(t sink.DecisionTimes, written, acked int64) {
 					jobMu.Lock()
-					jobLat = append(jobLat, d)
+					timed = append(timed, timedDecision{t, written, acked})
+					jobMu.Unlock()
+				},
+				checkpointPaused: func(from, to int64) {
+					jobMu.Lock()
+					ckptPause = append(ckptPause, interval{from, to})
 					jobMu.Unlock()
 				}})
 		})
@@ -119,6 +130,8 @@ func BenchmarkLive(b *testing.B) {
 		stopReader()
 		arrivals := <-seen
 		stop()
+		stopGC()
+		gcs := <-gcPauses
 		if len(arrivals) == 0 {
 			b.Fatal("no decision arrived")
 		}
@@ -135,14 +148,7 @@ func BenchmarkLive(b *testing.B) {
 		slices.Sort(lat)
 		q := func(p float64) float64 { return quantileMs(lat, p) }
 		jobMu.Lock()
-		slices.Sort(jobLat)
-		if len(jobLat) > 0 {
-			// The job's own share: from the arrival of the fetch that
-			// carried the event to the acknowledgement of its decision.
-			b.ReportMetric(quantileMs(jobLat, 0.5), "job-p50-ms")
-			b.ReportMetric(quantileMs(jobLat, 0.99), "job-p99-ms")
-			b.ReportMetric(quantileMs(jobLat, 0.999), "job-p999-ms")
-		}
+		reportJobLatency(b, timed, ckptPause, gcs)
 		jobMu.Unlock()
 		lastAt := arrivals[len(arrivals)-1].at
 		b.ReportMetric(float64(len(lat)), "decisions")
@@ -157,6 +163,119 @@ func BenchmarkLive(b *testing.B) {
 		ckpt := histogramOf(b, reg, "riskstream_checkpoint_duration_seconds")
 		b.ReportMetric(float64(ckpt.GetSampleCount()), "checkpoints")
 		b.ReportMetric(1000*ckpt.GetSampleSum()/float64(max(ckpt.GetSampleCount(), 1)), "checkpoint-mean-ms")
+	}
+}
+
+// timedDecision is a decision's times in the job (RunOptions.decisionTimed).
+type timedDecision struct {
+	sink.DecisionTimes
+	written, acked int64
+}
+
+// interval is a span of time, in Unix ns.
+type interval struct{ from, to int64 }
+
+// reportJobLatency reports the job's own share of the decisions' latency,
+// from the arrival of the fetch that carried the event to the
+// acknowledgement of its decision, by quantile and by stage, and where its
+// tail comes from: for the slowest 1% of decisions, the mean of each
+// stage, and the share that overlapped a checkpoint's pause of the loop or
+// a pause of the garbage collector.
+func reportJobLatency(b *testing.B, timed []timedDecision, ckpt, gc []interval) {
+	if len(timed) == 0 {
+		return
+	}
+	total := make([]time.Duration, len(timed))
+	var stages [len(decisionStages)][]time.Duration
+	for i := range timed {
+		t := &timed[i]
+		total[i] = time.Duration(t.acked - t.Arrived)
+		for k, d := range stageDurations(&t.DecisionTimes, t.written, t.acked) {
+			stages[k] = append(stages[k], d)
+		}
+	}
+	sorted := slices.Clone(total)
+	slices.Sort(sorted)
+	b.ReportMetric(quantileMs(sorted, 0.5), "job-p50-ms")
+	b.ReportMetric(quantileMs(sorted, 0.99), "job-p99-ms")
+	b.ReportMetric(quantileMs(sorted, 0.999), "job-p999-ms")
+	for k, name := range decisionStages {
+		slices.Sort(stages[k])
+		b.ReportMetric(quantileMs(stages[k], 0.99), name+"-p99-ms")
+	}
+	p99 := sorted[int(0.99*float64(len(sorted)-1))]
+	var (
+		tail         int
+		tailStages   [len(decisionStages)]time.Duration
+		inCkpt, inGC int
+	)
+	overlaps := func(spans []interval, from, to int64) bool {
+		return slices.ContainsFunc(spans, func(s interval) bool { return s.from < to && s.to > from })
+	}
+	for i := range timed {
+		if total[i] < p99 {
+			continue
+		}
+		t := &timed[i]
+		tail++
+		for k, d := range stageDurations(&t.DecisionTimes, t.written, t.acked) {
+			tailStages[k] += d
+		}
+		if overlaps(ckpt, t.Arrived, t.acked) {
+			inCkpt++
+		}
+		if overlaps(gc, t.Arrived, t.acked) {
+			inGC++
+		}
+	}
+	for k, name := range decisionStages {
+		b.ReportMetric(float64(tailStages[k])/float64(tail)/float64(time.Millisecond), "tail-"+name+"-ms")
+	}
+	b.ReportMetric(100*float64(inCkpt)/float64(tail), "tail-in-checkpoint-%")
+	b.ReportMetric(100*float64(inGC)/float64(tail), "tail-in-gc-%")
+	var pauses []time.Duration
+	for _, p := range ckpt {
+		pauses = append(pauses, time.Duration(p.to-p.from))
+	}
+	if len(pauses) > 0 {
+		slices.Sort(pauses)
+		b.ReportMetric(quantileMs(pauses, 0.5), "checkpoint-pause-p50-ms")
+		b.ReportMetric(quantileMs(pauses, 1), "checkpoint-pause-max-ms")
+	}
+	var gcMax time.Duration
+	for _, p := range gc {
+		gcMax = max(gcMax, time.Duration(p.to-p.from))
+	}
+	b.ReportMetric(float64(len(gc)), "gc-pauses")
+	b.ReportMetric(float64(gcMax)/float64(time.Millisecond), "gc-pause-max-ms")
+}
+
+// watchGCPauses collects the garbage collector's stop-the-world pauses
+// until ctx ends, reading the runtime's record of recent ones often enough
+// that none is missed.
+func watchGCPauses(ctx context.Context) []interval {
+	var (
+		st     debug.GCStats
+		pauses []interval
+		seen   = map[int64]bool{}
+	)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for first := true; ; first = false {
+		debug.ReadGCStats(&st)
+		for i, end := range st.PauseEnd {
+			if e := end.UnixNano(); !seen[e] && i < len(st.Pause) {
+				seen[e] = true
+				if !first { // those before the run are not its
+					pauses = append(pauses, interval{e - int64(st.Pause[i]), e})
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return pauses
+		case <-tick.C:
+		}
 	}
 }
 

@@ -27,10 +27,12 @@ type outputWriter struct {
 	out     *sink.Kafka
 	latency prometheus.Histogram
 	// jobLatency, if not nil, observes the job's own share of each
-	// decision's latency, from its fetch's arrival, and so does
-	// observeJob (RunOptions.jobLatency).
+	// decision's latency, from its fetch's arrival, and stages its parts
+	// (observeStages); timed, if not nil, receives the same times
+	// (RunOptions.decisionTimed).
 	jobLatency prometheus.Histogram
-	observeJob func(time.Duration)
+	stages     *prometheus.HistogramVec
+	timed      func(t sink.DecisionTimes, written, acked int64)
 	log        *slog.Logger
 	// now is the job's clock (RunOptions.Now): when a write started and
 	// was acknowledged.
@@ -77,42 +79,73 @@ func newOutputWriter(out *sink.Kafka, latency prometheus.Histogram, since *atomi
 
 func (w *outputWriter) run() {
 	for b := range w.todo {
+		written := w.now().UnixNano()
 		if w.since != nil {
-			w.since.Store(w.now().UnixNano())
+			w.since.Store(written)
 		}
 		err := w.write(&b)
 		if w.since != nil {
 			w.since.Store(0)
 		}
 		if err == nil {
-			w.observe(&b)
+			w.observe(&b, written)
 		}
 		w.done <- err
 	}
 }
 
-// observe observes the latencies of b's decisions, acknowledged now.
-func (w *outputWriter) observe(b *sink.Batch) {
+// observe observes the latencies of b's decisions, whose write started at
+// written and is acknowledged now.
+func (w *outputWriter) observe(b *sink.Batch, written int64) {
 	acked := w.now()
 	if w.latency != nil {
 		ms := acked.UnixMilli()
-		for _, ref := range b.DecisionRefs {
-			w.latency.Observe(float64(ms-ref) / 1000)
+		for i := range b.Decisions {
+			w.latency.Observe(float64(ms-b.Decisions[i].Ref) / 1000)
 		}
 	}
 	if w.jobLatency == nil {
 		return
 	}
+	var stages [len(decisionStages)]prometheus.Observer
+	if w.stages != nil {
+		for i, name := range decisionStages {
+			stages[i] = w.stages.WithLabelValues(name)
+		}
+	}
 	ns := acked.UnixNano()
-	for _, at := range b.DecisionArrivals {
-		if at == 0 {
+	for i := range b.Decisions {
+		t := &b.Decisions[i]
+		if t.Arrived == 0 {
 			continue // not fetched by this job (a distributed task's)
 		}
-		d := time.Duration(ns - at)
-		w.jobLatency.Observe(d.Seconds())
-		if w.observeJob != nil {
-			w.observeJob(d)
+		w.jobLatency.Observe(time.Duration(ns - t.Arrived).Seconds())
+		if w.stages != nil {
+			for k, d := range stageDurations(t, written, ns) {
+				stages[k].Observe(d.Seconds())
+			}
 		}
+		if w.timed != nil {
+			w.timed(*t, written, ns)
+		}
+	}
+}
+
+// decisionStages name the stages of a decision's latency in the job
+// (riskstream_decision_stage_seconds), in the order stageDurations gives
+// them.
+var decisionStages = [...]string{"merge", "engine", "queue", "write"}
+
+// stageDurations splits the job's latency of a decision with times t,
+// whose write started at written and was acknowledged at acked (Unix ns),
+// into its stages: from the fetch's arrival to the loop taking the event
+// from the merge (the fetch waiting for the loop, and the merge for the
+// other partitions), to the decision made, to the write that carries it
+// starting (the write before it in flight), to its acknowledgement.
+func stageDurations(t *sink.DecisionTimes, written, acked int64) [len(decisionStages)]time.Duration {
+	return [...]time.Duration{
+		time.Duration(t.Popped - t.Arrived), time.Duration(t.Made - t.Popped),
+		time.Duration(written - t.Made), time.Duration(acked - written),
 	}
 }
 

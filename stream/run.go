@@ -182,10 +182,14 @@ type RunOptions struct {
 	// state holds the state store's filesystem and fault timings, for
 	// tests; Run sets the rest.
 	state state.Options
-	// jobLatency, if set, receives the job's own share of each decision's
-	// latency as it is acknowledged (riskstream_decision_job_latency_seconds
-	// exactly), on the output writer's goroutine: for BenchmarkLive.
-	jobLatency func(time.Duration)
+	// decisionTimed, if set, receives the times of each decision of the
+	// single job as its write is acknowledged, with when the write started
+	// and was acknowledged (riskstream_decision_job_latency_seconds and
+	// riskstream_decision_stage_seconds are made of them), on the output
+	// writer's goroutine; checkpointPaused, when each checkpoint held the
+	// loop, on the loop's. For BenchmarkLive.
+	decisionTimed    func(t sink.DecisionTimes, written, acked int64)
+	checkpointPaused func(from, to int64)
 }
 
 // DefaultPartitionWait is RunOptions.PartitionWait's default: longer than

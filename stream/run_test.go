@@ -240,11 +240,18 @@ func TestLiveEqualsReplay(t *testing.T) {
 		"riskstream_decisions_total,action=deny,rule=pay-burst": 295,
 		"riskstream_event_decision_latency_seconds":             float64(len(want)),
 		"riskstream_decision_job_latency_seconds":               float64(len(want)),
+		"riskstream_decision_stage_seconds,stage=merge":         float64(len(want)),
+		"riskstream_decision_stage_seconds,stage=engine":        float64(len(want)),
+		"riskstream_decision_stage_seconds,stage=queue":         float64(len(want)),
+		"riskstream_decision_stage_seconds,stage=write":         float64(len(want)),
 		"riskstream_consumer_lag,partition=0":                   0,
 	} {
 		if got, ok := values[name]; !ok || got != want {
 			t.Errorf("%s = %v (present %v), want %v", name, got, ok, want)
 		}
+	}
+	if values["riskstream_checkpoint_pause_seconds"] == 0 {
+		t.Errorf("no checkpoint pause observed")
 	}
 	// A backlog: the records' timestamps (their captured ingest_ts) are two
 	// years behind the wall clock, yet close to ts: no source is degraded,
