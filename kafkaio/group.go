@@ -200,13 +200,14 @@ func (b tagBalancer) UserData() ([]byte, error) { return b.tag[:], nil }
 // group rebalances, the broker describes its members without their
 // metadata, so a killed run of the job cannot be told from another
 // instance; and a run killed while joining may be kept until the rebalance
-// times out. The wait is then rebalanceTimeout.
-func JoinGroup(ctx context.Context, brokers []string, sec *kafkaconn.Security, group, topic string, instance [8]byte, log *slog.Logger) (*GroupMember, error) {
-	tag := newMemberTag(time.Now(), instance)
+// times out. The wait is then rebalanceTimeout. now is the job's clock:
+// the member's tag carries when it joined, and the waits are counted on it.
+func JoinGroup(ctx context.Context, brokers []string, sec *kafkaconn.Security, group, topic string, instance [8]byte, log *slog.Logger, now func() time.Time) (*GroupMember, error) {
+	tag := newMemberTag(now(), instance)
 	conns := sec.Transport()
 	defer conns.CloseIdleConnections()
 	client := &kafka.Client{Addr: kafka.TCP(brokers...), Transport: conns, Timeout: 10 * time.Second}
-	start := time.Now()
+	start := now()
 	deadline := start.Add(SessionTimeout + time.Second)
 	for {
 		// A broker that is starting may fail the request: ask again until
@@ -233,7 +234,7 @@ func JoinGroup(ctx context.Context, brokers []string, sec *kafkaconn.Security, g
 		if err == nil && len(members) == 0 {
 			break
 		}
-		if time.Now().After(deadline) {
+		if now().After(deadline) {
 			if err != nil {
 				return nil, err
 			}

@@ -136,7 +136,7 @@ func TestRestartAfterKillWhileJoining(t *testing.T) {
 	waitGroup("CompletingRebalance", 1)
 
 	start := time.Now()
-	member, err := JoinGroup(ctx, []string{addr}, nil, "riskstream", "requests", [8]byte{1}, slog.Default())
+	member, err := JoinGroup(ctx, []string{addr}, nil, "riskstream", "requests", [8]byte{1}, slog.Default(), time.Now)
 	if err != nil {
 		t.Fatalf("after %v: %v", time.Since(start), err)
 	}

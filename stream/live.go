@@ -164,14 +164,14 @@ func (j *liveJob) onClose(fn func()) { j.closers = append(j.closers, fn) }
 // left behind after a second, so that a stop ends within stopBound and
 // the state is still closed.
 func (j *liveJob) close() {
-	deadline := time.Now().Add(closeGrace)
+	deadline := j.opts.Now().Add(closeGrace)
 	for i := len(j.closers) - 1; i >= 0; i-- {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
 			j.closers[i]()
 		}()
-		wait := time.NewTimer(max(time.Until(deadline), time.Second))
+		wait := time.NewTimer(max(deadline.Sub(j.opts.Now()), time.Second))
 		select {
 		case <-done:
 		case <-wait.C:
@@ -460,7 +460,7 @@ func (j *liveJob) joinGroup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	j.member, err = kafkaio.JoinGroup(ctx, j.brokers, j.sec, j.opts.Group, j.opts.Topic, instance, j.log)
+	j.member, err = kafkaio.JoinGroup(ctx, j.brokers, j.sec, j.opts.Group, j.opts.Topic, instance, j.log, j.opts.Now)
 	if err != nil {
 		return err
 	}

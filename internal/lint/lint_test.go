@@ -142,3 +142,51 @@ func TestOneCorruptionMarker(t *testing.T) {
 		t.Fatalf("checked %d files: the walk missed the code base", checked)
 	}
 }
+
+// oneClock are the edge packages whose clock is the job's (RunOptions.Now,
+// replay.Options.Now), injected, so that tests can move it.
+var oneClock = []string{"stream", "replay", "kafkaio", "observe"}
+
+// TestOneClock: the edges read the wall clock only through the clock they
+// are given. A socket's deadline is the exception: the kernel holds it
+// against its own clock, so it is set from time.Now (conn.SetDeadline,
+// SetReadDeadline, SetWriteDeadline).
+func TestOneClock(t *testing.T) {
+	for _, pkg := range oneClock {
+		files, err := filepath.Glob(filepath.Join("..", "..", pkg, "*.go"))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("%s: no files (%v)", pkg, err)
+		}
+		for _, path := range files {
+			if strings.HasSuffix(path, "_test.go") {
+				continue
+			}
+			fset := token.NewFileSet()
+			f, err := parser.ParseFile(fset, path, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			deadlines := map[ast.Node]bool{}
+			ast.Inspect(f, func(n ast.Node) bool {
+				call, ok := n.(*ast.CallExpr)
+				if !ok {
+					return true
+				}
+				if sel, ok := call.Fun.(*ast.SelectorExpr); ok && strings.HasPrefix(sel.Sel.Name, "Set") && strings.HasSuffix(sel.Sel.Name, "Deadline") {
+					ast.Inspect(call, func(m ast.Node) bool {
+						deadlines[m] = true
+						return true
+					})
+				}
+				sel, ok := call.Fun.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				if id, ok := sel.X.(*ast.Ident); ok && id.Name == "time" && (sel.Sel.Name == "Now" || sel.Sel.Name == "Since" || sel.Sel.Name == "Until") && !deadlines[call] {
+					t.Errorf("%s: time.%s: read the job's clock (the Now it is given); only socket deadlines use the wall clock", fset.Position(call.Pos()), sel.Sel.Name)
+				}
+				return true
+			})
+		}
+	}
+}
