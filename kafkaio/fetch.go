@@ -169,15 +169,7 @@ func (f *Fetcher) Run(ctx context.Context) {
 }
 
 func (f *Fetcher) connectAndFetch(ctx context.Context) error {
-	var (
-		conn *kafka.Conn
-		err  error
-	)
-	for _, b := range f.brokers {
-		if conn, err = f.dialer.DialLeader(ctx, "tcp", b, f.topic, f.partition); err == nil {
-			break
-		}
-	}
+	conn, err := dialLeader(ctx, f.dialer, f.brokers, f.topic, f.partition)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
@@ -257,6 +249,17 @@ func (f *Fetcher) connectAndFetch(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// dialLeader connects to the leader of a partition of topic, asking each
+// of brokers in turn where it is; the error is the last broker's.
+func dialLeader(ctx context.Context, dialer *kafka.Dialer, brokers []string, topic string, partition int) (conn *kafka.Conn, err error) {
+	for _, b := range brokers {
+		if conn, err = dialer.DialLeader(ctx, "tcp", b, topic, partition); err == nil {
+			return conn, nil
+		}
+	}
+	return nil, err
 }
 
 // fetchedPool recycles the slices fetches are read into (the loop puts

@@ -144,13 +144,7 @@ func TopicRanges(ctx context.Context, brokers []string, sec *kafkaconn.Security,
 }
 
 func partitionRange(ctx context.Context, brokers []string, sec *kafkaconn.Security, topic string, p int32, from, to Position) (TopicRange, error) {
-	var conn *kafka.Conn
-	var err error
-	for _, b := range brokers {
-		if conn, err = sec.Dialer().DialLeader(ctx, "tcp", b, topic, int(p)); err == nil {
-			break
-		}
-	}
+	conn, err := dialLeader(ctx, sec.Dialer(), brokers, topic, int(p))
 	if err != nil {
 		return TopicRange{}, fmt.Errorf("partition %d: connect: %w", p, err)
 	}

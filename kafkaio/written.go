@@ -198,13 +198,7 @@ func readPartitionTail(ctx context.Context, dialer *kafka.Dialer, brokers []stri
 // (kafka.FirstOffset: its first) to its end as of the call, and returns
 // that end.
 func ReadRecords(ctx context.Context, dialer *kafka.Dialer, brokers []string, topic string, partition int, from int64, fn func(m *kafka.Message) error) (int64, error) {
-	var conn *kafka.Conn
-	var err error
-	for _, b := range brokers {
-		if conn, err = dialer.DialLeader(ctx, "tcp", b, topic, partition); err == nil {
-			break
-		}
-	}
+	conn, err := dialLeader(ctx, dialer, brokers, topic, partition)
 	if err != nil {
 		return 0, err
 	}
