@@ -495,7 +495,7 @@ func (d *Decoder) timestamp(b []byte, r rawValue) (int64, error) {
 		d.tsBuf = appendUnescaped(d.tsBuf[:0], s)
 		s = d.tsBuf
 	}
-	ms, ok := parseTimeMillis(s)
+	ms, ok := ParseTimeMillis(s)
 	if !ok {
 		return 0, tsTypeError(b, r)
 	}

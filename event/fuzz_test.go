@@ -271,7 +271,7 @@ func FuzzParseTime(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		tm, err := time.Parse(time.RFC3339Nano, s)
-		ms, ok := parseTimeMillis([]byte(s))
+		ms, ok := ParseTimeMillis([]byte(s))
 		if ok != (err == nil) || ok && ms != tm.UnixMilli() {
 			t.Fatalf("parseTimeMillis(%q) = %d, %v; time.Parse gives %d, %v", s, ms, ok, tm.UnixMilli(), err)
 		}

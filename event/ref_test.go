@@ -365,7 +365,7 @@ func (d *refDecoder) timestamp(b []byte, r rawValue) (int64, error) {
 		d.tsBuf = appendUnescaped(d.tsBuf[:0], s)
 		s = d.tsBuf
 	}
-	ms, ok := parseTimeMillis(s)
+	ms, ok := ParseTimeMillis(s)
 	if !ok {
 		return 0, refTsTypeError(b, r)
 	}

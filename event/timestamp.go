@@ -2,12 +2,12 @@ package event
 
 import "time"
 
-// parseTimeMillis parses s as time.Parse(time.RFC3339Nano, s) does and returns
+// ParseTimeMillis parses s as time.Parse(time.RFC3339Nano, s) does and returns
 // it in epoch milliseconds, truncated like time.Time.UnixMilli. The common
 // strict form is parsed here without allocating (time.Parse allocates a
 // zone for any offset but Z and the local one); anything else goes to
 // time.Parse itself, so that exactly what it accepts is accepted.
-func parseTimeMillis(s []byte) (int64, bool) {
+func ParseTimeMillis(s []byte) (int64, bool) {
 	if ms, ok := parseRFC3339(s); ok {
 		return ms, true
 	}

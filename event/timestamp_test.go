@@ -39,7 +39,7 @@ func TestParseTimeMillis(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			got, ok := parseTimeMillis([]byte(tt.in))
+			got, ok := ParseTimeMillis([]byte(tt.in))
 			if ok != tt.ok || ok && got != tt.want {
 				t.Errorf("parseTimeMillis(%q) = %d, %v, want %d, %v", tt.in, got, ok, tt.want, tt.ok)
 			}
@@ -54,7 +54,7 @@ func TestParseTimeMillis(t *testing.T) {
 func TestParseTimeDoesNotAllocate(t *testing.T) {
 	for _, s := range []string{"2024-11-21T01:26:40.123Z", "2024-11-21T09:26:40.123+08:00"} {
 		b := []byte(s)
-		if n := testing.AllocsPerRun(100, func() { parseTimeMillis(b) }); n != 0 {
+		if n := testing.AllocsPerRun(100, func() { ParseTimeMillis(b) }); n != 0 {
 			t.Errorf("parseTimeMillis(%s) allocates %v times", s, n)
 		}
 	}

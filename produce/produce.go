@@ -619,11 +619,11 @@ type optMillis struct {
 }
 
 // keyScanner finds each line's message key and ingest_ts. The job's event
-// decoder, cheaper than scanEvent (BenchmarkScanEvent), serves the lines that
-// are valid events (nearly all), and scanEvent the others and the keys the
-// decoder gives only in canonical form (escaped, or with invalid UTF-8).
-// Both give the same key and timestamp for a line: TestKeyScanner and
-// FuzzKeyScanner check it.
+// decoder, cheaper than scanMembers (BenchmarkScanEvent), serves the lines
+// that are valid events (nearly all), and scanMembers the others and the
+// keys the decoder gives only in canonical form (escaped, or with invalid
+// UTF-8). Both give the same key and timestamp for a line: TestKeyScanner
+// and FuzzKeyScanner check it.
 type keyScanner struct {
 	attr string
 	// dec decodes the key attribute, and id and ingest_ts with it; nil
@@ -631,10 +631,12 @@ type keyScanner struct {
 	// own way.
 	dec *event.Decoder
 	ev  event.Event
+	// members scans the lines dec does not serve (event.Decoder.Members).
+	members *event.Decoder
 }
 
 func newKeyScanner(attr string) *keyScanner {
-	k := &keyScanner{attr: attr}
+	k := &keyScanner{attr: attr, members: newMemberScanner()}
 	var fields []event.Field
 	if attr != "id" {
 		fields = []event.Field{{Name: attr}}
@@ -645,9 +647,18 @@ func newKeyScanner(attr string) *keyScanner {
 	return k
 }
 
+// newMemberScanner returns a decoder of no fields, for its Members.
+func newMemberScanner() *event.Decoder {
+	s, err := event.NewSchema(nil)
+	if err != nil {
+		panic(err) // a schema of no fields is always valid
+	}
+	return event.NewDecoder(s)
+}
+
 func (k *keyScanner) scan(line []byte) (key []byte, ingestTS optMillis, ok bool) {
 	if k.dec == nil || k.dec.Decode(line, &k.ev) != nil {
-		return scanEvent(line, k.attr)
+		return k.scanMembers(line)
 	}
 	v := event.Value{Kind: event.String, Text: k.ev.ID}
 	if k.attr != "id" {
@@ -659,7 +670,7 @@ func (k *keyScanner) scan(line []byte) (key []byte, ingestTS optMillis, ok bool)
 	case event.String:
 		body := v.Text[1 : len(v.Text)-1]
 		if bytes.IndexByte(body, '\\') >= 0 || bytes.ContainsRune(body, utf8.RuneError) {
-			return scanEvent(line, k.attr)
+			return k.scanMembers(line)
 		}
 		key = bytes.Clone(body) // the text may be in the decoder's scratch space
 	default:
@@ -671,40 +682,17 @@ func (k *keyScanner) scan(line []byte) (key []byte, ingestTS optMillis, ok bool)
 	return key, ingestTS, true
 }
 
-// scanEvent pulls the key attribute and ingest_ts out of a JSON object
+// scanMembers pulls the key attribute and ingest_ts out of a JSON object
 // line without decoding the rest: a single pass over the top level that
-// skips nested values. ok is false when the line is not a well-formed
+// skips nested values. ok is false when the line is not one valid JSON
 // object (then key is nil). A key attribute that is a string yields its
 // unescaped text; any other JSON value yields its raw text; null yields a
 // nil key. ingest_ts counts only when it is an integer.
-func scanEvent(line []byte, keyAttr string) (key []byte, ingestTS optMillis, ok bool) {
-	s := scanner{b: line}
-	s.ws()
-	if !s.eat('{') {
-		return nil, optMillis{}, false
-	}
-	s.ws()
-	if s.eat('}') {
-		return nil, optMillis{}, s.end()
-	}
-	for {
-		s.ws()
-		name, nok := s.str()
-		if !nok {
-			return nil, optMillis{}, false
-		}
-		s.ws()
-		if !s.eat(':') {
-			return nil, optMillis{}, false
-		}
-		s.ws()
-		vstart := s.i
-		if !s.value(0) {
-			return nil, optMillis{}, false
-		}
-		raw := line[vstart:s.i]
+func (k *keyScanner) scanMembers(line []byte) (key []byte, ingestTS optMillis, ok bool) {
+	err := k.members.Members(line, func(name []byte, start, end int) {
+		raw := line[start:end]
 		switch {
-		case nameIs(name, keyAttr):
+		case nameIs(name, k.attr):
 			key = keyBytes(raw)
 		case nameIs(name, "ingest_ts"):
 			if v, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
@@ -713,18 +701,11 @@ func scanEvent(line []byte, keyAttr string) (key []byte, ingestTS optMillis, ok 
 				ingestTS = optMillis{}
 			}
 		}
-		s.ws()
-		if s.eat(',') {
-			continue
-		}
-		if !s.eat('}') {
-			return nil, optMillis{}, false
-		}
-		if !s.end() {
-			return nil, optMillis{}, false
-		}
-		return key, ingestTS, true
+	})
+	if err != nil {
+		return nil, optMillis{}, false
 	}
+	return key, ingestTS, true
 }
 
 // nameIs compares a raw (still quoted-content) member name with want,
@@ -756,129 +737,4 @@ func keyBytes(raw []byte) []byte {
 		return nil
 	}
 	return []byte(s)
-}
-
-// scanner is a minimal JSON tokenizer over one line; it validates
-// structure enough to find top-level members, not every grammar detail
-// (e.g. number syntax), which the job's decoder checks anyway.
-type scanner struct {
-	b []byte
-	i int
-}
-
-func (s *scanner) ws() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ' ', '\t', '\r', '\n':
-			s.i++
-		default:
-			return
-		}
-	}
-}
-
-func (s *scanner) eat(c byte) bool {
-	if s.i < len(s.b) && s.b[s.i] == c {
-		s.i++
-		return true
-	}
-	return false
-}
-
-// end reports whether only whitespace remains.
-func (s *scanner) end() bool {
-	s.ws()
-	return s.i == len(s.b)
-}
-
-// str consumes a string and returns its content between the quotes, still
-// escaped.
-func (s *scanner) str() ([]byte, bool) {
-	if !s.eat('"') {
-		return nil, false
-	}
-	start := s.i
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case '\\':
-			s.i += 2
-		case '"':
-			s.i++
-			return s.b[start : s.i-1], true
-		default:
-			s.i++
-		}
-	}
-	return nil, false
-}
-
-// maxDepth stops pathological nesting from recursing without bound.
-const maxDepth = 512
-
-// value consumes one JSON value of any kind.
-func (s *scanner) value(depth int) bool {
-	if s.i >= len(s.b) || depth > maxDepth {
-		return false
-	}
-	switch c := s.b[s.i]; c {
-	case '"':
-		_, ok := s.str()
-		return ok
-	case '{', '[':
-		closer := byte('}')
-		if c == '[' {
-			closer = ']'
-		}
-		s.i++
-		s.ws()
-		if s.eat(closer) {
-			return true
-		}
-		for {
-			s.ws()
-			if c == '{' {
-				if _, ok := s.str(); !ok {
-					return false
-				}
-				s.ws()
-				if !s.eat(':') {
-					return false
-				}
-				s.ws()
-			}
-			if !s.value(depth + 1) {
-				return false
-			}
-			s.ws()
-			if s.eat(closer) {
-				return true
-			}
-			if !s.eat(',') {
-				return false
-			}
-		}
-	default:
-		// A number or literal: everything up to the next delimiter.
-		start := s.i
-		for s.i < len(s.b) {
-			switch s.b[s.i] {
-			case ',', '}', ']', ' ', '\t', '\r', '\n':
-				return s.literalOK(s.b[start:s.i])
-			}
-			s.i++
-		}
-		return s.literalOK(s.b[start:s.i])
-	}
-}
-
-func (s *scanner) literalOK(tok []byte) bool {
-	if len(tok) == 0 {
-		return false
-	}
-	switch string(tok) {
-	case "true", "false", "null":
-		return true
-	}
-	c := tok[0]
-	return c == '-' || (c >= '0' && c <= '9')
 }

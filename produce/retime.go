@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"time"
+
+	"github.com/riskstream/riskstream/event"
 )
 
 // retimer shifts the times of a recorded capture by one offset, so that
@@ -20,6 +22,8 @@ type retimer struct {
 	set    bool
 	// spans are the current line's time values; reused.
 	spans []timeSpan
+	// members scans the lines (event.Decoder.Members); made on first use.
+	members *event.Decoder
 }
 
 // timeSpan is one top-level ts or ingest_ts value of a line.
@@ -40,7 +44,10 @@ func (r *retimer) retime(line []byte, now time.Time) (out []byte, ref int64, ok 
 	r.spans = r.spans[:0]
 	var ts, ingest int64
 	var hasTS, hasIngest bool
-	if !eachMember(line, func(name []byte, start, end int) {
+	if r.members == nil {
+		r.members = newMemberScanner()
+	}
+	if r.members.Members(line, func(name []byte, start, end int) {
 		raw := line[start:end]
 		switch {
 		case nameIs(name, "ingest_ts"):
@@ -54,7 +61,7 @@ func (r *retimer) retime(line []byte, now time.Time) (out []byte, ref int64, ok 
 				r.spans = append(r.spans, timeSpan{start, end, false})
 			}
 		}
-	}) {
+	}) != nil {
 		return line, 0, false
 	}
 	switch {
@@ -134,49 +141,8 @@ func parseTS(raw []byte) (int64, bool) {
 		if bytes.IndexByte(s, '\\') >= 0 {
 			return 0, false
 		}
-		t, err := time.Parse(time.RFC3339Nano, string(s))
-		if err != nil {
-			return 0, false
-		}
-		return t.UnixMilli(), true
+		return event.ParseTimeMillis(s)
 	}
 	v, err := strconv.ParseInt(string(raw), 10, 64)
 	return v, err == nil
-}
-
-// eachMember calls fn with the name (still escaped) and the value's span
-// in line of each top-level member of a JSON object line; false when the
-// line is not one.
-func eachMember(line []byte, fn func(name []byte, start, end int)) bool {
-	s := scanner{b: line}
-	s.ws()
-	if !s.eat('{') {
-		return false
-	}
-	s.ws()
-	if s.eat('}') {
-		return s.end()
-	}
-	for {
-		s.ws()
-		name, ok := s.str()
-		if !ok {
-			return false
-		}
-		s.ws()
-		if !s.eat(':') {
-			return false
-		}
-		s.ws()
-		start := s.i
-		if !s.value(0) {
-			return false
-		}
-		fn(name, start, s.i)
-		s.ws()
-		if s.eat(',') {
-			continue
-		}
-		return s.eat('}') && s.end()
-	}
 }
