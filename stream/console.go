@@ -26,35 +26,31 @@ const (
 	consoleSources = 16
 )
 
-// heatmapMetrics exports fired heatmap windows on their way to the sink.
-type heatmapMetrics struct {
+// jobOutput is where the engine's outputs go: the sink, and on their way
+// the heatmap metrics and, when the job serves a console, its rings of
+// fired heatmap windows and its count of decisions per key, which the loop
+// owns. Its methods run on the loop, per output, never per event.
+type jobOutput struct {
 	*sink.Kafka
 	m *observe.Metrics
-}
-
-func (h heatmapMetrics) Heatmap(w *windows.HeatmapWindow) {
-	h.m.ObserveHeatmap(w)
-	h.Kafka.Heatmap(w)
-}
-
-// watchedOutput feeds the console beside the metrics: each fired heatmap
-// window to its rings, each decision to the count of decisions per key,
-// which the loop owns. Both are called on the loop, per output, never per
-// event.
-type watchedOutput struct {
-	heatmapMetrics
+	// live and keys are the console's; nil without one.
 	live *console.Live
 	keys *console.DecisionKeys
 }
 
-func (o watchedOutput) Heatmap(w *windows.HeatmapWindow) {
-	o.live.Heatmap(w)
-	o.heatmapMetrics.Heatmap(w)
+func (o jobOutput) Heatmap(w *windows.HeatmapWindow) {
+	if o.live != nil {
+		o.live.Heatmap(w)
+	}
+	o.m.ObserveHeatmap(w)
+	o.Kafka.Heatmap(w)
 }
 
-func (o watchedOutput) Decision(d *windows.Decision) {
-	o.keys.Add(d)
-	o.heatmapMetrics.Decision(d)
+func (o jobOutput) Decision(d *windows.Decision) {
+	if o.keys != nil {
+		o.keys.Add(d)
+	}
+	o.Kafka.Decision(d)
 }
 
 // sample is the job's state now (epoch ms) for the console; it runs on

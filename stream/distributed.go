@@ -503,11 +503,7 @@ func (j *distJob) openTask(ctx context.Context, k int) (t *ownedTask, err error)
 			"bytes", st.bytes, "from", max(local.end, 0), "rewritten", st.repaired, "took", took.Round(time.Millisecond))
 	}
 	t = &ownedTask{db: db, log: log, next: kafka.FirstOffset, changelogEnd: end, epoch: epoch}
-	var out engine.Output = heatmapMetrics{j.out, j.m}
-	if j.console != nil {
-		out = watchedOutput{heatmapMetrics{j.out, j.m}, j.console, j.decisionKeys}
-	}
-	t.task, err = engine.NewTask(engine.TaskOptions{Config: j.opts.Config, Backend: db, Output: out,
+	t.task, err = engine.NewTask(engine.TaskOptions{Config: j.opts.Config, Backend: db, Output: jobOutput{j.out, j.m, j.console, j.decisionKeys},
 		Partition: k, Partitions: j.opts.RepartitionPartitions, Topic: j.opts.Topic, Inputs: j.inputParts,
 		CacheSlots: j.opts.CacheSlots, MemoryBytes: j.mem.State / int64(max(1, j.assigned))})
 	if err != nil {

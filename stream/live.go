@@ -298,13 +298,8 @@ func (j *liveJob) startOutputs(context.Context) error {
 	for i, p := range parts {
 		backends[i] = p
 	}
-	withMetrics := heatmapMetrics{j.out, j.m}
-	var out engine.Output = withMetrics
-	if j.console != nil {
-		out = watchedOutput{withMetrics, j.console, j.decisionKeys}
-	}
 	j.e, err = engine.NewSharded(engine.Options{
-		Config: o.Config, Output: out, MemoryBytes: j.mem.State, CacheSlots: o.CacheSlots,
+		Config: o.Config, Output: jobOutput{j.out, j.m, j.console, j.decisionKeys}, MemoryBytes: j.mem.State, CacheSlots: o.CacheSlots,
 		Checkpoints: true, Parallel: parallel.Do,
 		OnSkewTransition: func(tr watermark.Transition) {
 			observe.LogTransition(j.log, tr)
