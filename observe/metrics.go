@@ -50,8 +50,8 @@ type Metrics struct {
 	DecisionStages  *prometheus.HistogramVec
 	CheckpointPause prometheus.Histogram
 	heatmaps        *heatmapCollector
-	WatermarkLag    *prometheus.GaugeVec
-	ConsumerLag     *prometheus.GaugeVec
+	wmLag           *prometheus.GaugeVec
+	consumerLag     *prometheus.GaugeVec
 	// WaitTimeouts counts merge waits for a partition that ran out.
 	WaitTimeouts prometheus.Counter
 	last         engine.Stats
@@ -106,11 +106,11 @@ func NewMetrics(reg *prometheus.Registry, cfg *rules.Config, labelLimit int) *Me
 		Help:    "How long each checkpoint held the job's loop: waiting for the outputs' acknowledgements and writing the state's last changes, not the commit to disk that follows.",
 		Buckets: stageBuckets})
 	m.heatmaps = newHeatmapCollector(cfg)
-	m.WatermarkLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "riskstream_watermark_lag_seconds",
+	m.wmLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "riskstream_watermark_lag_seconds",
 		Help: "Wall clock minus the partition's watermark; it grows while the partition is silent."}, []string{"partition"})
 	m.WaitTimeouts = prometheus.NewCounter(prometheus.CounterOpts{Name: "riskstream_partition_wait_timeouts_total",
 		Help: "Times the job went on without an input partition that had nothing to read, after waiting for it: only then can the order of records across partitions depend on timing."})
-	m.ConsumerLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "riskstream_consumer_lag",
+	m.consumerLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "riskstream_consumer_lag",
 		Help: "Records of the partition not yet consumed."}, []string{"partition"})
 	m.Reloads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "riskstream_rules_reloads_total",
 		Help: "Reloads of the rules file, by result: applied, or refused (a file with problems, or a change that needs a restart)."}, []string{"result"})
@@ -120,7 +120,7 @@ func NewMetrics(reg *prometheus.Registry, cfg *rules.Config, labelLimit int) *Me
 	for range cfg.Heatmaps {
 		m.heatmapKeys = append(m.heatmapKeys, newBoundedLabels(labelLimit))
 	}
-	reg.MustRegister(m.heatmaps, m.WatermarkLag, m.ConsumerLag, m.WaitTimeouts, m.Reloads)
+	reg.MustRegister(m.heatmaps, m.wmLag, m.consumerLag, m.WaitTimeouts, m.Reloads)
 	reg.MustRegister(m.Events, m.decisions, m.shadowDecisions, m.Watermark, m.skew, m.degraded, m.transitions, m.forgotten, m.Checkpoint, m.LastCheckpoint, m.stateBytes, m.Latency, m.JobLatency, m.DecisionStages, m.CheckpointPause)
 	registerBuildMetrics(reg)
 	return m
@@ -199,14 +199,19 @@ func boolGauge(b bool) float64 {
 	return 0
 }
 
-// Lags refreshes the per-partition watermark and consumer lags.
-func (m *Metrics) Lags(e *engine.Sharded, fetchers []*kafkaio.Fetcher, now int64) {
+// Lags refreshes, at now (Unix ms), the watermark lag and the consumer
+// lag of each input partition fetched (those of topic), its watermark
+// given by watermarkOf.
+func (m *Metrics) Lags(topic string, fetchers []*kafkaio.Fetcher, watermarkOf func(partition int32) int64, now int64) {
 	for _, f := range fetchers {
-		label := strconv.Itoa(f.Partition())
-		if wm := e.PartitionWatermark(int32(f.Partition())); wm > watermark.Min {
-			m.WatermarkLag.WithLabelValues(label).Set(float64(now-wm) / 1000)
+		if f.Topic() != topic {
+			continue
 		}
-		m.ConsumerLag.WithLabelValues(label).Set(float64(f.Lag()))
+		label := strconv.Itoa(f.Partition())
+		if wm := watermarkOf(int32(f.Partition())); wm > watermark.Min {
+			m.wmLag.WithLabelValues(label).Set(float64(now-wm) / 1000)
+		}
+		m.consumerLag.WithLabelValues(label).Set(float64(f.Lag()))
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/riskstream/riskstream/console"
+	"github.com/riskstream/riskstream/kafkaio"
 	"github.com/riskstream/riskstream/observe"
 	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/watermark"
@@ -65,15 +66,26 @@ func (j *liveJob) sample(now int64) console.Sample {
 	if wm := j.e.Watermark(); wm > watermark.Min && wm < watermark.Max {
 		s.Watermark = wm
 	}
-	for _, f := range j.fetchers {
-		p := console.PartitionSample{Partition: int32(f.Partition()), ConsumerLag: f.Lag()}
-		if wm := j.e.PartitionWatermark(int32(f.Partition())); wm > watermark.Min && wm < watermark.Max {
-			p.WatermarkLag, p.Known = now-wm, true
-		}
-		s.Partitions = append(s.Partitions, p)
-	}
+	s.Partitions = partitionSamples(j.opts.Topic, j.fetchers, j.e.PartitionWatermark, now)
 	s.Sources = sourceSamples(j.e.Sources())
 	return s
+}
+
+// partitionSamples are, at now, the lags of the input partitions fetched
+// (those of topic), their watermarks given by watermarkOf.
+func partitionSamples(topic string, fetchers []*kafkaio.Fetcher, watermarkOf func(partition int32) int64, now int64) []console.PartitionSample {
+	var out []console.PartitionSample
+	for _, f := range fetchers {
+		if f.Topic() != topic {
+			continue
+		}
+		p := console.PartitionSample{Partition: int32(f.Partition()), ConsumerLag: f.Lag()}
+		if wm := watermarkOf(int32(f.Partition())); wm > watermark.Min && wm < watermark.Max {
+			p.WatermarkLag, p.Known = now-wm, true
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // sourceSamples are the sources the console keeps of srcs: the degraded
@@ -114,15 +126,6 @@ func (j *distJob) sample(now int64) console.Sample {
 	if least > watermark.Min && least < watermark.Max {
 		s.Watermark = least
 	}
-	for _, f := range j.fetchers {
-		if f.Topic() != j.opts.Topic {
-			continue
-		}
-		p := console.PartitionSample{Partition: int32(f.Partition()), ConsumerLag: f.Lag()}
-		if wm := j.router.Watermark(int32(f.Partition())); wm > watermark.Min && wm < watermark.Max {
-			p.WatermarkLag, p.Known = now-wm, true
-		}
-		s.Partitions = append(s.Partitions, p)
-	}
+	s.Partitions = partitionSamples(j.opts.Topic, j.fetchers, j.router.Watermark, now)
 	return s
 }

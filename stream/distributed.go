@@ -928,17 +928,7 @@ func (j *distJob) publishGauges() {
 		j.m.Watermark.Set(float64(least) / 1000)
 	}
 	j.m.Skews(j.router.Sources())
-	now := j.now()
-	for _, f := range j.fetchers {
-		if f.Topic() != j.opts.Topic {
-			continue
-		}
-		label := strconv.Itoa(f.Partition())
-		if wm := j.router.Watermark(int32(f.Partition())); wm > watermark.Min {
-			j.m.WatermarkLag.WithLabelValues(label).Set(float64(now-wm) / 1000)
-		}
-		j.m.ConsumerLag.WithLabelValues(label).Set(float64(f.Lag()))
-	}
+	j.m.Lags(j.opts.Topic, j.fetchers, j.router.Watermark, j.now())
 }
 
 // ErrCheckpointTooLarge is returned when an internal topic refuses a

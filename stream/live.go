@@ -857,7 +857,7 @@ func (j *liveJob) checkpoint(durable bool) error {
 		})
 	}
 	j.m.Update(j.e, j.db)
-	j.m.Lags(j.e, j.fetchers, j.now())
+	j.m.Lags(j.opts.Topic, j.fetchers, j.e.PartitionWatermark, j.now())
 	if now := j.opts.Now(); j.console != nil && now.Sub(j.lastSample) >= consoleSampleEvery {
 		j.lastSample = now
 		j.console.Add(j.sample(now.UnixMilli()))
