@@ -3,8 +3,9 @@ package state
 import (
 	"errors"
 	"fmt"
-	corruptpkg "github.com/riskstream/riskstream/internal/corrupt"
 	"testing"
+
+	corruptpkg "github.com/riskstream/riskstream/internal/corrupt"
 )
 
 // TestExplain: a failure of the state store, however wrapped, is told

@@ -1,14 +1,12 @@
 package state
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -17,6 +15,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"github.com/riskstream/riskstream/internal/testinput"
 )
 
 // faultFS is errorfs over the operating system's filesystem. Pebble
@@ -61,24 +60,6 @@ func (d *diskFull) MaybeError(op errorfs.Op) error {
 	return &os.PathError{Op: "write", Path: op.Path, Err: syscall.ENOSPC}
 }
 
-// logBuffer is a slog handler's output, safe for Pebble's goroutines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // within runs f on another goroutine, failing the test if it panics or
 // does not return within d.
 func within(t *testing.T, d time.Duration, what string, f func()) {
@@ -113,7 +94,7 @@ func TestDiskFull(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			inj := &diskFull{match: match}
-			var logs logBuffer
+			var logs testinput.LockedBuffer
 			db := open(t, dir, Options{AtomicCheckpoints: true, FS: newFaultFS(inj), WriteErrorGrace: 200 * time.Millisecond,
 				Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			// Values of 64 KiB, 4 MiB a commit: Pebble flushes every commit or
@@ -320,7 +301,7 @@ func TestFatalfDoesNotPanic(t *testing.T) {
 // TestQuietLog: an error repeated, with other file numbers, is logged once
 // and then as a count at most once per interval.
 func TestQuietLog(t *testing.T) {
-	var logs logBuffer
+	var logs testinput.LockedBuffer
 	q := newQuietLog(slog.New(slog.NewTextHandler(&logs, nil)), 50*time.Millisecond)
 	now := time.Unix(1, 0)
 	q.now = func() time.Time { return now }

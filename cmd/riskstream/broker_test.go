@@ -1,33 +1,14 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"regexp"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/riskstream/riskstream/internal/testinput"
 	"github.com/segmentio/kafka-go"
 )
-
-// lockedBuffer takes the command's log while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
 
 // TestBrokerCommand: the broker runs alone with the input and output
 // topics, and stops cleanly when told to.
@@ -35,7 +16,7 @@ func TestBrokerCommand(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cmd := newRootCmd()
-	logs := &lockedBuffer{}
+	logs := &testinput.LockedBuffer{}
 	cmd.SetArgs([]string{"broker", "--addr", "127.0.0.1:0", "--partitions", "2"})
 	cmd.SetErr(logs)
 	done := make(chan error, 1)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/riskstream/riskstream/internal/kafkatest"
+	"github.com/riskstream/riskstream/internal/testinput"
 
 	"github.com/riskstream/riskstream/internal/testcert"
 	"github.com/riskstream/riskstream/kafkaconn"
@@ -108,7 +109,7 @@ func startBrokerCommand(t *testing.T, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := newRootCmd()
-	logs := &lockedBuffer{}
+	logs := &testinput.LockedBuffer{}
 	cmd.SetArgs(append([]string{"broker", "--addr", "127.0.0.1:0", "--partitions", "1"}, args...))
 	cmd.SetErr(logs)
 	done := make(chan error, 1)
@@ -159,7 +160,7 @@ func TestSecuredCommands(t *testing.T) {
 	job := newRootCmd()
 	job.SetArgs(append([]string{"run", "--rules", "../../testdata/rules.yaml", "--state-dir", t.TempDir(), "--metrics-addr", "",
 		"--checkpoint-interval", "50ms"}, secured...))
-	job.SetErr(&lockedBuffer{})
+	job.SetErr(&testinput.LockedBuffer{})
 	done := make(chan error, 1)
 	go func() { done <- job.ExecuteContext(ctx) }()
 	defer func() {

@@ -199,7 +199,7 @@ func TestRunOnCorruptState(t *testing.T) {
 // TestSecondSignalExits: the first SIGINT cancels the job's context (a
 // clean stop); a second exits at once with status 130, saying so.
 func TestSecondSignalExits(t *testing.T) {
-	var stderr lockedBuffer
+	var stderr testinput.LockedBuffer
 	exited := make(chan int, 1)
 	ctx, stop := notifyStop(context.Background(), &stderr, func(code int) { exited <- code })
 	defer stop()
