@@ -4,7 +4,8 @@
 // checkpoint covers were acknowledged. They are one versioned record, the
 // manifest, in the state store's metadata, written with the checkpoint's
 // atomic batch and read back at a restore; the single job and each task of
-// the distributed one write the same record.
+// the distributed one write the same record, and each router of a
+// distributed job writes one to the routers topic.
 //
 // The package is a codec and a reader over the store's metadata: it does no
 // I/O of its own.
@@ -43,8 +44,11 @@ type Manifest struct {
 // MetaKey is the manifest's key in the state store's metadata.
 const MetaKey = "manifest"
 
-// version is the first byte of an encoded manifest.
-const version = 1
+// version is the first byte of an encoded manifest. Version 1 has the
+// same layout and reads the same; 2 tells a manifest apart from a router
+// checkpoint of the layout before (docs/format/repartition.md "Routers
+// topic"), which also began with a 1.
+const version = 2
 
 // AppendBinary appends the encoded manifest (docs/format/state.md).
 func (m *Manifest) AppendBinary(dst []byte) []byte {
@@ -62,7 +66,7 @@ func Decode(b []byte) (Manifest, error) {
 	if len(b) == 0 {
 		return m, corrupt.Errorf("checkpoint: corrupt manifest: empty")
 	}
-	if b[0] != version {
+	if b[0] != version && b[0] != 1 {
 		return m, corrupt.Errorf("checkpoint: a manifest of version %d, which this riskstream does not know (it writes version %d): the state was written by another riskstream", b[0], version)
 	}
 	d := varint.Reader{B: b[1:]}

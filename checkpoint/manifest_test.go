@@ -104,6 +104,19 @@ func TestRefused(t *testing.T) {
 	}
 }
 
+// TestVersion1: a manifest of version 1, of the same layout, reads as the
+// version written now.
+func TestVersion1(t *testing.T) {
+	b := sample.AppendBinary(nil)
+	if b[0] != version {
+		t.Fatalf("written as version %d, not %d", b[0], version)
+	}
+	b[0] = 1
+	if m, err := Decode(b); err != nil || !reflect.DeepEqual(m, sample) {
+		t.Fatalf("version 1: %+v, %v; want %+v", m, err, sample)
+	}
+}
+
 // FuzzDecode: any bytes decode to an error or to a manifest that encodes
 // to bytes decoding to the same; never a panic.
 func FuzzDecode(f *testing.F) {

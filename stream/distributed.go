@@ -583,27 +583,42 @@ func writeChangelogPosition(db *state.DB, p changelogPosition) error {
 }
 
 // routerCheckpoint is one input partition's router checkpoint, as the
-// routers topic holds it.
+// routers topic holds it: a checkpoint manifest whose engine part is the
+// router's clocks and whose one input is the partition's next offset.
 type routerCheckpoint struct {
 	next   int64
 	clocks []byte
 	ends   []kafkaio.OutputEnd
 }
 
-func encodeRouterCheckpoint(c routerCheckpoint) []byte {
-	b := []byte{1}
-	b = binary.AppendVarint(b, c.next)
-	b = binary.AppendUvarint(b, uint64(len(c.clocks)))
-	b = append(b, c.clocks...)
-	return checkpoint.AppendOffsets(b, kafkaio.EndOffsets(c.ends))
+func encodeRouterCheckpoint(topic string, p int32, c routerCheckpoint) []byte {
+	m := checkpoint.Manifest{Engine: c.clocks, Inputs: []checkpoint.Offset{{Topic: topic, Partition: p, Offset: c.next}},
+		Outputs: kafkaio.EndOffsets(c.ends)}
+	return m.AppendBinary(nil)
 }
 
-func decodeRouterCheckpoint(b []byte) (routerCheckpoint, error) {
+// decodeRouterCheckpoint reads the router checkpoint of input partition p
+// of topic; a value of the layout before the manifest (its first byte 1)
+// reads the same.
+func decodeRouterCheckpoint(topic string, p int32, b []byte) (routerCheckpoint, error) {
+	if len(b) > 0 && b[0] == 1 {
+		return decodeLegacyRouterCheckpoint(b)
+	}
+	m, err := checkpoint.Decode(b)
+	if err != nil {
+		return routerCheckpoint{}, err
+	}
+	if len(m.Inputs) != 1 || m.Inputs[0].Topic != topic || m.Inputs[0].Partition != p {
+		return routerCheckpoint{}, fmt.Errorf("a router checkpoint of %v, not of %s partition %d: the routers topic is another job's", m.Inputs, topic, p)
+	}
+	return routerCheckpoint{next: m.Inputs[0].Offset, clocks: m.Engine, ends: kafkaio.EndsOf(m.Outputs)}, nil
+}
+
+// decodeLegacyRouterCheckpoint reads a router checkpoint of the layout
+// before the manifest (docs/format/repartition.md "Routers topic").
+func decodeLegacyRouterCheckpoint(b []byte) (routerCheckpoint, error) {
 	var c routerCheckpoint
 	bad := corrupt.Errorf("stream: corrupt router checkpoint")
-	if len(b) == 0 || b[0] != 1 {
-		return c, bad
-	}
 	b = b[1:]
 	var n int
 	if c.next, n = binary.Varint(b); n <= 0 {
@@ -635,7 +650,7 @@ func (j *distJob) readRouterCheckpoints(ctx context.Context) (map[int32]routerCh
 		if err != nil {
 			return nil // not a router's
 		}
-		cp, err := decodeRouterCheckpoint(m.Value)
+		cp, err := decodeRouterCheckpoint(j.opts.Topic, int32(p), m.Value)
 		if err != nil {
 			return fmt.Errorf("input partition %d: %w", p, err)
 		}
@@ -868,7 +883,7 @@ func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 			if in.next < 0 {
 				continue // nothing read yet
 			}
-			cp := encodeRouterCheckpoint(routerCheckpoint{next: in.next, clocks: j.router.Checkpoint(p), ends: ends})
+			cp := encodeRouterCheckpoint(j.opts.Topic, p, routerCheckpoint{next: in.next, clocks: j.router.Checkpoint(p), ends: ends})
 			recs = append(recs, kafka.Record{Key: kafka.NewBytes([]byte(strconv.Itoa(int(p)))), Value: kafka.NewBytes(cp)})
 			offsets[j.opts.Topic][int(p)] = in.next
 		}
