@@ -223,19 +223,12 @@ func (j *distJob) startOutputs(context.Context) error {
 	o := j.opts
 	j.m = observe.NewMetrics(o.Registry, o.Config, o.MetricLabelLimit)
 	j.dm = newDistMetrics(o.Registry)
-	if o.MetricsAddr != "" {
-		// The console shows what this instance holds.
-		j.console = console.NewLive(console.LiveOptions{SkewThreshold: o.Config.Skew.Threshold, Now: o.Now, Health: j.health})
-		j.decisionKeys = console.NewDecisionKeys(consoleKeyLimit)
-		srv, err := j.m.Serve(o.MetricsAddr, j.health, j.console.Handler(), o.ConsolePublic)
-		if err != nil {
-			return err
-		}
-		j.onClose(func() { srv.Close() })
+	// The console shows what this instance holds.
+	var err error
+	if j.console, j.decisionKeys, err = serveConsole(o, j.m, j.health, j.onClose); err != nil {
+		return err
 	}
-	j.out = sink.NewKafka(o.Brokers, o.Outputs, sink.Transport(j.sec.Transport()),
-		sink.MaxMessageBytes(o.MaxMessageBytes), sink.Metrics(o.Registry), sink.Logger(j.log))
-	j.onClose(func() { j.out.Close() })
+	j.out = newSink(o, o.Brokers, j.sec, j.log, j.onClose)
 	j.writer = newOutputWriter(j.out, j.m.Latency, nil, j.log, j.opts.Now)
 	j.onClose(j.writer.close)
 	// The repartition topic has a writer of its own: its messages, many
@@ -247,7 +240,6 @@ func (j *distJob) startOutputs(context.Context) error {
 	j.hopWriter = newOutputWriter(j.hop, nil, nil, j.log, j.opts.Now)
 	j.onClose(j.hopWriter.close)
 	j.ends = kafkaio.NewEndTracker(j.client, o.Outputs.Names(), j.out, j.log)
-	var err error
 	j.router, err = engine.NewRouter(o.Config, o.RepartitionPartitions, func(tr watermark.Transition) {
 		observe.LogTransition(j.log, tr)
 		j.m.SourceTransition(tr.Source)

@@ -273,19 +273,11 @@ func (j *liveJob) startOutputs(context.Context) error {
 	if o.Config.File != "" && (o.WatchRules || o.ReloadRules != nil) {
 		j.watch = newRulesWatch(o.Config)
 	}
-	if o.MetricsAddr != "" {
-		// The console is fed only where a page can show it.
-		j.console = console.NewLive(console.LiveOptions{SkewThreshold: o.Config.Skew.Threshold, Now: o.Now, Health: j.health})
-		j.decisionKeys = console.NewDecisionKeys(consoleKeyLimit)
-		srv, err := j.m.Serve(o.MetricsAddr, j.health, j.console.Handler(), o.ConsolePublic)
-		if err != nil {
-			return err
-		}
-		j.onClose(func() { srv.Close() })
+	var err error
+	if j.console, j.decisionKeys, err = serveConsole(o, j.m, j.health, j.onClose); err != nil {
+		return err
 	}
-	j.out = sink.NewKafka(j.brokers, o.Outputs, sink.Transport(j.sec.Transport()),
-		sink.MaxMessageBytes(o.MaxMessageBytes), sink.Metrics(o.Registry), sink.Logger(j.log))
-	j.onClose(func() { j.out.Close() })
+	j.out = newSink(o, j.brokers, j.sec, j.log, j.onClose)
 	j.ends = kafkaio.NewEndTracker(&kafka.Client{Addr: kafka.TCP(j.brokers...), Transport: j.sec.Transport(), Timeout: 10 * time.Second},
 		o.Outputs.Names(), j.out, j.log)
 	// The shards write their state through parts of the one store, so
