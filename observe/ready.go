@@ -63,6 +63,14 @@ func (r *Readiness) Track(fetchers ...FetchSource) {
 	r.all = append(r.all, fetchers...)
 }
 
+// TrackOnly makes fetchers the only ones Stalled looks at: a distributed
+// instance's, which are made again with each generation of its group.
+func (r *Readiness) TrackOnly(fetchers ...FetchSource) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.all = append(r.all[:0:0], fetchers...)
+}
+
 // Stalled returns, at now, why the brokers look stalled, for /healthz: an
 // input partition whose leader has answered no fetch, or an output write
 // unacknowledged, for stallAfter (fetches are answered within

@@ -45,6 +45,8 @@ func TestReadiness(t *testing.T) {
 type fakeFetch struct {
 	partition int
 	answered  bool
+	// last is when its leader last answered; the zero time is now.
+	last time.Time
 }
 
 func (f *fakeFetch) Topic() string { return "requests" }
@@ -53,4 +55,32 @@ func (f *fakeFetch) Partition() int { return f.partition }
 
 func (f *fakeFetch) Answered() bool { return f.answered }
 
-func (f *fakeFetch) LastAnswer() time.Time { return time.Now() }
+func (f *fakeFetch) LastAnswer() time.Time {
+	if f.last.IsZero() {
+		return time.Now()
+	}
+	return f.last
+}
+
+// TestStalled: a partition whose leader answered no fetch for StallAfter
+// makes the brokers stalled, until it is no longer tracked (TrackOnly, a
+// distributed instance's new generation); an output write in flight as
+// long does too.
+func TestStalled(t *testing.T) {
+	var r Readiness
+	now := time.Now()
+	quiet := &fakeFetch{partition: 1, last: now.Add(-StallAfter - time.Second)}
+	r.Track(&fakeFetch{partition: 0}, quiet)
+	if err := r.Stalled(now); err == nil || !strings.Contains(err.Error(), "partition 1") {
+		t.Fatalf("a quiet partition: %v", err)
+	}
+	r.TrackOnly(&fakeFetch{partition: 2})
+	if err := r.Stalled(now); err != nil {
+		t.Fatalf("the quiet partition no longer tracked: %v", err)
+	}
+	r.TrackOnly()
+	r.Writing.Store(now.Add(-StallAfter - time.Second).UnixNano())
+	if err := r.Stalled(now); err == nil || !strings.Contains(err.Error(), "outputs unacknowledged") {
+		t.Fatalf("a write in flight too long: %v", err)
+	}
+}

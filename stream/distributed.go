@@ -229,7 +229,7 @@ func (j *distJob) startOutputs(context.Context) error {
 		return err
 	}
 	j.out = newSink(o, o.Brokers, j.sec, j.log, j.onClose)
-	j.writer = newOutputWriter(j.out, j.m.Latency, nil, j.log, j.opts.Now)
+	j.writer = newOutputWriter(j.out, j.m.Latency, &j.m.Ready.Writing, j.log, j.opts.Now)
 	j.onClose(j.writer.close)
 	// The repartition topic has a writer of its own: its messages, many
 	// more than the outputs, go in large batches, and a write of outputs
@@ -337,6 +337,7 @@ func (j *distJob) runGeneration(ctx, genCtx context.Context, gen *kafka.Generati
 	var reading sync.WaitGroup
 	j.startFetchers(readCtx, &reading)
 	j.m.Ready.Consuming(observe.FetchSources(j.fetchers)...)
+	j.m.Ready.TrackOnly(observe.FetchSources(j.fetchers)...)
 	if j.opts.Ready != nil && !j.ready {
 		j.ready = true
 		j.opts.Ready(j.opts.Brokers)
@@ -347,6 +348,7 @@ func (j *distJob) runGeneration(ctx, genCtx context.Context, gen *kafka.Generati
 	}
 	stopReading()
 	reading.Wait()
+	j.m.Ready.TrackOnly() // until the next generation's fetchers start
 	if err != nil {
 		return err
 	}
@@ -910,8 +912,10 @@ func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 	return nil
 }
 
-// health reports the stores of the partitions held: nil while they work,
-// else the first failure (/healthz).
+// health reports the stores of the partitions held and the brokers: nil
+// while they work, else the first failure (/healthz): a store's, or a
+// fetch or an output write the brokers left unanswered for
+// observe.StallAfter, as the single job's.
 func (j *distJob) health() error {
 	j.healthMu.Lock()
 	defer j.healthMu.Unlock()
@@ -920,7 +924,7 @@ func (j *distJob) health() error {
 			return err
 		}
 	}
-	return nil
+	return j.m.Ready.Stalled(j.opts.Now())
 }
 
 // publishGauges sets the watermark gauge to the least watermark of the
