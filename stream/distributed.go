@@ -810,6 +810,8 @@ func (j *distJob) tick() error {
 // offsets to the group for lag tools.
 func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 	start := j.opts.Now()
+	// The whole checkpoint holds the loop: its changelog writes too.
+	defer func() { j.m.CheckpointPause.Observe(j.opts.Now().Sub(start).Seconds()) }()
 	if err := j.hopWriter.drain(); err != nil {
 		return err
 	}
