@@ -158,8 +158,12 @@ func (m *Metrics) Update(e *engine.Sharded, db *state.DB) {
 		m.Watermark.Set(float64(wm) / 1000)
 	}
 	m.Skews(e.Sources())
-	m.stateBytes.Set(float64(db.DiskBytes()))
+	m.SetStateBytes(db.DiskBytes())
 }
+
+// SetStateBytes sets the size of the job's state on disk: a distributed
+// instance's is that of the stores of the partitions it holds.
+func (m *Metrics) SetStateBytes(n uint64) { m.stateBytes.Set(float64(n)) }
 
 // Skews sets the skew and degraded gauges of sources.
 func (m *Metrics) Skews(sources []watermark.SourceSkew) {

@@ -930,16 +930,18 @@ func (j *distJob) health() error {
 }
 
 // publishGauges sets the watermark gauge to the least watermark of the
-// partitions held, and the skews of the sources and the lags of the input
-// partitions routed.
+// partitions held and the state's size to that of their stores, and the
+// skews of the sources and the lags of the input partitions routed.
 func (j *distJob) publishGauges() {
-	least := watermark.Max
+	least, bytes := watermark.Max, uint64(0)
 	for _, t := range j.tasks {
 		least = min(least, t.task.Watermark())
+		bytes += t.db.DiskBytes()
 	}
 	if least > watermark.Min && least < watermark.Max {
 		j.m.Watermark.Set(float64(least) / 1000)
 	}
+	j.m.SetStateBytes(bytes)
 	j.m.Skews(j.router.Sources())
 	j.m.Lags(j.opts.Topic, j.fetchers, j.router.Watermark, j.now())
 }
