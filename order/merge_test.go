@@ -1,6 +1,8 @@
 package order
 
 import (
+	"cmp"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -406,4 +408,41 @@ func FuzzDecodeRun(f *testing.F) {
 			t.Fatalf("%x decodes to %+v, which encodes to %x: %+v, %v", b, r, r.AppendBinary(nil), again, err)
 		}
 	})
+}
+
+// TestOrderByPrefixMaximum: the merge's order is a sort of the records by
+// their own key: the greatest timestamp of their partition up to them,
+// then the partition, then the offset. So a record's place among those of
+// other partitions follows from its partition's records before it alone,
+// and a subset of the records (those one task of a distributed job holds,
+// say) keeps its order when sorted by the keys the whole partitions give.
+func TestOrderByPrefixMaximum(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for trial := range 500 {
+		parts := randomParts(r, 1+r.IntN(5))
+		type keyed struct {
+			rec
+			key int64
+		}
+		var all []keyed
+		for _, recs := range parts {
+			top := int64(math.MinInt64)
+			for _, x := range recs {
+				top = max(top, x.ts)
+				all = append(all, keyed{x, top})
+			}
+		}
+		slices.SortFunc(all, func(a, b keyed) int {
+			return cmp.Or(cmp.Compare(a.key, b.key), cmp.Compare(a.p, b.p), cmp.Compare(a.offset, b.offset))
+		})
+		want := reference(parts)
+		if len(all) != len(want) {
+			t.Fatalf("trial %d: %d records sorted, %d merged", trial, len(all), len(want))
+		}
+		for i := range want {
+			if all[i].rec != want[i] {
+				t.Fatalf("trial %d: record %d is %+v by the key, %+v by the merge", trial, i, all[i].rec, want[i])
+			}
+		}
+	}
 }
