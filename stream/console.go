@@ -1,12 +1,10 @@
 package stream
 
 import (
-	"log/slog"
 	"slices"
 	"time"
 
 	"github.com/riskstream/riskstream/console"
-	"github.com/riskstream/riskstream/kafkaconn"
 	"github.com/riskstream/riskstream/kafkaio"
 	"github.com/riskstream/riskstream/observe"
 	"github.com/riskstream/riskstream/sink"
@@ -28,33 +26,6 @@ const (
 	// ones, then those furthest from zero.
 	consoleSources = 16
 )
-
-// serveConsole serves, with an address in o.MetricsAddr, the job's
-// metrics m, /healthz (health), /readyz and the console, and returns the
-// console's feed and its count of decisions per key; nil ones without an
-// address: the console is fed only where a page can show it. The server
-// is closed with the job (onClose).
-func serveConsole(o RunOptions, m *observe.Metrics, health func() error, onClose func(func())) (*console.Live, *console.DecisionKeys, error) {
-	if o.MetricsAddr == "" {
-		return nil, nil, nil
-	}
-	live := console.NewLive(console.LiveOptions{SkewThreshold: o.Config.Skew.Threshold, Now: o.Now, Health: health})
-	srv, err := m.Serve(o.MetricsAddr, health, live.Handler(), o.ConsolePublic)
-	if err != nil {
-		return nil, nil, err
-	}
-	onClose(func() { srv.Close() })
-	return live, console.NewDecisionKeys(consoleKeyLimit), nil
-}
-
-// newSink returns the sink of the job's outputs to brokers, closed with
-// the job (onClose).
-func newSink(o RunOptions, brokers []string, sec *kafkaconn.Security, log *slog.Logger, onClose func(func())) *sink.Kafka {
-	out := sink.NewKafka(brokers, o.Outputs, sink.Transport(sec.Transport()),
-		sink.MaxMessageBytes(o.MaxMessageBytes), sink.Metrics(o.Registry), sink.Logger(log))
-	onClose(func() { out.Close() })
-	return out
-}
 
 // jobOutput is where the engine's outputs go: the sink, and on their way
 // the heatmap metrics and, when the job serves a console, its rings of

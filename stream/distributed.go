@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -16,7 +15,6 @@ import (
 	"time"
 
 	"github.com/riskstream/riskstream/checkpoint"
-	"github.com/riskstream/riskstream/console"
 	"github.com/riskstream/riskstream/internal/corrupt"
 	"github.com/riskstream/riskstream/kafkaio"
 	"github.com/riskstream/riskstream/memory"
@@ -70,7 +68,7 @@ const metaChangelog = "changelog"
 // checkpointed to a changelog topic so that another instance can take
 // them over.
 func runDistributed(ctx context.Context, opts RunOptions) error {
-	j := &distJob{opts: opts, log: opts.Logger, topics: kafkaio.InternalTopicsOf(opts.Group),
+	j := &distJob{job: job{opts: opts, log: opts.Logger}, topics: kafkaio.InternalTopicsOf(opts.Group),
 		tasks: map[int]*ownedTask{}, inputs: map[int32]*routedInput{}}
 	defer j.close()
 	for _, stage := range []func(context.Context) error{j.connect, j.lockState, j.startOutputs, j.joinGroup} {
@@ -83,34 +81,20 @@ func runDistributed(ctx context.Context, opts RunOptions) error {
 
 // distJob is one instance of a distributed job.
 type distJob struct {
-	opts    RunOptions
-	log     *slog.Logger
-	closers []func()
-
-	sec        *kafkaconn.Security
-	client     *kafka.Client
-	topics     kafkaio.InternalTopics
-	inputParts []int32 // the input topic's partitions, for the tasks' valves
-	m          *observe.Metrics
-	dm         *distMetrics
-	out        *sink.Kafka
-	writer     *outputWriter
-	// console is what the page at / shows of this instance, decisionKeys
-	// the decisions per key since its last sample, and lastSample when
-	// that was; nil without --metrics-addr.
-	console      *console.Live
-	decisionKeys *console.DecisionKeys
-	lastSample   time.Time
-	hop          *sink.Kafka
-	hopWriter    *outputWriter
-	ends         *kafkaio.EndTracker
-	router       *engine.Router
-	cg           *kafka.ConsumerGroup
-	balancer     *stickyBalancer
-	generation   int32
-	msg          engine.Message
-	buf          []byte
-	routerStats  engine.RouterStats // last published
+	job
+	client      *kafka.Client
+	topics      kafkaio.InternalTopics
+	inputParts  []int32 // the input topic's partitions, for the tasks' valves
+	dm          *distMetrics
+	hop         *sink.Kafka
+	hopWriter   *outputWriter
+	router      *engine.Router
+	cg          *kafka.ConsumerGroup
+	balancer    *stickyBalancer
+	generation  int32
+	msg         engine.Message
+	buf         []byte
+	routerStats engine.RouterStats // last published
 
 	// tasks are the repartition partitions held, kept open from one
 	// generation to the next while the group gives them to this
@@ -120,7 +104,6 @@ type distJob struct {
 	inputs map[int32]*routedInput
 
 	inputFetched, repFetched chan kafkaio.Fetch
-	fetchers                 []*kafkaio.Fetcher
 	lastMarks                time.Time
 	ready                    bool // Ready was called
 	// standbys keep copies of partitions other instances hold, in this
@@ -130,9 +113,8 @@ type distJob struct {
 	// which reads them on the metrics server's goroutines.
 	healthMu  sync.Mutex
 	healthDBs []*state.DB
-	// mem divides the memory budget; the state's share is split among
-	// the repartition partitions assigned when each is opened.
-	mem      memory.Plan
+	// assigned is how many repartition partitions this generation
+	// gives: the state's share of the memory plan is split among them.
 	assigned int
 }
 
@@ -162,8 +144,6 @@ type routedInput struct {
 	markAt   time.Time
 }
 
-func (j *distJob) onClose(fn func()) { j.closers = append(j.closers, fn) }
-
 func (j *distJob) close() {
 	j.standbys.close()
 	for _, t := range j.tasks {
@@ -173,8 +153,6 @@ func (j *distJob) close() {
 		j.closers[i]()
 	}
 }
-
-func (j *distJob) now() int64 { return j.opts.Now().UnixMilli() }
 
 // connect checks the connection, reads the input topic's partitions, and
 // creates or checks the internal topics.
@@ -225,10 +203,10 @@ func (j *distJob) startOutputs(context.Context) error {
 	j.dm = newDistMetrics(o.Registry)
 	// The console shows what this instance holds.
 	var err error
-	if j.console, j.decisionKeys, err = serveConsole(o, j.m, j.health, j.onClose); err != nil {
+	if err = j.serveConsole(j.health); err != nil {
 		return err
 	}
-	j.out = newSink(o, o.Brokers, j.sec, j.log, j.onClose)
+	j.startSink(o.Brokers)
 	j.writer = newOutputWriter(j.out, j.m.Latency, &j.m.Ready.Writing, j.log, j.opts.Now)
 	j.onClose(j.writer.close)
 	// The repartition topic has a writer of its own: its messages, many

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
 	"path/filepath"
 	"strings"
@@ -14,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskstream/riskstream/broker"
 	"github.com/riskstream/riskstream/checkpoint"
-	"github.com/riskstream/riskstream/console"
 	"github.com/riskstream/riskstream/engine"
 	"github.com/riskstream/riskstream/internal/parallel"
 	"github.com/riskstream/riskstream/kafkaconn"
@@ -50,7 +48,7 @@ func Run(ctx context.Context, opts RunOptions) (err error) {
 		}
 		return runDistributed(ctx, opts)
 	}
-	j := &liveJob{opts: opts, log: opts.Logger, offsets: map[int32]int64{}, known: map[int]bool{}, started: opts.Now()}
+	j := &liveJob{job: job{opts: opts, log: opts.Logger}, offsets: map[int32]int64{}, known: map[int]bool{}, started: opts.Now()}
 	defer j.close()
 	for _, stage := range []func(context.Context) error{
 		j.openState, j.startBroker, j.startOutputs, j.restore, j.verifyState, j.checkBrokers, j.skipWritten, j.joinGroup, j.startFetching,
@@ -68,18 +66,9 @@ func Run(ctx context.Context, opts RunOptions) (err error) {
 // the group member and Pebble's commits run on goroutines of their own
 // and reach it only through channels (docs/design.md).
 type liveJob struct {
-	opts RunOptions
-	log  *slog.Logger
-	// closers are undone in reverse order when the job ends.
-	closers []func()
-
-	sec     *kafkaconn.Security
-	mem     memory.Plan
+	job
 	db      *state.DB
 	brokers []string
-	m       *observe.Metrics
-	out     *sink.Kafka
-	writer  *outputWriter
 	e       *engine.Sharded
 	member  *kafkaio.GroupMember
 	// dec decodes and keys records into batch, which the shards process:
@@ -96,7 +85,6 @@ type liveJob struct {
 	// fetched carries what the fetchers fetched to the loop, which pushes
 	// it into merge.
 	fetched     chan kafkaio.Fetch
-	fetchers    []*kafkaio.Fetcher
 	known       map[int]bool // partitions with a fetcher
 	readCtx     context.Context
 	stopReading context.CancelFunc
@@ -132,12 +120,6 @@ type liveJob struct {
 	// the write-back.
 	checkpoints *checkpointClock
 
-	// console is what the page at / shows, decisionKeys the decisions per
-	// key since its last sample, and lastSample when that was.
-	console      *console.Live
-	decisionKeys *console.DecisionKeys
-	lastSample   time.Time
-
 	// watch follows the rules file, nil when it is not reloaded; hup
 	// asks the next tick to reload it; retiredDeleted counts the stored
 	// states deleted so far of the rules a reload or a restart removed or
@@ -146,17 +128,13 @@ type liveJob struct {
 	hup            bool
 	retiredDeleted int
 
-	// ends follows where the outputs end, for checkpoints; restored is
-	// whether there was a checkpoint to restore, and checkpointEnds where
-	// the outputs ended at it (none: unknown, or no checkpoint).
-	ends           *kafkaio.EndTracker
+	// restored is whether there was a checkpoint to restore, and
+	// checkpointEnds where the outputs ended at it (none: unknown, or no
+	// checkpoint).
 	restored       bool
 	checkpointEnds []kafkaio.OutputEnd
 	commitFailed   chan error
 }
-
-// onClose adds fn to what is undone when the job ends.
-func (j *liveJob) onClose(fn func()) { j.closers = append(j.closers, fn) }
 
 // close runs the closers, the last registered first, within closeGrace
 // of the first: one that does not end by then (a connection or a write to
@@ -181,9 +159,6 @@ func (j *liveJob) close() {
 		wait.Stop()
 	}
 }
-
-// now is processing time in ms.
-func (j *liveJob) now() int64 { return j.opts.Now().UnixMilli() }
 
 // mergeNow is the merge's clock in ms: the time since the job started
 // less the time the loop was away from the fetchers (see away).
@@ -274,10 +249,10 @@ func (j *liveJob) startOutputs(context.Context) error {
 		j.watch = newRulesWatch(o.Config)
 	}
 	var err error
-	if j.console, j.decisionKeys, err = serveConsole(o, j.m, j.health, j.onClose); err != nil {
+	if err = j.serveConsole(j.health); err != nil {
 		return err
 	}
-	j.out = newSink(o, j.brokers, j.sec, j.log, j.onClose)
+	j.startSink(j.brokers)
 	j.ends = kafkaio.NewEndTracker(&kafka.Client{Addr: kafka.TCP(j.brokers...), Transport: j.sec.Transport(), Timeout: 10 * time.Second},
 		o.Outputs.Names(), j.out, j.log)
 	// The shards write their state through parts of the one store, so

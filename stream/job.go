@@ -1,0 +1,78 @@
+package stream
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/riskstream/riskstream/console"
+	"github.com/riskstream/riskstream/kafkaconn"
+	"github.com/riskstream/riskstream/kafkaio"
+	"github.com/riskstream/riskstream/memory"
+	"github.com/riskstream/riskstream/observe"
+	"github.com/riskstream/riskstream/sink"
+)
+
+// job is what the single job (liveJob) and an instance of a distributed
+// one (distJob) hold alike, and set up the same way.
+type job struct {
+	opts RunOptions
+	log  *slog.Logger
+	// closers are undone in reverse order when the job ends.
+	closers []func()
+
+	sec *kafkaconn.Security
+	// mem shares the memory budget (a distributed instance splits the
+	// state's share among the repartition partitions it holds).
+	mem memory.Plan
+	m   *observe.Metrics
+	// console is what the page at / shows, decisionKeys the decisions per
+	// key since its last sample, and lastSample when that was; nil
+	// without --metrics-addr (serveConsole).
+	console      *console.Live
+	decisionKeys *console.DecisionKeys
+	lastSample   time.Time
+
+	// out is the outputs' sink, writer its writer, ends where its
+	// partitions end, for checkpoints.
+	out    *sink.Kafka
+	writer *outputWriter
+	ends   *kafkaio.EndTracker
+	// fetchers read the input partitions (and a distributed instance's
+	// repartition partitions).
+	fetchers []*kafkaio.Fetcher
+}
+
+// onClose adds fn to what is undone when the job ends.
+func (j *job) onClose(fn func()) { j.closers = append(j.closers, fn) }
+
+// now is processing time in ms.
+func (j *job) now() int64 { return j.opts.Now().UnixMilli() }
+
+// serveConsole serves, with an address in --metrics-addr, the job's
+// metrics, /healthz (health), /readyz and the console, and sets the
+// console's feed and its count of decisions per key; without one they
+// stay nil: the console is fed only where a page can show it. The server
+// is closed with the job.
+func (j *job) serveConsole(health func() error) error {
+	o := j.opts
+	if o.MetricsAddr == "" {
+		return nil
+	}
+	live := console.NewLive(console.LiveOptions{SkewThreshold: o.Config.Skew.Threshold, Now: o.Now, Health: health})
+	srv, err := j.m.Serve(o.MetricsAddr, health, live.Handler(), o.ConsolePublic)
+	if err != nil {
+		return err
+	}
+	j.onClose(func() { srv.Close() })
+	j.console, j.decisionKeys = live, console.NewDecisionKeys(consoleKeyLimit)
+	return nil
+}
+
+// startSink makes the sink of the job's outputs to brokers, closed with
+// the job.
+func (j *job) startSink(brokers []string) {
+	o := j.opts
+	j.out = sink.NewKafka(brokers, o.Outputs, sink.Transport(j.sec.Transport()),
+		sink.MaxMessageBytes(o.MaxMessageBytes), sink.Metrics(o.Registry), sink.Logger(j.log))
+	j.onClose(func() { j.out.Close() })
+}
