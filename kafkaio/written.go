@@ -428,3 +428,17 @@ func (t *EndTracker) now() []OutputEnd {
 	sortEnds(list)
 	return list
 }
+
+// Produce writes recs to a partition, acknowledged by every
+// replica, and returns the offset of the first.
+func Produce(ctx context.Context, client *kafka.Client, topic string, partition int, recs []kafka.Record) (int64, error) {
+	resp, err := client.Produce(ctx, &kafka.ProduceRequest{Topic: topic, Partition: partition,
+		RequiredAcks: kafka.RequireAll, Records: kafka.NewRecordReader(recs...)})
+	if err == nil && resp.Error != nil {
+		err = resp.Error
+	}
+	if err != nil {
+		return 0, err
+	}
+	return resp.BaseOffset, nil
+}

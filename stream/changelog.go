@@ -89,7 +89,7 @@ func (c *changelog) write(ctx context.Context, db *state.DB, generation int32) (
 		if len(batch) == 0 {
 			return nil
 		}
-		base, err := produceRecords(ctx, c.client, c.topic, c.partition, batch)
+		base, err := kafkaio.Produce(ctx, c.client, c.topic, c.partition, batch)
 		if err != nil {
 			return fmt.Errorf("changelog %s/%d: %w", c.topic, c.partition, err)
 		}
@@ -264,20 +264,6 @@ func (c *changelog) restore(ctx context.Context, db *state.DB, at changelogPosit
 		return at, f.restoreStats, err
 	}
 	return changelogPosition{end, epoch}, f.restoreStats, db.Commit(true)
-}
-
-// produceRecords writes recs to a partition, acknowledged by every
-// replica, and returns the offset of the first.
-func produceRecords(ctx context.Context, client *kafka.Client, topic string, partition int, recs []kafka.Record) (int64, error) {
-	resp, err := client.Produce(ctx, &kafka.ProduceRequest{Topic: topic, Partition: partition,
-		RequiredAcks: kafka.RequireAll, Records: kafka.NewRecordReader(recs...)})
-	if err == nil && resp.Error != nil {
-		err = resp.Error
-	}
-	if err != nil {
-		return 0, err
-	}
-	return resp.BaseOffset, nil
 }
 
 // read calls fn with every record of the partition, from its first to its

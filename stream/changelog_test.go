@@ -73,7 +73,7 @@ func TestChangelogRestore(t *testing.T) {
 			}
 			recs = append(recs, r)
 		}
-		if _, err := produceRecords(ctx, client, log.topic, log.partition, recs); err != nil {
+		if _, err := kafkaio.Produce(ctx, client, log.topic, log.partition, recs); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -189,7 +189,7 @@ func compact(t *testing.T, from, to changelog) {
 		}
 		recs = append(recs, r)
 	}
-	if _, err := produceRecords(context.Background(), to.client, to.topic, to.partition, recs); err != nil {
+	if _, err := kafkaio.Produce(context.Background(), to.client, to.topic, to.partition, recs); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("compacted %d records to %d", len(all), len(recs))

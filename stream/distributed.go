@@ -863,7 +863,7 @@ func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 		}
 		if len(recs) > 0 {
 			err := j.retry(ctx, "router checkpoint", func(ctx context.Context) error {
-				_, err := produceRecords(ctx, j.client, j.topics.Routers, 0, recs)
+				_, err := kafkaio.Produce(ctx, j.client, j.topics.Routers, 0, recs)
 				return err
 			})
 			var tooLarge *ErrCheckpointTooLarge
