@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/internal/parallel"
 	"github.com/riskstream/riskstream/internal/testinput"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/sink"
@@ -234,7 +235,7 @@ func TestShardedCheckpointRestore(t *testing.T) {
 					for k, p := range parts {
 						backends[k] = p
 					}
-					e, err := NewSharded(Options{Config: cfg, Output: rec, CacheSlots: 300, Checkpoints: true, Parallel: inParallel}, backends)
+					e, err := NewSharded(Options{Config: cfg, Output: rec, CacheSlots: 300, Checkpoints: true, Parallel: parallel.Do}, backends)
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riskstream/riskstream/internal/parallel"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/state"
@@ -87,7 +88,7 @@ func loadedSharded(b *testing.B, cfg *rules.Config, users int) (*Sharded, *state
 		b.Fatal(err)
 	}
 	e, err := NewSharded(Options{Config: cfg, Output: &discard{enc: sink.NewEncoder()}, MemoryBytes: 768 << 20, Checkpoints: true,
-		Parallel: inParallel},
+		Parallel: parallel.Do},
 		[]windows.Backend{parts[0], parts[1]})
 	if err != nil {
 		b.Fatal(err)

@@ -9,21 +9,12 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/riskstream/riskstream/internal/parallel"
 	"github.com/riskstream/riskstream/internal/race"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/windows"
 )
-
-// inParallel runs fn(i) for every i in [0, n) on goroutines of their own,
-// as replay and the live job have a Sharded engine do (Options.Parallel).
-func inParallel(n int, fn func(i int)) {
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() { fn(i) })
-	}
-	wg.Wait()
-}
 
 // processBatch times b, runs every shard over it on a goroutine of its own,
 // as replay and the live job do, and merges its outputs.
@@ -55,7 +46,7 @@ func runSharded(c *propCase, n, slots int, memory int64) (*capture, error) {
 	for i := range backends {
 		backends[i] = windows.NewMemBackend()
 	}
-	e, err := NewSharded(Options{Config: cfg, Output: out, CacheSlots: slots, MemoryBytes: memory, Parallel: inParallel}, backends)
+	e, err := NewSharded(Options{Config: cfg, Output: out, CacheSlots: slots, MemoryBytes: memory, Parallel: parallel.Do}, backends)
 	if err != nil {
 		return nil, err
 	}

@@ -263,7 +263,7 @@ func dialLeader(ctx context.Context, dialer *kafka.Dialer, brokers []string, top
 }
 
 // fetchedPool recycles the slices fetches are read into (the loop puts
-// them back with recycleFetched): growing a slice of thousands of messages
+// them back with Recycle): growing a slice of thousands of messages
 // from nothing, on every fetch, was a large part of fetching.
 var fetchedPool = sync.Pool{New: func() any { return new([]kafka.Message) }}
 

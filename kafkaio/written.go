@@ -246,7 +246,7 @@ func ReadRecords(ctx context.Context, dialer *kafka.Dialer, brokers []string, to
 	return end, nil
 }
 
-// TrackedOutputs is what an endTracker asks of the outputs' sink
+// TrackedOutputs is what an EndTracker asks of the outputs' sink
 // (sink.Kafka).
 type TrackedOutputs interface {
 	SkipWritten(*sink.Written)
@@ -283,7 +283,7 @@ type EndTracker struct {
 	quiet     int
 }
 
-// NewEndTracker returns an endTracker of the output topics, read through
+// NewEndTracker returns an EndTracker of the output topics, read through
 // client, written by out.
 func NewEndTracker(client *kafka.Client, topics []string, out TrackedOutputs, log *slog.Logger) *EndTracker {
 	return &EndTracker{client: client, topics: topics, out: out, log: log}

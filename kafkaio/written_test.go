@@ -57,7 +57,7 @@ func TestOutputEnds(t *testing.T) {
 	}
 }
 
-// fakeOutputs is a sink for an endTracker: acknowledged ends, and the
+// fakeOutputs is a sink for an EndTracker: acknowledged ends, and the
 // messages a restart read that are not made again yet, by topic.
 type fakeOutputs struct {
 	acked  map[sink.Partition]int64

@@ -56,7 +56,7 @@ type Options struct {
 	// StateDir holds the Pebble state. The default value is a temporary
 	// directory removed at the end.
 	StateDir string
-	// MemoryBytes is the memory budget: see PlanMemory. The default value
+	// MemoryBytes is the memory budget: see memory.NewPlan. The default value
 	// is DefaultMemory.
 	MemoryBytes int64
 	// CacheSlots overrides the number of decoded states the operators

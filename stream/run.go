@@ -147,7 +147,7 @@ type RunOptions struct {
 	// ConsolePublic serves the console to clients on other machines too:
 	// by default it answers only on loopback, as it shows keys.
 	ConsolePublic bool
-	// MemoryBytes is the memory budget: see PlanMemory. The default value
+	// MemoryBytes is the memory budget: see memory.NewPlan. The default value
 	// is DefaultMemory.
 	MemoryBytes int64
 	// CacheSlots overrides the number of decoded states kept: see
