@@ -83,16 +83,9 @@ func (d *Decoder) Decode(record []byte, ev *Event) error {
 // scan checks that b is one JSON object and records where the fields the
 // schema knows are.
 func (d *Decoder) scan(b []byte) error {
-	i := skipWS(b, 0)
-	if i == len(b) {
-		return &Error{Reason: "empty record"}
-	}
-	if b[i] != '{' {
-		return d.notObject(b, i)
-	}
-	i = skipWS(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		return trailing(b, i+1)
+	i, empty, err := d.openObject(b)
+	if empty || err != nil {
+		return err
 	}
 	// prev is the guess of the last key, whose follow guesses the next.
 	for prev := guessStart; ; {
@@ -128,6 +121,24 @@ func (d *Decoder) scan(b []byte) error {
 		}
 		i = skipWS(b, i+1)
 	}
+}
+
+// openObject checks that b starts a JSON object and returns the index of
+// its first member; empty when the object has none, err then being what
+// follows its closing brace (trailing).
+func (d *Decoder) openObject(b []byte) (i int, empty bool, err error) {
+	i = skipWS(b, 0)
+	if i == len(b) {
+		return 0, false, &Error{Reason: "empty record"}
+	}
+	if b[i] != '{' {
+		return 0, false, d.notObject(b, i)
+	}
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i, true, trailing(b, i+1)
+	}
+	return i, false, nil
 }
 
 // scanFast scans the fields from the one whose key should start at b[i],

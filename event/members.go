@@ -8,22 +8,16 @@ package event
 // the fault); nil otherwise. Tools that read events without deciding on
 // them (riskstream produce's keys and --retime) scan them with it.
 func (d *Decoder) Members(line []byte, fn func(name []byte, start, end int)) error {
-	i := skipWS(line, 0)
-	if i == len(line) {
-		return &Error{Reason: "empty record"}
-	}
-	if line[i] != '{' {
-		return d.notObject(line, i)
-	}
-	i = skipWS(line, i+1)
-	if i < len(line) && line[i] == '}' {
-		return trailing(line, i+1)
+	i, empty, err := d.openObject(line)
+	if empty || err != nil {
+		return err
 	}
 	for {
 		if i >= len(line) || line[i] != '"' {
 			return unexpected(line, i)
 		}
-		nameEnd, _, err := scanString(line, i)
+		var nameEnd int
+		nameEnd, _, err = scanString(line, i)
 		if err != nil {
 			return err
 		}
