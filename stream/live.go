@@ -481,7 +481,7 @@ func (j *liveJob) startFetching(ctx context.Context) error {
 	// goes on: a decision leaves as soon as it exists, and what is made
 	// while a write is in flight goes out together in the next one.
 	j.writer = newOutputWriter(j.out, j.m.Latency, &j.m.Ready.Writing, j.log, j.opts.Now)
-	j.writer.jobLatency, j.writer.stages, j.writer.timed = j.m.JobLatency, j.m.DecisionStages, j.opts.decisionTimed
+	j.writer.measureJob(j.m.JobLatency, j.m.DecisionStages, j.opts.decisionTimed)
 	j.onClose(j.writer.close)
 	// A stop waits for the outputs a while, then gives up on them: the job
 	// ends with an error and no checkpoint covers them, so the next run

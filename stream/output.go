@@ -28,10 +28,10 @@ type outputWriter struct {
 	latency prometheus.Histogram
 	// jobLatency, if not nil, observes the job's own share of each
 	// decision's latency, from its fetch's arrival, and stages its parts
-	// (observeStages); timed, if not nil, receives the same times
-	// (RunOptions.decisionTimed).
+	// (decisionStages); timed, if not nil, receives the same times
+	// (RunOptions.decisionTimed). measureJob sets them.
 	jobLatency prometheus.Histogram
-	stages     *prometheus.HistogramVec
+	stages     [len(decisionStages)]prometheus.Observer
 	timed      func(t sink.DecisionTimes, written, acked int64)
 	log        *slog.Logger
 	// now is the job's clock (RunOptions.Now): when a write started and
@@ -107,12 +107,6 @@ func (w *outputWriter) observe(b *sink.Batch, written int64) {
 	if w.jobLatency == nil {
 		return
 	}
-	var stages [len(decisionStages)]prometheus.Observer
-	if w.stages != nil {
-		for i, name := range decisionStages {
-			stages[i] = w.stages.WithLabelValues(name)
-		}
-	}
 	ns := acked.UnixNano()
 	for i := range b.Decisions {
 		t := &b.Decisions[i]
@@ -120,14 +114,22 @@ func (w *outputWriter) observe(b *sink.Batch, written int64) {
 			continue // not fetched by this job (a distributed task's)
 		}
 		w.jobLatency.Observe(time.Duration(ns - t.Arrived).Seconds())
-		if w.stages != nil {
-			for k, d := range stageDurations(t, written, ns) {
-				stages[k].Observe(d.Seconds())
-			}
+		for k, d := range stageDurations(t, written, ns) {
+			w.stages[k].Observe(d.Seconds())
 		}
 		if w.timed != nil {
 			w.timed(*t, written, ns)
 		}
+	}
+}
+
+// measureJob makes w observe the job's own share of each decision's
+// latency in jobLatency, and its stages in stages by their names
+// (decisionStages); timed, if not nil, receives each decision's times.
+func (w *outputWriter) measureJob(jobLatency prometheus.Histogram, stages *prometheus.HistogramVec, timed func(t sink.DecisionTimes, written, acked int64)) {
+	w.jobLatency, w.timed = jobLatency, timed
+	for i, name := range decisionStages {
+		w.stages[i] = stages.WithLabelValues(name)
 	}
 }
 
