@@ -4,7 +4,7 @@ package stream
 // records the merge still holds arrived, by its last offset: the record
 // the merge gives at an offset came with the first fetch that reaches it.
 type fetchArrivals struct {
-	byPartition map[int32][]fetchArrival
+	byPartition [][]fetchArrival // by partition number
 }
 
 type fetchArrival struct {
@@ -14,8 +14,8 @@ type fetchArrival struct {
 
 // fetched notes a fetch of partition p up to offset last, arrived at at.
 func (a *fetchArrivals) fetched(p int32, last, at int64) {
-	if a.byPartition == nil {
-		a.byPartition = map[int32][]fetchArrival{}
+	for int(p) >= len(a.byPartition) {
+		a.byPartition = append(a.byPartition, nil)
 	}
 	a.byPartition[p] = append(a.byPartition[p], fetchArrival{last, at})
 }
@@ -23,6 +23,9 @@ func (a *fetchArrivals) fetched(p int32, last, at int64) {
 // of returns when the fetch of partition p's record at offset arrived, 0
 // when not known, and forgets the fetches before it.
 func (a *fetchArrivals) of(p int32, offset int64) int64 {
+	if int(p) >= len(a.byPartition) {
+		return 0
+	}
 	q := a.byPartition[p]
 	i := 0
 	for i < len(q) && q[i].last < offset {

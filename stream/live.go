@@ -693,11 +693,11 @@ func (j *liveJob) process() error {
 		return fmt.Errorf("input %s: %w", j.opts.Topic, err)
 	}
 	recs := b.Records()
-	made := j.opts.Now().UnixNano()
+	poppedNS, made := popped.UnixNano(), j.opts.Now().UnixNano()
 	j.e.Merge(b, func(i int) {
 		// A decision's latency is measured from its record's timestamp;
 		// what the records before made goes out at once.
-		j.out.Times = sink.DecisionTimes{Ref: recs[i].Reference, Arrived: arrived[i], Popped: popped.UnixNano(), Made: made}
+		j.out.Times = sink.DecisionTimes{Ref: recs[i].Reference, Arrived: arrived[i], Popped: poppedNS, Made: made}
 		j.writer.start()
 	})
 	return nil
