@@ -249,7 +249,7 @@ func renderFiring(b *strings.Builder, samples []Sample) {
 	}
 	type row struct {
 		rc           RuleCount
-		now, minute  float64
+		now          float64
 		total, delta int64
 	}
 	var rows []row
