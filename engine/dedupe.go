@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/riskstream/riskstream/internal/corrupt"
+	"github.com/riskstream/riskstream/watermark"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/riskstream/riskstream/internal/prefetch"
@@ -105,7 +106,7 @@ func (d *dedupe) seen(h [2]uint64, wm int64) (bool, error) {
 // does not change what is remembered.
 func (d *dedupe) advance(wm int64) error {
 	g := int64(preWatermark)
-	if wm != windows.MinWatermark {
+	if wm != watermark.Min {
 		g = floorDiv(wm, d.horizon)
 	}
 	if g == d.gen {

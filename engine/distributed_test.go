@@ -9,6 +9,7 @@ import (
 
 	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/rules"
+	"github.com/riskstream/riskstream/watermark"
 	"github.com/riskstream/riskstream/windows"
 )
 
@@ -209,7 +210,7 @@ func TestMessageRoundTrip(t *testing.T) {
 	for _, m := range []Message{
 		{Kind: RecordMessage, Partition: 3, Offset: 1 << 40, Watermark: -5, Before: -7, Time: 1732150000123,
 			Processing: true, Decider: true, Value: []byte(`{"id":"a"}`)},
-		{Kind: RecordMessage, Offset: 0, Watermark: windows.MinWatermark, Before: windows.MinWatermark, Value: []byte{}},
+		{Kind: RecordMessage, Offset: 0, Watermark: watermark.Min, Before: watermark.Min, Value: []byte{}},
 		{Kind: MarkMessage, Partition: 1, Offset: -1, Watermark: 99, Idle: true},
 	} {
 		var got Message

@@ -12,6 +12,7 @@ import (
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/state"
+	"github.com/riskstream/riskstream/watermark"
 	"github.com/riskstream/riskstream/windows"
 )
 
@@ -166,9 +167,9 @@ func runScenario(t *testing.T, path string, slots int, memory int64, open func(*
 
 func wmLine(e *Engine) string {
 	switch wm := e.Watermark(); wm {
-	case windows.MinWatermark:
+	case watermark.Min:
 		return "wm=-inf\n"
-	case windows.MaxWatermark:
+	case watermark.Max:
 		return "wm=+inf\n"
 	default:
 		return fmt.Sprintf("wm=%d\n", wm)

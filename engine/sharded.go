@@ -149,7 +149,7 @@ func NewSharded(opts Options, backends []windows.Backend) (*Sharded, error) {
 		parallel: opts.Parallel,
 		out:      opts.Output,
 		clocks:   newClocks(opts.Config, opts.OnSkewTransition),
-		merged:   windows.MinWatermark,
+		merged:   watermark.Min,
 	}
 	if e.parallel == nil {
 		e.parallel = func(n int, fn func(i int)) {

@@ -3,6 +3,8 @@ package windows
 import (
 	"encoding/binary"
 	"fmt"
+
+	"github.com/riskstream/riskstream/watermark"
 )
 
 // checkpointVersion is the first byte of an operator checkpoint. Version 1
@@ -46,7 +48,7 @@ func (op *Operator) owns(spec int, id slotID) bool {
 // watermark reaches them, so a restore takes the same time whatever the
 // size of the state.
 func (op *Operator) Restore(b []byte) error {
-	if op.wm != MinWatermark || op.timers.Len() != 0 || op.keyTimers.Len() != 0 || len(op.cache.ring) != 0 {
+	if op.wm != watermark.Min || op.timers.Len() != 0 || op.keyTimers.Len() != 0 || len(op.cache.ring) != 0 {
 		return fmt.Errorf("windows: restore into an operator that has already run")
 	}
 	if !op.cache.cold.writeThrough {
@@ -65,6 +67,6 @@ func (op *Operator) Restore(b []byte) error {
 		return fmt.Errorf("windows: checkpoint: %w", d.err)
 	}
 	op.cache.cold.restored = true
-	op.stored.from = appendTimerKey(op.stored.from[:0], MinWatermark, "")
+	op.stored.from = appendTimerKey(op.stored.from[:0], watermark.Min, "")
 	return op.findStored()
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/riskstream/riskstream/internal/corrupt"
+	"github.com/riskstream/riskstream/watermark"
 
 	"github.com/riskstream/riskstream/heatmap"
 	"github.com/riskstream/riskstream/rules"
@@ -41,7 +42,7 @@ func encodeSlot(dst []byte, s *slot) []byte {
 	if s.timerAt != noTimer {
 		parts |= partTimer
 	}
-	if s.firedEnd != MinWatermark {
+	if s.firedEnd != watermark.Min {
 		parts |= partFiredEnd
 	}
 	if len(s.firedWins()) > 0 {
@@ -285,7 +286,7 @@ func (d *decoder) head(sp *spec) (h slotHead, err error) {
 	}
 	h.n = d.count(1)
 	h.base = d.varint()
-	h.timerAt, h.firedEnd = noTimer, MinWatermark
+	h.timerAt, h.firedEnd = noTimer, watermark.Min
 	if h.parts&partTimer != 0 {
 		h.timerAt = h.base + d.varint()
 	}
@@ -373,7 +374,7 @@ func decodeSlotInto(s *slot, b []byte) error {
 	if d.err == nil && len(d.b) != 0 {
 		d.fail()
 	}
-	s.purgeAt = MinWatermark // not stored: the first purge computes it
+	s.purgeAt = watermark.Min // not stored: the first purge computes it
 	if d.err != nil {
 		return fmt.Errorf("windows: state of %q: %w", key, d.err)
 	}
@@ -382,7 +383,7 @@ func decodeSlotInto(s *slot, b []byte) error {
 
 // ruleSlotSpan reads, from a stored slot of rule sp (no heatmap), the time
 // of its pending timer and the start of its last pane or end of its last
-// session (MinWatermark with none), without decoding the rest: enough to
+// session (watermark.Min with none), without decoding the rest: enough to
 // know that the timer purges all of it.
 func ruleSlotSpan(sp *spec, b []byte) (timerAt, last int64, err error) {
 	d := decoder{b: b}
@@ -390,7 +391,7 @@ func ruleSlotSpan(sp *spec, b []byte) (timerAt, last int64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	last = MinWatermark
+	last = watermark.Min
 	var start, end int64
 	for i := range h.n {
 		start, end = d.window(sp, &h, i, start, end, nil)

@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/riskstream/riskstream/internal/corrupt"
+	"github.com/riskstream/riskstream/watermark"
 
 	"github.com/riskstream/riskstream/heatmap"
 	"github.com/riskstream/riskstream/rules"
@@ -78,7 +79,7 @@ func TestSlotCodecRoundTrip(t *testing.T) {
 			continue
 		}
 		at, last, err := ruleSlotSpan(s.sp, b)
-		want := MinWatermark
+		want := watermark.Min
 		if n := len(s.wins); n > 0 {
 			want = s.wins[n-1].start
 			if s.sp.wtype == rules.Session {
@@ -199,7 +200,7 @@ func TestSlotReset(t *testing.T) {
 	}
 	sp := &spec{}
 	s.reset("k", sp)
-	want := slot{key: "k", sp: sp, firedEnd: MinWatermark, timerAt: noTimer, storedTimer: noTimer, purgeAt: MaxWatermark, ringIdx: -1, num: 7}
+	want := slot{key: "k", sp: sp, firedEnd: watermark.Min, timerAt: noTimer, storedTimer: noTimer, purgeAt: watermark.Max, ringIdx: -1, num: 7}
 	if len(s.wins) != 0 || cap(s.wins) != 1 || &s.wins[:1][0] != &s.inline[0] {
 		t.Fatalf("wins: len %d, cap %d, not the inline window", len(s.wins), cap(s.wins))
 	}

@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/riskstream/riskstream/internal/prefetch"
+	"github.com/riskstream/riskstream/watermark"
 )
 
 // maxColdChunk is the largest size of the chunks the cold store appends
@@ -425,7 +426,7 @@ func (c *coldStore) append(id slotID, key, val []byte, chain int, expires int64)
 		}
 		expiresAt := int64(noTimer)
 		if chain != 0 {
-			expiresAt = MinWatermark
+			expiresAt = watermark.Min
 		}
 		c.chunks = append(c.chunks, coldChunk{b: b, chain: chain, expires: expiresAt})
 		last = len(c.chunks) - 1

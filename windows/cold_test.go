@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/watermark"
 )
 
 // TestColdStoreMatchesMap drives a cold store with random sets and
@@ -218,7 +219,7 @@ rules:
 		}
 	}
 	slices.SortFunc(lines, func(a, b []byte) int { return cmp.Compare(lineTS(t, dec, a), lineTS(t, dec, b)) })
-	maxTS := int64(MinWatermark)
+	maxTS := watermark.Min
 	timerGets, sortedFound := 0, 0
 	for _, l := range lines {
 		maxTS = max(maxTS, processLine(t, op, dec, l))
@@ -374,7 +375,7 @@ func TestNewKeysWhileFull(t *testing.T) {
 		t.Fatalf("%d slots made, %d entries counted as cached; want 64 and 64", c.slots.made, c.cold.cachedEntries)
 	}
 	// Purged, every slot goes back to the table, keeping nothing alive.
-	if err := op.AdvanceWatermark(MaxWatermark - 1); err != nil {
+	if err := op.AdvanceWatermark(watermark.Max - 1); err != nil {
 		t.Fatal(err)
 	}
 	if len(c.ring) != 0 || len(c.slots.free) != 64 || c.cold.cachedEntries != 0 || c.cold.idx[0].held() != 0 {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/riskstream/riskstream/watermark"
 )
 
 // TestDistinctIndexMatchesSweep: a distinct rule decides the same with its
@@ -117,7 +118,7 @@ func runWatermarked(t *testing.T, text string, slots int, lines [][]byte) ([]str
 	t.Helper()
 	out := &recorder{}
 	op, dec := newTestOperatorWith(t, text, NewMemBackend(), out, Options{CacheSlots: slots})
-	maxTS := MinWatermark
+	maxTS := watermark.Min
 	for _, l := range lines {
 		maxTS = max(maxTS, processLine(t, op, dec, l))
 		if err := op.AdvanceWatermark(maxTS - 20); err != nil {
@@ -188,7 +189,7 @@ rules:
 		}
 		out := &recorder{}
 		op, dec := newTestOperatorWith(t, text, NewMemBackend(), out, Options{})
-		maxTS := MinWatermark
+		maxTS := watermark.Min
 		for i, l := range lines {
 			before := len(out.lines)
 			maxTS = max(maxTS, processLine(t, op, dec, l))

@@ -12,6 +12,7 @@ import (
 	"github.com/riskstream/riskstream/heatmap"
 	"github.com/riskstream/riskstream/internal/prefetch"
 	"github.com/riskstream/riskstream/rules"
+	"github.com/riskstream/riskstream/watermark"
 )
 
 // Options configure an Operator.
@@ -177,7 +178,7 @@ func New(cfg *rules.Config, schema *event.Schema, backend Backend, out Output, o
 		ordered: ordered,
 		out:     out,
 		cache:   newCache(opts.CacheSlots, cold, specs),
-		wm:      MinWatermark,
+		wm:      watermark.Min,
 		stored: storedTimers{next: noTimer, ids: timerBucket[idTimer]{blocks: make([][]idTimer, 1)},
 			keys: timerBucket[string]{blocks: make([][]string, 1)}},
 		timerBudget: timerBudget(opts),
@@ -662,12 +663,12 @@ func firstFrom(panes []win, t int64) int {
 
 // nextChange returns, for a sweep of window starts over panes whose window
 // holds panes lo to hi-1, the next start at which a pane leaves (lo) or
-// enters (hi) the window: MaxWatermark when none does. When panes are as
+// enters (hi) the window: watermark.Max when none does. When panes are as
 // wide as the slide (sliding windows whose size is a multiple of their
 // slide) every such start is on the slide grid already and needs no
 // rounding.
 func (sp *spec) nextChange(panes []win, lo, hi int) int64 {
-	next := int64(MaxWatermark)
+	next := watermark.Max
 	aligned := sp.pane == sp.slide
 	if lo < hi {
 		next = panes[lo].start + sp.slide
@@ -701,7 +702,7 @@ func (op *Operator) AdvanceWatermark(wm int64) error {
 	}
 	op.wm = wm
 	op.cache.cold.expire(wm)
-	if wm == MaxWatermark {
+	if wm == watermark.Max {
 		if err := op.cache.dropRules(); err != nil {
 			return err
 		}
@@ -751,7 +752,7 @@ func (op *Operator) AdvanceWatermark(wm int64) error {
 // where dropRules forgot what memory held, and what was spilled stays in a
 // store no one reads again.
 func (op *Operator) rulesForgotten() bool {
-	return op.wm == MaxWatermark && !op.cache.cold.writeThrough
+	return op.wm == watermark.Max && !op.cache.cold.writeThrough
 }
 
 // runTimers runs the timers of ib, then those of kb (either may be nil),

@@ -9,6 +9,7 @@ import (
 
 	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/internal/prefetch"
+	"github.com/riskstream/riskstream/watermark"
 )
 
 // prefetchTestRules have a sliding rule, whose slots hold many panes, a
@@ -97,7 +98,7 @@ func TestPrefetchedSlots(t *testing.T) {
 		}
 		refsOf := func(i, j int) []SlotRef { return refs[starts[min(i, events)]:starts[min(j, events)]] }
 		taken, rejected := 0, 0
-		maxTS := MinWatermark
+		maxTS := watermark.Min
 		for i := range evs {
 			if prefetched && i%group == 0 {
 				grp := func(k int) []SlotRef { return refsOf(i+k*group, i+(k+1)*group) }
@@ -141,7 +142,7 @@ func TestPrefetchedSlots(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := op.AdvanceWatermark(MaxWatermark); err != nil {
+		if err := op.AdvanceWatermark(watermark.Max); err != nil {
 			t.Fatal(err)
 		}
 		return out, taken, rejected

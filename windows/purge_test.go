@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/watermark"
 )
 
 // TestPurgeGrain: a rule's state is purged by a timer rounded up to its
@@ -174,7 +175,7 @@ func TestEndOfInputForgetsRules(t *testing.T) {
 		t.Fatal("nothing spilled")
 	}
 	backend.reads, backend.writes = 0, 0
-	if err := op.AdvanceWatermark(MaxWatermark); err != nil {
+	if err := op.AdvanceWatermark(watermark.Max); err != nil {
 		t.Fatal(err)
 	}
 	for _, sp := range op.specs {
@@ -195,7 +196,7 @@ func TestEndOfInputForgetsRules(t *testing.T) {
 	want := &recorder{}
 	ref, dec := newTestOperatorWith(t, storedTimersRules, NewMemBackend(), want, Options{})
 	drive(t, ref, dec, lines)
-	if err := ref.AdvanceWatermark(MaxWatermark); err != nil {
+	if err := ref.AdvanceWatermark(watermark.Max); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(out.lines, want.lines) {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/watermark"
 )
 
 // TestReloadDropsState: a reload that removes one rule and changes another
@@ -53,7 +54,7 @@ rules:
 	if held(0) != 1000 || held(3) != 10 {
 		t.Fatalf("after 10 more events: kept %d, changed %d", held(0), held(3))
 	}
-	if err := op.AdvanceWatermark(MaxWatermark - 1); err != nil {
+	if err := op.AdvanceWatermark(watermark.Max - 1); err != nil {
 		t.Fatalf("the timers of dropped states: %v", err)
 	}
 }

@@ -5,10 +5,11 @@ import (
 	"slices"
 
 	"github.com/riskstream/riskstream/rules"
+	"github.com/riskstream/riskstream/watermark"
 )
 
 // noTimer marks a slot without a pending timer.
-const noTimer = MaxWatermark
+const noTimer = watermark.Max
 
 // win is one window's state in a slot. For tumbling and sliding specs it is
 // a pane, a slice of the time axis gcd(size, slide) wide, and only start and
@@ -136,9 +137,9 @@ func (s *slot) reset(key string, sp *spec) {
 	s.sp = sp
 	s.inline[0] = win{}
 	s.wins = s.inline[:0:1]
-	s.purgeAt = MaxWatermark
+	s.purgeAt = watermark.Max
 	s.timerAt = noTimer
-	s.firedEnd = MinWatermark
+	s.firedEnd = watermark.Min
 	s.ringIdx = -1
 	s.dirty, s.persisted, s.referenced, s.queued = false, false, false, false
 	s.id = slotID{}
@@ -229,7 +230,7 @@ func (s *slot) purge(t int64) {
 		return
 	}
 	sp := s.sp
-	s.purgeAt = MaxWatermark
+	s.purgeAt = watermark.Max
 	if sp.wtype == rules.Session {
 		i := 0
 		for i < len(s.wins) && sp.cleanup(s.wins[i].end) <= t {

@@ -10,6 +10,7 @@ import (
 	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/heatmap"
 	"github.com/riskstream/riskstream/rules"
+	"github.com/riskstream/riskstream/watermark"
 )
 
 // spec is a rule or heatmap compiled against the event schema: attribute
@@ -409,7 +410,7 @@ func (sp *spec) purgeAction(val []byte, at, wm int64) (int, error) {
 		return purgeNone, fmt.Errorf("windows: stored state of %s: %w", sp.name(), err)
 	case timerAt != at:
 		return purgeNone, nil // superseded by an earlier timer
-	case last == MinWatermark || sp.lastCleanup(last) <= wm:
+	case last == watermark.Min || sp.lastCleanup(last) <= wm:
 		return purgeDelete, nil
 	}
 	return purgeLoad, nil

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/watermark"
 )
 
 const storedTimersRules = `
@@ -253,7 +254,7 @@ func processLine(t *testing.T, op *Operator, dec *event.Decoder, line []byte) in
 // largest ts after each.
 func drive(t *testing.T, op *Operator, dec *event.Decoder, lines [][]byte) {
 	t.Helper()
-	maxTS := MinWatermark
+	maxTS := watermark.Min
 	for _, l := range lines {
 		maxTS = max(maxTS, processLine(t, op, dec, l))
 		if err := op.AdvanceWatermark(maxTS - 1000); err != nil {
@@ -276,7 +277,7 @@ func TestSpilledTimers(t *testing.T) {
 			op.timerBudget = timerBudget
 		}
 		drive(t, op, dec, lines)
-		if err := op.AdvanceWatermark(MaxWatermark); err != nil {
+		if err := op.AdvanceWatermark(watermark.Max); err != nil {
 			t.Fatal(err)
 		}
 		return out, op, b

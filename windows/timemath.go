@@ -1,15 +1,7 @@
 package windows
 
 import (
-	"math"
 	"math/bits"
-)
-
-// Watermark bounds. A watermark of MinWatermark means no event was seen yet;
-// MaxWatermark is the end of input, when every window fires.
-const (
-	MinWatermark int64 = math.MinInt64
-	MaxWatermark int64 = math.MaxInt64
 )
 
 // safeLimit keeps watermark arithmetic away from overflow: event times lie

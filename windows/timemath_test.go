@@ -3,6 +3,8 @@ package windows
 import (
 	"math/rand/v2"
 	"testing"
+
+	"github.com/riskstream/riskstream/watermark"
 )
 
 func TestFloorCeil(t *testing.T) {
@@ -46,7 +48,7 @@ func TestFloorProperty(t *testing.T) {
 }
 
 func TestClampWM(t *testing.T) {
-	if clampWM(MinWatermark) != -safeLimit || clampWM(MaxWatermark) != safeLimit || clampWM(5) != 5 {
+	if clampWM(watermark.Min) != -safeLimit || clampWM(watermark.Max) != safeLimit || clampWM(5) != 5 {
 		t.Fatal("clampWM must bound only the extremes")
 	}
 }
