@@ -39,7 +39,7 @@ func addToStat(kind rules.AggregateKind, a *acc, v float64, memo *heatmap.IndexM
 }
 
 // sessionValue is the aggregate of a rule's session window, a.
-func (sp *spec) sessionValue(a *acc) float64 {
+func sessionValue(sp *spec, a *acc) float64 {
 	switch sp.agg {
 	case rules.Sum, rules.Min, rules.Max:
 		return a.sum
@@ -97,7 +97,7 @@ func (op *Operator) screenPane(sp *spec, p *win, v float64) float64 {
 // again.
 func screenPanes(sp *spec, panes []win) {
 	for i := range panes {
-		sp.screened(&panes[i])
+		rescreen(sp, &panes[i])
 	}
 }
 
@@ -112,8 +112,8 @@ func screenedAll(sp *spec, ws []win) bool {
 	return true
 }
 
-// screened brings the count of p, a pane or session of sp, up to date.
-func (sp *spec) screened(p *win) {
+// rescreen brings the count of p, a pane or session of sp, up to date.
+func rescreen(sp *spec, p *win) {
 	if p.rev != sp.screenGen {
 		p.rev, p.sum = sp.screenGen, float64(p.heatmap().CountBelow(sp.screen))
 	}
@@ -121,11 +121,11 @@ func (sp *spec) screened(p *win) {
 
 // sessionMayExceed reports whether the aggregate of se, a session of sp,
 // may exceed the threshold: false only for a quantile its screen rules out.
-func (sp *spec) sessionMayExceed(se *win) bool {
+func sessionMayExceed(sp *spec, se *win) bool {
 	if sp.agg != rules.Quantile {
 		return true
 	}
-	sp.screened(se)
+	rescreen(sp, se)
 	return heatmap.MayExceed(sp.q, se.n, int64(se.sum))
 }
 
@@ -327,56 +327,10 @@ func (op *Operator) bestInOrder(sp *spec, s *slot, panes []win, first, last int6
 	return bestStart, best
 }
 
-// inOrderScreen is what bestInOrder's screen found over the windows of an
-// avg, ratio or quantile rule's slot whose events come in order: the
-// extreme, over the windows, of the quantity that rules a window out
-// (quantile: below − q·(n−1), its least, out above 0.5; avg and ratio:
-// sum − threshold·n, its greatest, out below 0). Each event added to the
-// last pane is in every one of those windows and moves each one's
-// quantity alike, so the extreme follows the events (moved) and rules
-// them all out, or not, without a pass over the panes, until a pane is
-// added or the first window changes.
-type inOrderScreen struct {
-	first    int64 // the first window's start
-	lastPane int64 // the last pane's start
-	panes    int   // the slot's panes; 0 for none
-	gen      int32 // the spec's screenGen: a Reload may change the threshold
-	// bound is the extreme, and slack the rounding its float sums may
-	// have gathered.
-	bound, slack float64
-}
-
 // inOrderScreenMin is how many windows make a slot remember its screen:
 // for fewer, the pass costs little and the memory would not pay. Tests
 // set it to 0 and to the maximum to compare the two.
 var inOrderScreenMin = 8
-
-// current reports whether x, if not nil, holds the screen of sp's windows
-// over panes panes from first.
-func (x *inOrderScreen) current(sp *spec, panes []win, first int64) bool {
-	return x != nil && x.panes == len(panes) && x.panes > 0 && x.lastPane == panes[len(panes)-1].start &&
-		x.first == first && x.gen == sp.screenGen
-}
-
-// rulesOut reports whether no window may exceed the threshold.
-func (x *inOrderScreen) rulesOut(sp *spec) bool {
-	if sp.agg == rules.Quantile {
-		return x.bound > 0.5+x.slack
-	}
-	return x.bound < -x.slack
-}
-
-// moved follows an event added to p, one of s's panes, that moved the
-// quantity of every window holding p by d; a pane added or purged since,
-// or an event in another pane, makes x no longer current.
-func (x *inOrderScreen) moved(s *slot, p *win, d float64) {
-	if x.panes != len(s.wins) || p != &s.wins[len(s.wins)-1] || p.start != x.lastPane {
-		x.panes = 0
-		return
-	}
-	x.bound += d
-	x.slack += 1e-9 * (math.Abs(d) + 1)
-}
 
 // union returns how many distinct values panes hold: without an index (see
 // distinctIndexOf) they are few, and a scan of the ones already counted is

@@ -3,11 +3,12 @@ package windows
 import (
 	"errors"
 	"fmt"
-	"github.com/riskstream/riskstream/rules"
 	"hash/maphash"
 	"maps"
 	"slices"
 	"unsafe"
+
+	"github.com/riskstream/riskstream/rules"
 
 	"github.com/riskstream/riskstream/internal/prefetch"
 )
@@ -126,9 +127,6 @@ func (t *slotTable) take() *slot {
 // release gives s back for take to reuse.
 func (t *slotTable) release(s *slot) { t.free = append(t.free, s.num) }
 
-// slotID is the hash a slot is found by in the cache.
-type slotID [2]uint64
-
 func newCache(capacity int, cold *coldStore, specs []*spec) *cache {
 	c := &cache{
 		seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
@@ -143,9 +141,6 @@ func newCache(capacity int, cold *coldStore, specs []*spec) *cache {
 
 // setSeeds makes the cache hash keys as another cache of the same specs.
 func (c *cache) setSeeds(seeds [2]maphash.Seed) { c.seeds, c.cold.seeds = seeds, seeds }
-
-// specOf is the index of the rule or heatmap a slot key belongs to.
-func specOf[K string | []byte](key K) int { return int(key[0])<<8 | int(key[1]) }
 
 // find is probe for a state about to be used: it notes the cached slot's
 // use.
@@ -763,3 +758,83 @@ func (b *MemBackend) Seek(start []byte, fn func(key, value []byte) (bool, error)
 
 // Len is the number of keys stored.
 func (b *MemBackend) Len() int { return len(b.m) }
+
+// smallIndex is the number of keys below which a spec's state stays in the
+// CPU cache anyway and Prefetch leaves it alone.
+const smallIndex = 4096
+
+// writeBackPrefetch is how many changed slots prefetchChanged gathers the
+// loads of at a time.
+const writeBackPrefetch = 16
+
+// prefetchChanged gathers, at changed slot k, what writing back the slots
+// after it touches, for writeBackSome to ask for over the next
+// writeBackPrefetch slots (prefetch.Queue.Issue): a checkpoint
+// writes back every slot changed in the interval, most of them long out
+// of the CPU cache, each with its key and often its panes elsewhere in
+// memory. In two stages, as Prefetch: the slots two groups ahead (their
+// first three lines: the key's header is in the third), and the keys and
+// out-of-line windows of the next group, which their slots, prefetched a
+// group earlier, locate. first is set for the first group of a write-back,
+// whose own slots nobody prefetched.
+func (c *cache) prefetchChanged(k int, first bool) {
+	const g = writeBackPrefetch
+	q := &c.writing
+	q.Reset()
+	slots := func(from, to int) {
+		for _, s := range c.changed[min(from, len(c.changed)):min(to, len(c.changed))] {
+			p := prefetch.Addr(s)
+			q.Add(p)
+			q.Add(p + 64)
+			q.Add(p + 128)
+		}
+	}
+	if first {
+		slots(k, k+2*g)
+	}
+	slots(k+2*g, k+3*g)
+	for _, s := range c.changed[min(k+g, len(c.changed)):min(k+2*g, len(c.changed))] {
+		q.Add(prefetch.Addr(unsafe.StringData(s.key)))
+		if len(s.wins) > 0 && &s.wins[0] != &s.inline[0] {
+			q.Add(prefetch.Addr(&s.wins[0]))
+		}
+	}
+}
+
+// addCandidate gathers what a probe of x for id reads after the index
+// line the prefetching asked for earlier: the two lines of the cached
+// slot that an event touches (see slot), which it returns; the record of
+// a state the cache does not hold; or, where the probe run goes on past
+// that line, the next line of the index.
+func (c *cache) addCandidate(q *prefetch.Queue, x *stateIndex, id slotID) *slot {
+	e, more := x.candidate(id)
+	switch {
+	case more != 0:
+		q.Add(more)
+	case e == nil:
+	case e.cached():
+		s := c.slots.at(e.slotNum())
+		q.Add(prefetch.Addr(s))
+		q.Add(prefetch.Addr(s) + 64)
+		return s
+	default:
+		c.cold.addRecord(q, e.ref(), x.recordBytes())
+	}
+	return nil
+}
+
+// addRecord gathers the lines of the record at loc, which is about size
+// bytes: records follow each other at multiples of 8 bytes, so many of
+// them straddle two lines. Of a larger record only the first two lines
+// are asked for. Nothing for a dead location (a candidate entry may be
+// one).
+func (c *coldStore) addRecord(q *prefetch.Queue, loc uint64, size int) {
+	if c.dead(loc) {
+		return
+	}
+	addr := prefetch.Addr(&c.chunks[locSeq(loc)-c.firstSeq].b[locOff(loc)])
+	q.Add(addr)
+	if addr%64+uintptr(size) > 64 {
+		q.Add(addr + 64)
+	}
+}

@@ -419,3 +419,39 @@ func sized[T any](xs []T, n int) []T {
 	}
 	return make([]T, n)
 }
+
+// timerSpec is the state id of timer entries; no rule or heatmap has it.
+const timerSpec = 0xffff
+
+// StateIDs is how many state ids rules and heatmaps may have: 0 to
+// StateIDs-1 (the slot key's two bytes, less the timer entries' id).
+const StateIDs = timerSpec
+
+// timerValue is the value of a timer entry: not empty, which a changelog
+// record could not tell from a deletion.
+var timerValue = []byte{1}
+
+// timerKeyHead is the length of a timer entry's key before the slot key:
+// the spec and the time.
+const timerKeyHead = 2 + 8
+
+// appendTimerKey appends the Backend key of the timer entry at at of the
+// slot with key: big-endian with the sign bit flipped, so that keys sort
+// by time.
+func appendTimerKey(dst []byte, at int64, key string) []byte {
+	dst = append(dst, timerSpec>>8, timerSpec&0xff)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(at)^1<<63)
+	return append(dst, key...)
+}
+
+// splitTimerKey returns the time and slot key of a timer entry's key; ok
+// is false for any other key.
+func splitTimerKey(k []byte) (at int64, key []byte, ok bool) {
+	if len(k) < timerKeyHead+2 || specOf(k) != timerSpec {
+		return 0, nil, false
+	}
+	return int64(binary.BigEndian.Uint64(k[2:]) ^ 1<<63), k[timerKeyHead:], true
+}
+
+// specOf is the index of the rule or heatmap a slot key belongs to.
+func specOf[K string | []byte](key K) int { return int(key[0])<<8 | int(key[1]) }

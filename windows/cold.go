@@ -843,3 +843,24 @@ func (f *idFilter) bytes() int {
 	}
 	return n
 }
+
+// storeTimer replaces the timer entry of the slot with key at old with one
+// at at (either noTimer: none).
+func (c *coldStore) storeTimer(key string, old, at int64) error {
+	if old == at {
+		return nil
+	}
+	if old != noTimer {
+		c.timerKey = appendTimerKey(c.timerKey[:0], old, key)
+		if err := c.backend.Delete(c.timerKey); err != nil {
+			return fmt.Errorf("windows: delete timer: %w", err)
+		}
+	}
+	if at != noTimer {
+		c.timerKey = appendTimerKey(c.timerKey[:0], at, key)
+		if err := c.backend.Set(c.timerKey, timerValue); err != nil {
+			return fmt.Errorf("windows: write timer: %w", err)
+		}
+	}
+	return nil
+}

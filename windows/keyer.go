@@ -98,27 +98,3 @@ func shardOf(sp *spec, id slotID, n int) int {
 	}
 	return int(id[0] % uint64(n))
 }
-
-// hashKey is the 128-bit hash states are found by (see stateIndex): the hash
-// of their key's hashedText.
-func hashKey(seeds [2]maphash.Seed, text []byte) slotID {
-	return slotID{maphash.Bytes(seeds[0], text), maphash.Bytes(seeds[1], text)}
-}
-
-// hashSlotKey is the hash of a whole slot key held as a string (a timer's):
-// the same as hashKey's of its hashedText.
-func hashSlotKey(seeds [2]maphash.Seed, key string) slotID {
-	text := hashedText(key)
-	return slotID{maphash.String(seeds[0], text), maphash.String(seeds[1], text)}
-}
-
-// hashedText is the part of a slot key its hash covers: the key attributes'
-// texts and the 0 bytes between them, without the spec index (each spec has
-// an index of its own) or the last 0 byte. A one-attribute key's is the
-// attribute's text itself.
-func hashedText[K string | []byte](key K) K {
-	if len(key) <= 2 {
-		return key[len(key):]
-	}
-	return key[2 : len(key)-1]
-}

@@ -54,11 +54,6 @@ func (o *Options) EnsureDefaults() {
 	}
 }
 
-// HotSlotBytes is what a decoded slot is taken to cost in memory: the
-// slot, its key, its index and ring entries, and out-of-line panes
-// (docs/format/state.md "Memory").
-const HotSlotBytes = 512
-
 // Sizes of a pending timer's entry, for the memory budget.
 const (
 	idTimerBytes  = int(unsafe.Sizeof(idTimer{}))
@@ -405,8 +400,8 @@ func (op *Operator) addToSession(sp *spec, r *SlotRef, keys []byte, t int64, pro
 			op.fireSession(s, se)
 		}
 	} else {
-		if se.acc.n >= sp.minEvents && sp.sessionMayExceed(se) {
-			op.decide(sp, s, se.start, se.end, sp.sessionValue(&se.acc), processing)
+		if se.acc.n >= sp.minEvents && sessionMayExceed(sp, se) {
+			op.decide(sp, s, se.start, se.end, sessionValue(sp, &se.acc), processing)
 		}
 	}
 	op.schedule(s)
@@ -568,7 +563,7 @@ func (op *Operator) bestWindow(sp *spec, s *slot, panes []win, first, last int64
 		if v > best && n >= sp.minEvents && sp.agg != rules.Quantile {
 			best, bestStart = v, ws
 		}
-		next := sp.nextChange(panes, lo, hi)
+		next := nextChange(sp, panes, lo, hi)
 		if next > last {
 			break
 		}
@@ -641,7 +636,7 @@ func bestAdditive(sp *spec, panes []win, first, last int64) (int64, float64) {
 		if sp.pane == sp.slide && lo < hi && hi < len(panes) {
 			next = min(panes[lo].start+sp.slide, panes[hi].start-sp.size+sp.slide)
 		} else {
-			next = sp.nextChange(panes, lo, hi)
+			next = nextChange(sp, panes, lo, hi)
 		}
 		if next > last {
 			break
@@ -651,23 +646,13 @@ func bestAdditive(sp *spec, panes []win, first, last int64) (int64, float64) {
 	return bestStart, best
 }
 
-// firstFrom returns the position of the first of panes that starts at or
-// after t.
-func firstFrom(panes []win, t int64) int {
-	i := 0
-	for i < len(panes) && panes[i].start < t {
-		i++
-	}
-	return i
-}
-
 // nextChange returns, for a sweep of window starts over panes whose window
 // holds panes lo to hi-1, the next start at which a pane leaves (lo) or
 // enters (hi) the window: watermark.Max when none does. When panes are as
 // wide as the slide (sliding windows whose size is a multiple of their
 // slide) every such start is on the slide grid already and needs no
 // rounding.
-func (sp *spec) nextChange(panes []win, lo, hi int) int64 {
+func nextChange(sp *spec, panes []win, lo, hi int) int64 {
 	next := watermark.Max
 	aligned := sp.pane == sp.slide
 	if lo < hi {
@@ -967,7 +952,7 @@ func (op *Operator) onTimer(s *slot, at int64) error {
 		s.purge(at)
 	default:
 		for {
-			end := s.nextFireEnd()
+			end := nextFireEnd(s)
 			if end == noTimer || end-1 > at {
 				break
 			}
@@ -990,7 +975,7 @@ func (op *Operator) onTimer(s *slot, at int64) error {
 
 // nextFireEnd is the end of the earliest window of a pane-based heatmap that
 // has content and has not fired, or noTimer.
-func (s *slot) nextFireEnd() int64 {
+func nextFireEnd(s *slot) int64 {
 	sp := s.sp
 	after := sp.slideDiv.ceil(clampWM(s.firedEnd) - sp.size + 1) // first start ending past firedEnd
 	for i := range s.wins {
@@ -1006,7 +991,7 @@ func (s *slot) nextFireEnd() int64 {
 // nextAction is when the slot next needs its timer: for heatmaps the earliest
 // firing or cleanup; for rules, whose purges nobody sees, the time the whole
 // slot can go, which keeps timers to about one per key and window size.
-func (s *slot) nextAction() int64 {
+func nextAction(s *slot) int64 {
 	sp := s.sp
 	next := noTimer
 	switch {
@@ -1027,7 +1012,7 @@ func (s *slot) nextAction() int64 {
 			return sp.paneCleanup(s.wins[n-1].start)
 		}
 	default:
-		if e := s.nextFireEnd(); e != noTimer {
+		if e := nextFireEnd(s); e != noTimer {
 			next = e - 1
 		}
 		if len(s.wins) > 0 {
@@ -1044,7 +1029,7 @@ func (op *Operator) schedule(s *slot) {
 	if s.sp.rule != nil && s.timerAt != noTimer {
 		return // the pending timer re-registers when it finds work left
 	}
-	next := s.nextAction()
+	next := nextAction(s)
 	if next == noTimer {
 		return
 	}

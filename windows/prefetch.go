@@ -7,10 +7,6 @@ import (
 	"github.com/riskstream/riskstream/rules"
 )
 
-// smallIndex is the number of keys below which a spec's state stays in the
-// CPU cache anyway and Prefetch leaves it alone.
-const smallIndex = 4096
-
 // Prefetch gathers what to load into the CPU cache of the state that
 // ProcessElement will touch for the SlotRefs of upcoming events, in three
 // stages: the index entries of far, the slots of near, which the index
@@ -173,44 +169,6 @@ func (op *Operator) prefetchedSlot(sp *spec, r *SlotRef) *slot {
 	return nil
 }
 
-// writeBackPrefetch is how many changed slots prefetchChanged gathers the
-// loads of at a time.
-const writeBackPrefetch = 16
-
-// prefetchChanged gathers, at changed slot k, what writing back the slots
-// after it touches, for writeBackSome to ask for over the next
-// writeBackPrefetch slots (prefetch.Queue.Issue): a checkpoint
-// writes back every slot changed in the interval, most of them long out
-// of the CPU cache, each with its key and often its panes elsewhere in
-// memory. In two stages, as Prefetch: the slots two groups ahead (their
-// first three lines: the key's header is in the third), and the keys and
-// out-of-line windows of the next group, which their slots, prefetched a
-// group earlier, locate. first is set for the first group of a write-back,
-// whose own slots nobody prefetched.
-func (c *cache) prefetchChanged(k int, first bool) {
-	const g = writeBackPrefetch
-	q := &c.writing
-	q.Reset()
-	slots := func(from, to int) {
-		for _, s := range c.changed[min(from, len(c.changed)):min(to, len(c.changed))] {
-			p := prefetch.Addr(s)
-			q.Add(p)
-			q.Add(p + 64)
-			q.Add(p + 128)
-		}
-	}
-	if first {
-		slots(k, k+2*g)
-	}
-	slots(k+2*g, k+3*g)
-	for _, s := range c.changed[min(k+g, len(c.changed)):min(k+2*g, len(c.changed))] {
-		q.Add(prefetch.Addr(unsafe.StringData(s.key)))
-		if len(s.wins) > 0 && &s.wins[0] != &s.inline[0] {
-			q.Add(prefetch.Addr(&s.wins[0]))
-		}
-	}
-}
-
 // timerPrefetch is how many timers prefetchTimers gathers the loads of at
 // a time.
 const timerPrefetch = 16
@@ -244,43 +202,5 @@ func (op *Operator) prefetchTimers(blk []idTimer, i int) {
 		if x := &idx[t.spec]; x.n >= smallIndex {
 			c.addCandidate(q, x, t.id)
 		}
-	}
-}
-
-// addCandidate gathers what a probe of x for id reads after the index
-// line the prefetching asked for earlier: the two lines of the cached
-// slot that an event touches (see slot), which it returns; the record of
-// a state the cache does not hold; or, where the probe run goes on past
-// that line, the next line of the index.
-func (c *cache) addCandidate(q *prefetch.Queue, x *stateIndex, id slotID) *slot {
-	e, more := x.candidate(id)
-	switch {
-	case more != 0:
-		q.Add(more)
-	case e == nil:
-	case e.cached():
-		s := c.slots.at(e.slotNum())
-		q.Add(prefetch.Addr(s))
-		q.Add(prefetch.Addr(s) + 64)
-		return s
-	default:
-		c.cold.addRecord(q, e.ref(), x.recordBytes())
-	}
-	return nil
-}
-
-// addRecord gathers the lines of the record at loc, which is about size
-// bytes: records follow each other at multiples of 8 bytes, so many of
-// them straddle two lines. Of a larger record only the first two lines
-// are asked for. Nothing for a dead location (a candidate entry may be
-// one).
-func (c *coldStore) addRecord(q *prefetch.Queue, loc uint64, size int) {
-	if c.dead(loc) {
-		return
-	}
-	addr := prefetch.Addr(&c.chunks[locSeq(loc)-c.firstSeq].b[locOff(loc)])
-	q.Add(addr)
-	if addr%64+uintptr(size) > 64 {
-		q.Add(addr + 64)
 	}
 }

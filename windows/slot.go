@@ -2,6 +2,8 @@ package windows
 
 import (
 	"cmp"
+	"hash/maphash"
+	"math"
 	"slices"
 
 	"github.com/riskstream/riskstream/rules"
@@ -297,4 +299,92 @@ func (s *slot) bumpFired(start int64) int32 {
 	m.fired = slices.Insert(m.fired, i, firedWin{start: start})
 	s.added(s.sp.cleanup(start + s.sp.size))
 	return 0
+}
+
+// slotID is the hash a slot is found by in the cache.
+type slotID [2]uint64
+
+// hashKey is the 128-bit hash states are found by (see stateIndex): the hash
+// of their key's hashedText.
+func hashKey(seeds [2]maphash.Seed, text []byte) slotID {
+	return slotID{maphash.Bytes(seeds[0], text), maphash.Bytes(seeds[1], text)}
+}
+
+// hashSlotKey is the hash of a whole slot key held as a string (a timer's):
+// the same as hashKey's of its hashedText.
+func hashSlotKey(seeds [2]maphash.Seed, key string) slotID {
+	text := hashedText(key)
+	return slotID{maphash.String(seeds[0], text), maphash.String(seeds[1], text)}
+}
+
+// hashedText is the part of a slot key its hash covers: the key attributes'
+// texts and the 0 bytes between them, without the spec index (each spec has
+// an index of its own) or the last 0 byte. A one-attribute key's is the
+// attribute's text itself.
+func hashedText[K string | []byte](key K) K {
+	if len(key) <= 2 {
+		return key[len(key):]
+	}
+	return key[2 : len(key)-1]
+}
+
+// HotSlotBytes is what a decoded slot is taken to cost in memory: the
+// slot, its key, its index and ring entries, and out-of-line panes
+// (docs/format/state.md "Memory").
+const HotSlotBytes = 512
+
+// firstFrom returns the position of the first of panes that starts at or
+// after t.
+func firstFrom(panes []win, t int64) int {
+	i := 0
+	for i < len(panes) && panes[i].start < t {
+		i++
+	}
+	return i
+}
+
+// inOrderScreen is what bestInOrder's screen found over the windows of an
+// avg, ratio or quantile rule's slot whose events come in order: the
+// extreme, over the windows, of the quantity that rules a window out
+// (quantile: below − q·(n−1), its least, out above 0.5; avg and ratio:
+// sum − threshold·n, its greatest, out below 0). Each event added to the
+// last pane is in every one of those windows and moves each one's
+// quantity alike, so the extreme follows the events (moved) and rules
+// them all out, or not, without a pass over the panes, until a pane is
+// added or the first window changes.
+type inOrderScreen struct {
+	first    int64 // the first window's start
+	lastPane int64 // the last pane's start
+	panes    int   // the slot's panes; 0 for none
+	gen      int32 // the spec's screenGen: a Reload may change the threshold
+	// bound is the extreme, and slack the rounding its float sums may
+	// have gathered.
+	bound, slack float64
+}
+
+// current reports whether x, if not nil, holds the screen of sp's windows
+// over panes panes from first.
+func (x *inOrderScreen) current(sp *spec, panes []win, first int64) bool {
+	return x != nil && x.panes == len(panes) && x.panes > 0 && x.lastPane == panes[len(panes)-1].start &&
+		x.first == first && x.gen == sp.screenGen
+}
+
+// rulesOut reports whether no window may exceed the threshold.
+func (x *inOrderScreen) rulesOut(sp *spec) bool {
+	if sp.agg == rules.Quantile {
+		return x.bound > 0.5+x.slack
+	}
+	return x.bound < -x.slack
+}
+
+// moved follows an event added to p, one of s's panes, that moved the
+// quantity of every window holding p by d; a pane added or purged since,
+// or an event in another pane, makes x no longer current.
+func (x *inOrderScreen) moved(s *slot, p *win, d float64) {
+	if x.panes != len(s.wins) || p != &s.wins[len(s.wins)-1] || p.start != x.lastPane {
+		x.panes = 0
+		return
+	}
+	x.bound += d
+	x.slack += 1e-9 * (math.Abs(d) + 1)
 }

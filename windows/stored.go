@@ -19,42 +19,9 @@ import (
 // heatmap has, so that they go wherever slots go (checkpoints, changelogs,
 // standby copies) in the same atomic writes.
 
-// timerSpec is the state id of timer entries; no rule or heatmap has it.
-const timerSpec = 0xffff
-
-// StateIDs is how many state ids rules and heatmaps may have: 0 to
-// StateIDs-1 (the slot key's two bytes, less the timer entries' id).
-const StateIDs = timerSpec
-
-// timerValue is the value of a timer entry: not empty, which a changelog
-// record could not tell from a deletion.
-var timerValue = []byte{1}
-
-// timerKeyHead is the length of a timer entry's key before the slot key:
-// the spec and the time.
-const timerKeyHead = 2 + 8
-
 // timerPage is how many rules' timers due at one time are paged in at
 // once: a time may have a purge timer for every key of a rule.
 const timerPage = 4096
-
-// appendTimerKey appends the Backend key of the timer entry at at of the
-// slot with key: big-endian with the sign bit flipped, so that keys sort
-// by time.
-func appendTimerKey(dst []byte, at int64, key string) []byte {
-	dst = append(dst, timerSpec>>8, timerSpec&0xff)
-	dst = binary.BigEndian.AppendUint64(dst, uint64(at)^1<<63)
-	return append(dst, key...)
-}
-
-// splitTimerKey returns the time and slot key of a timer entry's key; ok
-// is false for any other key.
-func splitTimerKey(k []byte) (at int64, key []byte, ok bool) {
-	if len(k) < timerKeyHead+2 || specOf(k) != timerSpec {
-		return 0, nil, false
-	}
-	return int64(binary.BigEndian.Uint64(k[2:]) ^ 1<<63), k[timerKeyHead:], true
-}
 
 // storedTimers are what the operator has yet to page in of the
 // Backend's timer entries.
@@ -215,27 +182,6 @@ func (op *Operator) spillTimers() error {
 	if first <= op.stored.next {
 		op.stored.next = first
 		op.stored.from = appendTimerKey(op.stored.from[:0], first, "")
-	}
-	return nil
-}
-
-// storeTimer replaces the timer entry of the slot with key at old with one
-// at at (either noTimer: none).
-func (c *coldStore) storeTimer(key string, old, at int64) error {
-	if old == at {
-		return nil
-	}
-	if old != noTimer {
-		c.timerKey = appendTimerKey(c.timerKey[:0], old, key)
-		if err := c.backend.Delete(c.timerKey); err != nil {
-			return fmt.Errorf("windows: delete timer: %w", err)
-		}
-	}
-	if at != noTimer {
-		c.timerKey = appendTimerKey(c.timerKey[:0], at, key)
-		if err := c.backend.Set(c.timerKey, timerValue); err != nil {
-			return fmt.Errorf("windows: write timer: %w", err)
-		}
 	}
 	return nil
 }
