@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"iter"
 	"maps"
 	"slices"
 	"unsafe"
@@ -758,6 +759,9 @@ func (b *MemBackend) Seek(start []byte, fn func(key, value []byte) (bool, error)
 
 // Len is the number of keys stored.
 func (b *MemBackend) Len() int { return len(b.m) }
+
+// All yields every key stored and its value, in no order.
+func (b *MemBackend) All() iter.Seq2[string, []byte] { return maps.All(b.m) }
 
 // smallIndex is the number of keys below which a spec's state stays in the
 // CPU cache anyway and Prefetch leaves it alone.

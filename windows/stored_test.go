@@ -26,7 +26,7 @@ heatmaps:
 func checkTimerEntries(t *testing.T, b *MemBackend, when string) {
 	t.Helper()
 	want, got := map[string]bool{}, map[string]bool{}
-	for k, v := range b.m {
+	for k, v := range b.All() {
 		if specOf(k) == timerSpec {
 			got[k] = true
 			continue
@@ -297,7 +297,7 @@ func TestSpilledTimers(t *testing.T) {
 		}
 		t.Fatalf("%d outputs with the timers spilled, %d without; they differ from output %d", len(spills.lines), len(fits.lines), n)
 	}
-	for k := range b.m {
+	for k := range b.All() {
 		if at, key, ok := splitTimerKey([]byte(k)); ok && op.specs[specOf(key)].hm != nil {
 			t.Fatalf("a heatmap's timer at %d is still stored after the end", at)
 		}
@@ -328,7 +328,7 @@ rules:
 		t.Fatal(err)
 	}
 	devices := func() (states, timers int) {
-		for k := range b.m {
+		for k := range b.All() {
 			if at, key, ok := splitTimerKey([]byte(k)); ok && at > 0 && specOf(key) == 1 {
 				timers++
 			} else if !ok && specOf(k) == 1 {
@@ -383,7 +383,7 @@ rules:
 	drive(t, op, dec, lines)
 	spilled := func() int {
 		n := 0
-		for k := range b.m {
+		for k := range b.All() {
 			if len(k) == spillKeyLen && specOf(k) == 1 && k[2] == 0xff {
 				n++
 			}
