@@ -13,6 +13,7 @@ import (
 	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/state"
 	"github.com/riskstream/riskstream/windows"
+	"github.com/riskstream/riskstream/windows/slotstore"
 )
 
 // discard encodes outputs like the file sink, without the files.
@@ -56,7 +57,7 @@ func BenchmarkEngine(b *testing.B) {
 	events := 0
 	var samples []time.Duration
 	for b.Loop() {
-		e, err := New(Options{Config: cfg, Backend: windows.NewMemBackend(), Output: &discard{enc: sink.NewEncoder()}})
+		e, err := New(Options{Config: cfg, Backend: slotstore.NewMemBackend(), Output: &discard{enc: sink.NewEncoder()}})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -96,7 +97,7 @@ func BenchmarkEngine(b *testing.B) {
 // generated records.
 func BenchmarkDecoder(b *testing.B) {
 	cfg, lines := benchWorkload(b, 4096, 1000)
-	e, err := NewSharded(Options{Config: cfg, Output: &discard{enc: sink.NewEncoder()}}, []windows.Backend{windows.NewMemBackend()})
+	e, err := NewSharded(Options{Config: cfg, Output: &discard{enc: sink.NewEncoder()}}, []slotstore.Backend{slotstore.NewMemBackend()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -128,7 +129,7 @@ func BenchmarkEngineReference(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		e, err := NewSharded(Options{Config: cfg, Output: &discard{enc: sink.NewEncoder()}}, []windows.Backend{windows.NewMemBackend()})
+		e, err := NewSharded(Options{Config: cfg, Output: &discard{enc: sink.NewEncoder()}}, []slotstore.Backend{slotstore.NewMemBackend()})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -15,7 +15,7 @@ import (
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/state"
-	"github.com/riskstream/riskstream/windows"
+	"github.com/riskstream/riskstream/windows/slotstore"
 )
 
 // TestCheckpointRestore stops the engine at several points of the bundled
@@ -231,7 +231,7 @@ func TestShardedCheckpointRestore(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					backends := make([]windows.Backend, n)
+					backends := make([]slotstore.Backend, n)
 					for k, p := range parts {
 						backends[k] = p
 					}

@@ -7,10 +7,10 @@ import (
 
 	"github.com/riskstream/riskstream/internal/corrupt"
 	"github.com/riskstream/riskstream/watermark"
+	"github.com/riskstream/riskstream/windows/slotstore"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/riskstream/riskstream/internal/prefetch"
-	"github.com/riskstream/riskstream/windows"
 )
 
 // dedupe remembers the ids of the events taken, so that a record sent
@@ -38,7 +38,7 @@ type dedupe struct {
 	// one before.
 	gen, prevGen int64
 	ids          idTable
-	store        windows.Backend // nil: nothing stored (replay)
+	store        slotstore.Backend // nil: nothing stored (replay)
 	key          []byte
 	// duplicates counts the events dropped.
 	duplicates int64

@@ -10,7 +10,7 @@ import (
 	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/watermark"
-	"github.com/riskstream/riskstream/windows"
+	"github.com/riskstream/riskstream/windows/slotstore"
 )
 
 // The distributed property: one input partition routed by a Router to the
@@ -32,7 +32,7 @@ func TestPropertyDistributedMatchesEngine(t *testing.T) {
 }
 
 func checkDistributed(c *propCase) error {
-	want, err := runEngine(c, windows.NewMemBackend(), 0, 0, false)
+	want, err := runEngine(c, slotstore.NewMemBackend(), 0, 0, false)
 	if err != nil {
 		return fmt.Errorf("engine: %v", err)
 	}
@@ -113,14 +113,14 @@ func runDistributed(c *propCase, r *rand.Rand) (*capture, int64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	backends := make([]windows.Backend, n)
+	backends := make([]slotstore.Backend, n)
 	tasks := make([]*Task, n)
 	newTask := func(k int) (*Task, error) {
 		return NewTask(TaskOptions{Config: cfg, Backend: backends[k], Output: out, Partition: k, Partitions: n,
 			Topic: "requests", Inputs: []int32{0}})
 	}
 	for k := range n {
-		backends[k] = windows.NewMemBackend()
+		backends[k] = slotstore.NewMemBackend()
 		if tasks[k], err = newTask(k); err != nil {
 			return nil, 0, err
 		}

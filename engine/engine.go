@@ -15,6 +15,7 @@ import (
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/watermark"
 	"github.com/riskstream/riskstream/windows"
+	"github.com/riskstream/riskstream/windows/slotstore"
 )
 
 // Output receives everything the engine emits.
@@ -31,7 +32,7 @@ type Options struct {
 	// Config is the validated rules file. Required.
 	Config *rules.Config
 	// Backend stores window state beyond the cache. Required.
-	Backend windows.Backend
+	Backend slotstore.Backend
 	// Output receives the records the engine emits. Required.
 	Output Output
 	// MemoryBytes is the memory the window state may take; see
@@ -167,7 +168,7 @@ func (c *clocks) forgetIDs() error {
 }
 
 // storeIDs makes the ids dedupe remembers stored in b, for checkpoints.
-func (c *clocks) storeIDs(b windows.Backend) {
+func (c *clocks) storeIDs(b slotstore.Backend) {
 	if c.dd != nil {
 		c.dd.store = b
 	}

@@ -5,9 +5,9 @@ import (
 	"slices"
 
 	"github.com/riskstream/riskstream/internal/corrupt"
+	"github.com/riskstream/riskstream/windows/slot"
 
 	"github.com/riskstream/riskstream/rules"
-	"github.com/riskstream/riskstream/windows"
 )
 
 // layout is where each rule's and heatmap's state is: the state id its
@@ -163,14 +163,14 @@ func decodeLayout(b []byte) (layout, error) {
 		if s.Fingerprint, ok = text(); !ok {
 			return l, fail
 		}
-		if s.id, ok = uvarint(); !ok || s.id >= windows.StateIDs {
+		if s.id, ok = uvarint(); !ok || s.id >= slot.StateIDs {
 			return l, fail
 		}
 		l.specs = append(l.specs, s)
 	}
 	for range nRetired {
 		id, ok := uvarint()
-		if !ok || id >= windows.StateIDs {
+		if !ok || id >= slot.StateIDs {
 			return l, fail
 		}
 		l.retired = append(l.retired, id)

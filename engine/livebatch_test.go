@@ -8,7 +8,7 @@ import (
 
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/sink"
-	"github.com/riskstream/riskstream/windows"
+	"github.com/riskstream/riskstream/windows/slotstore"
 )
 
 // TestPropertyLiveBatchesMatchProcess: a Sharded engine fed as the live
@@ -63,7 +63,7 @@ func runRecords(c *propCase, recs []Record, slots int, r *rand.Rand) (*capture, 
 	}
 	out := &capture{enc: sink.NewEncoder()}
 	if r == nil {
-		e, err := New(Options{Config: cfg, Backend: windows.NewMemBackend(), Output: out, CacheSlots: slots})
+		e, err := New(Options{Config: cfg, Backend: slotstore.NewMemBackend(), Output: out, CacheSlots: slots})
 		if err != nil {
 			return nil, err
 		}
@@ -80,7 +80,7 @@ func runRecords(c *propCase, recs []Record, slots int, r *rand.Rand) (*capture, 
 		slots *= 2 // one per shard
 	}
 	e, err := NewSharded(Options{Config: cfg, Output: out, CacheSlots: slots},
-		[]windows.Backend{windows.NewMemBackend(), windows.NewMemBackend()})
+		[]slotstore.Backend{slotstore.NewMemBackend(), slotstore.NewMemBackend()})
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/state"
 	"github.com/riskstream/riskstream/windows"
+	"github.com/riskstream/riskstream/windows/slotstore"
 )
 
 // The properties run the engine on random rules and event streams and
@@ -368,7 +369,7 @@ func (c *capture) DLQ(raw []byte, reason string, p *event.Provenance) {
 
 // runEngine runs c through the engine; render chooses rendered output over
 // records.
-func runEngine(c *propCase, backend windows.Backend, slots int, memory int64, render bool) (*capture, error) {
+func runEngine(c *propCase, backend slotstore.Backend, slots int, memory int64, render bool) (*capture, error) {
 	cfg, err := rules.Parse("rules.yaml", []byte(c.yaml()))
 	if err != nil {
 		return nil, err
@@ -412,7 +413,7 @@ func runModel(c *propCase) *refModel {
 // checkModel returns the first difference between the engine and the model
 // (properties 1 to 3), or nil.
 func checkModel(c *propCase) error {
-	got, err := runEngine(c, windows.NewMemBackend(), 0, 0, false)
+	got, err := runEngine(c, slotstore.NewMemBackend(), 0, 0, false)
 	if err != nil {
 		return fmt.Errorf("engine: %v", err)
 	}
@@ -485,7 +486,7 @@ func diffHeatmaps(got, want []hmRec) error {
 // also checks that end of input leaves no state behind: every window fired
 // and was purged.
 func checkCaches(c *propCase, store *liveKeys) error {
-	mem, err := runEngine(c, windows.NewMemBackend(), 0, 0, true)
+	mem, err := runEngine(c, slotstore.NewMemBackend(), 0, 0, true)
 	if err != nil {
 		return fmt.Errorf("engine, all in memory: %v", err)
 	}
@@ -515,7 +516,7 @@ func checkCaches(c *propCase, store *liveKeys) error {
 
 // liveKeys wraps a Backend to know which keys hold state.
 type liveKeys struct {
-	windows.Backend
+	slotstore.Backend
 	keys map[string]bool
 }
 
@@ -640,7 +641,7 @@ func TestPropertyCacheIndependence(t *testing.T) {
 	}
 	defer db.Close()
 	disk := &liveKeys{Backend: db, keys: map[string]bool{}}
-	mem := &liveKeys{Backend: windows.NewMemBackend(), keys: map[string]bool{}}
+	mem := &liveKeys{Backend: slotstore.NewMemBackend(), keys: map[string]bool{}}
 	// Pebble is slow under -race; the in-memory twin takes the other cases
 	// through the same evictions and encodings.
 	runProperty(t, propCacheIterations, func(c *propCase) error {

@@ -11,7 +11,7 @@ import (
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/state"
-	"github.com/riskstream/riskstream/windows"
+	"github.com/riskstream/riskstream/windows/slotstore"
 )
 
 var reloadUsers = flag.Int("reload.users", 500_000, "BenchmarkReload: users, each with a state in each of two rules")
@@ -89,7 +89,7 @@ func loadedSharded(b *testing.B, cfg *rules.Config, users int) (*Sharded, *state
 	}
 	e, err := NewSharded(Options{Config: cfg, Output: &discard{enc: sink.NewEncoder()}, MemoryBytes: 768 << 20, Checkpoints: true,
 		Parallel: parallel.Do},
-		[]windows.Backend{parts[0], parts[1]})
+		[]slotstore.Backend{parts[0], parts[1]})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -149,7 +149,7 @@ rules:
 			}
 			events := 0
 			for b.Loop() {
-				e, err := New(Options{Config: cfg, Backend: windows.NewMemBackend(), Output: &discard{enc: sink.NewEncoder()}})
+				e, err := New(Options{Config: cfg, Backend: slotstore.NewMemBackend(), Output: &discard{enc: sink.NewEncoder()}})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -12,7 +12,7 @@ import (
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/state"
-	"github.com/riskstream/riskstream/windows"
+	"github.com/riskstream/riskstream/windows/slotstore"
 )
 
 // reloadedRules is testdata/rules.yaml after an edit: pay-burst with
@@ -179,7 +179,7 @@ func TestReloadKeepsUnchangedRules(t *testing.T) {
 	lines := testinput.BundledLines(t)
 	cut := len(lines) / 2
 	run := func(cfg *rules.Config, reload *rules.Config, slots int) (first, second string, diff rules.Diff) {
-		backend := windows.NewMemBackend()
+		backend := slotstore.NewMemBackend()
 		rec := &recorder{enc: sink.NewEncoder()}
 		e, err := New(Options{Config: cfg, Backend: backend, Output: rec, CacheSlots: slots})
 		if err != nil {
@@ -345,7 +345,7 @@ func TestShardedRestoreWithOtherRules(t *testing.T) {
 			t.Fatal(err)
 		}
 		e, err := NewSharded(Options{Config: cfg, Output: &recorder{enc: sink.NewEncoder()}, Checkpoints: true},
-			[]windows.Backend{parts[0], parts[1]})
+			[]slotstore.Backend{parts[0], parts[1]})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -440,7 +440,7 @@ func TestDeleteRetiredBetweenRecords(t *testing.T) {
 
 	// The same job without a pause: the same outputs.
 	rec = &recorder{enc: sink.NewEncoder()}
-	e, err = New(Options{Config: before, Backend: windows.NewMemBackend(), Output: rec})
+	e, err = New(Options{Config: before, Backend: slotstore.NewMemBackend(), Output: rec})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -484,7 +484,7 @@ func TestReloadRefused(t *testing.T) {
 		before, _ := loadTwoRules(t)
 		run := func(reload bool) string {
 			rec := &recorder{enc: sink.NewEncoder()}
-			e, err := New(Options{Config: before, Backend: windows.NewMemBackend(), Output: rec})
+			e, err := New(Options{Config: before, Backend: slotstore.NewMemBackend(), Output: rec})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -505,7 +505,7 @@ func TestReloadRefused(t *testing.T) {
 			t.Errorf("%s: %d bytes of outputs after a refused reload, %d without one", edit.to, len(got), len(want))
 		}
 		sharded, err := NewSharded(Options{Config: before, Output: &recorder{enc: sink.NewEncoder()}},
-			[]windows.Backend{windows.NewMemBackend(), windows.NewMemBackend()})
+			[]slotstore.Backend{slotstore.NewMemBackend(), slotstore.NewMemBackend()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -557,7 +557,7 @@ rules:
 		for _, th := range [][4]string{{"300", "60", "180", "20"}, {"180", "20", "300", "60"}} {
 			run := func(cfg, reload *rules.Config) string {
 				rec := &recorder{enc: sink.NewEncoder()}
-				e, err := New(Options{Config: cfg, Backend: windows.NewMemBackend(), Output: rec, CacheSlots: slots})
+				e, err := New(Options{Config: cfg, Backend: slotstore.NewMemBackend(), Output: rec, CacheSlots: slots})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -14,6 +14,7 @@ import (
 	"github.com/riskstream/riskstream/state"
 	"github.com/riskstream/riskstream/watermark"
 	"github.com/riskstream/riskstream/windows"
+	"github.com/riskstream/riskstream/windows/slotstore"
 )
 
 // recorder is an Output that renders every record as the sinks would, one
@@ -64,14 +65,14 @@ var backends = []struct {
 	name   string
 	slots  int
 	memory int64
-	open   func(t *testing.T) windows.Backend
+	open   func(t *testing.T) slotstore.Backend
 }{
-	{"memory", 0, 0, func(*testing.T) windows.Backend { return windows.NewMemBackend() }},
+	{"memory", 0, 0, func(*testing.T) slotstore.Backend { return slotstore.NewMemBackend() }},
 	{"pebble-cache1", 1, 0, openPebble},
 	{"pebble-spill", 1, 1, openPebble},
 }
 
-func openPebble(t *testing.T) windows.Backend {
+func openPebble(t *testing.T) slotstore.Backend {
 	db, err := state.Open(state.Options{Dir: t.TempDir(), DisableWAL: true})
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +101,7 @@ func TestScenarios(t *testing.T) {
 	}
 }
 
-func runScenario(t *testing.T, path string, slots int, memory int64, open func(*testing.T) windows.Backend) {
+func runScenario(t *testing.T, path string, slots int, memory int64, open func(*testing.T) slotstore.Backend) {
 	var e *Engine
 	rec := &recorder{enc: sink.NewEncoder()}
 	line := int64(0)

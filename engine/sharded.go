@@ -11,6 +11,7 @@ import (
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/watermark"
 	"github.com/riskstream/riskstream/windows"
+	"github.com/riskstream/riskstream/windows/slotstore"
 )
 
 // prefetchEvents is how many records make a group, whose state a shard
@@ -124,7 +125,7 @@ type Shard struct {
 // window, rare, is out of line.
 type captured struct {
 	event      int32  // the record's position in its batch
-	spec       uint16 // the rule's or heatmap's position, rules first: below windows.StateIDs
+	spec       uint16 // the rule's or heatmap's position, rules first: below slot.StateIDs
 	fired      bool   // emitted as the watermark advanced after the record
 	processing bool   // the decision's Processing
 	rule       *rules.Rule
@@ -136,7 +137,7 @@ type captured struct {
 
 // NewSharded builds a sharded engine with one shard per backend; the cache
 // slots of opts are divided among them. opts.Backend is unused.
-func NewSharded(opts Options, backends []windows.Backend) (*Sharded, error) {
+func NewSharded(opts Options, backends []slotstore.Backend) (*Sharded, error) {
 	if opts.Config == nil || opts.Output == nil || len(backends) == 0 {
 		return nil, fmt.Errorf("engine: Config, Output and backends are required")
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/riskstream/riskstream/internal/race"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/sink"
-	"github.com/riskstream/riskstream/windows"
+	"github.com/riskstream/riskstream/windows/slotstore"
 )
 
 // processBatch times b, runs every shard over it on a goroutine of its own,
@@ -42,9 +42,9 @@ func runSharded(c *propCase, n, slots int, memory int64) (*capture, error) {
 		return nil, err
 	}
 	out := &capture{enc: sink.NewEncoder()}
-	backends := make([]windows.Backend, n)
+	backends := make([]slotstore.Backend, n)
 	for i := range backends {
-		backends[i] = windows.NewMemBackend()
+		backends[i] = slotstore.NewMemBackend()
 	}
 	e, err := NewSharded(Options{Config: cfg, Output: out, CacheSlots: slots, MemoryBytes: memory, Parallel: parallel.Do}, backends)
 	if err != nil {
@@ -93,7 +93,7 @@ func runSharded(c *propCase, n, slots int, memory int64) (*capture, error) {
 // Engine does, byte for byte and in the same order, and counts the same.
 func TestPropertyShardedMatchesEngine(t *testing.T) {
 	runProperty(t, propCacheIterations, func(c *propCase) error {
-		want, err := runEngine(c, windows.NewMemBackend(), 0, 0, true)
+		want, err := runEngine(c, slotstore.NewMemBackend(), 0, 0, true)
 		if err != nil {
 			return fmt.Errorf("engine: %v", err)
 		}
@@ -136,7 +136,7 @@ func TestBatchGrow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := NewSharded(Options{Config: cfg, Output: &capture{enc: sink.NewEncoder()}}, []windows.Backend{windows.NewMemBackend(), windows.NewMemBackend()})
+	e, err := NewSharded(Options{Config: cfg, Output: &capture{enc: sink.NewEncoder()}}, []slotstore.Backend{slotstore.NewMemBackend(), slotstore.NewMemBackend()})
 	if err != nil {
 		t.Fatal(err)
 	}

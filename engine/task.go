@@ -10,6 +10,7 @@ import (
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/watermark"
 	"github.com/riskstream/riskstream/windows"
+	"github.com/riskstream/riskstream/windows/slotstore"
 )
 
 // Task is the second stage of a distributed job (docs/distributed.md): the
@@ -51,7 +52,7 @@ type TaskOptions struct {
 	// Config is the validated rules file. Required.
 	Config *rules.Config
 	// Backend stores the task's window state. Required.
-	Backend windows.Backend
+	Backend slotstore.Backend
 	// Output receives what the task emits. Required.
 	Output Output
 	// Partition is the partition of the repartition topic the task holds,

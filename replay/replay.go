@@ -28,7 +28,7 @@ import (
 	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/state"
 	"github.com/riskstream/riskstream/watermark"
-	"github.com/riskstream/riskstream/windows"
+	"github.com/riskstream/riskstream/windows/slotstore"
 )
 
 // Options configure an offline run over recorded files.
@@ -176,7 +176,7 @@ func Run(ctx context.Context, opts Options) (_ *Summary, err error) {
 	}
 	// One Pebble store per shard: a store's batch has one writer.
 	dbs := make([]*state.DB, opts.Shards)
-	backends := make([]windows.Backend, opts.Shards)
+	backends := make([]slotstore.Backend, opts.Shards)
 	for i := range dbs {
 		db, err := state.Open(state.Options{
 			Dir: filepath.Join(stateDir, fmt.Sprintf("shard-%d", i)), DisableWAL: true, Logger: opts.Logger,

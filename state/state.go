@@ -1,5 +1,5 @@
 // Package state keeps the job's window state in Pebble. It implements the
-// windows.Backend the operator's write-back cache spills to, batching
+// slotstore.Backend the operator's write-back cache spills to, batching
 // writes: an evicted slot costs an entry among the pending writes, which
 // are committed as one batch when they grow past BatchBytes or on Commit
 // (a checkpoint).
@@ -191,21 +191,21 @@ func (d *DB) buffers() []*buffer {
 	return bs
 }
 
-// Get implements windows.Backend, reading through the part's writes.
+// Get implements slotstore.Backend, reading through the part's writes.
 func (p *Part) Get(key []byte) ([]byte, bool, error) { return p.d.get(&p.buf, key) }
 
-// GetSorted implements windows.Backend, as DB.GetSorted.
+// GetSorted implements slotstore.Backend, as DB.GetSorted.
 func (p *Part) GetSorted(keys [][]byte, fn func(i int, value []byte, found bool) error) error {
 	return p.d.getSorted(&p.buf, keys, fn)
 }
 
-// Set implements windows.Backend.
+// Set implements slotstore.Backend.
 func (p *Part) Set(key, value []byte) error { return p.d.set(&p.buf, key, value, false) }
 
-// Delete implements windows.Backend.
+// Delete implements slotstore.Backend.
 func (p *Part) Delete(key []byte) error { return p.d.set(&p.buf, key, nil, true) }
 
-// Seek implements windows.Backend, as DB.Seek.
+// Seek implements slotstore.Backend, as DB.Seek.
 func (p *Part) Seek(start []byte, fn func(key, value []byte) (bool, error)) error {
 	return p.d.Seek(start, fn)
 }
@@ -520,7 +520,7 @@ func (b *buffer) slotKey(key []byte) []byte {
 	return b.key
 }
 
-// Get implements windows.Backend, reading through the pending writes. The
+// Get implements slotstore.Backend, reading through the pending writes. The
 // value is valid until the next Get.
 func (d *DB) Get(key []byte) ([]byte, bool, error) {
 	return d.get(&d.own, key)
@@ -567,7 +567,7 @@ func (d *DB) read(b *buffer, key []byte) (_ []byte, _ bool, err error) {
 	return b.val, true, nil
 }
 
-// GetSorted implements windows.Backend: it reads keys, in increasing
+// GetSorted implements slotstore.Backend: it reads keys, in increasing
 // order, through the pending writes and then one iterator, whose seeks
 // forward reuse the blocks and indexes the previous ones loaded, where
 // separate Gets would each search every level afresh.
@@ -616,10 +616,10 @@ func (d *DB) getSorted(b *buffer, keys [][]byte, fn func(i int, value []byte, fo
 	return nil
 }
 
-// Set implements windows.Backend.
+// Set implements slotstore.Backend.
 func (d *DB) Set(key, value []byte) error { return d.set(&d.own, key, value, false) }
 
-// Delete implements windows.Backend.
+// Delete implements slotstore.Backend.
 func (d *DB) Delete(key []byte) error { return d.set(&d.own, key, nil, true) }
 
 func (d *DB) set(b *buffer, key, value []byte, deleted bool) error {
@@ -633,7 +633,7 @@ func (d *DB) set(b *buffer, key, value []byte, deleted bool) error {
 	return d.maybeCommit()
 }
 
-// Seek implements windows.Backend: it calls fn with the stored slot keys
+// Seek implements slotstore.Backend: it calls fn with the stored slot keys
 // from start on and their values, in key order, until fn returns false or an error. It
 // reads what is committed (a commit in flight may or may not be seen):
 // with atomic checkpoints the pending writes wait for the next one, and

@@ -24,7 +24,7 @@ import (
 	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/state"
 	"github.com/riskstream/riskstream/watermark"
-	"github.com/riskstream/riskstream/windows"
+	"github.com/riskstream/riskstream/windows/slotstore"
 	"github.com/segmentio/kafka-go"
 )
 
@@ -261,7 +261,7 @@ func (j *liveJob) startOutputs(context.Context) error {
 	if err != nil {
 		return err
 	}
-	backends := make([]windows.Backend, len(parts))
+	backends := make([]slotstore.Backend, len(parts))
 	for i, p := range parts {
 		backends[i] = p
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/riskstream/riskstream/heatmap"
 	"github.com/riskstream/riskstream/rules"
+	"github.com/riskstream/riskstream/windows/slot"
 )
 
 // The aggregates beyond count, sum and distinct keep their state in the
@@ -21,36 +22,36 @@ import (
 // addToStat adds v, an event's value, to a, whose n already counts the
 // event, for an avg, ratio (v is 1 or 0), min, max or quantile rule (memo
 // as in heatmap.Acc.Add).
-func addToStat(kind rules.AggregateKind, a *acc, v float64, memo *heatmap.IndexMemo) {
+func addToStat(kind rules.AggregateKind, a *slot.Acc, v float64, memo *heatmap.IndexMemo) {
 	switch kind {
 	case rules.Avg, rules.Ratio:
-		a.sum += v
+		a.Sum += v
 	case rules.Min:
-		if a.n == 1 || v < a.sum {
-			a.sum = v
+		if a.N == 1 || v < a.Sum {
+			a.Sum = v
 		}
 	case rules.Max:
-		if a.n == 1 || v > a.sum {
-			a.sum = v
+		if a.N == 1 || v > a.Sum {
+			a.Sum = v
 		}
 	case rules.Quantile:
-		a.addLatency(v, false, nil, memo)
+		a.AddLatency(v, false, nil, memo)
 	}
 }
 
 // sessionValue is the aggregate of a rule's session window, a.
-func sessionValue(sp *spec, a *acc) float64 {
-	switch sp.agg {
+func sessionValue(sp *slot.Spec, a *slot.Acc) float64 {
+	switch sp.Agg {
 	case rules.Sum, rules.Min, rules.Max:
-		return a.sum
+		return a.Sum
 	case rules.Distinct:
-		return float64(len(a.distinct()))
+		return float64(len(a.Distinct()))
 	case rules.Avg, rules.Ratio:
-		return a.sum / float64(a.n)
+		return a.Sum / float64(a.N)
 	case rules.Quantile:
-		return a.heatmap().Quantile(sp.q)
+		return a.Heatmap().Quantile(sp.Q)
 	}
-	return float64(a.n)
+	return float64(a.N)
 }
 
 // sweptWindow is a window of a quantile rule's sweep that its screen left
@@ -64,10 +65,10 @@ type sweptWindow struct {
 // screen generation: their thresholds may have changed (Reload keeps a
 // rule's state across a new threshold), so the counts their panes keep
 // are rebuilt before they are next used.
-func (op *Operator) stampScreens(specs []*spec) {
+func (op *Operator) stampScreens(specs []*slot.Spec) {
 	op.screenGen++
 	for _, sp := range specs {
-		sp.screenGen = op.screenGen
+		sp.ScreenGen = op.screenGen
 	}
 }
 
@@ -76,26 +77,26 @@ func (op *Operator) stampScreens(specs []*spec) {
 // empty starts its count; one whose count is stale (decoded, or counted
 // for an earlier threshold) is left to screenPanes.
 // It returns by how much the event moved the screen's quantity of every
-// window holding p (see inOrderScreen).
-func (op *Operator) screenPane(sp *spec, p *win, v float64) float64 {
-	if p.rev != sp.screenGen {
-		if p.n != 1 {
+// window holding p (see InOrderScreen).
+func (op *Operator) screenPane(sp *slot.Spec, p *slot.Win, v float64) float64 {
+	if p.Rev != sp.ScreenGen {
+		if p.N != 1 {
 			return math.NaN() // a stale count: no screen holds
 		}
-		p.rev, p.sum = sp.screenGen, 0
+		p.Rev, p.Sum = sp.ScreenGen, 0
 	}
-	if sp.screen.Below(v, &op.sketchIndexes) {
-		p.sum++
-		return 1 - sp.q
+	if sp.Screen.Below(v, &op.sketchIndexes) {
+		p.Sum++
+		return 1 - sp.Q
 	}
-	return -sp.q
+	return -sp.Q
 }
 
 // screenPanes brings the counts of a quantile rule's panes (or sessions)
 // up to date: one decoded from the store, merged from sessions, or counted
 // for an earlier threshold, counts its sketch's values below the threshold
 // again.
-func screenPanes(sp *spec, panes []win) {
+func screenPanes(sp *slot.Spec, panes []slot.Win) {
 	for i := range panes {
 		rescreen(sp, &panes[i])
 	}
@@ -103,9 +104,9 @@ func screenPanes(sp *spec, panes []win) {
 
 // screenedAll reports whether every one of ws, panes or sessions of sp, has
 // its count up to date.
-func screenedAll(sp *spec, ws []win) bool {
+func screenedAll(sp *slot.Spec, ws []slot.Win) bool {
 	for i := range ws {
-		if ws[i].rev != sp.screenGen {
+		if ws[i].Rev != sp.ScreenGen {
 			return false
 		}
 	}
@@ -113,20 +114,20 @@ func screenedAll(sp *spec, ws []win) bool {
 }
 
 // rescreen brings the count of p, a pane or session of sp, up to date.
-func rescreen(sp *spec, p *win) {
-	if p.rev != sp.screenGen {
-		p.rev, p.sum = sp.screenGen, float64(p.heatmap().CountBelow(sp.screen))
+func rescreen(sp *slot.Spec, p *slot.Win) {
+	if p.Rev != sp.ScreenGen {
+		p.Rev, p.Sum = sp.ScreenGen, float64(p.Heatmap().CountBelow(sp.Screen))
 	}
 }
 
 // sessionMayExceed reports whether the aggregate of se, a session of sp,
 // may exceed the threshold: false only for a quantile its screen rules out.
-func sessionMayExceed(sp *spec, se *win) bool {
-	if sp.agg != rules.Quantile {
+func sessionMayExceed(sp *slot.Spec, se *slot.Win) bool {
+	if sp.Agg != rules.Quantile {
 		return true
 	}
 	rescreen(sp, se)
-	return heatmap.MayExceed(sp.q, se.n, int64(se.sum))
+	return heatmap.MayExceed(sp.Q, se.N, int64(se.Sum))
 }
 
 // bestQuantile returns the start and quantile of the window with the
@@ -140,7 +141,7 @@ func sessionMayExceed(sp *spec, se *win) bool {
 // end at the same pane (the event is in the latest pane, as in-order
 // events are) they are suffixes of one run: merged from the latest start
 // back, each pane is merged once; otherwise each window merges its own.
-func (op *Operator) bestQuantile(sp *spec, s *slot, panes []win, first int64) (int64, float64) {
+func (op *Operator) bestQuantile(sp *slot.Spec, s *slot.Slot, panes []slot.Win, first int64) (int64, float64) {
 	ws := op.windows
 	best, bestStart := math.Inf(-1), first
 	if len(ws) == 0 {
@@ -160,7 +161,7 @@ func (op *Operator) bestQuantile(sp *spec, s *slot, panes []win, first int64) (i
 	defer func() { op.windows = ws[:0] }()
 	take := func(w *sweptWindow, a *heatmap.Acc) {
 		// Visited from the latest start back, a tie goes to the earlier.
-		if v := a.Quantile(sp.q); v >= best {
+		if v := a.Quantile(sp.Q); v >= best {
 			best, bestStart = v, w.start
 		}
 	}
@@ -175,15 +176,15 @@ func (op *Operator) bestQuantile(sp *spec, s *slot, panes []win, first int64) (i
 		switch {
 		case suffixes:
 			for ; merged > w.lo; merged-- {
-				m.Merge(panes[merged-1].heatmap())
+				m.Merge(panes[merged-1].Heatmap())
 			}
 			take(w, m)
 		case w.hi-w.lo == 1:
-			take(w, panes[w.lo].heatmap())
+			take(w, panes[w.lo].Heatmap())
 		default:
 			m.Reset()
 			for j := w.lo; j < w.hi; j++ {
-				m.Merge(panes[j].heatmap())
+				m.Merge(panes[j].Heatmap())
 			}
 			take(w, m)
 		}
@@ -200,36 +201,36 @@ func (op *Operator) bestQuantile(sp *spec, s *slot, panes []win, first int64) (i
 // the last bit.
 //
 // For avg, ratio and quantile, the pass remembers in s (nil: nowhere) the
-// extreme of the windows' screen quantities (inOrderScreen), and the next
+// extreme of the windows' screen quantities (InOrderScreen), and the next
 // events in order rule every window out from it without a pass, until the
 // windows change.
-func (op *Operator) bestInOrder(sp *spec, s *slot, panes []win, first, last int64, lo int) (int64, float64) {
+func (op *Operator) bestInOrder(sp *slot.Spec, s *slot.Slot, panes []slot.Win, first, last int64, lo int) (int64, float64) {
 	best, bestStart := math.Inf(-1), first
-	if sp.agg == rules.Distinct {
+	if sp.Agg == rules.Distinct {
 		// The first window holds the others' values and events.
-		if sp.minEvents > 1 && events(panes[lo:]) < sp.minEvents {
+		if sp.MinEvents > 1 && slot.Events(panes[lo:]) < sp.MinEvents {
 			return bestStart, best
 		}
 		return first, float64(op.union(panes[lo:]))
 	}
-	if sp.agg == rules.Min || sp.agg == rules.Max {
+	if sp.Agg == rules.Min || sp.Agg == rules.Max {
 		// From the last pane back, a tie going to the earlier start. The
 		// windows holding panes[j:] start after panes[j-1], at the
 		// earliest at s; none does when the slide passes panes[j] too.
-		ext := panes[len(panes)-1].sum
+		ext := panes[len(panes)-1].Sum
 		var n int64
 		for j := len(panes) - 1; j >= lo; j-- {
-			n += panes[j].n
-			if sp.agg == rules.Min {
-				ext = min(ext, panes[j].sum)
+			n += panes[j].N
+			if sp.Agg == rules.Min {
+				ext = min(ext, panes[j].Sum)
 			} else {
-				ext = max(ext, panes[j].sum)
+				ext = max(ext, panes[j].Sum)
 			}
 			s := first
 			if j > lo {
-				s = sp.slideDiv.ceil(panes[j-1].start + 1)
+				s = sp.SlideDiv.Ceil(panes[j-1].Start + 1)
 			}
-			if s <= last && s <= panes[j].start && n >= sp.minEvents && ext >= best {
+			if s <= last && s <= panes[j].Start && n >= sp.MinEvents && ext >= best {
 				best, bestStart = ext, s
 			}
 		}
@@ -237,20 +238,20 @@ func (op *Operator) bestInOrder(sp *spec, s *slot, panes []win, first, last int6
 	}
 	// Every suffix of the panes is a window of the event's when the event
 	// is in the last pane, as in-order events are.
-	all := last >= sp.slideDiv.floor(panes[len(panes)-1].start)
-	var screen *inOrderScreen
-	if s != nil && s.more != nil {
-		screen = &s.more.inOrder
+	all := last >= sp.SlideDiv.Floor(panes[len(panes)-1].Start)
+	var screen *slot.InOrderScreen
+	if s != nil && s.More != nil {
+		screen = &s.More.InOrder
 	}
-	current := all && screen.current(sp, panes, first)
-	if current && screen.rulesOut(sp) {
+	current := all && screen.Current(sp, panes, first)
+	if current && screen.RulesOut(sp) {
 		return bestStart, best
 	}
 	// A hot key's quantile windows, each of which passed the screen at the
 	// last event and the same now (more may pass, none that may exceed
 	// fails), are read from its table without a pass: a window left in
 	// that cannot exceed the threshold is not the best of those that do.
-	remember := sp.agg == rules.Quantile && all && s != nil && sp.minEvents <= 1 && !noTops
+	remember := sp.Agg == rules.Quantile && all && s != nil && sp.MinEvents <= 1 && !noTops
 	var key windowsKey
 	if remember {
 		key = keyOfWindows(panes, first, last, lo)
@@ -264,24 +265,24 @@ func (op *Operator) bestInOrder(sp *spec, s *slot, panes []win, first, last int6
 	var n int64
 	var sum, magnitude float64
 	for j := lo; j < len(panes); j++ {
-		n += panes[j].n
-		sum += panes[j].sum
-		magnitude += math.Abs(panes[j].sum)
+		n += panes[j].N
+		sum += panes[j].Sum
+		magnitude += math.Abs(panes[j].Sum)
 	}
 	bound := math.Inf(1)
-	if sp.agg != rules.Quantile {
+	if sp.Agg != rules.Quantile {
 		bound = math.Inf(-1)
 	}
-	t := sp.rule.Threshold
+	t := sp.Rule.Threshold
 	slack := 1e-9 * (magnitude + (1+math.Abs(t))*float64(n+1))
 	for j, ws := lo, first; ; {
-		if sp.agg == rules.Quantile {
-			bound = min(bound, sum-float64(sp.q*float64(n-1)))
+		if sp.Agg == rules.Quantile {
+			bound = min(bound, sum-float64(sp.Q*float64(n-1)))
 		} else {
 			bound = max(bound, sum-t*float64(n))
 		}
-		if n >= sp.minEvents {
-			switch sp.agg {
+		if n >= sp.MinEvents {
+			switch sp.Agg {
 			case rules.Avg, rules.Ratio:
 				if mayExceed(sum, n, t) {
 					if v := sum / float64(n); v > best {
@@ -291,34 +292,34 @@ func (op *Operator) bestInOrder(sp *spec, s *slot, panes []win, first, last int6
 			case rules.Quantile:
 				windows++
 				// sum counts the values below the threshold's bin (screenPane).
-				if heatmap.MayExceed(sp.q, n, int64(sum)) {
+				if heatmap.MayExceed(sp.Q, n, int64(sum)) {
 					op.windows = append(op.windows, sweptWindow{ws, j, len(panes)})
 				}
 			}
 		}
 		// The next window starts after panes[j], and may leave more
 		// panes behind when they are narrower than the slide.
-		if sp.pane == sp.slide {
-			ws = panes[j].start + sp.slide
+		if sp.Pane == sp.Slide {
+			ws = panes[j].Start + sp.Slide
 		} else {
-			ws = sp.slideDiv.ceil(panes[j].start + 1)
+			ws = sp.SlideDiv.Ceil(panes[j].Start + 1)
 		}
 		if ws > last {
 			break
 		}
-		for ; j < len(panes) && panes[j].start < ws; j++ {
-			n -= panes[j].n
-			sum -= panes[j].sum
+		for ; j < len(panes) && panes[j].Start < ws; j++ {
+			n -= panes[j].N
+			sum -= panes[j].Sum
 		}
 		if j == len(panes) {
 			break
 		}
 	}
 	if all && s != nil && len(panes)-lo >= inOrderScreenMin {
-		s.extra().inOrder = inOrderScreen{first: first, lastPane: panes[len(panes)-1].start, panes: len(panes),
-			gen: sp.screenGen, bound: bound, slack: slack}
+		s.Extra().InOrder = slot.InOrderScreen{First: first, LastPane: panes[len(panes)-1].Start, Panes: len(panes),
+			Gen: sp.ScreenGen, Bound: bound, Slack: slack}
 	}
-	if sp.agg == rules.Quantile {
+	if sp.Agg == rules.Quantile {
 		if remember && windows == len(op.windows) {
 			op.rememberWindows(sp, s, key, op.windows)
 		}
@@ -333,13 +334,13 @@ func (op *Operator) bestInOrder(sp *spec, s *slot, panes []win, first, last int6
 var inOrderScreenMin = 8
 
 // union returns how many distinct values panes hold: without an index (see
-// distinctIndexOf) they are few, and a scan of the ones already counted is
+// DistinctIndexOf) they are few, and a scan of the ones already counted is
 // cheaper than a map.
-func (op *Operator) union(panes []win) int {
+func (op *Operator) union(panes []slot.Win) int {
 	var few [32]uint64
 	n := 0
 	for i := range panes {
-		for _, h := range panes[i].distinct() {
+		for _, h := range panes[i].Distinct() {
 			if n < len(few) && !slices.Contains(few[:n], h) {
 				few[n], n = h, n+1
 				continue
@@ -353,10 +354,10 @@ func (op *Operator) union(panes []win) int {
 }
 
 // unionMap is union for many values.
-func (op *Operator) unionMap(panes []win) int {
+func (op *Operator) unionMap(panes []slot.Win) int {
 	defer clear(op.counts)
 	for i := range panes {
-		for _, h := range panes[i].distinct() {
+		for _, h := range panes[i].Distinct() {
 			op.counts[h] = 1
 		}
 	}
@@ -389,12 +390,12 @@ func (e *extremes) reset(kind rules.AggregateKind) *extremes {
 }
 
 // enter adds panes[i], later than every pane queued.
-func (e *extremes) enter(panes []win, i int) {
+func (e *extremes) enter(panes []slot.Win, i int) {
 	if !e.active {
 		return
 	}
-	v := panes[i].sum
-	for len(e.queue) > e.head && !e.beats(panes[e.queue[len(e.queue)-1]].sum, v) {
+	v := panes[i].Sum
+	for len(e.queue) > e.head && !e.beats(panes[e.queue[len(e.queue)-1]].Sum, v) {
 		e.queue = e.queue[:len(e.queue)-1]
 	}
 	e.queue = append(e.queue, i)
@@ -408,7 +409,7 @@ func (e *extremes) leave(i int) {
 }
 
 // value is the extreme of the run, whose panes are among all.
-func (e *extremes) value(all []win) float64 { return all[e.queue[e.head]].sum }
+func (e *extremes) value(all []slot.Win) float64 { return all[e.queue[e.head]].Sum }
 
 // beats reports whether a stays ahead of b, entered after it.
 func (e *extremes) beats(a, b float64) bool {

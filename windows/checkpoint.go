@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/riskstream/riskstream/watermark"
+	"github.com/riskstream/riskstream/windows/slot"
 )
 
 // checkpointVersion is the first byte of an operator checkpoint. Version 1
@@ -24,10 +25,10 @@ const checkpointVersion = 4
 // a checkpoint costs what changed since the last one, not what the queue
 // holds, which is every live key.
 func (op *Operator) Checkpoint(dst []byte) ([]byte, error) {
-	if !op.cache.cold.writeThrough {
+	if !op.cache.Cold.WriteThrough {
 		return nil, fmt.Errorf("windows: Checkpoint needs Options.WriteThrough")
 	}
-	if err := op.cache.flush(); err != nil {
+	if err := op.cache.Flush(); err != nil {
 		return nil, err
 	}
 	dst = append(dst, checkpointVersion)
@@ -38,7 +39,7 @@ func (op *Operator) Checkpoint(dst []byte) ([]byte, error) {
 
 // owns reports whether the state of spec with id is this operator's: all
 // are, but for a shard's (Options.Shards).
-func (op *Operator) owns(spec int, id slotID) bool {
+func (op *Operator) owns(spec int, id slot.ID) bool {
 	return shardOf(op.specs[spec], id, op.shards) == op.shard
 }
 
@@ -48,25 +49,25 @@ func (op *Operator) owns(spec int, id slotID) bool {
 // watermark reaches them, so a restore takes the same time whatever the
 // size of the state.
 func (op *Operator) Restore(b []byte) error {
-	if op.wm != watermark.Min || op.timers.Len() != 0 || op.keyTimers.Len() != 0 || len(op.cache.ring) != 0 {
+	if op.wm != watermark.Min || op.timers.Len() != 0 || op.keyTimers.Len() != 0 || len(op.cache.Ring) != 0 {
 		return fmt.Errorf("windows: restore into an operator that has already run")
 	}
-	if !op.cache.cold.writeThrough {
+	if !op.cache.Cold.WriteThrough {
 		return fmt.Errorf("windows: Restore needs Options.WriteThrough")
 	}
-	d := decoder{b: b}
-	if v := d.byte(); v != checkpointVersion {
+	d := slot.Decoder{B: b}
+	if v := d.Byte(); v != checkpointVersion {
 		return fmt.Errorf("windows: checkpoint version %d, want %d (written by another version of riskstream)", v, checkpointVersion)
 	}
-	op.wm = d.varint()
-	op.windowed = d.varint()
-	if d.err == nil && len(d.b) != 0 {
-		d.fail()
+	op.wm = d.Varint()
+	op.windowed = d.Varint()
+	if d.Err == nil && len(d.B) != 0 {
+		d.Fail()
 	}
-	if d.err != nil {
-		return fmt.Errorf("windows: checkpoint: %w", d.err)
+	if d.Err != nil {
+		return fmt.Errorf("windows: checkpoint: %w", d.Err)
 	}
-	op.cache.cold.restored = true
-	op.stored.from = appendTimerKey(op.stored.from[:0], watermark.Min, "")
+	op.cache.Cold.Restored = true
+	op.stored.from = slot.AppendTimerKey(op.stored.from[:0], watermark.Min, "")
 	return op.findStored()
 }

@@ -10,16 +10,18 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/riskstream/riskstream/watermark"
+	"github.com/riskstream/riskstream/windows/slot"
+	"github.com/riskstream/riskstream/windows/slotstore"
 )
 
 // TestDistinctIndexMatchesSweep: a distinct rule decides the same with its
-// slots' indexes (distinctIndex) as with the sweep that merges the panes'
+// slots' indexes (DistinctIndex) as with the sweep that merges the panes'
 // sets, on random windows, lateness and min_events, over hot and cold keys
 // and events out of order, late ones and ones earlier than every pane of
 // their key among them; with a cache of one slot too, where states are
 // evicted and their indexes built again.
 func TestDistinctIndexMatchesSweep(t *testing.T) {
-	defer func(m int) { distinctIndexMin = m }(distinctIndexMin)
+	defer func(m int) { slot.DistinctIndexMin = m }(slot.DistinctIndexMin)
 	r := rand.New(rand.NewPCG(11, 12))
 	windows := []string{
 		"{type: sliding, size: 60ms, slide: 10ms}",
@@ -47,18 +49,18 @@ rules:
 			lines = append(lines, fmt.Appendf(nil, `{"id":"e%d","ts":%d,"k":%d,"v":%d}`, i, at, r.IntN(keys), r.IntN(values)))
 		}
 		slots := []int{0, 1}[r.IntN(2)]
-		distinctIndexMin = math.MaxInt
+		slot.DistinctIndexMin = math.MaxInt
 		want, _ := runWatermarked(t, text, slots, lines)
-		distinctIndexMin = 0
+		slot.DistinctIndexMin = 0
 		got, op := runWatermarked(t, text, slots, lines)
 		if d := firstDifference(got, want); d != "" {
 			t.Fatalf("trial %d, %d slots, rules %s: %s (with the index, with the sweep)", trial, slots, text, d)
 		}
 		used := false
-		for _, s := range op.cache.ring {
-			if x := s.distinctIndex(); x != nil {
+		for _, s := range op.cache.Ring {
+			if x := s.DistinctIndex(); x != nil {
 				checkDistinctIndex(t, op, s, x)
-				used = used || len(x.latest) > 0
+				used = used || len(x.Latest) > 0
 			}
 		}
 		if used {
@@ -74,33 +76,33 @@ rules:
 // s's panes: latest names each value's latest pane and nothing else, and
 // every window counted that is not purged holds as many distinct values as
 // its panes' sets.
-func checkDistinctIndex(t *testing.T, op *Operator, s *slot, x *distinctIndex) {
+func checkDistinctIndex(t *testing.T, op *Operator, s *slot.Slot, x *slot.DistinctIndex) {
 	t.Helper()
-	sp := s.sp
-	live := sp.firstLiveStart(clampWM(op.wm))
+	sp := s.Spec
+	live := sp.FirstLiveStart(slot.ClampWM(op.wm))
 	want := map[uint64]int64{}
-	for _, p := range s.wins {
-		for _, h := range p.distinct() {
-			want[h] = p.start
+	for _, p := range s.Wins {
+		for _, h := range p.Distinct() {
+			want[h] = p.Start
 		}
 	}
-	if len(x.latest) != len(want) {
-		t.Fatalf("the index knows %d values, the panes hold %d", len(x.latest), len(want))
+	if len(x.Latest) != len(want) {
+		t.Fatalf("the index knows %d values, the panes hold %d", len(x.Latest), len(want))
 	}
-	for h, l := range x.latest {
+	for h, l := range x.Latest {
 		if want[h] != l {
 			t.Fatalf("the index has %d latest in pane %d, the panes in %d", h, l, want[h])
 		}
 	}
-	for i, c := range x.counts {
-		start := x.base + int64(i)*sp.slide
+	for i, c := range x.Counts {
+		start := x.Base + int64(i)*sp.Slide
 		if start < live {
 			continue
 		}
 		union := map[uint64]bool{}
-		for _, p := range s.wins {
-			if p.start >= start && p.start < start+sp.size {
-				for _, h := range p.distinct() {
+		for _, p := range s.Wins {
+			if p.Start >= start && p.Start < start+sp.Size {
+				for _, h := range p.Distinct() {
 					union[h] = true
 				}
 			}
@@ -117,7 +119,7 @@ func checkDistinctIndex(t *testing.T, op *Operator, s *slot, x *distinctIndex) {
 func runWatermarked(t *testing.T, text string, slots int, lines [][]byte) ([]string, *Operator) {
 	t.Helper()
 	out := &recorder{}
-	op, dec := newTestOperatorWith(t, text, NewMemBackend(), out, Options{CacheSlots: slots})
+	op, dec := newTestOperatorWith(t, text, slotstore.NewMemBackend(), out, Options{CacheSlots: slots})
 	maxTS := watermark.Min
 	for _, l := range lines {
 		maxTS = max(maxTS, processLine(t, op, dec, l))
@@ -143,7 +145,7 @@ func firstDifference(got, want []string) string {
 }
 
 // TestDistinctSampling: a distinct rule's state whose sets would hold more
-// than distinctCap values samples them (capDistinct). After every event its
+// than DistinctCap values samples them (CapDistinct). After every event its
 // sets hold at most the cap and only values of its level; each decision
 // counts exactly the window's values its level keeps, times 2^level (so
 // within a few standard deviations of the exact count), and a key whose
@@ -151,8 +153,8 @@ func firstDifference(got, want []string) string {
 // where states are evicted and decoded, decides the same, so the level
 // is stored with the state.
 func TestDistinctSampling(t *testing.T) {
-	defer func(c int) { distinctCap = c }(distinctCap)
-	distinctCap = 32
+	defer func(c int) { slot.DistinctCap = c }(slot.DistinctCap)
+	slot.DistinctCap = 32
 	r := rand.New(rand.NewPCG(21, 22))
 	windows := []string{
 		"{type: sliding, size: 200ms, slide: 10ms}",
@@ -188,21 +190,21 @@ rules:
 			lines = append(lines, fmt.Appendf(nil, `{"id":"e%d","ts":%d,"k":%d,"v":%d}`, i, e.ts, e.k, e.v))
 		}
 		out := &recorder{}
-		op, dec := newTestOperatorWith(t, text, NewMemBackend(), out, Options{})
+		op, dec := newTestOperatorWith(t, text, slotstore.NewMemBackend(), out, Options{})
 		maxTS := watermark.Min
 		for i, l := range lines {
 			before := len(out.lines)
 			maxTS = max(maxTS, processLine(t, op, dec, l))
-			for _, s := range op.cache.ring {
-				level := s.distinctLevel()
+			for _, s := range op.cache.Ring {
+				level := s.DistinctLevel()
 				deepest = max(deepest, level)
-				if held := distinctHeld(s); held > distinctCap {
-					t.Fatalf("trial %d, event %d: key %s holds %d values, over the cap", trial, i, s.key[2:], held)
+				if held := slot.DistinctHeld(s); held > slot.DistinctCap {
+					t.Fatalf("trial %d, event %d: key %s holds %d values, over the cap", trial, i, s.Key[2:], held)
 				}
-				for _, p := range s.wins {
-					for _, h := range p.distinct() {
-						if !sampled(h, level) {
-							t.Fatalf("trial %d, event %d: key %s holds a value level %d drops", trial, i, s.key[2:], level)
+				for _, p := range s.Wins {
+					for _, h := range p.Distinct() {
+						if !slot.Sampled(h, level) {
+							t.Fatalf("trial %d, event %d: key %s holds a value level %d drops", trial, i, s.Key[2:], level)
 						}
 					}
 				}
@@ -216,9 +218,9 @@ rules:
 					t.Fatalf("%q: %v", line, err)
 				}
 				var level uint8
-				for _, s := range op.cache.ring {
-					if s.key[2:] == key {
-						level = s.distinctLevel()
+				for _, s := range op.cache.Ring {
+					if s.Key[2:] == key {
+						level = s.DistinctLevel()
 					}
 				}
 				all, kept := map[int]bool{}, map[int]bool{}
@@ -226,7 +228,7 @@ rules:
 					e := evs[j]
 					if fmt.Sprintf("%d\x00", e.k) == key && e.ts >= start && e.ts < end {
 						all[e.v] = true
-						if sampled(xxhash.Sum64String(fmt.Sprint(e.v)), level) {
+						if slot.Sampled(xxhash.Sum64String(fmt.Sprint(e.v)), level) {
 							kept[e.v] = true
 						}
 					}
@@ -255,7 +257,7 @@ rules:
 }
 
 // TestDistinctValueBytes: a value in a distinct rule's sets costs at most
-// distinctValueBytes of memory, with its index and hash sets, on a hot key's
+// DistinctValueBytes of memory, with its index and hash sets, on a hot key's
 // sliding minute and on a tumbling window; and the cache weighs such a
 // state at that (cache.weigh), evicting others to stay within its slots.
 func TestDistinctValueBytes(t *testing.T) {
@@ -274,7 +276,7 @@ func testDistinctValueBytes(t *testing.T, window string, repeat int) {
 rules:
   - {name: d, key: [k], window: %s, aggregate: distinct:v, threshold: 1000000, action: deny}
 `, window)
-		op, dec := newTestOperatorWith(t, text, NewMemBackend(), &recorder{}, Options{CacheSlots: 64})
+		op, dec := newTestOperatorWith(t, text, slotstore.NewMemBackend(), &recorder{}, Options{CacheSlots: 64})
 		var line []byte
 		add := func(i, k, v int) {
 			line = fmt.Appendf(line[:0], `{"id":"e%d","ts":%d,"k":%d,"v":%d}`, i, 2*i, k, v)
@@ -288,11 +290,11 @@ rules:
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)
-		held := distinctHeld(op.cache.ring[0])
+		held := slot.DistinctHeld(op.cache.Ring[0])
 		perValue := float64(after.HeapAlloc-before.HeapAlloc) / float64(held)
 		t.Logf("%s, values back after %d: %d values, %.1f bytes each", window, repeat, held, perValue)
-		if held < 20000 || perValue > distinctValueBytes {
-			t.Fatalf("%s: %d values held, %.1f bytes each, want at most %d", window, held, perValue, distinctValueBytes)
+		if held < 20000 || perValue > slotstore.DistinctValueBytes {
+			t.Fatalf("%s: %d values held, %.1f bytes each, want at most %d", window, held, perValue, slotstore.DistinctValueBytes)
 		}
 		// Other keys come: the hot one, which weighs more than the whole
 		// cache, leaves when they come in and comes back.
@@ -304,11 +306,11 @@ rules:
 			}
 			add(i, k, i)
 			weight := 0
-			for _, s := range op.cache.ring {
-				weight += int(s.weight)
+			for _, s := range op.cache.Ring {
+				weight += int(s.Weight)
 			}
-			if n := len(op.cache.ring); weight != op.cache.heavy || n > 1 && n+weight > 64 {
-				t.Fatalf("%s: the cache holds %d slots weighing %d more (counted %d), over its 64", window, n, weight, op.cache.heavy)
+			if n := len(op.cache.Ring); weight != op.cache.Heavy || n > 1 && n+weight > 64 {
+				t.Fatalf("%s: the cache holds %d slots weighing %d more (counted %d), over its 64", window, n, weight, op.cache.Heavy)
 			}
 			heaviest = max(heaviest, weight)
 		}

@@ -13,7 +13,7 @@
 // the same calls in the same order always produce the same outputs, which is
 // what makes a replay and a live run agree.
 //
-// State is kept per (rule or heatmap, key) in a slot:
+// State is kept per (rule or heatmap, key) in a slot (package slot):
 //
 //   - tumbling and sliding windows as panes of gcd(size, slide) width, so an
 //     event updates one pane however many windows contain it, and a window's
@@ -23,11 +23,13 @@
 //     when an event bridges or touches them (the MergingWindowSet idea: a
 //     merge rewrites one slot, not the state of every window it absorbs).
 //
-// Slots live in a write-back cache (CLOCK eviction) in front of the cold
-// store, which keeps evicted slots encoded in memory within a byte budget,
-// and in front of a Backend (Pebble in production, MemBackend in tests)
-// beyond it: a slot is encoded when evicted or flushed, not per event, and
-// read back on demand, so state may exceed memory. Timers find slots by the
+// Slots live in the memory-tiered store (package slotstore): a write-back
+// cache (CLOCK eviction) in front of the cold store, which keeps evicted
+// slots encoded in memory within a byte budget, and in front of a Backend
+// (Pebble in production, MemBackend in tests) beyond it: a slot is encoded
+// when evicted or flushed, not per event, and read back on demand, so state
+// may exceed memory. The operator decides what a slot's windows mean; the
+// store only finds, keeps and evicts slots. Timers find slots by the
 // hash of their key (restored ones by the key). One timer queue orders
 // every firing and cleanup; there is no goroutine or timer per key or
 // window.

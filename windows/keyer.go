@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/windows/slot"
 )
 
 // SlotRef names the state one event updates for one rule or heatmap: the
@@ -19,7 +20,7 @@ type SlotRef struct {
 	// rather than from the event's attributes and record, three lines
 	// scattered over that core's memory.
 	key uint32
-	id  slotID
+	id  slot.ID
 	// val is what the event adds to the spec's aggregate: a summed or
 	// measured number's bits, or a distinct value's hash. It is taken from
 	// the event while the event is in the decoding core's cache, so that
@@ -34,15 +35,15 @@ type SlotRef struct {
 // goroutine than the operator's, each goroutine with a Keyer of its own from
 // Operator.NewKeyer, and hand the SlotRefs to ProcessElement.
 type Keyer struct {
-	specs []*spec // in file order
-	byID  []*spec // by state id
+	specs []*slot.Spec // in file order
+	byID  []*slot.Spec // by state id
 	seeds [2]maphash.Seed
 }
 
 // NewKeyer returns a Keyer for op's rules and heatmaps. A Reload of op
 // needs new Keyers.
 func (op *Operator) NewKeyer() *Keyer {
-	return &Keyer{specs: op.ordered, byID: op.specs, seeds: op.cache.seeds}
+	return &Keyer{specs: op.ordered, byID: op.specs, seeds: op.cache.Seeds}
 }
 
 // Append appends to dst a SlotRef for every rule and heatmap ev matches, in
@@ -50,7 +51,7 @@ func (op *Operator) NewKeyer() *Keyer {
 // slot keys, which ProcessElement is given with the refs.
 func (k *Keyer) Append(dst []SlotRef, keys []byte, ev *event.Event) ([]SlotRef, []byte) {
 	for _, sp := range k.specs {
-		if !sp.matches(ev) {
+		if !sp.Matches(ev) {
 			continue
 		}
 		at := len(keys)
@@ -61,7 +62,7 @@ func (k *Keyer) Append(dst []SlotRef, keys []byte, ev *event.Event) ([]SlotRef, 
 		// unless the key is 128 bytes or longer.
 		keys = append(keys, 0)
 		start := at + 1
-		keys = sp.appendSlotKey(keys, ev)
+		keys = sp.AppendSlotKey(keys, ev)
 		if n := len(keys) - start; n < 0x80 {
 			keys[at] = byte(n)
 		} else {
@@ -72,8 +73,8 @@ func (k *Keyer) Append(dst []SlotRef, keys []byte, ev *event.Event) ([]SlotRef, 
 			copy(keys[at:], lenBuf[:w])
 			start = at + w
 		}
-		id := hashKey(k.seeds, hashedText(keys[start:]))
-		dst = append(dst, SlotRef{spec: int32(sp.index), key: uint32(at), id: id, val: sp.value(ev)})
+		id := slot.HashText(k.seeds, slot.HashedText(keys[start:]))
+		dst = append(dst, SlotRef{spec: int32(sp.Index), key: uint32(at), id: id, val: sp.Value(ev)})
 	}
 	return dst, keys
 }
@@ -92,8 +93,8 @@ func (k *Keyer) Shard(r SlotRef, n int) int { return shardOf(k.byID[r.spec], r.i
 
 // shardOf returns which of n shards owns the state of sp with id (see
 // Keyer.Shard).
-func shardOf(sp *spec, id slotID, n int) int {
-	if n <= 1 || sp.hm != nil {
+func shardOf(sp *slot.Spec, id slot.ID, n int) int {
+	if n <= 1 || sp.Heatmap != nil {
 		return 0
 	}
 	return int(id[0] % uint64(n))

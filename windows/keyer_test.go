@@ -7,6 +7,8 @@ import (
 
 	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/rules"
+	"github.com/riskstream/riskstream/windows/slot"
+	"github.com/riskstream/riskstream/windows/slotstore"
 )
 
 // TestKeyerKeys: the keys Append writes beside the refs read back as the
@@ -52,7 +54,7 @@ rules:
 		if key != want[i] {
 			t.Fatalf("ref %d: key %q, want %q", i, key, want[i])
 		}
-		if id := hashSlotKey(op.cache.seeds, key); id != refs[i].id {
+		if id := slot.HashKey(op.cache.Seeds, key); id != refs[i].id {
 			t.Fatalf("ref %d: id %x, the key's hash is %x", i, refs[i].id, id)
 		}
 	}
@@ -62,10 +64,10 @@ rules:
 // MemBackend and discarding its outputs, and a decoder of its events.
 func newTestOperator(t testing.TB, text string) (*Operator, *event.Decoder) {
 	t.Helper()
-	return newTestOperatorWith(t, text, NewMemBackend(), discardOutput{}, Options{})
+	return newTestOperatorWith(t, text, slotstore.NewMemBackend(), discardOutput{}, Options{})
 }
 
-func newTestOperatorWith(t testing.TB, text string, backend Backend, out Output, opts Options) (*Operator, *event.Decoder) {
+func newTestOperatorWith(t testing.TB, text string, backend slotstore.Backend, out Output, opts Options) (*Operator, *event.Decoder) {
 	t.Helper()
 	cfg, schema := parseTestRules(t, text)
 	op, err := New(cfg, schema, backend, out, opts)

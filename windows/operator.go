@@ -13,6 +13,8 @@ import (
 	"github.com/riskstream/riskstream/internal/prefetch"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/watermark"
+	"github.com/riskstream/riskstream/windows/slot"
+	"github.com/riskstream/riskstream/windows/slotstore"
 )
 
 // Options configure an Operator.
@@ -50,7 +52,7 @@ func (o *Options) EnsureDefaults() {
 		o.MemoryBytes = 768 << 20
 	}
 	if o.CacheSlots <= 0 {
-		o.CacheSlots = int(max(o.MemoryBytes/4/HotSlotBytes, 64))
+		o.CacheSlots = int(max(o.MemoryBytes/4/slot.HotSlotBytes, 64))
 	}
 }
 
@@ -68,10 +70,10 @@ const (
 type Operator struct {
 	// specs are by state id, nil for ids no rule or heatmap has; ordered
 	// are the same in file order.
-	specs   []*spec
-	ordered []*spec
+	specs   []*slot.Spec
+	ordered []*slot.Spec
 	out     Output
-	cache   *cache
+	cache   *slotstore.Cache
 	timers  timerQueue[idTimer]
 	// keyTimers are the timers of slots found by key: restored ones, and
 	// those a cold store that writes through spilled.
@@ -136,45 +138,45 @@ type Operator struct {
 	// where none: for the now of the next call, whose panes they locate
 	// without a probe of the index. nearAt and nearFirst are the address
 	// and a copy of near's first ref, which tell that now is that near.
-	nearSlots []*slot
+	nearSlots []*slot.Slot
 	nearAt    uintptr
 	nearFirst SlotRef
 	// nowSlots are the slots Prefetch found for now, by position, nil where
 	// none, and nowAt the address of now's first ref. The next call keeps
 	// them as groupSlots and groupAt: the slots of the group of events
 	// being processed, which slotOf takes instead of probing the index.
-	nowSlots, groupSlots []*slot
+	nowSlots, groupSlots []*slot.Slot
 	nowAt, groupAt       uintptr
 	windowed             int64 // heatmap windows emitted, revisions included
 	// shard and shards are Options.Shard and Options.Shards.
 	shard, shards int
 	// screenGen counts the compilations of the rules (New, Reload): the
-	// generation of the rules' screens (spec.screenGen, inOrderScreen),
+	// generation of the rules' screens (slot.Spec.ScreenGen, slot.InOrderScreen),
 	// which a new threshold makes stale.
 	screenGen int32
 }
 
 // New returns an operator for cfg. Events must be decoded with a schema
 // built from Fields(cfg).
-func New(cfg *rules.Config, schema *event.Schema, backend Backend, out Output, opts Options) (*Operator, error) {
+func New(cfg *rules.Config, schema *event.Schema, backend slotstore.Backend, out Output, opts Options) (*Operator, error) {
 	opts.EnsureDefaults()
 	if opts.Shards > 0 && (opts.Shard < 0 || opts.Shard >= opts.Shards) {
 		return nil, fmt.Errorf("windows: shard %d of %d", opts.Shard, opts.Shards)
 	}
-	ordered, err := compile(cfg, schema, nil)
+	ordered, err := slot.Compile(cfg, schema, nil)
 	if err != nil {
 		return nil, err
 	}
 	specs := byID(ordered, 0)
-	coldBudget := max(int(opts.MemoryBytes)-opts.CacheSlots*HotSlotBytes, 0)
-	cold := newColdStore(backend, len(specs), coldBudget, opts.WriteThrough)
+	coldBudget := max(int(opts.MemoryBytes)-opts.CacheSlots*slot.HotSlotBytes, 0)
+	cold := slotstore.NewCold(backend, len(specs), coldBudget, opts.WriteThrough)
 	op := &Operator{
 		specs:   specs,
 		ordered: ordered,
 		out:     out,
-		cache:   newCache(opts.CacheSlots, cold, specs),
+		cache:   slotstore.NewCache(opts.CacheSlots, cold, specs),
 		wm:      watermark.Min,
-		stored: storedTimers{next: noTimer, ids: timerBucket[idTimer]{blocks: make([][]idTimer, 1)},
+		stored: storedTimers{next: slot.NoTimer, ids: timerBucket[idTimer]{blocks: make([][]idTimer, 1)},
 			keys: timerBucket[string]{blocks: make([][]string, 1)}},
 		timerBudget: timerBudget(opts),
 		scratch:     make([]*heatmap.Acc, len(specs)),
@@ -189,16 +191,16 @@ func New(cfg *rules.Config, schema *event.Schema, backend Backend, out Output, o
 		op.scratchFor(sp)
 	}
 	if opts.SameKeysAs != nil {
-		op.cache.setSeeds(opts.SameKeysAs.cache.seeds)
+		op.cache.SetSeeds(opts.SameKeysAs.cache.Seeds)
 	}
-	cold.outside = func() int {
-		return op.timers.Len()*idTimerBytes + op.keyTimers.Len()*keyTimerBytes + cold.spilled.bytes()
+	cold.Outside = func() int {
+		return op.timers.Len()*idTimerBytes + op.keyTimers.Len()*keyTimerBytes + cold.Spilled.Bytes()
 	}
-	cold.onExpiringSpill = func(spec int, id slotID, at int64) {
+	cold.OnExpiringSpill = func(spec int, id slot.ID, at int64) {
 		op.timers.add(at, idTimer{id: id, spec: int32(spec)}, false)
 	}
-	cold.onSpill = func(key []byte, at int64) {
-		op.keyTimers.add(at, string(key), op.specs[specOf(key)].hm != nil)
+	cold.OnSpill = func(key []byte, at int64) {
+		op.keyTimers.add(at, string(key), op.specs[slot.SpecOf(key)].Heatmap != nil)
 	}
 	return op, nil
 }
@@ -208,7 +210,7 @@ func (op *Operator) Watermark() int64 { return op.wm }
 
 // Spilled counts the states the cold store wrote to the Backend because
 // they did not fit its memory budget (none when it writes through).
-func (op *Operator) Spilled() int64 { return op.cache.cold.spills }
+func (op *Operator) Spilled() int64 { return op.cache.Cold.Spills }
 
 // TimersSpilled counts the timers moved to the Backend because the queue
 // outgrew its share of the memory budget (spillTimers).
@@ -229,19 +231,19 @@ func (op *Operator) ProcessElement(refs []SlotRef, keys []byte, t int64, process
 	for i := range refs {
 		r := &refs[i]
 		sp := op.specs[r.spec]
-		if sp.inGap(t) {
+		if sp.InGap(t) {
 			continue
 		}
 		matched = true
 		var ok bool
 		var err error
-		if sp.wtype == rules.Session {
+		if sp.WindowType == rules.Session {
 			ok, err = op.addToSession(sp, r, keys, t, processing)
 		} else {
 			ok, err = op.addToPane(sp, r, keys, t, processing)
 		}
 		if err != nil {
-			return 0, fmt.Errorf("%s: %w", sp.name(), err)
+			return 0, fmt.Errorf("%s: %w", sp.Name(), err)
 		}
 		accepted = accepted || ok
 	}
@@ -261,12 +263,12 @@ func (op *Operator) ProcessElement(refs []SlotRef, keys []byte, t int64, process
 
 // slotOf returns r's slot, or nil when it is not cached, not stored and
 // create is false. keys hold r's key.
-func (op *Operator) slotOf(sp *spec, r *SlotRef, keys []byte, create bool) (*slot, error) {
+func (op *Operator) slotOf(sp *slot.Spec, r *SlotRef, keys []byte, create bool) (*slot.Slot, error) {
 	if s := op.prefetchedSlot(sp, r); s != nil {
-		s.referenced = true
+		s.Referenced = true
 		return s, nil
 	}
-	s, loc := op.cache.find(sp.index, r.id)
+	s, loc := op.cache.Find(sp.Index, r.id)
 	if s != nil {
 		return s, nil
 	}
@@ -274,15 +276,15 @@ func (op *Operator) slotOf(sp *spec, r *SlotRef, keys []byte, create bool) (*slo
 	// keeps takes a copy, the fresh one (see cache.load), whose state goes
 	// to the cold store when the event is done, does not.
 	kb := r.slotKey(keys)
-	s, err := op.cache.load(r.id, unsafe.String(unsafe.SliceData(kb), len(kb)), loc, create, true)
-	if s != nil && s != op.cache.fresh {
-		s.key = strings.Clone(s.key)
+	s, err := op.cache.Load(r.id, unsafe.String(unsafe.SliceData(kb), len(kb)), loc, create, true)
+	if s != nil && s != op.cache.Fresh {
+		s.Key = strings.Clone(s.Key)
 	}
 	return s, err
 }
 
-func (op *Operator) addToPane(sp *spec, r *SlotRef, keys []byte, t int64, processing bool) (bool, error) {
-	p, first, last := sp.windowsOf(t)
+func (op *Operator) addToPane(sp *slot.Spec, r *SlotRef, keys []byte, t int64, processing bool) (bool, error) {
+	p, first, last := sp.WindowsOf(t)
 	live := op.horizon(sp)
 	first = max(first, live.firstLive)
 	if first > last {
@@ -292,66 +294,66 @@ func (op *Operator) addToPane(sp *spec, r *SlotRef, keys []byte, t int64, proces
 	if err != nil {
 		return false, err
 	}
-	s.purge(op.wm)
-	pn := s.paneAt(p)
-	s.added(sp.cleanup(last + sp.size)) // the pane's cleanup: its latest window's
-	if sp.agg == rules.Distinct {
-		addDistinct(sp, s, pn, r.val, first)
-		capDistinct(s, distinctHeld(s))
+	s.Purge(op.wm)
+	pn := s.PaneAt(p)
+	s.Added(sp.Cleanup(last + sp.Size)) // the pane's cleanup: its latest window's
+	if sp.Agg == rules.Distinct {
+		slot.AddDistinct(sp, s, pn, r.val, first)
+		slot.CapDistinct(s, slot.DistinctHeld(s))
 	} else {
-		op.addTo(sp, &pn.acc, r.val, processing)
+		op.addTo(sp, &pn.Acc, r.val, processing)
 	}
 	switch {
-	case sp.running:
-		s.counted(pn)
-	case sp.agg == rules.Quantile:
+	case sp.Running:
+		s.Counted(pn)
+	case sp.Agg == rules.Quantile:
 		d := op.screenPane(sp, pn, math.Float64frombits(r.val))
-		if s.more != nil {
-			s.more.inOrder.moved(s, pn, d)
+		if s.More != nil {
+			s.More.InOrder.Moved(s, pn, d)
 		}
-	case (sp.agg == rules.Avg || sp.agg == rules.Ratio) && s.more != nil:
-		s.more.inOrder.moved(s, pn, math.Float64frombits(r.val)-sp.rule.Threshold)
+	case (sp.Agg == rules.Avg || sp.Agg == rules.Ratio) && s.More != nil:
+		s.More.InOrder.Moved(s, pn, math.Float64frombits(r.val)-sp.Rule.Threshold)
 	}
-	op.cache.markDirty(s)
-	if sp.hm != nil {
+	op.cache.MarkDirty(s)
+	if sp.Heatmap != nil {
 		// Windows the watermark has passed are done: the timers fired those
 		// that had content. This event must not make the timers fire the
 		// others, purged or not; those it belongs to and that are kept for
 		// allowed lateness fire again (or for the first time) right away, as
 		// Flink's EventTimeTrigger does for late elements.
-		s.firedEnd = max(s.firedEnd, live.passedEnd)
-		for ws := first; ws <= last && ws+sp.size-1 <= op.wm; ws += sp.slide {
-			op.fireWindow(s, ws, s.bumpFired(ws))
+		s.FiredEnd = max(s.FiredEnd, live.passedEnd)
+		for ws := first; ws <= last && ws+sp.Size-1 <= op.wm; ws += sp.Slide {
+			op.fireWindow(s, ws, s.BumpFired(ws))
 		}
 	} else {
 		var start int64
 		var v float64
-		if x := distinctIndexOf(sp, s, live.firstLive, first); x != nil {
-			start, v = x.best(sp, s.wins, first, last)
+		if x := slot.DistinctIndexOf(sp, s, live.firstLive, first); x != nil {
+			start, v = x.Best(sp, s.Wins, first, last)
 		} else {
-			start, v = op.bestWindow(sp, s, s.wins, first, last)
+			start, v = op.bestWindow(sp, s, s.Wins, first, last)
 		}
-		op.decide(sp, s, start, start+sp.size, v, processing)
+		op.decide(sp, s, start, start+sp.Size, v, processing)
 	}
 	op.schedule(s)
-	return true, op.cache.settle(s)
+	return true, op.cache.Settle(s)
 }
 
-func (op *Operator) addToSession(sp *spec, r *SlotRef, keys []byte, t int64, processing bool) (bool, error) {
-	ns, ne := t, t+sp.gap
-	onTime := sp.sessionOnTime(t, op.wm)
+func (op *Operator) addToSession(sp *slot.Spec, r *SlotRef, keys []byte, t int64, processing bool) (bool, error) {
+	ns, ne := t, t+sp.Gap
+	onTime := sp.SessionOnTime(t, op.wm)
 	s, err := op.slotOf(sp, r, keys, onTime)
 	if err != nil || s == nil {
 		return false, err
 	}
-	s.purge(op.wm)
-	ss := s.wins
+	s.Purge(op.wm)
+	ss := s.Wins
 	i := 0
-	for i < len(ss) && ss[i].end < ns {
+	for i < len(ss) && ss[i].End < ns {
 		i++
 	}
 	j := i
-	for j < len(ss) && ss[j].start <= ne {
+	for j < len(ss) && ss[j].Start <= ne {
 		j++
 	}
 	switch {
@@ -359,53 +361,53 @@ func (op *Operator) addToSession(sp *spec, r *SlotRef, keys []byte, t int64, pro
 		if !onTime {
 			return false, nil // would only merge with purged sessions
 		}
-		s.wins = insertAt(ss, i, win{start: ns, end: ne})
-	case j == i+1 && ss[i].start <= ns && ne <= ss[i].end:
+		s.Wins = insertAt(ss, i, slot.Win{Start: ns, End: ne})
+	case j == i+1 && ss[i].Start <= ns && ne <= ss[i].End:
 		// Inside an existing session: the same window.
 	default:
 		// A merged session is a window of its own (Flink's MergingWindowSet):
 		// it has not fired, whatever the sessions it absorbed did.
-		m := win{start: min(ns, ss[i].start), end: max(ne, ss[j-1].end), acc: ss[i].acc}
+		m := slot.Win{Start: min(ns, ss[i].Start), End: max(ne, ss[j-1].End), Acc: ss[i].Acc}
 		for k := i + 1; k < j; k++ {
-			m.acc.merge(&ss[k].acc, sp.agg)
+			m.Acc.Merge(&ss[k].Acc, sp.Agg)
 		}
-		if sp.agg == rules.Quantile && screenedAll(sp, ss[i:j]) {
-			m.rev = sp.screenGen // the merged counts add up (screenPane)
+		if sp.Agg == rules.Quantile && screenedAll(sp, ss[i:j]) {
+			m.Rev = sp.ScreenGen // the merged counts add up (screenPane)
 		}
 		ss[i] = m
-		s.wins = append(ss[:i+1], ss[j:]...)
-		clear(ss[len(s.wins):]) // drop references held by the shifted-out tail
+		s.Wins = append(ss[:i+1], ss[j:]...)
+		clear(ss[len(s.Wins):]) // drop references held by the shifted-out tail
 	}
-	se := &s.wins[i]
-	s.added(sp.cleanup(se.end))
-	if sp.agg == rules.Distinct {
-		se.acc.n++
-		if sampled(r.val, s.distinctLevel()) && se.acc.addDistinct(r.val) {
-			capDistinct(s, distinctHeld(s))
+	se := &s.Wins[i]
+	s.Added(sp.Cleanup(se.End))
+	if sp.Agg == rules.Distinct {
+		se.Acc.N++
+		if slot.Sampled(r.val, s.DistinctLevel()) && se.Acc.AddDistinct(r.val) {
+			slot.CapDistinct(s, slot.DistinctHeld(s))
 		}
 	} else {
-		op.addTo(sp, &se.acc, r.val, processing)
+		op.addTo(sp, &se.Acc, r.val, processing)
 	}
-	if sp.agg == rules.Quantile {
+	if sp.Agg == rules.Quantile {
 		op.screenPane(sp, se, math.Float64frombits(r.val))
 	}
-	op.cache.markDirty(s)
-	if sp.hm != nil {
+	op.cache.MarkDirty(s)
+	if sp.Heatmap != nil {
 		switch {
-		case se.fired:
-			se.rev++
+		case se.Fired:
+			se.Rev++
 			op.fireSession(s, se)
-		case se.end-1 <= op.wm:
-			se.fired = true
+		case se.End-1 <= op.wm:
+			se.Fired = true
 			op.fireSession(s, se)
 		}
 	} else {
-		if se.acc.n >= sp.minEvents && sessionMayExceed(sp, se) {
-			op.decide(sp, s, se.start, se.end, sessionValue(sp, &se.acc), processing)
+		if se.Acc.N >= sp.MinEvents && sessionMayExceed(sp, se) {
+			op.decide(sp, s, se.Start, se.End, sessionValue(sp, &se.Acc), processing)
 		}
 	}
 	op.schedule(s)
-	return true, op.cache.settle(s)
+	return true, op.cache.Settle(s)
 }
 
 // horizon holds what a pane-based spec derives from the watermark, computed
@@ -417,15 +419,15 @@ type horizon struct {
 	passedEnd int64 // end of the latest window the watermark has passed
 }
 
-func (op *Operator) horizon(sp *spec) *horizon {
-	h := &op.horizons[sp.index]
+func (op *Operator) horizon(sp *slot.Spec) *horizon {
+	h := &op.horizons[sp.Index]
 	if !h.valid || h.wm != op.wm {
-		wm := clampWM(op.wm)
+		wm := slot.ClampWM(op.wm)
 		*h = horizon{
 			wm:        op.wm,
 			valid:     true,
-			firstLive: sp.firstLiveStart(wm),
-			passedEnd: sp.slideDiv.floor(wm-sp.size+1) + sp.size,
+			firstLive: sp.FirstLiveStart(wm),
+			passedEnd: sp.SlideDiv.Floor(wm-sp.Size+1) + sp.Size,
 		}
 	}
 	return h
@@ -439,34 +441,34 @@ func insertAt[T any](xs []T, i int, x T) []T {
 }
 
 // addTo adds an event, whose SlotRef.val is val, to the aggregate a (a
-// distinct rule's: addDistinct, or addToSession).
-func (op *Operator) addTo(sp *spec, a *acc, val uint64, processing bool) {
-	a.n++
-	if sp.hm != nil {
-		a.addLatency(math.Float64frombits(val), processing, sp.bounds, &op.sketchIndexes)
+// distinct rule's: AddDistinct, or addToSession).
+func (op *Operator) addTo(sp *slot.Spec, a *slot.Acc, val uint64, processing bool) {
+	a.N++
+	if sp.Heatmap != nil {
+		a.AddLatency(math.Float64frombits(val), processing, sp.Bounds, &op.sketchIndexes)
 		return
 	}
-	switch sp.agg {
+	switch sp.Agg {
 	case rules.Sum:
-		a.sum += math.Float64frombits(val)
+		a.Sum += math.Float64frombits(val)
 	case rules.Avg, rules.Ratio, rules.Min, rules.Max, rules.Quantile:
-		addToStat(sp.agg, a, math.Float64frombits(val), &op.sketchIndexes)
-		if sp.agg == rules.Quantile {
-			op.lastValue, op.lastValueAcc = math.Float64frombits(val), a.heatmap()
+		addToStat(sp.Agg, a, math.Float64frombits(val), &op.sketchIndexes)
+		if sp.Agg == rules.Quantile {
+			op.lastValue, op.lastValueAcc = math.Float64frombits(val), a.Heatmap()
 		}
 	}
 }
 
-func (op *Operator) decide(sp *spec, s *slot, start, end int64, v float64, processing bool) {
-	if sp.agg == rules.Distinct {
-		v = s.scaleDistinct(v)
+func (op *Operator) decide(sp *slot.Spec, s *slot.Slot, start, end int64, v float64, processing bool) {
+	if sp.Agg == rules.Distinct {
+		v = s.ScaleDistinct(v)
 	}
-	if !(v > sp.rule.Threshold) {
+	if !(v > sp.Rule.Threshold) {
 		return
 	}
 	op.dec = Decision{
-		Rule:       sp.rule,
-		RuleIndex:  sp.pos,
+		Rule:       sp.Rule,
+		RuleIndex:  sp.Pos,
 		Key:        op.keyText(s),
 		Start:      start,
 		End:        end,
@@ -479,11 +481,11 @@ func (op *Operator) decide(sp *spec, s *slot, start, end int64, v float64, proce
 // keyText is the key part of s's key, without the spec index, for an
 // output, which outlives the event: the fresh slot's key is borrowed (see
 // slotOf).
-func (op *Operator) keyText(s *slot) string {
-	if s == op.cache.fresh {
-		return strings.Clone(s.key[2:])
+func (op *Operator) keyText(s *slot.Slot) string {
+	if s == op.cache.Fresh {
+		return strings.Clone(s.Key[2:])
 	}
-	return s.key[2:]
+	return s.Key[2:]
 }
 
 // bestWindow returns the window with the highest aggregate among those
@@ -491,29 +493,29 @@ func (op *Operator) keyText(s *slot) string {
 // where no pane enters or leaves the aggregate is constant, so it jumps from
 // one such change to the next: the cost follows the number of panes, not
 // size/slide. panes are those of s (nil: a slot that keeps no screen).
-func (op *Operator) bestWindow(sp *spec, s *slot, panes []win, first, last int64) (int64, float64) {
-	switch sp.agg {
+func (op *Operator) bestWindow(sp *slot.Spec, s *slot.Slot, panes []slot.Win, first, last int64) (int64, float64) {
+	switch sp.Agg {
 	case rules.Count, rules.Sum:
 		return bestAdditive(sp, panes, first, last)
 	case rules.Quantile:
 		// A slot whose in-order screen is current has had its panes'
 		// counts current since the screen was taken.
-		if s == nil || s.more == nil || s.more.inOrder.panes != len(panes) || s.more.inOrder.gen != sp.screenGen {
+		if s == nil || s.More == nil || s.More.InOrder.Panes != len(panes) || s.More.InOrder.Gen != sp.ScreenGen {
 			screenPanes(sp, panes)
 		}
 	}
-	lo := firstFrom(panes, first)
-	if n := len(panes); lo < n && panes[n-1].start < first+sp.size {
+	lo := slot.FirstFrom(panes, first)
+	if n := len(panes); lo < n && panes[n-1].Start < first+sp.Size {
 		return op.bestInOrder(sp, s, panes, first, last, lo)
 	}
 	hi := lo
 	var n int64
 	var sum float64
 	distinct := 0
-	add := func(p *win, sign int64) {
-		n += sign * p.n
-		sum += float64(sign) * p.sum
-		for _, h := range p.distinct() {
+	add := func(p *slot.Win, sign int64) {
+		n += sign * p.N
+		sum += float64(sign) * p.Sum
+		for _, h := range p.Distinct() {
 			c := op.counts[h] + int32(sign)
 			switch {
 			case c == 0:
@@ -527,26 +529,26 @@ func (op *Operator) bestWindow(sp *spec, s *slot, panes []win, first, last int64
 			}
 		}
 	}
-	extreme := op.extremes.reset(sp.agg)
+	extreme := op.extremes.reset(sp.Agg)
 	best, bestStart := math.Inf(-1), first
 	for ws := first; ; {
-		for lo < hi && panes[lo].start < ws {
+		for lo < hi && panes[lo].Start < ws {
 			add(&panes[lo], -1)
 			extreme.leave(lo)
 			lo++
 		}
-		for hi < len(panes) && panes[hi].start < ws+sp.size {
+		for hi < len(panes) && panes[hi].Start < ws+sp.Size {
 			add(&panes[hi], 1)
 			extreme.enter(panes, hi)
 			hi++
 		}
 		var v float64
-		switch sp.agg { // count and sum: bestAdditive
+		switch sp.Agg { // count and sum: bestAdditive
 		case rules.Distinct:
 			v = float64(distinct)
 		case rules.Avg, rules.Ratio:
 			v = math.Inf(-1)
-			if mayExceed(sum, n, sp.rule.Threshold) {
+			if mayExceed(sum, n, sp.Rule.Threshold) {
 				v = sum / float64(n)
 			}
 		case rules.Min, rules.Max:
@@ -556,11 +558,11 @@ func (op *Operator) bestWindow(sp *spec, s *slot, panes []win, first, last int64
 			// only the windows the screen leaves in can make a decision,
 			// and their quantiles are merged once the sweep has found
 			// them all.
-			if n >= sp.minEvents && heatmap.MayExceed(sp.q, n, int64(sum)) {
+			if n >= sp.MinEvents && heatmap.MayExceed(sp.Q, n, int64(sum)) {
 				op.windows = append(op.windows, sweptWindow{ws, lo, hi})
 			}
 		}
-		if v > best && n >= sp.minEvents && sp.agg != rules.Quantile {
+		if v > best && n >= sp.MinEvents && sp.Agg != rules.Quantile {
 			best, bestStart = v, ws
 		}
 		next := nextChange(sp, panes, lo, hi)
@@ -569,10 +571,10 @@ func (op *Operator) bestWindow(sp *spec, s *slot, panes []win, first, last int64
 		}
 		ws = next
 	}
-	if sp.agg == rules.Distinct {
+	if sp.Agg == rules.Distinct {
 		clear(op.counts)
 	}
-	if sp.agg == rules.Quantile {
+	if sp.Agg == rules.Quantile {
 		bestStart, best = op.bestQuantile(sp, s, panes, first)
 	}
 	return bestStart, best
@@ -582,15 +584,15 @@ func (op *Operator) bestWindow(sp *spec, s *slot, panes []win, first, last int64
 // to and removes from a window with one addition each: during an attack
 // every event of the attackers runs it over a full window of panes, so it
 // has none of the general sweep's bookkeeping.
-func bestAdditive(sp *spec, panes []win, first, last int64) (int64, float64) {
-	count := sp.agg == rules.Count
-	lo := firstFrom(panes, first)
+func bestAdditive(sp *slot.Spec, panes []slot.Win, first, last int64) (int64, float64) {
+	count := sp.Agg == rules.Count
+	lo := slot.FirstFrom(panes, first)
 	// Every pane from lo enters the first window, as when events come in
 	// order: that window is the best (see the stop below), and the running
 	// counts of its first and last panes give its count without adding
 	// its panes up.
-	if n := len(panes); sp.running && lo < n && panes[n-1].start < first+sp.size {
-		if c := panes[n-1].end - panes[lo].end + panes[lo].n; c >= sp.minEvents {
+	if n := len(panes); sp.Running && lo < n && panes[n-1].Start < first+sp.Size {
+		if c := panes[n-1].End - panes[lo].End + panes[lo].N; c >= sp.MinEvents {
 			return first, float64(c)
 		}
 		return first, math.Inf(-1)
@@ -601,18 +603,18 @@ func bestAdditive(sp *spec, panes []win, first, last int64) (int64, float64) {
 	negative := 0 // panes of the window with a negative sum
 	best, bestStart := math.Inf(-1), first
 	for ws := first; ; {
-		for lo < hi && panes[lo].start < ws {
-			n -= panes[lo].n
-			sum -= panes[lo].sum
-			if panes[lo].sum < 0 {
+		for lo < hi && panes[lo].Start < ws {
+			n -= panes[lo].N
+			sum -= panes[lo].Sum
+			if panes[lo].Sum < 0 {
 				negative--
 			}
 			lo++
 		}
-		for end := ws + sp.size; hi < len(panes) && panes[hi].start < end; hi++ {
-			n += panes[hi].n
-			sum += panes[hi].sum
-			if panes[hi].sum < 0 {
+		for end := ws + sp.Size; hi < len(panes) && panes[hi].Start < end; hi++ {
+			n += panes[hi].N
+			sum += panes[hi].Sum
+			if panes[hi].Sum < 0 {
 				negative++
 			}
 		}
@@ -620,7 +622,7 @@ func bestAdditive(sp *spec, panes []win, first, last int64) (int64, float64) {
 		if count {
 			v = float64(n)
 		}
-		if v > best && n >= sp.minEvents {
+		if v > best && n >= sp.MinEvents {
 			best, bestStart = v, ws
 		}
 		// Once every pane has entered, each later window holds fewer of
@@ -633,8 +635,8 @@ func bestAdditive(sp *spec, panes []win, first, last int64) (int64, float64) {
 		// sp.nextChange, with the case of most steps inline: this loop
 		// runs for every event of every attacker.
 		var next int64
-		if sp.pane == sp.slide && lo < hi && hi < len(panes) {
-			next = min(panes[lo].start+sp.slide, panes[hi].start-sp.size+sp.slide)
+		if sp.Pane == sp.Slide && lo < hi && hi < len(panes) {
+			next = min(panes[lo].Start+sp.Slide, panes[hi].Start-sp.Size+sp.Slide)
 		} else {
 			next = nextChange(sp, panes, lo, hi)
 		}
@@ -652,19 +654,19 @@ func bestAdditive(sp *spec, panes []win, first, last int64) (int64, float64) {
 // wide as the slide (sliding windows whose size is a multiple of their
 // slide) every such start is on the slide grid already and needs no
 // rounding.
-func nextChange(sp *spec, panes []win, lo, hi int) int64 {
+func nextChange(sp *slot.Spec, panes []slot.Win, lo, hi int) int64 {
 	next := watermark.Max
-	aligned := sp.pane == sp.slide
+	aligned := sp.Pane == sp.Slide
 	if lo < hi {
-		next = panes[lo].start + sp.slide
+		next = panes[lo].Start + sp.Slide
 		if !aligned {
-			next = sp.slideDiv.ceil(panes[lo].start + 1)
+			next = sp.SlideDiv.Ceil(panes[lo].Start + 1)
 		}
 	}
 	if hi < len(panes) {
-		in := panes[hi].start - sp.size + sp.slide
+		in := panes[hi].Start - sp.Size + sp.Slide
 		if !aligned {
-			in = sp.slideDiv.ceil(panes[hi].start - sp.size + 1)
+			in = sp.SlideDiv.Ceil(panes[hi].Start - sp.Size + 1)
 		}
 		next = min(next, in)
 	}
@@ -686,13 +688,13 @@ func (op *Operator) AdvanceWatermark(wm int64) error {
 		return nil
 	}
 	op.wm = wm
-	op.cache.cold.expire(wm)
+	op.cache.Cold.Expire(wm)
 	if wm == watermark.Max {
-		if err := op.cache.dropRules(); err != nil {
+		if err := op.cache.DropRules(); err != nil {
 			return err
 		}
 	}
-	for op.timers.Len() > 0 || op.keyTimers.Len() > 0 || op.stored.next != noTimer {
+	for op.timers.Len() > 0 || op.keyTimers.Len() > 0 || op.stored.next != slot.NoTimer {
 		at := op.stored.next
 		if op.timers.Len() > 0 {
 			at = min(at, op.timers.next())
@@ -700,7 +702,7 @@ func (op *Operator) AdvanceWatermark(wm int64) error {
 		if op.keyTimers.Len() > 0 {
 			at = min(at, op.keyTimers.next())
 		}
-		if at > wm || at == noTimer {
+		if at > wm || at == slot.NoTimer {
 			return nil
 		}
 		if op.stored.next == at {
@@ -734,10 +736,10 @@ func (op *Operator) AdvanceWatermark(wm int64) error {
 
 // rulesForgotten reports whether the rules' states are gone for good, so
 // that their timers have nothing to do: at the end of a replay's input,
-// where dropRules forgot what memory held, and what was spilled stays in a
+// where DropRules forgot what memory held, and what was spilled stays in a
 // store no one reads again.
 func (op *Operator) rulesForgotten() bool {
-	return op.wm == watermark.Max && !op.cache.cold.writeThrough
+	return op.wm == watermark.Max && !op.cache.Cold.WriteThrough
 }
 
 // runTimers runs the timers of ib, then those of kb (either may be nil),
@@ -754,15 +756,15 @@ func (op *Operator) runTimers(at int64, ib *timerBucket[idTimer], kb *timerBucke
 				if sp == nil {
 					continue // its state went with its rule (Reload)
 				}
-				if sp.rule != nil {
+				if sp.Rule != nil {
 					if op.rulesForgotten() {
 						continue
 					}
-					if op.cache.spilledOnly(sp.index, e.id) {
+					if op.cache.SpilledOnly(sp.Index, e.id) {
 						op.spilledTimers = append(op.spilledTimers, e)
 						continue
 					}
-					done, err := op.cache.purgeCold(sp, e.id, at, op.wm)
+					done, err := op.cache.PurgeCold(sp, e.id, at, op.wm)
 					if err != nil {
 						return err
 					}
@@ -770,7 +772,7 @@ func (op *Operator) runTimers(at int64, ib *timerBucket[idTimer], kb *timerBucke
 						continue
 					}
 				}
-				s, err := op.cache.lookupID(int(e.spec), e.id)
+				s, err := op.cache.LookupID(int(e.spec), e.id)
 				if err != nil {
 					return err
 				}
@@ -818,30 +820,30 @@ func (op *Operator) purgeSpilled(at int64) error {
 		}
 		return cmp.Compare(x.id[1], y.id[1])
 	})
-	c := op.cache.cold
+	c := op.cache.Cold
 	keys, buf := op.spilledKeys[:0], op.spilledKeyBuf[:0]
 	for _, e := range ts {
-		buf = append(buf, c.spillKey(int(e.spec), e.id)...)
+		buf = append(buf, c.SpillKey(int(e.spec), e.id)...)
 	}
 	for i := range ts {
-		keys = append(keys, buf[i*spillKeyLen:(i+1)*spillKeyLen])
+		keys = append(keys, buf[i*slotstore.SpillKeyLen:(i+1)*slotstore.SpillKeyLen])
 	}
 	op.spilledKeys, op.spilledKeyBuf = keys, buf
 	acts := slices.Grow(op.spilledActs[:0], len(ts))[:len(ts)]
 	spans := slices.Grow(op.spilledSpans[:0], len(ts))[:len(ts)]
 	vals := op.spilledVals[:0]
-	err := c.backend.GetSorted(keys, func(i int, b []byte, found bool) error {
-		acts[i] = purgeNone
+	err := c.Backend.GetSorted(keys, func(i int, b []byte, found bool) error {
+		acts[i] = slot.PurgeNone
 		if !found {
 			return nil
 		}
-		_, val, err := splitSpilled(b)
+		_, val, err := slotstore.SplitSpilled(b)
 		if err == nil {
 			var act int
-			act, err = op.specs[ts[i].spec].purgeAction(val, at, op.wm)
+			act, err = op.specs[ts[i].spec].PurgeAction(val, at, op.wm)
 			acts[i] = byte(act)
 		}
-		if acts[i] == purgeLoad {
+		if acts[i] == slot.PurgeLoad {
 			// Kept for the load below, which then reads it only once.
 			spans[i] = [2]int{len(vals), len(vals) + len(b)}
 			vals = append(vals, b...)
@@ -854,15 +856,15 @@ func (op *Operator) purgeSpilled(at int64) error {
 	}
 	for i, e := range ts {
 		switch acts[i] {
-		case purgeDelete:
-			err = c.del(int(e.spec), e.id, "", at)
-		case purgeLoad:
+		case slot.PurgeDelete:
+			err = c.Del(int(e.spec), e.id, "", at)
+		case slot.PurgeLoad:
 			var key, val []byte
-			if key, val, err = splitSpilled(vals[spans[i][0]:spans[i][1]]); err != nil {
+			if key, val, err = slotstore.SplitSpilled(vals[spans[i][0]:spans[i][1]]); err != nil {
 				return err
 			}
-			var s *slot
-			if s, err = op.cache.adopt(int(e.spec), e.id, key, val); err == nil {
+			var s *slot.Slot
+			if s, err = op.cache.Adopt(int(e.spec), e.id, key, val); err == nil {
 				err = op.runTimer(s, at)
 			}
 		}
@@ -883,12 +885,12 @@ func (op *Operator) runInKeyOrder(at int64, ib *timerBucket[idTimer], kb *timerB
 				if sp == nil {
 					continue // its state went with its rule (Reload)
 				}
-				if sp.rule != nil && op.rulesForgotten() {
+				if sp.Rule != nil && op.rulesForgotten() {
 					continue
 				}
 				// One the cache and the cold store do not hold is gone, or
 				// was spilled writing through: its key timer is in kb.
-				key, err := op.cache.keyOf(int(e.spec), e.id)
+				key, err := op.cache.KeyOf(int(e.spec), e.id)
 				if err != nil {
 					return err
 				}
@@ -916,10 +918,10 @@ func (op *Operator) runInKeyOrder(at int64, ib *timerBucket[idTimer], kb *timerB
 }
 
 func (op *Operator) runKeyTimer(key string, at int64) error {
-	if op.specs[specOf(key)] == nil {
+	if op.specs[slot.SpecOf(key)] == nil {
 		return nil // its state went with its rule (Reload)
 	}
-	s, err := op.cache.lookup(key)
+	s, err := op.cache.Lookup(key)
 	if err != nil {
 		return err
 	}
@@ -928,141 +930,141 @@ func (op *Operator) runKeyTimer(key string, at int64) error {
 
 // runTimer runs the onTimer of s (nil: gone) for a timer set at at, unless
 // an earlier timer of s superseded it.
-func (op *Operator) runTimer(s *slot, at int64) error {
-	if s == nil || s.timerAt != at {
+func (op *Operator) runTimer(s *slot.Slot, at int64) error {
+	if s == nil || s.TimerAt != at {
 		return nil
 	}
 	return op.onTimer(s, at)
 }
 
-func (op *Operator) onTimer(s *slot, at int64) error {
-	s.timerAt = noTimer
-	sp := s.sp
+func (op *Operator) onTimer(s *slot.Slot, at int64) error {
+	s.TimerAt = slot.NoTimer
+	sp := s.Spec
 	switch {
-	case sp.rule != nil:
-		s.purge(op.wm)
-	case sp.wtype == rules.Session:
-		for i := range s.wins {
-			se := &s.wins[i]
-			if !se.fired && se.end-1 <= at {
-				se.fired = true
+	case sp.Rule != nil:
+		s.Purge(op.wm)
+	case sp.WindowType == rules.Session:
+		for i := range s.Wins {
+			se := &s.Wins[i]
+			if !se.Fired && se.End-1 <= at {
+				se.Fired = true
 				op.fireSession(s, se)
 			}
 		}
-		s.purge(at)
+		s.Purge(at)
 	default:
 		for {
 			end := nextFireEnd(s)
-			if end == noTimer || end-1 > at {
+			if end == slot.NoTimer || end-1 > at {
 				break
 			}
-			s.firedEnd = end
-			if sp.lateness > 0 {
-				op.fireWindow(s, end-sp.size, s.bumpFired(end-sp.size))
+			s.FiredEnd = end
+			if sp.Lateness > 0 {
+				op.fireWindow(s, end-sp.Size, s.BumpFired(end-sp.Size))
 			} else {
-				op.fireWindow(s, end-sp.size, 0)
+				op.fireWindow(s, end-sp.Size, 0)
 			}
 		}
-		s.purge(at)
+		s.Purge(at)
 	}
-	op.cache.markDirty(s)
-	if s.empty() {
-		return op.cache.remove(s)
+	op.cache.MarkDirty(s)
+	if s.Empty() {
+		return op.cache.Remove(s)
 	}
 	op.schedule(s)
 	return nil
 }
 
 // nextFireEnd is the end of the earliest window of a pane-based heatmap that
-// has content and has not fired, or noTimer.
-func nextFireEnd(s *slot) int64 {
-	sp := s.sp
-	after := sp.slideDiv.ceil(clampWM(s.firedEnd) - sp.size + 1) // first start ending past firedEnd
-	for i := range s.wins {
-		p := s.wins[i].start
-		ws := max(sp.slideDiv.ceil(p-sp.size+1), after)
-		if ws <= sp.slideDiv.floor(p) {
-			return ws + sp.size
+// has content and has not fired, or NoTimer.
+func nextFireEnd(s *slot.Slot) int64 {
+	sp := s.Spec
+	after := sp.SlideDiv.Ceil(slot.ClampWM(s.FiredEnd) - sp.Size + 1) // first start ending past firedEnd
+	for i := range s.Wins {
+		p := s.Wins[i].Start
+		ws := max(sp.SlideDiv.Ceil(p-sp.Size+1), after)
+		if ws <= sp.SlideDiv.Floor(p) {
+			return ws + sp.Size
 		}
 	}
-	return noTimer
+	return slot.NoTimer
 }
 
 // nextAction is when the slot next needs its timer: for heatmaps the earliest
 // firing or cleanup; for rules, whose purges nobody sees, the time the whole
 // slot can go, which keeps timers to about one per key and window size.
-func nextAction(s *slot) int64 {
-	sp := s.sp
-	next := noTimer
+func nextAction(s *slot.Slot) int64 {
+	sp := s.Spec
+	next := slot.NoTimer
 	switch {
-	case sp.wtype == rules.Session:
-		if n := len(s.wins); n > 0 && sp.rule != nil {
-			return sp.cleanup(s.wins[n-1].end)
+	case sp.WindowType == rules.Session:
+		if n := len(s.Wins); n > 0 && sp.Rule != nil {
+			return sp.Cleanup(s.Wins[n-1].End)
 		}
-		for i := range s.wins {
-			se := &s.wins[i]
-			if se.fired {
-				next = min(next, sp.cleanup(se.end))
+		for i := range s.Wins {
+			se := &s.Wins[i]
+			if se.Fired {
+				next = min(next, sp.Cleanup(se.End))
 			} else {
-				next = min(next, se.end-1)
+				next = min(next, se.End-1)
 			}
 		}
-	case sp.rule != nil:
-		if n := len(s.wins); n > 0 {
-			return sp.paneCleanup(s.wins[n-1].start)
+	case sp.Rule != nil:
+		if n := len(s.Wins); n > 0 {
+			return sp.PaneCleanup(s.Wins[n-1].Start)
 		}
 	default:
-		if e := nextFireEnd(s); e != noTimer {
+		if e := nextFireEnd(s); e != slot.NoTimer {
 			next = e - 1
 		}
-		if len(s.wins) > 0 {
-			next = min(next, sp.paneCleanup(s.wins[0].start))
+		if len(s.Wins) > 0 {
+			next = min(next, sp.PaneCleanup(s.Wins[0].Start))
 		}
-		if fired := s.firedWins(); len(fired) > 0 {
-			next = min(next, sp.cleanup(fired[0].start+sp.size))
+		if fired := s.FiredWins(); len(fired) > 0 {
+			next = min(next, sp.Cleanup(fired[0].Start+sp.Size))
 		}
 	}
 	return next
 }
 
-func (op *Operator) schedule(s *slot) {
-	if s.sp.rule != nil && s.timerAt != noTimer {
+func (op *Operator) schedule(s *slot.Slot) {
+	if s.Spec.Rule != nil && s.TimerAt != slot.NoTimer {
 		return // the pending timer re-registers when it finds work left
 	}
 	next := nextAction(s)
-	if next == noTimer {
+	if next == slot.NoTimer {
 		return
 	}
-	if s.sp.rule != nil {
-		next = min(ceilTo(next, s.sp.purgeGrain), noTimer-1)
+	if s.Spec.Rule != nil {
+		next = min(slot.CeilTo(next, s.Spec.PurgeGrain), slot.NoTimer-1)
 	}
-	if next < s.timerAt {
-		s.timerAt = next
-		op.cache.markDirty(s)
-		if op.cache.untimed(s) {
+	if next < s.TimerAt {
+		s.TimerAt = next
+		op.cache.MarkDirty(s)
+		if op.cache.Untimed(s) {
 			return
 		}
-		op.timers.add(next, idTimer{id: s.id, spec: int32(s.sp.index)}, s.sp.hm != nil)
+		op.timers.add(next, idTimer{id: s.ID, spec: int32(s.Spec.Index)}, s.Spec.Heatmap != nil)
 	}
 }
 
-func (op *Operator) fireWindow(s *slot, start int64, rev int32) {
-	sp := s.sp
+func (op *Operator) fireWindow(s *slot.Slot, start int64, rev int32) {
+	sp := s.Spec
 	var a *heatmap.Acc
-	if sp.size == sp.pane {
+	if sp.Size == sp.Pane {
 		// A tumbling window is a single pane.
-		for i := range s.wins {
-			if s.wins[i].start == start {
-				a = s.wins[i].heatmap()
+		for i := range s.Wins {
+			if s.Wins[i].Start == start {
+				a = s.Wins[i].Heatmap()
 				break
 			}
 		}
 	} else {
-		a = op.scratch[sp.index]
+		a = op.scratch[sp.Index]
 		a.Reset()
-		for i := range s.wins {
-			p := &s.wins[i]
-			if hm := p.heatmap(); p.start >= start && p.start < start+sp.size && hm != nil {
+		for i := range s.Wins {
+			p := &s.Wins[i]
+			if hm := p.Heatmap(); p.Start >= start && p.Start < start+sp.Size && hm != nil {
 				a.Merge(hm)
 			}
 		}
@@ -1070,17 +1072,17 @@ func (op *Operator) fireWindow(s *slot, start int64, rev int32) {
 	if a == nil || a.Count == 0 {
 		return
 	}
-	op.emitHeatmap(s, start, start+sp.size, rev, a)
+	op.emitHeatmap(s, start, start+sp.Size, rev, a)
 }
 
-func (op *Operator) fireSession(s *slot, se *win) {
-	op.emitHeatmap(s, se.start, se.end, se.rev, se.heatmap())
+func (op *Operator) fireSession(s *slot.Slot, se *slot.Win) {
+	op.emitHeatmap(s, se.Start, se.End, se.Rev, se.Heatmap())
 }
 
-func (op *Operator) emitHeatmap(s *slot, start, end int64, rev int32, a *heatmap.Acc) {
+func (op *Operator) emitHeatmap(s *slot.Slot, start, end int64, rev int32, a *heatmap.Acc) {
 	op.hw = HeatmapWindow{
-		Heatmap:      s.sp.hm,
-		HeatmapIndex: s.sp.pos,
+		Heatmap:      s.Spec.Heatmap,
+		HeatmapIndex: s.Spec.Pos,
 		Key:          op.keyText(s),
 		Start:        start,
 		End:          end,
@@ -1093,13 +1095,13 @@ func (op *Operator) emitHeatmap(s *slot, start, end int64, rev int32, a *heatmap
 
 // Flush writes every changed state to the Backend, as a checkpoint or at the
 // end of a run.
-func (op *Operator) Flush() error { return op.cache.flush() }
+func (op *Operator) Flush() error { return op.cache.Flush() }
 
 // WriteBack writes up to n changed states to the Backend, those changed
 // longest ago first. The live job calls it between records, so that the
 // next checkpoint, which pauses the job, finds less left to write.
-func (op *Operator) WriteBack(n int) error { return op.cache.writeBackSome(n) }
+func (op *Operator) WriteBack(n int) error { return op.cache.WriteBackSome(n) }
 
 // Changed returns how many states are queued for WriteBack: changed since
 // they were last written, or written since (a few).
-func (op *Operator) Changed() int { return len(op.cache.changed) - op.cache.changedHead }
+func (op *Operator) Changed() int { return len(op.cache.Changed) - op.cache.ChangedHead }

@@ -5,6 +5,8 @@ import (
 
 	"github.com/riskstream/riskstream/internal/prefetch"
 	"github.com/riskstream/riskstream/rules"
+	"github.com/riskstream/riskstream/windows/slot"
+	"github.com/riskstream/riskstream/windows/slotstore"
 )
 
 // Prefetch gathers what to load into the CPU cache of the state that
@@ -34,20 +36,20 @@ import (
 // states of now whose index entries match, the heads of their records (see
 // stateEntry). Calling it or not, with any refs, gives the same outputs.
 func (op *Operator) Prefetch(now, near, far []SlotRef) {
-	idx := op.cache.cold.idx
+	idx := op.cache.Cold.Idx
 	q := &op.ahead
 	q.Reset()
 	for i := range far {
 		r := &far[i]
-		if x := &idx[r.spec]; x.n >= smallIndex {
-			q.Add(x.homeAddr(r.id))
+		if x := &idx[r.spec]; x.N >= slotstore.SmallIndex {
+			q.Add(x.HomeAddr(r.id))
 		}
 	}
 	// The slots near's entries locate are those of the next call's now
 	// when the caller's groups move on by one. A slot may have been dropped
 	// and reused for another key since; its panes are then loaded for
 	// nothing.
-	var slots []*slot
+	var slots []*slot.Slot
 	if len(now) > 0 && len(now) == len(op.nearSlots) && prefetch.Addr(&now[0]) == op.nearAt && now[0] == op.nearFirst {
 		slots = op.nearSlots
 	}
@@ -59,20 +61,20 @@ func (op *Operator) Prefetch(now, near, far []SlotRef) {
 	// line, and an avg, ratio or quantile rule's event moves its screen:
 	// asked for first, they come for the group's first events.
 	for _, s := range op.groupSlots {
-		if s == nil || !screened(s.sp) {
+		if s == nil || !screened(s.Spec) {
 			continue
 		}
-		if s.sp.agg == rules.Quantile && len(s.wins) <= quantilePrefetchPanes {
-			for j := range s.wins {
-				if x := s.wins[j].x; x != nil {
+		if s.Spec.Agg == rules.Quantile && len(s.Wins) <= quantilePrefetchPanes {
+			for j := range s.Wins {
+				if x := s.Wins[j].X; x != nil {
 					addQuantileLines(q, x)
 				}
 			}
 		}
-		if s.more != nil {
-			screen := prefetch.Addr(&s.more.inOrder)
+		if s.More != nil {
+			screen := prefetch.Addr(&s.More.InOrder)
 			q.Add(screen)
-			q.Add(screen + unsafe.Sizeof(inOrderScreen{}) - 1)
+			q.Add(screen + unsafe.Sizeof(slot.InOrderScreen{}) - 1)
 		}
 	}
 	if len(now) > 0 {
@@ -81,37 +83,37 @@ func (op *Operator) Prefetch(now, near, far []SlotRef) {
 	for i := range now {
 		r := &now[i]
 		op.nowSlots = append(op.nowSlots, nil)
-		if x := &idx[r.spec]; x.n >= smallIndex {
-			s := (*slot)(nil)
+		if x := &idx[r.spec]; x.N >= slotstore.SmallIndex {
+			s := (*slot.Slot)(nil)
 			if slots != nil {
 				s = slots[i]
 			} else {
-				s = op.cache.cached(int(r.spec), r.id)
+				s = op.cache.Cached(int(r.spec), r.id)
 			}
 			// Panes out of the slot: an event adds to the last, or
 			// opens the one after it (mostly, with panes of a second
 			// and an attacker's few payments a second), and a rule's
 			// decision sweeps them from the first.
 			op.nowSlots[i] = s
-			if s != nil && len(s.wins) > 1 {
-				last := prefetch.Addr(&s.wins[len(s.wins)-1])
-				q.Add(prefetch.Addr(&s.wins[0]))
+			if s != nil && len(s.Wins) > 1 {
+				last := prefetch.Addr(&s.Wins[len(s.Wins)-1])
+				q.Add(prefetch.Addr(&s.Wins[0]))
 				q.Add(last)
-				q.Add(last + unsafe.Sizeof(win{}))
+				q.Add(last + unsafe.Sizeof(slot.Win{}))
 			}
 			// The line of the slot's pointer to its screen, which the
 			// next call reads (see above).
-			if s != nil && screened(s.sp) {
-				q.Add(prefetch.Addr(&s.more))
+			if s != nil && screened(s.Spec) {
+				q.Add(prefetch.Addr(&s.More))
 			}
 		}
 	}
 	op.nearSlots = op.nearSlots[:0]
 	for i := range near {
 		r := &near[i]
-		var found *slot
-		if x := &idx[r.spec]; x.n >= smallIndex {
-			found = op.cache.addCandidate(q, x, r.id)
+		var found *slot.Slot
+		if x := &idx[r.spec]; x.N >= slotstore.SmallIndex {
+			found = op.cache.AddCandidate(q, x, r.id)
 		}
 		op.nearSlots = append(op.nearSlots, found)
 	}
@@ -122,9 +124,9 @@ func (op *Operator) Prefetch(now, near, far []SlotRef) {
 }
 
 // screened reports whether sp's events move their slot's screen
-// (inOrderScreen), out of line.
-func screened(sp *spec) bool {
-	return sp.agg == rules.Avg || sp.agg == rules.Ratio || sp.agg == rules.Quantile
+// (InOrderScreen), out of line.
+func screened(sp *slot.Spec) bool {
+	return sp.Agg == rules.Avg || sp.Agg == rules.Ratio || sp.Agg == rules.Quantile
 }
 
 // quantilePrefetchPanes is the most panes of a slot whose distributions
@@ -132,11 +134,11 @@ func screened(sp *spec) bool {
 const quantilePrefetchPanes = 16
 
 // addQuantileLines gathers the lines of x that a quantile reads: its
-// distribution's pointer and, when allocated with it (heatmapExtra), the
+// distribution's pointer and, when allocated with it (HeatmapExtra), the
 // distribution's fields up to Degraded.
-func addQuantileLines(q *prefetch.Queue, x *accExtra) {
-	from := prefetch.Addr(x) + unsafe.Offsetof(x.hm)
-	to := prefetch.Addr(x) + unsafe.Offsetof(heatmapExtra{}.hm) + unsafe.Offsetof(heatmapExtra{}.hm.Degraded) - 1
+func addQuantileLines(q *prefetch.Queue, x *slot.AccExtra) {
+	from := prefetch.Addr(x) + unsafe.Offsetof(x.Heatmap)
+	to := prefetch.Addr(x) + unsafe.Offsetof(slot.HeatmapExtra{}.Heatmap) + unsafe.Offsetof(slot.HeatmapExtra{}.Heatmap.Degraded) - 1
 	q.Add(from)
 	if to/64 != from/64 {
 		q.Add(to)
@@ -158,12 +160,12 @@ func (op *Operator) IssuePrefetches(left int) { op.ahead.Issue(left) }
 // hundreds of thousands of keys. Only one cached slot has a spec and id;
 // the rules of one key share the id (see cache), and a slot evicted while
 // one of an event's rules loads its state may be taken for it at once.
-func (op *Operator) prefetchedSlot(sp *spec, r *SlotRef) *slot {
+func (op *Operator) prefetchedSlot(sp *slot.Spec, r *SlotRef) *slot.Slot {
 	k := (prefetch.Addr(r) - op.groupAt) / unsafe.Sizeof(*r)
 	if op.groupAt == 0 || k >= uintptr(len(op.groupSlots)) {
 		return nil
 	}
-	if s := op.groupSlots[k]; s != nil && s.ringIdx >= 0 && s.id == r.id && s.sp == sp {
+	if s := op.groupSlots[k]; s != nil && s.RingIdx >= 0 && s.ID == r.id && s.Spec == sp {
 		return s
 	}
 	return nil
@@ -184,13 +186,13 @@ const timerPrefetch = 16
 func (op *Operator) prefetchTimers(blk []idTimer, i int) {
 	const g = timerPrefetch
 	c := op.cache
-	idx := c.cold.idx
+	idx := c.Cold.Idx
 	q := &op.timersAhead
 	q.Reset()
 	entries := func(from, to int) {
 		for _, e := range blk[min(from, len(blk)):min(to, len(blk))] {
-			if x := &idx[e.spec]; x.n >= smallIndex {
-				q.Add(x.homeAddr(e.id))
+			if x := &idx[e.spec]; x.N >= slotstore.SmallIndex {
+				q.Add(x.HomeAddr(e.id))
 			}
 		}
 	}
@@ -199,8 +201,8 @@ func (op *Operator) prefetchTimers(blk []idTimer, i int) {
 	}
 	entries(i+2*g, i+3*g)
 	for _, t := range blk[min(i+g, len(blk)):min(i+2*g, len(blk))] {
-		if x := &idx[t.spec]; x.n >= smallIndex {
-			c.addCandidate(q, x, t.id)
+		if x := &idx[t.spec]; x.N >= slotstore.SmallIndex {
+			c.AddCandidate(q, x, t.id)
 		}
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/internal/prefetch"
 	"github.com/riskstream/riskstream/watermark"
+	"github.com/riskstream/riskstream/windows/slot"
+	"github.com/riskstream/riskstream/windows/slotstore"
 )
 
 // prefetchTestRules have a sliding rule, whose slots hold many panes, a
@@ -36,7 +38,7 @@ heatmaps:
 // operators make the same outputs.
 func TestPrefetchedSlots(t *testing.T) {
 	const (
-		keys      = 3 * smallIndex
+		keys      = 3 * slotstore.SmallIndex
 		busy      = 300
 		events    = 60_000
 		returning = 9000
@@ -83,7 +85,7 @@ func TestPrefetchedSlots(t *testing.T) {
 
 	run := func(prefetched bool) (*recorder, int, int) {
 		out := &recorder{}
-		op, dec := newTestOperatorWith(t, prefetchTestRules, NewMemBackend(), out, Options{CacheSlots: 2000})
+		op, dec := newTestOperatorWith(t, prefetchTestRules, slotstore.NewMemBackend(), out, Options{CacheSlots: 2000})
 		keyer := op.NewKeyer()
 		evs := make([]event.Event, events)
 		var refs []SlotRef
@@ -118,8 +120,8 @@ func TestPrefetchedSlots(t *testing.T) {
 			own := refsOf(i, i+1)
 			for k := range own {
 				r := &own[k]
-				got, want := op.prefetchedSlot(op.specs[r.spec], r), op.cache.cached(int(r.spec), r.id)
-				var found *slot // what Prefetch found for r
+				got, want := op.prefetchedSlot(op.specs[r.spec], r), op.cache.Cached(int(r.spec), r.id)
+				var found *slot.Slot // what Prefetch found for r
 				if j := starts[i] - starts[i/group*group] + k; prefetched && j < len(op.groupSlots) {
 					found = op.groupSlots[j]
 				}
@@ -174,27 +176,27 @@ func at(lines []string, i int) string {
 // once the index has seen a few of that size written, whatever their
 // size before.
 func TestRecordLines(t *testing.T) {
-	c := newColdStore(NewMemBackend(), 1, 1<<30, false)
-	x := &c.idx[0]
+	c := slotstore.NewCold(slotstore.NewMemBackend(), 1, 1<<30, false)
+	x := &c.Idx[0]
 	rng := rand.New(rand.NewPCG(2, 3))
 	for _, valLen := range []int{100, 5, 21, 37, 53, 13} {
 		var locs []uint64
 		for range 64 {
-			id := slotID{rng.Uint64(), rng.Uint64()}
-			c.setLoc(0, id, c.append(id, []byte("k"), make([]byte, valLen), 0, noTimer))
-			locs = append(locs, x.entry(id).ref())
+			id := slot.ID{rng.Uint64(), rng.Uint64()}
+			c.SetLoc(0, id, c.Append(id, []byte("k"), make([]byte, valLen), 0, slot.NoTimer))
+			locs = append(locs, x.Entry(id).Ref())
 		}
-		_, _, size := c.record(locs[0])
+		_, _, size := c.Record(locs[0])
 		if size > 64 {
 			continue // the sizes before
 		}
-		if got := x.recordBytes(); got != size {
+		if got := x.RecordBytes(); got != size {
 			t.Fatalf("records of %d bytes: the index's mean is %d", size, got)
 		}
 		for _, loc := range locs[len(locs)/2:] {
 			var q prefetch.Queue
-			c.addRecord(&q, loc, x.recordBytes())
-			start := prefetch.Addr(&c.chunks[locSeq(loc)-c.firstSeq].b[locOff(loc)])
+			c.AddRecord(&q, loc, x.RecordBytes())
+			start := prefetch.Addr(&c.Chunks[slotstore.LocSeq(loc)-c.FirstSeq].Bytes[slotstore.LocOff(loc)])
 			var want []uintptr
 			for line := start &^ 63; line < start+uintptr(size); line += 64 {
 				want = append(want, line)

@@ -8,6 +8,8 @@ import (
 
 	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/watermark"
+	"github.com/riskstream/riskstream/windows/slot"
+	"github.com/riskstream/riskstream/windows/slotstore"
 )
 
 // TestPurgeGrain: a rule's state is purged by a timer rounded up to its
@@ -21,8 +23,8 @@ rules:
   - {name: session, key: [user], window: {type: session, gap: 30s}, aggregate: count, threshold: 5, action: deny}
 `)
 	for i, want := range []int64{10_000, 1_000, 10_000} {
-		if g := op.specs[i].purgeGrain; g != want {
-			t.Errorf("%s: purge grain %d ms, want %d", op.specs[i].name(), g, want)
+		if g := op.specs[i].PurgeGrain; g != want {
+			t.Errorf("%s: purge grain %d ms, want %d", op.specs[i].Name(), g, want)
 		}
 	}
 	processLine(t, op, dec, []byte(`{"id":"e1","ts":103500,"user":"u"}`))
@@ -35,8 +37,8 @@ rules:
 			t.Fatal(err)
 		}
 		for i, at := range purgedAt {
-			if held, want := op.cache.cold.idx[i].held(), map[bool]int{true: 0, false: 1}[wm >= at]; held != want {
-				t.Errorf("watermark %d: %s holds %d states, want %d", wm, op.specs[i].name(), held, want)
+			if held, want := op.cache.Cold.Idx[i].Held(), map[bool]int{true: 0, false: 1}[wm >= at]; held != want {
+				t.Errorf("watermark %d: %s holds %d states, want %d", wm, op.specs[i].Name(), held, want)
 			}
 		}
 	}
@@ -80,8 +82,8 @@ rules:
 			b.Fatal(err)
 		}
 	}
-	if op.cache.cold.idx[0].held() != 0 {
-		b.Fatalf("%d states left", op.cache.cold.idx[0].held())
+	if op.cache.Cold.Idx[0].Held() != 0 {
+		b.Fatalf("%d states left", op.cache.Cold.Idx[0].Held())
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*keys), "ns/key")
 }
@@ -98,8 +100,8 @@ func TestExpiringChainFreesFreshStates(t *testing.T) {
 	op, dec := newTestOperatorWith(t, `
 rules:
   - {name: session, key: [user], window: {type: session, gap: 30s}, aggregate: count, threshold: 5, action: deny}
-`, NewMemBackend(), discardOutput{}, Options{MemoryBytes: 64 << 20, CacheSlots: slots})
-	c := op.cache.cold
+`, slotstore.NewMemBackend(), discardOutput{}, Options{MemoryBytes: 64 << 20, CacheSlots: slots})
+	c := op.cache.Cold
 	const keys = 200_000
 	wave := func(first, start int64) {
 		t.Helper()
@@ -115,18 +117,18 @@ rules:
 		}
 	}
 	wave(0, 1_000_000)
-	if c.expired[0] == 0 {
+	if c.Expired[0] == 0 {
 		t.Fatal("no chunk of the expiring chain was freed while the watermark passed its states")
 	}
-	size := len(c.idx[0].entries)
+	size := len(c.Idx[0].Entries)
 	if err := op.AdvanceWatermark(1_000_000 + keys + 60_000); err != nil {
 		t.Fatal(err)
 	}
-	if c.live != 0 || c.alloc > 2*c.chunkBytes {
-		t.Fatalf("after every state expired: %d bytes of records current, %d bytes of chunks held, want 0 and at most 2 spare chunks", c.live, c.alloc)
+	if c.Live != 0 || c.Alloc > 2*c.ChunkBytes {
+		t.Fatalf("after every state expired: %d bytes of records current, %d bytes of chunks held, want 0 and at most 2 spare chunks", c.Live, c.Alloc)
 	}
 	wave(keys, 1_000_000+keys+60_000)
-	if got := len(c.idx[0].entries); got > size {
+	if got := len(c.Idx[0].Entries); got > size {
 		t.Errorf("index of %d places after the second wave, %d after the first: the sweeps did not reuse the dead entries' places", got, size)
 	}
 }
@@ -135,7 +137,7 @@ rules:
 // cold store spills, over its budget, gets a purge timer there, and leaves
 // the Backend when due like any spilled state.
 func TestExpiringSpilledStatesLeave(t *testing.T) {
-	backend := NewMemBackend()
+	backend := slotstore.NewMemBackend()
 	op, dec := newTestOperatorWith(t, `
 rules:
   - {name: session, key: [user], window: {type: session, gap: 30s}, aggregate: count, threshold: 5, action: deny}
@@ -148,14 +150,14 @@ rules:
 			t.Fatal(err)
 		}
 	}
-	if op.cache.cold.spills == 0 {
+	if op.cache.Cold.Spills == 0 {
 		t.Fatal("nothing spilled: the budget holds every state")
 	}
 	if err := op.AdvanceWatermark(1_000_000 + keys + 60_000); err != nil {
 		t.Fatal(err)
 	}
 	if n := backend.Len(); n != 0 {
-		t.Errorf("%d entries left in the Backend after every state expired (%d spilled)", n, op.cache.cold.spills)
+		t.Errorf("%d entries left in the Backend after every state expired (%d spilled)", n, op.cache.Cold.Spills)
 	}
 }
 
@@ -165,13 +167,13 @@ rules:
 // states left are the heatmaps', which still fire as with no state spilled.
 func TestEndOfInputForgetsRules(t *testing.T) {
 	lines, _ := timerTestInput(3000)
-	backend := &specCountingBackend{MemBackend: NewMemBackend()}
+	backend := &specCountingBackend{MemBackend: slotstore.NewMemBackend()}
 	out := &recorder{}
 	// States go through the cold store and are spilled too.
 	op, dec := newTestOperatorWith(t, storedTimersRules, backend, out, Options{CacheSlots: 16, MemoryBytes: 16 << 10})
-	backend.rule = func(spec int) bool { return spec < len(op.specs) && op.specs[spec].rule != nil }
+	backend.rule = func(spec int) bool { return spec < len(op.specs) && op.specs[spec].Rule != nil }
 	drive(t, op, dec, lines)
-	if op.cache.cold.spills == 0 {
+	if op.cache.Cold.Spills == 0 {
 		t.Fatal("nothing spilled")
 	}
 	backend.reads, backend.writes = 0, 0
@@ -179,22 +181,24 @@ func TestEndOfInputForgetsRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, sp := range op.specs {
-		if sp.rule != nil && op.cache.cold.idx[sp.index].n != 0 {
-			t.Errorf("%s: %d states left in its index", sp.name(), op.cache.cold.idx[sp.index].n)
+		if sp.Rule != nil && op.cache.Cold.Idx[sp.Index].N != 0 {
+			t.Errorf("%s: %d states left in its index", sp.Name(), op.cache.Cold.Idx[sp.Index].N)
 		}
 	}
-	for _, s := range op.cache.ring {
-		if s.sp.rule != nil {
-			t.Errorf("%s: state %q still cached", s.sp.name(), s.key)
+	for _, s := range op.cache.Ring {
+		if s.Spec.Rule != nil {
+			t.Errorf("%s: state %q still cached", s.Spec.Name(), s.Key)
 		}
 	}
 	if backend.reads != 0 || backend.writes != 0 {
 		t.Errorf("the end of input read %d rules' states and wrote %d", backend.reads, backend.writes)
 	}
-	checkLiveBytes(t, op.cache.cold)
+	if err := op.cache.Cold.CheckLive(); err != nil {
+		t.Error(err)
+	}
 
 	want := &recorder{}
-	ref, dec := newTestOperatorWith(t, storedTimersRules, NewMemBackend(), want, Options{})
+	ref, dec := newTestOperatorWith(t, storedTimersRules, slotstore.NewMemBackend(), want, Options{})
 	drive(t, ref, dec, lines)
 	if err := ref.AdvanceWatermark(watermark.Max); err != nil {
 		t.Fatal(err)
@@ -207,13 +211,13 @@ func TestEndOfInputForgetsRules(t *testing.T) {
 // specCountingBackend counts the reads and writes of a MemBackend's keys
 // of states (slot keys or spill keys) of the specs rule reports.
 type specCountingBackend struct {
-	*MemBackend
+	*slotstore.MemBackend
 	rule          func(spec int) bool
 	reads, writes int
 }
 
 func (b *specCountingBackend) count(key []byte, n *int) {
-	if b.rule != nil && len(key) >= 2 && b.rule(specOf(key)) {
+	if b.rule != nil && len(key) >= 2 && b.rule(slot.SpecOf(key)) {
 		*n++
 	}
 }
@@ -248,7 +252,7 @@ func TestKeptOutStateKeepsItsTimer(t *testing.T) {
 	op, dec := newTestOperatorWith(t, `
 rules:
   - {name: session, key: [user], window: {type: session, gap: 30s}, aggregate: count, threshold: 5, action: deny}
-`, NewMemBackend(), discardOutput{}, Options{MemoryBytes: 1 << 20, CacheSlots: 64})
+`, slotstore.NewMemBackend(), discardOutput{}, Options{MemoryBytes: 1 << 20, CacheSlots: 64})
 	const keys = 20_000
 	// Each key twice, 10 s apart, the second time after most states were
 	// spilled; the watermark stays behind, so that no timer runs.
@@ -257,8 +261,8 @@ rules:
 			processLine(t, op, dec, fmt.Appendf(nil, `{"id":"e%d-%d","ts":%d,"user":"u%d"}`, round, i, 1_000_000+10_000*round+i, i))
 		}
 	}
-	if op.cache.cold.spills < keys {
-		t.Fatalf("%d states spilled, want the first round's and more", op.cache.cold.spills)
+	if op.cache.Cold.Spills < keys {
+		t.Fatalf("%d states spilled, want the first round's and more", op.cache.Cold.Spills)
 	}
 	if n := op.timers.Len() + int(op.TimersSpilled()); n > keys {
 		t.Errorf("%d timers set for %d states", n, keys)

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/riskstream/riskstream/heatmap"
+	"github.com/riskstream/riskstream/windows/slot"
 )
 
 // A quantile rule decides an event by the highest quantile among its
@@ -25,9 +26,9 @@ type quantileTops struct {
 	// slot reused for another key changes), and its columns' panes, by
 	// start: the older panes of the windows since it was built, some of
 	// them purged since (the first a window holds is found by its start).
-	sp     *spec
-	s      *slot
-	id     slotID
+	sp     *slot.Spec
+	s      *slot.Slot
+	id     slot.ID
 	starts []int64
 	// usable is false when the older panes hold a zero or a negative
 	// value: the table counts positive bins only.
@@ -53,7 +54,7 @@ type quantileTops struct {
 	used uint64
 	// windows are the windows of the slot's in-order events when every
 	// one of them passed the screen, as when most events are decided, and
-	// windowsOf what they are of: the next event in the same latest pane
+	// WindowsOf what they are of: the next event in the same latest pane
 	// has the same, and bestInOrder takes them without its pass.
 	windows   []sweptWindow
 	windowsOf windowsKey
@@ -70,15 +71,15 @@ type windowsKey struct {
 
 // keyOfWindows returns the windowsKey of windows starting in [first, last]
 // over panes from lo.
-func keyOfWindows(panes []win, first, last int64, lo int) windowsKey {
+func keyOfWindows(panes []slot.Win, first, last int64, lo int) windowsKey {
 	return windowsKey{first: first, last: last, panes: len(panes), lo: lo,
-		firstPane: panes[0].start, latestPane: panes[len(panes)-1].start}
+		firstPane: panes[0].Start, latestPane: panes[len(panes)-1].Start}
 }
 
 // rememberWindows keeps ws, every window of sp's slot s for key, in the
 // slot's table when it has one.
-func (op *Operator) rememberWindows(sp *spec, s *slot, key windowsKey, ws []sweptWindow) {
-	if t := op.findTops(sp, s); t.sp == sp && t.s == s && t.id == s.id {
+func (op *Operator) rememberWindows(sp *slot.Spec, s *slot.Slot, key windowsKey, ws []sweptWindow) {
+	if t := op.findTops(sp, s); t.sp == sp && t.s == s && t.id == s.ID {
 		t.windows, t.windowsOf = append(t.windows[:0], ws...), key
 	}
 }
@@ -86,9 +87,9 @@ func (op *Operator) rememberWindows(sp *spec, s *slot, key windowsKey, ws []swep
 // bestRemembered is bestQuantileTops over the windows remembered for key
 // in sp's table of slot s; ok is false when there are none, or the table
 // cannot give the answer.
-func (op *Operator) bestRemembered(sp *spec, s *slot, panes []win, key windowsKey) (int64, float64, bool) {
+func (op *Operator) bestRemembered(sp *slot.Spec, s *slot.Slot, panes []slot.Win, key windowsKey) (int64, float64, bool) {
 	t := op.findTops(sp, s)
-	if t.sp != sp || t.s != s || t.id != s.id || t.windowsOf != key || len(t.windows) == 0 {
+	if t.sp != sp || t.s != s || t.id != s.ID || t.windowsOf != key || len(t.windows) == 0 {
 		return 0, 0, false
 	}
 	kept := op.windows
@@ -113,11 +114,11 @@ type topsCol struct {
 
 // findTops returns sp's table of slot s, or the least recently used one
 // to build it in.
-func (op *Operator) findTops(sp *spec, s *slot) *quantileTops {
+func (op *Operator) findTops(sp *slot.Spec, s *slot.Slot) *quantileTops {
 	lru := &op.tops[0]
 	for i := range op.tops {
 		t := &op.tops[i]
-		if t.sp == sp && t.s == s && t.id == s.id {
+		if t.sp == sp && t.s == s && t.id == s.ID {
 			return t
 		}
 		if t.used < lru.used {
@@ -137,19 +138,19 @@ const topsDoor = 64
 // A key with few events a second among many (a busy user among a
 // hundred thousand) would evict a table, and have its own evicted, at
 // each event, where merging its few panes costs less than the build.
-func (op *Operator) askedAgain(sp *spec, s *slot) bool {
-	h := (s.id[0] ^ s.id[1]*0x9e3779b97f4a7c15 ^ uint64(sp.pos)) % topsDoor
-	if op.topsAsked[h] == (topsAsker{sp, s.id}) {
+func (op *Operator) askedAgain(sp *slot.Spec, s *slot.Slot) bool {
+	h := (s.ID[0] ^ s.ID[1]*0x9e3779b97f4a7c15 ^ uint64(sp.Pos)) % topsDoor
+	if op.topsAsked[h] == (topsAsker{sp, s.ID}) {
 		return true
 	}
-	op.topsAsked[h] = topsAsker{sp, s.id}
+	op.topsAsked[h] = topsAsker{sp, s.ID}
 	return false
 }
 
 // topsAsker is a slot that asked for a table: its spec and key hash.
 type topsAsker struct {
-	sp *spec
-	id slotID
+	sp *slot.Spec
+	id slot.ID
 }
 
 // noTops turns bestQuantileFew and bestQuantileTops off, for tests that
@@ -166,12 +167,12 @@ const fewMergeMax = 256
 // from the latest back (heatmap.BinSet), give each window's quantile as a
 // merge would, without a sketch to fill and clear. ok is false when the
 // panes do not qualify.
-func (op *Operator) bestQuantileFew(sp *spec, panes []win, ws []sweptWindow, first int64) (int64, float64, bool) {
+func (op *Operator) bestQuantileFew(sp *slot.Spec, panes []slot.Win, ws []sweptWindow, first int64) (int64, float64, bool) {
 	hi, total := ws[0].hi, int64(0)
 	// Each pane's distribution is a load of its own, out of the CPU cache
 	// for a cold key: checked in a loop of their own, the loads overlap.
 	for j := ws[0].lo; j < hi; j++ {
-		h := panes[j].heatmap()
+		h := panes[j].Heatmap()
 		if h == nil || !h.Inline() {
 			return 0, 0, false
 		}
@@ -190,13 +191,13 @@ func (op *Operator) bestQuantileFew(sp *spec, panes []win, ws []sweptWindow, fir
 	for i := len(ws) - 1; i >= 0; i-- {
 		w := &ws[i]
 		for ; merged > w.lo; merged-- {
-			if h := panes[merged-1].heatmap(); h.Count > 0 {
+			if h := panes[merged-1].Heatmap(); h.Count > 0 {
 				set.Add(h)
 				valued = false
 			}
 		}
 		if !valued {
-			v, valued = set.Quantile(sp.q), true
+			v, valued = set.Quantile(sp.Q), true
 		}
 		if v >= best {
 			best, bestStart = v, w.start
@@ -233,15 +234,15 @@ const topsHeadroom = 8
 // it holds it. ok is false when the table cannot give the answer (a cold
 // key, zero or negative values, a value beyond the table), and
 // bestQuantile merges.
-func (op *Operator) bestQuantileTops(sp *spec, s *slot, panes []win, ws []sweptWindow, first int64) (int64, float64, bool) {
-	latest := panes[len(panes)-1].heatmap()
+func (op *Operator) bestQuantileTops(sp *slot.Spec, s *slot.Slot, panes []slot.Win, ws []sweptWindow, first int64) (int64, float64, bool) {
+	latest := panes[len(panes)-1].Heatmap()
 	if latest == nil {
 		return 0, 0, false
 	}
 	base := ws[0].lo
 	var n int64
 	for j := base; j < len(panes)-1; j++ {
-		if h := panes[j].heatmap(); h != nil {
+		if h := panes[j].Heatmap(); h != nil {
 			n += h.Count
 		}
 	}
@@ -249,7 +250,7 @@ func (op *Operator) bestQuantileTops(sp *spec, s *slot, panes []win, ws []sweptW
 		return 0, 0, false // a cold key: a table would serve few events
 	}
 	t := op.findTops(sp, s)
-	mine := t.sp == sp && t.s == s && t.id == s.id
+	mine := t.sp == sp && t.s == s && t.id == s.ID
 	if !mine && !op.askedAgain(sp, s) {
 		return 0, 0, false
 	}
@@ -269,7 +270,7 @@ func (op *Operator) bestQuantileTops(sp *spec, s *slot, panes []win, ws []sweptW
 	la := t.latestAbove[:rows]
 	end := len(t.starts) // the column after the older panes
 	last := t.pre[end*rows : (end+1)*rows]
-	switch same := t.latest == latest && t.latestStart == panes[len(panes)-1].start; {
+	switch same := t.latest == latest && t.latestStart == panes[len(panes)-1].Start; {
 	case same && latest.Count == t.latestCount:
 	case same && latest.Count == t.latestCount+1 && op.lastValueAcc == latest:
 		// One value more, the event's: its bin and those below count it.
@@ -290,7 +291,7 @@ func (op *Operator) bestQuantileTops(sp *spec, s *slot, panes []win, ws []sweptW
 		if !op.countAbove(t, latest, la) {
 			return 0, 0, false
 		}
-		t.latest, t.latestStart, t.latestCount = latest, panes[len(panes)-1].start, latest.Count
+		t.latest, t.latestStart, t.latestCount = latest, panes[len(panes)-1].Start, latest.Count
 	}
 	best, bestStart := math.Inf(-1), first
 	latestN, latestMin, latestMax := float64(latest.Count), latest.Min, latest.Max
@@ -320,7 +321,7 @@ func (op *Operator) bestQuantileTops(sp *spec, s *slot, panes []win, ws []sweptW
 			// values and those below are more than rank, which is the
 			// highest bin whose values below it are at most rank. The
 			// values below a row are fewer the lower the row.
-			rank := float64(sp.q * (count - 1))
+			rank := float64(sp.Q * (count - 1))
 			col := t.pre[k*rows : (k+1)*rows]
 			// The row the window's quantile was in at the last event,
 			// most often still it (which shows the table deep enough);
@@ -351,11 +352,11 @@ func (op *Operator) bestQuantileTops(sp *spec, s *slot, panes []win, ws []sweptW
 			if e < end {
 				lowest, highest = math.Inf(1), math.Inf(-1)
 				for j := w.lo; j < w.hi; j++ {
-					h := panes[j].heatmap()
+					h := panes[j].Heatmap()
 					lowest, highest = min(lowest, h.Min), max(highest, h.Max)
 				}
 			}
-			rank := float64(sp.q * float64(count-1))
+			rank := float64(sp.Q * float64(count-1))
 			col, upto := t.pre[k*rows:(k+1)*rows], t.pre[e*rows:(e+1)*rows]
 			below := func(r int) float64 { return float64(count) - (upto[r] - col[r]) }
 			if below(rows-1) > rank {
@@ -396,19 +397,19 @@ func (op *Operator) bestQuantileTops(sp *spec, s *slot, panes []win, ws []sweptW
 // least twice as many values at or above as its quantile needs (and 16
 // more): the latest pane grows, and the windows' quantiles move down, for
 // many events before the table falls short.
-func (op *Operator) buildTops(t *quantileTops, sp *spec, s *slot, panes []win) {
+func (op *Operator) buildTops(t *quantileTops, sp *slot.Spec, s *slot.Slot, panes []slot.Win) {
 	older := len(panes) - 1
-	*t = quantileTops{sp: sp, s: s, id: s.id, starts: t.starts[:0], vals: t.vals[:0],
+	*t = quantileTops{sp: sp, s: s, id: s.ID, starts: t.starts[:0], vals: t.vals[:0],
 		cols: t.cols[:0], latestAbove: t.latestAbove[:0], pre: t.pre[:0], windows: t.windows[:0]}
 	for j := range older {
-		t.starts = append(t.starts, panes[j].start)
+		t.starts = append(t.starts, panes[j].Start)
 	}
 	// Every pane's bins, ascending, one after the other: ends[j] is where
 	// pane j's end.
 	bins, ends := op.topBins[:0], op.topEnds[:0]
 	maxKey, minKey := math.MinInt, math.MaxInt
 	for j := range panes {
-		h := panes[j].heatmap()
+		h := panes[j].Heatmap()
 		if h != nil {
 			var ok bool
 			start := len(bins)
@@ -430,11 +431,11 @@ func (op *Operator) buildTops(t *quantileTops, sp *spec, s *slot, panes []win) {
 	t.maxKey, t.usable = maxKey, true
 
 	cols := older + 1
-	t.cols = sized(t.cols, cols)
+	t.cols = slot.Sized(t.cols, cols)
 	t.cols[0] = topsCol{lastRow: -1}
 	for k := range older {
 		t.cols[k+1] = topsCol{preN: t.cols[k].preN, lastRow: -1}
-		if h := panes[k].heatmap(); h != nil {
+		if h := panes[k].Heatmap(); h != nil {
 			t.cols[k+1].preN += h.Count
 		}
 	}
@@ -442,11 +443,11 @@ func (op *Operator) buildTops(t *quantileTops, sp *spec, s *slot, panes []win) {
 	for k := older - 1; k >= 0; k-- {
 		c := &t.cols[k]
 		c.sufMin, c.sufMax = t.cols[k+1].sufMin, t.cols[k+1].sufMax
-		if h := panes[k].heatmap(); h != nil && h.Count > 0 {
+		if h := panes[k].Heatmap(); h != nil && h.Count > 0 {
 			c.sufMin, c.sufMax = math.Min(c.sufMin, h.Min), math.Max(c.sufMax, h.Max)
 		}
 	}
-	latestCount := panes[older].heatmap().Count
+	latestCount := panes[older].Heatmap().Count
 	// need[k]: the values at or above the floor suffix k must have.
 	if cap(op.topNeed) < cols {
 		op.topNeed = make([]float64, cols)
@@ -454,7 +455,7 @@ func (op *Operator) buildTops(t *quantileTops, sp *spec, s *slot, panes []win) {
 	need := op.topNeed[:cols]
 	for k := range need {
 		count := t.cols[older].preN - t.cols[k].preN + latestCount
-		rank := float64(sp.q * float64(count-1))
+		rank := float64(sp.Q * float64(count-1))
 		need[k] = math.Min(float64(count), 2*(float64(count)-rank)+16)
 	}
 	// Walk the keys down, each pane's bins from its end.
@@ -510,14 +511,14 @@ func (op *Operator) buildTops(t *quantileTops, sp *spec, s *slot, panes []win) {
 	// from it): a window's search reads two columns' counts, together.
 	rows := len(t.vals)
 	op.topByRow = byRow
-	t.pre = sized(t.pre, len(byRow))
+	t.pre = slot.Sized(t.pre, len(byRow))
 	for r := range rows {
 		all := byRow[r*cols]
 		for k, v := range byRow[r*cols : (r+1)*cols] {
 			t.pre[k*rows+r] = all - v
 		}
 	}
-	t.latestAbove = sized(t.latestAbove, rows)
+	t.latestAbove = slot.Sized(t.latestAbove, rows)
 }
 
 // countAbove sets la[r] to how many of h's values are in t's bins at or
@@ -554,11 +555,11 @@ func (op *Operator) countAbove(t *quantileTops, h *heatmap.Acc, la []float64) bo
 // (n, their values, differs), panes the table does not hold, a pane that
 // ended with a value above its rows, or columns of purged panes as many
 // as the live ones.
-func (op *Operator) followTops(t *quantileTops, panes []win, base int, n int64) (int, bool) {
+func (op *Operator) followTops(t *quantileTops, panes []slot.Win, base int, n int64) (int, bool) {
 	older := len(panes) - 1 - base
 	off := len(t.starts) // with no older pane, the empty suffix
 	if older > 0 {
-		off, _ = slices.BinarySearch(t.starts, panes[base].start)
+		off, _ = slices.BinarySearch(t.starts, panes[base].Start)
 	}
 	if off > older+8 || off+older > len(t.starts)+1 {
 		return 0, false
@@ -566,8 +567,8 @@ func (op *Operator) followTops(t *quantileTops, panes []win, base int, n int64) 
 	if off+older == len(t.starts)+1 {
 		// The latest pane of the table's last event is an older one now.
 		p := &panes[len(panes)-2]
-		h := p.heatmap()
-		if t.latest == nil || h != t.latest || p.start != t.latestStart || len(t.starts) > 0 && t.starts[len(t.starts)-1] >= p.start {
+		h := p.Heatmap()
+		if t.latest == nil || h != t.latest || p.Start != t.latestStart || len(t.starts) > 0 && t.starts[len(t.starts)-1] >= p.Start {
 			return 0, false
 		}
 		rows := t.maxKey - t.floor + 1
@@ -582,7 +583,7 @@ func (op *Operator) followTops(t *quantileTops, panes []win, base int, n int64) 
 		for r := range rows {
 			t.pre = append(t.pre, prev[r]+la[r])
 		}
-		t.starts = append(t.starts, p.start)
+		t.starts = append(t.starts, p.Start)
 		if h.Count > 0 {
 			for c := range t.cols {
 				t.cols[c].sufMin, t.cols[c].sufMax = math.Min(t.cols[c].sufMin, h.Min), math.Max(t.cols[c].sufMax, h.Max)
@@ -591,7 +592,7 @@ func (op *Operator) followTops(t *quantileTops, panes []win, base int, n int64) 
 		t.cols = append(t.cols, topsCol{preN: t.cols[len(t.cols)-1].preN + h.Count, sufMin: math.Inf(1), sufMax: math.Inf(-1), lastRow: -1})
 		t.latest = nil // the new latest pane's counts, next
 	}
-	if older > 0 && (t.starts[off] != panes[base].start || t.starts[len(t.starts)-1] != panes[len(panes)-2].start) {
+	if older > 0 && (t.starts[off] != panes[base].Start || t.starts[len(t.starts)-1] != panes[len(panes)-2].Start) {
 		return 0, false
 	}
 	if t.cols[len(t.starts)].preN-t.cols[off].preN != n {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/riskstream/riskstream/heatmap"
 	"github.com/riskstream/riskstream/rules"
+	"github.com/riskstream/riskstream/windows/slot"
 )
 
 // TestQuantileFastPathsMatchMerge: the best window of a quantile rule's
@@ -35,11 +36,11 @@ func TestQuantileFastPathsMatchMerge(t *testing.T) {
 	fast, merged, few := 0, 0, 0
 	for trial := range 300 {
 		op := &Operator{quantile: heatmap.New(0)}
-		sp := &spec{agg: rules.Quantile, q: qs[r.IntN(len(qs))], index: r.IntN(4)}
+		sp := &slot.Spec{Agg: rules.Quantile, Q: qs[r.IntN(len(qs))], Index: r.IntN(4)}
 		// As the operator adds an event's value, so that a table follows
 		// the latest pane one value at a time.
-		add := func(p *win, v float64) { op.addTo(sp, &p.acc, math.Float64bits(v), false) }
-		s := &slot{id: slotID{r.Uint64(), r.Uint64()}}
+		add := func(p *slot.Win, v float64) { op.addTo(sp, &p.Acc, math.Float64bits(v), false) }
+		s := &slot.Slot{ID: slot.ID{r.Uint64(), r.Uint64()}}
 		noZeros := r.IntN(3) > 0
 		val := func() float64 {
 			for {
@@ -53,9 +54,9 @@ func TestQuantileFastPathsMatchMerge(t *testing.T) {
 		if trial%2 == 1 {
 			perPane, panesN = 3, 20
 		}
-		var panes []win
+		var panes []slot.Win
 		for i := range 1 + r.IntN(panesN) {
-			p := win{start: int64(i) * 1000}
+			p := slot.Win{Start: int64(i) * 1000}
 			for range 1 + r.IntN(perPane) {
 				add(&p, val())
 			}
@@ -68,7 +69,7 @@ func TestQuantileFastPathsMatchMerge(t *testing.T) {
 			}
 			switch x := r.IntN(100); {
 			case x < newPane: // a new pane, the first one leaving
-				panes = append(panes[1:], win{start: panes[len(panes)-1].start + 1000})
+				panes = append(panes[1:], slot.Win{Start: panes[len(panes)-1].Start + 1000})
 				add(&panes[len(panes)-1], val())
 			case x < newPane+3: // a late value into an older pane
 				add(&panes[r.IntN(len(panes))], val())
@@ -86,7 +87,7 @@ func TestQuantileFastPathsMatchMerge(t *testing.T) {
 			}
 			for lo := range panes {
 				if r.IntN(8) > 0 || lo == 0 && step%2 == 0 {
-					ws = append(ws, sweptWindow{start: panes[lo].start - 500, lo: lo, hi: min(lo+width, len(panes))})
+					ws = append(ws, sweptWindow{start: panes[lo].Start - 500, lo: lo, hi: min(lo+width, len(panes))})
 				}
 			}
 			if len(ws) == 0 {
@@ -101,7 +102,7 @@ func TestQuantileFastPathsMatchMerge(t *testing.T) {
 			gotStart, got := op.bestQuantile(sp, s, panes, first)
 			if got != want || gotStart != wantStart {
 				t.Fatalf("trial %d step %d, q %v, %d panes (latest %d values): %v at %d, the merge gives %v at %d",
-					trial, step, sp.q, len(panes), panes[len(panes)-1].n, got, gotStart, want, wantStart)
+					trial, step, sp.Q, len(panes), panes[len(panes)-1].N, got, gotStart, want, wantStart)
 			}
 			if len(op.windows) != 0 {
 				t.Fatalf("op.windows not emptied: %d", len(op.windows))
@@ -109,7 +110,7 @@ func TestQuantileFastPathsMatchMerge(t *testing.T) {
 			if _, _, ok := op.bestQuantileFew(sp, panes, append(op.windows[:0], ws...), first); ok {
 				few++
 			}
-			if h := panes[len(panes)-1].heatmap(); h != nil && h.Count >= topsMinLatest {
+			if h := panes[len(panes)-1].Heatmap(); h != nil && h.Count >= topsMinLatest {
 				if _, _, ok := op.bestQuantileTops(sp, s, panes, append(op.windows[:0], ws...), first); ok {
 					fast++
 				} else {

@@ -7,26 +7,27 @@ import (
 	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/heatmap"
 	"github.com/riskstream/riskstream/rules"
+	"github.com/riskstream/riskstream/windows/slot"
 )
 
 // byID returns specs in a table by state id, at least n long, with nil
 // for the ids no spec has.
-func byID(specs []*spec, n int) []*spec {
+func byID(specs []*slot.Spec, n int) []*slot.Spec {
 	for _, sp := range specs {
-		n = max(n, sp.index+1)
+		n = max(n, sp.Index+1)
 	}
-	table := make([]*spec, n)
+	table := make([]*slot.Spec, n)
 	for _, sp := range specs {
-		table[sp.index] = sp
+		table[sp.Index] = sp
 	}
 	return table
 }
 
 // scratchFor makes the buffer a heatmap's sliding windows are merged into.
-func (op *Operator) scratchFor(sp *spec) {
-	op.scratch[sp.index] = nil
-	if sp.hm != nil {
-		op.scratch[sp.index] = heatmap.New(len(sp.bounds))
+func (op *Operator) scratchFor(sp *slot.Spec) {
+	op.scratch[sp.Index] = nil
+	if sp.Heatmap != nil {
+		op.scratch[sp.Index] = heatmap.New(len(sp.Bounds))
 	}
 }
 
@@ -42,28 +43,28 @@ func (op *Operator) scratchFor(sp *spec) {
 // rule had, once its stored states are deleted: the dropped states'
 // timers still queued then name it, and run only where a state of the
 // new rule with the same key has a timer at that very time, which is its
-// own (runTimer and purgeAction check the state's timer). An error (rules that do not compile) comes before
+// own (runTimer and PurgeAction check the state's timer). An error (rules that do not compile) comes before
 // anything changed. Events must then be decoded with a schema built from
 // Fields(cfg), and keyed by new Keyers.
 func (op *Operator) Reload(cfg *rules.Config, schema *event.Schema, ids []int) error {
-	ordered, err := compile(cfg, schema, ids)
+	ordered, err := slot.Compile(cfg, schema, ids)
 	if err != nil {
 		return err
 	}
 	op.stampScreens(ordered)
 	n := len(op.specs)
 	for _, sp := range ordered {
-		n = max(n, sp.index+1)
+		n = max(n, sp.Index+1)
 	}
 	kept := make([]bool, n)
 	for i, sp := range ordered {
-		if sp.index < len(op.specs) && op.specs[sp.index] != nil {
+		if sp.Index < len(op.specs) && op.specs[sp.Index] != nil {
 			// Slots point to their spec: the kept one is updated in place,
 			// its attribute indexes now the new schema's.
-			old := op.specs[sp.index]
+			old := op.specs[sp.Index]
 			*old = *sp
 			ordered[i] = old
-			kept[sp.index] = true
+			kept[sp.Index] = true
 		}
 	}
 	var dropped []int
@@ -81,8 +82,8 @@ func (op *Operator) Reload(cfg *rules.Config, schema *event.Schema, ids []int) e
 	}
 	// A new id's tables are empty: never used, or emptied when dropped.
 	for _, sp := range ordered {
-		if !kept[sp.index] {
-			op.specs[sp.index] = sp
+		if !kept[sp.Index] {
+			op.specs[sp.Index] = sp
 			op.scratchFor(sp)
 		}
 	}
@@ -96,9 +97,9 @@ func (op *Operator) grow(n int) {
 		return
 	}
 	more := n - len(op.specs) // every table is as long
-	op.specs = append(op.specs, make([]*spec, more)...)
-	op.cache.specs = op.specs
-	op.cache.cold.addIndexes(more)
+	op.specs = append(op.specs, make([]*slot.Spec, more)...)
+	op.cache.Specs = op.specs
+	op.cache.Cold.AddIndexes(more)
 	op.horizons = append(op.horizons, make([]horizon, more)...)
 	op.scratch = append(op.scratch, make([]*heatmap.Acc, more)...)
 }
@@ -115,22 +116,22 @@ func (op *Operator) dropState(ids []int) {
 	c := op.cache
 	// Found through their specs' indexes, not the whole ring: a reload
 	// that restarts one rule touches only that rule's slots.
-	var doomed []*slot
+	var doomed []*slot.Slot
 	for _, id := range ids {
-		x := &c.cold.idx[id]
-		for i := range x.entries {
-			e := &x.entries[i]
-			c.cold.forget(c.cold.entryLoc(e))
-			if e.cached() {
-				doomed = append(doomed, c.slots.at(e.slotNum()))
+		x := &c.Cold.Idx[id]
+		for i := range x.Entries {
+			e := &x.Entries[i]
+			c.Cold.Forget(c.Cold.EntryLoc(e))
+			if e.Cached() {
+				doomed = append(doomed, c.Slots.At(e.SlotNum()))
 			}
 		}
-		x.reset() // then drop has nothing to take out of it
+		x.Reset() // then drop has nothing to take out of it
 	}
-	c.cold.cachedEntries -= len(doomed)
+	c.Cold.CachedEntries -= len(doomed)
 	for _, s := range doomed {
-		c.drop(s)
-		c.clean(s)
+		c.Drop(s)
+		c.Clean(s)
 	}
 }
 
@@ -145,7 +146,7 @@ func (op *Operator) dropState(ids []int) {
 // that does not write through stores only the states its memory spilled,
 // which have no timer entry beside them (docs/format/state.md).
 func (op *Operator) DeleteRetiredSome(id int, after []byte, n int) (last []byte, deleted int, done bool, err error) {
-	b := op.cache.cold.backend
+	b := op.cache.Cold.Backend
 	prefix := []byte{byte(id >> 8), byte(id)}
 	start := prefix
 	if after != nil {
@@ -160,8 +161,8 @@ func (op *Operator) DeleteRetiredSome(id int, after []byte, n int) (last []byte,
 			done = false
 			return false, nil
 		}
-		if op.cache.cold.writeThrough {
-			if err := op.cache.cold.deleteTimerOf(k, v); err != nil {
+		if op.cache.Cold.WriteThrough {
+			if err := op.cache.Cold.DeleteTimerOf(k, v); err != nil {
 				return false, err
 			}
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/watermark"
+	"github.com/riskstream/riskstream/windows/slotstore"
 )
 
 // TestReloadDropsState: a reload that removes one rule and changes another
@@ -20,18 +21,18 @@ rules:
   - {name: changed, key: [user], window: {type: tumbling, size: 1m}, aggregate: count, threshold: 5, action: deny}
 `
 	// Few cached slots: most states are in the cold store.
-	op, dec := newTestOperatorWith(t, text, NewMemBackend(), discardOutput{}, Options{CacheSlots: 64, WriteThrough: true})
+	op, dec := newTestOperatorWith(t, text, slotstore.NewMemBackend(), discardOutput{}, Options{CacheSlots: 64, WriteThrough: true})
 	add := func(dec *event.Decoder, users int) {
 		for i := range users {
 			processLine(t, op, dec, fmt.Appendf(nil, `{"id":"e%d","ts":%d,"user":"u%d"}`, i, 1000+i, i))
 		}
 	}
 	add(dec, 1000)
-	held := func(id int) int { return op.cache.cold.idx[id].n }
+	held := func(id int) int { return op.cache.Cold.Idx[id].N }
 	if held(0) != 1000 || held(1) != 1000 || held(2) != 1000 {
 		t.Fatalf("states held before the reload: %d, %d, %d", held(0), held(1), held(2))
 	}
-	live := op.cache.cold.live
+	live := op.cache.Cold.Live
 	cfg, schema := parseTestRules(t, `
 rules:
   - {name: changed, key: [user], window: {type: tumbling, size: 2m}, aggregate: count, threshold: 5, action: deny}
@@ -40,14 +41,14 @@ rules:
 	if err := op.Reload(cfg, schema, []int{3, 0}); err != nil {
 		t.Fatal(err)
 	}
-	if c := op.cache; len(c.ring) == 0 || c.cold.cachedEntries != len(c.ring) {
-		t.Fatalf("after the reload: %d entries counted as cached, %d slots cached", c.cold.cachedEntries, len(c.ring))
+	if c := op.cache; len(c.Ring) == 0 || c.Cold.CachedEntries != len(c.Ring) {
+		t.Fatalf("after the reload: %d entries counted as cached, %d slots cached", c.Cold.CachedEntries, len(c.Ring))
 	}
-	if held(0) != 1000 || held(1) != 0 || held(2) != 0 || held(3) != 0 || op.cache.cold.live >= live {
+	if held(0) != 1000 || held(1) != 0 || held(2) != 0 || held(3) != 0 || op.cache.Cold.Live >= live {
 		t.Fatalf("states held after the reload: kept %d, removed %d, changed %d then %d; cold bytes %d, were %d",
-			held(0), held(1), held(2), held(3), op.cache.cold.live, live)
+			held(0), held(1), held(2), held(3), op.cache.Cold.Live, live)
 	}
-	if op.specs[0].rule.Threshold != 9 || op.specs[0].pos != 1 || op.specs[1] != nil || op.specs[3].pos != 0 {
+	if op.specs[0].Rule.Threshold != 9 || op.specs[0].Pos != 1 || op.specs[1] != nil || op.specs[3].Pos != 0 {
 		t.Fatalf("specs after the reload: %+v", op.specs)
 	}
 	add(event.NewDecoder(schema), 10) // keyed by the new rules
@@ -65,7 +66,7 @@ rules:
 // when their windows are over.
 func TestReloadReusesRetiredID(t *testing.T) {
 	const keep = "  - {name: keep, key: [user], window: {type: tumbling, size: 10s}, aggregate: count, threshold: 100, action: deny}\n"
-	b := NewMemBackend()
+	b := slotstore.NewMemBackend()
 	out := &lastValues{values: map[string]float64{}}
 	op, dec := newTestOperatorWith(t, "rules:\n"+keep+
 		"  - {name: old, key: [user], window: {type: tumbling, size: 10s}, aggregate: count, threshold: 100, action: deny}\n",

@@ -5,6 +5,7 @@ import (
 
 	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/rules"
+	"github.com/riskstream/riskstream/windows/slot"
 )
 
 // NewKeyer returns a Keyer for cfg's rules and heatmaps that belongs to no
@@ -12,7 +13,7 @@ import (
 // them (Route, Fate), and never hands its SlotRefs to an operator. Events
 // must be decoded with a schema built from Fields(cfg).
 func NewKeyer(cfg *rules.Config, schema *event.Schema) (*Keyer, error) {
-	specs, err := compile(cfg, schema, nil)
+	specs, err := slot.Compile(cfg, schema, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -31,7 +32,7 @@ func (k *Keyer) Route(r SlotRef, keys []byte, n int) int {
 	}
 	// FNV-1a, written out: hash/fnv's would allocate per event.
 	h := uint64(14695981039346656037)
-	for _, c := range hashedText(r.slotKey(keys)) {
+	for _, c := range slot.HashedText(r.slotKey(keys)) {
 		h = (h ^ uint64(c)) * 1099511628211
 	}
 	return int(h % uint64(n))
@@ -61,16 +62,16 @@ const (
 func (k *Keyer) Fate(r SlotRef, t, wm int64) Fate {
 	sp := k.byID[r.spec]
 	switch {
-	case sp.inGap(t):
+	case sp.InGap(t):
 		return Skipped
-	case sp.wtype == rules.Session:
-		if sp.sessionOnTime(t, wm) {
+	case sp.WindowType == rules.Session:
+		if sp.SessionOnTime(t, wm) {
 			return Alive
 		}
 		return Merging
 	}
-	_, first, last := sp.windowsOf(t)
-	if max(first, sp.firstLiveStart(wm)) > last {
+	_, first, last := sp.WindowsOf(t)
+	if max(first, sp.FirstLiveStart(wm)) > last {
 		return Purged
 	}
 	return Alive

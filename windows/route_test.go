@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/windows/slot"
 )
 
 // Route must give every process the same partition for a key: it is the
@@ -36,7 +37,7 @@ rules:
 		}
 		for i := range refs1 {
 			h := fnv.New64a()
-			h.Write(hashedText(refs1[i].slotKey(keys1)))
+			h.Write(slot.HashedText(refs1[i].slotKey(keys1)))
 			for _, n := range []int{1, 2, 7, 12} {
 				want := int(h.Sum64() % uint64(n))
 				if got := k1.Route(refs1[i], keys1, n); got != want {

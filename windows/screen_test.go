@@ -9,7 +9,7 @@ import (
 
 // TestInOrderScreenMatchesPass: avg, ratio and quantile rules decide the
 // same when their slots remember the screen of in-order events
-// (inOrderScreen) as when every event makes a pass over the panes, on
+// (InOrderScreen) as when every event makes a pass over the panes, on
 // random windows, thresholds near the values, min_events, a key or two
 // with many events each, events mostly in order but some not, and late
 // ones; with a cache of one slot too, where states are evicted.
@@ -56,8 +56,8 @@ rules:
 		if d := firstDifference(got, want); d != "" {
 			t.Fatalf("trial %d, %d slots, rules %s: %s (with the screen, without)", trial, slots, text, d)
 		}
-		for _, s := range op.cache.ring {
-			if s.more != nil && s.more.inOrder.panes > 0 {
+		for _, s := range op.cache.Ring {
+			if s.More != nil && s.More.InOrder.Panes > 0 {
 				screened++
 				break
 			}

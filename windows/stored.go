@@ -4,12 +4,15 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+
+	"github.com/riskstream/riskstream/windows/slot"
+	"github.com/riskstream/riskstream/windows/slotstore"
 )
 
 // Timer entries in the Backend (docs/format/state.md "Timers"), as Flink
 // keeps the timers of its RocksDB state backend: in write-through mode
 // every stored slot with a pending timer has one entry, keyed by the
-// timer's time and then the slot's key, with timerValue. A restored
+// timer's time and then the slot's key, with TimerValue. A restored
 // operator reads them in time order as the watermark reaches them (pages
 // them in) instead of rebuilding its timer queue from every slot: a
 // restore costs a seek, not a pass over the state, and the timers of
@@ -26,7 +29,7 @@ const timerPage = 4096
 // storedTimers are what the operator has yet to page in of the
 // Backend's timer entries.
 type storedTimers struct {
-	// next is the time of the first entry not paged in yet; noTimer when
+	// next is the time of the first entry not paged in yet; NoTimer when
 	// there is none.
 	next int64
 	// from is the Backend key where the next read starts: that entry's, or
@@ -42,9 +45,9 @@ type storedTimers struct {
 // findStored sets op.stored to the first timer entry at or after
 // op.stored.from.
 func (op *Operator) findStored() error {
-	op.stored.next = noTimer
-	err := op.cache.cold.backend.Seek(op.stored.from, func(k, _ []byte) (bool, error) {
-		if at, _, ok := splitTimerKey(k); ok {
+	op.stored.next = slot.NoTimer
+	err := op.cache.Cold.Backend.Seek(op.stored.from, func(k, _ []byte) (bool, error) {
+		if at, _, ok := slot.SplitTimerKey(k); ok {
 			op.stored.next = at
 			op.stored.from = append(op.stored.from[:0], k...)
 		}
@@ -71,20 +74,20 @@ func (op *Operator) pageTimers(at int64) error {
 	skipRules := op.rulesForgotten()
 	for op.stored.next == at {
 		paged := 0
-		op.stored.next = noTimer
+		op.stored.next = slot.NoTimer
 		var stop []byte
-		err := c.cold.backend.Seek(op.stored.from, func(k, _ []byte) (bool, error) {
-			t, key, ok := splitTimerKey(k)
+		err := c.Cold.Backend.Seek(op.stored.from, func(k, _ []byte) (bool, error) {
+			t, key, ok := slot.SplitTimerKey(k)
 			if !ok {
 				return false, nil
 			}
-			spec := specOf(key)
+			spec := slot.SpecOf(key)
 			if spec >= len(op.specs) || op.specs[spec] == nil {
 				// A rule's gone: its state and timer entries are deleted
 				// by DeleteRetiredSome, if not yet.
 				return true, nil
 			}
-			hm := op.specs[spec].hm != nil
+			hm := op.specs[spec].Heatmap != nil
 			if t == at && !hm && skipRules {
 				return true, nil
 			}
@@ -93,8 +96,8 @@ func (op *Operator) pageTimers(at int64) error {
 				stop = append([]byte(nil), k...) // k is valid during the call only
 				return false, nil
 			}
-			if len(key) == spillKeyLen && key[2] == 0xff {
-				e := idTimer{spec: int32(spec), id: slotID{binary.BigEndian.Uint64(key[3:]), binary.BigEndian.Uint64(key[11:])}}
+			if len(key) == slotstore.SpillKeyLen && key[2] == 0xff {
+				e := idTimer{spec: int32(spec), id: slot.ID{binary.BigEndian.Uint64(key[3:]), binary.BigEndian.Uint64(key[11:])}}
 				if !op.owns(spec, e.id) {
 					return true, nil
 				}
@@ -104,9 +107,9 @@ func (op *Operator) pageTimers(at int64) error {
 					op.stored.ids.blocks[0] = append(op.stored.ids.blocks[0], e)
 				}
 				paged++
-				return true, c.cold.backend.Delete(k)
+				return true, c.Cold.Backend.Delete(k)
 			}
-			if !op.owns(spec, hashSlotKey(c.seeds, string(key))) {
+			if !op.owns(spec, slot.HashKey(c.Seeds, string(key))) {
 				return true, nil
 			}
 			if hm {
@@ -167,13 +170,13 @@ func timerBudget(opts Options) int {
 // process's): timerBudget.
 func (op *Operator) spillTimers() error {
 	q := &op.timers
-	c := op.cache.cold
-	first := noTimer
+	c := op.cache.Cold
+	first := slot.NoTimer
 	n, err := q.removeLatest(op.timerBudget/2/idTimerBytes, func(at int64, e idTimer) error {
 		first = min(first, at)
-		op.stored.spill = appendTimerKey(op.stored.spill[:0], at, "")
-		op.stored.spill = append(op.stored.spill, c.spillKey(int(e.spec), e.id)...)
-		return c.backend.Set(op.stored.spill, timerValue)
+		op.stored.spill = slot.AppendTimerKey(op.stored.spill[:0], at, "")
+		op.stored.spill = append(op.stored.spill, c.SpillKey(int(e.spec), e.id)...)
+		return c.Backend.Set(op.stored.spill, slot.TimerValue)
 	})
 	if err != nil {
 		return fmt.Errorf("windows: spill timers: %w", err)
@@ -181,7 +184,7 @@ func (op *Operator) spillTimers() error {
 	op.timersSpilled += int64(n)
 	if first <= op.stored.next {
 		op.stored.next = first
-		op.stored.from = appendTimerKey(op.stored.from[:0], first, "")
+		op.stored.from = slot.AppendTimerKey(op.stored.from[:0], first, "")
 	}
 	return nil
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/watermark"
+	"github.com/riskstream/riskstream/windows/slot"
+	"github.com/riskstream/riskstream/windows/slotstore"
 )
 
 const storedTimersRules = `
@@ -23,20 +25,20 @@ heatmaps:
 
 // checkTimerEntries fails unless the Backend's timer entries are exactly
 // one for each stored slot with a pending timer, at that timer's time.
-func checkTimerEntries(t *testing.T, b *MemBackend, when string) {
+func checkTimerEntries(t *testing.T, b *slotstore.MemBackend, when string) {
 	t.Helper()
 	want, got := map[string]bool{}, map[string]bool{}
 	for k, v := range b.All() {
-		if specOf(k) == timerSpec {
+		if slot.SpecOf(k) == slot.TimerSpec {
 			got[k] = true
 			continue
 		}
-		at, err := slotTimer(v)
+		at, err := slot.EncodedTimer(v)
 		if err != nil {
 			t.Fatalf("%s: slot %q: %v", when, k, err)
 		}
-		if at != noTimer {
-			want[string(appendTimerKey(nil, at, k))] = true
+		if at != slot.NoTimer {
+			want[string(slot.AppendTimerKey(nil, at, k))] = true
 		}
 	}
 	if !maps.Equal(got, want) {
@@ -86,7 +88,7 @@ func TestStoredTimers(t *testing.T) {
 
 func testStoredTimers(t *testing.T, opts Options) {
 	lines, ts := timerTestInput(3000)
-	run := func(b *MemBackend, out *recorder, from, to int, checkpoint []byte) []byte {
+	run := func(b *slotstore.MemBackend, out *recorder, from, to int, checkpoint []byte) []byte {
 		t.Helper()
 		op, dec := newTestOperatorWith(t, storedTimersRules, b, out, opts)
 		if checkpoint != nil {
@@ -103,7 +105,7 @@ func testStoredTimers(t *testing.T, opts Options) {
 	}
 
 	var whole recorder
-	wholeB := NewMemBackend()
+	wholeB := slotstore.NewMemBackend()
 	run(wholeB, &whole, 0, len(lines), nil)
 	checkTimerEntries(t, wholeB, "uninterrupted")
 	if d, h := countPrefix(whole.lines, "decision"), countPrefix(whole.lines, "heatmap"); d < 100 || h < 100 {
@@ -112,7 +114,7 @@ func testStoredTimers(t *testing.T, opts Options) {
 
 	cuts := []int{0, 700, 701, 1500, 2999, len(lines)}
 	var parts recorder
-	b := NewMemBackend()
+	b := slotstore.NewMemBackend()
 	var cp []byte
 	for i := 1; i < len(cuts); i++ {
 		cp = run(b, &parts, cuts[i-1], cuts[i], cp)
@@ -144,7 +146,7 @@ func testStoredTimers(t *testing.T, opts Options) {
 // time when many are due at once.
 func TestRestorePagesTimers(t *testing.T) {
 	const users = 3 * timerPage // due at one time: three pages
-	b := &seekCounter{MemBackend: NewMemBackend()}
+	b := &seekCounter{MemBackend: slotstore.NewMemBackend()}
 	op, dec := newTestOperatorWith(t, `
 rules:
   - {name: count, key: [user], window: {type: tumbling, size: 10s}, aggregate: count, threshold: 1000, action: deny}
@@ -167,9 +169,9 @@ rules:
 	if err := op.Restore(cp); err != nil {
 		t.Fatal(err)
 	}
-	if op.keyTimers.Len() != 0 || len(op.cache.ring) != 0 || op.stored.next != 20_000 {
+	if op.keyTimers.Len() != 0 || len(op.cache.Ring) != 0 || op.stored.next != 20_000 {
 		t.Fatalf("restored: %d key timers, %d slots cached, next stored timer at %d; want none, none, 20000",
-			op.keyTimers.Len(), len(op.cache.ring), op.stored.next)
+			op.keyTimers.Len(), len(op.cache.Ring), op.stored.next)
 	}
 	if err := op.AdvanceWatermark(19_999); err != nil {
 		t.Fatal(err)
@@ -184,7 +186,7 @@ rules:
 	if n := b.seeks - seeks; n != 3 {
 		t.Fatalf("the timers were read in %d seeks, want 3 pages", n)
 	}
-	if n, left := b.Len(), op.keyTimers.Len(); n != 0 || left != 0 || op.stored.next != noTimer {
+	if n, left := b.Len(), op.keyTimers.Len(); n != 0 || left != 0 || op.stored.next != slot.NoTimer {
 		t.Fatalf("after the timers: %d keys stored, %d key timers, next stored timer %d; want 0, 0, none", n, left, op.stored.next)
 	}
 }
@@ -201,7 +203,7 @@ func countPrefix(lines []string, prefix string) int {
 
 // seekCounter counts the Seeks of a MemBackend.
 type seekCounter struct {
-	*MemBackend
+	*slotstore.MemBackend
 	seeks int
 }
 
@@ -269,8 +271,8 @@ func drive(t *testing.T, op *Operator, dec *event.Decoder, lines [][]byte) {
 // the end of the input; then no timer of a heatmap is left stored.
 func TestSpilledTimers(t *testing.T) {
 	lines, _ := timerTestInput(3000)
-	run := func(timerBudget int) (*recorder, *Operator, *MemBackend) {
-		out, b := &recorder{}, NewMemBackend()
+	run := func(timerBudget int) (*recorder, *Operator, *slotstore.MemBackend) {
+		out, b := &recorder{}, slotstore.NewMemBackend()
 		// States go through the cold store and are spilled too.
 		op, dec := newTestOperatorWith(t, storedTimersRules, b, out, Options{CacheSlots: 16, MemoryBytes: 16 << 10})
 		if timerBudget > 0 {
@@ -298,7 +300,7 @@ func TestSpilledTimers(t *testing.T) {
 		t.Fatalf("%d outputs with the timers spilled, %d without; they differ from output %d", len(spills.lines), len(fits.lines), n)
 	}
 	for k := range b.All() {
-		if at, key, ok := splitTimerKey([]byte(k)); ok && op.specs[specOf(key)].hm != nil {
+		if at, key, ok := slot.SplitTimerKey([]byte(k)); ok && op.specs[slot.SpecOf(key)].Heatmap != nil {
 			t.Fatalf("a heatmap's timer at %d is still stored after the end", at)
 		}
 	}
@@ -318,7 +320,7 @@ rules:
 rules:
   - {name: users, key: [user], window: {type: tumbling, size: 10s}, aggregate: count, threshold: 100, action: deny}
 `
-	b := NewMemBackend()
+	b := slotstore.NewMemBackend()
 	opts := Options{WriteThrough: true}
 	op, dec := newTestOperatorWith(t, both, b, discardOutput{}, opts)
 	lines, ts := timerTestInput(500)
@@ -329,9 +331,9 @@ rules:
 	}
 	devices := func() (states, timers int) {
 		for k := range b.All() {
-			if at, key, ok := splitTimerKey([]byte(k)); ok && at > 0 && specOf(key) == 1 {
+			if at, key, ok := slot.SplitTimerKey([]byte(k)); ok && at > 0 && slot.SpecOf(key) == 1 {
 				timers++
-			} else if !ok && specOf(k) == 1 {
+			} else if !ok && slot.SpecOf(k) == 1 {
 				states++
 			}
 		}
@@ -377,14 +379,14 @@ rules:
   - {name: users, key: [user], window: {type: tumbling, size: 10s}, aggregate: count, threshold: 100, action: deny}
   - {name: devices, key: [device], window: {type: tumbling, size: 10s}, aggregate: count, threshold: 100, action: deny}
 `
-	b := NewMemBackend()
+	b := slotstore.NewMemBackend()
 	op, dec := newTestOperatorWith(t, both, b, discardOutput{}, Options{CacheSlots: 16, MemoryBytes: 8 << 10})
 	lines, _ := timerTestInput(2000)
 	drive(t, op, dec, lines)
 	spilled := func() int {
 		n := 0
 		for k := range b.All() {
-			if len(k) == spillKeyLen && specOf(k) == 1 && k[2] == 0xff {
+			if len(k) == slotstore.SpillKeyLen && slot.SpecOf(k) == 1 && k[2] == 0xff {
 				n++
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/riskstream/riskstream/rules"
+	"github.com/riskstream/riskstream/windows/slot"
 )
 
 // TestBestWindowBruteForce checks the sweeps that pick a decision's window
@@ -21,66 +22,66 @@ func TestBestWindowBruteForce(t *testing.T) {
 	runningInOrder := 0 // of them, those with running counts
 	for trial := range 20_000 {
 		shape := shapes[r.IntN(len(shapes))]
-		sp := &spec{wtype: rules.Sliding, size: shape[0], slide: shape[1], agg: rules.Count}
-		sp.pane = gcd(sp.size, sp.slide)
-		sp.paneDiv, sp.slideDiv = newDivisor(sp.pane), newDivisor(sp.slide)
+		sp := &slot.Spec{WindowType: rules.Sliding, Size: shape[0], Slide: shape[1], Agg: rules.Count}
+		sp.Pane = slot.GCD(sp.Size, sp.Slide)
+		sp.PaneDiv, sp.SlideDiv = slot.NewDivisor(sp.Pane), slot.NewDivisor(sp.Slide)
 		if r.IntN(2) == 0 {
-			sp.agg = rules.Sum
+			sp.Agg = rules.Sum
 		}
-		sp.minEvents = int64(r.IntN(4))
+		sp.MinEvents = int64(r.IntN(4))
 		// Panes at random pane starts, sorted, about a window's worth.
 		// Half the trials have no negative amount, half have t in the
 		// newest pane, as when events come in order.
-		var panes []win
-		start := (r.Int64N(20) - 10) * sp.pane
+		var panes []slot.Win
+		start := (r.Int64N(20) - 10) * sp.Pane
 		lowest := -10
 		if r.IntN(2) == 0 {
 			lowest = 0
 		}
 		for range 1 + r.IntN(12) {
 			n := 1 + r.Int64N(3)
-			panes = append(panes, win{start: start, acc: acc{n: n, sum: float64(lowest + r.IntN(11-lowest))}})
-			start += (1 + r.Int64N(4)) * sp.pane
+			panes = append(panes, slot.Win{Start: start, Acc: slot.Acc{N: n, Sum: float64(lowest + r.IntN(11-lowest))}})
+			start += (1 + r.Int64N(4)) * sp.Pane
 		}
 		// Half the count trials keep running counts, from a base that
 		// purges would have left.
-		if sp.agg == rules.Count && r.IntN(2) == 0 {
-			sp.running = true
+		if sp.Agg == rules.Count && r.IntN(2) == 0 {
+			sp.Running = true
 			c := r.Int64N(100)
 			for i := range panes {
-				c += panes[i].n
-				panes[i].end = c
+				c += panes[i].N
+				panes[i].End = c
 			}
 		}
 		first, last, ordered := eventWindows(r, sp, panes)
 		if ordered {
 			inOrder++
-			if sp.running {
+			if sp.Running {
 				runningInOrder++
 			}
 		}
 		wantStart, want := first, math.Inf(-1)
-		for ws := first; ws <= last; ws += sp.slide {
+		for ws := first; ws <= last; ws += sp.Slide {
 			var n int64
 			var sum float64
 			for _, p := range panes {
-				if p.start >= ws && p.start < ws+sp.size {
-					n += p.n
-					sum += p.sum
+				if p.Start >= ws && p.Start < ws+sp.Size {
+					n += p.N
+					sum += p.Sum
 				}
 			}
 			v := sum
-			if sp.agg == rules.Count {
+			if sp.Agg == rules.Count {
 				v = float64(n)
 			}
-			if v > want && n >= sp.minEvents {
+			if v > want && n >= sp.MinEvents {
 				wantStart, want = ws, v
 			}
 		}
 		gotStart, got := bestAdditive(sp, panes, first, last)
 		if got != want || gotStart != wantStart {
 			t.Fatalf("trial %d, %d/%d %v min_events %d, windows %d..%d of %+v: best %d at %d, want %d at %d",
-				trial, sp.size, sp.slide, sp.agg, sp.minEvents, first, last, panes, int64(got), gotStart, int64(want), wantStart)
+				trial, sp.Size, sp.Slide, sp.Agg, sp.MinEvents, first, last, panes, int64(got), gotStart, int64(want), wantStart)
 		}
 	}
 	if inOrder < 5_000 || inOrder > 15_000 || runningInOrder < 1_000 {
@@ -95,40 +96,40 @@ func TestBestWindowBruteForce(t *testing.T) {
 // after every step.
 func TestRunningCounts(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
-	sp := &spec{wtype: rules.Sliding, size: 10, slide: 2, pane: 2, agg: rules.Count, running: true}
-	sp.paneDiv, sp.slideDiv = newDivisor(sp.pane), newDivisor(sp.slide)
+	sp := &slot.Spec{WindowType: rules.Sliding, Size: 10, Slide: 2, Pane: 2, Agg: rules.Count, Running: true}
+	sp.PaneDiv, sp.SlideDiv = slot.NewDivisor(sp.Pane), slot.NewDivisor(sp.Slide)
 	frontInserts, purged := 0, 0
 	for trial := range 2000 {
-		s := newSlot("k", sp)
+		s := slot.New("k", sp)
 		var now int64
 		for step := range 60 {
 			switch op := r.IntN(10); {
 			case op < 7: // an event, mostly in the newest pane
-				start := sp.paneDiv.floor(now - r.Int64N(3)*r.Int64N(8))
-				if len(s.wins) > 0 && start < s.wins[0].start {
+				start := sp.PaneDiv.Floor(now - r.Int64N(3)*r.Int64N(8))
+				if len(s.Wins) > 0 && start < s.Wins[0].Start {
 					frontInserts++
 				}
-				p := s.paneAt(start)
-				p.n++
-				s.counted(p)
-				s.added(sp.paneCleanup(start))
+				p := s.PaneAt(start)
+				p.N++
+				s.Counted(p)
+				s.Added(sp.PaneCleanup(start))
 			case op < 8:
 				now += r.Int64N(6)
 			case op < 9:
-				n := len(s.wins)
-				s.purge(now - r.Int64N(sp.size))
-				purged += n - len(s.wins)
+				n := len(s.Wins)
+				s.Purge(now - r.Int64N(sp.Size))
+				purged += n - len(s.Wins)
 			default:
-				got, err := decodeSlot("k", sp, encodeSlot(nil, s))
+				got, err := slot.Decode("k", sp, slot.Encode(nil, s))
 				if err != nil {
 					t.Fatal(err)
 				}
 				s = got
 			}
-			for i := 1; i < len(s.wins); i++ {
-				if d := s.wins[i].end - s.wins[i-1].end; d != s.wins[i].n {
+			for i := 1; i < len(s.Wins); i++ {
+				if d := s.Wins[i].End - s.Wins[i-1].End; d != s.Wins[i].N {
 					t.Fatalf("trial %d step %d: running counts of panes %d and %d differ by %d, pane %d counts %d: %+v",
-						trial, step, i-1, i, d, i, s.wins[i].n, s.wins)
+						trial, step, i-1, i, d, i, s.Wins[i].N, s.Wins)
 				}
 			}
 		}
@@ -153,62 +154,62 @@ func TestBestWindowStatsBruteForce(t *testing.T) {
 	decided, inOrder := 0, 0
 	for trial := range 40_000 {
 		shape := shapes[r.IntN(len(shapes))]
-		sp := &spec{wtype: rules.Sliding, size: shape[0], slide: shape[1], agg: aggs[r.IntN(len(aggs))],
-			rule: &rules.Rule{Threshold: float64(r.IntN(8))}}
-		sp.pane = gcd(sp.size, sp.slide)
-		sp.paneDiv, sp.slideDiv = newDivisor(sp.pane), newDivisor(sp.slide)
-		sp.minEvents = int64(r.IntN(4))
-		var panes []win
-		start := (r.Int64N(20) - 10) * sp.pane
+		sp := &slot.Spec{WindowType: rules.Sliding, Size: shape[0], Slide: shape[1], Agg: aggs[r.IntN(len(aggs))],
+			Rule: &rules.Rule{Threshold: float64(r.IntN(8))}}
+		sp.Pane = slot.GCD(sp.Size, sp.Slide)
+		sp.PaneDiv, sp.SlideDiv = slot.NewDivisor(sp.Pane), slot.NewDivisor(sp.Slide)
+		sp.MinEvents = int64(r.IntN(4))
+		var panes []slot.Win
+		start := (r.Int64N(20) - 10) * sp.Pane
 		for range 1 + r.IntN(12) {
 			n := 1 + r.Int64N(3)
 			sum := float64(r.IntN(10)) // avg: a sum; min, max: the extreme
-			if sp.agg == rules.Ratio {
+			if sp.Agg == rules.Ratio {
 				sum = float64(r.Int64N(n + 1))
 			}
-			panes = append(panes, win{start: start, acc: acc{n: n, sum: sum}})
-			start += (1 + r.Int64N(3)) * sp.pane
+			panes = append(panes, slot.Win{Start: start, Acc: slot.Acc{N: n, Sum: sum}})
+			start += (1 + r.Int64N(3)) * sp.Pane
 		}
 		first, last, ordered := eventWindows(r, sp, panes)
 		if ordered {
 			inOrder++
 		}
 		wantStart, want := first, math.Inf(-1)
-		for ws := first; ws <= last; ws += sp.slide {
+		for ws := first; ws <= last; ws += sp.Slide {
 			var n int64
 			var sum float64
 			ext := math.NaN()
 			for _, p := range panes {
-				if p.start >= ws && p.start < ws+sp.size {
-					n += p.n
-					sum += p.sum
+				if p.Start >= ws && p.Start < ws+sp.Size {
+					n += p.N
+					sum += p.Sum
 					switch {
 					case math.IsNaN(ext):
-						ext = p.sum
-					case sp.agg == rules.Min:
-						ext = min(ext, p.sum)
+						ext = p.Sum
+					case sp.Agg == rules.Min:
+						ext = min(ext, p.Sum)
 					default:
-						ext = max(ext, p.sum)
+						ext = max(ext, p.Sum)
 					}
 				}
 			}
 			v := ext
-			if sp.agg == rules.Avg || sp.agg == rules.Ratio {
+			if sp.Agg == rules.Avg || sp.Agg == rules.Ratio {
 				v = sum / float64(n)
 			}
-			if v > want && n >= sp.minEvents {
+			if v > want && n >= sp.MinEvents {
 				wantStart, want = ws, v
 			}
 		}
 		gotStart, got := op.bestWindow(sp, nil, panes, first, last)
-		if want > sp.rule.Threshold {
+		if want > sp.Rule.Threshold {
 			decided++
 			if got != want || gotStart != wantStart {
 				t.Fatalf("trial %d, %d/%d %v min_events %d, windows %d..%d of %+v: best %v at %d, want %v at %d",
-					trial, sp.size, sp.slide, sp.agg, sp.minEvents, first, last, panes, got, gotStart, want, wantStart)
+					trial, sp.Size, sp.Slide, sp.Agg, sp.MinEvents, first, last, panes, got, gotStart, want, wantStart)
 			}
-		} else if got > sp.rule.Threshold {
-			t.Fatalf("trial %d, %d/%d %v: %v at %d exceeds %v, no window does (%+v)", trial, sp.size, sp.slide, sp.agg, got, gotStart, sp.rule.Threshold, panes)
+		} else if got > sp.Rule.Threshold {
+			t.Fatalf("trial %d, %d/%d %v: %v at %d exceeds %v, no window does (%+v)", trial, sp.Size, sp.Slide, sp.Agg, got, gotStart, sp.Rule.Threshold, panes)
 		}
 	}
 	if decided < 10_000 || inOrder < 10_000 {
@@ -220,12 +221,12 @@ func TestBestWindowStatsBruteForce(t *testing.T) {
 // hold a random time within panes' span, in the newest pane half the time,
 // and whether every pane from the first window's on is in each of them, as
 // when events come in order.
-func eventWindows(r *rand.Rand, sp *spec, panes []win) (first, last int64, inOrder bool) {
+func eventWindows(r *rand.Rand, sp *slot.Spec, panes []slot.Win) (first, last int64, inOrder bool) {
 	at := r.IntN(len(panes))
 	if r.IntN(2) == 0 {
 		at = len(panes) - 1
 	}
-	t := panes[at].start + r.Int64N(sp.pane)
-	first, last = sp.firstStart(t), sp.lastStart(t)
-	return first, last, panes[len(panes)-1].start < first+sp.size
+	t := panes[at].Start + r.Int64N(sp.Pane)
+	first, last = sp.FirstStart(t), sp.LastStart(t)
+	return first, last, panes[len(panes)-1].Start < first+sp.Size
 }

@@ -3,6 +3,8 @@ package windows
 import (
 	"math/bits"
 	"slices"
+
+	"github.com/riskstream/riskstream/windows/slot"
 )
 
 // timerBucket holds the timers due at one time, in the order they were set.
@@ -30,7 +32,7 @@ const (
 // an entry for nearly every state, costs the garbage collector nothing to
 // scan, and no evicted slot is kept alive by its timer.
 type idTimer struct {
-	id   slotID
+	id   slot.ID
 	spec int32
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/riskstream/riskstream/internal/race"
+	"github.com/riskstream/riskstream/windows/slot"
 )
 
 // TestTimerQueueOrder runs timers by time, and timers of equal time in the
@@ -90,7 +91,7 @@ func TestTimerQueueInterleaved(t *testing.T) {
 // garbage rarely, so every allocation there is fresh memory.
 func TestTimerQueueMemory(t *testing.T) {
 	var q timerQueue[idTimer]
-	e := idTimer{id: slotID{1, 2}}
+	e := idTimer{id: slot.ID{1, 2}}
 	// Every time has a timer, set 20 before; every 10th also the cleanup of
 	// a thousand keys, as rules' purges come in a replay.
 	at, peak := int64(0), 0

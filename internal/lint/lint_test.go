@@ -15,7 +15,7 @@ import (
 // pure are the packages that must stay deterministic state machines: no
 // goroutines, no wall clock, no Kafka, files or network. Time comes in as
 // data (event times) or as an argument (processing time).
-var pure = []string{"event", "rules", "windows", "watermark", "heatmap", "engine"}
+var pure = []string{"event", "rules", "windows", "windows/slot", "windows/slotstore", "watermark", "heatmap", "engine"}
 
 var forbiddenCalls = map[string]bool{
 	"time.Now": true, "time.Since": true, "time.Until": true, "time.Sleep": true,

@@ -1,4 +1,4 @@
-package windows
+package slot
 
 import (
 	"math/bits"
@@ -9,8 +9,8 @@ import (
 // clamped to ±2^62 orders the same against every window bound.
 const safeLimit = int64(1) << 62
 
-// clampWM maps a watermark into the range where window arithmetic is safe.
-func clampWM(wm int64) int64 {
+// ClampWM maps a watermark into the range where window arithmetic is safe.
+func ClampWM(wm int64) int64 {
 	return min(max(wm, -safeLimit), safeLimit)
 }
 
@@ -25,8 +25,8 @@ func floorTo(t, m int64) int64 {
 	return t - r
 }
 
-// ceilTo returns the smallest multiple of m (> 0) that is >= t.
-func ceilTo(t, m int64) int64 { return -floorTo(-t, m) }
+// CeilTo returns the smallest multiple of m (> 0) that is >= t.
+func CeilTo(t, m int64) int64 { return -floorTo(-t, m) }
 
 // divisor rounds times to multiples of a window's pane or slide with a
 // multiplication instead of a 64-bit division, which costs tens of cycles
@@ -41,7 +41,7 @@ type divisor struct {
 	shift uint   // l - 1: the product's high word is shifted by it
 }
 
-func newDivisor(d int64) divisor {
+func NewDivisor(d int64) divisor {
 	if d <= 0 {
 		panic("windows: divisor must be positive")
 	}
@@ -57,8 +57,8 @@ func newDivisor(d int64) divisor {
 	return divisor{d: d, magic: q, shift: l - 1}
 }
 
-// floor is floorTo(t, d).
-func (v divisor) floor(t int64) int64 {
+// Floor is floorTo(t, d).
+func (v divisor) Floor(t int64) int64 {
 	if t < 0 || v.magic == 0 {
 		return floorTo(t, v.d)
 	}
@@ -66,15 +66,15 @@ func (v divisor) floor(t int64) int64 {
 	return int64(hi>>v.shift) * v.d
 }
 
-// ceil is ceilTo(t, d).
-func (v divisor) ceil(t int64) int64 {
+// Ceil is CeilTo(t, d).
+func (v divisor) Ceil(t int64) int64 {
 	if t <= 0 || v.magic == 0 {
-		return ceilTo(t, v.d)
+		return CeilTo(t, v.d)
 	}
-	return v.floor(t-1) + v.d
+	return v.Floor(t-1) + v.d
 }
 
-func gcd(a, b int64) int64 {
+func GCD(a, b int64) int64 {
 	for b != 0 {
 		a, b = b, a%b
 	}

@@ -1,10 +1,11 @@
-package windows
+package slotstore
 
 import (
 	"math/bits"
 	"unsafe"
 
 	"github.com/riskstream/riskstream/internal/prefetch"
+	"github.com/riskstream/riskstream/windows/slot"
 )
 
 // stateIndex finds one spec's states in memory by slot id: the cached slot
@@ -25,25 +26,25 @@ import (
 // grow). Deletion shifts later entries of the probe run back (closeHole):
 // no tombstones, so lookups never probe past stale places, except the
 // entries of states that went with their chunk of the cold store
-// (coldStore.expire), which stay until a sweep, at the latest when the
+// (Cold.expire), which stay until a sweep, at the latest when the
 // array would next double.
 type stateIndex struct {
-	entries []stateEntry
-	n       int  // used places, dead ones included
+	Entries []stateEntry
+	N       int  // used places, dead ones included
 	shift   uint // 64 - log2(len(entries)): the home of an id is its tag's top bits
 	// store holds the first word of each entry's slot id, which the entry
 	// does not (see stateEntry), in the cached slot or the record: the
 	// cold store the index belongs to, which sets it (a zero stateIndex
 	// cannot find a state).
-	store *coldStore
+	store *Cold
 	spec  int
 	// swept is the store's count of the spec's expired chunks when sweep
 	// last ran: if it has not changed since, no entry is dead.
 	swept int
 	// recordSum is eight times a running mean of the size of the spec's
-	// records as they are written (coldStore.setLoc): a location in an
+	// records as they are written (Cold.SetLoc): a location in an
 	// entry has no size, and the prefetching asks for a record's second
-	// line when a record of the mean size would reach it (recordBytes).
+	// line when a record of the mean size would reach it (RecordBytes).
 	recordSum int
 	// last is what the latest lookup (entry) found, while no entry was
 	// added or moved since: the event that probed a state the cache does
@@ -51,13 +52,13 @@ type stateIndex struct {
 	last lastProbe
 }
 
-// recordBytes is the mean size of the spec's records, lately.
-func (x *stateIndex) recordBytes() int { return x.recordSum / 8 }
+// RecordBytes is the mean size of the spec's records, lately.
+func (x *stateIndex) RecordBytes() int { return x.recordSum / 8 }
 
 // lastProbe is the place where entry found id's entry, or the free place
 // that ended its probe run.
 type lastProbe struct {
-	id           slotID
+	id           slot.ID
 	place        uint64
 	found, valid bool
 }
@@ -68,13 +69,13 @@ type lastProbe struct {
 // ref is 0 for a free place, the number of the cached slot (in the
 // cache's slotTable) with cachedRef set, or else the location of the cold
 // store's record without its size (see packLoc); a cached slot keeps the
-// location of its record itself (slot.coldLoc). Numbers, not pointers:
+// location of its record itself (slot.ColdLoc). Numbers, not pointers:
 // the garbage collector never scans the array.
 //
 // An entry holds 31 bits of the 128-bit id: 8 bytes a place, eight to a
 // cache line, and with millions of keys the array's size is what its
 // probes and its growth cost. A lookup whose tag matches checks the first
-// word of the id where the state is (coldStore.firstWord): in the cached
+// word of the id where the state is (Cold.firstWord): in the cached
 // slot, or at the head of the record, the line a lookup that finds its
 // state reads next anyway. So a state is known by 95 bits of its id (see
 // cache.seeds). A lookup of an absent id, most of them with millions of
@@ -98,9 +99,9 @@ const (
 )
 
 // tagOf is the tag of the entry of a state with id.
-func tagOf(id slotID) uint64 { return id[1] >> (64 - tagBits) }
+func tagOf(id slot.ID) uint64 { return id[1] >> (64 - tagBits) }
 
-func (e *stateEntry) ref() uint64 { return uint64(*e) & refMask }
+func (e *stateEntry) Ref() uint64 { return uint64(*e) & refMask }
 
 func (e *stateEntry) tag() uint64 { return uint64(*e) >> 32 & tagMask }
 
@@ -125,21 +126,21 @@ func clearEntries(es []stateEntry) { clear(es) }
 // about (1 + 1/(1-fill)^2)/2 places, 2.5 at one half full but 8.5 at three
 // quarters), over lines of entries, each a cache miss the prefetching does
 // not cover; and rankBase needs a run to take at most half the array. The
-// budget counts the larger array (coldStore.indexBytes).
+// budget counts the larger array (Cold.indexBytes).
 const maxLoad = 4
 
-func (e *stateEntry) cached() bool { return *e&cachedRef != 0 }
+func (e *stateEntry) Cached() bool { return *e&cachedRef != 0 }
 
-func (e *stateEntry) slotNum() uint32 { return uint32(*e) }
+func (e *stateEntry) SlotNum() uint32 { return uint32(*e) }
 
 func (x *stateIndex) home(tag uint64) uint64 { return tag >> x.shift }
 
-func (x *stateIndex) next(i uint64) uint64 { return (i + 1) & uint64(len(x.entries)-1) }
+func (x *stateIndex) next(i uint64) uint64 { return (i + 1) & uint64(len(x.Entries)-1) }
 
-// homeAddr is the address of the place a lookup of id reads first, for
+// HomeAddr is the address of the place a lookup of id reads first, for
 // prefetching.
-func (x *stateIndex) homeAddr(id slotID) uintptr {
-	return prefetch.Addr(&x.entries[x.home(tagOf(id))])
+func (x *stateIndex) HomeAddr(id slot.ID) uintptr {
+	return prefetch.Addr(&x.Entries[x.home(tagOf(id))])
 }
 
 // find returns the place of id's entry and true, or, when id has none,
@@ -148,13 +149,13 @@ func (x *stateIndex) homeAddr(id slotID) uintptr {
 // find is the engine's most frequent memory access, and a loop shared
 // through a helper made it slower (BENCHMARKS.md,
 // BenchmarkStateIndexProbe).
-func (x *stateIndex) find(id slotID) (uint64, bool) {
+func (x *stateIndex) find(id slot.ID) (uint64, bool) {
 	tag := tagOf(id)
 	i := x.home(tag)
 	base := x.rankBase(i)
 	for at := (tag - base) & tagMask; ; i = x.next(i) {
-		e := &x.entries[i]
-		if e.ref() == 0 {
+		e := &x.Entries[i]
+		if e.Ref() == 0 {
 			return i, false
 		}
 		if other := (e.tag() - base) & tagMask; other > at {
@@ -172,19 +173,19 @@ func (x *stateIndex) find(id slotID) (uint64, bool) {
 // half the array's places (maxLoad), so the homes of the entries a probe
 // meets lie less than half the array before or after home.
 func (x *stateIndex) rankBase(home uint64) uint64 {
-	return (home + 1 - uint64(len(x.entries))/2) << x.shift
+	return (home + 1 - uint64(len(x.Entries))/2) << x.shift
 }
 
-// entry returns id's entry, or nil, noting where it looked (last), which
+// Entry returns id's entry, or nil, noting where it looked (last), which
 // add then takes instead of probing again.
-func (x *stateIndex) entry(id slotID) *stateEntry {
-	if x.n == 0 {
+func (x *stateIndex) Entry(id slot.ID) *stateEntry {
+	if x.N == 0 {
 		return nil
 	}
 	i, ok := x.find(id)
 	x.last = lastProbe{id: id, place: i, found: ok, valid: true}
 	if ok {
-		return &x.entries[i]
+		return &x.Entries[i]
 	}
 	return nil
 }
@@ -196,16 +197,16 @@ func (x *stateIndex) entry(id slotID) *stateEntry {
 // prefetching asked for earlier: where the probe run goes on past that
 // line, it returns nil and the address of the next line, for the caller
 // to ask for, rather than wait for a line nobody asked for.
-func (x *stateIndex) candidate(id slotID) (*stateEntry, uintptr) {
-	if x.n == 0 {
+func (x *stateIndex) candidate(id slot.ID) (*stateEntry, uintptr) {
+	if x.N == 0 {
 		return nil, 0
 	}
 	tag := tagOf(id)
 	i := x.home(tag)
 	base := x.rankBase(i)
 	for at := (tag - base) & tagMask; ; {
-		e := &x.entries[i]
-		if e.ref() == 0 {
+		e := &x.Entries[i]
+		if e.Ref() == 0 {
 			return nil, 0
 		}
 		if other := (e.tag() - base) & tagMask; other > at {
@@ -214,7 +215,7 @@ func (x *stateIndex) candidate(id slotID) (*stateEntry, uintptr) {
 			return e, 0
 		}
 		i = x.next(i)
-		if next := prefetch.Addr(&x.entries[i]); next%64 == 0 {
+		if next := prefetch.Addr(&x.Entries[i]); next%64 == 0 {
 			return nil, next
 		}
 	}
@@ -222,14 +223,14 @@ func (x *stateIndex) candidate(id slotID) (*stateEntry, uintptr) {
 
 // add returns id's entry, adding one if absent with ref, which must not
 // be 0; it reports whether it added it.
-func (x *stateIndex) add(id slotID, ref uint64) (*stateEntry, bool) {
-	if (x.n+1)*8 > len(x.entries)*maxLoad {
-		if x.swept != x.store.expired[x.spec] {
+func (x *stateIndex) add(id slot.ID, ref uint64) (*stateEntry, bool) {
+	if (x.N+1)*8 > len(x.Entries)*maxLoad {
+		if x.swept != x.store.Expired[x.spec] {
 			x.sweep()
 		}
 		// Swept, the array doubles only if more than three eighths full,
 		// so that a sweep frees room for an eighth more at least.
-		if (x.n+1)*8*4 > len(x.entries)*maxLoad*3 {
+		if (x.N+1)*8*4 > len(x.Entries)*maxLoad*3 {
 			x.grow()
 		}
 	}
@@ -241,20 +242,20 @@ func (x *stateIndex) add(id slotID, ref uint64) (*stateEntry, bool) {
 		i, ok = x.find(id)
 	}
 	if !ok {
-		x.n++
+		x.N++
 		x.insertAt(i, stateEntry(tagOf(id)<<32|ref&refMask))
 		x.last.valid = false
 	}
-	return &x.entries[i], !ok
+	return &x.Entries[i], !ok
 }
 
 // insertAt puts e at place i, where its tag orders it, moving the entries
 // from i to the end of the run on by one.
 func (x *stateIndex) insertAt(i uint64, e stateEntry) {
 	for {
-		old := x.entries[i]
-		x.entries[i] = e
-		if old.ref() == 0 {
+		old := x.Entries[i]
+		x.Entries[i] = e
+		if old.Ref() == 0 {
 			return
 		}
 		e, i = old, x.next(i)
@@ -267,7 +268,7 @@ func (x *stateIndex) place(tag uint64) uint64 {
 	i := x.home(tag)
 	base := x.rankBase(i)
 	for at := (tag - base) & tagMask; ; i = x.next(i) {
-		if e := &x.entries[i]; e.ref() == 0 || (e.tag()-base)&tagMask > at {
+		if e := &x.Entries[i]; e.Ref() == 0 || (e.tag()-base)&tagMask > at {
 			return i
 		}
 	}
@@ -275,42 +276,42 @@ func (x *stateIndex) place(tag uint64) uint64 {
 
 // remove deletes the entry at e, one of x's.
 func (x *stateIndex) remove(e *stateEntry) {
-	i := uint64((uintptr(unsafe.Pointer(e)) - uintptr(unsafe.Pointer(&x.entries[0]))) / unsafe.Sizeof(*e))
-	x.n--
+	i := uint64((uintptr(unsafe.Pointer(e)) - uintptr(unsafe.Pointer(&x.Entries[0]))) / unsafe.Sizeof(*e))
+	x.N--
 	x.closeHole(i)
 	// An index that spilling or purging emptied gives its memory back.
-	if x.n*8 < len(x.entries) && len(x.entries) > 64 {
-		x.resize(len(x.entries) / 2)
+	if x.N*8 < len(x.Entries) && len(x.Entries) > 64 {
+		x.resize(len(x.Entries) / 2)
 	}
 }
 
-// reset empties x.
-func (x *stateIndex) reset() {
-	x.store.indexAlloc -= len(x.entries) * stateEntryBytes
+// Reset empties x.
+func (x *stateIndex) Reset() {
+	x.store.indexAlloc -= len(x.Entries) * stateEntryBytes
 	*x = stateIndex{store: x.store, spec: x.spec}
 }
 
 // rebuild drops the entries whose ref was set to 0 without removing them:
 // resize places only the others, in an array sized for them.
 func (x *stateIndex) rebuild() {
-	n := x.held()
+	n := x.Held()
 	if n == 0 {
-		x.reset()
+		x.Reset()
 		return
 	}
 	size := 64
 	for n*8 > size*maxLoad {
 		size *= 2
 	}
-	x.n = n
+	x.N = n
 	x.resize(size)
 }
 
-// held is how many states x holds: its used places but the dead ones.
-func (x *stateIndex) held() int {
+// Held is how many states x holds: its used places but the dead ones.
+func (x *stateIndex) Held() int {
 	n := 0
-	for i := range x.entries {
-		if e := &x.entries[i]; e.ref() != 0 && x.store.current(e) {
+	for i := range x.Entries {
+		if e := &x.Entries[i]; e.Ref() != 0 && x.store.current(e) {
 			n++
 		}
 	}
@@ -318,12 +319,12 @@ func (x *stateIndex) held() int {
 }
 
 // sweep removes the dead entries, those of records whose chunk expired
-// (coldStore.expire), in one pass over the array (moveRuns).
+// (Cold.expire), in one pass over the array (moveRuns).
 func (x *stateIndex) sweep() {
-	x.swept = x.store.expired[x.spec]
+	x.swept = x.store.Expired[x.spec]
 	x.last.valid = false
-	if x.n > 0 {
-		x.n = x.moveRuns(x.entries)
+	if x.N > 0 {
+		x.N = x.moveRuns(x.Entries)
 	}
 }
 
@@ -350,9 +351,9 @@ func (x *stateIndex) moveRuns(src []stateEntry) int {
 	// order of src's from start: twice as many if x.entries is twice as
 	// large, where an entry's home is one of the two places that its home
 	// in src becomes.
-	dstMask := uint64(len(x.entries) - 1)
-	dstStart := start * uint64(len(x.entries)/len(src)) & dstMask
-	inPlace := &src[0] == &x.entries[0]
+	dstMask := uint64(len(x.Entries) - 1)
+	dstStart := start * uint64(len(x.Entries)/len(src)) & dstMask
+	inPlace := &src[0] == &x.Entries[0]
 	filled, moved := uint64(0), uint64(0)
 	for k := range uint64(len(src)) {
 		i := (start + k) & srcMask
@@ -362,24 +363,24 @@ func (x *stateIndex) moveRuns(src []stateEntry) int {
 		}
 		ref := v & refMask
 		used := (ref | -ref) >> 63
-		seq := locSeq(v)
+		seq := LocSeq(v)
 		keep := used & (v>>63 | chunks[seq>>6]>>(seq&63)) & 1
 		home := (x.home(v>>32&tagMask) - dstStart) & dstMask
 		ahead := int64(home) - int64(filled)
 		ahead &^= ahead >> 63 // 0 if home is filled already
 		at := filled + uint64(ahead)*keep
-		x.entries[(dstStart+at)&dstMask] = stateEntry(v & -keep)
+		x.Entries[(dstStart+at)&dstMask] = stateEntry(v & -keep)
 		filled = at + keep
 		moved += keep
 	}
 	return int(moved)
 }
 
-func (x *stateIndex) grow() { x.resize(max(2*len(x.entries), 64)) }
+func (x *stateIndex) grow() { x.resize(max(2*len(x.Entries), 64)) }
 
 func (x *stateIndex) resize(size int) {
-	old := x.entries
-	x.entries = make([]stateEntry, size)
+	old := x.Entries
+	x.Entries = make([]stateEntry, size)
 	x.store.indexAlloc += (size - len(old)) * stateEntryBytes
 	// A large array is fresh memory from the OS. Rehashing would read each
 	// page before writing it: the read maps the shared zero page, and the
@@ -390,25 +391,25 @@ func (x *stateIndex) resize(size int) {
 	// garbage collector's thread would spin waiting for the whole array's
 	// page faults.
 	for i := 0; i < size; i += clearPiece {
-		clearEntries(x.entries[i:min(i+clearPiece, size)])
+		clearEntries(x.Entries[i:min(i+clearPiece, size)])
 	}
 	x.shift = uint(tagBits - bits.TrailingZeros(uint(size)))
 	x.last.valid = false
-	x.swept = x.store.expired[x.spec]
+	x.swept = x.store.Expired[x.spec]
 	if len(old) > 0 && size == 2*len(old) {
-		x.n = x.moveRuns(old)
+		x.N = x.moveRuns(old)
 		return
 	}
 	// Smaller: a run of old may wrap onto the start of another in the
 	// new array, which moveRuns does not see to.
 	n := 0
 	for i := range old {
-		if e := old[i]; e.ref() != 0 && x.store.current(&e) {
+		if e := old[i]; e.Ref() != 0 && x.store.current(&e) {
 			x.insertAt(x.place(e.tag()), e)
 			n++
 		}
 	}
-	x.n = n
+	x.N = n
 }
 
 // closeHole empties place i without a tombstone: the later entries of the
@@ -417,11 +418,11 @@ func (x *stateIndex) resize(size int) {
 func (x *stateIndex) closeHole(i uint64) {
 	x.last.valid = false
 	for j := x.next(i); ; i, j = j, x.next(j) {
-		e := x.entries[j]
-		if e.ref() == 0 || x.home(e.tag()) == j {
+		e := x.Entries[j]
+		if e.Ref() == 0 || x.home(e.tag()) == j {
 			break
 		}
-		x.entries[i] = e
+		x.Entries[i] = e
 	}
-	x.entries[i] = 0
+	x.Entries[i] = 0
 }

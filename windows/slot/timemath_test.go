@@ -1,4 +1,4 @@
-package windows
+package slot
 
 import (
 	"math/rand/v2"
@@ -22,7 +22,7 @@ func TestFloorCeil(t *testing.T) {
 			if got := floorTo(c.t, c.m); got != c.floor {
 				t.Errorf("floorTo(%d, %d) = %d, want %d", c.t, c.m, got, c.floor)
 			}
-			if got := ceilTo(c.t, c.m); got != c.ceil {
+			if got := CeilTo(c.t, c.m); got != c.ceil {
 				t.Errorf("ceilTo(%d, %d) = %d, want %d", c.t, c.m, got, c.ceil)
 			}
 		})
@@ -40,7 +40,7 @@ func TestFloorProperty(t *testing.T) {
 		if f > ts || ts-f >= m || f%m != 0 {
 			t.Fatalf("floorTo(%d, %d) = %d", ts, m, f)
 		}
-		c := ceilTo(ts, m)
+		c := CeilTo(ts, m)
 		if c < ts || c-ts >= m || c%m != 0 {
 			t.Fatalf("ceilTo(%d, %d) = %d", ts, m, c)
 		}
@@ -48,23 +48,23 @@ func TestFloorProperty(t *testing.T) {
 }
 
 func TestClampWM(t *testing.T) {
-	if clampWM(watermark.Min) != -safeLimit || clampWM(watermark.Max) != safeLimit || clampWM(5) != 5 {
+	if ClampWM(watermark.Min) != -safeLimit || ClampWM(watermark.Max) != safeLimit || ClampWM(5) != 5 {
 		t.Fatal("clampWM must bound only the extremes")
 	}
 }
 
-// TestDivisor checks the multiplying divisor against floorTo and ceilTo: for
+// TestDivisor checks the multiplying divisor against floorTo and CeilTo: for
 // every divisor up to 600 and times around 0 and the multiples of the
 // divisor near 2^62, and for random divisors and times over the whole range
 // where times are safe, powers of two and their neighbours included.
 func TestDivisor(t *testing.T) {
 	check := func(d, ts int64) {
 		t.Helper()
-		v := newDivisor(d)
-		if got, want := v.floor(ts), floorTo(ts, d); got != want {
+		v := NewDivisor(d)
+		if got, want := v.Floor(ts), floorTo(ts, d); got != want {
 			t.Fatalf("divisor %d: floor(%d) = %d, want %d", d, ts, got, want)
 		}
-		if got, want := v.ceil(ts), ceilTo(ts, d); got != want {
+		if got, want := v.Ceil(ts), CeilTo(ts, d); got != want {
 			t.Fatalf("divisor %d: ceil(%d) = %d, want %d", d, ts, got, want)
 		}
 	}
@@ -108,10 +108,10 @@ func BenchmarkFloor(b *testing.B) {
 		sink64 = sum
 	})
 	b.Run("divisor", func(b *testing.B) {
-		v := newDivisor(d[0])
+		v := NewDivisor(d[0])
 		var sum int64
 		for i := range b.N {
-			sum += v.floor(ts[i&1023])
+			sum += v.Floor(ts[i&1023])
 		}
 		sink64 = sum
 	})

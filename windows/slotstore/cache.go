@@ -1,4 +1,4 @@
-package windows
+package slotstore
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/riskstream/riskstream/rules"
+	"github.com/riskstream/riskstream/windows/slot"
 
 	"github.com/riskstream/riskstream/internal/prefetch"
 )
@@ -39,13 +40,13 @@ type Backend interface {
 	Seek(start []byte, fn func(key, value []byte) (bool, error)) error
 }
 
-// cache is the write-back cache of decoded slots in front of the cold
+// Cache is the write-back cache of decoded slots in front of the cold
 // store (and through it the Backend): a slot is encoded and written when
 // evicted or flushed, not per event.
 // Eviction is CLOCK (second chance): an access only sets the slot's
 // referenced bit, which matters with hundreds of thousands of slots, where
 // the pointer updates of an LRU list cost a cache miss each.
-type cache struct {
+type Cache struct {
 	// Slots are found through the cold store's indexes (stateIndex), one
 	// per rule or heatmap, by a 128-bit hash of their key rather than the
 	// key itself: comparing keys would cost a cache miss on the key's
@@ -56,39 +57,39 @@ type cache struct {
 	// by api has a handful of keys whose index stays in the CPU cache,
 	// however many users the other rules track. So the hash leaves the
 	// spec out.
-	seeds [2]maphash.Seed
-	ring  []*slot // every cached slot; s.ringIdx is its position
+	Seeds [2]maphash.Seed
+	Ring  []*slot.Slot // every cached slot; s.ringIdx is its position
 	hand  int
 	cap   int
-	// heavy is what cached slots weigh beyond one slot each (weigh), in
+	// Heavy is what cached slots weigh beyond one slot each (weigh), in
 	// slots: the cache holds len(ring)+heavy of its cap.
-	heavy int
-	cold  *coldStore
-	specs []*spec
+	Heavy int
+	Cold  *Cold
+	Specs []*slot.Spec
 	buf   []byte
 	addrs []uintptr // prefetchVictims' buffer
 	// writing holds the loads prefetchChanged gathered, which
-	// writeBackSome asks for.
+	// WriteBackSome asks for.
 	writing prefetch.Queue
-	// changed lists the slots that became dirty, in that order, so that a
+	// Changed lists the slots that became dirty, in that order, so that a
 	// flush writes them without visiting every cached slot. Entries of
 	// slots written back since (or dropped) are stale and skipped;
-	// changedHead is where writeBackSome goes on from.
-	changed     []*slot
-	changedHead int
-	dirty       int // slots dirty now
-	// slots holds every slot the cache has made. A dropped slot is reused
+	// ChangedHead is where WriteBackSome goes on from.
+	Changed     []*slot.Slot
+	ChangedHead int
+	Dirty       int // slots dirty now
+	// Slots holds every slot the cache has made. A dropped slot is reused
 	// for a new one: nothing points to it but its entry in changed, if it
 	// has one, which then serves the slot's new key, and Prefetch's hints.
-	slots slotTable
-	// fresh holds, for one event, the state of a key the cache does not
+	Slots slotTable
+	// Fresh holds, for one event, the state of a key the cache does not
 	// admit (see load); settle then moves it to the cold store.
-	fresh *slot
+	Fresh *slot.Slot
 	// freshTimed says that the state in fresh has a pending timer, which
 	// it keeps (see load).
 	freshTimed bool
 	// key and val are a stored key and value copied while load or
-	// lookupID makes room.
+	// LookupID makes room.
 	key, val []byte
 }
 
@@ -98,63 +99,63 @@ type cache struct {
 // a large object, page-aligned, and a slot a multiple of 64 bytes, so
 // every slot starts a cache line (see slot).
 type slotTable struct {
-	chunks []*[slotChunk]slot
-	free   []uint32 // numbers of released slots
-	made   uint32
+	chunks []*[slotChunk]slot.Slot
+	Free   []uint32 // numbers of released slots
+	Made   uint32
 }
 
 // slotChunk is how many slots a chunk of a slotTable holds.
 const slotChunk = 256
 
-// at returns the slot numbered n.
-func (t *slotTable) at(n uint32) *slot { return &t.chunks[n/slotChunk][n%slotChunk] }
+// At returns the slot numbered n.
+func (t *slotTable) At(n uint32) *slot.Slot { return &t.chunks[n/slotChunk][n%slotChunk] }
 
 // take returns a slot no one uses, a released one if any.
-func (t *slotTable) take() *slot {
-	if k := len(t.free); k > 0 {
-		n := t.free[k-1]
-		t.free = t.free[:k-1]
-		return t.at(n)
+func (t *slotTable) take() *slot.Slot {
+	if k := len(t.Free); k > 0 {
+		n := t.Free[k-1]
+		t.Free = t.Free[:k-1]
+		return t.At(n)
 	}
-	if t.made%slotChunk == 0 {
-		t.chunks = append(t.chunks, new([slotChunk]slot))
+	if t.Made%slotChunk == 0 {
+		t.chunks = append(t.chunks, new([slotChunk]slot.Slot))
 	}
-	s := t.at(t.made)
-	s.num = t.made
-	t.made++
+	s := t.At(t.Made)
+	s.Num = t.Made
+	t.Made++
 	return s
 }
 
 // release gives s back for take to reuse.
-func (t *slotTable) release(s *slot) { t.free = append(t.free, s.num) }
+func (t *slotTable) release(s *slot.Slot) { t.Free = append(t.Free, s.Num) }
 
-func newCache(capacity int, cold *coldStore, specs []*spec) *cache {
-	c := &cache{
-		seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
+func NewCache(capacity int, cold *Cold, specs []*slot.Spec) *Cache {
+	c := &Cache{
+		Seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
 		cap:   capacity,
-		cold:  cold,
-		specs: specs,
+		Cold:  cold,
+		Specs: specs,
 	}
-	cold.seeds = c.seeds
-	cold.slots = &c.slots
+	cold.seeds = c.Seeds
+	cold.slots = &c.Slots
 	return c
 }
 
-// setSeeds makes the cache hash keys as another cache of the same specs.
-func (c *cache) setSeeds(seeds [2]maphash.Seed) { c.seeds, c.cold.seeds = seeds, seeds }
+// SetSeeds makes the cache hash keys as another cache of the same specs.
+func (c *Cache) SetSeeds(seeds [2]maphash.Seed) { c.Seeds, c.Cold.seeds = seeds, seeds }
 
-// find is probe for a state about to be used: it notes the cached slot's
+// Find is probe for a state about to be used: it notes the cached slot's
 // use.
-func (c *cache) find(spec int, id slotID) (*slot, uint64) {
+func (c *Cache) Find(spec int, id slot.ID) (*slot.Slot, uint64) {
 	s, loc := c.probe(spec, id)
 	if s != nil {
-		s.referenced = true
+		s.Referenced = true
 	}
 	return s, loc
 }
 
-// cached returns the cached slot of spec with id, or nil.
-func (c *cache) cached(spec int, id slotID) *slot {
+// Cached returns the cached slot of spec with id, or nil.
+func (c *Cache) Cached(spec int, id slot.ID) *slot.Slot {
 	s, _ := c.probe(spec, id)
 	return s
 }
@@ -164,43 +165,43 @@ func (c *cache) cached(spec int, id slotID) *slot {
 // in the cold store, 0 when the store holds none in memory. With millions
 // of keys most states are not cached, and a probe for the cached slot
 // then one for the record walked the same entries twice.
-func (c *cache) probe(spec int, id slotID) (*slot, uint64) {
-	e := c.cold.idx[spec].entry(id)
+func (c *Cache) probe(spec int, id slot.ID) (*slot.Slot, uint64) {
+	e := c.Cold.Idx[spec].Entry(id)
 	switch {
 	case e == nil:
 		return nil, 0
-	case e.cached():
-		return c.slots.at(e.slotNum()), 0
+	case e.Cached():
+		return c.Slots.At(e.SlotNum()), 0
 	}
-	return nil, e.ref() // an entry found is current (stateIndex.find)
+	return nil, e.Ref() // an entry found is current (stateIndex.find)
 }
 
-// lookup returns the slot of a key held as a string (a timer's), loading it
+// Lookup returns the slot of a key held as a string (a timer's), loading it
 // from the cold store or the Backend if needed; nil when it does not exist.
-func (c *cache) lookup(key string) (*slot, error) {
-	if len(key) < 2 || specOf(key) >= len(c.specs) {
+func (c *Cache) Lookup(key string) (*slot.Slot, error) {
+	if len(key) < 2 || slot.SpecOf(key) >= len(c.Specs) {
 		return nil, fmt.Errorf("windows: slot key %q names no rule", key)
 	}
-	id := hashSlotKey(c.seeds, key)
-	s, loc := c.find(specOf(key), id)
+	id := slot.HashKey(c.Seeds, key)
+	s, loc := c.Find(slot.SpecOf(key), id)
 	if s != nil {
 		return s, nil
 	}
-	return c.load(id, key, loc, false, false)
+	return c.Load(id, key, loc, false, false)
 }
 
 // keyBytes returns key's bytes, without a copy: a slot key is only ever
 // read, and Backend calls neither keep nor change the key they are given.
 func keyBytes(key string) []byte { return unsafe.Slice(unsafe.StringData(key), len(key)) }
 
-// lookupID returns the slot of spec with id if the cache or the cold store
+// LookupID returns the slot of spec with id if the cache or the cold store
 // holds it, loading it from the cold store; nil otherwise.
-func (c *cache) lookupID(spec int, id slotID) (*slot, error) {
-	s, loc := c.find(spec, id)
+func (c *Cache) LookupID(spec int, id slot.ID) (*slot.Slot, error) {
+	s, loc := c.Find(spec, id)
 	if s != nil {
 		return s, nil
 	}
-	key, val, found, err := c.cold.getByID(spec, id, loc)
+	key, val, found, err := c.Cold.GetByID(spec, id, loc)
 	if err != nil || !found {
 		return nil, err
 	}
@@ -214,11 +215,11 @@ func (c *cache) lookupID(spec int, id slotID) (*slot, error) {
 	return c.decode(spec, id, c.key, c.val)
 }
 
-// adopt returns the slot of spec with id, caching it from key and val, its
+// Adopt returns the slot of spec with id, caching it from key and val, its
 // stored key and value, which the caller read from the Backend, unless the
 // cache holds it already.
-func (c *cache) adopt(spec int, id slotID, key, val []byte) (*slot, error) {
-	if s, _ := c.find(spec, id); s != nil {
+func (c *Cache) Adopt(spec int, id slot.ID, key, val []byte) (*slot.Slot, error) {
+	if s, _ := c.Find(spec, id); s != nil {
 		return s, nil
 	}
 	if err := c.makeRoom(); err != nil {
@@ -229,71 +230,71 @@ func (c *cache) adopt(spec int, id slotID, key, val []byte) (*slot, error) {
 
 // decode caches the state of spec with id from its stored key and value,
 // in the room makeRoom made.
-func (c *cache) decode(spec int, id slotID, key, val []byte) (*slot, error) {
-	s := c.newSlot(string(key), c.specs[spec])
-	if err := decodeSlotInto(s, val); err != nil {
-		c.slots.release(s)
+func (c *Cache) decode(spec int, id slot.ID, key, val []byte) (*slot.Slot, error) {
+	s := c.NewSlot(string(key), c.Specs[spec])
+	if err := slot.DecodeInto(s, val); err != nil {
+		c.Slots.release(s)
 		return nil, err
 	}
-	c.insert(id, s, true)
+	c.Insert(id, s, true)
 	return s, nil
 }
 
-// spilledOnly reports whether the slot of spec with id is neither cached
+// SpilledOnly reports whether the slot of spec with id is neither cached
 // nor in the cold store's memory but may be in the Backend, spilled
 // without writing through.
-func (c *cache) spilledOnly(spec int, id slotID) bool {
-	return !c.cold.writeThrough && c.cold.spilled.mayHold(spec, id) &&
-		c.cold.idx[spec].entry(id) == nil
+func (c *Cache) SpilledOnly(spec int, id slot.ID) bool {
+	return !c.Cold.WriteThrough && c.Cold.Spilled.mayHold(spec, id) &&
+		c.Cold.Idx[spec].Entry(id) == nil
 }
 
-// purgeCold runs the purge timer, due at at, of a rule's slot with id that
+// PurgeCold runs the purge timer, due at at, of a rule's slot with id that
 // the cache does not hold, straight on the cold store when it can (see
-// purgeAction). It reports whether the timer is done with: the slot was
+// PurgeAction). It reports whether the timer is done with: the slot was
 // deleted, is not stored (gone, or spilled writing through, whose key
 // timer runs instead), or has another timer; if not, the caller loads it.
-func (c *cache) purgeCold(sp *spec, id slotID, at, wm int64) (bool, error) {
-	s, loc := c.probe(sp.index, id)
+func (c *Cache) PurgeCold(sp *slot.Spec, id slot.ID, at, wm int64) (bool, error) {
+	s, loc := c.probe(sp.Index, id)
 	if s != nil {
 		return false, nil
 	}
-	key, val, found, err := c.cold.getByID(sp.index, id, loc)
+	key, val, found, err := c.Cold.GetByID(sp.Index, id, loc)
 	if err != nil || !found {
 		return true, err
 	}
-	switch act, err := sp.purgeAction(val, at, wm); {
+	switch act, err := sp.PurgeAction(val, at, wm); {
 	case err != nil:
 		return false, err
-	case act == purgeLoad:
+	case act == slot.PurgeLoad:
 		return false, nil
-	case act == purgeDelete:
-		// Its timer is this one (purgeAction).
-		return true, c.cold.del(sp.index, id, unsafe.String(unsafe.SliceData(key), len(key)), at)
+	case act == slot.PurgeDelete:
+		// Its timer is this one (PurgeAction).
+		return true, c.Cold.Del(sp.Index, id, unsafe.String(unsafe.SliceData(key), len(key)), at)
 	}
 	return true, nil
 }
 
-// keyOf returns the key of the slot of spec with id if the cache or the
+// KeyOf returns the key of the slot of spec with id if the cache or the
 // cold store holds it (in memory or spilled by id), else "".
-func (c *cache) keyOf(spec int, id slotID) (string, error) {
+func (c *Cache) KeyOf(spec int, id slot.ID) (string, error) {
 	s, loc := c.probe(spec, id)
 	if s != nil {
-		return s.key, nil
+		return s.Key, nil
 	}
-	key, _, found, err := c.cold.getByID(spec, id, loc)
+	key, _, found, err := c.Cold.GetByID(spec, id, loc)
 	if found {
 		return string(key), nil
 	}
 	return "", err
 }
 
-// load reads the slot of key, whose hash is id and which the cache does
+// Load reads the slot of key, whose hash is id and which the cache does
 // not hold, from the cold store (its record at loc, which probe returned)
 // or the Backend, or creates it when create is set; nil when it does not
 // exist. event says that an event is to change it, and settle to end that.
-func (c *cache) load(id slotID, key string, loc uint64, create, event bool) (*slot, error) {
-	sp := c.specs[specOf(key)]
-	val, found, err := c.cold.get(sp.index, id, key, loc)
+func (c *Cache) Load(id slot.ID, key string, loc uint64, create, event bool) (*slot.Slot, error) {
+	sp := c.Specs[slot.SpecOf(key)]
+	val, found, err := c.Cold.get(sp.Index, id, key, loc)
 	if err != nil {
 		return nil, err
 	}
@@ -309,7 +310,7 @@ func (c *cache) load(id slotID, key string, loc uint64, create, event bool) (*sl
 	// enters at once while there is room. A heatmap's key enters on its
 	// first event while there is room, on its second once the cache is
 	// full.
-	doorkeeper := event && sp.rule != nil && (full || !c.cold.writeThrough)
+	doorkeeper := event && sp.Rule != nil && (full || !c.Cold.WriteThrough)
 	switch {
 	case !found && !create:
 		return nil, nil
@@ -317,21 +318,21 @@ func (c *cache) load(id slotID, key string, loc uint64, create, event bool) (*sl
 		return c.freshSlot(id, key, sp), nil
 	case found && doorkeeper:
 		s := c.freshSlot(id, key, sp)
-		if err := decodeSlotInto(s, val); err != nil {
+		if err := slot.DecodeInto(s, val); err != nil {
 			return nil, err
 		}
-		s.persisted = true
-		if c.cold.inExpiringChain(loc) {
+		s.Persisted = true
+		if c.Cold.inExpiringChain(loc) {
 			// Stored without a timer: it goes back to an expiring chain,
 			// with the time its windows all end by (schedule).
-			s.timerAt = noTimer
+			s.TimerAt = slot.NoTimer
 		} else {
 			// It has a timer (a spilled state, or one evicted from the
 			// cache, or any writing through), which it keeps: it goes
 			// back where that timer finds it.
 			c.freshTimed = true
 		}
-		if s.events() < admitAfter {
+		if s.Events() < admitAfter {
 			return s, nil
 		}
 	}
@@ -344,14 +345,14 @@ func (c *cache) load(id slotID, key string, loc uint64, create, event bool) (*sl
 			return nil, err
 		}
 	}
-	s := c.newSlot(key, sp)
+	s := c.NewSlot(key, sp)
 	if found {
-		if err := decodeSlotInto(s, val); err != nil {
-			c.slots.release(s)
+		if err := slot.DecodeInto(s, val); err != nil {
+			c.Slots.release(s)
 			return nil, err
 		}
 	}
-	c.insert(id, s, found)
+	c.Insert(id, s, found)
 	return s, nil
 }
 
@@ -361,23 +362,23 @@ func (c *cache) load(id slotID, key string, loc uint64, create, event bool) (*sl
 const admitAfter = 2
 
 // freshSlot returns the fresh slot, emptied for key (see load).
-func (c *cache) freshSlot(id slotID, key string, sp *spec) *slot {
-	if c.fresh == nil {
-		c.fresh = &slot{}
+func (c *Cache) freshSlot(id slot.ID, key string, sp *slot.Spec) *slot.Slot {
+	if c.Fresh == nil {
+		c.Fresh = &slot.Slot{}
 	}
-	s := c.fresh
-	s.reset(key, sp)
-	s.id = id
+	s := c.Fresh
+	s.Reset(key, sp)
+	s.ID = id
 	c.freshTimed = false
 	return s
 }
 
-// settle ends the event's use of s: a fresh state (see load) goes to the
+// Settle ends the event's use of s: a fresh state (see load) goes to the
 // cold store.
-func (c *cache) settle(s *slot) error {
-	if s != c.fresh {
+func (c *Cache) Settle(s *slot.Slot) error {
+	if s != c.Fresh {
 		c.weigh(s)
-		for len(c.ring)+c.heavy > c.cap && len(c.ring) > 1 {
+		for len(c.Ring)+c.Heavy > c.cap && len(c.Ring) > 1 {
 			if err := c.evictOne(s); err != nil {
 				return err
 			}
@@ -387,38 +388,38 @@ func (c *cache) settle(s *slot) error {
 	return c.writeBack(s) // load resets it for the next key
 }
 
-// untimed reports whether s is a rule's fresh state (see load) with no
-// purge timer: the cold store's expiring chain frees it (coldStore.expire).
+// Untimed reports whether s is a rule's fresh state (see load) with no
+// purge timer: the cold store's expiring chain frees it (Cold.expire).
 // With millions of keys most states are of keys seen once, and a timer
 // each, with the read and the index removal it costs, would be most of
 // what such a state costs.
-func (c *cache) untimed(s *slot) bool {
-	return s == c.fresh && !c.freshTimed && c.cold.expiring && s.sp.rule != nil
+func (c *Cache) Untimed(s *slot.Slot) bool {
+	return s == c.Fresh && !c.freshTimed && c.Cold.expiring && s.Spec.Rule != nil
 }
 
 // full reports whether the cache holds as much as its cap.
-func (c *cache) full() bool { return len(c.ring)+c.heavy >= c.cap }
+func (c *Cache) full() bool { return len(c.Ring)+c.Heavy >= c.cap }
 
-// distinctValueBytes is what a value in a distinct rule's sets costs in
+// DistinctValueBytes is what a value in a distinct rule's sets costs in
 // memory, with its share of the hash sets and of the index
 // (TestDistinctValueBytes measures it).
-const distinctValueBytes = 96
+const DistinctValueBytes = 96
 
 // weigh counts s, a cached slot an event changed, at what its sets hold:
-// a distinct rule's hot key may hold up to distinctCap values, thousands
+// a distinct rule's hot key may hold up to DistinctCap values, thousands
 // of slots' worth of memory.
-func (c *cache) weigh(s *slot) {
-	if s.sp.rule == nil || s.sp.agg != rules.Distinct {
+func (c *Cache) weigh(s *slot.Slot) {
+	if s.Spec.Rule == nil || s.Spec.Agg != rules.Distinct {
 		return
 	}
-	w := int32(distinctHeld(s) * distinctValueBytes / HotSlotBytes)
-	c.heavy += int(w - s.weight)
-	s.weight = w
+	w := int32(slot.DistinctHeld(s) * DistinctValueBytes / slot.HotSlotBytes)
+	c.Heavy += int(w - s.Weight)
+	s.Weight = w
 }
 
 // makeRoom evicts slots until there is room for one more.
-func (c *cache) makeRoom() error {
-	for c.full() && len(c.ring) > 0 {
+func (c *Cache) makeRoom() error {
+	for c.full() && len(c.Ring) > 0 {
 		if err := c.evictOne(nil); err != nil {
 			return err
 		}
@@ -426,63 +427,63 @@ func (c *cache) makeRoom() error {
 	return nil
 }
 
-// newSlot returns an empty slot for key, reusing a dropped one if any.
-func (c *cache) newSlot(key string, sp *spec) *slot {
-	s := c.slots.take()
-	queued := s.queued // its entry in changed serves the new key
-	s.reset(key, sp)
-	s.queued = queued
+// NewSlot returns an empty slot for key, reusing a dropped one if any.
+func (c *Cache) NewSlot(key string, sp *slot.Spec) *slot.Slot {
+	s := c.Slots.take()
+	queued := s.Queued // its entry in changed serves the new key
+	s.Reset(key, sp)
+	s.Queued = queued
 	return s
 }
 
-// insert caches s under id, which makeRoom made room for; persisted says
+// Insert caches s under id, which makeRoom made room for; persisted says
 // whether the cold store or the Backend holds a copy.
-func (c *cache) insert(id slotID, s *slot, persisted bool) {
-	s.persisted = persisted
-	s.id = id
-	ref := cachedRef | uint64(s.num)
-	s.coldLoc = 0
-	c.cold.cachedEntries++
-	if e, added := c.cold.idx[s.sp.index].add(id, ref); !added {
-		if e.cached() {
-			panic(fmt.Sprintf("windows: state %q cached twice", s.key))
+func (c *Cache) Insert(id slot.ID, s *slot.Slot, persisted bool) {
+	s.Persisted = persisted
+	s.ID = id
+	ref := cachedRef | uint64(s.Num)
+	s.ColdLoc = 0
+	c.Cold.CachedEntries++
+	if e, added := c.Cold.Idx[s.Spec.Index].add(id, ref); !added {
+		if e.Cached() {
+			panic(fmt.Sprintf("windows: state %q cached twice", s.Key))
 		}
 		// Its record stays in the cold store, a copy while s is clean. The
 		// slot keeps its size, read while the record is still in the CPU
 		// cache from loading it.
-		s.coldLoc = c.cold.sized(e.ref())
+		s.ColdLoc = c.Cold.sized(e.Ref())
 		e.setRef(ref)
-		if c.cold.inExpiringChain(s.coldLoc) {
+		if c.Cold.inExpiringChain(s.ColdLoc) {
 			// Stored without a timer: the next change schedules one.
-			s.timerAt = noTimer
+			s.TimerAt = slot.NoTimer
 		}
 	}
-	s.ringIdx = int32(len(c.ring))
-	c.ring = append(c.ring, s)
+	s.RingIdx = int32(len(c.Ring))
+	c.Ring = append(c.Ring, s)
 }
 
 // evictOne sweeps the clock hand to a slot not referenced since the last
 // sweep, other than keep, and evicts it.
-func (c *cache) evictOne(keep *slot) error {
+func (c *Cache) evictOne(keep *slot.Slot) error {
 	for {
-		if c.hand >= len(c.ring) {
+		if c.hand >= len(c.Ring) {
 			c.hand = 0
 		}
 		c.prefetchVictims()
-		s := c.ring[c.hand]
+		s := c.Ring[c.hand]
 		if s == keep {
 			c.hand++
 			continue
 		}
-		if s.referenced {
-			s.referenced = false
+		if s.Referenced {
+			s.Referenced = false
 			c.hand++
 			continue
 		}
 		if err := c.writeBack(s); err != nil {
 			return err
 		}
-		c.drop(s) // writeBack of an empty slot already removed it
+		c.Drop(s) // writeBack of an empty slot already removed it
 		return nil
 	}
 }
@@ -493,16 +494,16 @@ func (c *cache) evictOne(keep *slot) error {
 // far, whose slot was asked for earlier. With more states than the cache
 // holds, nearly every event evicts one, a slot long out of the CPU cache
 // whose entry in the index then takes the place of its record.
-func (c *cache) prefetchVictims() {
+func (c *Cache) prefetchVictims() {
 	const ahead = victimAhead
 	addrs := c.addrs[:0]
-	if h := c.hand + ahead; h < len(c.ring) {
-		addrs = append(addrs, prefetch.Addr(c.ring[h]))
+	if h := c.hand + ahead; h < len(c.Ring) {
+		addrs = append(addrs, prefetch.Addr(c.Ring[h]))
 	}
-	if h := c.hand + ahead/2; h < len(c.ring) {
-		s := c.ring[h]
-		if x := &c.cold.idx[s.sp.index]; x.n >= smallIndex {
-			addrs = append(addrs, x.homeAddr(s.id))
+	if h := c.hand + ahead/2; h < len(c.Ring) {
+		s := c.Ring[h]
+		if x := &c.Cold.Idx[s.Spec.Index]; x.N >= SmallIndex {
+			addrs = append(addrs, x.HomeAddr(s.ID))
 		}
 	}
 	prefetch.Lines(addrs)
@@ -512,26 +513,26 @@ func (c *cache) prefetchVictims() {
 // victimAhead is how far ahead of the clock hand prefetchVictims loads.
 const victimAhead = 8
 
-// dropRules forgets the state of every rule, at the end of input: a rule's
+// DropRules forgets the state of every rule, at the end of input: a rule's
 // timers only purge, which nobody sees, and at an infinite watermark they
 // would load each state only to delete it. Heatmaps keep theirs, to fire.
-func (c *cache) dropRules() error {
-	if !c.cold.writeThrough {
+func (c *Cache) DropRules() error {
+	if !c.Cold.WriteThrough {
 		c.forgetRules()
 		return nil
 	}
-	for i := 0; i < len(c.ring); {
-		if s := c.ring[i]; s.sp.rule != nil {
-			if err := c.remove(s); err != nil {
+	for i := 0; i < len(c.Ring); {
+		if s := c.Ring[i]; s.Spec.Rule != nil {
+			if err := c.Remove(s); err != nil {
 				return err
 			}
 			continue // the last slot moved to i
 		}
 		i++
 	}
-	for _, sp := range c.specs {
-		if sp != nil && sp.rule != nil {
-			if err := c.cold.dropSpec(sp.index); err != nil {
+	for _, sp := range c.Specs {
+		if sp != nil && sp.Rule != nil {
+			if err := c.Cold.dropSpec(sp.Index); err != nil {
 				return err
 			}
 		}
@@ -539,149 +540,149 @@ func (c *cache) dropRules() error {
 	return nil
 }
 
-// forgetRules is dropRules without a write: a store that does not write
+// forgetRules is DropRules without a write: a store that does not write
 // through is never read again once input ends but for the heatmaps'
 // states, and nothing is deleted from the Backend. Each rule's index is
 // emptied at once rather than entry by entry.
-func (c *cache) forgetRules() {
-	for i := 0; i < len(c.ring); {
-		s := c.ring[i]
-		if s.sp.rule == nil {
+func (c *Cache) forgetRules() {
+	for i := 0; i < len(c.Ring); {
+		s := c.Ring[i]
+		if s.Spec.Rule == nil {
 			i++
 			continue
 		}
-		c.clean(s)
-		c.cold.cachedEntries--
+		c.Clean(s)
+		c.Cold.CachedEntries--
 		c.unring(s) // the last slot moved to i
 	}
-	c.cold.forgetSpecs(func(spec int) bool {
-		return spec < len(c.specs) && c.specs[spec] != nil && c.specs[spec].rule != nil
+	c.Cold.forgetSpecs(func(spec int) bool {
+		return spec < len(c.Specs) && c.Specs[spec] != nil && c.Specs[spec].Rule != nil
 	})
 }
 
-// drop forgets a cached slot, moving the last ring entry into its place.
-func (c *cache) drop(s *slot) {
-	if s.ringIdx < 0 {
+// Drop forgets a cached slot, moving the last ring entry into its place.
+func (c *Cache) Drop(s *slot.Slot) {
+	if s.RingIdx < 0 {
 		return
 	}
-	x := &c.cold.idx[s.sp.index]
-	if e := x.entry(s.id); e != nil && e.ref() == cachedRef|uint64(s.num) {
-		if s.coldLoc != 0 && !c.cold.dead(s.coldLoc) {
-			e.setRef(s.coldLoc)
+	x := &c.Cold.Idx[s.Spec.Index]
+	if e := x.Entry(s.ID); e != nil && e.Ref() == cachedRef|uint64(s.Num) {
+		if s.ColdLoc != 0 && !c.Cold.dead(s.ColdLoc) {
+			e.setRef(s.ColdLoc)
 		} else {
 			x.remove(e)
 		}
-		c.cold.cachedEntries--
+		c.Cold.CachedEntries--
 	}
 	c.unring(s)
 }
 
 // unring takes s, a cached slot whose index entry is seen to, out of the
 // ring, moving the last ring entry into its place, and releases it.
-func (c *cache) unring(s *slot) {
-	s.coldLoc = 0
-	last := c.ring[len(c.ring)-1]
-	c.ring[s.ringIdx], last.ringIdx = last, s.ringIdx
-	c.ring[len(c.ring)-1] = nil
-	c.ring = c.ring[:len(c.ring)-1]
-	s.ringIdx = -1
-	c.heavy -= int(s.weight)
-	s.weight = 0
+func (c *Cache) unring(s *slot.Slot) {
+	s.ColdLoc = 0
+	last := c.Ring[len(c.Ring)-1]
+	c.Ring[s.RingIdx], last.RingIdx = last, s.RingIdx
+	c.Ring[len(c.Ring)-1] = nil
+	c.Ring = c.Ring[:len(c.Ring)-1]
+	s.RingIdx = -1
+	c.Heavy -= int(s.Weight)
+	s.Weight = 0
 	// Nothing the slot refers to stays reachable through it until it is
 	// reused.
-	s.wins, s.more, s.key, s.inline[0] = nil, nil, "", win{}
-	c.slots.release(s)
+	s.Wins, s.More, s.Key, s.Inline[0] = nil, nil, "", slot.Win{}
+	c.Slots.release(s)
 }
 
-// markDirty notes that s changed since it was last written to the Backend.
-func (c *cache) markDirty(s *slot) {
-	if s.dirty {
+// MarkDirty notes that s changed since it was last written to the Backend.
+func (c *Cache) MarkDirty(s *slot.Slot) {
+	if s.Dirty {
 		return
 	}
-	s.dirty = true
-	c.dirty++
-	if s.queued || s == c.fresh {
+	s.Dirty = true
+	c.Dirty++
+	if s.Queued || s == c.Fresh {
 		return
 	}
 	// Drop stale entries once they are the bulk: in a replay nothing is
 	// written back before the end, and dropped slots must not be kept
 	// alive here.
-	if len(c.changed)-c.changedHead > 2*c.dirty+1024 {
-		live := c.changed[:0]
-		for _, x := range c.changed[c.changedHead:] {
-			if x.dirty {
+	if len(c.Changed)-c.ChangedHead > 2*c.Dirty+1024 {
+		live := c.Changed[:0]
+		for _, x := range c.Changed[c.ChangedHead:] {
+			if x.Dirty {
 				live = append(live, x)
 			} else {
-				x.queued = false
+				x.Queued = false
 			}
 		}
-		clear(c.changed[len(live):])
-		c.changed, c.changedHead = live, 0
+		clear(c.Changed[len(live):])
+		c.Changed, c.ChangedHead = live, 0
 	}
-	s.queued = true
-	c.changed = append(c.changed, s)
+	s.Queued = true
+	c.Changed = append(c.Changed, s)
 }
 
-// clean notes that s no longer differs from the Backend.
-func (c *cache) clean(s *slot) {
-	if s.dirty {
-		s.dirty = false
-		c.dirty--
+// Clean notes that s no longer differs from the Backend.
+func (c *Cache) Clean(s *slot.Slot) {
+	if s.Dirty {
+		s.Dirty = false
+		c.Dirty--
 	}
 }
 
-func (c *cache) writeBack(s *slot) error {
-	if !s.dirty {
+func (c *Cache) writeBack(s *slot.Slot) error {
+	if !s.Dirty {
 		return nil
 	}
-	if s.empty() {
-		return c.remove(s)
+	if s.Empty() {
+		return c.Remove(s)
 	}
-	c.buf = encodeSlot(c.buf[:0], s)
-	if err := c.cold.set(s.sp.index, s.id, s.key, c.buf, s.storedTimer, s.timerAt, c.untimed(s)); err != nil {
+	c.buf = slot.Encode(c.buf[:0], s)
+	if err := c.Cold.Set(s.Spec.Index, s.ID, s.Key, c.buf, s.StoredTimer, s.TimerAt, c.Untimed(s)); err != nil {
 		return err
 	}
-	s.storedTimer = s.timerAt
-	s.persisted = true
-	c.clean(s)
+	s.StoredTimer = s.TimerAt
+	s.Persisted = true
+	c.Clean(s)
 	return nil
 }
 
-// remove forgets a slot whose windows are all purged.
-func (c *cache) remove(s *slot) error {
-	if s.persisted {
-		if err := c.cold.del(s.sp.index, s.id, s.key, s.storedTimer); err != nil {
+// Remove forgets a slot whose windows are all purged.
+func (c *Cache) Remove(s *slot.Slot) error {
+	if s.Persisted {
+		if err := c.Cold.Del(s.Spec.Index, s.ID, s.Key, s.StoredTimer); err != nil {
 			return err
 		}
-		s.storedTimer = noTimer
-		s.persisted = false
+		s.StoredTimer = slot.NoTimer
+		s.Persisted = false
 	}
-	c.drop(s)
-	c.clean(s)
+	c.Drop(s)
+	c.Clean(s)
 	return nil
 }
 
-// flush writes back every changed slot, keeping them cached.
-func (c *cache) flush() error {
-	err := c.writeBackSome(len(c.changed))
-	clear(c.changed)
-	c.changed, c.changedHead = c.changed[:0], 0
+// Flush writes back every changed slot, keeping them cached.
+func (c *Cache) Flush() error {
+	err := c.WriteBackSome(len(c.Changed))
+	clear(c.Changed)
+	c.Changed, c.ChangedHead = c.Changed[:0], 0
 	return err
 }
 
-// writeBackSome writes back up to n changed slots, oldest change first.
-func (c *cache) writeBackSome(n int) error {
+// WriteBackSome writes back up to n changed slots, oldest change first.
+func (c *Cache) WriteBackSome(n int) error {
 	var errs []error
-	for start := c.changedHead; n > 0 && c.changedHead < len(c.changed); c.changedHead++ {
-		k := c.changedHead - start
+	for start := c.ChangedHead; n > 0 && c.ChangedHead < len(c.Changed); c.ChangedHead++ {
+		k := c.ChangedHead - start
 		if k%writeBackPrefetch == 0 {
-			c.prefetchChanged(c.changedHead, k == 0)
+			c.prefetchChanged(c.ChangedHead, k == 0)
 		}
 		c.writing.Issue(writeBackPrefetch - k%writeBackPrefetch)
-		s := c.changed[c.changedHead]
-		c.changed[c.changedHead] = nil
-		s.queued = false
-		if !s.dirty {
+		s := c.Changed[c.ChangedHead]
+		c.Changed[c.ChangedHead] = nil
+		s.Queued = false
+		if !s.Dirty {
 			continue
 		}
 		if err := c.writeBack(s); err != nil {
@@ -763,16 +764,16 @@ func (b *MemBackend) Len() int { return len(b.m) }
 // All yields every key stored and its value, in no order.
 func (b *MemBackend) All() iter.Seq2[string, []byte] { return maps.All(b.m) }
 
-// smallIndex is the number of keys below which a spec's state stays in the
+// SmallIndex is the number of keys below which a spec's state stays in the
 // CPU cache anyway and Prefetch leaves it alone.
-const smallIndex = 4096
+const SmallIndex = 4096
 
 // writeBackPrefetch is how many changed slots prefetchChanged gathers the
 // loads of at a time.
 const writeBackPrefetch = 16
 
 // prefetchChanged gathers, at changed slot k, what writing back the slots
-// after it touches, for writeBackSome to ask for over the next
+// after it touches, for WriteBackSome to ask for over the next
 // writeBackPrefetch slots (prefetch.Queue.Issue): a checkpoint
 // writes back every slot changed in the interval, most of them long out
 // of the CPU cache, each with its key and often its panes elsewhere in
@@ -781,12 +782,12 @@ const writeBackPrefetch = 16
 // out-of-line windows of the next group, which their slots, prefetched a
 // group earlier, locate. first is set for the first group of a write-back,
 // whose own slots nobody prefetched.
-func (c *cache) prefetchChanged(k int, first bool) {
+func (c *Cache) prefetchChanged(k int, first bool) {
 	const g = writeBackPrefetch
 	q := &c.writing
 	q.Reset()
 	slots := func(from, to int) {
-		for _, s := range c.changed[min(from, len(c.changed)):min(to, len(c.changed))] {
+		for _, s := range c.Changed[min(from, len(c.Changed)):min(to, len(c.Changed))] {
 			p := prefetch.Addr(s)
 			q.Add(p)
 			q.Add(p + 64)
@@ -797,46 +798,46 @@ func (c *cache) prefetchChanged(k int, first bool) {
 		slots(k, k+2*g)
 	}
 	slots(k+2*g, k+3*g)
-	for _, s := range c.changed[min(k+g, len(c.changed)):min(k+2*g, len(c.changed))] {
-		q.Add(prefetch.Addr(unsafe.StringData(s.key)))
-		if len(s.wins) > 0 && &s.wins[0] != &s.inline[0] {
-			q.Add(prefetch.Addr(&s.wins[0]))
+	for _, s := range c.Changed[min(k+g, len(c.Changed)):min(k+2*g, len(c.Changed))] {
+		q.Add(prefetch.Addr(unsafe.StringData(s.Key)))
+		if len(s.Wins) > 0 && &s.Wins[0] != &s.Inline[0] {
+			q.Add(prefetch.Addr(&s.Wins[0]))
 		}
 	}
 }
 
-// addCandidate gathers what a probe of x for id reads after the index
+// AddCandidate gathers what a probe of x for id reads after the index
 // line the prefetching asked for earlier: the two lines of the cached
 // slot that an event touches (see slot), which it returns; the record of
 // a state the cache does not hold; or, where the probe run goes on past
 // that line, the next line of the index.
-func (c *cache) addCandidate(q *prefetch.Queue, x *stateIndex, id slotID) *slot {
+func (c *Cache) AddCandidate(q *prefetch.Queue, x *stateIndex, id slot.ID) *slot.Slot {
 	e, more := x.candidate(id)
 	switch {
 	case more != 0:
 		q.Add(more)
 	case e == nil:
-	case e.cached():
-		s := c.slots.at(e.slotNum())
+	case e.Cached():
+		s := c.Slots.At(e.SlotNum())
 		q.Add(prefetch.Addr(s))
 		q.Add(prefetch.Addr(s) + 64)
 		return s
 	default:
-		c.cold.addRecord(q, e.ref(), x.recordBytes())
+		c.Cold.AddRecord(q, e.Ref(), x.RecordBytes())
 	}
 	return nil
 }
 
-// addRecord gathers the lines of the record at loc, which is about size
+// AddRecord gathers the lines of the record at loc, which is about size
 // bytes: records follow each other at multiples of 8 bytes, so many of
 // them straddle two lines. Of a larger record only the first two lines
 // are asked for. Nothing for a dead location (a candidate entry may be
 // one).
-func (c *coldStore) addRecord(q *prefetch.Queue, loc uint64, size int) {
+func (c *Cold) AddRecord(q *prefetch.Queue, loc uint64, size int) {
 	if c.dead(loc) {
 		return
 	}
-	addr := prefetch.Addr(&c.chunks[locSeq(loc)-c.firstSeq].b[locOff(loc)])
+	addr := prefetch.Addr(&c.Chunks[LocSeq(loc)-c.FirstSeq].Bytes[LocOff(loc)])
 	q.Add(addr)
 	if addr%64+uintptr(size) > 64 {
 		q.Add(addr + 64)

@@ -8,6 +8,8 @@ import (
 
 	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/watermark"
+	"github.com/riskstream/riskstream/windows/slot"
+	"github.com/riskstream/riskstream/windows/slotstore"
 )
 
 // TestOperatorWithinBudget runs many more keys than a small budget holds
@@ -16,7 +18,7 @@ import (
 // without listing one twice among the changed ones, and every state comes
 // back from wherever it went.
 func TestOperatorWithinBudget(t *testing.T) {
-	backend := NewMemBackend()
+	backend := slotstore.NewMemBackend()
 	out := &countingOutput{}
 	const budget = 4 << 20
 	op, dec := newTestOperatorWith(t, `
@@ -25,30 +27,30 @@ rules:
 `, backend, out, Options{MemoryBytes: budget, CacheSlots: 256})
 	const keys = 90_000
 	for i := range 2 * keys {
-		before := len(op.cache.changed)
+		before := len(op.cache.Changed)
 		processLine(t, op, dec, fmt.Appendf(nil, `{"id":"e%d","ts":%d,"user":"u%d"}`, i, 1_000_000+i, i%keys))
 		if i%5000 == 0 {
-			listed := map[*slot]bool{}
-			for _, s := range op.cache.changed[op.cache.changedHead:] {
+			listed := map[*slot.Slot]bool{}
+			for _, s := range op.cache.Changed[op.cache.ChangedHead:] {
 				if listed[s] {
 					t.Fatalf("event %d: a slot is listed twice among the changed ones", i)
 				}
 				listed[s] = true
 			}
-			// When the event listed a slot, markDirty had just dropped
+			// When the event listed a slot, MarkDirty had just dropped
 			// stale entries if they were the bulk: the list is within
 			// that bound, unless duplicates kept it from shrinking.
-			if n := len(op.cache.changed) - op.cache.changedHead; n > 2*op.cache.dirty+1024+1 && n > before {
-				t.Fatalf("event %d: %d changed slots listed for %d dirty", i, n, op.cache.dirty)
+			if n := len(op.cache.Changed) - op.cache.ChangedHead; n > 2*op.cache.Dirty+1024+1 && n > before {
+				t.Fatalf("event %d: %d changed slots listed for %d dirty", i, n, op.cache.Dirty)
 			}
 		}
 	}
-	c := op.cache.cold
-	if got, limit := c.bytes()+c.outside(), budget; got > limit {
+	c := op.cache.Cold
+	if got, limit := c.Bytes()+c.Outside(), budget; got > limit {
 		t.Errorf("the cold store and timers take %d bytes, over the budget of %d", got, limit)
 	}
-	t.Logf("cold store %d bytes (%d states), timers and filter %d bytes, %d states spilled", c.bytes(), c.records(0), c.outside(), backend.Len())
-	if backend.Len() == 0 || c.spills == 0 {
+	t.Logf("cold store %d bytes (%d states), timers and filter %d bytes, %d states spilled", c.Bytes(), c.Records(0), c.Outside(), backend.Len())
+	if backend.Len() == 0 || c.Spills == 0 {
 		t.Errorf("%d keys in a %d-byte budget spilled nothing", keys, budget)
 	}
 	// Every key was seen twice: the second time its state, wherever it
@@ -64,7 +66,7 @@ rules:
 // bucket, and loads it from that: the session then goes on, and the key's
 // third event in it makes a decision.
 func TestSpilledPurgeReadsOnce(t *testing.T) {
-	backend := &readCountingBackend{MemBackend: NewMemBackend()}
+	backend := &readCountingBackend{MemBackend: slotstore.NewMemBackend()}
 	out := &countingOutput{}
 	op, dec := newTestOperatorWith(t, `
 rules:
@@ -94,8 +96,8 @@ rules:
 		timerGets += backend.gets - gets
 		sortedFound += backend.sortedFound - found
 	}
-	if op.cache.cold.spills == 0 || sortedFound == 0 || cap(op.spilledVals) == 0 {
-		t.Fatalf("no spilled state was loaded by its purge timer (%d spilled, %d read by timers)", op.cache.cold.spills, sortedFound)
+	if op.cache.Cold.Spills == 0 || sortedFound == 0 || cap(op.spilledVals) == 0 {
+		t.Fatalf("no spilled state was loaded by its purge timer (%d spilled, %d read by timers)", op.cache.Cold.Spills, sortedFound)
 	}
 	if timerGets != 0 {
 		t.Errorf("the purge timers read %d spilled states sorted, and read %d again", sortedFound, timerGets)
@@ -117,7 +119,7 @@ func lineTS(t *testing.T, dec *event.Decoder, line []byte) int64 {
 // readCountingBackend counts a MemBackend's point reads, and the values its
 // sorted reads found.
 type readCountingBackend struct {
-	*MemBackend
+	*slotstore.MemBackend
 	gets, sortedFound int
 }
 
@@ -155,7 +157,7 @@ func TestFreshKeyOutlivesTheEvent(t *testing.T) {
 	op, dec := newTestOperatorWith(t, `
 rules:
   - {name: any, key: [user], window: {type: tumbling, size: 24h}, aggregate: count, threshold: 0, action: review}
-`, NewMemBackend(), out, Options{CacheSlots: 64})
+`, slotstore.NewMemBackend(), out, Options{CacheSlots: 64})
 	keyer := op.NewKeyer()
 	var (
 		ev   event.Event
@@ -195,60 +197,60 @@ func TestNewKeysWhileFull(t *testing.T) {
 	for i := range 64 {
 		process(i, fmt.Sprintf("u%d", i))
 	}
-	if len(c.ring) != 0 || c.cold.records(0) != 64 || c.dirty != 0 {
-		t.Fatalf("%d states cached, %d in the cold store, %d dirty; want the 64 in the cold store, none dirty", len(c.ring), c.cold.records(0), c.dirty)
+	if len(c.Ring) != 0 || c.Cold.Records(0) != 64 || c.Dirty != 0 {
+		t.Fatalf("%d states cached, %d in the cold store, %d dirty; want the 64 in the cold store, none dirty", len(c.Ring), c.Cold.Records(0), c.Dirty)
 	}
 	for i := range 128 {
 		process(64+i, fmt.Sprintf("u%d", i%64))
 	}
-	if len(c.ring) != 64 {
-		t.Fatalf("%d states cached after each key's third event, want the 64", len(c.ring))
+	if len(c.Ring) != 64 {
+		t.Fatalf("%d states cached after each key's third event, want the 64", len(c.Ring))
 	}
-	dirty := c.dirty
+	dirty := c.Dirty
 	process(200, "new")
-	id := hashSlotKey(c.seeds, "\x00\x00\"new\"\x00")
-	if len(c.ring) != 64 || c.cached(0, id) != nil || c.cold.loc(0, id) == 0 || c.dirty != dirty {
+	id := slot.HashKey(c.Seeds, "\x00\x00\"new\"\x00")
+	if len(c.Ring) != 64 || c.Cached(0, id) != nil || c.Cold.Loc(0, id) == 0 || c.Dirty != dirty {
 		t.Fatalf("after a new key: %d cached, cached itself %v, in the cold store %v, %d dirty (were %d); want 64, no, yes, as many",
-			len(c.ring), c.cached(0, id) != nil, c.cold.loc(0, id) != 0, c.dirty, dirty)
+			len(c.Ring), c.Cached(0, id) != nil, c.Cold.Loc(0, id) != 0, c.Dirty, dirty)
 	}
 	process(201, "new")
-	if len(c.ring) != 64 || c.cached(0, id) != nil || c.dirty != dirty {
+	if len(c.Ring) != 64 || c.Cached(0, id) != nil || c.Dirty != dirty {
 		t.Fatalf("the key back with one event before: %d cached, cached itself %v, %d dirty (were %d); want 64, no, as many",
-			len(c.ring), c.cached(0, id) != nil, c.dirty, dirty)
+			len(c.Ring), c.Cached(0, id) != nil, c.Dirty, dirty)
 	}
-	var stored slot
-	stored.reset("", op.specs[0])
-	if _, val, _ := c.cold.record(c.cold.loc(0, id)); decodeSlotInto(&stored, val) != nil || stored.events() != 2 {
-		t.Fatalf("the key back with one event before: %d events in its stored state, want 2", stored.events())
+	var stored slot.Slot
+	stored.Reset("", op.specs[0])
+	if _, val, _ := c.Cold.Record(c.Cold.Loc(0, id)); slot.DecodeInto(&stored, val) != nil || stored.Events() != 2 {
+		t.Fatalf("the key back with one event before: %d events in its stored state, want 2", stored.Events())
 	}
 	process(202, "new")
-	s := c.cached(0, id)
-	if s == nil || len(c.ring) != 64 || len(s.wins) != 1 || s.wins[0].n != 3 {
-		t.Fatalf("the key's third event: cached %v with %d cached, want it cached, holding the three events, in place of another", s != nil, len(c.ring))
+	s := c.Cached(0, id)
+	if s == nil || len(c.Ring) != 64 || len(s.Wins) != 1 || s.Wins[0].N != 3 {
+		t.Fatalf("the key's third event: cached %v with %d cached, want it cached, holding the three events, in place of another", s != nil, len(c.Ring))
 	}
 	// Its record stays, a copy, whose size the slot keeps (so that its
 	// replacement need not read it), and numbering the chunks again moves
 	// the location the slot keeps.
-	c.cold.renumber(renumberAt - 3)
-	if key, _, size := c.cold.record(s.coldLoc); s.coldLoc == 0 || string(key) != s.key || locSize(s.coldLoc) != size {
-		t.Fatalf("the slot's record after the chunks were numbered again: %q of %d bytes, want %q of %d", key, locSize(s.coldLoc), s.key, size)
+	c.Cold.Renumber(slotstore.RenumberAt - 3)
+	if key, _, size := c.Cold.Record(s.ColdLoc); s.ColdLoc == 0 || string(key) != s.Key || slotstore.LocSize(s.ColdLoc) != size {
+		t.Fatalf("the slot's record after the chunks were numbered again: %q of %d bytes, want %q of %d", key, slotstore.LocSize(s.ColdLoc), s.Key, size)
 	}
 	// The evicted slot was reused for it, and the index counts the cached
 	// entries, which the cold store's budget leaves to the cache.
-	if c.slots.made != 64 || c.cold.cachedEntries != 64 {
-		t.Fatalf("%d slots made, %d entries counted as cached; want 64 and 64", c.slots.made, c.cold.cachedEntries)
+	if c.Slots.Made != 64 || c.Cold.CachedEntries != 64 {
+		t.Fatalf("%d slots made, %d entries counted as cached; want 64 and 64", c.Slots.Made, c.Cold.CachedEntries)
 	}
 	// Purged, every slot goes back to the table, keeping nothing alive.
 	if err := op.AdvanceWatermark(watermark.Max - 1); err != nil {
 		t.Fatal(err)
 	}
-	if len(c.ring) != 0 || len(c.slots.free) != 64 || c.cold.cachedEntries != 0 || c.cold.idx[0].held() != 0 {
+	if len(c.Ring) != 0 || len(c.Slots.Free) != 64 || c.Cold.CachedEntries != 0 || c.Cold.Idx[0].Held() != 0 {
 		t.Fatalf("after the purge: %d cached, %d slots free, %d entries counted as cached, %d held in the index",
-			len(c.ring), len(c.slots.free), c.cold.cachedEntries, c.cold.idx[0].held())
+			len(c.Ring), len(c.Slots.Free), c.Cold.CachedEntries, c.Cold.Idx[0].Held())
 	}
-	for _, n := range c.slots.free {
-		if s := c.slots.at(n); s.key != "" || s.wins != nil {
-			t.Fatalf("released slot %d keeps key %q and %d windows", n, s.key, len(s.wins))
+	for _, n := range c.Slots.Free {
+		if s := c.Slots.At(n); s.Key != "" || s.Wins != nil {
+			t.Fatalf("released slot %d keeps key %q and %d windows", n, s.Key, len(s.Wins))
 		}
 	}
 }
@@ -260,19 +262,7 @@ func newDayCountOperator(t *testing.T) (*Operator, *event.Decoder) {
 	return newTestOperatorWith(t, `
 rules:
   - {name: day, key: [user], window: {type: tumbling, size: 24h}, aggregate: count, threshold: 1, action: review}
-`, NewMemBackend(), discardOutput{}, Options{CacheSlots: 64})
-}
-
-// records is the number of spec's states with a record in c.
-func (c *coldStore) records(spec int) int {
-	n := 0
-	x := &c.idx[spec]
-	for i := range x.entries {
-		if x.entries[i].ref() != 0 && c.entryLoc(&x.entries[i]) != 0 {
-			n++
-		}
-	}
-	return n
+`, slotstore.NewMemBackend(), discardOutput{}, Options{CacheSlots: 64})
 }
 
 // TestStatesSharingATag stores states whose ids share the second word, all
@@ -287,27 +277,27 @@ func TestStatesSharingATag(t *testing.T) {
 	// chunk, which finds its records' states by hashing their keys. It
 	// holds a few records of its 1 GiB default budget.
 	const tag = 0x5bd1_e995_0000_0042
-	var ids []slotID
+	var ids []slot.ID
 	var keys []string
 	for i := range 6 {
-		ids = append(ids, slotID{uint64(i + 1), tag})
+		ids = append(ids, slot.ID{uint64(i + 1), tag})
 		keys = append(keys, fmt.Sprintf("\x00\x00\"u%d\"\x00", i))
 		if i%2 == 0 {
-			s := newSlot(keys[i], c.specs[0])
-			s.timerAt = int64(i)
-			if err := c.cold.set(0, ids[i], keys[i], encodeSlot(nil, s), noTimer, noTimer, false); err != nil {
+			s := slot.New(keys[i], c.Specs[0])
+			s.TimerAt = int64(i)
+			if err := c.Cold.Set(0, ids[i], keys[i], slot.Encode(nil, s), slot.NoTimer, slot.NoTimer, false); err != nil {
 				t.Fatal(err)
 			}
 			continue
 		}
-		c.insert(ids[i], c.newSlot(keys[i], c.specs[0]), false)
+		c.Insert(ids[i], c.NewSlot(keys[i], c.Specs[0]), false)
 	}
 	gone := map[int]bool{}
 	check := func(when string) {
 		t.Helper()
 		for i, id := range ids {
-			cached := c.cached(0, id)
-			key, _, stored, err := c.cold.getByID(0, id, c.cold.loc(0, id))
+			cached := c.Cached(0, id)
+			key, _, stored, err := c.Cold.GetByID(0, id, c.Cold.Loc(0, id))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -317,7 +307,7 @@ func TestStatesSharingATag(t *testing.T) {
 					t.Fatalf("%s: state %d is gone, but found (cached %v, stored %v)", when, i, cached != nil, stored)
 				}
 			case i%2 == 1:
-				if cached == nil || cached.key != keys[i] {
+				if cached == nil || cached.Key != keys[i] {
 					t.Fatalf("%s: state %d not found cached as itself: %v", when, i, cached)
 				}
 			default:
@@ -326,20 +316,20 @@ func TestStatesSharingATag(t *testing.T) {
 				}
 			}
 		}
-		if e := c.cold.idx[0].entry(slotID{99, tag}); e != nil {
+		if e := c.Cold.Idx[0].Entry(slot.ID{99, tag}); e != nil {
 			t.Fatalf("%s: an absent id with the tag found entry %v", when, e)
 		}
 	}
 	check("stored")
-	if err := c.cold.del(0, ids[0], keys[0], noTimer); err != nil {
+	if err := c.Cold.Del(0, ids[0], keys[0], slot.NoTimer); err != nil {
 		t.Fatal(err)
 	}
 	gone[0] = true
 	check("the first cold state deleted")
-	c.drop(c.cached(0, ids[3]))
+	c.Drop(c.Cached(0, ids[3]))
 	gone[3] = true
 	check("a cached state dropped")
-	if n := c.cold.idx[0].n; n != 4 {
+	if n := c.Cold.Idx[0].N; n != 4 {
 		t.Fatalf("the index holds %d entries, want 4", n)
 	}
 }

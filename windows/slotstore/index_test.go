@@ -1,4 +1,4 @@
-package windows
+package slotstore
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/riskstream/riskstream/internal/prefetch"
+	"github.com/riskstream/riskstream/windows/slot"
 )
 
 // TestStateIndexAgainstMap runs random adds, updates and removes against a
@@ -21,29 +22,29 @@ func TestStateIndexAgainstMap(t *testing.T) {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		// The refs name slots and records, as the cache's and the cold
 		// store's do: the index reads an id's first word there.
-		c := newColdStore(NewMemBackend(), 1, 1<<30, false)
+		c := NewCold(NewMemBackend(), 1, 1<<30, false)
 		c.slots = &slotTable{}
-		x := &c.idx[0]
-		ref := map[slotID]uint64{}
-		var ids []slotID
-		newID := func() slotID {
+		x := &c.Idx[0]
+		ref := map[slot.ID]uint64{}
+		var ids []slot.ID
+		newID := func() slot.ID {
 			if len(ids) > 0 && rng.IntN(4) == 0 {
-				return slotID{rng.Uint64(), ids[rng.IntN(len(ids))][1]}
+				return slot.ID{rng.Uint64(), ids[rng.IntN(len(ids))][1]}
 			}
 			// Top bits 00, 01, 10 or all ones, the rest only in the low 24.
 			top := [4]uint64{0, 1 << 62, 2 << 62, 0xffff_ffff_ff00_0000}[rng.IntN(4)]
-			return slotID{rng.Uint64(), top | rng.Uint64()>>40}
+			return slot.ID{rng.Uint64(), top | rng.Uint64()>>40}
 		}
-		newRef := func(id slotID) uint64 {
+		newRef := func(id slot.ID) uint64 {
 			if rng.IntN(2) == 0 {
 				s := c.slots.take()
-				s.id = id
-				return cachedRef | uint64(s.num)
+				s.ID = id
+				return cachedRef | uint64(s.Num)
 			}
-			return c.append(id, []byte("key"), nil, 0, noTimer)
+			return c.Append(id, []byte("key"), nil, 0, slot.NoTimer)
 		}
 		for step := 0; step < 8000; step++ {
-			var id slotID
+			var id slot.ID
 			if len(ids) > 0 && rng.IntN(2) == 0 {
 				id = ids[rng.IntN(len(ids))]
 			} else {
@@ -53,50 +54,50 @@ func TestStateIndexAgainstMap(t *testing.T) {
 			// A lookup of an id, maybe this one, maybe steps ago: add
 			// takes its place only while no entry was added or moved.
 			if rng.IntN(2) == 0 {
-				x.entry(ids[rng.IntN(len(ids))])
+				x.Entry(ids[rng.IntN(len(ids))])
 			}
 			want, held := ref[id]
 			switch rng.IntN(3) {
 			case 0:
 				r := newRef(id)
 				e, added := x.add(id, r)
-				if added == held || e.tag() != tagOf(id) || e.ref() != map[bool]uint64{true: want, false: r}[held]&refMask {
-					t.Fatalf("seed %d step %d: add(%x) = %x, %v; held %v with %x", seed, step, id, e.ref(), added, held, want)
+				if added == held || e.tag() != tagOf(id) || e.Ref() != map[bool]uint64{true: want, false: r}[held]&refMask {
+					t.Fatalf("seed %d step %d: add(%x) = %x, %v; held %v with %x", seed, step, id, e.Ref(), added, held, want)
 				}
 				if !held {
 					ref[id] = r
 				}
 			case 1:
-				if e := x.entry(id); e != nil {
+				if e := x.Entry(id); e != nil {
 					e.setRef(newRef(id))
-					ref[id] = e.ref()
+					ref[id] = e.Ref()
 				}
 			default:
-				if e := x.entry(id); e != nil {
+				if e := x.Entry(id); e != nil {
 					x.remove(e)
 					delete(ref, id)
 				}
 			}
-			if x.n != len(ref) {
-				t.Fatalf("seed %d step %d: index holds %d, map %d", seed, step, x.n, len(ref))
+			if x.N != len(ref) {
+				t.Fatalf("seed %d step %d: index holds %d, map %d", seed, step, x.N, len(ref))
 			}
 			if step%97 == 0 {
 				tags := map[uint64]int{}
 				for id, r := range ref {
-					if e := x.entry(id); e == nil || e.ref() != r&refMask {
+					if e := x.Entry(id); e == nil || e.Ref() != r&refMask {
 						t.Fatalf("seed %d step %d: %x has entry %v, want ref %x", seed, step, id, e, r)
 					}
 					if tags[tagOf(id)]++; tags[tagOf(id)] == 2 {
 						shared++
 					}
 				}
-				if e := x.entry(newID()); e != nil {
+				if e := x.Entry(newID()); e != nil {
 					t.Fatalf("seed %d: an absent id was found", seed)
 				}
 				checkIndexAlloc(t, c)
 				checkRunOrder(t, x)
-				for i, e := range x.entries {
-					if e.ref() != 0 && uint64(i) < x.home(e.tag()) {
+				for i, e := range x.Entries {
+					if e.Ref() != 0 && uint64(i) < x.home(e.tag()) {
 						wrapped++ // its run went past the end
 					}
 				}
@@ -104,10 +105,10 @@ func TestStateIndexAgainstMap(t *testing.T) {
 		}
 		// Emptied, the array gives its memory back.
 		for id := range ref {
-			x.remove(x.entry(id))
+			x.remove(x.Entry(id))
 		}
-		if x.n != 0 || len(x.entries) > 64 {
-			t.Fatalf("seed %d: emptied index holds %d in %d places", seed, x.n, len(x.entries))
+		if x.N != 0 || len(x.Entries) > 64 {
+			t.Fatalf("seed %d: emptied index holds %d in %d places", seed, x.N, len(x.Entries))
 		}
 	}
 	if wrapped == 0 {
@@ -122,45 +123,45 @@ func TestStateIndexAgainstMap(t *testing.T) {
 // dropSpec does) are gone after rebuild, the others are found with their
 // refs, and the array is sized for what is left.
 func TestStateIndexRebuild(t *testing.T) {
-	c := newColdStore(NewMemBackend(), 1, 1<<30, false)
+	c := NewCold(NewMemBackend(), 1, 1<<30, false)
 	c.slots = &slotTable{}
-	x := &c.idx[0]
+	x := &c.Idx[0]
 	rng := rand.New(rand.NewPCG(3, 4))
-	kept := map[slotID]uint64{}
-	var dropped []slotID
+	kept := map[slot.ID]uint64{}
+	var dropped []slot.ID
 	for i := range 3000 {
 		s := c.slots.take()
-		s.id = slotID{rng.Uint64(), rng.Uint64()}
-		e, _ := x.add(s.id, cachedRef|uint64(s.num))
+		s.ID = slot.ID{rng.Uint64(), rng.Uint64()}
+		e, _ := x.add(s.ID, cachedRef|uint64(s.Num))
 		if i%3 == 0 {
 			e.setRef(0) // a free place inside a probe run, until rebuild
-			dropped = append(dropped, s.id)
+			dropped = append(dropped, s.ID)
 			continue
 		}
-		kept[s.id] = e.ref()
+		kept[s.ID] = e.Ref()
 	}
 	x.rebuild()
 	checkIndexAlloc(t, c)
 	checkRunOrder(t, x)
-	if x.n != len(kept) || len(x.entries) != 4096 {
-		t.Fatalf("rebuilt: %d entries in %d places, want %d in 4096", x.n, len(x.entries), len(kept))
+	if x.N != len(kept) || len(x.Entries) != 4096 {
+		t.Fatalf("rebuilt: %d entries in %d places, want %d in 4096", x.N, len(x.Entries), len(kept))
 	}
 	for id, ref := range kept {
-		if e := x.entry(id); e == nil || e.ref() != ref {
+		if e := x.Entry(id); e == nil || e.Ref() != ref {
 			t.Fatalf("%x after rebuild: entry %v, want ref %x", id, e, ref)
 		}
 	}
 	for _, id := range dropped {
-		if e := x.entry(id); e != nil {
+		if e := x.Entry(id); e != nil {
 			t.Fatalf("%x was dropped but is found after rebuild", id)
 		}
 	}
 	// All dropped: the index is empty.
-	for i := range x.entries {
-		x.entries[i].setRef(0)
+	for i := range x.Entries {
+		x.Entries[i].setRef(0)
 	}
-	if x.rebuild(); x.n != 0 || x.entries != nil || x.store != c {
-		t.Fatalf("rebuilt with nothing left: %d entries in %d places, store kept %v", x.n, len(x.entries), x.store == c)
+	if x.rebuild(); x.N != 0 || x.Entries != nil || x.store != c {
+		t.Fatalf("rebuilt with nothing left: %d entries in %d places, store kept %v", x.N, len(x.Entries), x.store == c)
 	}
 	checkIndexAlloc(t, c)
 }
@@ -170,20 +171,20 @@ func TestStateIndexRebuild(t *testing.T) {
 // run order: a home further back, or the same home and a tag no larger.
 func checkRunOrder(t *testing.T, x *stateIndex) {
 	t.Helper()
-	mask := uint64(len(x.entries) - 1)
-	for i := range uint64(len(x.entries)) {
-		e := x.entries[i]
-		if e.ref() == 0 {
+	mask := uint64(len(x.Entries) - 1)
+	for i := range uint64(len(x.Entries)) {
+		e := x.Entries[i]
+		if e.Ref() == 0 {
 			continue
 		}
 		home := x.home(e.tag())
 		for j := home; j != i; j = x.next(j) {
-			if x.entries[j].ref() == 0 {
+			if x.Entries[j].Ref() == 0 {
 				t.Fatalf("the entry at %d, home %d, lies past a free place at %d", i, home, j)
 			}
 		}
-		prev := x.entries[(i-1)&mask]
-		if prev.ref() == 0 || home == i {
+		prev := x.Entries[(i-1)&mask]
+		if prev.Ref() == 0 || home == i {
 			continue
 		}
 		// Ranked from the home after i, the last an entry at i may have.
@@ -196,11 +197,11 @@ func checkRunOrder(t *testing.T, x *stateIndex) {
 // checkIndexAlloc fails unless the cold store's count of its index
 // arrays' bytes, which its budget check takes for theirs (reclaim), is
 // what they are.
-func checkIndexAlloc(t *testing.T, c *coldStore) {
+func checkIndexAlloc(t *testing.T, c *Cold) {
 	t.Helper()
 	want := 0
-	for i := range c.idx {
-		want += len(c.idx[i].entries) * stateEntryBytes
+	for i := range c.Idx {
+		want += len(c.Idx[i].Entries) * stateEntryBytes
 	}
 	if c.indexAlloc != want {
 		t.Fatalf("indexAlloc is %d, the index arrays take %d bytes", c.indexAlloc, want)
@@ -215,12 +216,12 @@ func checkIndexAlloc(t *testing.T, c *coldStore) {
 // every length, and many cross a line; a sixteenth of the ids have their
 // home in the last line, whose run goes on at the first.
 func TestStateIndexCandidate(t *testing.T) {
-	c := newColdStore(NewMemBackend(), 1, 1<<30, false)
-	x := &c.idx[0]
+	c := NewCold(NewMemBackend(), 1, 1<<30, false)
+	x := &c.Idx[0]
 	rng := rand.New(rand.NewPCG(5, 6))
 	lastTags := uint64(0)
-	newID := func() slotID {
-		id := slotID{rng.Uint64(), rng.Uint64()}
+	newID := func() slot.ID {
+		id := slot.ID{rng.Uint64(), rng.Uint64()}
 		if rng.IntN(16) == 0 {
 			// The top 13 bits set: a home in the last line of up to
 			// 2^16 places. The tags below them differ, so that no two
@@ -230,14 +231,14 @@ func TestStateIndexCandidate(t *testing.T) {
 		}
 		return id
 	}
-	var held []slotID
-	for x.n < 30000 {
+	var held []slot.ID
+	for x.N < 30000 {
 		id := newID()
-		x.add(id, c.append(id, nil, nil, 0, noTimer))
+		x.add(id, c.Append(id, nil, nil, 0, slot.NoTimer))
 		held = append(held, id)
 	}
-	lineOf := func(i uint64) uintptr { return prefetch.Addr(&x.entries[i]) &^ 63 }
-	lastLine := lineOf(uint64(len(x.entries) - 1))
+	lineOf := func(i uint64) uintptr { return prefetch.Addr(&x.Entries[i]) &^ 63 }
+	lastLine := lineOf(uint64(len(x.Entries) - 1))
 	found, absent, more, wrapped := 0, 0, 0, 0
 	for k := range 20000 {
 		id := newID()
@@ -250,7 +251,7 @@ func TestStateIndexCandidate(t *testing.T) {
 		switch {
 		case lineOf(place) == lineOf(home):
 			// The run ends, or reaches the id or its place, in the home line.
-			if ok != (e != nil) || next != 0 || ok && e != &x.entries[place] {
+			if ok != (e != nil) || next != 0 || ok && e != &x.Entries[place] {
 				t.Fatalf("%x: candidate %v, %x; the home line holds the run's end at %d (found %v)", id, e, next, place, ok)
 			}
 			if ok {
@@ -261,7 +262,7 @@ func TestStateIndexCandidate(t *testing.T) {
 		default:
 			want := lineOf(home) + 64
 			if lineOf(home) == lastLine {
-				want = prefetch.Addr(&x.entries[0]) // the run wraps
+				want = prefetch.Addr(&x.Entries[0]) // the run wraps
 				wrapped++
 			}
 			if e != nil || next != want {
@@ -284,17 +285,17 @@ func TestStateIndexCandidate(t *testing.T) {
 // own, which the engine reads next anyway.
 func BenchmarkStateIndexProbe(b *testing.B) {
 	for _, n := range []int{20_000, 1_600_000} {
-		c := newColdStore(NewMemBackend(), 1, 1<<30, false)
-		x := &c.idx[0]
+		c := NewCold(NewMemBackend(), 1, 1<<30, false)
+		x := &c.Idx[0]
 		rng := rand.New(rand.NewPCG(1, 2))
-		newID := func() slotID { return slotID{rng.Uint64(), rng.Uint64()} }
-		held := make([]slotID, 0, n)
-		for x.n < n {
+		newID := func() slot.ID { return slot.ID{rng.Uint64(), rng.Uint64()} }
+		held := make([]slot.ID, 0, n)
+		for x.N < n {
 			id := newID()
-			x.add(id, c.append(id, nil, nil, 0, noTimer))
+			x.add(id, c.Append(id, nil, nil, 0, slot.NoTimer))
 			held = append(held, id)
 		}
-		ids := make([]slotID, 1<<20)
+		ids := make([]slot.ID, 1<<20)
 		for i := range ids {
 			ids[i] = newID()
 			if i%2 == 1 {
@@ -311,12 +312,12 @@ func BenchmarkStateIndexProbe(b *testing.B) {
 						if k%group == 0 {
 							q.Reset()
 							for _, id := range ids[k+group : k+2*group] {
-								q.Add(x.homeAddr(id))
+								q.Add(x.HomeAddr(id))
 							}
 						}
 						q.Issue(group - k%group)
 					}
-					if x.entry(ids[k]) != nil {
+					if x.Entry(ids[k]) != nil {
 						found++
 					}
 					if k++; k+2*group > len(ids) {
@@ -341,28 +342,28 @@ func BenchmarkStateIndexProbe(b *testing.B) {
 func TestStateIndexSweep(t *testing.T) {
 	for seed := uint64(0); seed < 10; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 11))
-		c := newColdStore(NewMemBackend(), 1, 1<<16, false) // 4 KiB chunks
+		c := NewCold(NewMemBackend(), 1, 1<<16, false) // 4 KiB chunks
 		c.slots = &slotTable{}
-		x := &c.idx[0]
-		current := map[slotID]uint64{}
-		var records []slotID
+		x := &c.Idx[0]
+		current := map[slot.ID]uint64{}
+		var records []slot.ID
 		for i := range 6000 {
 			top := [4]uint64{0, 1 << 62, 2 << 62, 0xffff_ffff_ff00_0000}[rng.IntN(4)]
-			id := slotID{rng.Uint64(), top | rng.Uint64()>>40}
+			id := slot.ID{rng.Uint64(), top | rng.Uint64()>>40}
 			var ref uint64
 			if rng.IntN(3) == 0 {
 				s := c.slots.take()
-				s.id = id
-				ref = cachedRef | uint64(s.num)
+				s.ID = id
+				ref = cachedRef | uint64(s.Num)
 			} else {
-				ref = c.append(id, []byte("key"), nil, 1, int64(i))
+				ref = c.Append(id, []byte("key"), nil, 1, int64(i))
 				records = append(records, id)
 			}
 			x.add(id, ref)
 			current[id] = ref
 		}
-		c.expire(int64(1000 + rng.IntN(4000)))
-		var dead []slotID
+		c.Expire(int64(1000 + rng.IntN(4000)))
+		var dead []slot.ID
 		for _, id := range records {
 			if e := stateEntry(current[id] & refMask); !c.current(&e) {
 				dead = append(dead, id)
@@ -373,36 +374,36 @@ func TestStateIndexSweep(t *testing.T) {
 			t.Fatalf("seed %d: no chunk expired", seed)
 		}
 		wrapped := false
-		for i, e := range x.entries {
-			wrapped = wrapped || e.ref() != 0 && uint64(i) < x.home(e.tag())
+		for i, e := range x.Entries {
+			wrapped = wrapped || e.Ref() != 0 && uint64(i) < x.home(e.tag())
 		}
 		if !wrapped {
 			t.Fatalf("seed %d: no probe run wraps around the end of the array", seed)
 		}
 		x.sweep()
 		checkRunOrder(t, x)
-		if x.n != len(current) {
-			t.Fatalf("seed %d: %d entries after the sweep, %d states current", seed, x.n, len(current))
+		if x.N != len(current) {
+			t.Fatalf("seed %d: %d entries after the sweep, %d states current", seed, x.N, len(current))
 		}
 		used := 0
-		for i := range x.entries {
-			if e := &x.entries[i]; e.ref() != 0 {
+		for i := range x.Entries {
+			if e := &x.Entries[i]; e.Ref() != 0 {
 				used++
 				if !c.current(e) {
 					t.Fatalf("seed %d: a dead entry is left at %d", seed, i)
 				}
 			}
 		}
-		if used != x.n {
-			t.Fatalf("seed %d: %d places used, n is %d", seed, used, x.n)
+		if used != x.N {
+			t.Fatalf("seed %d: %d places used, n is %d", seed, used, x.N)
 		}
 		for id, ref := range current {
-			if e := x.entry(id); e == nil || e.ref() != ref&refMask {
+			if e := x.Entry(id); e == nil || e.Ref() != ref&refMask {
 				t.Fatalf("seed %d: %x after the sweep: entry %v, want ref %x", seed, id, e, ref)
 			}
 		}
 		for _, id := range dead {
-			if e := x.entry(id); e != nil {
+			if e := x.Entry(id); e != nil {
 				t.Fatalf("seed %d: %x expired but is found after the sweep", seed, id)
 			}
 		}
