@@ -25,7 +25,7 @@ const checkpointVersion = 4
 // a checkpoint costs what changed since the last one, not what the queue
 // holds, which is every live key.
 func (op *Operator) Checkpoint(dst []byte) ([]byte, error) {
-	if !op.cache.Cold.WriteThrough {
+	if !op.writeThrough {
 		return nil, fmt.Errorf("windows: Checkpoint needs Options.WriteThrough")
 	}
 	if err := op.cache.Flush(); err != nil {
@@ -49,10 +49,10 @@ func (op *Operator) owns(spec int, id slot.ID) bool {
 // watermark reaches them, so a restore takes the same time whatever the
 // size of the state.
 func (op *Operator) Restore(b []byte) error {
-	if op.wm != watermark.Min || op.timers.Len() != 0 || op.keyTimers.Len() != 0 || len(op.cache.Ring) != 0 {
+	if op.wm != watermark.Min || op.timers.Len() != 0 || op.keyTimers.Len() != 0 || op.cache.Len() != 0 {
 		return fmt.Errorf("windows: restore into an operator that has already run")
 	}
-	if !op.cache.Cold.WriteThrough {
+	if !op.writeThrough {
 		return fmt.Errorf("windows: Restore needs Options.WriteThrough")
 	}
 	d := slot.Decoder{B: b}

@@ -150,6 +150,10 @@ type Operator struct {
 	windowed             int64 // heatmap windows emitted, revisions included
 	// shard and shards are Options.Shard and Options.Shards.
 	shard, shards int
+	// backend is where the store spills and writes through, and the timer
+	// entries are; writeThrough is Options.WriteThrough.
+	backend      slotstore.Backend
+	writeThrough bool
 	// screenGen counts the compilations of the rules (New, Reload): the
 	// generation of the rules' screens (slot.Spec.ScreenGen, slot.InOrderScreen),
 	// which a new threshold makes stale.
@@ -178,13 +182,15 @@ func New(cfg *rules.Config, schema *event.Schema, backend slotstore.Backend, out
 		wm:      watermark.Min,
 		stored: storedTimers{next: slot.NoTimer, ids: timerBucket[idTimer]{blocks: make([][]idTimer, 1)},
 			keys: timerBucket[string]{blocks: make([][]string, 1)}},
-		timerBudget: timerBudget(opts),
-		scratch:     make([]*heatmap.Acc, len(specs)),
-		horizons:    make([]horizon, len(specs)),
-		quantile:    heatmap.New(0),
-		counts:      make(map[uint64]int32),
-		shard:       opts.Shard,
-		shards:      opts.Shards,
+		timerBudget:  timerBudget(opts),
+		scratch:      make([]*heatmap.Acc, len(specs)),
+		horizons:     make([]horizon, len(specs)),
+		quantile:     heatmap.New(0),
+		counts:       make(map[uint64]int32),
+		shard:        opts.Shard,
+		shards:       opts.Shards,
+		backend:      backend,
+		writeThrough: opts.WriteThrough,
 	}
 	op.stampScreens(ordered)
 	for _, sp := range ordered {
@@ -739,7 +745,7 @@ func (op *Operator) AdvanceWatermark(wm int64) error {
 // where DropRules forgot what memory held, and what was spilled stays in a
 // store no one reads again.
 func (op *Operator) rulesForgotten() bool {
-	return op.wm == watermark.Max && !op.cache.Cold.WriteThrough
+	return op.wm == watermark.Max && !op.writeThrough
 }
 
 // runTimers runs the timers of ib, then those of kb (either may be nil),
@@ -832,7 +838,7 @@ func (op *Operator) purgeSpilled(at int64) error {
 	acts := slices.Grow(op.spilledActs[:0], len(ts))[:len(ts)]
 	spans := slices.Grow(op.spilledSpans[:0], len(ts))[:len(ts)]
 	vals := op.spilledVals[:0]
-	err := c.Backend.GetSorted(keys, func(i int, b []byte, found bool) error {
+	err := op.backend.GetSorted(keys, func(i int, b []byte, found bool) error {
 		acts[i] = slot.PurgeNone
 		if !found {
 			return nil
@@ -1104,4 +1110,4 @@ func (op *Operator) WriteBack(n int) error { return op.cache.WriteBackSome(n) }
 
 // Changed returns how many states are queued for WriteBack: changed since
 // they were last written, or written since (a few).
-func (op *Operator) Changed() int { return len(op.cache.Changed) - op.cache.ChangedHead }
+func (op *Operator) Changed() int { return op.cache.Changes() }

@@ -98,8 +98,7 @@ func (op *Operator) grow(n int) {
 	}
 	more := n - len(op.specs) // every table is as long
 	op.specs = append(op.specs, make([]*slot.Spec, more)...)
-	op.cache.Specs = op.specs
-	op.cache.Cold.AddIndexes(more)
+	op.cache.SetSpecs(op.specs)
 	op.horizons = append(op.horizons, make([]horizon, more)...)
 	op.scratch = append(op.scratch, make([]*heatmap.Acc, more)...)
 }
@@ -113,26 +112,7 @@ func (op *Operator) dropState(ids []int) {
 	if len(ids) == 0 {
 		return
 	}
-	c := op.cache
-	// Found through their specs' indexes, not the whole ring: a reload
-	// that restarts one rule touches only that rule's slots.
-	var doomed []*slot.Slot
-	for _, id := range ids {
-		x := &c.Cold.Idx[id]
-		for i := range x.Entries {
-			e := &x.Entries[i]
-			c.Cold.Forget(c.Cold.EntryLoc(e))
-			if e.Cached() {
-				doomed = append(doomed, c.Slots.At(e.SlotNum()))
-			}
-		}
-		x.Reset() // then drop has nothing to take out of it
-	}
-	c.Cold.CachedEntries -= len(doomed)
-	for _, s := range doomed {
-		c.Drop(s)
-		c.Clean(s)
-	}
+	op.cache.Forget(ids)
 }
 
 // DeleteRetiredSome deletes up to n of the states stored under the
@@ -146,7 +126,7 @@ func (op *Operator) dropState(ids []int) {
 // that does not write through stores only the states its memory spilled,
 // which have no timer entry beside them (docs/format/state.md).
 func (op *Operator) DeleteRetiredSome(id int, after []byte, n int) (last []byte, deleted int, done bool, err error) {
-	b := op.cache.Cold.Backend
+	b := op.backend
 	prefix := []byte{byte(id >> 8), byte(id)}
 	start := prefix
 	if after != nil {
@@ -161,7 +141,7 @@ func (op *Operator) DeleteRetiredSome(id int, after []byte, n int) (last []byte,
 			done = false
 			return false, nil
 		}
-		if op.cache.Cold.WriteThrough {
+		if op.writeThrough {
 			if err := op.cache.Cold.DeleteTimerOf(k, v); err != nil {
 				return false, err
 			}

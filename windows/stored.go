@@ -46,7 +46,7 @@ type storedTimers struct {
 // op.stored.from.
 func (op *Operator) findStored() error {
 	op.stored.next = slot.NoTimer
-	err := op.cache.Cold.Backend.Seek(op.stored.from, func(k, _ []byte) (bool, error) {
+	err := op.backend.Seek(op.stored.from, func(k, _ []byte) (bool, error) {
 		if at, _, ok := slot.SplitTimerKey(k); ok {
 			op.stored.next = at
 			op.stored.from = append(op.stored.from[:0], k...)
@@ -76,7 +76,7 @@ func (op *Operator) pageTimers(at int64) error {
 		paged := 0
 		op.stored.next = slot.NoTimer
 		var stop []byte
-		err := c.Cold.Backend.Seek(op.stored.from, func(k, _ []byte) (bool, error) {
+		err := op.backend.Seek(op.stored.from, func(k, _ []byte) (bool, error) {
 			t, key, ok := slot.SplitTimerKey(k)
 			if !ok {
 				return false, nil
@@ -107,7 +107,7 @@ func (op *Operator) pageTimers(at int64) error {
 					op.stored.ids.blocks[0] = append(op.stored.ids.blocks[0], e)
 				}
 				paged++
-				return true, c.Cold.Backend.Delete(k)
+				return true, op.backend.Delete(k)
 			}
 			if !op.owns(spec, slot.HashKey(c.Seeds, string(key))) {
 				return true, nil
@@ -176,7 +176,7 @@ func (op *Operator) spillTimers() error {
 		first = min(first, at)
 		op.stored.spill = slot.AppendTimerKey(op.stored.spill[:0], at, "")
 		op.stored.spill = append(op.stored.spill, c.SpillKey(int(e.spec), e.id)...)
-		return c.Backend.Set(op.stored.spill, slot.TimerValue)
+		return op.backend.Set(op.stored.spill, slot.TimerValue)
 	})
 	if err != nil {
 		return fmt.Errorf("windows: spill timers: %w", err)

@@ -843,3 +843,40 @@ func (c *Cold) AddRecord(q *prefetch.Queue, loc uint64, size int) {
 		q.Add(addr + 64)
 	}
 }
+
+// SetSpecs gives the cache the operator's specs after a reload, which may
+// have added some: each new one gets its index. Specs are never removed.
+func (c *Cache) SetSpecs(specs []*slot.Spec) {
+	c.Cold.AddIndexes(len(specs) - len(c.Specs))
+	c.Specs = specs
+}
+
+// Forget drops the states of the specs with ids from the cache and the
+// cold store, leaving the Backend's copies. They are found through their
+// specs' indexes, not the whole ring: a reload that restarts one rule
+// touches only that rule's slots.
+func (c *Cache) Forget(ids []int) {
+	var doomed []*slot.Slot
+	for _, id := range ids {
+		x := &c.Cold.Idx[id]
+		for i := range x.Entries {
+			e := &x.Entries[i]
+			c.Cold.Forget(c.Cold.EntryLoc(e))
+			if e.Cached() {
+				doomed = append(doomed, c.Slots.At(e.SlotNum()))
+			}
+		}
+		x.Reset() // then Drop has nothing to take out of it
+	}
+	c.Cold.CachedEntries -= len(doomed)
+	for _, s := range doomed {
+		c.Drop(s)
+		c.Clean(s)
+	}
+}
+
+// Changes is the number of changed slots waiting to be written back.
+func (c *Cache) Changes() int { return len(c.Changed) - c.ChangedHead }
+
+// Len is the number of slots cached.
+func (c *Cache) Len() int { return len(c.Ring) }
