@@ -68,7 +68,7 @@ const metaChangelog = "changelog"
 // checkpointed to a changelog topic so that another instance can take
 // them over.
 func runDistributed(ctx context.Context, opts RunOptions) error {
-	j := &distJob{job: job{opts: opts, log: opts.Logger}, topics: kafkaio.InternalTopicsOf(opts.Group),
+	j := &distJob{jobBase: jobBase{opts: opts, log: opts.Logger}, topics: kafkaio.InternalTopicsOf(opts.Group),
 		tasks: map[int]*ownedTask{}, inputs: map[int32]*routedInput{}}
 	defer j.close()
 	for _, stage := range []func(context.Context) error{j.connect, j.lockState, j.startOutputs, j.joinGroup} {
@@ -81,7 +81,7 @@ func runDistributed(ctx context.Context, opts RunOptions) error {
 
 // distJob is one instance of a distributed job.
 type distJob struct {
-	job
+	jobBase
 	client      *kafka.Client
 	topics      kafkaio.InternalTopics
 	inputParts  []int32 // the input topic's partitions, for the tasks' valves

@@ -12,9 +12,9 @@ import (
 	"github.com/riskstream/riskstream/sink"
 )
 
-// job is what the single job (liveJob) and an instance of a distributed
+// jobBase is what the single job (liveJob) and an instance of a distributed
 // one (distJob) hold alike, and set up the same way.
-type job struct {
+type jobBase struct {
 	opts RunOptions
 	log  *slog.Logger
 	// closers are undone in reverse order when the job ends.
@@ -43,17 +43,17 @@ type job struct {
 }
 
 // onClose adds fn to what is undone when the job ends.
-func (j *job) onClose(fn func()) { j.closers = append(j.closers, fn) }
+func (j *jobBase) onClose(fn func()) { j.closers = append(j.closers, fn) }
 
 // now is processing time in ms.
-func (j *job) now() int64 { return j.opts.Now().UnixMilli() }
+func (j *jobBase) now() int64 { return j.opts.Now().UnixMilli() }
 
 // serveConsole serves, with an address in --metrics-addr, the job's
 // metrics, /healthz (health), /readyz and the console, and sets the
 // console's feed and its count of decisions per key; without one they
 // stay nil: the console is fed only where a page can show it. The server
 // is closed with the job.
-func (j *job) serveConsole(health func() error) error {
+func (j *jobBase) serveConsole(health func() error) error {
 	o := j.opts
 	if o.MetricsAddr == "" {
 		return nil
@@ -70,7 +70,7 @@ func (j *job) serveConsole(health func() error) error {
 
 // startSink makes the sink of the job's outputs to brokers, closed with
 // the job.
-func (j *job) startSink(brokers []string) {
+func (j *jobBase) startSink(brokers []string) {
 	o := j.opts
 	j.out = sink.NewKafka(brokers, o.Outputs, sink.Transport(j.sec.Transport()),
 		sink.MaxMessageBytes(o.MaxMessageBytes), sink.Metrics(o.Registry), sink.Logger(j.log))

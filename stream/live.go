@@ -15,11 +15,11 @@ import (
 	"github.com/riskstream/riskstream/checkpoint"
 	"github.com/riskstream/riskstream/engine"
 	"github.com/riskstream/riskstream/internal/parallel"
+	"github.com/riskstream/riskstream/job"
 	"github.com/riskstream/riskstream/kafkaconn"
 	"github.com/riskstream/riskstream/kafkaio"
 	"github.com/riskstream/riskstream/memory"
 	"github.com/riskstream/riskstream/observe"
-	"github.com/riskstream/riskstream/order"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/state"
@@ -48,7 +48,7 @@ func Run(ctx context.Context, opts RunOptions) (err error) {
 		}
 		return runDistributed(ctx, opts)
 	}
-	j := &liveJob{job: job{opts: opts, log: opts.Logger}, offsets: map[int32]int64{}, known: map[int]bool{}, started: opts.Now()}
+	j := &liveJob{jobBase: jobBase{opts: opts, log: opts.Logger}, started: opts.Now()}
 	defer j.close()
 	for _, stage := range []func(context.Context) error{
 		j.openState, j.startBroker, j.startOutputs, j.restore, j.verifyState, j.checkBrokers, j.skipWritten, j.joinGroup, j.startFetching,
@@ -57,7 +57,7 @@ func Run(ctx context.Context, opts RunOptions) (err error) {
 			return err
 		}
 	}
-	return j.loop(ctx)
+	return j.run(ctx)
 }
 
 // liveJob is the live job's state between its stages: Run calls each
@@ -66,39 +66,27 @@ func Run(ctx context.Context, opts RunOptions) (err error) {
 // the group member and Pebble's commits run on goroutines of their own
 // and reach it only through channels (docs/design.md).
 type liveJob struct {
-	job
+	jobBase
 	db      *state.DB
 	brokers []string
 	e       *engine.Sharded
 	member  *kafkaio.GroupMember
-	// dec decodes and keys records into batch, which the shards process:
-	// shard 0 on the loop's goroutine, each other on its own (shardIn,
-	// shardDone).
-	dec       *engine.Decoder
-	batch     *engine.Batch
+	// loop takes the input's records in order through e, whose shards
+	// process each batch: shard 0 on the loop's goroutine, each other on
+	// its own (shardIn, shardDone).
+	loop      *job.Loop
 	shardIn   []chan *engine.Batch
 	shardDone []chan error
 
-	// offsets are the next offset of each input partition: of the record
-	// after the last one processed.
-	offsets map[int32]int64
-	// fetched carries what the fetchers fetched to the loop, which pushes
-	// it into merge.
+	// fetched carries what the fetchers fetched to the loop.
 	fetched     chan kafkaio.Fetch
-	known       map[int]bool // partitions with a fetcher
 	readCtx     context.Context
 	stopReading context.CancelFunc
 	reading     sync.WaitGroup
-	merge       *order.Merger[kafka.Message]
-	journal     mergeJournal
+	journal     *job.Journal
 	// journalMissed is how many runs followed the merge missed, as last
 	// logged.
 	journalMissed int
-	recs          []engine.Record // scratch for the records taken from merge
-	// arrived holds when the fetch of each of recs arrived, which
-	// arrivals finds.
-	arrived  []int64
-	arrivals fetchArrivals
 	// away is how long the loop could not take in fetches since started:
 	// it worked (processing, ticking, checkpointing), or the group was not
 	// held (between two of its generations, when it takes in nothing). The
@@ -276,7 +264,6 @@ func (j *liveJob) startOutputs(context.Context) error {
 	if err != nil {
 		return err
 	}
-	j.dec, j.batch = j.e.NewDecoder(), j.e.NewBatch()
 	for _, s := range j.e.Shards()[1:] {
 		in, done := make(chan *engine.Batch), make(chan error)
 		j.shardIn, j.shardDone = append(j.shardIn, in), append(j.shardDone, done)
@@ -287,7 +274,26 @@ func (j *liveJob) startOutputs(context.Context) error {
 		}()
 		j.onClose(func() { close(in) })
 	}
-	return nil
+	j.loop, err = job.New(job.Options{
+		Engine: j.e, Topic: o.Topic,
+		PartitionWait: o.PartitionWait.Milliseconds(), BehindWait: behindWait.Milliseconds(),
+		OnWaitTimeout: j.waitTimedOut,
+		Process:       j.processShards,
+	})
+	return err
+}
+
+// processShards runs a batch on every shard at once: the first on the
+// loop's goroutine, the others on theirs.
+func (j *liveJob) processShards(b *engine.Batch) error {
+	for _, in := range j.shardIn {
+		in <- b
+	}
+	errs := []error{j.e.Shards()[0].Process(b)}
+	for _, done := range j.shardDone {
+		errs = append(errs, <-done)
+	}
+	return errors.Join(errs...)
 }
 
 // restore loads the last checkpoint, if any: the engine's state, the input
@@ -298,25 +304,16 @@ func (j *liveJob) restore(context.Context) error {
 		return err
 	}
 	j.restored = true
-	if err := j.e.Restore(m.Engine); err != nil {
-		return fmt.Errorf("state in %s: %w", j.opts.StateDir, err)
+	if err := j.loop.Restore(&m); err != nil {
+		return fmt.Errorf("state in %s: %w (give each input its own --state-dir)", j.opts.StateDir, err)
 	}
-	// The restore laid the rules' state out as the checkpoint had it.
-	j.dec, j.batch = j.e.NewDecoder(), j.e.NewBatch()
 	if d := j.e.Restored(); d.Changed() {
 		if err := refuseDropped(d, j.opts); err != nil {
 			return err
 		}
 		logDiff(j, "rules changed since the checkpoint", d, "file", j.opts.Config.File)
 	}
-	j.offsets = map[int32]int64{}
-	for _, o := range m.Inputs {
-		if o.Topic != j.opts.Topic {
-			return fmt.Errorf("state in %s: its checkpoint is of input topic %q, not %q: give each input its own --state-dir", j.opts.StateDir, o.Topic, j.opts.Topic)
-		}
-		j.offsets[o.Partition] = o.Offset
-	}
-	j.log.Info("resuming from checkpoint", "offsets", j.offsets, "watermark", j.e.Watermark())
+	j.log.Info("resuming from checkpoint", "offsets", j.loop.Offsets(), "watermark", j.e.Watermark())
 	j.checkpointEnds = kafkaio.EndsOf(m.Outputs)
 	return nil
 }
@@ -442,19 +439,9 @@ func (j *liveJob) startFetching(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	j.merge, err = order.New(order.Options[kafka.Message]{
-		Timestamp: kafkaio.MessageTime,
-		Wait:      j.opts.PartitionWait.Milliseconds(), BehindWait: behindWait.Milliseconds(),
-		OnTimeout: j.waitTimedOut,
-		Release:   kafkaio.Recycle,
-		Offset:    messageOffset,
-	})
-	if err != nil {
-		return err
-	}
-	j.journal.db = j.db
+	j.journal = job.NewJournal(j.db)
 	if j.restored {
-		n, err := j.journal.load(j.merge)
+		n, err := j.journal.Load(j.loop)
 		if err != nil {
 			return err
 		}
@@ -497,9 +484,6 @@ func (j *liveJob) startFetching(ctx context.Context) error {
 	return nil
 }
 
-// messageOffset is a record's offset, where the merge is in its partition.
-func messageOffset(m *kafka.Message) int64 { return m.Offset }
-
 // waitTimedOut logs and counts a merge wait that ran out: the order of
 // records across partitions may then depend on when they arrived. It logs
 // at most every 10 s, with the count since.
@@ -528,17 +512,9 @@ func (j *liveJob) waitTimedOut(p int32, waited int64) {
 func (j *liveJob) addFetchers(partitions []int) {
 	now := j.now()
 	for _, p := range partitions {
-		if j.known[p] {
+		start, added := j.loop.AddPartition(int32(p), now)
+		if !added {
 			continue
-		}
-		j.known[p] = true
-		j.e.AddPartition(int32(p), now)
-		start, ok := j.offsets[int32(p)]
-		if ok {
-			j.merge.AddPartitionAt(int32(p), start)
-		} else {
-			j.merge.AddPartition(int32(p))
-			start = kafka.FirstOffset
 		}
 		f := kafkaio.NewFetcher(j.brokers, j.sec.Dialer(), j.opts.Topic, p, start, -1, j.fetched, j.log, j.opts.Now)
 		j.fetchers = append(j.fetchers, f)
@@ -547,9 +523,9 @@ func (j *liveJob) addFetchers(partitions []int) {
 	}
 }
 
-// loop processes what the fetchers bring until the job ends, ticking
+// run processes what the fetchers bring until the job ends, ticking
 // processing time and checkpointing on the way.
-func (j *liveJob) loop(ctx context.Context) error {
+func (j *liveJob) run(ctx context.Context) error {
 	j.checkpoints = newCheckpointClock(j.opts.CheckpointInterval, j.opts.Now())
 	defer j.checkpoints.stop()
 	// Processing time moves idle partitions' watermarks and fires windows
@@ -628,13 +604,8 @@ func (j *liveJob) loop(ctx context.Context) error {
 	}
 }
 
-// push hands a fetch to the merge.
-func (j *liveJob) push(f kafkaio.Fetch) {
-	if len(f.Msgs) > 0 {
-		j.arrivals.fetched(f.Partition, f.Msgs[len(f.Msgs)-1].Offset, f.At)
-	}
-	j.merge.Push(f.Partition, f.Msgs, f.Behind, j.mergeNow())
-}
+// push hands a fetch to the loop.
+func (j *liveJob) push(f kafkaio.Fetch) { j.loop.Push(f, j.mergeNow()) }
 
 // process runs the engine over every record the merge gives now, handing
 // the outputs to the writer as they come: the records are decoded and
@@ -653,54 +624,24 @@ func (j *liveJob) process() error {
 		}
 	}
 	popped := j.opts.Now()
-	now, mergeNow := popped.UnixMilli(), j.mergeNow()
-	rs, arrived := j.recs[:0], j.arrived[:0]
-	for {
-		m, p, ok := j.merge.Pop(mergeNow)
-		if !ok {
-			break
-		}
-		rs = append(rs, kafkaio.Record(&m, p))
-		arrived = append(arrived, j.arrivals.of(p, m.Offset))
-		j.offsets[p] = m.Offset + 1
-	}
-	j.recs, j.arrived = rs, arrived
-	if len(rs) == 0 {
+	n, runs := j.loop.Take(j.mergeNow())
+	if n == 0 {
 		return nil
 	}
 	// Durable before any output of these records exists.
-	if err := j.journal.write(j.merge.TakeRuns()); err != nil {
+	if err := j.journal.Write(runs); err != nil {
 		return err
 	}
-	b := j.batch
-	b.Reset()
-	b.Grow(len(rs))
-	for i := range rs {
-		b.Add(j.dec, &rs[i])
-	}
-	clear(rs) // drop the records' bytes: the batch has them
-	if err := j.e.Time(b, now); err != nil {
-		return fmt.Errorf("input %s: %w", j.opts.Topic, err)
-	}
-	for _, in := range j.shardIn {
-		in <- b
-	}
-	errs := []error{j.e.Shards()[0].Process(b)}
-	for _, done := range j.shardDone {
-		errs = append(errs, <-done)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("input %s: %w", j.opts.Topic, err)
-	}
-	recs := b.Records()
-	poppedNS, made := popped.UnixNano(), j.opts.Now().UnixNano()
-	j.e.Merge(b, func(i int) {
+	poppedNS, made := popped.UnixNano(), int64(0)
+	return j.loop.Run(popped.UnixMilli(), func(ref, arrived int64) {
+		if made == 0 { // the shards are done: the outputs are merged
+			made = j.opts.Now().UnixNano()
+		}
 		// A decision's latency is measured from its record's timestamp;
 		// what the records before made goes out at once.
-		j.out.Times = sink.DecisionTimes{Ref: recs[i].Reference, Arrived: arrived[i], Popped: poppedNS, Made: made}
+		j.out.Times = sink.DecisionTimes{Ref: ref, Arrived: arrived, Popped: poppedNS, Made: made}
 		j.writer.start()
 	})
-	return nil
 }
 
 // tick moves processing time: merge waits that ran out, idle partitions'
@@ -765,7 +706,7 @@ func (j *liveJob) stop() error {
 	if err := j.checkpoint(true); err != nil {
 		return err
 	}
-	j.log.Info("stopped after a final checkpoint", "offsets", j.offsets)
+	j.log.Info("stopped after a final checkpoint", "offsets", j.loop.Offsets())
 	return nil
 }
 
@@ -782,18 +723,18 @@ func (j *liveJob) checkpoint(durable bool) error {
 		return err
 	}
 	ends := j.ends.AtCheckpoint(j.e.Stats().Records)
-	cp, err := j.e.Checkpoint()
+	m, err := j.loop.Checkpoint()
 	if err != nil {
 		return err
 	}
-	m := checkpoint.Manifest{Engine: cp, Inputs: inputOffsets(j.opts.Topic, j.offsets), Outputs: kafkaio.EndOffsets(ends)}
+	m.Outputs = kafkaio.EndOffsets(ends)
 	if err := checkpoint.Write(j.db, &m); err != nil {
 		return err
 	}
-	if err := j.journal.checkpoint(j.merge); err != nil {
+	if err := j.journal.Checkpoint(j.loop); err != nil {
 		return err
 	}
-	if missed := j.merge.Missed(); missed > j.journalMissed {
+	if missed := j.loop.Missed(); missed > j.journalMissed {
 		j.log.Warn("the records past the checkpoint were not all taken in the order the run before took them: records it read are gone or changed; an output made again with another value is not written (riskstream_output_duplicates_changed_total)",
 			"runs", missed-j.journalMissed)
 		j.journalMissed = missed
@@ -802,12 +743,12 @@ func (j *liveJob) checkpoint(durable bool) error {
 		if err := j.db.Commit(true); err != nil {
 			return err
 		}
-		if len(j.offsets) > 0 { // none before the first record
-			j.member.CommitOrWarn(j.offsets, j.opts.Group, j.log)
+		if offsets := j.loop.Offsets(); len(offsets) > 0 { // none before the first record
+			j.member.CommitOrWarn(offsets, j.opts.Group, j.log)
 		}
 		j.checkpointed(start)
 	} else {
-		committed := maps.Clone(j.offsets)
+		committed := maps.Clone(j.loop.Offsets())
 		j.db.CommitAsync(func(err error) {
 			if err != nil {
 				// The first failure is enough to stop the job.

@@ -86,7 +86,7 @@ func (j *liveJob) reloadRules(why string, force bool) error {
 		start = j.opts.Now()
 		// The engine refuses what a reload cannot change (rules.CheckReload)
 		// before it changes anything, and writes nothing.
-		diff, err = j.e.Reload(cfg)
+		diff, err = j.loop.Reload(cfg)
 	}
 	if err != nil {
 		j.log.Warn("rules file refused: the rules stay as they are", "file", w.path, "why", why, "err", err)
@@ -96,7 +96,6 @@ func (j *liveJob) reloadRules(why string, force bool) error {
 	for _, warning := range cfg.Warnings {
 		j.log.Warn("rules: " + warning.String())
 	}
-	j.dec, j.batch = j.e.NewDecoder(), j.e.NewBatch()
 	j.m.Reload(cfg, j.e.Stats(), diff.KeptHeatmaps())
 	if j.console != nil {
 		j.console.Reload(diff)

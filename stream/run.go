@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"runtime"
-	"slices"
 	"time"
 
 	"github.com/riskstream/riskstream/checkpoint"
@@ -304,16 +302,6 @@ func (o *RunOptions) Validate() error {
 // surprise. Start `riskstream broker` or a real cluster and give its
 // address.
 var ErrEmbeddedSecurity = errors.New("stream: TLS and SASL need --brokers: the embedded development broker (started without --brokers) is plaintext only")
-
-// inputOffsets returns the input partitions' next offsets as a checkpoint
-// records them, by partition.
-func inputOffsets(topic string, offsets map[int32]int64) []checkpoint.Offset {
-	offs := make([]checkpoint.Offset, 0, len(offsets))
-	for _, p := range slices.Sorted(maps.Keys(offsets)) {
-		offs = append(offs, checkpoint.Offset{Topic: topic, Partition: p, Offset: offsets[p]})
-	}
-	return offs
-}
 
 // legacyLiveOffsets decodes the input offsets of a single job's checkpoint
 // written before the manifest: varint pairs of partition and offset.

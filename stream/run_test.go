@@ -528,7 +528,7 @@ func TestCheckpointClockDue(t *testing.T) {
 // the group went, and taken in once it is back, still goes first.
 func TestMergeClockAway(t *testing.T) {
 	now := time.UnixMilli(1_000_000)
-	j := &liveJob{job: job{opts: RunOptions{Now: func() time.Time { return now }}}, started: now}
+	j := &liveJob{jobBase: jobBase{opts: RunOptions{Now: func() time.Time { return now }}}, started: now}
 	merge, err := order.New(order.Options[int64]{Timestamp: func(ts *int64) int64 { return *ts }, Wait: 100})
 	if err != nil {
 		t.Fatal(err)

@@ -45,6 +45,21 @@ func TestPureCore(t *testing.T) {
 	}
 }
 
+// TestLoopCore: the job loop's core (package job) drives the engine for
+// the edges without being one: it starts no goroutine and reads no clock,
+// though it speaks the edges' types (a Kafka message, a fetch).
+func TestLoopCore(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "job", "*.go"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("job: no files (%v)", err)
+	}
+	for _, path := range files {
+		if !strings.HasSuffix(path, "_test.go") {
+			checkCalls(t, path)
+		}
+	}
+}
+
 func checkFile(t *testing.T, path string) {
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, path, nil, 0)
@@ -60,6 +75,16 @@ func checkFile(t *testing.T, path string) {
 				}
 			}
 		}
+	}
+	checkCalls(t, path)
+}
+
+// checkCalls fails for go statements and wall-clock calls in path.
+func checkCalls(t *testing.T, path string) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, path, nil, 0)
+	if err != nil {
+		t.Fatal(err)
 	}
 	ast.Inspect(f, func(n ast.Node) bool {
 		switch n := n.(type) {

@@ -1,11 +1,9 @@
-package stream
+package job
 
 import (
 	"fmt"
 
 	"github.com/riskstream/riskstream/order"
-	"github.com/riskstream/riskstream/state"
-	"github.com/segmentio/kafka-go"
 )
 
 // The order in which the live job takes the records of its partitions
@@ -17,9 +15,21 @@ import (
 // before any output of theirs leaves; a checkpoint deletes those it
 // covers, and a restart follows those left.
 
-// mergeJournal keeps the merge's runs in the state store's journal.
-type mergeJournal struct {
-	db *state.DB
+// JournalStore keeps the journal's entries durably, beside the state:
+// state.DB is one.
+type JournalStore interface {
+	// AppendJournal stores entries under the sequence numbers from first
+	// on, durably when it returns.
+	AppendJournal(first uint64, entries [][]byte) error
+	// Journal calls fn with every entry stored, in sequence order.
+	Journal(fn func(seq uint64, entry []byte) error) error
+	// DropJournal deletes the entries seqs with the next commit.
+	DropJournal(seqs []uint64) error
+}
+
+// Journal keeps the merge's runs in a JournalStore.
+type Journal struct {
+	db JournalStore
 	// next is the sequence number of the next entry; stored are those
 	// stored that the next checkpoint covers.
 	next   uint64
@@ -27,9 +37,12 @@ type mergeJournal struct {
 	buf    [][]byte
 }
 
-// load reads the runs a run before this one journaled after the
-// checkpoint restored, for merge to follow, and returns how many.
-func (mj *mergeJournal) load(merge *order.Merger[kafka.Message]) (int, error) {
+// NewJournal returns the journal kept in db.
+func NewJournal(db JournalStore) *Journal { return &Journal{db: db} }
+
+// Load reads the runs a run before this one journaled after the
+// checkpoint restored, for l to follow, and returns how many.
+func (mj *Journal) Load(l *Loop) (int, error) {
 	var runs []order.Run
 	err := mj.db.Journal(func(seq uint64, entry []byte) error {
 		r, err := order.DecodeRun(entry)
@@ -44,12 +57,12 @@ func (mj *mergeJournal) load(merge *order.Merger[kafka.Message]) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	merge.Follow(runs)
+	l.Follow(runs)
 	return len(runs), nil
 }
 
-// write journals runs durably.
-func (mj *mergeJournal) write(runs []order.Run) error {
+// Write journals runs durably.
+func (mj *Journal) Write(runs []order.Run) error {
 	if len(runs) == 0 {
 		return nil
 	}
@@ -65,13 +78,13 @@ func (mj *mergeJournal) write(runs []order.Run) error {
 	return nil
 }
 
-// checkpoint adds to the checkpoint's pending writes the deletion of the
-// entries it covers. The runs followed but not taken yet are journaled
-// again, from where the merge is: they lie past the checkpoint.
-func (mj *mergeJournal) checkpoint(merge *order.Merger[kafka.Message]) error {
+// Checkpoint adds to the checkpoint's pending writes the deletion of the
+// entries it covers. The runs l follows but has not taken yet are
+// journaled again, from where its merge is: they lie past the checkpoint.
+func (mj *Journal) Checkpoint(l *Loop) error {
 	covered := mj.stored
 	mj.stored = nil
-	if err := mj.write(merge.Following()); err != nil {
+	if err := mj.Write(l.Following()); err != nil {
 		return err
 	}
 	if err := mj.db.DropJournal(covered); err != nil {

@@ -1,9 +1,9 @@
-package stream
+package job
 
-// fetchArrivals remembers, per input partition, when each fetch whose
+// arrivals remembers, per input partition, when each fetch whose
 // records the merge still holds arrived, by its last offset: the record
 // the merge gives at an offset came with the first fetch that reaches it.
-type fetchArrivals struct {
+type arrivals struct {
 	byPartition [][]fetchArrival // by partition number
 }
 
@@ -13,7 +13,7 @@ type fetchArrival struct {
 }
 
 // fetched notes a fetch of partition p up to offset last, arrived at at.
-func (a *fetchArrivals) fetched(p int32, last, at int64) {
+func (a *arrivals) fetched(p int32, last, at int64) {
 	for int(p) >= len(a.byPartition) {
 		a.byPartition = append(a.byPartition, nil)
 	}
@@ -22,7 +22,7 @@ func (a *fetchArrivals) fetched(p int32, last, at int64) {
 
 // of returns when the fetch of partition p's record at offset arrived, 0
 // when not known, and forgets the fetches before it.
-func (a *fetchArrivals) of(p int32, offset int64) int64 {
+func (a *arrivals) of(p int32, offset int64) int64 {
 	if int(p) >= len(a.byPartition) {
 		return 0
 	}

@@ -1,4 +1,4 @@
-package stream
+package job
 
 import "testing"
 
@@ -6,7 +6,7 @@ import "testing"
 // that reaches its offset, partitions apart, and a fetch all of whose
 // records the merge gave is forgotten.
 func TestFetchArrivals(t *testing.T) {
-	var a fetchArrivals
+	var a arrivals
 	if got := a.of(0, 5); got != 0 {
 		t.Fatalf("nothing fetched: %d", got)
 	}
