@@ -207,45 +207,35 @@ func Run(ctx context.Context, opts Options) (_ *Summary, err error) {
 		return nil, err
 	}
 
-	var startReading func(ctx context.Context, out chan<- *chunk, free chan *chunk)
-	if opts.Topic == "" {
-		startReading = func(ctx context.Context, out chan<- *chunk, free chan *chunk) {
-			go readInputs(ctx, opts.Inputs, opts.Stdin, mem.Chunk, out, free)
-		}
+	if opts.Topic != "" {
+		err = replayTopic(ctx, opts, e, prog)
 	} else {
-		sec, err := kafkaconn.New(opts.Security)
-		if err != nil {
+		err = replayFiles(ctx, opts, e, mem, prog)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := e.Finish(); err != nil {
+		return nil, err
+	}
+	prog.Done(e)
+	for _, db := range dbs {
+		if err := db.Commit(false); err != nil {
 			return nil, err
-		}
-		// A wrong password, a TLS mismatch or no broker at all fails
-		// here, saying so, as for produce.
-		if err := sec.Check(ctx, opts.Brokers); err != nil {
-			err = fmt.Errorf("replay of topic %s: brokers %v (%v): %w", opts.Topic, opts.Brokers, sec, err)
-			if hint := kafkaconn.RefusedHint(err, ""); hint != "" {
-				err = fmt.Errorf("%w\n%s", err, hint)
-			}
-			return nil, err
-		}
-		ranges, err := kafkaio.TopicRanges(ctx, opts.Brokers, sec, opts.Topic, opts.From, opts.To)
-		if err != nil {
-			return nil, err
-		}
-		var records int64
-		for _, r := range ranges {
-			// A partition without records in the range has no say in the
-			// watermark: live, it turns idle.
-			if r.End > r.From {
-				e.AddPartition(r.Partition, 0)
-				records += r.End - r.From
-			}
-		}
-		opts.Logger.Info("replaying a topic", "topic", opts.Topic, "from", opts.From, "to", opts.To,
-			"partitions", len(ranges), "offsets", records)
-		startReading = func(ctx context.Context, out chan<- *chunk, free chan *chunk) {
-			go readTopicRanges(ctx, opts.Brokers, sec, opts.Topic, ranges, mem.Chunk, out, free, opts.Logger)
 		}
 	}
+	// Only a run that succeeded replaces the outputs of the one before.
+	if err := files.Commit(); err != nil {
+		return nil, err
+	}
+	sum := &Summary{Stats: e.Stats(), Sources: e.Sources(), Elapsed: opts.Now().Sub(start)}
+	sum.Spilled, sum.SpilledTimers = e.Spilled()
+	return sum, nil
+}
 
+// replayFiles runs the engine over the input files through a pipeline of
+// goroutines.
+func replayFiles(ctx context.Context, opts Options, e *engine.Sharded, mem memory.Plan, prog *observe.Progress) error {
 	// Stages: read (and gunzip); decode and key, a goroutine per core;
 	// time, in order; one goroutine per shard; merge, here. The outputs'
 	// order is the files' order of records, whatever the stages' timing.
@@ -272,7 +262,7 @@ func Run(ctx context.Context, opts Options) (_ *Summary, err error) {
 		shardIn[k] = make(chan *batch, 2)
 		shards.Go(func() { processShard(s, k, shardIn[k]) })
 	}
-	startReading(ctx, chunks, freeChunks)
+	go readInputs(ctx, opts.Inputs, opts.Stdin, mem.Chunk, chunks, freeChunks)
 	go decodeChunks(ctx, e, workers, chunks, shardIn, merge, freeBatches)
 	defer func() {
 		// On an early return, stop the decoder and let the shards finish
@@ -285,11 +275,11 @@ func Run(ctx context.Context, opts Options) (_ *Summary, err error) {
 
 	for b := range merge {
 		if b.c.err != nil {
-			return nil, fmt.Errorf("input %s: %w", b.c.file, b.c.err)
+			return fmt.Errorf("input %s: %w", b.c.file, b.c.err)
 		}
 		b.shards.Wait()
 		if err := errors.Join(b.errs...); err != nil {
-			return nil, err
+			return err
 		}
 		e.Merge(b.b, nil)
 		recycle(freeChunks, b.c)
@@ -299,28 +289,10 @@ func Run(ctx context.Context, opts Options) (_ *Summary, err error) {
 		}
 		prog.Update(e)
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	// The decoder stops early, closing merge, only when ctx is done; the
 	// shards may then still be at work.
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if err := e.Finish(); err != nil {
-		return nil, err
-	}
-	prog.Done(e)
-	for _, db := range dbs {
-		if err := db.Commit(false); err != nil {
-			return nil, err
-		}
-	}
-	// Only a run that succeeded replaces the outputs of the one before.
-	if err := files.Commit(); err != nil {
-		return nil, err
-	}
-	sum := &Summary{Stats: e.Stats(), Sources: e.Sources(), Elapsed: opts.Now().Sub(start)}
-	sum.Spilled, sum.SpilledTimers = e.Spilled()
-	return sum, nil
+	return ctx.Err()
 }

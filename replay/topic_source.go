@@ -3,87 +3,95 @@ package replay
 import (
 	"context"
 	"errors"
-	"log/slog"
-	"math"
+	"fmt"
+	"sync"
 
+	"github.com/riskstream/riskstream/engine"
+	"github.com/riskstream/riskstream/internal/parallel"
+	"github.com/riskstream/riskstream/job"
 	"github.com/riskstream/riskstream/kafkaconn"
 	"github.com/riskstream/riskstream/kafkaio"
-	"github.com/riskstream/riskstream/order"
-	"github.com/segmentio/kafka-go"
+	"github.com/riskstream/riskstream/observe"
 )
 
-// readTopicRanges reads the ranges of a topic through the merge the live job
-// uses (order.Merger), in chunks of records of about size bytes sent on
-// out; it closes out when every range is read. The merge never times out:
-// a replay waits for every partition, so its order depends on the topic
-// alone.
-func readTopicRanges(ctx context.Context, brokers []string, sec *kafkaconn.Security, topic string, ranges []kafkaio.TopicRange, size int, out chan<- *chunk, free chan *chunk, log *slog.Logger) {
-	defer close(out)
-	fail := func(err error) {
-		select {
-		case out <- &chunk{file: "topic " + topic, err: err}:
-		case <-ctx.Done():
-		}
-	}
-	merge, err := order.New(order.Options[kafka.Message]{
-		Timestamp: kafkaio.MessageTime, Wait: math.MaxInt64 / 4, BehindWait: math.MaxInt64 / 4, Release: kafkaio.Recycle,
-	})
+// replayTopic runs the engine over the ranges of a topic through the live
+// job's loop (job.Loop): the same merge of the partitions and the same
+// engine calls in the same order, so that the outputs are the live job's
+// record for record. The merge never times out here: a replay waits for
+// every partition, so its order depends on the topic alone.
+func replayTopic(ctx context.Context, opts Options, e *engine.Sharded, prog *observe.Progress) error {
+	sec, err := kafkaconn.New(opts.Security)
 	if err != nil {
-		fail(err)
-		return
+		return err
+	}
+	// A wrong password, a TLS mismatch or no broker at all fails here,
+	// saying so, as for produce.
+	if err := sec.Check(ctx, opts.Brokers); err != nil {
+		err = fmt.Errorf("replay of topic %s: brokers %v (%v): %w", opts.Topic, opts.Brokers, sec, err)
+		if hint := kafkaconn.RefusedHint(err, ""); hint != "" {
+			err = fmt.Errorf("%w\n%s", err, hint)
+		}
+		return err
+	}
+	ranges, err := kafkaio.TopicRanges(ctx, opts.Brokers, sec, opts.Topic, opts.From, opts.To)
+	if err != nil {
+		return err
+	}
+	loop, err := job.New(job.Options{Engine: e, Topic: opts.Topic, PartitionWait: job.Forever, BehindWait: job.Forever,
+		Process: processShards(e)})
+	if err != nil {
+		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)
+	var reading sync.WaitGroup
+	defer reading.Wait()
 	defer cancel()
-	fetchedCh := make(chan kafkaio.Fetch, 16)
-	open := 0
+	fetched := make(chan kafkaio.Fetch, 16)
+	open, records := 0, int64(0)
 	for _, r := range ranges {
-		if r.From >= r.End {
+		// A partition without records in the range has no say in the
+		// watermark: live, it turns idle.
+		if r.End <= r.From {
 			continue
 		}
-		merge.AddPartition(r.Partition)
-		f := kafkaio.NewFetcher(brokers, sec.Dialer(), topic, int(r.Partition), r.From, r.End, fetchedCh, log, nil)
-		go f.Run(ctx)
+		loop.AddPartition(r.Partition, 0)
+		f := kafkaio.NewFetcher(opts.Brokers, sec.Dialer(), opts.Topic, int(r.Partition), r.From, r.End, fetched, opts.Logger, nil)
+		reading.Go(func() { f.Run(ctx) })
 		open++
+		records += r.End - r.From
 	}
-	c := newChunk(free, 0, "topic "+topic, 0)
-	bytes := 0
-	send := func() bool {
-		select {
-		case out <- c:
-		case <-ctx.Done():
-			return false
-		}
-		c, bytes = newChunk(free, 0, "topic "+topic, 0), 0
-		return true
-	}
+	opts.Logger.Info("replaying a topic", "topic", opts.Topic, "from", opts.From, "to", opts.To,
+		"partitions", len(ranges), "offsets", records)
 	for open > 0 {
 		var f kafkaio.Fetch
 		select {
-		case f = <-fetchedCh:
+		case f = <-fetched:
 		case <-ctx.Done():
-			return
+			return ctx.Err()
 		}
 		if f.Done {
-			merge.Done(f.Partition)
 			open--
-		} else {
-			merge.Push(f.Partition, f.Msgs, true, 0)
 		}
-		for {
-			m, p, ok := merge.Pop(0)
-			if !ok {
-				break
+		loop.Push(f, 0)
+		if n, _ := loop.Take(0); n > 0 {
+			if err := loop.Run(0, nil); err != nil {
+				return err
 			}
-			c.recs = append(c.recs, kafkaio.Record(&m, p))
-			if bytes += len(m.Value); bytes >= size && !send() {
-				return
-			}
+			prog.Update(e)
 		}
 	}
-	if len(c.recs) > 0 {
-		send()
+	if loop.Buffered() > 0 {
+		return errors.New("records left in the merge after every partition ended")
 	}
-	if merge.Len() > 0 {
-		fail(errors.New("records left in the merge after every partition ended"))
+	return nil
+}
+
+// processShards runs a batch on every shard of e at once.
+func processShards(e *engine.Sharded) func(b *engine.Batch) error {
+	return func(b *engine.Batch) error {
+		shards := e.Shards()
+		errs := make([]error, len(shards))
+		parallel.Do(len(shards), func(i int) { errs[i] = shards[i].Process(b) })
+		return errors.Join(errs...)
 	}
 }
