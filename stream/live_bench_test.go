@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"fmt"
 	"regexp"
 	"runtime/debug"
 	"runtime/pprof"
@@ -20,6 +21,7 @@ import (
 	"github.com/riskstream/riskstream/produce"
 	"github.com/riskstream/riskstream/sink"
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 var (
@@ -29,6 +31,9 @@ var (
 	liveWait       = flag.Duration("live.partition-wait", DefaultPartitionWait, "BenchmarkLive: the job's --partition-wait")
 	liveCheckpoint = flag.Duration("live.checkpoint-interval", time.Second, "BenchmarkLive: the job's --checkpoint-interval")
 	liveShards     = flag.Int("live.shards", 0, "BenchmarkLive: the job's --shards (0: the number of CPUs)")
+	liveProducer   = flag.String("live.producer", "riskstream", "BenchmarkLive: the producer: request (one produce request for every partition's records, "+
+		"as the Java client and librdkafka send, franz-go's kgo here) or riskstream (riskstream produce: kafka-go, a request per partition)")
+	liveLinger = flag.Duration("live.linger", 0, "BenchmarkLive: how long the request producer lingers for more records (the Java client's linger.ms)")
 )
 
 var ingestField = regexp.MustCompile(`,"ingest_ts":\d+`)
@@ -111,8 +116,15 @@ func BenchmarkLive(b *testing.B) {
 		start := time.Now()
 		var st produce.Stats
 		labelled("producer", func() {
-			st, err = produce.Run(context.Background(), produce.Options{File: "-", Stdin: bytes.NewReader(input),
-				Brokers: []string{addr}, Rate: *liveRate})
+			switch *liveProducer {
+			case "riskstream":
+				st, err = produce.Run(context.Background(), produce.Options{File: "-", Stdin: bytes.NewReader(input),
+					Brokers: []string{addr}, Rate: *liveRate})
+			case "request":
+				st, err = produceByRequest(addr, "requests", input, *liveRate, *liveLinger)
+			default:
+				err = fmt.Errorf("-live.producer %q: want request or riskstream", *liveProducer)
+			}
 		})
 		if err != nil {
 			b.Fatal(err)
@@ -164,6 +176,63 @@ func BenchmarkLive(b *testing.B) {
 		b.ReportMetric(float64(ckpt.GetSampleCount()), "checkpoints")
 		b.ReportMetric(1000*ckpt.GetSampleSum()/float64(max(ckpt.GetSampleCount(), 1)), "checkpoint-mean-ms")
 	}
+}
+
+// eventID finds an event's id, the key the job's decisions are found by.
+var eventID = regexp.MustCompile(`"id":"([^"]*)"`)
+
+// produceByRequest sends the lines of input to topic at rate a second (0:
+// at once), keyed by event id, with kgo: as the Java client and
+// librdkafka do, it sends the records of every partition waiting for the
+// broker in one produce request, lingering up to linger for more, where
+// riskstream produce (kafka-go) sends each partition's batch in a request
+// of its own. Their timestamps are the send time.
+func produceByRequest(addr, topic string, input []byte, rate float64, linger time.Duration) (produce.Stats, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(linger),
+		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)), kgo.MaxBufferedRecords(1<<20))
+	if err != nil {
+		return produce.Stats{}, err
+	}
+	defer cl.Close()
+	var (
+		sent   atomic.Int64
+		failed atomic.Pointer[error]
+	)
+	done := func(_ *kgo.Record, err error) {
+		if err != nil {
+			failed.CompareAndSwap(nil, &err)
+			return
+		}
+		sent.Add(1)
+	}
+	start := time.Now()
+	n := 0
+	for line := range bytes.Lines(input) {
+		line = bytes.TrimSuffix(line, []byte("\n"))
+		if len(line) == 0 {
+			continue
+		}
+		if rate > 0 {
+			// Sleeps of at least 200 µs, as riskstream produce's: the
+			// records due meanwhile go out together.
+			if ahead := start.Add(time.Duration(float64(n) / rate * float64(time.Second))).Sub(time.Now()); ahead > 200*time.Microsecond {
+				time.Sleep(ahead)
+			}
+		}
+		var key []byte
+		if m := eventID.FindSubmatch(line); m != nil {
+			key = m[1]
+		}
+		cl.Produce(context.Background(), &kgo.Record{Key: key, Value: line}, done)
+		n++
+	}
+	if err := cl.Flush(context.Background()); err != nil {
+		return produce.Stats{}, err
+	}
+	if err := failed.Load(); err != nil {
+		return produce.Stats{}, *err
+	}
+	return produce.Stats{Records: sent.Load(), Elapsed: time.Since(start)}, nil
 }
 
 // timedDecision is a decision's times in the job (RunOptions.decisionTimed).
