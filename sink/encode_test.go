@@ -128,7 +128,8 @@ func TestAppendNumberCents(t *testing.T) {
 		vs = append(vs, float64(int64(1)<<k)+0.25, -float64(int64(1)<<k)-0.75, float64(int64(1)<<k)+3.0/32)
 	}
 	for range 200_000 {
-		c := r.Int64N(1<<(1+r.IntN(46))) - r.Int64N(1<<(1+r.IntN(46)))
+		plus, minus := r.Int64N(1<<(1+r.IntN(46))), r.Int64N(1<<(1+r.IntN(46)))
+		c := plus - minus
 		v := float64(c) / 100
 		vs = append(vs, v, math.Nextafter(v, math.Inf(1)), math.Nextafter(v, math.Inf(-1)), r.Float64()*float64(c))
 	}

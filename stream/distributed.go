@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -191,7 +190,7 @@ func (j *distJob) lockState(context.Context) error {
 	if err != nil {
 		return fmt.Errorf("state directory %s: %w (is another riskstream running on this --state-dir?)", j.opts.StateDir, err)
 	}
-	j.onClose(func() { lock.(io.Closer).Close() })
+	j.onClose(func() { lock.Close() })
 	return nil
 }
 

@@ -215,7 +215,7 @@ func produceByRequest(addr, topic string, input []byte, rate float64, linger tim
 		if rate > 0 {
 			// Sleeps of at least 200 µs, as riskstream produce's: the
 			// records due meanwhile go out together.
-			if ahead := start.Add(time.Duration(float64(n) / rate * float64(time.Second))).Sub(time.Now()); ahead > 200*time.Microsecond {
+			if ahead := time.Until(start.Add(time.Duration(float64(n) / rate * float64(time.Second)))); ahead > 200*time.Microsecond {
 				time.Sleep(ahead)
 			}
 		}

@@ -86,7 +86,8 @@ func TestDivisor(t *testing.T) {
 				d = 1
 			}
 		}
-		ts := r.Int64N(safeLimit) - r.Int64N(safeLimit)
+		plus, minus := r.Int64N(safeLimit), r.Int64N(safeLimit)
+		ts := plus - minus
 		check(d, ts)
 		check(d, ts/d*d) // on a multiple
 	}
