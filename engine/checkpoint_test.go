@@ -13,7 +13,6 @@ import (
 	"github.com/riskstream/riskstream/internal/parallel"
 	"github.com/riskstream/riskstream/internal/testinput"
 	"github.com/riskstream/riskstream/rules"
-	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/state"
 	"github.com/riskstream/riskstream/windows/slotstore"
 )
@@ -33,7 +32,7 @@ func TestCheckpointRestore(t *testing.T) {
 	// live loop does between checkpoints.
 	run := func(cuts []int, slots, writeBack int, memory int64) string {
 		dir := t.TempDir()
-		rec := &recorder{enc: sink.NewEncoder()}
+		rec := testinput.NewRecorder()
 		var cp []byte
 		start := 0
 		for _, end := range append(cuts, len(lines)) {
@@ -77,7 +76,7 @@ func TestCheckpointRestore(t *testing.T) {
 			}
 			start = end
 		}
-		return rec.take()
+		return rec.Take()
 	}
 	want := run(nil, 0, 0, 0)
 	for name, c := range map[string]struct {
@@ -114,7 +113,7 @@ func TestRestoreRefusesOtherRules(t *testing.T) {
 	}
 	defer db.Close()
 	newEngine := func(cfg *rules.Config) *Engine {
-		e, err := New(Options{Config: cfg, Backend: db, Output: &recorder{enc: sink.NewEncoder()}})
+		e, err := New(Options{Config: cfg, Backend: db, Output: testinput.NewRecorder()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -175,7 +174,7 @@ func TestShardedCheckpointRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := testinput.BundledLines(t)
-	wantRec := &recorder{enc: sink.NewEncoder()}
+	wantRec := testinput.NewRecorder()
 	{
 		db, err := state.Open(state.Options{Dir: t.TempDir(), AtomicCheckpoints: true})
 		if err != nil {
@@ -192,13 +191,13 @@ func TestShardedCheckpointRestore(t *testing.T) {
 		}
 		db.Close()
 	}
-	want := wantRec.take()
+	want := wantRec.Take()
 
 	// shards per segment: 0 is Engine.
 	for _, plan := range [][]int{{2, 3, 1, 2}, {0, 2, 0, 3}, {3, 3, 3, 3}} {
 		t.Run(fmt.Sprint(plan), func(t *testing.T) {
 			dir := t.TempDir()
-			rec := &recorder{enc: sink.NewEncoder()}
+			rec := testinput.NewRecorder()
 			rng := rand.New(rand.NewPCG(uint64(plan[0]), uint64(plan[1])))
 			cuts := []int{4_000, 9_500, 15_001, len(lines)}
 			var cp []byte
@@ -278,7 +277,7 @@ func TestShardedCheckpointRestore(t *testing.T) {
 				}
 				start = end
 			}
-			if got := rec.take(); got != want {
+			if got := rec.Take(); got != want {
 				t.Fatalf("outputs after restoring differ from an uninterrupted run (%d vs %d bytes)", len(got), len(want))
 			}
 		})
@@ -305,7 +304,7 @@ rules:
 		if err != nil {
 			t.Fatal(err)
 		}
-		e, err := New(Options{Config: cfg, Backend: db, Output: &recorder{enc: sink.NewEncoder()}})
+		e, err := New(Options{Config: cfg, Backend: db, Output: testinput.NewRecorder()})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,8 +12,8 @@ import (
 	"github.com/cockroachdb/datadriven"
 	"github.com/riskstream/riskstream/checkpoint"
 	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/internal/testinput"
 	"github.com/riskstream/riskstream/rules"
-	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/state"
 )
 
@@ -45,7 +45,7 @@ import (
 //	stats            the engine's counters
 func TestCheckpointInteractions(t *testing.T) {
 	datadriven.Walk(t, filepath.Join("..", "testdata", "checkpoint"), func(t *testing.T, path string) {
-		h := &loopHarness{t: t, dir: t.TempDir(), rec: &recorder{enc: sink.NewEncoder()}}
+		h := &loopHarness{t: t, dir: t.TempDir(), rec: testinput.NewRecorder()}
 		defer h.close()
 		datadriven.RunTest(t, path, h.run)
 	})
@@ -61,7 +61,7 @@ type loopHarness struct {
 	memory      int64
 	db          *state.DB
 	e           *Engine
-	rec         *recorder
+	rec         *testinput.Recorder
 	log         []loggedRecord  // every record read, in the order processed
 	offsets     map[int32]int64 // each partition's next offset
 	checkpoints int
@@ -104,7 +104,7 @@ func (h *loopHarness) run(t *testing.T, d *datadriven.TestData) string {
 			h.log = append(h.log, r)
 			h.process(r)
 		}
-		return h.rec.take() + wmLine(h.e)
+		return h.rec.Take() + wmLine(h.e)
 	case "write-back":
 		var n int
 		d.ScanArgs(t, "n", &n)
@@ -147,7 +147,7 @@ func (h *loopHarness) run(t *testing.T, d *datadriven.TestData) string {
 		if err := h.e.Finish(); err != nil {
 			t.Fatal(err)
 		}
-		return h.rec.take()
+		return h.rec.Take()
 	case "stats":
 		s := h.e.Stats()
 		return fmt.Sprintf("records=%d accepted=%d late=%d invalid=%d decisions=%v fired=%d duplicates=%d\n",
@@ -194,7 +194,7 @@ func (h *loopHarness) crash(text string) string {
 		text = h.rulesText
 	}
 	h.rulesText = text
-	h.rec.take() // what the engine left made before the crash is gone with it
+	h.rec.Take() // what the engine left made before the crash is gone with it
 	if err := h.open(text); err != nil {
 		return err.Error() + "\n"
 	}
@@ -228,7 +228,7 @@ func (h *loopHarness) crash(text string) string {
 		}
 	}
 	fmt.Fprintf(&b, "read again: %d records\n", again)
-	b.WriteString(h.rec.take())
+	b.WriteString(h.rec.Take())
 	b.WriteString(wmLine(h.e))
 	return b.String()
 }

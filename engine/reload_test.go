@@ -10,7 +10,6 @@ import (
 	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/internal/testinput"
 	"github.com/riskstream/riskstream/rules"
-	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/state"
 	"github.com/riskstream/riskstream/windows/slotstore"
 )
@@ -71,11 +70,11 @@ func loadTwoRules(t *testing.T) (before, after *rules.Config) {
 
 // phases runs lines through e in two phases, split at cut, calling
 // between before the second, and returns each phase's outputs.
-func phases(t *testing.T, e *Engine, rec *recorder, lines [][]byte, cut int, between func()) (first, second string) {
+func phases(t *testing.T, e *Engine, rec *testinput.Recorder, lines [][]byte, cut int, between func()) (first, second string) {
 	t.Helper()
 	for i, l := range lines {
 		if i == cut {
-			first = rec.take()
+			first = rec.Take()
 			if between != nil {
 				between()
 			}
@@ -87,7 +86,7 @@ func phases(t *testing.T, e *Engine, rec *recorder, lines [][]byte, cut int, bet
 	if err := e.Finish(); err != nil {
 		t.Fatal(err)
 	}
-	return first, rec.take()
+	return first, rec.Take()
 }
 
 // of keeps the output lines of a rule (or, with name "heatmap", the
@@ -180,7 +179,7 @@ func TestReloadKeepsUnchangedRules(t *testing.T) {
 	cut := len(lines) / 2
 	run := func(cfg *rules.Config, reload *rules.Config, slots int) (first, second string, diff rules.Diff) {
 		backend := slotstore.NewMemBackend()
-		rec := &recorder{enc: sink.NewEncoder()}
+		rec := testinput.NewRecorder()
 		e, err := New(Options{Config: cfg, Backend: backend, Output: rec, CacheSlots: slots})
 		if err != nil {
 			t.Fatal(err)
@@ -253,7 +252,7 @@ func TestRestoreAfterReload(t *testing.T) {
 			}
 		}
 	}
-	open := func(dir string, cfg *rules.Config, rec *recorder) (*state.DB, *Engine) {
+	open := func(dir string, cfg *rules.Config, rec *testinput.Recorder) (*state.DB, *Engine) {
 		db, err := state.Open(state.Options{Dir: dir, AtomicCheckpoints: true})
 		if err != nil {
 			t.Fatal(err)
@@ -266,7 +265,7 @@ func TestRestoreAfterReload(t *testing.T) {
 	}
 	checkpoint := func(db *state.DB, e *Engine) []byte { return commitCheckpoint(t, db, e.Checkpoint) }
 	// One job, reloaded at cut, uninterrupted.
-	rec := &recorder{enc: sink.NewEncoder()}
+	rec := testinput.NewRecorder()
 	db, e := open(t.TempDir(), before, rec)
 	process(e, 0, cut)
 	if _, err := e.Reload(after); err != nil {
@@ -276,12 +275,12 @@ func TestRestoreAfterReload(t *testing.T) {
 	if err := e.Finish(); err != nil {
 		t.Fatal(err)
 	}
-	want := rec.take()
+	want := rec.Take()
 	db.Close()
 
 	for _, reloadFirst := range []bool{true, false} {
 		dir := t.TempDir()
-		rec := &recorder{enc: sink.NewEncoder()}
+		rec := testinput.NewRecorder()
 		db, e := open(dir, before, rec)
 		process(e, 0, cut)
 		if reloadFirst {
@@ -310,7 +309,7 @@ func TestRestoreAfterReload(t *testing.T) {
 		if err := e.Finish(); err != nil {
 			t.Fatal(err)
 		}
-		got := rec.take()
+		got := rec.Take()
 		if reloadFirst && got != want {
 			t.Errorf("restarted after a reload: %d bytes of outputs, want the reloaded job's %d", len(got), len(want))
 		}
@@ -344,7 +343,7 @@ func TestShardedRestoreWithOtherRules(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e, err := NewSharded(Options{Config: cfg, Output: &recorder{enc: sink.NewEncoder()}, Checkpoints: true},
+		e, err := NewSharded(Options{Config: cfg, Output: testinput.NewRecorder(), Checkpoints: true},
 			[]slotstore.Backend{parts[0], parts[1]})
 		if err != nil {
 			t.Fatal(err)
@@ -394,7 +393,7 @@ func TestDeleteRetiredBetweenRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	rec := &recorder{enc: sink.NewEncoder()}
+	rec := testinput.NewRecorder()
 	// Few states in memory: most of the removed rules' states are on disk.
 	e, err := New(Options{Config: before, Backend: db, Output: rec, CacheSlots: 10})
 	if err != nil {
@@ -436,10 +435,10 @@ func TestDeleteRetiredBetweenRecords(t *testing.T) {
 	if err := e.Finish(); err != nil {
 		t.Fatal(err)
 	}
-	got := rec.take()
+	got := rec.Take()
 
 	// The same job without a pause: the same outputs.
-	rec = &recorder{enc: sink.NewEncoder()}
+	rec = testinput.NewRecorder()
 	e, err = New(Options{Config: before, Backend: slotstore.NewMemBackend(), Output: rec})
 	if err != nil {
 		t.Fatal(err)
@@ -452,7 +451,7 @@ func TestDeleteRetiredBetweenRecords(t *testing.T) {
 	if err := e.Finish(); err != nil {
 		t.Fatal(err)
 	}
-	if want := rec.take(); got != want {
+	if want := rec.Take(); got != want {
 		t.Fatalf("%d bytes of outputs deleting the retired state between records, %d without", len(got), len(want))
 	}
 }
@@ -483,7 +482,7 @@ func TestReloadRefused(t *testing.T) {
 		}
 		before, _ := loadTwoRules(t)
 		run := func(reload bool) string {
-			rec := &recorder{enc: sink.NewEncoder()}
+			rec := testinput.NewRecorder()
 			e, err := New(Options{Config: before, Backend: slotstore.NewMemBackend(), Output: rec})
 			if err != nil {
 				t.Fatal(err)
@@ -504,7 +503,7 @@ func TestReloadRefused(t *testing.T) {
 		if got, want := run(true), run(false); got != want {
 			t.Errorf("%s: %d bytes of outputs after a refused reload, %d without one", edit.to, len(got), len(want))
 		}
-		sharded, err := NewSharded(Options{Config: before, Output: &recorder{enc: sink.NewEncoder()}},
+		sharded, err := NewSharded(Options{Config: before, Output: testinput.NewRecorder()},
 			[]slotstore.Backend{slotstore.NewMemBackend(), slotstore.NewMemBackend()})
 		if err != nil {
 			t.Fatal(err)
@@ -556,7 +555,7 @@ rules:
 		// p99 of an api near 180 ms, p50 of a user's few requests near 20.
 		for _, th := range [][4]string{{"300", "60", "180", "20"}, {"180", "20", "300", "60"}} {
 			run := func(cfg, reload *rules.Config) string {
-				rec := &recorder{enc: sink.NewEncoder()}
+				rec := testinput.NewRecorder()
 				e, err := New(Options{Config: cfg, Backend: slotstore.NewMemBackend(), Output: rec, CacheSlots: slots})
 				if err != nil {
 					t.Fatal(err)

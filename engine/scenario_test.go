@@ -9,51 +9,12 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/internal/testinput"
 	"github.com/riskstream/riskstream/rules"
-	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/state"
 	"github.com/riskstream/riskstream/watermark"
-	"github.com/riskstream/riskstream/windows"
 	"github.com/riskstream/riskstream/windows/slotstore"
 )
-
-// recorder is an Output that renders every record as the sinks would, one
-// line each, prefixed with the output's name.
-type recorder struct {
-	enc *sink.Encoder
-	buf []byte
-	sb  strings.Builder
-}
-
-func (r *recorder) line(name string, b []byte) {
-	r.sb.WriteString(name)
-	r.sb.WriteByte(' ')
-	r.sb.Write(b)
-}
-
-func (r *recorder) Decision(d *windows.Decision) {
-	r.buf = r.enc.AppendDecision(r.buf[:0], d)
-	r.line("decision", r.buf)
-}
-
-func (r *recorder) Heatmap(h *windows.HeatmapWindow) {
-	r.buf = r.enc.AppendHeatmap(r.buf[:0], h)
-	r.line("heatmap", r.buf)
-}
-
-func (r *recorder) Late(raw []byte, wm int64, p *event.Provenance) {
-	r.line("late", sink.AppendLate(nil, raw, wm, p))
-}
-
-func (r *recorder) DLQ(raw []byte, reason string, p *event.Provenance) {
-	r.line("dlq", sink.AppendDLQ(nil, raw, reason, p))
-}
-
-func (r *recorder) take() string {
-	s := r.sb.String()
-	r.sb.Reset()
-	return s
-}
 
 // backends are the state configurations every scenario runs under: all
 // state in the cache; a one-slot cache over Pebble on disk, which forces
@@ -103,7 +64,7 @@ func TestScenarios(t *testing.T) {
 
 func runScenario(t *testing.T, path string, slots int, memory int64, open func(*testing.T) slotstore.Backend) {
 	var e *Engine
-	rec := &recorder{enc: sink.NewEncoder()}
+	rec := testinput.NewRecorder()
 	line := int64(0)
 	datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 		switch d.Cmd {
@@ -138,19 +99,19 @@ func runScenario(t *testing.T, path string, slots int, memory int64, open func(*
 					t.Fatal(err)
 				}
 			}
-			return rec.take() + wmLine(e)
+			return rec.Take() + wmLine(e)
 		case "tick":
 			var now int64
 			d.ScanArgs(t, "now", &now)
 			if err := e.Tick(now); err != nil {
 				t.Fatal(err)
 			}
-			return rec.take() + wmLine(e)
+			return rec.Take() + wmLine(e)
 		case "finish":
 			if err := e.Finish(); err != nil {
 				t.Fatal(err)
 			}
-			return rec.take()
+			return rec.Take()
 		case "stats":
 			s := e.Stats()
 			dups := ""

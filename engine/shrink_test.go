@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/internal/testinput"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/state"
 )
@@ -36,7 +37,7 @@ rules:
 		t.Fatal(err)
 	}
 	defer db.Close()
-	e, err := New(Options{Config: cfg, Backend: db, Output: &recorder{}})
+	e, err := New(Options{Config: cfg, Backend: db, Output: testinput.NewRecorder()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,56 +13,13 @@ import (
 	"github.com/cockroachdb/datadriven"
 	"github.com/riskstream/riskstream/checkpoint"
 	"github.com/riskstream/riskstream/engine"
-	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/internal/testinput"
 	"github.com/riskstream/riskstream/kafkaio"
 	"github.com/riskstream/riskstream/rules"
-	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/state"
-	"github.com/riskstream/riskstream/windows"
 	"github.com/riskstream/riskstream/windows/slotstore"
 	"github.com/segmentio/kafka-go"
 )
-
-// recorder is an Output that renders every record as the sinks would, one
-// line each, prefixed with the output's name.
-type recorder struct {
-	enc *sink.Encoder
-	buf []byte
-	sb  strings.Builder
-}
-
-func (r *recorder) line(name string, b []byte) {
-	r.sb.WriteString(name)
-	r.sb.WriteByte(' ')
-	r.sb.Write(b)
-	if len(b) == 0 || b[len(b)-1] != '\n' {
-		r.sb.WriteByte('\n')
-	}
-}
-
-func (r *recorder) Decision(d *windows.Decision) {
-	r.buf = r.enc.AppendDecision(r.buf[:0], d)
-	r.line("decision", r.buf)
-}
-
-func (r *recorder) Heatmap(h *windows.HeatmapWindow) {
-	r.buf = r.enc.AppendHeatmap(r.buf[:0], h)
-	r.line("heatmap", r.buf)
-}
-
-func (r *recorder) Late(raw []byte, wm int64, p *event.Provenance) {
-	r.line("late", sink.AppendLate(nil, raw, wm, p))
-}
-
-func (r *recorder) DLQ(raw []byte, reason string, p *event.Provenance) {
-	r.line("dlq", sink.AppendDLQ(nil, raw, reason, p))
-}
-
-func (r *recorder) take() string {
-	s := r.sb.String()
-	r.sb.Reset()
-	return s
-}
 
 // world is a Loop with what its caller does around it: a topic in memory
 // (the broker), the state in Pebble on disk, whose pending writes a crash
@@ -76,7 +33,7 @@ type world struct {
 	db      *state.DB
 	loop    *Loop
 	journal *Journal
-	rec     *recorder
+	rec     *testinput.Recorder
 }
 
 const topicName = "requests"
@@ -101,7 +58,7 @@ const topicName = "requests"
 //	crash             closes the state without committing
 func TestLoop(t *testing.T) {
 	datadriven.Walk(t, filepath.Join("..", "testdata", "loop"), func(t *testing.T, path string) {
-		w := &world{t: t, dir: t.TempDir(), topic: map[int32][]kafka.Message{}, rec: &recorder{enc: sink.NewEncoder()}}
+		w := &world{t: t, dir: t.TempDir(), topic: map[int32][]kafka.Message{}, rec: testinput.NewRecorder()}
 		defer func() {
 			if w.db != nil {
 				w.db.Close()
@@ -166,14 +123,14 @@ func (w *world) run(d *datadriven.TestData) (string, error) {
 		for _, r := range runs {
 			fmt.Fprintf(&sb, ", %d of them without partitions %v", r.Picks, r.Without)
 		}
-		fmt.Fprintf(&sb, "\n%s", w.rec.take())
+		fmt.Fprintf(&sb, "\n%s", w.rec.Take())
 		fmt.Fprintf(&sb, "offsets %s\n", offsetsText(w.loop.Offsets()))
 		return sb.String(), nil
 	case "tick":
 		if err := w.loop.Tick(int64(intArg(w.t, d, "now", 0))); err != nil {
 			return "", err
 		}
-		return w.rec.take() + fmt.Sprintf("watermark %d\n", w.loop.Engine().Watermark()), nil
+		return w.rec.Take() + fmt.Sprintf("watermark %d\n", w.loop.Engine().Watermark()), nil
 	case "checkpoint":
 		m, err := w.loop.Checkpoint()
 		if err != nil {

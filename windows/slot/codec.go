@@ -148,6 +148,7 @@ type Decoder struct {
 	Err error
 }
 
+// Fail marks the input corrupt and stops every read that follows.
 func (d *Decoder) Fail() {
 	if d.Err == nil {
 		d.Err = ErrCorrupt
@@ -155,6 +156,7 @@ func (d *Decoder) Fail() {
 	d.B = nil
 }
 
+// Varint reads a signed varint.
 func (d *Decoder) Varint() int64 {
 	v, n := binary.Varint(d.B)
 	if n <= 0 {
@@ -177,6 +179,7 @@ func (d *Decoder) count(min int) int {
 	return int(v)
 }
 
+// Byte reads one byte.
 func (d *Decoder) Byte() byte {
 	if len(d.B) < 1 {
 		d.Fail()

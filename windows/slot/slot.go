@@ -160,6 +160,8 @@ func (s *Slot) Events() int64 {
 	return n
 }
 
+// Empty reports whether s holds no window, fired ones kept for lateness
+// included.
 func (s *Slot) Empty() bool {
 	return len(s.Wins) == 0 && len(s.FiredWins()) == 0
 }

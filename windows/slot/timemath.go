@@ -41,6 +41,7 @@ type divisor struct {
 	shift uint   // l - 1: the product's high word is shifted by it
 }
 
+// NewDivisor returns the divisor of d (> 0).
 func NewDivisor(d int64) divisor {
 	if d <= 0 {
 		panic("windows: divisor must be positive")
@@ -74,6 +75,7 @@ func (v divisor) Ceil(t int64) int64 {
 	return v.Floor(t-1) + v.d
 }
 
+// GCD is the greatest common divisor of a and b.
 func GCD(a, b int64) int64 {
 	for b != 0 {
 		a, b = b, a%b

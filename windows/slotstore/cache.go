@@ -129,6 +129,8 @@ func (t *slotTable) take() *slot.Slot {
 // release gives s back for take to reuse.
 func (t *slotTable) release(s *slot.Slot) { t.Free = append(t.Free, s.Num) }
 
+// NewCache returns an empty cache of capacity slots in front of cold, for
+// the rules and heatmaps specs (by state id).
 func NewCache(capacity int, cold *Cold, specs []*slot.Spec) *Cache {
 	c := &Cache{
 		Seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},

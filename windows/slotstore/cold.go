@@ -147,8 +147,10 @@ const (
 // or more is read for its size (recordSize).
 const maxLocSize = 1<<31 - 1
 
+// LocSeq is the number of the chunk a location is in.
 func LocSeq(loc uint64) uint64 { return loc >> locOffBits & (1<<locSeqBits - 1) }
 
+// LocOff is the offset of a location in its chunk, in bytes.
 func LocOff(loc uint64) int { return int(loc&(1<<locOffBits-1)) << 3 }
 
 // LocSize is the size a location holds, 0 for one from an index entry.
@@ -164,6 +166,8 @@ func (c *Cold) sized(loc uint64) uint64 {
 // name the same record.
 func sameRecord(a, b uint64) bool { return uint32(a) == uint32(b) }
 
+// NewCold returns an empty cold store over backend for specs state ids,
+// within budget bytes; writeThrough writes each record to backend as well.
 func NewCold(backend Backend, specs int, budget int, writeThrough bool) *Cold {
 	c := &Cold{
 		Backend:      backend,
