@@ -105,6 +105,15 @@ func (t *Task) fresh(p int32, o int64) bool {
 	return true
 }
 
+// Applied is the offset of the last record or mark of input partition p
+// the task applied, -1 when none.
+func (t *Task) Applied(p int32) int64 {
+	if o, ok := t.applied[p]; ok {
+		return o
+	}
+	return -1
+}
+
 // Apply takes one message. It returns false for a record applied before
 // (skipped). An error comes only from the state backend, or a record that
 // does not decode as it did when it was routed.

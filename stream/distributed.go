@@ -81,19 +81,23 @@ func runDistributed(ctx context.Context, opts RunOptions) error {
 // distJob is one instance of a distributed job.
 type distJob struct {
 	jobBase
-	client      *kafka.Client
-	topics      kafkaio.InternalTopics
-	inputParts  []int32 // the input topic's partitions, for the tasks' valves
-	dm          *distMetrics
-	hop         *sink.Kafka
-	hopWriter   *outputWriter
-	router      *engine.Router
-	cg          *kafka.ConsumerGroup
-	balancer    *stickyBalancer
-	generation  int32
-	msg         engine.Message
-	buf         []byte
-	routerStats engine.RouterStats // last published
+	client     *kafka.Client
+	topics     kafkaio.InternalTopics
+	inputParts []int32 // the input topic's partitions, for the tasks' valves
+	dm         *distMetrics
+	hop        *sink.Kafka
+	hopWriter  *outputWriter
+	router     *engine.Router
+	cg         *kafka.ConsumerGroup
+	balancer   *stickyBalancer
+	generation int32
+	msg        engine.Message
+	buf        []byte
+	// sent counts the messages for the repartition topic's partitions
+	// since the metrics were last published: through the topic, and
+	// handed to a task held here.
+	sentTopic, sentLocal int64
+	routerStats          engine.RouterStats // last published
 
 	// tasks are the repartition partitions held, kept open from one
 	// generation to the next while the group gives them to this
@@ -132,7 +136,19 @@ type ownedTask struct {
 	epoch     int32
 	ends      []kafkaio.OutputEnd
 	published engine.Stats
+	// throughTopic is, per input partition this instance routes, the
+	// offset up to which the task must have applied the partition's
+	// records and marks from the repartition topic before the router
+	// hands it the next ones directly (local).
+	throughTopic map[int32]int64
 }
+
+// local reports whether the router may hand the task input partition p's
+// next record or mark directly, skipping the repartition topic: the task
+// has applied everything of p that went through the topic, what a former
+// router of p sent included. Before, the task would skip what the topic
+// still held of p as already applied.
+func (t *ownedTask) local(p int32) bool { return t.task.Applied(p) >= t.throughTopic[p] }
 
 // routedInput is an input partition this instance routes.
 type routedInput struct {
@@ -397,6 +413,14 @@ func (j *distJob) take(ctx context.Context, gen *kafka.Generation) error {
 			j.router.AddPartition(p, now)
 		}
 		j.inputs[p] = in
+	}
+	// What the routers sent before reaches the tasks through the
+	// repartition topic first (ownedTask.local).
+	for _, t := range j.tasks {
+		t.throughTopic = make(map[int32]int64, len(j.inputs))
+		for p, in := range j.inputs {
+			t.throughTopic[p] = max(in.next-1, -1)
+		}
 	}
 	// What the former holders wrote after their checkpoints is not
 	// written again.
@@ -665,7 +689,9 @@ func (j *distJob) loop(ctx, genCtx context.Context, gen *kafka.Generation) error
 		case <-genCtx.Done():
 			return nil
 		case f := <-j.inputFetched:
-			j.route(f)
+			if err := j.route(f); err != nil {
+				return err
+			}
 		case f := <-j.repFetched:
 			if err := j.apply(f); err != nil {
 				return err
@@ -694,14 +720,16 @@ func (j *distJob) loop(ctx, genCtx context.Context, gen *kafka.Generation) error
 	}
 }
 
-// route routes the records of an input fetch.
-func (j *distJob) route(f kafkaio.Fetch) {
+// route routes the records of an input fetch: to the tasks this instance
+// holds directly, once they may take them so (ownedTask.local), and to
+// the others through the repartition topic.
+func (j *distJob) route(f kafkaio.Fetch) error {
 	defer kafkaio.Recycle(f.Msgs)
 	in := j.inputs[f.Partition]
 	if in == nil {
-		return
+		return nil
 	}
-	now := j.now()
+	now, applied := j.now(), false
 	for i := range f.Msgs {
 		m := &f.Msgs[i]
 		rec := kafkaio.Record(m, f.Partition)
@@ -715,12 +743,31 @@ func (j *distJob) route(f kafkaio.Fetch) {
 		for _, k := range r.Partitions {
 			msg := r.Message
 			msg.Decider = k == r.Decider
+			if t := j.tasks[int(k)]; t != nil && !j.opts.hopAll {
+				if t.local(f.Partition) {
+					j.out.Times = sink.DecisionTimes{Ref: m.Time.UnixMilli()}
+					if _, err := t.task.Apply(&msg); err != nil {
+						return fmt.Errorf("input partition %d offset %d, for repartition partition %d: %w", f.Partition, m.Offset, k, err)
+					}
+					applied = true
+					j.sentLocal++
+					continue
+				}
+				t.throughTopic[f.Partition] = m.Offset
+			}
 			j.buf = engine.AppendMessage(j.buf[:0], &msg)
 			j.hop.Send(j.topics.Repartition, int(k), j.buf, m.Time)
+			j.sentTopic++
 		}
 		in.next = m.Offset + 1
 	}
 	j.publishRouter()
+	if applied {
+		for _, t := range j.tasks {
+			j.publishTask(t)
+		}
+	}
+	return nil
 }
 
 // apply runs a fetch of a repartition partition through its task.
@@ -761,12 +808,24 @@ func (j *distJob) tick() error {
 				continue
 			}
 			in.markWM, in.markIdle, in.markAt = wm, idle, nowT
-			j.buf = engine.AppendMessage(j.buf[:0], &engine.Message{Kind: engine.MarkMessage, Partition: p,
-				Offset: max(in.next, 0) - 1, Watermark: wm, Idle: idle})
+			mark := engine.Message{Kind: engine.MarkMessage, Partition: p, Offset: max(in.next, 0) - 1, Watermark: wm, Idle: idle}
+			j.buf = engine.AppendMessage(j.buf[:0], &mark)
 			for k := range j.opts.RepartitionPartitions {
+				if t := j.tasks[k]; t != nil && !j.opts.hopAll {
+					if t.local(p) {
+						if _, err := t.task.Apply(&mark); err != nil {
+							return fmt.Errorf("mark of input partition %d, for repartition partition %d: %w", p, k, err)
+						}
+						j.sentLocal++
+						continue
+					}
+					t.throughTopic[p] = max(t.throughTopic[p], mark.Offset)
+				}
 				j.hop.Send(j.topics.Repartition, k, j.buf, nowT)
+				j.sentTopic++
 			}
 		}
+		j.publishSent()
 	}
 	for _, t := range j.tasks {
 		if err := t.db.Err(); err != nil {
@@ -832,6 +891,7 @@ func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 		})
 	}
 	writing.Wait()
+	failed := false
 	for i, k := range held {
 		t, r := j.tasks[k], results[i]
 		var tooLarge *ErrCheckpointTooLarge
@@ -841,6 +901,7 @@ func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 		case r.err != nil:
 			// The store's writes stay pending, for the next checkpoint.
 			j.log.Error("checkpoint not written: the previous one stays in force", "partition", k, "err", r.err)
+			failed = true
 			continue
 		}
 		j.dm.changelogBytes.Add(float64(r.bytes))
@@ -848,6 +909,13 @@ func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 		if t.next >= 0 {
 			offsets[j.topics.Repartition][k] = t.next
 		}
+	}
+	if failed {
+		// The routers stay at their last checkpoint too: records handed to
+		// a task directly since are in no topic, and a restart must route
+		// them again.
+		j.log.Error("router checkpoints not written, as a partition's was not")
+		return nil
 	}
 	if len(j.inputs) > 0 {
 		var recs []kafka.Record
@@ -986,6 +1054,15 @@ func (j *distJob) publishRouter() {
 	j.dm.routed.Add(float64(s.Records - p.Records))
 	j.dm.split.Add(float64(s.Split - p.Split))
 	j.routerStats = s
+	j.publishSent()
+}
+
+// publishSent adds the messages for the repartition topic's partitions
+// sent since last time to the metrics.
+func (j *distJob) publishSent() {
+	j.dm.throughTopic.Add(float64(j.sentTopic))
+	j.dm.local.Add(float64(j.sentLocal))
+	j.sentTopic, j.sentLocal = 0, 0
 }
 
 // publishTask adds what a task counted since last time to the metrics.
@@ -1012,9 +1089,14 @@ type distMetrics struct {
 	ownedPartitions prometheus.Gauge
 	routed          prometheus.Counter
 	split           prometheus.Counter
+	// throughTopic and local count the messages for the repartition
+	// topic's partitions sent through it and handed to a task held here.
+	throughTopic, local prometheus.Counter
 }
 
 func newDistMetrics(reg prometheus.Registerer) *distMetrics {
+	messages := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "riskstream_repartition_messages_total",
+		Help: "Records and marks this instance sent the repartition topic's partitions: through the topic, or to a task it holds directly (local)."}, []string{"path"})
 	assigned := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "riskstream_assigned_partitions",
 		Help: "Partitions the consumer group gives this instance: of the input topic (routed) and of the repartition topic (whose state it holds)."}, []string{"topic"})
 	m := &distMetrics{
@@ -1027,6 +1109,8 @@ func newDistMetrics(reg prometheus.Registerer) *distMetrics {
 			Help: "Bytes of changelog records read to restore state."}),
 		changelogBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "riskstream_changelog_bytes_total",
 			Help: "Bytes of state written to the changelog topic at checkpoints."}),
+		throughTopic:    messages.WithLabelValues("topic"),
+		local:           messages.WithLabelValues("local"),
 		ownedInputs:     assigned.WithLabelValues("input"),
 		ownedPartitions: assigned.WithLabelValues("repartition"),
 		routed: prometheus.NewCounter(prometheus.CounterOpts{Name: "riskstream_routed_records_total",
@@ -1034,6 +1118,6 @@ func newDistMetrics(reg prometheus.Registerer) *distMetrics {
 		split: prometheus.NewCounter(prometheus.CounterOpts{Name: "riskstream_late_split_sessions_total",
 			Help: "Events late unless a session merges them, whose session rules and heatmaps hold their state in more than one partition: the first partition decides for all."}),
 	}
-	reg.MustRegister(m.rebalances, m.restoreSeconds, m.restoreBytes, m.changelogBytes, assigned, m.routed, m.split)
+	reg.MustRegister(m.rebalances, m.restoreSeconds, m.restoreBytes, m.changelogBytes, assigned, m.routed, m.split, messages)
 	return m
 }

@@ -32,18 +32,22 @@ var (
 	distPartitions  = flag.Int("dist.partitions", 1, "BenchmarkDistributedCatchUp: partitions of the input topic")
 	distRepartition = flag.Int("dist.repartition-partitions", 12, "BenchmarkDistributedCatchUp: --repartition-partitions")
 	distDirect      = flag.Bool("dist.direct", false, "BenchmarkDistributedCatchUp: run the single job (no repartition hop) instead")
+	distHop         = flag.Bool("dist.hop", false, "BenchmarkDistributedCatchUp: send every record through the repartition topic, the instance's own partitions' too")
 	restoreBytes    = flag.Int64("restore.bytes", 256<<20, "BenchmarkChangelogRestore: bytes of state in the changelog")
 )
 
-// BenchmarkDistributedCatchUp measures what the repartition hop costs one
+// BenchmarkDistributedCatchUp measures what distribution costs one
 // instance: the input topic is filled first, then one instance of the job,
 // distributed or (-dist.direct) not, reads it from the start with the
 // bundled rules, and the time until the decisions topic holds every
 // decision of a replay of the topic gives events/s. Broker and job share
-// the process and the machine. repartition-B/event is what the hop writes
-// to the repartition topic per input event (record, times and marks).
+// the process and the machine. One instance holds every partition, so its
+// records skip the repartition topic; -dist.hop sends them through it, as
+// an instance sends those whose state another holds. repartition-B/event
+// is what the hop writes to the repartition topic per input event
+// (record, times and marks).
 //
-//	go test ./stream/ -run '^$' -bench BenchmarkDistributedCatchUp -benchtime 1x [-dist.direct] [-dist.events N]
+//	go test ./stream/ -run '^$' -bench BenchmarkDistributedCatchUp -benchtime 1x [-dist.direct] [-dist.hop] [-dist.events N]
 func BenchmarkDistributedCatchUp(b *testing.B) {
 	o := gen.DefaultOptions()
 	o.Events, o.Users = *distEvents, max(*distEvents/20, 1)
@@ -63,7 +67,7 @@ func BenchmarkDistributedCatchUp(b *testing.B) {
 		reg := prometheus.NewRegistry()
 		start := time.Now()
 		stop := startJob(b, RunOptions{Config: cfg, Brokers: []string{addr}, Registry: reg, Distributed: !*distDirect,
-			RepartitionPartitions: *distRepartition, CheckpointInterval: time.Second})
+			RepartitionPartitions: *distRepartition, CheckpointInterval: time.Second, hopAll: *distHop})
 		for deadline := time.Now().Add(10 * time.Minute); int(recordsIn(b, addr, "decisions")) < want; time.Sleep(10 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				b.Fatalf("the job did not make the %d decisions of the replay", want)

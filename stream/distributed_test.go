@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,19 +37,26 @@ func waitRecords(t *testing.T, addr, topic string, n int) []string {
 	}
 }
 
-// TestDistributedOneInstance: one instance of a distributed job, through
-// the repartition topic, decides what replay does.
+// TestDistributedOneInstance: one instance of a distributed job decides
+// what replay does, handing every record to the states it holds directly,
+// and so it does with every record sent through the repartition topic.
 func TestDistributedOneInstance(t *testing.T) {
 	if testing.Short() {
 		t.Skip("live test")
 	}
 	want := replayDecisions(t)
+	for _, hopAll := range []bool{false, true} {
+		t.Run(fmt.Sprintf("hopAll=%v", hopAll), func(t *testing.T) { testDistributedOneInstance(t, want, hopAll) })
+	}
+}
+
+func testDistributedOneInstance(t *testing.T, want []string, hopAll bool) {
 	addr := testbroker.Start(t, 1)
 	produceBundled(t, addr)
 	reg := prometheus.NewRegistry()
 	metrics := kafkatest.FreeAddr(t)
 	stop := startJob(t, RunOptions{Brokers: []string{addr}, Distributed: true, RepartitionPartitions: 4,
-		CheckpointInterval: 200 * time.Millisecond, Registry: reg, MetricsAddr: metrics})
+		CheckpointInterval: 200 * time.Millisecond, Registry: reg, MetricsAddr: metrics, hopAll: hopAll})
 	waitRecords(t, addr, "decisions", len(want))
 	got := liveDecisions(t, addr) // each says where its event came from
 	slices.Sort(got)
@@ -89,6 +97,14 @@ func TestDistributedOneInstance(t *testing.T) {
 	}
 	if n := metricSum(t, reg, "riskstream_decisions_total"); int(n) != len(want) {
 		t.Errorf("riskstream_decisions_total = %v, want %d", n, len(want))
+	}
+	local, topic := metricOf(t, reg, "riskstream_repartition_messages_total", "local"), metricOf(t, reg, "riskstream_repartition_messages_total", "topic")
+	var sent int
+	for p := range 4 {
+		sent += len(readPartition(t, addr, "riskstream-repartition", p))
+	}
+	if hopAll && (local != 0 || topic == 0 || sent != int(topic)) || !hopAll && (local == 0 || topic != 0 || sent != 0) {
+		t.Errorf("hopAll %v: %v messages local, %v through the topic, which holds %d", hopAll, local, topic, sent)
 	}
 	sorted := slices.Clone(want)
 	slices.Sort(sorted)

@@ -69,6 +69,25 @@ func TestMetricLabelsBounded(t *testing.T) {
 	}
 }
 
+// metricOf is the value of the counter name whose one label is value.
+func metricOf(t testing.TB, reg *prometheus.Registry, name, value string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				if len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == value {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
 // metricSum adds up every series of a counter or gauge, or the counts of a
 // histogram's.
 func metricSum(t testing.TB, reg *prometheus.Registry, name string) float64 {

@@ -188,6 +188,10 @@ type RunOptions struct {
 	// loop, on the loop's. For BenchmarkLive.
 	decisionTimed    func(t sink.DecisionTimes, written, acked int64)
 	checkpointPaused func(from, to int64)
+	// hopAll sends every record of a distributed job through the
+	// repartition topic, the local tasks' too, for the benchmark of the
+	// hop's cost.
+	hopAll bool
 }
 
 // DefaultPartitionWait is RunOptions.PartitionWait's default: longer than
