@@ -32,6 +32,7 @@ var (
 	distPartitions  = flag.Int("dist.partitions", 1, "BenchmarkDistributedCatchUp: partitions of the input topic")
 	distRepartition = flag.Int("dist.repartition-partitions", 12, "BenchmarkDistributedCatchUp: --repartition-partitions")
 	distDirect      = flag.Bool("dist.direct", false, "BenchmarkDistributedCatchUp: run the single job (no repartition hop) instead")
+	distInstances   = flag.Int("dist.instances", 1, "BenchmarkDistributedCatchUp: distributed instances, in this process")
 	distHop         = flag.Bool("dist.hop", false, "BenchmarkDistributedCatchUp: send every record through the repartition topic, the instance's own partitions' too")
 	restoreBytes    = flag.Int64("restore.bytes", 256<<20, "BenchmarkChangelogRestore: bytes of state in the changelog")
 )
@@ -64,18 +65,24 @@ func BenchmarkDistributedCatchUp(b *testing.B) {
 			b.Fatalf("produce: %+v %v", st, err)
 		}
 		want := len(topicReplayDecisions(b, addr, cfg))
-		reg := prometheus.NewRegistry()
-		start := time.Now()
-		stop := startJob(b, RunOptions{Config: cfg, Brokers: []string{addr}, Registry: reg, Distributed: !*distDirect,
-			RepartitionPartitions: *distRepartition, CheckpointInterval: time.Second, hopAll: *distHop})
+		start, cpu := time.Now(), cpuTime(b)
+		var stops []func()
+		for range max(*distInstances, 1) {
+			stops = append(stops, startJob(b, RunOptions{Config: cfg, Brokers: []string{addr}, Registry: prometheus.NewRegistry(),
+				Distributed: !*distDirect, RepartitionPartitions: *distRepartition, CheckpointInterval: time.Second, hopAll: *distHop}))
+		}
 		for deadline := time.Now().Add(10 * time.Minute); int(recordsIn(b, addr, "decisions")) < want; time.Sleep(10 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				b.Fatalf("the job did not make the %d decisions of the replay", want)
 			}
 		}
-		took := time.Since(start)
-		stop()
+		took, cpu := time.Since(start), cpuTime(b)-cpu
+		for _, stop := range stops {
+			stop()
+		}
 		b.ReportMetric(float64(*distEvents)/took.Seconds(), "events/s")
+		// The process's CPU, the broker's included, per million events.
+		b.ReportMetric(cpu.Seconds()/float64(*distEvents)*1e6, "cpu-s/Mevent")
 		b.ReportMetric(float64(want), "decisions")
 		if !*distDirect {
 			var n int64
@@ -88,6 +95,15 @@ func BenchmarkDistributedCatchUp(b *testing.B) {
 			b.ReportMetric(float64(len(input))/float64(*distEvents), "input-B/event")
 		}
 	}
+}
+
+// cpuTime is the CPU time the process has used, user and system.
+func cpuTime(t testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkChangelogRestore measures a takeover's restore: -restore.bytes
