@@ -14,10 +14,13 @@ import (
 	"time"
 
 	"github.com/riskstream/riskstream/checkpoint"
+	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/internal/corrupt"
+	"github.com/riskstream/riskstream/internal/parallel"
 	"github.com/riskstream/riskstream/kafkaio"
 	"github.com/riskstream/riskstream/memory"
 	"github.com/riskstream/riskstream/observe"
+	"github.com/riskstream/riskstream/windows"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/prometheus/client_golang/prometheus"
@@ -97,7 +100,9 @@ type distJob struct {
 	// since the metrics were last published: through the topic, and
 	// handed to a task held here.
 	sentTopic, sentLocal int64
-	routerStats          engine.RouterStats // last published
+	// working is applyLocal's scratch: the tasks with messages to apply.
+	working     []*ownedTask
+	routerStats engine.RouterStats // last published
 
 	// tasks are the repartition partitions held, kept open from one
 	// generation to the next while the group gives them to this
@@ -114,7 +119,10 @@ type distJob struct {
 	standbys *standbys
 	// healthDBs are the stores of the partitions held, for /healthz,
 	// which reads them on the metrics server's goroutines.
-	healthMu  sync.Mutex
+	healthMu sync.Mutex
+	// outMu is held by each output of a task (taskOutput): the tasks apply
+	// what the router handed them at once.
+	outMu     sync.Mutex
 	healthDBs []*state.DB
 	// assigned is how many repartition partitions this generation
 	// gives: the state's share of the memory plan is split among them.
@@ -136,11 +144,57 @@ type ownedTask struct {
 	epoch     int32
 	ends      []kafkaio.OutputEnd
 	published engine.Stats
+	// out is the task's way to the job's outputs; handed are the messages
+	// the router handed it directly, applied once the fetch they came in
+	// is routed.
+	out    *taskOutput
+	handed []localMessage
 	// throughTopic is, per input partition this instance routes, the
 	// offset up to which the task must have applied the partition's
 	// records and marks from the repartition topic before the router
 	// hands it the next ones directly (local).
 	throughTopic map[int32]int64
+}
+
+// localMessage is a message handed to a task directly, with its record's
+// reference time.
+type localMessage struct {
+	msg engine.Message
+	ref int64
+}
+
+// taskOutput is a task's way to the job's one output, which the tasks that
+// apply their local messages at once share: each call holds outMu and
+// carries the times of the task's record.
+type taskOutput struct {
+	jobOutput
+	mu    *sync.Mutex
+	times sink.DecisionTimes
+}
+
+func (o *taskOutput) Decision(d *windows.Decision) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.Kafka.Times = o.times
+	o.jobOutput.Decision(d)
+}
+
+func (o *taskOutput) Heatmap(h *windows.HeatmapWindow) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.jobOutput.Heatmap(h)
+}
+
+func (o *taskOutput) Late(raw []byte, wm int64, p *event.Provenance) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.Kafka.Late(raw, wm, p)
+}
+
+func (o *taskOutput) DLQ(raw []byte, reason string, p *event.Provenance) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.Kafka.DLQ(raw, reason, p)
 }
 
 // local reports whether the router may hand the task input partition p's
@@ -497,8 +551,9 @@ func (j *distJob) openTask(ctx context.Context, k int) (t *ownedTask, err error)
 		j.log.Info("restored a repartition partition's state from its changelog", "partition", k, "records", st.records,
 			"bytes", st.bytes, "from", max(local.end, 0), "rewritten", st.repaired, "took", took.Round(time.Millisecond))
 	}
-	t = &ownedTask{db: db, log: log, next: kafka.FirstOffset, changelogEnd: end, epoch: epoch}
-	t.task, err = engine.NewTask(engine.TaskOptions{Config: j.opts.Config, Backend: db, Output: jobOutput{j.out, j.m, j.console, j.decisionKeys},
+	t = &ownedTask{db: db, log: log, next: kafka.FirstOffset, changelogEnd: end, epoch: epoch,
+		out: &taskOutput{jobOutput: jobOutput{j.out, j.m, j.console, j.decisionKeys}, mu: &j.outMu}}
+	t.task, err = engine.NewTask(engine.TaskOptions{Config: j.opts.Config, Backend: db, Output: t.out,
 		Partition: k, Partitions: j.opts.RepartitionPartitions, Topic: j.opts.Topic, Inputs: j.inputParts,
 		CacheSlots: j.opts.CacheSlots, MemoryBytes: j.mem.State / int64(max(1, j.assigned))})
 	if err != nil {
@@ -722,14 +777,15 @@ func (j *distJob) loop(ctx, genCtx context.Context, gen *kafka.Generation) error
 
 // route routes the records of an input fetch: to the tasks this instance
 // holds directly, once they may take them so (ownedTask.local), and to
-// the others through the repartition topic.
+// the others through the repartition topic. The tasks apply what they were
+// handed once the whole fetch is routed, at the same time.
 func (j *distJob) route(f kafkaio.Fetch) error {
 	defer kafkaio.Recycle(f.Msgs)
 	in := j.inputs[f.Partition]
 	if in == nil {
 		return nil
 	}
-	now, applied := j.now(), false
+	now := j.now()
 	for i := range f.Msgs {
 		m := &f.Msgs[i]
 		rec := kafkaio.Record(m, f.Partition)
@@ -745,11 +801,7 @@ func (j *distJob) route(f kafkaio.Fetch) error {
 			msg.Decider = k == r.Decider
 			if t := j.tasks[int(k)]; t != nil && !j.opts.hopAll {
 				if t.local(f.Partition) {
-					j.out.Times = sink.DecisionTimes{Ref: m.Time.UnixMilli()}
-					if _, err := t.task.Apply(&msg); err != nil {
-						return fmt.Errorf("input partition %d offset %d, for repartition partition %d: %w", f.Partition, m.Offset, k, err)
-					}
-					applied = true
+					t.handed = append(t.handed, localMessage{msg, m.Time.UnixMilli()})
 					j.sentLocal++
 					continue
 				}
@@ -762,12 +814,40 @@ func (j *distJob) route(f kafkaio.Fetch) error {
 		in.next = m.Offset + 1
 	}
 	j.publishRouter()
-	if applied {
-		for _, t := range j.tasks {
-			j.publishTask(t)
+	return j.applyLocal()
+}
+
+// applyLocal has every task apply the messages the router handed it, the
+// tasks at once, each in the order they were handed.
+func (j *distJob) applyLocal() error {
+	work := j.working[:0]
+	for _, t := range j.tasks {
+		if len(t.handed) > 0 {
+			work = append(work, t)
 		}
 	}
-	return nil
+	j.working = work
+	if len(work) == 0 {
+		return nil
+	}
+	errs := make([]error, len(work))
+	parallel.Do(len(work), func(i int) {
+		t := work[i]
+		for k := range t.handed {
+			l := &t.handed[k]
+			t.out.times = sink.DecisionTimes{Ref: l.ref}
+			if _, err := t.task.Apply(&l.msg); err != nil {
+				errs[i] = fmt.Errorf("input partition %d offset %d, handed to its state directly: %w", l.msg.Partition, l.msg.Offset, err)
+				break
+			}
+		}
+		clear(t.handed) // drop the records' bytes
+		t.handed = t.handed[:0]
+	})
+	for _, t := range work {
+		j.publishTask(t)
+	}
+	return errors.Join(errs...)
 }
 
 // apply runs a fetch of a repartition partition through its task.
@@ -784,7 +864,7 @@ func (j *distJob) apply(f kafkaio.Fetch) error {
 			t.next = m.Offset + 1
 			continue
 		}
-		j.out.Times = sink.DecisionTimes{Ref: m.Time.UnixMilli()}
+		t.out.times = sink.DecisionTimes{Ref: m.Time.UnixMilli()}
 		if _, err := t.task.Apply(&j.msg); err != nil {
 			return fmt.Errorf("repartition partition %d offset %d: %w", f.Partition, m.Offset, err)
 		}
