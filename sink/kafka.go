@@ -68,12 +68,9 @@ type Kafka struct {
 	pending []kafka.Message
 	// chunk holds the pending messages' keys and values (see room).
 	chunk []byte
-	// decisionTimes are the pending decisions' Times, for the latency
+	// decisionTimes are the pending decisions' times, for the latency
 	// metrics.
 	decisionTimes []DecisionTimes
-	// Times are those of the event being processed, which the caller sets
-	// before each emit: a decision made keeps them.
-	Times DecisionTimes
 	// maxBytes is the largest message, key and value, written.
 	maxBytes int
 	metrics  kafkaMetrics
@@ -359,7 +356,13 @@ func (k *Kafka) ForgetUnmade() int {
 }
 
 // Decision implements windows.Output; the message key is the event id.
-func (k *Kafka) Decision(d *windows.Decision) {
+// The decision's times are not known: see DecisionAt.
+func (k *Kafka) Decision(d *windows.Decision) { k.DecisionAt(d, DecisionTimes{}) }
+
+// DecisionAt is Decision, with the times of the decision's event in the
+// job, which the latency metrics observe once the decision is
+// acknowledged.
+func (k *Kafka) DecisionAt(d *windows.Decision, t DecisionTimes) {
 	b := k.room()
 	keyStart := len(b)
 	// EventID is canonical JSON text: quotes around, escapes only where
@@ -377,7 +380,7 @@ func (k *Kafka) Decision(d *windows.Decision) {
 		topic = k.topics.Shadow
 	}
 	if k.add(topic, keyStart, valueStart, true) {
-		k.decisionTimes = append(k.decisionTimes, k.Times)
+		k.decisionTimes = append(k.decisionTimes, t)
 	}
 }
 

@@ -38,8 +38,7 @@ func TestKafkaKeys(t *testing.T) {
 	defer k.Close()
 	r := &rules.Rule{Name: "r", Action: "deny", Key: []string{"user"}}
 	for _, id := range []string{`"plain-1"`, `"tab\there"`} {
-		k.Times.Ref = 42
-		k.Decision(&windows.Decision{Rule: r, EventID: []byte(id), Key: "\"u\"\x00"})
+		k.DecisionAt(&windows.Decision{Rule: r, EventID: []byte(id), Key: "\"u\"\x00"}, DecisionTimes{Ref: 42})
 	}
 	if got := string(k.pending[0].Key); got != "plain-1" {
 		t.Errorf("key %q, want plain-1", got)
@@ -119,9 +118,8 @@ func TestKafkaWriteKeepsTheUnacknowledged(t *testing.T) {
 	})
 	k := NewKafka(c.ListenAddrs(), DefaultTopics)
 	defer k.Close()
-	k.Times.Ref = 1
-	k.Decision(&windows.Decision{Rule: &rules.Rule{Name: "r", Action: "deny", Key: []string{"user"}},
-		EventID: []byte(`"e1"`), Key: "\"u\"\x00"})
+	k.DecisionAt(&windows.Decision{Rule: &rules.Rule{Name: "r", Action: "deny", Key: []string{"user"}},
+		EventID: []byte(`"e1"`), Key: "\"u\"\x00"}, DecisionTimes{Ref: 1})
 	k.DLQ([]byte(`{"bad"`), "not JSON", &event.Provenance{Partition: 0, Offset: 7})
 	b := k.Detach()
 
@@ -460,8 +458,7 @@ func TestKafkaSkipWritten(t *testing.T) {
 	defer k.Close()
 	r := &rules.Rule{Name: "r", Action: "deny", Key: []string{"user"}}
 	decide := func(id string) {
-		k.Times.Ref = int64(len(id))
-		k.Decision(&windows.Decision{Rule: r, EventID: []byte(strconv.Quote(id)), Key: "\"u\"\x00"})
+		k.DecisionAt(&windows.Decision{Rule: r, EventID: []byte(strconv.Quote(id)), Key: "\"u\"\x00"}, DecisionTimes{Ref: int64(len(id))})
 	}
 	decide("a")
 	decide("bb")

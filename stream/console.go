@@ -37,6 +37,9 @@ type jobOutput struct {
 	// live and keys are the console's; nil without one.
 	live *console.Live
 	keys *console.DecisionKeys
+	// times, if set, are those of the record whose outputs are being
+	// made, which its decisions keep (sink.Kafka.DecisionAt).
+	times *sink.DecisionTimes
 }
 
 func (o jobOutput) Heatmap(w *windows.HeatmapWindow) {
@@ -51,7 +54,11 @@ func (o jobOutput) Decision(d *windows.Decision) {
 	if o.keys != nil {
 		o.keys.Add(d)
 	}
-	o.Kafka.Decision(d)
+	var t sink.DecisionTimes
+	if o.times != nil {
+		t = *o.times
+	}
+	o.Kafka.DecisionAt(d, t)
 }
 
 // sample is the job's state now (epoch ms) for the console; it runs on

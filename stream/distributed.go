@@ -164,8 +164,8 @@ type localMessage struct {
 }
 
 // taskOutput is a task's way to the job's one output, which the tasks that
-// apply their local messages at once share: each call holds outMu and
-// carries the times of the task's record.
+// apply their local messages at once share: each call holds outMu, and
+// the decisions keep the times of the task's record.
 type taskOutput struct {
 	jobOutput
 	mu    *sync.Mutex
@@ -175,7 +175,6 @@ type taskOutput struct {
 func (o *taskOutput) Decision(d *windows.Decision) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.Kafka.Times = o.times
 	o.jobOutput.Decision(d)
 }
 
@@ -552,7 +551,8 @@ func (j *distJob) openTask(ctx context.Context, k int) (t *ownedTask, err error)
 			"bytes", st.bytes, "from", max(local.end, 0), "rewritten", st.repaired, "took", took.Round(time.Millisecond))
 	}
 	t = &ownedTask{db: db, log: log, next: kafka.FirstOffset, changelogEnd: end, epoch: epoch,
-		out: &taskOutput{jobOutput: jobOutput{j.out, j.m, j.console, j.decisionKeys}, mu: &j.outMu}}
+		out: &taskOutput{mu: &j.outMu}}
+	t.out.jobOutput = jobOutput{j.out, j.m, j.console, j.decisionKeys, &t.out.times}
 	t.task, err = engine.NewTask(engine.TaskOptions{Config: j.opts.Config, Backend: db, Output: t.out,
 		Partition: k, Partitions: j.opts.RepartitionPartitions, Topic: j.opts.Topic, Inputs: j.inputParts,
 		CacheSlots: j.opts.CacheSlots, MemoryBytes: j.mem.State / int64(max(1, j.assigned))})

@@ -84,6 +84,8 @@ type liveJob struct {
 	stopReading context.CancelFunc
 	reading     sync.WaitGroup
 	journal     *job.Journal
+	// times are those of the record whose outputs the engine is making.
+	times sink.DecisionTimes
 	// journalMissed is how many runs followed the merge missed, as last
 	// logged.
 	journalMissed int
@@ -254,7 +256,7 @@ func (j *liveJob) startOutputs(context.Context) error {
 		backends[i] = p
 	}
 	j.e, err = engine.NewSharded(engine.Options{
-		Config: o.Config, Output: jobOutput{j.out, j.m, j.console, j.decisionKeys}, MemoryBytes: j.mem.State, CacheSlots: o.CacheSlots,
+		Config: o.Config, Output: jobOutput{j.out, j.m, j.console, j.decisionKeys, &j.times}, MemoryBytes: j.mem.State, CacheSlots: o.CacheSlots,
 		Checkpoints: true, Parallel: parallel.Do,
 		OnSkewTransition: func(tr watermark.Transition) {
 			observe.LogTransition(j.log, tr)
@@ -639,7 +641,7 @@ func (j *liveJob) process() error {
 		}
 		// A decision's latency is measured from its record's timestamp;
 		// what the records before made goes out at once.
-		j.out.Times = sink.DecisionTimes{Ref: ref, Arrived: arrived, Popped: poppedNS, Made: made}
+		j.times = sink.DecisionTimes{Ref: ref, Arrived: arrived, Popped: poppedNS, Made: made}
 		j.writer.start()
 	})
 }
