@@ -54,6 +54,8 @@ const topicName = "requests"
 //	                  takes what the merge gives, journals its runs, runs
 //	                  the records; output: what they emitted
 //	tick now=MS       moves processing time; output: what fired
+//	reload            input: a rules file, which the loop changes to
+//	                  between two records; output: what kept its state
 //	checkpoint        commits the loop's manifest and state; output: the offsets
 //	crash             closes the state without committing
 func TestLoop(t *testing.T) {
@@ -125,6 +127,27 @@ func (w *world) run(d *datadriven.TestData) (string, error) {
 		}
 		fmt.Fprintf(&sb, "\n%s", w.rec.Take())
 		fmt.Fprintf(&sb, "offsets %s\n", offsetsText(w.loop.Offsets()))
+		return sb.String(), nil
+	case "reload":
+		cfg, err := rules.Parse("rules.yaml", []byte(d.Input))
+		if err != nil {
+			return "", err
+		}
+		diff, err := w.loop.Reload(cfg)
+		if err != nil {
+			return "", err
+		}
+		w.cfg = cfg
+		var sb strings.Builder
+		kept, restarted, removed, added := diff.Groups()
+		for _, g := range []struct {
+			name string
+			ids  []rules.Identity
+		}{{"kept", kept}, {"restarted", restarted}, {"removed", removed}, {"added", added}} {
+			for _, id := range g.ids {
+				fmt.Fprintf(&sb, "%s %s\n", g.name, id)
+			}
+		}
 		return sb.String(), nil
 	case "tick":
 		if err := w.loop.Tick(int64(intArg(w.t, d, "now", 0))); err != nil {
