@@ -94,14 +94,15 @@ type distJob struct {
 	cg         *kafka.ConsumerGroup
 	balancer   *stickyBalancer
 	generation int32
-	msg        engine.Message
 	buf        []byte
 	// sent counts the messages for the repartition topic's partitions
 	// since the metrics were last published: through the topic, and
 	// handed to a task held here.
 	sentTopic, sentLocal int64
-	// working is applyLocal's scratch: the tasks with messages to apply.
+	// working is the scratch of applyLocal and apply: the tasks with
+	// messages to apply; fetches is apply's, the fetches taken at once.
 	working     []*ownedTask
+	fetches     []kafkaio.Fetch
 	routerStats engine.RouterStats // last published
 
 	// tasks are the repartition partitions held, kept open from one
@@ -149,6 +150,10 @@ type ownedTask struct {
 	// is routed.
 	out    *taskOutput
 	handed []localMessage
+	// fetched are the fetches of the task's repartition partition being
+	// applied, and msg the message being decoded from them.
+	fetched []kafkaio.Fetch
+	msg     engine.Message
 	// throughTopic is, per input partition this instance routes, the
 	// offset up to which the task must have applied the partition's
 	// records and marks from the repartition topic before the router
@@ -850,28 +855,69 @@ func (j *distJob) applyLocal() error {
 	return errors.Join(errs...)
 }
 
-// apply runs a fetch of a repartition partition through its task.
+// applyAtOnce is the most fetches of repartition partitions apply takes
+// at once.
+const applyAtOnce = 64
+
+// apply runs a fetch of a repartition partition through its task, with
+// the fetches of the others already fetched: each task its own, the
+// tasks at once, each on a goroutine.
 func (j *distJob) apply(f kafkaio.Fetch) error {
-	defer kafkaio.Recycle(f.Msgs)
-	t := j.tasks[int(f.Partition)]
-	if t == nil {
-		return nil
+	fetches := append(j.fetches[:0], f)
+	for more := true; more && len(fetches) < applyAtOnce; {
+		select {
+		case f := <-j.repFetched:
+			fetches = append(fetches, f)
+		default:
+			more = false
+		}
 	}
-	for i := range f.Msgs {
-		m := &f.Msgs[i]
-		if err := engine.DecodeMessage(m.Value, &j.msg); err != nil {
-			j.log.Error("not a repartition message, skipped", "topic", m.Topic, "partition", m.Partition, "offset", m.Offset, "err", err)
+	j.fetches = fetches
+	work := j.working[:0]
+	for _, f := range fetches {
+		if t := j.tasks[int(f.Partition)]; t != nil {
+			if len(t.fetched) == 0 {
+				work = append(work, t)
+			}
+			t.fetched = append(t.fetched, f)
+		} else {
+			kafkaio.Recycle(f.Msgs)
+		}
+	}
+	j.working = work
+	errs := make([]error, len(work))
+	parallel.Do(len(work), func(i int) { errs[i] = j.applyFetched(work[i]) })
+	for _, t := range work {
+		j.publishTask(t)
+	}
+	return errors.Join(errs...)
+}
+
+// applyFetched runs the fetches of t's repartition partition through t, in
+// the order they came.
+func (j *distJob) applyFetched(t *ownedTask) error {
+	defer func() {
+		for _, f := range t.fetched {
+			kafkaio.Recycle(f.Msgs)
+		}
+		clear(t.fetched)
+		t.fetched = t.fetched[:0]
+	}()
+	for _, f := range t.fetched {
+		for i := range f.Msgs {
+			m := &f.Msgs[i]
+			if err := engine.DecodeMessage(m.Value, &t.msg); err != nil {
+				j.log.Error("not a repartition message, skipped", "topic", m.Topic, "partition", m.Partition, "offset", m.Offset, "err", err)
+				t.next = m.Offset + 1
+				continue
+			}
+			t.out.times = sink.DecisionTimes{Ref: m.Time.UnixMilli()}
+			if _, err := t.task.Apply(&t.msg); err != nil {
+				return fmt.Errorf("repartition partition %d offset %d: %w", f.Partition, m.Offset, err)
+			}
 			t.next = m.Offset + 1
-			continue
 		}
-		t.out.times = sink.DecisionTimes{Ref: m.Time.UnixMilli()}
-		if _, err := t.task.Apply(&j.msg); err != nil {
-			return fmt.Errorf("repartition partition %d offset %d: %w", f.Partition, m.Offset, err)
-		}
-		t.next = m.Offset + 1
-		j.writer.start()
 	}
-	j.publishTask(t)
 	return nil
 }
 
