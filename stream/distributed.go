@@ -1072,15 +1072,11 @@ func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 	if err := gen.CommitOffsets(offsets); err != nil {
 		j.log.Warn("committing offsets to the group, for lag tools; the checkpoint is not affected", "group", j.opts.Group, "err", err)
 	}
-	j.m.Checkpoint.Observe(j.opts.Now().Sub(start).Seconds())
+	j.checkpointed(start)
 	j.publishGauges()
-	if j.console != nil {
-		now := j.opts.Now()
-		j.console.Checkpointed(now)
-		if now.Sub(j.lastSample) >= consoleSampleEvery {
-			j.lastSample = now
-			j.console.Add(j.sample(now.UnixMilli()))
-		}
+	if now := j.opts.Now(); j.console != nil && now.Sub(j.lastSample) >= consoleSampleEvery {
+		j.lastSample = now
+		j.console.Add(j.sample(now.UnixMilli()))
 	}
 	return nil
 }

@@ -79,6 +79,9 @@ func testDistributedOneInstance(t *testing.T, want []string, hopAll bool) {
 	if n := metricSum(t, reg, "riskstream_assigned_partitions"); n != 5 {
 		t.Errorf("riskstream_assigned_partitions sums to %v, want 5 (1 input, 4 repartition)", n)
 	}
+	if at := metricSum(t, reg, "riskstream_last_checkpoint_timestamp_seconds"); at < 1.7e9 {
+		t.Errorf("riskstream_last_checkpoint_timestamp_seconds = %v, want when the last checkpoint was durable", at)
+	}
 	if wm := metricSum(t, reg, "riskstream_watermark_seconds"); wm < 1.7e9 {
 		t.Errorf("riskstream_watermark_seconds = %v, want the watermark of the 2024 input", wm)
 	}

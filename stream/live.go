@@ -783,12 +783,3 @@ func (j *liveJob) paused(start time.Time) {
 		j.opts.checkpointPaused(start.UnixNano(), end.UnixNano())
 	}
 }
-
-// checkpointed notes that the checkpoint begun at start is durable.
-func (j *liveJob) checkpointed(start time.Time) {
-	j.m.Checkpoint.Observe(j.opts.Now().Sub(start).Seconds())
-	j.m.LastCheckpoint.Set(float64(j.opts.Now().UnixMilli()) / 1000)
-	if j.console != nil {
-		j.console.Checkpointed(j.opts.Now())
-	}
-}
