@@ -664,7 +664,7 @@ func (j *liveJob) tick() error {
 			return err
 		}
 	}
-	if err := j.e.Tick(j.now()); err != nil {
+	if err := j.loop.Tick(j.now()); err != nil {
 		return err
 	}
 	deleted, left, err := j.e.DeleteRetired(retiredPerTick)
