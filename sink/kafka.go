@@ -75,6 +75,8 @@ type Kafka struct {
 	maxBytes int
 	metrics  kafkaMetrics
 	log      *slog.Logger
+	// now stamps the messages written without a time (Clock).
+	now func() time.Time
 	// written, until it is empty, holds messages already in their topics,
 	// which add skips (see SkipWritten).
 	written *Written
@@ -125,6 +127,7 @@ type kafkaConfig struct {
 	batchSize       int
 	reg             prometheus.Registerer
 	log             *slog.Logger
+	now             func() time.Time
 }
 
 // Transport sets the sink's connections, with the cluster's TLS and SASL
@@ -168,6 +171,15 @@ func Metrics(reg prometheus.Registerer) KafkaOption {
 	return func(c *kafkaConfig) { c.reg = reg }
 }
 
+// Clock sets the clock that stamps the messages written without a
+// timestamp of their own (the outputs; Send's carry theirs) with the time
+// of their write, as the Java client stamps a record without one when it
+// sends it: a record's timestamp is what the brokers' time-based retention
+// and a consumer's search by time go by. The default value is time.Now.
+func Clock(now func() time.Time) KafkaOption {
+	return func(c *kafkaConfig) { c.now = now }
+}
+
 // Logger sets where the sink reports the messages it drops. The default
 // value is slog.Default().
 func Logger(l *slog.Logger) KafkaOption {
@@ -208,7 +220,7 @@ func newKafkaMetrics(reg prometheus.Registerer, topics Topics) kafkaMetrics {
 
 // NewKafka returns a sink writing to brokers. It waits for all replicas.
 func NewKafka(brokers []string, topics Topics, opts ...KafkaOption) *Kafka {
-	cfg := kafkaConfig{maxMessageBytes: DefaultMaxMessageBytes, batchSize: 200, log: slog.Default()}
+	cfg := kafkaConfig{maxMessageBytes: DefaultMaxMessageBytes, batchSize: 200, log: slog.Default(), now: time.Now}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -235,6 +247,7 @@ func NewKafka(brokers []string, topics Topics, opts ...KafkaOption) *Kafka {
 		topics:   topics,
 		conns:    conns,
 		maxBytes: cfg.maxMessageBytes,
+		now:      cfg.now,
 		metrics:  newKafkaMetrics(cfg.reg, topics),
 		log:      cfg.log,
 		w: &kafka.Writer{
@@ -503,6 +516,12 @@ func (k *Kafka) Write(ctx context.Context, b *Batch) error {
 				len(m.Key)+len(m.Value), k.maxBytes))
 		}
 	}
+	now := k.now()
+	for i := range b.Messages {
+		if m := &b.Messages[i]; m.Time.IsZero() {
+			m.Time = now
+		}
+	}
 	rest, err := k.write(ctx, b.Messages)
 	b.Messages = append(b.Messages[:0], rest...)
 	return err
@@ -590,7 +609,7 @@ func (k *Kafka) refusedLimit() int { return min(k.maxBytes, maxRefusedCopyBytes)
 func (k *Kafka) refuse(m kafka.Message, why string) kafka.Message {
 	k.metrics.refused.WithLabelValues(m.Topic).Inc()
 	v := appendRefused(nil, m.Topic, m.Value, why, k.refusedLimit())
-	return kafka.Message{Topic: k.topics.DLQ, Value: v[:len(v)-1]}
+	return kafka.Message{Topic: k.topics.DLQ, Value: v[:len(v)-1], Time: m.Time}
 }
 
 // drop reports a message lost.

@@ -560,3 +560,34 @@ func topicsOf(ms []kafka.Message) string {
 	}
 	return strings.Join(ts, " ")
 }
+
+// TestKafkaStampsTheWriteTime: outputs, which carry no timestamp of their
+// own, are written with the time of their write by the sink's clock, as
+// the Java client stamps them, not 0 (1970), which time-based retention
+// would delete at once; a message sent with a time keeps it.
+func TestKafkaStampsTheWriteTime(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "decisions", "repartition"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	at, sent := time.UnixMilli(1_732_150_000_123), time.UnixMilli(1_700_000_000_456)
+	k := NewKafka(c.ListenAddrs(), DefaultTopics, Clock(func() time.Time { return at }), DirectTopics("repartition"))
+	defer k.Close()
+	k.DecisionAt(&windows.Decision{Rule: &rules.Rule{Name: "r", Action: "deny", Key: []string{"user"}},
+		EventID: []byte(`"e1"`), Key: "\"u\"\x00"}, DecisionTimes{Ref: 1})
+	k.Send("repartition", 0, []byte("routed"), sent)
+	b := k.Detach()
+	if err := k.Write(context.Background(), &b); err != nil {
+		t.Fatal(err)
+	}
+	for topic, want := range map[string]time.Time{"decisions": at, "repartition": sent} {
+		msgs := kafkatest.ReadPartition(t, c.ListenAddrs()[0], topic, 0, 10*time.Second)
+		if len(msgs) != 1 {
+			t.Fatalf("%s: %d messages, want 1", topic, len(msgs))
+		}
+		if !msgs[0].Time.Equal(want) {
+			t.Errorf("%s: a message at %v, want %v", topic, msgs[0].Time, want)
+		}
+	}
+}

@@ -83,6 +83,6 @@ func (j *jobBase) checkpointed(start time.Time) {
 func (j *jobBase) startSink(brokers []string) {
 	o := j.opts
 	j.out = sink.NewKafka(brokers, o.Outputs, sink.Transport(j.sec.Transport()),
-		sink.MaxMessageBytes(o.MaxMessageBytes), sink.Metrics(o.Registry), sink.Logger(j.log))
+		sink.MaxMessageBytes(o.MaxMessageBytes), sink.Metrics(o.Registry), sink.Logger(j.log), sink.Clock(o.Now))
 	j.onClose(func() { j.out.Close() })
 }
