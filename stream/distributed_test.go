@@ -166,10 +166,35 @@ func (d *distributedRun) checkOutputs(want replayed) {
 	}
 	waitRecords(d.t, d.addr, "heatmaps", fired)
 	d.stopAll()
+	if c := countDecisions(withoutSource(got), want.decisions); c.twice > 0 {
+		d.explainTwice()
+	}
 	compareDecisions(d.t, withoutSource(got), want.decisions)
 	compareHeatmaps(d.t, readTopic(d.t, d.addr, "heatmaps"), want)
 	compareSide(d.t, "late", readTopic(d.t, d.addr, "late"), want.late)
 	compareSide(d.t, "dlq", readTopic(d.t, d.addr, "dlq"), want.dlq)
+}
+
+// explainTwice logs, for a failure, where each decision written more than
+// once is in the decisions topic, and what every instance logged.
+func (d *distributedRun) explainTwice() {
+	d.t.Helper()
+	at := map[string][]string{}
+	for _, m := range readPartition(d.t, d.addr, "decisions", 0) {
+		v := string(m.Value)
+		id := decisionID.FindString(v)
+		at[id] = append(at[id], fmt.Sprintf("offset %d (%s): %s", m.Offset, m.Time.Format("15:04:05.000"), v))
+	}
+	shown := 0
+	for _, copies := range at {
+		if len(copies) > 1 && shown < 5 {
+			shown++
+			d.t.Logf("written %d times:\n  %s", len(copies), strings.Join(copies, "\n  "))
+		}
+	}
+	for i, l := range d.logs {
+		d.t.Logf("instance %d logged:\n%s", i, l.String())
+	}
 }
 
 // distributedRules are the three rules keyed by unrelated attributes, and
