@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"maps"
 	"slices"
 	"strings"
@@ -33,7 +34,24 @@ type LiveOptions struct {
 	// Health says whether the job is healthy (nil), as /healthz does; nil
 	// leaves it off the page.
 	Health func() error
+	// Title and Subtitle head the page. The default values are
+	// "riskstream live" and "the job as it runs".
+	Title, Subtitle string
+	// FromOutputs says the console is fed from the job's output topics
+	// (OutputFeed), not by the job itself: it shows what the outputs say
+	// (decisions, late and dlq records, heatmaps), and leaves out what only
+	// the job knows of itself (events read, lag, watermark, skew,
+	// checkpoints, state).
+	FromOutputs bool
+	// Links are other pages to offer at the top of this one, such as a
+	// distributed instance's own view and the whole job's; the one whose
+	// Href is Self is marked as this page.
+	Links []Link
+	Self  string
 }
+
+// Link is a page the console's header links to.
+type Link struct{ Label, Href string }
 
 func (o *LiveOptions) ensureDefaults() {
 	if o.Span <= 0 {
@@ -50,6 +68,9 @@ func (o *LiveOptions) ensureDefaults() {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.Title == "" {
+		o.Title, o.Subtitle = "riskstream live", cmp.Or(o.Subtitle, "the job as it runs")
 	}
 }
 
@@ -138,6 +159,21 @@ func NewLive(opts LiveOptions) *Live {
 // kept.
 func (l *Live) Heatmap(w *windows.HeatmapWindow) {
 	id := w.Heatmap.Name + "\x00" + w.Key
+	l.keep(id, func() HeatmapSeries {
+		return HeatmapSeries{Heatmap: w.Heatmap.Name, Key: keyText(w.Heatmap.Key, w.Key), Bounds: w.Heatmap.Buckets}
+	}, func() HeatmapWindow {
+		hw := HeatmapWindow{Start: w.Start, End: w.End, Revision: w.Revision, Count: w.Acc.Count,
+			Buckets: slices.Clone(w.Acc.Buckets), Degraded: w.Acc.Degraded}
+		if w.Acc.Count > 0 {
+			hw.P50, hw.P99 = w.Acc.Quantile(0.5), w.Acc.Quantile(0.99)
+		}
+		return hw
+	})
+}
+
+// keep keeps a fired window of the heatmap key id, made by window, in its
+// series, made by series when the key is new and there is room.
+func (l *Live) keep(id string, series func() HeatmapSeries, window func() HeatmapWindow) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := l.series[id]
@@ -148,16 +184,11 @@ func (l *Live) Heatmap(w *windows.HeatmapWindow) {
 			}
 			return
 		}
-		s = &liveSeries{HeatmapSeries: HeatmapSeries{Heatmap: w.Heatmap.Name, Key: keyText(w.Heatmap.Key, w.Key), Bounds: w.Heatmap.Buckets}}
+		s = &liveSeries{HeatmapSeries: series()}
 		l.series[id] = s
 		delete(l.hidden, id) // not drawn before a reload freed a place
 	}
-	hw := HeatmapWindow{Start: w.Start, End: w.End, Revision: w.Revision, Count: w.Acc.Count,
-		Buckets: slices.Clone(w.Acc.Buckets), Degraded: w.Acc.Degraded}
-	if w.Acc.Count > 0 {
-		hw.P50, hw.P99 = w.Acc.Quantile(0.5), w.Acc.Quantile(0.99)
-	}
-	if !s.put(hw) {
+	if !s.put(window()) {
 		return // nothing to draw anew
 	}
 	s.version++

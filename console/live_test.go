@@ -355,7 +355,7 @@ func TestLiveFirstScreen(t *testing.T) {
 	l.Add(Sample{At: 1_700_000_100_000, Records: 300, Decisions: rules(15, 2), Late: 5, DLQ: 1, Watermark: 1_700_000_098_000,
 		Sources: []SourceSample{{Source: "gw-1", Skew: 200, Known: true, Degraded: true}, {Source: "gw-2", Known: true}}})
 	var b strings.Builder
-	renderStatus(&b, l.snapshot(), l.opts.Health)
+	renderStatus(&b, l.snapshot(), l.opts)
 	page := b.String()
 	for _, want := range []string{
 		`<div class="label">health</div><div class="value">unhealthy</div><div class="detail">brokers: no fetch`,
@@ -386,7 +386,7 @@ func TestLiveFirstScreen(t *testing.T) {
 	}
 	healthy = nil
 	b.Reset()
-	renderStatus(&b, l.snapshot(), l.opts.Health)
+	renderStatus(&b, l.snapshot(), l.opts)
 	if !strings.Contains(b.String(), `<div class="value">ok</div>`) {
 		t.Error("a healthy job is not said to be")
 	}

@@ -19,13 +19,31 @@ var style string
 var script string
 
 // pageHead writes the page up to the opening of its content.
-func pageHead(b *strings.Builder, title, sub, status string) {
+func pageHead(b *strings.Builder, title, sub, status string, links []Link, self string) {
 	fmt.Fprintf(b, "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>%s</title>\n<style>\n%s</style>\n</head>\n", esc(title), style)
 	fmt.Fprintf(b, "<body>\n<header><h1>%s</h1><span class=\"sub\">%s</span>", esc(title), esc(sub))
+	renderLinks(b, links, self)
 	if status != "" {
 		fmt.Fprintf(b, `<span class="status">%s</span>`, esc(status))
 	}
 	b.WriteString("</header>\n<main id=\"content\">\n")
+}
+
+// renderLinks writes links to the views of the job, this one, self,
+// marked.
+func renderLinks(b *strings.Builder, links []Link, self string) {
+	if len(links) == 0 {
+		return
+	}
+	b.WriteString(`<nav class="views">`)
+	for _, l := range links {
+		current := ""
+		if l.Href == self {
+			current = ` aria-current="page"`
+		}
+		fmt.Fprintf(b, `<a href="%s"%s>%s</a>`, esc(l.Href), current, esc(l.Label))
+	}
+	b.WriteString("</nav>")
 }
 
 // tile is one figure of the tiles row.
@@ -94,7 +112,7 @@ func WriteReport(w io.Writer, r *Report) error {
 	if r.To > 0 {
 		sub = "event time " + stamp(r.From) + " – " + stamp(r.To)
 	}
-	pageHead(&b, "riskstream replay report", sub, "")
+	pageHead(&b, "riskstream replay report", sub, "", nil, "")
 	var decisions int64
 	for _, d := range r.Decisions {
 		decisions += d.Count

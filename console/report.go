@@ -118,43 +118,17 @@ func LoadReport(dir string) (*Report, error) {
 	r := &Report{}
 	cells := map[string]*HeatmapSeries{}
 	err := eachLine(filepath.Join(dir, heatmapsFile), true, func(line []byte) error {
-		var h struct {
-			Heatmap  string          `json:"heatmap"`
-			Key      json.RawMessage `json:"key"`
-			Window   window          `json:"window"`
-			Revision int32           `json:"revision"`
-			Count    int64           `json:"count"`
-			P50      float64         `json:"p50"`
-			P99      float64         `json:"p99"`
-			Buckets  []struct {
-				LE    json.RawMessage `json:"le"`
-				Count int64           `json:"count"`
-			} `json:"buckets"`
-			Degraded int64 `json:"degraded_events"`
-		}
-		if err := json.Unmarshal(line, &h); err != nil {
-			return err
-		}
-		key, err := keyLabel(h.Key)
+		rec, err := decodeHeatmapRecord(line)
 		if err != nil {
 			return err
 		}
-		id := h.Heatmap + "\x00" + key
+		id := rec.Heatmap + "\x00" + rec.Key
 		s := cells[id]
 		if s == nil {
-			s = &HeatmapSeries{Heatmap: h.Heatmap, Key: key}
-			for _, b := range h.Buckets {
-				if le, err := strconv.ParseFloat(string(b.LE), 64); err == nil {
-					s.Bounds = append(s.Bounds, le)
-				}
-			}
+			s = &HeatmapSeries{Heatmap: rec.Heatmap, Key: rec.Key, Bounds: rec.Bounds}
 			cells[id] = s
 		}
-		w := HeatmapWindow{Start: h.Window.Start, End: h.Window.End, Revision: h.Revision, Count: h.Count,
-			P50: h.P50, P99: h.P99, Degraded: h.Degraded}
-		for _, b := range h.Buckets {
-			w.Buckets = append(w.Buckets, b.Count)
-		}
+		w := rec.Window
 		if len(w.Buckets) != len(s.Bounds)+1 {
 			return fmt.Errorf("%d buckets where the heatmap's first window had %d", len(w.Buckets), len(s.Bounds)+1)
 		}
@@ -322,6 +296,49 @@ func reasonKind(reason string) string {
 		}
 		return m
 	})
+}
+
+// heatmapRecord is a record of the heatmaps output (docs/outputs.md).
+type heatmapRecord struct {
+	// Heatmap is the heatmap's name, Key its key as name=value pairs.
+	Heatmap, Key string
+	// Bounds are the buckets' upper bounds, +Inf not included.
+	Bounds []float64
+	Window HeatmapWindow
+}
+
+// decodeHeatmapRecord reads a record of the heatmaps output.
+func decodeHeatmapRecord(line []byte) (heatmapRecord, error) {
+	var h struct {
+		Heatmap  string          `json:"heatmap"`
+		Key      json.RawMessage `json:"key"`
+		Window   window          `json:"window"`
+		Revision int32           `json:"revision"`
+		Count    int64           `json:"count"`
+		P50      float64         `json:"p50"`
+		P99      float64         `json:"p99"`
+		Buckets  []struct {
+			LE    json.RawMessage `json:"le"`
+			Count int64           `json:"count"`
+		} `json:"buckets"`
+		Degraded int64 `json:"degraded_events"`
+	}
+	if err := json.Unmarshal(line, &h); err != nil {
+		return heatmapRecord{}, err
+	}
+	key, err := keyLabel(h.Key)
+	if err != nil {
+		return heatmapRecord{}, err
+	}
+	rec := heatmapRecord{Heatmap: h.Heatmap, Key: key, Window: HeatmapWindow{Start: h.Window.Start, End: h.Window.End,
+		Revision: h.Revision, Count: h.Count, P50: h.P50, P99: h.P99, Degraded: h.Degraded}}
+	for _, b := range h.Buckets {
+		if le, err := strconv.ParseFloat(string(b.LE), 64); err == nil {
+			rec.Bounds = append(rec.Bounds, le)
+		}
+		rec.Window.Buckets = append(rec.Window.Buckets, b.Count)
+	}
+	return rec, nil
 }
 
 // window is a record's window.

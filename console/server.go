@@ -51,7 +51,7 @@ func (l *Live) Handler() http.Handler {
 // up to date.
 func (l *Live) page(w http.ResponseWriter, r *http.Request) {
 	var b strings.Builder
-	pageHead(&b, "riskstream live", "the job as it runs", "live")
+	pageHead(&b, l.opts.Title, l.opts.Subtitle, "live", l.opts.Links, l.opts.Self)
 	for _, part := range parts {
 		fmt.Fprintf(&b, "<div id=\"live-%s\">%s</div>\n", part, l.draw(part).html)
 	}
@@ -118,7 +118,7 @@ func (l *Live) draw(part string) drawing {
 		}
 		renderHeatmaps(&b, figures, note)
 	case partStatus:
-		renderStatus(&b, l.snapshot(), l.opts.Health)
+		renderStatus(&b, l.snapshot(), l.opts)
 	case partCharts:
 		renderCharts(&b, l.snapshot(), l.opts)
 	}
@@ -133,7 +133,8 @@ func (l *Live) draw(part string) drawing {
 // keeping up, which rules fire now and how much, which sources are
 // degraded, what p99 is now per heatmap key, and how many records went
 // to late and dlq. The charts come below it.
-func renderStatus(b *strings.Builder, s snapshot, health func() error) {
+func renderStatus(b *strings.Builder, s snapshot, o LiveOptions) {
+	health := o.Health
 	var last, prev *Sample
 	if n := len(s.samples); n > 0 {
 		last = &s.samples[n-1]
@@ -196,12 +197,16 @@ func renderStatus(b *strings.Builder, s snapshot, health func() error) {
 	if last != nil {
 		size = formatBytes(last.StateBytes)
 	}
-	tiles = append(tiles,
-		tile{"events/s", rate, "input records, last interval"},
-		tile{"decisions/s", decRate, "all rules"},
-		tile{"consumer lag", formatCount(lag), "records not consumed yet"},
-		wm, degraded, late, dlq, ckpt,
-		tile{"state", size, "Pebble on disk"})
+	if o.FromOutputs {
+		tiles = append(tiles, tile{"decisions/s", decRate, "all rules, as the decisions topic has them"}, late, dlq)
+	} else {
+		tiles = append(tiles,
+			tile{"events/s", rate, "input records, last interval"},
+			tile{"decisions/s", decRate, "all rules"},
+			tile{"consumer lag", formatCount(lag), "records not consumed yet"},
+			wm, degraded, late, dlq, ckpt,
+			tile{"state", size, "Pebble on disk"})
+	}
 	renderTiles(b, tiles)
 	b.WriteString(`<div class="now">`)
 	renderFiring(b, s.samples)
@@ -338,6 +343,10 @@ func renderCharts(b *strings.Builder, s snapshot, o LiveOptions) {
 	b.WriteString(`<section id="decisions"><h2>Decisions per second, per rule and action</h2>`)
 	lineChart{label: "decisions per second per rule", yLabel: "decisions/s", series: decisionRates(s.samples), from: from, to: to, steps: true}.render(b)
 	b.WriteString("</section>\n")
+	if o.FromOutputs {
+		renderTopKeys(b, mergeTopKeys(all), fmt.Sprintf("Over the last %s.", formatDuration(o.Span.Milliseconds())))
+		return
+	}
 	threshold := float64(o.SkewThreshold.Milliseconds())
 	// Periods and the sources' order from every sample: thinning could
 	// drop a short degraded spell.

@@ -93,7 +93,9 @@ type Fetcher struct {
 }
 
 // NewFetcher returns a fetcher of one partition from offset next
-// (kafka.FirstOffset for the first), up to end (-1 for no end).
+// (kafka.FirstOffset for the first, kafka.LastOffset for where the
+// partition ends when the fetcher first reaches it), up to end (-1 for no
+// end).
 func NewFetcher(brokers []string, dialer *kafka.Dialer, topic string, partition int, next, end int64, out chan<- Fetch, log *slog.Logger, now func() time.Time) *Fetcher {
 	if now == nil {
 		now = time.Now
@@ -183,8 +185,11 @@ func (f *Fetcher) connectAndFetch(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("offsets: %w", err)
 	}
-	if f.next == kafka.FirstOffset {
+	switch f.next {
+	case kafka.FirstOffset:
 		f.next = first
+	case kafka.LastOffset:
+		f.next = last
 	}
 	if f.next >= last && f.saidBehind && f.recovering.IsZero() && !f.send(ctx, nil, false, false) {
 		return ctx.Err()

@@ -60,6 +60,38 @@ func OutputPartitions(ctx context.Context, client *kafka.Client, topics []string
 	return partitions, nil
 }
 
+// OffsetsAt returns, for each partition of partitions (by topic), the
+// offset of its first record stamped at or after at, or
+// kafka.LastOffset when it has none.
+func OffsetsAt(ctx context.Context, client *kafka.Client, partitions map[string][]int, at time.Time) (map[string]map[int]int64, error) {
+	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
+	for topic, ps := range partitions {
+		for _, p := range ps {
+			req.Topics[topic] = append(req.Topics[topic], kafka.TimeOffsetOf(p, at))
+		}
+	}
+	resp, err := client.ListOffsets(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("offsets at %s: %w", at.UTC().Format(time.RFC3339), err)
+	}
+	offsets := make(map[string]map[int]int64, len(resp.Topics))
+	for topic, ps := range resp.Topics {
+		offsets[topic] = make(map[int]int64, len(ps))
+		for _, p := range ps {
+			if p.Error != nil {
+				return nil, fmt.Errorf("offset of %s/%d at %s: %w", topic, p.Partition, at.UTC().Format(time.RFC3339), p.Error)
+			}
+			offsets[topic][p.Partition] = kafka.LastOffset
+			for o := range p.Offsets {
+				if o >= 0 {
+					offsets[topic][p.Partition] = o
+				}
+			}
+		}
+	}
+	return offsets, nil
+}
+
 // CheckOutputTopics makes sure every output topic exists before the job
 // takes a record, asking the brokers to create any that does not as a
 // producer's first write would (auto.create.topics.enable): a topic that

@@ -270,14 +270,20 @@ func (j *distJob) lockState(context.Context) error {
 
 // startOutputs serves the metrics and builds the sink, its writer and the
 // router.
-func (j *distJob) startOutputs(context.Context) error {
+func (j *distJob) startOutputs(ctx context.Context) error {
 	o := j.opts
 	j.m = observe.NewMetrics(o.Registry, o.Config, o.MetricLabelLimit)
 	j.dm = newDistMetrics(o.Registry)
-	// The console shows what this instance holds.
+	// The console shows what this instance holds, and the whole job as
+	// the output topics show it.
 	var err error
-	if err = j.serveConsole(j.health); err != nil {
+	if err = j.serveConsole(j.health, true); err != nil {
 		return err
+	}
+	if j.wholeJob != nil {
+		if err := j.followOutputs(ctx); err != nil {
+			return err
+		}
 	}
 	j.startSink(o.Brokers)
 	j.writer = newOutputWriter(j.out, j.m.Latency, &j.m.Ready.Writing, j.log, j.opts.Now)

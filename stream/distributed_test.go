@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,6 +70,19 @@ func testDistributedOneInstance(t *testing.T, want []string, hopAll bool) {
 		}
 	}
 	waitConsole(t, metrics, "heatmaps", `class="cell"`)
+	// The whole job's console, read from the output topics, counts the
+	// decisions this instance made, all of the job's, and draws its
+	// heatmaps.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		mine, whole := firingTotals(waitConsole(t, metrics, "status", "")), firingTotals(waitConsole(t, metrics+"/job", "status", ""))
+		if len(mine) > 0 && maps.Equal(mine, whole) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the whole job's console counts %v decisions per rule and action, this instance's %v", whole, mine)
+		}
+	}
+	waitConsole(t, metrics+"/job", "heatmaps", `class="cell"`)
 	// A checkpoint publishes the gauges.
 	for deadline := time.Now().Add(30 * time.Second); metricSum(t, reg, "riskstream_assigned_partitions") != 5; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -112,6 +126,20 @@ func testDistributedOneInstance(t *testing.T, want []string, hopAll bool) {
 	sorted := slices.Clone(want)
 	slices.Sort(sorted)
 	compareDecisions(t, got, sorted)
+}
+
+// firingRow is a row of the console's rules firing: rule, action, and
+// the count since start.
+var firingRow = regexp.MustCompile(`<tr><td><code>([^<]*)</code></td><td>([^<]*)</td><td class="n">[^<]*</td><td class="n">[^<]*</td><td class="n">([^<]*)</td></tr>`)
+
+// firingTotals returns the decisions since start per rule and action of
+// the console's status.
+func firingTotals(status string) map[string]string {
+	totals := map[string]string{}
+	for _, m := range firingRow.FindAllStringSubmatch(status, -1) {
+		totals[m[1]+" "+m[2]] = m[3]
+	}
+	return totals
 }
 
 // distributedRun is a test's cluster of distributed instances: processes
@@ -365,11 +393,32 @@ func TestDistributedThreeInstances(t *testing.T) {
 	}
 	const events = 40_000
 	d, want, produced := newDistributedRun(t, events, 8000)
+	var consoles []string
 	for range 3 {
-		d.start()
+		consoles = append(consoles, kafkatest.FreeAddr(t))
+		d.start("--metrics-addr", consoles[len(consoles)-1])
 	}
 	if err := <-produced; err != nil {
 		t.Fatalf("produce: %v", err)
+	}
+	// Each instance's console of the whole job counts every decision,
+	// those of the state other instances hold too.
+	waitRecords(t, d.addr, "decisions", len(want.decisions))
+	for i, addr := range consoles {
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			n := 0
+			totals := firingTotals(waitConsole(t, addr+"/job", "status", ""))
+			for _, total := range totals {
+				c, _ := strconv.Atoi(strings.ReplaceAll(total, ",", ""))
+				n += c
+			}
+			if n == len(want.decisions) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("instance %d's console of the whole job counts %d decisions (%v), want %d", i, n, totals, len(want.decisions))
+			}
+		}
 	}
 	d.checkOutputs(want)
 	// The work was shared: in the group's last generation each instance

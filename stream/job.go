@@ -2,6 +2,7 @@ package stream
 
 import (
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/riskstream/riskstream/console"
@@ -31,6 +32,9 @@ type jobBase struct {
 	console      *console.Live
 	decisionKeys *console.DecisionKeys
 	lastSample   time.Time
+	// wholeJob is the console of a distributed job's outputs, nil when
+	// there is none (serveConsole).
+	wholeJob *console.Live
 
 	// out is the outputs' sink, writer its writer, ends where its
 	// partitions end, for checkpoints.
@@ -53,13 +57,32 @@ func (j *jobBase) now() int64 { return j.opts.Now().UnixMilli() }
 // console's feed and its count of decisions per key; without one they
 // stay nil: the console is fed only where a page can show it. The server
 // is closed with the job.
-func (j *jobBase) serveConsole(health func() error) error {
+//
+// With whole, the job is one of several instances: the console at / shows
+// what this instance holds, and a second one at /job/ the whole job as its
+// output topics show it, which the instance feeds (wholeJob).
+func (j *jobBase) serveConsole(health func() error, whole bool) error {
 	o := j.opts
 	if o.MetricsAddr == "" {
 		return nil
 	}
-	live := console.NewLive(console.LiveOptions{SkewThreshold: o.Config.Skew.Threshold, Now: o.Now, Health: health})
-	srv, err := j.m.Serve(o.MetricsAddr, health, live.Handler(), o.ConsolePublic)
+	opts := console.LiveOptions{SkewThreshold: o.Config.Skew.Threshold, Now: o.Now, Health: health}
+	if whole {
+		opts.Title, opts.Subtitle = "riskstream live", "an instance of a distributed job"
+		opts.Links, opts.Self = []console.Link{{Label: "this instance", Href: "/"}, {Label: "the whole job", Href: "/job/"}}, "/"
+	}
+	live := console.NewLive(opts)
+	var handler http.Handler = live.Handler()
+	if whole {
+		opts.Title, opts.Subtitle, opts.Self = "riskstream live", "the whole job, from its output topics", "/job/"
+		opts.FromOutputs, opts.Health = true, nil
+		j.wholeJob = console.NewLive(opts)
+		mux := http.NewServeMux()
+		mux.Handle("/", handler)
+		mux.Handle("/job/", http.StripPrefix("/job", j.wholeJob.Handler()))
+		handler = mux
+	}
+	srv, err := j.m.Serve(o.MetricsAddr, health, handler, o.ConsolePublic)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,123 @@
+package stream
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/riskstream/riskstream/console"
+	"github.com/riskstream/riskstream/kafkaio"
+	"github.com/segmentio/kafka-go"
+)
+
+// wholeJobLookBack is how far back the whole job's console starts
+// reading the outputs: the span of its charts.
+const wholeJobLookBack = 5 * time.Minute
+
+// followOutputs feeds the console of the whole job (jobBase.wholeJob)
+// from the output topics until the job ends: each instance of a
+// distributed job holds part of the state, but all write their decisions,
+// heatmaps, late and dlq records to the same topics. It reads them from
+// wholeJobLookBack ago, so that an instance started a minute ago shows
+// what the job did before, and samples them every consoleSampleEvery of
+// the records' timestamps, the time they were written, while it catches
+// up, and of its clock after.
+func (j *distJob) followOutputs(ctx context.Context) error {
+	o := j.opts.Outputs
+	partitions, err := kafkaio.OutputPartitions(ctx, j.client, o.Names())
+	if err != nil {
+		return err
+	}
+	from, err := kafkaio.OffsetsAt(ctx, j.client, partitions, j.opts.Now().Add(-wholeJobLookBack))
+	if err != nil {
+		return err
+	}
+	ctx, stop := context.WithCancel(ctx)
+	var reading sync.WaitGroup
+	j.onClose(func() {
+		stop()
+		reading.Wait()
+	})
+	feed := console.NewOutputFeed(j.wholeJob, consoleKeyLimit)
+	// A channel per output: a fetch does not name its topic. A topic
+	// named for two outputs is read as the first.
+	kinds := []struct {
+		topic string
+		take  func([]byte) error
+	}{
+		{o.Decisions, feed.Decision},
+		{o.Heatmaps, feed.Heatmap},
+		{o.Late, func([]byte) error { feed.Late(); return nil }},
+		{o.DLQ, func([]byte) error { feed.DLQ(); return nil }},
+	}
+	fetched := make([]chan kafkaio.Fetch, len(kinds))
+	read := map[string]bool{}
+	fetchers := 0
+	for i, k := range kinds {
+		fetched[i] = make(chan kafkaio.Fetch, 4)
+		if read[k.topic] {
+			continue
+		}
+		read[k.topic] = true
+		for _, p := range partitions[k.topic] {
+			next, ok := from[k.topic][p]
+			if !ok {
+				next = kafka.LastOffset
+			}
+			f := kafkaio.NewFetcher(j.opts.Brokers, j.sec.Dialer(), k.topic, p, next, -1, fetched[i], j.log, j.opts.Now)
+			reading.Go(func() { f.Run(ctx) })
+			fetchers++
+		}
+	}
+	reading.Go(func() {
+		tick := time.NewTicker(consoleSampleEvery)
+		defer tick.Stop()
+		complained := false
+		var sampled time.Time
+		sample := func(at time.Time) {
+			if at.Sub(sampled) >= consoleSampleEvery {
+				feed.Sample(at)
+				sampled = at
+			}
+		}
+		// The clock samples once every partition has caught up: before,
+		// it would lump what is left to read into one sample.
+		caughtUp := map[[2]int]bool{}
+		take := func(i int, f kafkaio.Fetch) {
+			defer kafkaio.Recycle(f.Msgs)
+			if !f.Behind {
+				caughtUp[[2]int{i, int(f.Partition)}] = true
+			}
+			for _, m := range f.Msgs {
+				if sampled.IsZero() {
+					sampled = m.Time // the first sample counts from the first record
+				}
+				sample(m.Time)
+				if err := kinds[i].take(m.Value); err != nil && !complained {
+					complained = true
+					j.log.Warn("an output record the whole job's console cannot read, skipped (and any more, unsaid)",
+						"topic", kinds[i].topic, "partition", f.Partition, "offset", m.Offset, "err", err)
+				}
+			}
+		}
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case f := <-fetched[0]:
+				take(0, f)
+			case f := <-fetched[1]:
+				take(1, f)
+			case f := <-fetched[2]:
+				take(2, f)
+			case f := <-fetched[3]:
+				take(3, f)
+			case <-tick.C:
+				if len(caughtUp) == fetchers {
+					sample(j.opts.Now())
+				}
+			}
+		}
+	})
+	return nil
+}
