@@ -212,6 +212,7 @@ func TestMessageRoundTrip(t *testing.T) {
 			Processing: true, Decider: true, Value: []byte(`{"id":"a"}`)},
 		{Kind: RecordMessage, Offset: 0, Watermark: watermark.Min, Before: watermark.Min, Value: []byte{}},
 		{Kind: MarkMessage, Partition: 1, Offset: -1, Watermark: 99, Idle: true},
+		{Kind: RulesMessage, Partition: 2, Offset: 17, Watermark: 1732150000000, Version: 2, Value: []byte("rules:\n  - {name: r}\n")},
 	} {
 		var got Message
 		if err := DecodeMessage(AppendMessage(nil, &m), &got); err != nil {
@@ -221,7 +222,7 @@ func TestMessageRoundTrip(t *testing.T) {
 			t.Errorf("got %+v, want %+v", got, m)
 		}
 	}
-	for _, b := range [][]byte{nil, {1}, {2, 1, 0, 0, 0, 0}, {1, 3, 0, 0, 0, 0}, {1, 2, 0x80, 0, 0, 0}, {1, 2, 0, 0, 0, 0, 0}} {
+	for _, b := range [][]byte{nil, {1}, {2, 1, 0, 0, 0, 0}, {1, 4, 0, 0, 0, 0}, {1, 3, 0, 0, 0, 0}, {1, 3, 0, 0, 0, 0, 0}, {1, 2, 0x80, 0, 0, 0}, {1, 2, 0, 0, 0, 0, 0}} {
 		var m Message
 		if err := DecodeMessage(b, &m); err == nil {
 			t.Errorf("DecodeMessage(%v) = %+v, want an error", b, m)
@@ -232,6 +233,7 @@ func TestMessageRoundTrip(t *testing.T) {
 func FuzzDecodeMessage(f *testing.F) {
 	f.Add(AppendMessage(nil, &Message{Kind: RecordMessage, Partition: 2, Offset: 9, Value: []byte(`{}`)}))
 	f.Add(AppendMessage(nil, &Message{Kind: MarkMessage, Offset: -1, Idle: true}))
+	f.Add(AppendMessage(nil, &Message{Kind: RulesMessage, Partition: 1, Offset: 41, Watermark: 7, Version: 3, Value: []byte("rules: []\n")}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var m Message
 		if err := DecodeMessage(b, &m); err != nil {

@@ -7,7 +7,8 @@ import (
 
 // Message is what the first stage of a distributed job sends a partition
 // of the repartition topic: a record, timed, for the state of its keys
-// that the partition holds, or a mark of an input partition's progress
+// that the partition holds, a mark of an input partition's progress, or
+// the rules the input partition's records are routed by from then on
 // (docs/format/repartition.md).
 type Message struct {
 	Kind MessageKind
@@ -29,7 +30,10 @@ type Message struct {
 	Decider bool
 	// Idle is set on a mark of an input partition that has turned idle.
 	Idle bool
-	// Value is the record's bytes.
+	// Version is a rules message's: the version of the job's rules that
+	// the input partition's records after it are routed by.
+	Version int64
+	// Value is the record's bytes, or a rules message's rules file.
 	Value []byte
 }
 
@@ -41,6 +45,9 @@ const (
 	RecordMessage MessageKind = 1
 	// MarkMessage carries an input partition's watermark.
 	MarkMessage MessageKind = 2
+	// RulesMessage carries the rules the input partition's records after
+	// it are routed by: a reload of the job's rules (Task.Apply).
+	RulesMessage MessageKind = 3
 )
 
 // messageVersion is the first byte of an encoded Message.
@@ -68,8 +75,12 @@ func AppendMessage(dst []byte, m *Message) []byte {
 	dst = binary.AppendVarint(dst, int64(m.Partition))
 	dst = binary.AppendVarint(dst, m.Offset)
 	dst = binary.AppendVarint(dst, m.Watermark)
-	if m.Kind == MarkMessage {
+	switch m.Kind {
+	case MarkMessage:
 		return dst
+	case RulesMessage:
+		dst = binary.AppendVarint(dst, m.Version)
+		return append(dst, m.Value...)
 	}
 	dst = binary.AppendVarint(dst, m.Before)
 	dst = binary.AppendVarint(dst, m.Time)
@@ -87,7 +98,7 @@ func DecodeMessage(b []byte, m *Message) error {
 	*m = Message{Kind: MessageKind(b[1])}
 	flags := b[2]
 	m.Processing, m.Decider, m.Idle = flags&flagProcessing != 0, flags&flagDecider != 0, flags&flagIdle != 0
-	if m.Kind != RecordMessage && m.Kind != MarkMessage || flags&^(flagProcessing|flagDecider|flagIdle) != 0 {
+	if m.Kind < RecordMessage || m.Kind > RulesMessage || flags&^(flagProcessing|flagDecider|flagIdle) != 0 {
 		return ErrBadMessage
 	}
 	b = b[3:]
@@ -103,10 +114,17 @@ func DecodeMessage(b []byte, m *Message) error {
 	if m.Watermark, b, ok = varint(b); !ok {
 		return ErrBadMessage
 	}
-	if m.Kind == MarkMessage {
+	switch m.Kind {
+	case MarkMessage:
 		if len(b) != 0 {
 			return ErrBadMessage
 		}
+		return nil
+	case RulesMessage:
+		if m.Version, b, ok = varint(b); !ok || m.Version < 1 {
+			return ErrBadMessage
+		}
+		m.Value = b
 		return nil
 	}
 	if m.Before, b, ok = varint(b); !ok {

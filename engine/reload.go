@@ -45,12 +45,14 @@ func (r *ruleSet) prepareReload(cfg *rules.Config) (layout, rules.Diff, *event.S
 }
 
 // adopt takes the rules of a reload the operators took: cfg, its schema
-// and layout next; c's max_ahead and st's decisions (carried by rule
-// name) follow.
+// and layout next; c's max_ahead (c nil: none, a Task's) and st's
+// decisions (carried by rule name) follow.
 func (r *ruleSet) adopt(cfg *rules.Config, schema *event.Schema, next layout, diff rules.Diff, c *clocks, st *Stats) {
 	r.cfg, r.schema, r.layout = cfg, schema, next
 	r.retiring = nil // the retired ids are sorted anew
-	c.maxAhead = cfg.Watermark.MaxAhead.Milliseconds()
+	if c != nil {
+		c.maxAhead = cfg.Watermark.MaxAhead.Milliseconds()
+	}
 	st.Decisions = carryDecisions(diff.Old, st.Decisions, cfg)
 }
 

@@ -77,6 +77,33 @@ func NewRouter(cfg *rules.Config, partitions int, onTr func(watermark.Transition
 	if partitions < 1 {
 		return nil, fmt.Errorf("engine: a router needs at least one partition, not %d", partitions)
 	}
+	dec, err := newRouterDecoder(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Router{cfg: cfg, dec: dec, partitions: partitions, onTr: onTr, inputs: make(map[int32]*clocks)}, nil
+}
+
+// Reload routes the records after it by cfg's rules, which rules.CheckReload
+// accepts in place of the router's: each input partition keeps its clocks,
+// whose settings a reload does not change.
+func (r *Router) Reload(cfg *rules.Config) error {
+	if err := rules.CheckReload(r.cfg, cfg); err != nil {
+		return fmt.Errorf("engine: reload: %w", err)
+	}
+	dec, err := newRouterDecoder(cfg)
+	if err != nil {
+		return err
+	}
+	r.cfg, r.dec = cfg, dec
+	for _, c := range r.inputs {
+		c.maxAhead = cfg.Watermark.MaxAhead.Milliseconds()
+	}
+	return nil
+}
+
+// newRouterDecoder returns the decoder and keyer of cfg's rules.
+func newRouterDecoder(cfg *rules.Config) (*Decoder, error) {
 	schema, err := event.NewSchema(windows.Fields(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
@@ -85,8 +112,7 @@ func NewRouter(cfg *rules.Config, partitions int, onTr func(watermark.Transition
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	return &Router{cfg: cfg, dec: &Decoder{dec: event.NewDecoder(schema), keyer: keyer}, partitions: partitions,
-		onTr: onTr, inputs: make(map[int32]*clocks)}, nil
+	return &Decoder{dec: event.NewDecoder(schema), keyer: keyer}, nil
 }
 
 // input returns input partition p's clocks, registering it at now.
@@ -210,20 +236,31 @@ func (r *Router) Sources() []watermark.SourceSkew {
 }
 
 // routerCheckpointVersion is the first byte of a Router's checkpoint of
-// one input partition.
-const routerCheckpointVersion = 1
+// one input partition. Version 1 began with the fingerprint of the whole
+// rules file, and is restored only with the same rules.
+const routerCheckpointVersion = 2
 
 // Checkpoint returns input partition p's clocks (its watermark and the
-// skew of its sources), to be stored with the offset they cover.
+// skew of its sources), to be stored with the offset they cover. They
+// depend on the rules' watermark settings only (rules.Config.StateSettings),
+// which a reload does not change: a router restores them under any rules
+// with the same.
 func (r *Router) Checkpoint(p int32) []byte {
 	c := r.input(p, 0)
-	return appendSections([]byte{routerCheckpointVersion}, []byte(r.cfg.Fingerprint()),
+	return appendSections([]byte{routerCheckpointVersion}, []byte(r.cfg.StateSettings()),
 		c.wm.AppendBinary(nil), c.skew.AppendBinary(nil))
 }
 
 // Restore resumes input partition p from what Checkpoint returned.
 func (r *Router) Restore(p int32, b []byte) error {
-	sections, err := readCheckpoint(b, routerCheckpointVersion, r.cfg, 3)
+	var sections [][]byte
+	var err error
+	if len(b) > 0 && b[0] == 1 {
+		sections, err = readCheckpoint(b, 1, r.cfg, 3)
+	} else {
+		sections, err = readChecked(b, routerCheckpointVersion, 3, r.cfg.StateSettings(),
+			fmt.Errorf("%w: watermark out_of_orderness, idle_timeout or allowed_lateness changed", ErrRulesChanged))
+	}
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,246 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/internal/testinput"
+	"github.com/riskstream/riskstream/rules"
+	"github.com/riskstream/riskstream/windows/slotstore"
+)
+
+// TestTaskReloadMatchesEngine: a reload of a distributed job's rules, a
+// rules message from the router of the one input partition to every
+// partition, with tasks restored from checkpoints before and after it and
+// messages delivered again, gives the outputs of one Engine reloaded at
+// the same record: the state of the rules whose definition is unchanged
+// kept, the others restarted, added or removed alike.
+func TestTaskReloadMatchesEngine(t *testing.T) {
+	before, after := loadTwoRules(t)
+	lines := testinput.BundledLines(t)
+	cut := len(lines) / 2
+	prov := func(i int) event.Provenance { return event.Provenance{Topic: "requests", Offset: int64(i)} }
+
+	rec := testinput.NewRecorder()
+	e, err := New(Options{Config: before, Backend: slotstore.NewMemBackend(), Output: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range lines {
+		if i == cut {
+			if _, err := e.Reload(after); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := e.Process(&Record{Value: l, Prov: prov(i)}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	want := sortedLines(rec.Take())
+
+	for _, n := range []int{1, 3} {
+		r := rand.New(rand.NewPCG(uint64(n), 1))
+		out := testinput.NewRecorder()
+		router, err := NewRouter(before, n, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		backends := make([]slotstore.Backend, n)
+		tasks := make([]*Task, n)
+		for k := range n {
+			backends[k] = slotstore.NewMemBackend()
+			if tasks[k], err = NewTask(TaskOptions{Config: before, RulesVersion: 1, Backend: backends[k], Output: out,
+				Partition: k, Partitions: n, Topic: "requests", Inputs: []int32{0}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sent := make([][][]byte, n)
+		deliver := func(k int, b []byte) {
+			var m Message
+			if err := DecodeMessage(b, &m); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tasks[k].Apply(&m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		send := func(k int, m *Message) {
+			b := AppendMessage(nil, m)
+			sent[k] = append(sent[k], b)
+			deliver(k, b)
+		}
+		// restart makes task k anew from its checkpoint, with the rules
+		// the checkpoint names.
+		restart := func(k int) {
+			cp, err := tasks[k].Checkpoint()
+			if err != nil {
+				t.Fatal(err)
+			}
+			version, source, err := TaskRules(cp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := rules.Parse(fmt.Sprintf("rules version %d", version), source)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tasks[k], err = NewTask(TaskOptions{Config: cfg, RulesVersion: version, Backend: backends[k], Output: out,
+				Partition: k, Partitions: n, Topic: "requests", Inputs: []int32{0}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := tasks[k].Restore(cp); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i, l := range lines {
+			if i == cut {
+				if err := router.Reload(after); err != nil {
+					t.Fatal(err)
+				}
+				for k := range n {
+					send(k, &Message{Kind: RulesMessage, Offset: int64(i - 1), Watermark: router.Watermark(0), Version: 2, Value: after.Source})
+					if tasks[k].RulesVersion() != 2 {
+						t.Fatalf("%d partitions: partition %d applies rules version %d after the rules message, want 2", n, k, tasks[k].RulesVersion())
+					}
+				}
+				restart(r.IntN(n))
+			}
+			rec := Record{Value: l, Prov: prov(i)}
+			routed := router.Route(&rec, 0)
+			switch {
+			case routed.Invalid != nil:
+				out.DLQ(rec.Value, routed.Invalid.Error(), &rec.Prov)
+			case routed.Late:
+				out.Late(rec.Value, routed.Message.Before, &rec.Prov)
+			}
+			for _, k := range routed.Partitions {
+				m := routed.Message
+				m.Decider = k == routed.Decider
+				send(int(k), &m)
+			}
+			if r.IntN(50) == 0 { // a partition gets the messages since one again, a rules message among them
+				k := r.IntN(n)
+				for _, b := range sent[k][max(0, len(sent[k])-r.IntN(200)):] {
+					deliver(k, b)
+				}
+			}
+			if r.IntN(500) == 0 {
+				restart(r.IntN(n))
+			}
+		}
+		for _, task := range tasks {
+			if err := task.Finish(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := sortedLines(out.Take())
+		if split := router.Stats().Split; split > 0 {
+			// Late records may differ (see checkDistributed): compare the rest.
+			got, want = without(got, "late "), without(want, "late ")
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%d partitions: %d output records, the engine %d; first difference:\n%s", n, len(got), len(want), firstDifference(got, want))
+		}
+	}
+}
+
+// TestTaskAlignsReloads: with two input partitions, a task takes new rules
+// once both have sent them. Meanwhile it applies the records of the one
+// still routed by the old rules, and holds back those of the other, which
+// it applies after the reload; it cannot checkpoint until then.
+func TestTaskAlignsReloads(t *testing.T) {
+	parse := func(threshold int) *rules.Config {
+		cfg, err := rules.Parse("rules.yaml", fmt.Appendf(nil, `
+rules:
+  - {name: burst, key: [user], window: {type: tumbling, size: 60s}, aggregate: count, threshold: %d, action: deny}
+`, threshold))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	before, after := parse(100), parse(0) // after: every event decides
+	rec := testinput.NewRecorder()
+	task, err := NewTask(TaskOptions{Config: before, RulesVersion: 1, Backend: slotstore.NewMemBackend(), Output: rec,
+		Partition: 0, Partitions: 1, Topic: "requests", Inputs: []int32{0, 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	offsets := map[int32]int64{}
+	record := func(p int32, id string) {
+		m := Message{Kind: RecordMessage, Partition: p, Offset: offsets[p], Watermark: 1000, Before: 1000, Time: 1_732_150_000_000,
+			Value: fmt.Appendf(nil, `{"id":%q,"ts":1732150000000,"user":"u1"}`, id)}
+		offsets[p]++
+		if _, err := task.Apply(&m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rulesFrom := func(p int32) {
+		if _, err := task.Apply(&Message{Kind: RulesMessage, Partition: p, Offset: offsets[p] - 1, Version: 2, Value: after.Source}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	record(0, "a")
+	record(1, "b")
+	rulesFrom(0)
+	record(0, "c") // routed by the new rules: held back
+	record(1, "d") // by the old ones: applied now
+	if !task.Aligning() || task.RulesVersion() != 1 {
+		t.Fatalf("after one partition's rules message: aligning %v, version %d; want true, 1", task.Aligning(), task.RulesVersion())
+	}
+	if _, err := task.Checkpoint(); !errors.Is(err, ErrAligning) {
+		t.Errorf("checkpoint while aligning: %v, want ErrAligning", err)
+	}
+	if out := rec.Take(); out != "" {
+		t.Errorf("decided under the old rules, or took the held record:\n%s", out)
+	}
+	rulesFrom(1)
+	if task.Aligning() || task.RulesVersion() != 2 {
+		t.Fatalf("after both partitions' rules messages: aligning %v, version %d; want false, 2", task.Aligning(), task.RulesVersion())
+	}
+	record(1, "e")
+	// c, held back, and e decide under the new rules; the count is the
+	// key's state, kept through the reload: a b d before, then c and e.
+	out := rec.Take()
+	for _, want := range []string{`"event_id":"c"`, `"value":4`, `"event_id":"e"`, `"value":5`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("after the reload the outputs lack %s:\n%s", want, out)
+		}
+	}
+	if strings.Index(out, `"event_id":"c"`) > strings.Index(out, `"event_id":"e"`) {
+		t.Errorf("the held record was applied after a later one:\n%s", out)
+	}
+	if _, err := task.Checkpoint(); err != nil {
+		t.Errorf("checkpoint after the reload: %v", err)
+	}
+}
+
+// sortedLines returns out's lines, sorted.
+func sortedLines(out string) []string {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	slices.Sort(lines)
+	return lines
+}
+
+// without returns lines but those starting with prefix.
+func without(lines []string, prefix string) []string {
+	return slices.DeleteFunc(slices.Clone(lines), func(l string) bool { return strings.HasPrefix(l, prefix) })
+}
+
+// firstDifference shows where two sorted lists of lines part.
+func firstDifference(got, want []string) string {
+	for i := range min(len(got), len(want)) {
+		if got[i] != want[i] {
+			return fmt.Sprintf("got  %s\nwant %s", got[i], want[i])
+		}
+	}
+	return fmt.Sprintf("one list is the other's start: %d and %d lines", len(got), len(want))
+}
