@@ -22,11 +22,15 @@ type InternalTopics struct {
 	// Routers holds the checkpoint of each input partition's router (its
 	// offset and clocks): compacted, one partition.
 	Routers string
+	// Rules holds every version of the job's rules, in order: compacted
+	// (each version its own key), one partition.
+	Rules string
 }
 
 // InternalTopicsOf names the internal topics of the consumer group group.
 func InternalTopicsOf(group string) InternalTopics {
-	return InternalTopics{Repartition: group + "-repartition", Changelog: group + "-changelog", Routers: group + "-routers"}
+	return InternalTopics{Repartition: group + "-repartition", Changelog: group + "-changelog", Routers: group + "-routers",
+		Rules: group + "-rules"}
 }
 
 // minCompactionLag is the changelog's min.compaction.lag.ms: how long
@@ -57,6 +61,7 @@ func (t InternalTopics) layouts(partitions int) []topicLayout {
 		{t.Repartition, partitions, false},
 		{t.Changelog, partitions, true},
 		{t.Routers, 1, true},
+		{t.Rules, 1, true},
 	}
 }
 

@@ -116,19 +116,21 @@ func (j *distJob) sample(now int64) console.Sample {
 	rs := j.router.Stats()
 	s := console.Sample{At: now, Records: rs.Records, Late: rs.Late, DLQ: rs.Invalid,
 		TopKeys: j.decisionKeys.Take(consoleTopKeys), Sources: sourceSamples(j.router.Sources())}
-	counts := make([]int64, len(j.opts.Config.Rules))
+	// By rule name: during a reload the states may apply different
+	// versions of the rules.
+	counts := map[string]int64{}
 	least := watermark.Max
 	for _, t := range j.tasks {
 		ts := t.task.Stats()
-		for i := range counts {
-			counts[i] += ts.Decisions[i]
+		for i, r := range t.task.Rules().Rules {
+			counts[r.Name] += ts.Decisions[i]
 		}
 		s.Late += ts.Late
 		s.StateBytes += int64(t.db.DiskBytes())
 		least = min(least, t.task.Watermark())
 	}
-	for i, r := range j.opts.Config.Rules {
-		s.Decisions = append(s.Decisions, console.RuleCount{Rule: r.Name, Action: r.Action, Count: counts[i]})
+	for _, r := range j.opts.Config.Rules {
+		s.Decisions = append(s.Decisions, console.RuleCount{Rule: r.Name, Action: r.Action, Count: counts[r.Name]})
 	}
 	if least > watermark.Min && least < watermark.Max {
 		s.Watermark = least

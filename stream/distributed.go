@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -20,6 +21,7 @@ import (
 	"github.com/riskstream/riskstream/kafkaio"
 	"github.com/riskstream/riskstream/memory"
 	"github.com/riskstream/riskstream/observe"
+	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/windows"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -73,7 +75,7 @@ func runDistributed(ctx context.Context, opts RunOptions) error {
 	j := &distJob{jobBase: jobBase{opts: opts, log: opts.Logger}, topics: kafkaio.InternalTopicsOf(opts.Group),
 		tasks: map[int]*ownedTask{}, inputs: map[int32]*routedInput{}}
 	defer j.close()
-	for _, stage := range []func(context.Context) error{j.connect, j.lockState, j.startOutputs, j.joinGroup} {
+	for _, stage := range []func(context.Context) error{j.connect, j.lockState, j.loadRules, j.startOutputs, j.proposeOwnRules, j.joinGroup} {
 		if err := stage(ctx); err != nil {
 			return err
 		}
@@ -114,7 +116,20 @@ type distJob struct {
 
 	inputFetched, repFetched chan kafkaio.Fetch
 	lastMarks                time.Time
-	ready                    bool // Ready was called
+
+	// rules are the job's rules, of version rulesVersion, as read from the
+	// rules topic up to rulesNext (distributed_rules.go); proposed, the
+	// rules this instance proposed and has not seen taken; watch follows
+	// its rules file; rulesFetched brings the rules topic's records.
+	rules        *rules.Config
+	ownRules     *rules.Config // this instance's file, as it started
+	rulesWritten time.Time     // when the job's rules were written
+	rulesVersion int64
+	rulesNext    int64
+	proposed     []byte
+	watch        *rulesWatch
+	rulesFetched chan kafkaio.Fetch
+	ready        bool // Ready was called
 	// standbys keep copies of partitions other instances hold, in this
 	// generation.
 	standbys *standbys
@@ -132,9 +147,13 @@ type distJob struct {
 
 // ownedTask is a repartition partition this instance holds.
 type ownedTask struct {
-	db   *state.DB
-	task *engine.Task
-	log  changelog
+	partition int
+	// retiredReady says a checkpoint followed the task's last reload: the
+	// stored state of the rules it removed may be deleted.
+	retiredReady bool
+	db           *state.DB
+	task         *engine.Task
+	log          changelog
 	// next is the next offset of the repartition partition to read.
 	next int64
 	// changelogEnd is where the changelog partition ended after this
@@ -142,9 +161,12 @@ type ownedTask struct {
 	changelogEnd int64
 	// epoch is the generation its changelog writes carry: the group's
 	// when it took the partition, or more than any in the changelog.
-	epoch     int32
-	ends      []kafkaio.OutputEnd
-	published engine.Stats
+	epoch int32
+	ends  []kafkaio.OutputEnd
+	// published are the counts last added to the metrics, of the rules
+	// publishedRules.
+	published      engine.Stats
+	publishedRules *rules.Config
 	// out is the task's way to the job's outputs; handed are the messages
 	// the router handed it directly, applied once the fetch they came in
 	// is routed.
@@ -277,6 +299,9 @@ func (j *distJob) startOutputs(ctx context.Context) error {
 	// The console shows what this instance holds, and the whole job as
 	// the output topics show it.
 	var err error
+	if o.Config.File != "" && (o.WatchRules || o.ReloadRules != nil) {
+		j.watch = newRulesWatch(j.ownRules)
+	}
 	if err = j.serveConsole(j.health, true); err != nil {
 		return err
 	}
@@ -486,6 +511,13 @@ func (j *distJob) take(ctx context.Context, gen *kafka.Generation) error {
 			t.throughTopic[p] = max(in.next-1, -1)
 		}
 	}
+	// The rules the routers route by from here: the former router may have
+	// taken them and died before it said so.
+	for _, p := range slices.Sorted(maps.Keys(j.inputs)) {
+		if err := j.sendRules(p); err != nil {
+			return err
+		}
+	}
 	// What the former holders wrote after their checkpoints is not
 	// written again.
 	written, err := j.ends.Restore(ctx, j.opts.Brokers, j.sec, ends)
@@ -561,16 +593,24 @@ func (j *distJob) openTask(ctx context.Context, k int) (t *ownedTask, err error)
 		j.log.Info("restored a repartition partition's state from its changelog", "partition", k, "records", st.records,
 			"bytes", st.bytes, "from", max(local.end, 0), "rewritten", st.repaired, "took", took.Round(time.Millisecond))
 	}
-	t = &ownedTask{db: db, log: log, next: kafka.FirstOffset, changelogEnd: end, epoch: epoch,
+	t = &ownedTask{partition: k, db: db, log: log, next: kafka.FirstOffset, changelogEnd: end, epoch: epoch,
 		out: &taskOutput{mu: &j.outMu}}
 	t.out.jobOutput = jobOutput{j.out, j.m, j.console, j.decisionKeys, &t.out.times}
-	t.task, err = engine.NewTask(engine.TaskOptions{Config: j.opts.Config, Backend: db, Output: t.out,
-		Partition: k, Partitions: j.opts.RepartitionPartitions, Topic: j.opts.Topic, Inputs: j.inputParts,
-		CacheSlots: j.opts.CacheSlots, MemoryBytes: j.mem.State / int64(max(1, j.assigned))})
+	m, ok, err := checkpoint.Read(db, legacyTaskOffset(j.topics.Repartition, k))
 	if err != nil {
 		return nil, err
 	}
-	m, ok, err := checkpoint.Read(db, legacyTaskOffset(j.topics.Repartition, k))
+	// The state resumes with the rules of its checkpoint, and takes the
+	// job's later ones as the repartition topic brings them.
+	cfg, version := j.rules, j.rulesVersion
+	if ok {
+		if cfg, version, err = checkpointRules(m.Engine, cfg, version); err != nil {
+			return nil, fmt.Errorf("state in %s: %w", dir, err)
+		}
+	}
+	t.task, err = engine.NewTask(engine.TaskOptions{Config: cfg, RulesVersion: version, Backend: db, Output: t.out,
+		Partition: k, Partitions: j.opts.RepartitionPartitions, Topic: j.opts.Topic, Inputs: j.inputParts,
+		CacheSlots: j.opts.CacheSlots, MemoryBytes: j.mem.State / int64(max(1, j.assigned))})
 	if err != nil || !ok {
 		return t, err
 	}
@@ -585,6 +625,24 @@ func (j *distJob) openTask(ctx context.Context, k int) (t *ownedTask, err error)
 	}
 	t.ends = kafkaio.EndsOf(m.Outputs)
 	return t, nil
+}
+
+// checkpointRules returns the rules a task's checkpoint b was written
+// with and their version; cfg and version, the job's, for a checkpoint
+// that holds none (engine.TaskRules).
+func checkpointRules(b []byte, cfg *rules.Config, version int64) (*rules.Config, int64, error) {
+	v, source, err := engine.TaskRules(b)
+	if err != nil || source == nil {
+		return cfg, version, err
+	}
+	if v == version && bytes.Equal(source, cfg.Source) {
+		return cfg, version, nil
+	}
+	c, err := rules.Parse(fmt.Sprintf("rules version %d", v), source)
+	if err != nil {
+		return nil, 0, fmt.Errorf("the rules of its checkpoint, version %d: %w", v, err)
+	}
+	return c, v, nil
 }
 
 // legacyTaskOffset decodes the input offset of a task's checkpoint written
@@ -727,8 +785,10 @@ func (j *distJob) readRouterCheckpoints(ctx context.Context) (map[int32]routerCh
 // startFetchers starts reading the input partitions routed and the
 // repartition partitions held.
 func (j *distJob) startFetchers(ctx context.Context, reading *sync.WaitGroup) {
-	j.inputFetched, j.repFetched = make(chan kafkaio.Fetch, 16), make(chan kafkaio.Fetch, 16)
+	j.inputFetched, j.repFetched, j.rulesFetched = make(chan kafkaio.Fetch, 16), make(chan kafkaio.Fetch, 16), make(chan kafkaio.Fetch, 1)
 	j.fetchers = j.fetchers[:0]
+	rulesFetcher := kafkaio.NewFetcher(j.opts.Brokers, j.sec.Dialer(), j.topics.Rules, 0, j.rulesNext, -1, j.rulesFetched, j.log, j.opts.Now)
+	reading.Go(func() { rulesFetcher.Run(ctx) })
 	for p, in := range j.inputs {
 		f := kafkaio.NewFetcher(j.opts.Brokers, j.sec.Dialer(), j.opts.Topic, int(p), in.next, -1, j.inputFetched, j.log, j.opts.Now)
 		j.fetchers = append(j.fetchers, f)
@@ -762,6 +822,14 @@ func (j *distJob) loop(ctx, genCtx context.Context, gen *kafka.Generation) error
 			if err := j.apply(f); err != nil {
 				return err
 			}
+		case f := <-j.rulesFetched:
+			if err := j.followRules(f); err != nil {
+				return err
+			}
+		case <-j.opts.ReloadRules:
+			if err := j.watchRules(ctx, true); err != nil {
+				return err
+			}
 		case err := <-j.writer.done:
 			if err := j.writer.finished(err); err != nil {
 				return err
@@ -772,6 +840,9 @@ func (j *distJob) loop(ctx, genCtx context.Context, gen *kafka.Generation) error
 			}
 		case <-tick.C:
 			if err := j.tick(); err != nil {
+				return err
+			}
+			if err := j.watchRules(ctx, false); err != nil {
 				return err
 			}
 		case <-checkpoints.timer.C:
@@ -847,7 +918,7 @@ func (j *distJob) applyLocal() error {
 		for k := range t.handed {
 			l := &t.handed[k]
 			t.out.times = sink.DecisionTimes{Ref: l.ref}
-			if _, err := t.task.Apply(&l.msg); err != nil {
+			if err := j.applyOne(t, &l.msg); err != nil {
 				errs[i] = fmt.Errorf("input partition %d offset %d, handed to its state directly: %w", l.msg.Partition, l.msg.Offset, err)
 				break
 			}
@@ -918,7 +989,7 @@ func (j *distJob) applyFetched(t *ownedTask) error {
 				continue
 			}
 			t.out.times = sink.DecisionTimes{Ref: m.Time.UnixMilli()}
-			if _, err := t.task.Apply(&t.msg); err != nil {
+			if err := j.applyOne(t, &t.msg); err != nil {
 				return fmt.Errorf("repartition partition %d offset %d: %w", f.Partition, m.Offset, err)
 			}
 			t.next = m.Offset + 1
@@ -941,20 +1012,8 @@ func (j *distJob) tick() error {
 			}
 			in.markWM, in.markIdle, in.markAt = wm, idle, nowT
 			mark := engine.Message{Kind: engine.MarkMessage, Partition: p, Offset: max(in.next, 0) - 1, Watermark: wm, Idle: idle}
-			j.buf = engine.AppendMessage(j.buf[:0], &mark)
-			for k := range j.opts.RepartitionPartitions {
-				if t := j.tasks[k]; t != nil && !j.opts.hopAll {
-					if t.local(p) {
-						if _, err := t.task.Apply(&mark); err != nil {
-							return fmt.Errorf("mark of input partition %d, for repartition partition %d: %w", p, k, err)
-						}
-						j.sentLocal++
-						continue
-					}
-					t.throughTopic[p] = max(t.throughTopic[p], mark.Offset)
-				}
-				j.hop.Send(j.topics.Repartition, k, j.buf, nowT)
-				j.sentTopic++
+			if err := j.broadcast(&mark, "mark"); err != nil {
+				return err
 			}
 		}
 		j.publishSent()
@@ -968,6 +1027,11 @@ func (j *distJob) tick() error {
 		if err := t.task.WriteBack(writeBackPerTick); err != nil {
 			return err
 		}
+		if t.retiredReady {
+			if _, _, err := t.task.DeleteRetired(retiredPerTick); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -977,6 +1041,14 @@ func (j *distJob) tick() error {
 // and each input partition routed (the routers topic), then commits the
 // offsets to the group for lag tools.
 func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
+	for _, t := range j.tasks {
+		if t.task.Aligning() {
+			// What it holds back is in no checkpoint; nor, then, what the
+			// routers handed the states directly.
+			j.log.Debug("checkpoint put off: a state waits for input partitions to route by new rules", "partition", t.partition)
+			return nil
+		}
+	}
 	start := j.opts.Now()
 	// The whole checkpoint holds the loop: its changelog writes too.
 	defer func() { j.m.CheckpointPause.Observe(j.opts.Now().Sub(start).Seconds()) }()
@@ -1037,7 +1109,7 @@ func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 			continue
 		}
 		j.dm.changelogBytes.Add(float64(r.bytes))
-		t.changelogEnd, t.ends = r.end, ends
+		t.changelogEnd, t.ends, t.retiredReady = r.end, ends, true
 		if t.next >= 0 {
 			offsets[j.topics.Repartition][k] = t.next
 		}
@@ -1197,14 +1269,19 @@ func (j *distJob) publishSent() {
 func (j *distJob) publishTask(t *ownedTask) {
 	s := t.task.Stats()
 	p := t.published
-	if p.Decisions == nil {
-		p.Decisions = make([]int64, len(s.Decisions))
-	}
 	j.m.Events.WithLabelValues("late_in_state").Add(float64(s.Late - p.Late))
-	for i, r := range j.opts.Config.Rules {
-		j.m.AddDecisions(&r, s.Decisions[i]-p.Decisions[i])
+	// Counts follow rules by name through a reload (engine.Task.Stats).
+	before := map[string]int64{}
+	if t.publishedRules != nil {
+		for i, r := range t.publishedRules.Rules {
+			before[r.Name] = p.Decisions[i]
+		}
 	}
-	t.published = s
+	cfg := t.task.Rules()
+	for i, r := range cfg.Rules {
+		j.m.AddDecisions(&r, s.Decisions[i]-before[r.Name])
+	}
+	t.published, t.publishedRules = s, cfg
 }
 
 // distMetrics are the metrics of a distributed job's own (docs/metrics.md).

@@ -42,10 +42,6 @@ func Run(ctx context.Context, opts RunOptions) (err error) {
 		return err
 	}
 	if opts.Distributed {
-		if opts.WatchRules || opts.ReloadRules != nil {
-			// Each instance would have to reload at the same record.
-			opts.Logger.Info("the rules file is not reloaded with --distributed: new rules take a restart of every instance")
-		}
 		return runDistributed(ctx, opts)
 	}
 	j := &liveJob{jobBase: jobBase{opts: opts, log: opts.Logger}, started: opts.Now()}
@@ -313,7 +309,7 @@ func (j *liveJob) restore(context.Context) error {
 		if err := refuseDropped(d, j.opts); err != nil {
 			return err
 		}
-		logDiff(j, "rules changed since the checkpoint", d, "file", j.opts.Config.File)
+		logDiff(j.log, "rules changed since the checkpoint", d, "file", j.opts.Config.File)
 	}
 	j.log.Info("resuming from checkpoint", "offsets", j.loop.Offsets(), "watermark", j.e.Watermark())
 	j.checkpointEnds = kafkaio.EndsOf(m.Outputs)

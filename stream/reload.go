@@ -109,12 +109,12 @@ func (j *liveJob) reloadRules(why string, force bool) error {
 	if err := j.checkpoint(true); err != nil {
 		return err
 	}
-	logDiff(j, "rules reloaded", diff, "file", w.path, "why", why, "took", took)
+	logDiff(j.log, "rules reloaded", diff, "file", w.path, "why", why, "took", took)
 	return nil
 }
 
 // logDiff logs msg with what a change of rules did to each one's state.
-func logDiff(j *liveJob, msg string, d rules.Diff, args ...any) {
+func logDiff(log *slog.Logger, msg string, d rules.Diff, args ...any) {
 	names := func(ids []rules.Identity) []string {
 		s := []string{}
 		for _, id := range ids {
@@ -127,6 +127,6 @@ func logDiff(j *liveJob, msg string, d rules.Diff, args ...any) {
 	if len(restarted)+len(removed) > 0 {
 		level = slog.LevelWarn // their state is deleted
 	}
-	j.log.Log(context.Background(), level, msg, append(args, "kept", names(kept), "restarted", names(restarted),
+	log.Log(context.Background(), level, msg, append(args, "kept", names(kept), "restarted", names(restarted),
 		"removed", names(removed), "added", names(added))...)
 }

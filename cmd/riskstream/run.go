@@ -87,7 +87,7 @@ which is plaintext: the TLS and SASL flags then are refused.
 	}
 	f := cmd.Flags()
 	f.StringVar(&rulesFile, "rules", "", "rules file (YAML); required")
-	f.BoolVar(&opts.WatchRules, "watch-rules", true, "reload the rules file when it changes, as on SIGHUP, keeping the state of the rules whose definition is unchanged (not with --distributed)")
+	f.BoolVar(&opts.WatchRules, "watch-rules", true, "reload the rules file when it changes, as on SIGHUP, keeping the state of the rules whose definition is unchanged (with --distributed, for every instance)")
 	addBrokersFlag(cmd, &opts.Brokers, "start an embedded broker on 127.0.0.1:9092")
 	f.StringVar(&opts.Topic, "topic", stream.DefaultTopic, "input topic")
 	f.StringVar(&opts.Group, "group", stream.DefaultGroup, "consumer group: joined to keep a second instance out (with --distributed, shared by the instances), and given the checkpointed offsets for lag tools")

@@ -1,0 +1,280 @@
+package stream
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/riskstream/riskstream/engine"
+	"github.com/riskstream/riskstream/kafkaio"
+	"github.com/riskstream/riskstream/rules"
+	"github.com/segmentio/kafka-go"
+)
+
+// rulesRecord is a version of a distributed job's rules, as the rules
+// topic holds it (docs/format/repartition.md "Rules topic").
+type rulesRecord struct {
+	Version int64  `json:"version"`
+	File    string `json:"file"`
+	Source  string `json:"source"`
+}
+
+// proposeTimeout bounds a write of new rules to the rules topic.
+const proposeTimeout = 10 * time.Second
+
+// loadRules reads the job's rules from the rules topic: the last version,
+// which every instance applies (docs/distributed.md "Changing the
+// rules"). A job without any takes this instance's file as version 1.
+func (j *distJob) loadRules(ctx context.Context) error {
+	j.ownRules = j.opts.Config
+	for {
+		if err := j.readRules(ctx); err != nil {
+			return err
+		}
+		if j.rulesVersion > 0 {
+			j.opts.Config = j.rules
+			return nil
+		}
+		if err := j.proposeRules(ctx, j.ownRules); err != nil {
+			return err
+		}
+		// Read back what came first: this or another instance's.
+	}
+}
+
+// proposeOwnRules proposes this instance's rules file as the job's next
+// rules when it differs from them and was modified after they were
+// written; an older file is left, saying so: an instance restarted with
+// a stale copy does not take the job back.
+func (j *distJob) proposeOwnRules(ctx context.Context) error {
+	own := j.ownRules
+	if bytes.Equal(own.Source, j.rules.Source) {
+		j.log.Info("the job's rules", "version", j.rulesVersion, "file", own.File)
+		return nil
+	}
+	fi, err := os.Stat(own.File)
+	if err != nil || !fi.ModTime().After(j.rulesWritten) {
+		j.log.Warn("this instance's rules file differs from the job's rules, which stand: it was not modified since they were written (edit it, or send SIGHUP, to make it the job's)",
+			"file", own.File, "version", j.rulesVersion, "written", j.rulesWritten.UTC().Format(time.RFC3339))
+		return nil
+	}
+	j.log.Info("this instance's rules file was modified after the job's rules were written: proposing it as the next version",
+		"file", own.File, "version", j.rulesVersion+1)
+	return j.reloadRules(ctx, own, "the rules file changed before the start")
+}
+
+// readRules reads the rules topic from where it was last read to its end,
+// taking each next version.
+func (j *distJob) readRules(ctx context.Context) error {
+	from := j.rulesNext
+	if from == 0 {
+		from = kafka.FirstOffset
+	}
+	end, err := kafkaio.ReadRecords(ctx, j.sec.Dialer(), j.opts.Brokers, j.topics.Rules, 0, from, func(m *kafka.Message) error {
+		r, cfg, err := j.nextRules(m)
+		if err == nil && cfg != nil {
+			j.rules, j.rulesVersion, j.rulesWritten = cfg, r.Version, m.Time
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("reading the job's rules: %w", err)
+	}
+	j.rulesNext = end
+	return nil
+}
+
+// nextRules decodes m, a record of the rules topic, and returns its
+// rules when they are the version after the job's, nil when they are of
+// another (a proposal another instance's came before).
+func (j *distJob) nextRules(m *kafka.Message) (rulesRecord, *rules.Config, error) {
+	var r rulesRecord
+	if err := json.Unmarshal(m.Value, &r); err != nil {
+		return r, nil, fmt.Errorf("%s offset %d: not a version of the rules: %w", j.topics.Rules, m.Offset, err)
+	}
+	if r.Version != j.rulesVersion+1 {
+		return r, nil, nil
+	}
+	cfg, err := rules.Parse(r.File, []byte(r.Source))
+	if err != nil {
+		return r, nil, fmt.Errorf("%s offset %d: version %d of the rules: %w", j.topics.Rules, m.Offset, r.Version, err)
+	}
+	return r, cfg, nil
+}
+
+// proposeRules writes cfg to the rules topic as the version after the
+// job's. Every instance takes it when it reads it (takeRules), unless
+// another instance's proposal of that version came first.
+func (j *distJob) proposeRules(ctx context.Context, cfg *rules.Config) error {
+	v, err := json.Marshal(rulesRecord{Version: j.rulesVersion + 1, File: cfg.File, Source: string(cfg.Source)})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, proposeTimeout)
+	defer cancel()
+	_, err = kafkaio.Produce(ctx, j.client, j.topics.Rules, 0, []kafka.Record{{
+		Key: kafka.NewBytes([]byte(strconv.FormatInt(j.rulesVersion+1, 10))), Value: kafka.NewBytes(v), Time: j.opts.Now()}})
+	if err != nil {
+		return fmt.Errorf("writing the rules to %s: %w", j.topics.Rules, err)
+	}
+	return nil
+}
+
+// reloadRules proposes cfg as the job's next rules, when a reload may
+// replace the job's by them (rules.CheckReload); a refusal is logged and
+// counted, and the job's rules stay. Only a failed write is an error.
+func (j *distJob) reloadRules(ctx context.Context, cfg *rules.Config, why string) error {
+	if err := rules.CheckReload(j.rules, cfg); err != nil {
+		j.log.Warn("rules file refused: the job's rules stay as they are", "file", cfg.File, "why", why, "err", err)
+		j.m.Reloads.WithLabelValues("refused").Inc()
+		return nil
+	}
+	j.proposed = cfg.Source
+	return j.proposeRules(ctx, cfg)
+}
+
+// watchRules reloads the rules file when SIGHUP asks or it changed (with
+// --watch-rules): when it differs from the job's rules, it proposes it.
+func (j *distJob) watchRules(ctx context.Context, hup bool) error {
+	if j.watch == nil || !hup && !(j.opts.WatchRules && j.watch.changed(j.opts.Now())) {
+		return nil
+	}
+	data, fi, err := j.watch.read()
+	if err != nil {
+		j.log.Warn("rules file unreadable: the rules stay as they are", "file", j.watch.path, "err", err)
+		j.m.Reloads.WithLabelValues("refused").Inc()
+		return nil
+	}
+	j.watch.modTime, j.watch.size = fi.ModTime(), fi.Size()
+	if bytes.Equal(data, j.watch.data) && !hup {
+		return nil // touched, not changed
+	}
+	j.watch.data = data
+	if bytes.Equal(data, j.rules.Source) {
+		return nil // the job's rules already
+	}
+	cfg, err := rules.Parse(j.watch.path, data)
+	if err != nil {
+		j.log.Warn("rules file refused: the job's rules stay as they are", "file", j.watch.path, "err", err)
+		j.m.Reloads.WithLabelValues("refused").Inc()
+		return nil
+	}
+	why := "file changed"
+	if hup {
+		why = "SIGHUP"
+	}
+	return j.reloadRules(ctx, cfg, why)
+}
+
+// followRules takes the versions of the rules that a fetch of the rules
+// topic brings.
+func (j *distJob) followRules(f kafkaio.Fetch) error {
+	defer kafkaio.Recycle(f.Msgs)
+	for i := range f.Msgs {
+		m := &f.Msgs[i]
+		j.rulesNext = m.Offset + 1
+		r, cfg, err := j.nextRules(m)
+		if err != nil {
+			return err
+		}
+		if cfg == nil {
+			if j.proposed != nil && r.Source == string(j.proposed) {
+				j.log.Warn("the rules this instance proposed were not taken: another instance's came first as that version; reload again to propose them anew",
+					"version", r.Version)
+				j.proposed = nil
+			}
+			continue
+		}
+		if err := j.takeRules(cfg, r.Version); err != nil {
+			return err
+		}
+		j.rulesWritten = m.Time
+	}
+	return nil
+}
+
+// takeRules makes cfg, of version, the job's rules on this instance: its
+// routers route by them from their next record, and say so to every
+// partition of the repartition topic (a rules message), whose states take
+// them once every input partition's router has (engine.Task).
+func (j *distJob) takeRules(cfg *rules.Config, version int64) error {
+	start := j.opts.Now()
+	if err := j.router.Reload(cfg); err != nil {
+		// The instance that wrote them checked them: this one's build
+		// disagrees.
+		return fmt.Errorf("rules version %d: %w", version, err)
+	}
+	diff := rules.DiffIdentities(j.rules.Identities(), cfg.Identities())
+	j.rules, j.rulesVersion, j.opts.Config = cfg, version, cfg
+	if bytes.Equal(j.proposed, cfg.Source) {
+		j.proposed = nil
+	}
+	j.m.Reload(cfg, engine.Stats{}, diff.KeptHeatmaps())
+	if j.console != nil {
+		j.console.Reload(diff)
+	}
+	for _, warning := range cfg.Warnings {
+		j.log.Warn("rules: " + warning.String())
+	}
+	for p := range j.inputs {
+		if err := j.sendRules(p); err != nil {
+			return err
+		}
+	}
+	j.m.Reloads.WithLabelValues("applied").Inc()
+	logDiff(j.log, "rules reloaded: routed by the new version from now on, and applied by each state once every input partition is", diff,
+		"version", version, "file", cfg.File, "took", j.opts.Now().Sub(start))
+	return nil
+}
+
+// sendRules tells every partition of the repartition topic that input
+// partition p's records after those routed so far are routed by the job's
+// rules.
+func (j *distJob) sendRules(p int32) error {
+	in := j.inputs[p]
+	msg := engine.Message{Kind: engine.RulesMessage, Partition: p, Offset: max(in.next, 0) - 1,
+		Watermark: j.router.Watermark(p), Version: j.rulesVersion, Value: j.rules.Source}
+	return j.broadcast(&msg, "rules")
+}
+
+// broadcast sends msg, a mark or rules message of an input partition, to
+// every partition of the repartition topic: directly to the states this
+// instance holds that take that input partition's messages so
+// (ownedTask.local), through the topic to the others.
+func (j *distJob) broadcast(msg *engine.Message, what string) error {
+	j.buf = engine.AppendMessage(j.buf[:0], msg)
+	now := j.opts.Now()
+	for k := range j.opts.RepartitionPartitions {
+		if t := j.tasks[k]; t != nil && !j.opts.hopAll {
+			if t.local(msg.Partition) {
+				if err := j.applyOne(t, msg); err != nil {
+					return fmt.Errorf("%s of input partition %d, for repartition partition %d: %w", what, msg.Partition, k, err)
+				}
+				j.sentLocal++
+				continue
+			}
+			t.throughTopic[msg.Partition] = max(t.throughTopic[msg.Partition], msg.Offset)
+		}
+		j.hop.Send(j.topics.Repartition, k, j.buf, now)
+		j.sentTopic++
+	}
+	return nil
+}
+
+// applyOne applies a message to task t, saying when it makes t take new
+// rules.
+func (j *distJob) applyOne(t *ownedTask, m *engine.Message) error {
+	version := t.task.RulesVersion()
+	if _, err := t.task.Apply(m); err != nil {
+		return err
+	}
+	if v := t.task.RulesVersion(); v != version {
+		t.retiredReady = false // until a checkpoint after the reload (engine.Engine.DeleteRetired)
+		j.log.Info("a repartition partition's state applies new rules: every input partition routes by them", "partition", t.partition, "version", v)
+	}
+	return nil
+}
