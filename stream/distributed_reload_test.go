@@ -8,11 +8,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskstream/riskstream/engine"
+	"github.com/riskstream/riskstream/internal/kafkatest"
 	"github.com/riskstream/riskstream/internal/testbroker"
 	"github.com/riskstream/riskstream/internal/testinput"
 	"github.com/riskstream/riskstream/produce"
@@ -86,20 +88,8 @@ func TestDistributedReload(t *testing.T) {
 	first, all := reloadedDecisions(t, before, after, lines, cut)
 
 	dir := t.TempDir()
-	halves := []string{filepath.Join(dir, "first.jsonl"), filepath.Join(dir, "second.jsonl")}
-	for i, part := range [][][]byte{lines[:cut], lines[cut:]} {
-		if err := os.WriteFile(halves[i], append(bytes.Join(part, []byte("\n")), '\n'), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	halves := writeHalves(t, dir, lines, cut)
 	broker := testbroker.Start(t, 1)
-	produceTo := func(path string) {
-		t.Helper()
-		st, err := produce.Run(context.Background(), produce.Options{File: path, Brokers: []string{broker}})
-		if err != nil || st.Failed != 0 {
-			t.Fatalf("produce %s: %+v, %v", path, st, err)
-		}
-	}
 	// Each instance has its own copy of the rules file, as on machines of
 	// their own.
 	var regs []*prometheus.Registry
@@ -139,7 +129,7 @@ func TestDistributedReload(t *testing.T) {
 		}
 	}
 
-	produceTo(halves[0])
+	produceFile(t, broker, halves[0])
 	waitFor("the first half routed and decided", func() bool {
 		return sum("riskstream_routed_records_total") >= float64(cut) && len(readTopic(t, broker, "decisions")) >= len(first)
 	})
@@ -153,7 +143,7 @@ func TestDistributedReload(t *testing.T) {
 		return metricOf(t, regs[0], "riskstream_rules_reloads_total", "applied") == 1 &&
 			metricOf(t, regs[1], "riskstream_rules_reloads_total", "applied") == 1
 	})
-	produceTo(halves[1])
+	produceFile(t, broker, halves[1])
 	waitRecords(t, broker, "decisions", len(all))
 	for _, stop := range stops {
 		stop()
@@ -221,4 +211,108 @@ func reloadedDecisions(t *testing.T, before, after *rules.Config, lines [][]byte
 	slices.Sort(first)
 	slices.Sort(out)
 	return first, out
+}
+
+// TestDistributedReloadTakeover: two instances, processes of their own,
+// take new rules halfway through the bundled input; then one is killed,
+// and the other takes its state over, restored with the new rules from
+// the changelog or a standby copy; then a third joins with the old rules
+// file, older than the job's rules, which stand, and takes some state
+// over. The decisions are those of one engine reloaded between the
+// halves, each once.
+func TestDistributedReloadTakeover(t *testing.T) {
+	if testing.Short() || !kafkatest.Faults() {
+		t.Skipf("fault injection: set %s=1", kafkatest.FaultsEnv)
+	}
+	lines := testinput.BundledLines(t)
+	cut := len(lines) / 2
+	before, err := rules.Load("../testdata/rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := rules.Parse("reloaded.yaml", []byte(reloadedRules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, all := reloadedDecisions(t, before, after, lines, cut)
+	dir := t.TempDir()
+	halves := writeHalves(t, dir, lines, cut)
+	d := &distributedRun{t: t, bin: buildBinary(t), addr: testbroker.Start(t, 1)}
+	var files []string
+	for i := range 3 {
+		path := filepath.Join(dir, fmt.Sprintf("rules-%d.yaml", i))
+		if err := os.WriteFile(path, before.Source, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, path)
+	}
+	old := time.Now().Add(-time.Hour) // the third instance's copy: stale
+	if err := os.Chtimes(files[2], old, old); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		d.start("--rules", files[i])
+	}
+	produceFile(t, d.addr, halves[0])
+	waitLogs := func(what string, done func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(time.Minute); !done(); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				var b strings.Builder
+				for i, l := range d.logs {
+					fmt.Fprintf(&b, "instance %d:\n%s\n", i, l.String())
+				}
+				t.Fatalf("waited a minute for %s:\n%s", what, b.String())
+			}
+		}
+	}
+	waitLogs("the first half routed and checkpointed", func() bool { return committed(t, d.addr, 1) >= int64(cut) })
+	writeRules(t, files[0], reloadedRules)
+	waitLogs("both instances to take the new rules", func() bool {
+		return strings.Contains(d.logs[0].String(), "rules reloaded") && strings.Contains(d.logs[1].String(), "rules reloaded")
+	})
+	// Both have checkpointed since: the killed one's state is in its
+	// changelog with the new rules.
+	time.Sleep(500 * time.Millisecond)
+	d.cmds[1].Process.Signal(syscall.SIGKILL)
+	d.cmds[1].Wait()
+	waitLogs("the survivor to take the killed instance's state over", func() bool {
+		took := tookPartitions.FindAllStringSubmatch(d.logs[0].String(), -1)
+		return len(took) > 0 && len(strings.Fields(took[len(took)-1][1])) == 6
+	})
+	third := d.start("--rules", files[2])
+	waitLogs("the third instance to join with the job's rules", func() bool {
+		return strings.Contains(d.logs[third].String(), "differs from the job's rules, which stand") &&
+			len(tookPartitions.FindAllStringSubmatch(d.logs[third].String(), -1)) > 0
+	})
+	produceFile(t, d.addr, halves[1])
+	got := waitRecords(t, d.addr, "decisions", len(all))
+	d.stopAll()
+	got = withoutSource(readTopic(t, d.addr, "decisions"))
+	compareDecisions(t, got, all)
+	if strings.Contains(d.logs[third].String(), "rules reloaded") {
+		t.Errorf("the instance started with the stale file reloaded the job's rules:\n%s", d.logs[third].String())
+	}
+}
+
+// writeHalves writes lines[:cut] and lines[cut:] to two files in dir and
+// returns their paths.
+func writeHalves(t *testing.T, dir string, lines [][]byte, cut int) []string {
+	t.Helper()
+	halves := []string{filepath.Join(dir, "first.jsonl"), filepath.Join(dir, "second.jsonl")}
+	for i, part := range [][][]byte{lines[:cut], lines[cut:]} {
+		if err := os.WriteFile(halves[i], append(bytes.Join(part, []byte("\n")), '\n'), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return halves
+}
+
+// produceFile sends a file's lines to the input topic.
+func produceFile(t *testing.T, addr, path string) {
+	t.Helper()
+	st, err := produce.Run(context.Background(), produce.Options{File: path, Brokers: []string{addr}})
+	if err != nil || st.Failed != 0 {
+		t.Fatalf("produce %s: %+v, %v", path, st, err)
+	}
 }
