@@ -139,10 +139,12 @@ func TestDistributedReload(t *testing.T) {
 	writeRules(t, files[1], refused)
 	waitFor("the refusal", func() bool { return metricOf(t, regs[1], "riskstream_rules_reloads_total", "refused") == 1 })
 	writeRules(t, files[0], reloadedRules)
+	written := time.Now()
 	waitFor("both instances to take the new rules", func() bool {
 		return metricOf(t, regs[0], "riskstream_rules_reloads_total", "applied") == 1 &&
 			metricOf(t, regs[1], "riskstream_rules_reloads_total", "applied") == 1
 	})
+	t.Logf("both instances took the new rules %v after the file changed", time.Since(written).Round(time.Millisecond))
 	produceFile(t, broker, halves[1])
 	waitRecords(t, broker, "decisions", len(all))
 	for _, stop := range stops {
