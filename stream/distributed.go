@@ -1058,7 +1058,15 @@ func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 	if err := j.writer.drain(); err != nil {
 		return err
 	}
-	ends := j.ends.AtCheckpoint(j.router.Stats().Records)
+	// The outputs written since the former holders' checkpoints are made
+	// again by the states, once they apply records past their own
+	// checkpoints: the records they apply count, not those the routers
+	// route again, which the states skip as applied (EndTracker.settle).
+	var applied int64
+	for _, t := range j.tasks {
+		applied += t.task.Stats().Records
+	}
+	ends := j.ends.AtCheckpoint(applied)
 	offsets := map[string]map[int]int64{j.opts.Topic: {}, j.topics.Repartition: {}}
 	held := slices.Sorted(maps.Keys(j.tasks))
 	for _, k := range held {
