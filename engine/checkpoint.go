@@ -226,21 +226,9 @@ func (c *clocks) restore(cfg *rules.Config, b []byte, st *Stats, op func(ids []i
 		return layout{}, rules.Diff{}, fmt.Errorf("engine: checkpoint skew: %w", err)
 	}
 	counters := []*int64{&st.Records, &st.Accepted, &st.Unmatched, &st.Late, &st.Invalid, &st.Retimed}
-	// The checkpoint's rules' decision counts, then those of the rules
-	// of cfg of the same names.
-	decisions := make([]int64, 0, len(prev.specs))
-	for _, s := range prev.specs {
-		if !s.Heatmap {
-			decisions = append(decisions, 0)
-		}
-	}
-	for i := range decisions {
-		counters = append(counters, &decisions[i])
-	}
-	if err := readCounters(sections[5], counters); err != nil {
+	if st.Decisions, err = readDecisionCounters(sections[5], counters, &prev, diff, cfg); err != nil {
 		return layout{}, rules.Diff{}, err
 	}
-	st.Decisions = carryDecisions(diff.Old, decisions, cfg)
 	if c.dd != nil {
 		var dd []byte
 		if len(sections) > 6 {
@@ -251,6 +239,26 @@ func (c *clocks) restore(cfg *rules.Config, b []byte, st *Stats, op func(ids []i
 		}
 	}
 	return next, diff, nil
+}
+
+// readDecisionCounters reads a checkpoint's counters: the varints of
+// counters, then the decision counts of the rules of its layout prev; it
+// returns those of the rules of cfg of the same names (diff is prev's to
+// cfg's).
+func readDecisionCounters(b []byte, counters []*int64, prev *layout, diff rules.Diff, cfg *rules.Config) ([]int64, error) {
+	decisions := make([]int64, 0, len(prev.specs))
+	for _, s := range prev.specs {
+		if !s.Heatmap {
+			decisions = append(decisions, 0)
+		}
+	}
+	for i := range decisions {
+		counters = append(counters, &decisions[i])
+	}
+	if err := readCounters(b, counters); err != nil {
+		return nil, err
+	}
+	return carryDecisions(diff.Old, decisions, cfg), nil
 }
 
 // carryDecisions returns the decision counts of cfg's rules: those of the

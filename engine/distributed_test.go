@@ -98,6 +98,25 @@ type hmFull struct {
 
 func (f hmFull) String() string { return fmt.Sprintf("%v q=%v", f.hmCore, f.q) }
 
+// route routes rec: its dlq or late record to out, its messages to send.
+func route(router *Router, rec *Record, out Output, send func(k int, m *Message) error) error {
+	routed := router.Route(rec, 0)
+	switch {
+	case routed.Invalid != nil:
+		out.DLQ(rec.Value, routed.Invalid.Error(), &rec.Prov)
+	case routed.Late:
+		out.Late(rec.Value, routed.Message.Before, &rec.Prov)
+	}
+	for _, k := range routed.Partitions {
+		m := routed.Message
+		m.Decider = k == routed.Decider
+		if err := send(int(k), &m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // runDistributed runs c's events as input partition 0 through a Router and
 // the Tasks of 1 to 5 partitions, and returns what they emitted and how
 // many split events the router saw.
@@ -143,19 +162,8 @@ func runDistributed(c *propCase, r *rand.Rand) (*capture, int64, error) {
 	}
 	for i := range c.events {
 		rec := Record{Value: []byte(c.events[i].json()), Prov: event.Provenance{Topic: "requests", Offset: int64(i)}}
-		routed := router.Route(&rec, 0)
-		switch {
-		case routed.Invalid != nil:
-			out.DLQ(rec.Value, routed.Invalid.Error(), &rec.Prov)
-		case routed.Late:
-			out.Late(rec.Value, routed.Message.Before, &rec.Prov)
-		}
-		for _, k := range routed.Partitions {
-			m := routed.Message
-			m.Decider = k == routed.Decider
-			if err := send(int(k), &m); err != nil {
-				return nil, 0, err
-			}
+		if err := route(router, &rec, out, send); err != nil {
+			return nil, 0, err
 		}
 		if r.IntN(8) == 0 { // a mark to every partition
 			wm, idle := router.Mark(0, 0)

@@ -14,58 +14,13 @@ import (
 	"github.com/riskstream/riskstream/windows/slotstore"
 )
 
-// reloadedRules is testdata/rules.yaml after an edit: pay-burst with
-// another threshold and action (its state kept), user-spend over another
-// window (restarted), device-session-scraping removed, a ratio rule added,
-// the heatmap unchanged.
-const reloadedRules = `
-watermark:
-  out_of_orderness: 2s
-  idle_timeout: 10s
-  allowed_lateness: 0s
-  max_ahead: 2h
-rules:
-  - name: pay-ratio
-    key: [user]
-    window: {type: tumbling, size: 1m}
-    aggregate: ratio
-    match: {api: /pay}
-    min_events: 3
-    threshold: 0.5
-    action: review
-  - name: pay-burst
-    where: {api: /pay}
-    key: [user]
-    window: {type: sliding, size: 60s, slide: 1s}
-    aggregate: count
-    threshold: 4
-    action: block
-  - name: user-spend
-    where: {api: /pay, channel: [alipay, wechat, card]}
-    key: [user]
-    window: {type: tumbling, size: 30s}
-    aggregate: sum:amount
-    threshold: 300
-    action: review
-heatmaps:
-  - name: api-latency
-    key: [api]
-    field: latency_ms
-    window: {type: tumbling, size: 10s}
-    buckets: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000]
-`
-
 func loadTwoRules(t *testing.T) (before, after *rules.Config) {
 	t.Helper()
 	before, err := rules.Load("../testdata/rules.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	after, err = rules.Parse("reloaded.yaml", []byte(reloadedRules))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return before, after
+	return before, testinput.ReloadedRules(t)
 }
 
 // phases runs lines through e in two phases, split at cut, calling
@@ -152,7 +107,7 @@ func deleteAllRetired(t *testing.T, deleteRetired func(n int) (int, int, error))
 
 // staleStates counts the states db holds under the state ids 1 and 2: those
 // of device-session-scraping and user-spend in testdata/rules.yaml, whose
-// state the edit of reloadedRules removes and restarts.
+// state the edit of testdata/rules-reloaded.yaml removes and restarts.
 func staleStates(t *testing.T, db *state.DB) int {
 	t.Helper()
 	n := 0

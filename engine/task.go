@@ -441,22 +441,8 @@ func (t *Task) Restore(b []byte) error {
 		t.applied[int32(p)], ab = o, rest
 	}
 	counters := []*int64{&t.stats.Records, &t.stats.Accepted, &t.stats.Unmatched, &t.stats.Late, &t.stats.Retimed}
-	// The checkpoint's rules' decision counts, then those of the task's
-	// rules of the same names.
-	decisions := make([]int64, 0, len(prev.specs))
-	for _, s := range prev.specs {
-		if !s.Heatmap {
-			decisions = append(decisions, 0)
-		}
-	}
-	for i := range decisions {
-		counters = append(counters, &decisions[i])
-	}
-	if err := readCounters(sections[6], counters); err != nil {
-		return err
-	}
-	t.stats.Decisions = carryDecisions(diff.Old, decisions, t.cfg)
-	return nil
+	t.stats.Decisions, err = readDecisionCounters(sections[6], counters, &prev, diff, t.cfg)
+	return err
 }
 
 // checkpointRulesVersion reads the version of a task checkpoint's rules

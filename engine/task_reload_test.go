@@ -114,17 +114,8 @@ func TestTaskReloadMatchesEngine(t *testing.T) {
 				restart(r.IntN(n))
 			}
 			rec := Record{Value: l, Prov: prov(i)}
-			routed := router.Route(&rec, 0)
-			switch {
-			case routed.Invalid != nil:
-				out.DLQ(rec.Value, routed.Invalid.Error(), &rec.Prov)
-			case routed.Late:
-				out.Late(rec.Value, routed.Message.Before, &rec.Prov)
-			}
-			for _, k := range routed.Partitions {
-				m := routed.Message
-				m.Decider = k == routed.Decider
-				send(int(k), &m)
+			if err := route(router, &rec, out, func(k int, m *Message) error { send(k, m); return nil }); err != nil {
+				t.Fatal(err)
 			}
 			if r.IntN(50) == 0 { // a partition gets the messages since one again, a rules message among them
 				k := r.IntN(n)

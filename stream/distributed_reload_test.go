@@ -22,47 +22,6 @@ import (
 	"github.com/riskstream/riskstream/windows/slotstore"
 )
 
-// reloadedRules is testdata/rules.yaml after an edit: pay-burst with
-// another threshold and action (its state kept), user-spend over another
-// window (restarted), device-session-scraping removed, a ratio rule added,
-// the heatmap unchanged.
-const reloadedRules = `
-watermark:
-  out_of_orderness: 2s
-  idle_timeout: 10s
-  allowed_lateness: 0s
-  max_ahead: 2h
-rules:
-  - name: pay-ratio
-    key: [user]
-    window: {type: tumbling, size: 1m}
-    aggregate: ratio
-    match: {api: /pay}
-    min_events: 3
-    threshold: 0.5
-    action: review
-  - name: pay-burst
-    where: {api: /pay}
-    key: [user]
-    window: {type: sliding, size: 60s, slide: 1s}
-    aggregate: count
-    threshold: 4
-    action: block
-  - name: user-spend
-    where: {api: /pay, channel: [alipay, wechat, card]}
-    key: [user]
-    window: {type: tumbling, size: 30s}
-    aggregate: sum:amount
-    threshold: 300
-    action: review
-heatmaps:
-  - name: api-latency
-    key: [api]
-    field: latency_ms
-    window: {type: tumbling, size: 10s}
-    buckets: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000]
-`
-
 // TestDistributedReload: two instances of a distributed job share the
 // bundled input, routed by the bundled rules; the first instance's rules
 // file changes halfway, and both take the new rules before the second
@@ -75,20 +34,8 @@ func TestDistributedReload(t *testing.T) {
 	if testing.Short() {
 		t.Skip("live test")
 	}
-	lines := testinput.BundledLines(t)
-	cut := len(lines) / 2
-	before, err := rules.Load("../testdata/rules.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	after, err := rules.Parse("reloaded.yaml", []byte(reloadedRules))
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, all := reloadedDecisions(t, before, after, lines, cut)
-
+	before, after, halves, cut, first, all := reloadCase(t)
 	dir := t.TempDir()
-	halves := writeHalves(t, dir, lines, cut)
 	broker := testbroker.Start(t, 1)
 	// Each instance has its own copy of the rules file, as on machines of
 	// their own.
@@ -138,7 +85,7 @@ func TestDistributedReload(t *testing.T) {
 	refused := strings.Replace(string(before.Source), "out_of_orderness: 2s", "out_of_orderness: 5s", 1)
 	writeRules(t, files[1], refused)
 	waitFor("the refusal", func() bool { return metricOf(t, regs[1], "riskstream_rules_reloads_total", "refused") == 1 })
-	writeRules(t, files[0], reloadedRules)
+	writeRules(t, files[0], string(after.Source))
 	written := time.Now()
 	waitFor("both instances to take the new rules", func() bool {
 		return metricOf(t, regs[0], "riskstream_rules_reloads_total", "applied") == 1 &&
@@ -226,19 +173,8 @@ func TestDistributedReloadTakeover(t *testing.T) {
 	if testing.Short() || !kafkatest.Faults() {
 		t.Skipf("fault injection: set %s=1", kafkatest.FaultsEnv)
 	}
-	lines := testinput.BundledLines(t)
-	cut := len(lines) / 2
-	before, err := rules.Load("../testdata/rules.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	after, err := rules.Parse("reloaded.yaml", []byte(reloadedRules))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, all := reloadedDecisions(t, before, after, lines, cut)
+	before, after, halves, cut, _, all := reloadCase(t)
 	dir := t.TempDir()
-	halves := writeHalves(t, dir, lines, cut)
 	d := &distributedRun{t: t, bin: buildBinary(t), addr: testbroker.Start(t, 1)}
 	var files []string
 	for i := range 3 {
@@ -269,7 +205,7 @@ func TestDistributedReloadTakeover(t *testing.T) {
 		}
 	}
 	waitLogs("the first half routed and checkpointed", func() bool { return committed(t, d.addr, 1) >= int64(cut) })
-	writeRules(t, files[0], reloadedRules)
+	writeRules(t, files[0], string(after.Source))
 	waitLogs("both instances to take the new rules", func() bool {
 		return strings.Contains(d.logs[0].String(), "rules reloaded") && strings.Contains(d.logs[1].String(), "rules reloaded")
 	})
@@ -295,6 +231,20 @@ func TestDistributedReloadTakeover(t *testing.T) {
 	if strings.Contains(d.logs[third].String(), "rules reloaded") {
 		t.Errorf("the instance started with the stale file reloaded the job's rules:\n%s", d.logs[third].String())
 	}
+}
+
+// reloadCase is the case of the reload tests: the bundled rules before,
+// testdata/rules-reloaded.yaml after, the bundled input's halves in two
+// files (the first of cut lines), and what one engine decides on the
+// first half with the rules before, and on both when it reloads between
+// them, each sorted.
+func reloadCase(t *testing.T) (before, after *rules.Config, halves []string, cut int, first, all []string) {
+	t.Helper()
+	lines := testinput.BundledLines(t)
+	cut = len(lines) / 2
+	before, after = testinput.Rules(t), testinput.ReloadedRules(t)
+	first, all = reloadedDecisions(t, before, after, lines, cut)
+	return before, after, writeHalves(t, t.TempDir(), lines, cut), cut, first, all
 }
 
 // writeHalves writes lines[:cut] and lines[cut:] to two files in dir and

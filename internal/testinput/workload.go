@@ -14,13 +14,23 @@ import (
 var OutputNames = []string{"decisions.jsonl", "heatmaps.jsonl", "late.jsonl", "dlq.jsonl", "skew.jsonl"}
 
 // Rules returns the README's rules, testdata/rules.yaml.
-func Rules(t testing.TB) *rules.Config {
+func Rules(t testing.TB) *rules.Config { t.Helper(); return rulesFile(t, "rules.yaml") }
+
+// rulesFile returns the rules of testdata/name.
+func rulesFile(t testing.TB, name string) *rules.Config {
 	t.Helper()
-	cfg, err := rules.Load(filepath.Join(Root(t), "testdata", "rules.yaml"))
+	cfg, err := rules.Load(filepath.Join(Root(t), "testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return cfg
+}
+
+// ReloadedRules returns testdata/rules-reloaded.yaml, the README's rules
+// after an edit that keeps, restarts, removes and adds a rule.
+func ReloadedRules(t testing.TB) *rules.Config {
+	t.Helper()
+	return rulesFile(t, "rules-reloaded.yaml")
 }
 
 // ReadOutputs returns the contents of replay's output files in dir, by
