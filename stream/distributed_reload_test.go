@@ -3,6 +3,7 @@ package stream
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,9 +18,11 @@ import (
 	"github.com/riskstream/riskstream/internal/kafkatest"
 	"github.com/riskstream/riskstream/internal/testbroker"
 	"github.com/riskstream/riskstream/internal/testinput"
+	"github.com/riskstream/riskstream/kafkaio"
 	"github.com/riskstream/riskstream/produce"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/windows/slotstore"
+	"github.com/segmentio/kafka-go"
 )
 
 // TestDistributedReload: two instances of a distributed job share the
@@ -85,6 +88,16 @@ func TestDistributedReload(t *testing.T) {
 	refused := strings.Replace(string(before.Source), "out_of_orderness: 2s", "out_of_orderness: 5s", 1)
 	writeRules(t, files[1], refused)
 	waitFor("the refusal", func() bool { return metricOf(t, regs[1], "riskstream_rules_reloads_total", "refused") == 1 })
+	// Records of the rules topic that are not rules the job may take,
+	// written by something else than an instance, are skipped alike by
+	// every instance: the proposal after them is version 2.
+	changed := strings.Replace(string(after.Source), "out_of_orderness: 2s", "out_of_orderness: 9s", 1)
+	bad, _ := json.Marshal(rulesRecord{Version: 2, File: "bad.yaml", Source: changed})
+	client := &kafka.Client{Addr: kafka.TCP(broker)}
+	if _, err := kafkaio.Produce(context.Background(), client, "riskstream-rules", 0,
+		[]kafka.Record{{Key: kafka.NewBytes([]byte("x")), Value: kafka.NewBytes([]byte("not json"))}, {Key: kafka.NewBytes([]byte("2")), Value: kafka.NewBytes(bad)}}); err != nil {
+		t.Fatal(err)
+	}
 	writeRules(t, files[0], string(after.Source))
 	written := time.Now()
 	waitFor("both instances to take the new rules", func() bool {

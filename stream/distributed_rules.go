@@ -75,11 +75,10 @@ func (j *distJob) readRules(ctx context.Context) error {
 		from = kafka.FirstOffset
 	}
 	end, err := kafkaio.ReadRecords(ctx, j.sec.Dialer(), j.opts.Brokers, j.topics.Rules, 0, from, func(m *kafka.Message) error {
-		r, cfg, err := j.nextRules(m)
-		if err == nil && cfg != nil {
+		if r, cfg := j.nextRules(m); cfg != nil {
 			j.rules, j.rulesVersion, j.rulesWritten = cfg, r.Version, m.Time
 		}
-		return err
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("reading the job's rules: %w", err)
@@ -90,20 +89,28 @@ func (j *distJob) readRules(ctx context.Context) error {
 
 // nextRules decodes m, a record of the rules topic, and returns its
 // rules when they are the version after the job's, nil when they are of
-// another (a proposal another instance's came before).
-func (j *distJob) nextRules(m *kafka.Message) (rulesRecord, *rules.Config, error) {
+// another (a proposal another instance's came before) or cannot be taken.
+func (j *distJob) nextRules(m *kafka.Message) (rulesRecord, *rules.Config) {
 	var r rulesRecord
 	if err := json.Unmarshal(m.Value, &r); err != nil {
-		return r, nil, fmt.Errorf("%s offset %d: not a version of the rules: %w", j.topics.Rules, m.Offset, err)
+		j.log.Error("a record of the rules topic that is not a version of the rules, skipped", "topic", j.topics.Rules, "offset", m.Offset, "err", err)
+		return r, nil
 	}
 	if r.Version != j.rulesVersion+1 {
-		return r, nil, nil
+		return r, nil
 	}
 	cfg, err := rules.Parse(r.File, []byte(r.Source))
-	if err != nil {
-		return r, nil, fmt.Errorf("%s offset %d: version %d of the rules: %w", j.topics.Rules, m.Offset, r.Version, err)
+	if err == nil && j.rules != nil {
+		err = rules.CheckReload(j.rules, cfg)
 	}
-	return r, cfg, nil
+	if err != nil {
+		// Written by something else than an instance, which checks them
+		// first: every instance skips it alike.
+		j.log.Error("a version of the rules that the job's cannot be reloaded to, skipped", "topic", j.topics.Rules, "offset", m.Offset,
+			"version", r.Version, "err", err)
+		return r, nil
+	}
+	return r, cfg
 }
 
 // proposeRules writes cfg to the rules topic as the version after the
@@ -167,7 +174,10 @@ func (j *distJob) watchRules(ctx context.Context, hup bool) error {
 	if hup {
 		why = "SIGHUP"
 	}
-	return j.reloadRules(ctx, cfg, why)
+	if err := j.reloadRules(ctx, cfg, why); err != nil {
+		j.log.Error("the rules file could not be proposed to the job: reload again (SIGHUP) once the brokers answer", "file", j.watch.path, "err", err)
+	}
+	return nil
 }
 
 // followRules takes the versions of the rules that a fetch of the rules
@@ -177,10 +187,7 @@ func (j *distJob) followRules(f kafkaio.Fetch) error {
 	for i := range f.Msgs {
 		m := &f.Msgs[i]
 		j.rulesNext = m.Offset + 1
-		r, cfg, err := j.nextRules(m)
-		if err != nil {
-			return err
-		}
+		r, cfg := j.nextRules(m)
 		if cfg == nil {
 			if j.proposed != nil && r.Source == string(j.proposed) {
 				j.log.Warn("the rules this instance proposed were not taken: another instance's came first as that version; reload again to propose them anew",
