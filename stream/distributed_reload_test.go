@@ -281,3 +281,45 @@ func produceFile(t *testing.T, addr, path string) {
 		t.Fatalf("produce %s: %+v, %v", path, st, err)
 	}
 }
+
+// TestDistributedStartWithDroppedRules: an instance started with a rules
+// file edited after the job's rules were written proposes it, as a reload;
+// when the edit would delete the state of rules, only with
+// --allow-dropped-state, as the single job's restart.
+func TestDistributedStartWithDroppedRules(t *testing.T) {
+	if testing.Short() {
+		t.Skip("live test")
+	}
+	broker := testbroker.Start(t, 1)
+	opts := RunOptions{Brokers: []string{broker}, Distributed: true, RepartitionPartitions: 2, CheckpointInterval: 100 * time.Millisecond}
+	first := opts
+	first.Registry = prometheus.NewRegistry()
+	startJob(t, first)() // the job's rules: version 1, testdata/rules.yaml
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(path, testinput.ReloadedRules(t).Source, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Second) // after the job's rules were written, however coarse the file system's clock
+	if err := os.Chtimes(path, later, later); err != nil {
+		t.Fatal(err)
+	}
+	edited, err := rules.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := opts
+	refused.Config, refused.StateDir, refused.Registry = edited, t.TempDir(), prometheus.NewRegistry()
+	err = Run(context.Background(), refused)
+	if err == nil || !strings.Contains(err.Error(), "--allow-dropped-state") || !strings.Contains(err.Error(), `rule "device-session-scraping" (removed)`) {
+		t.Fatalf("a start that would drop state: %v, want a refusal naming the rule and the flag", err)
+	}
+	allowed := refused
+	allowed.AllowDroppedState, allowed.Registry = true, prometheus.NewRegistry()
+	stop := startJob(t, allowed)
+	for deadline := time.Now().Add(30 * time.Second); metricOf(t, allowed.Registry, "riskstream_rules_reloads_total", "applied") != 1; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the edited file was not taken as the job's rules")
+		}
+	}
+	stop()
+}

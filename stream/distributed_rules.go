@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/riskstream/riskstream/engine"
@@ -61,6 +62,22 @@ func (j *distJob) proposeOwnRules(ctx context.Context) error {
 		j.log.Warn("this instance's rules file differs from the job's rules, which stand: it was not modified since they were written (edit it, or send SIGHUP, to make it the job's)",
 			"file", own.File, "version", j.rulesVersion, "written", j.rulesWritten.UTC().Format(time.RFC3339))
 		return nil
+	}
+	// As a single job restarted with another file: a start that would
+	// delete state takes --allow-dropped-state, a reload does not.
+	diff := rules.DiffIdentities(j.rules.Identities(), own.Identities())
+	_, restarted, removed, _ := diff.Groups()
+	if len(restarted)+len(removed) > 0 && !j.opts.AllowDroppedState {
+		var dropped []string
+		for _, id := range removed {
+			dropped = append(dropped, id.String()+" (removed)")
+		}
+		for _, id := range restarted {
+			dropped = append(dropped, id.String()+" (changed)")
+		}
+		return fmt.Errorf("%s removes or changes rules of the job's rules (version %d, in %s): %s; their state would be deleted. "+
+			"Start with the job's rules to keep it, change the file of a running instance (or send it SIGHUP), or add --allow-dropped-state to delete it",
+			own.File, j.rulesVersion, j.topics.Rules, strings.Join(dropped, ", "))
 	}
 	j.log.Info("this instance's rules file was modified after the job's rules were written: proposing it as the next version",
 		"file", own.File, "version", j.rulesVersion+1)
