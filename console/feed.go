@@ -1,6 +1,7 @@
 package console
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -16,48 +17,120 @@ import (
 type OutputFeed struct {
 	live *Live
 	// decisions count per rule and action since the feed started, in the
-	// order first seen: a sample's counts keep their places.
+	// order first seen: a sample's counts keep their places; index finds
+	// them by the text of a decision record from its rule's name to its
+	// action's (decisionSpan).
 	decisions []RuleCount
-	index     map[[2]string]int
-	// keys count decisions per rule and key text (JSON) since the last
-	// sample, at most keyLimit of them.
-	keys      map[[2]string]int64
+	index     map[string]int
+	// keys index, by the text from the rule's name to the end of the key,
+	// keyCounts, the decisions of at most keyLimit rules' keys since the
+	// last sample.
+	keys      map[string]int
+	keyCounts []int64
 	keyLimit  int
 	late, dlq int64
-	// decision is decoded into, its space kept.
-	decision struct {
-		Rule   string          `json:"rule"`
-		Action string          `json:"action"`
-		Key    json.RawMessage `json:"key"`
-	}
+	// span is decodedSpan's scratch space.
+	span []byte
 }
 
 // NewOutputFeed returns a feed of live that counts at most keyLimit keys
 // between two samples (DecisionKeys).
 func NewOutputFeed(live *Live, keyLimit int) *OutputFeed {
-	return &OutputFeed{live: live, index: map[[2]string]int{}, keys: map[[2]string]int64{}, keyLimit: keyLimit}
+	return &OutputFeed{live: live, index: map[string]int{}, keys: map[string]int{}, keyLimit: keyLimit}
 }
 
-// Decision counts a record of the decisions output.
+// Decision counts a record of the decisions output. A record as the job
+// writes it is not decoded: the text from its rule's name to the end of
+// its key (decisionSpan) tells the rule, action and key apart, and finds
+// their counts without an allocation; only another writer's is.
 func (f *OutputFeed) Decision(rec []byte) error {
-	d := &f.decision
-	d.Key = d.Key[:0]
-	if err := json.Unmarshal(rec, d); err != nil {
-		return fmt.Errorf("console: decision record: %w", err)
-	}
-	id := [2]string{d.Rule, d.Action}
-	i, ok := f.index[id]
+	span, keyAt, ok := decisionSpan(rec)
 	if !ok {
+		var err error
+		if span, keyAt, err = f.decodedSpan(rec); err != nil {
+			return err
+		}
+	}
+	i, ok := f.index[string(span[:keyAt])]
+	if !ok {
+		d, err := decodeSpan(span)
+		if err != nil {
+			return err
+		}
 		i = len(f.decisions)
-		f.index[id] = i
+		f.index[string(span[:keyAt])] = i
 		f.decisions = append(f.decisions, RuleCount{Rule: d.Rule, Action: d.Action})
 	}
 	f.decisions[i].Count++
-	key := [2]string{d.Rule, string(d.Key)}
-	if n, ok := f.keys[key]; ok || len(f.keys) < f.keyLimit {
-		f.keys[key] = n + 1
+	if k, ok := f.keys[string(span)]; ok {
+		f.keyCounts[k]++
+	} else if len(f.keys) < f.keyLimit {
+		f.keys[string(span)] = len(f.keyCounts)
+		f.keyCounts = append(f.keyCounts, 1)
 	}
 	return nil
+}
+
+// The fields of a decision record from its rule's name to its key's end,
+// in the order the job's encoder writes them (sink.Encoder).
+var (
+	ruleField   = []byte(`,"rule":"`)
+	actionField = []byte(`","action":"`)
+	keyField    = []byte(`","key":`)
+	windowField = []byte(`,"window":`)
+)
+
+// decisionSpan returns the text of a decision record rec from its rule's
+// name to the end of its key, and where in it the key field begins
+// (`rule","action":"action","key":{...}`), when rec is as the job's
+// encoder writes it and none of those values has an escape (so that
+// none can hold the text of a field name); ok is false otherwise.
+func decisionSpan(rec []byte) (span []byte, keyAt int, ok bool) {
+	i := bytes.Index(rec, ruleField)
+	if i < 0 {
+		return nil, 0, false
+	}
+	rest := rec[i+len(ruleField):]
+	a := bytes.Index(rest, actionField)
+	k := bytes.Index(rest, keyField)
+	w := bytes.Index(rest, windowField)
+	if a < 0 || k < a || w < k || bytes.IndexByte(rest[:w], '\\') >= 0 {
+		return nil, 0, false
+	}
+	return rest[:w], k, true
+}
+
+// decodedSpan is decisionSpan of a record that is not as the job's
+// encoder writes it, decoded.
+func (f *OutputFeed) decodedSpan(rec []byte) ([]byte, int, error) {
+	var d struct {
+		Rule   string          `json:"rule"`
+		Action string          `json:"action"`
+		Key    json.RawMessage `json:"key"`
+	}
+	if err := json.Unmarshal(rec, &d); err != nil {
+		return nil, 0, fmt.Errorf("console: decision record: %w", err)
+	}
+	rule, _ := json.Marshal(d.Rule)
+	action, _ := json.Marshal(d.Action)
+	f.span = append(append(append(f.span[:0], rule[1:len(rule)-1]...), `","action":`...), action...)
+	keyAt := len(f.span) - 1
+	f.span = append(append(f.span, `,"key":`...), d.Key...)
+	return f.span, keyAt, nil
+}
+
+// decodeSpan decodes a decision's text from its rule's name to the end
+// of its key.
+func decodeSpan(span []byte) (d struct {
+	Rule   string          `json:"rule"`
+	Action string          `json:"action"`
+	Key    json.RawMessage `json:"key"`
+}, err error) {
+	obj := append(append([]byte(`{"rule":"`), span...), '}')
+	if err := json.Unmarshal(obj, &d); err != nil {
+		return d, fmt.Errorf("console: decision record: %w", err)
+	}
+	return d, nil
 }
 
 // Heatmap keeps a record of the heatmaps output: a fired window, or a
@@ -86,8 +159,15 @@ func (f *OutputFeed) DLQ() { f.dlq++ }
 // console's samples, and starts counting keys afresh.
 func (f *OutputFeed) Sample(at time.Time) {
 	s := Sample{At: at.UnixMilli(), Decisions: append([]RuleCount(nil), f.decisions...), Late: f.late, DLQ: f.dlq}
-	s.TopKeys = topKeys(f.keys, topKeyCount)
+	counts := make(map[[2]string]int64, len(f.keys))
+	for span, k := range f.keys {
+		if d, err := decodeSpan([]byte(span)); err == nil {
+			counts[[2]string{d.Rule, string(d.Key)}] += f.keyCounts[k]
+		}
+	}
 	clear(f.keys)
+	f.keyCounts = f.keyCounts[:0]
+	s.TopKeys = topKeys(counts, topKeyCount)
 	for i := range s.TopKeys {
 		if label, err := keyLabel(json.RawMessage(s.TopKeys[i].Key)); err == nil {
 			s.TopKeys[i].Key = label

@@ -57,11 +57,18 @@ func TestOutputFeedIsTheLiveConsole(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Another writer's record, its fields in another order, counts as the
+	// job's own.
+	other := `{"rule":"burst","key":{"user":"u0"},"action":"deny","id":"x/burst","window":{"start":0,"end":60000}}`
+	if err := feed.Decision([]byte(other)); err != nil {
+		t.Fatal(err)
+	}
+	keys.Add(&windows.Decision{Rule: burst, Key: "\"u0\"\x00"})
 	for range 3 {
 		feed.Late()
 	}
 	feed.DLQ()
-	job.Add(Sample{At: 1_700_000_000_000, Decisions: []RuleCount{{"spend", "review", 14}, {"burst", "deny", 26}}, TopKeys: keys.Take(topKeyCount), Late: 3, DLQ: 1})
+	job.Add(Sample{At: 1_700_000_000_000, Decisions: []RuleCount{{"spend", "review", 14}, {"burst", "deny", 27}}, TopKeys: keys.Take(topKeyCount), Late: 3, DLQ: 1})
 	feed.Sample(time.UnixMilli(1_700_000_000_000)) // the rules in the order they first decided
 
 	// Ids differ: the job's are its keys' bytes, the outputs' their text.
