@@ -25,6 +25,9 @@ func newRuleSet(cfg *rules.Config, schema *event.Schema) ruleSet {
 	return ruleSet{cfg: cfg, schema: schema, layout: identityLayout(cfg)}
 }
 
+// Rules returns the rules the engine applies now.
+func (r *ruleSet) Rules() *rules.Config { return r.cfg }
+
 // Restored says what the last Restore found changed between the
 // checkpoint's rules and the engine's: rules and heatmaps whose state it
 // kept, those it started empty, and those it retired.

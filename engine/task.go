@@ -280,9 +280,6 @@ func (t *Task) takeRules(v int64) error {
 // RulesVersion returns the version of the rules the task applies.
 func (t *Task) RulesVersion() int64 { return t.version }
 
-// Rules returns the rules the task applies.
-func (t *Task) Rules() *rules.Config { return t.cfg }
-
 // Aligning reports whether some input partition routes by rules the task
 // does not apply yet: its messages are held back, and a checkpoint must
 // wait.

@@ -103,6 +103,19 @@ type Loop struct {
 	taken    []engine.Record
 	arrived  []int64
 	arrivals arrivals
+	// stops are, per partition, the offset Take stops before (StopBefore);
+	// held is the record it stopped before, which the next Take takes
+	// first, and stopped says the last Take stopped.
+	stops   map[int32]int64
+	held    *heldRecord
+	stopped bool
+}
+
+// heldRecord is a record Take took from the merge and stopped before.
+type heldRecord struct {
+	rec     engine.Record
+	arrived int64
+	offset  int64
 }
 
 // New returns a Loop with no partitions, at the start of the topic.
@@ -197,20 +210,52 @@ func (l *Loop) Push(f kafkaio.Fetch, mergeNow int64) {
 // restart to take them in the same order.
 func (l *Loop) Take(mergeNow int64) (n int, runs []order.Run) {
 	rs, arrived := l.taken[:0], l.arrived[:0]
+	if h := l.held; h != nil {
+		l.held = nil
+		rs, arrived = append(rs, h.rec), append(arrived, h.arrived)
+		l.offsets[h.rec.Partition] = h.offset + 1
+	}
+	l.stopped = false
 	for {
 		m, p, ok := l.merge.Pop(mergeNow)
 		if !ok {
 			break
 		}
-		rs = append(rs, kafkaio.Record(&m, p))
-		arrived = append(arrived, l.arrivals.of(p, m.Offset))
+		rec, at := kafkaio.Record(&m, p), l.arrivals.of(p, m.Offset)
+		if o, ok := l.stops[p]; ok && m.Offset >= o {
+			delete(l.stops, p)
+			l.held, l.stopped = &heldRecord{rec, at, m.Offset}, true
+			break
+		}
+		rs, arrived = append(rs, rec), append(arrived, at)
 		l.offsets[p] = m.Offset + 1
 	}
 	l.taken, l.arrived = rs, arrived
-	if len(rs) == 0 {
+	if len(rs) == 0 && !l.stopped {
 		return 0, nil
 	}
 	return len(rs), l.merge.TakeRuns()
+}
+
+// StopBefore makes Take stop before the first record of partition p at
+// offset or later, and take it first the next time: its caller can change
+// the rules between the two records (Reload), where a distributed job's
+// routers began to route by new ones (a replay of its input). A stop
+// replaces p's earlier one.
+func (l *Loop) StopBefore(p int32, offset int64) {
+	if l.stops == nil {
+		l.stops = map[int32]int64{}
+	}
+	l.stops[p] = offset
+}
+
+// Stopped reports whether the last Take stopped before a record
+// (StopBefore), and which: its partition and offset.
+func (l *Loop) Stopped() (p int32, offset int64, ok bool) {
+	if !l.stopped {
+		return 0, 0, false
+	}
+	return l.held.rec.Partition, l.held.offset, true
 }
 
 // Run runs the records Take took through the engine at processing time

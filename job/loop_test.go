@@ -53,6 +53,9 @@ const topicName = "requests"
 //	process now=MS [merge-now=MS]
 //	                  takes what the merge gives, journals its runs, runs
 //	                  the records; output: what they emitted
+//	stop-before partition=N offset=K
+//	                  makes the next takes stop before the partition's
+//	                  record at K or later (StopBefore)
 //	tick now=MS       moves processing time; output: what fired
 //	reload            input: a rules file, which the loop changes to
 //	                  between two records; output: what kept its state
@@ -125,9 +128,15 @@ func (w *world) run(d *datadriven.TestData) (string, error) {
 		for _, r := range runs {
 			fmt.Fprintf(&sb, ", %d of them without partitions %v", r.Picks, r.Without)
 		}
+		if p, o, ok := w.loop.Stopped(); ok {
+			fmt.Fprintf(&sb, ", stopped before %d/%d", p, o)
+		}
 		fmt.Fprintf(&sb, "\n%s", w.rec.Take())
 		fmt.Fprintf(&sb, "offsets %s\n", offsetsText(w.loop.Offsets()))
 		return sb.String(), nil
+	case "stop-before":
+		w.loop.StopBefore(int32(intArg(w.t, d, "partition", 0)), int64(intArg(w.t, d, "offset", 0)))
+		return "ok\n", nil
 	case "reload":
 		cfg, err := rules.Parse("rules.yaml", []byte(d.Input))
 		if err != nil {

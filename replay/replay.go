@@ -25,6 +25,7 @@ import (
 	"github.com/riskstream/riskstream/memory"
 	"github.com/riskstream/riskstream/observe"
 	"github.com/riskstream/riskstream/rules"
+	"github.com/riskstream/riskstream/ruleslog"
 	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/state"
 	"github.com/riskstream/riskstream/watermark"
@@ -50,6 +51,12 @@ type Options struct {
 	// From and To bound what is read of Topic: from the start of each
 	// partition to where it ended when the replay began, by default.
 	From, To kafkaio.Position
+	// RulesTopic, if set, is the rules topic of the distributed job that
+	// read Topic (GROUP-rules): the replay takes its rules from there, the
+	// first version in place of Config, and reloads each later one before
+	// the record where the job's routers began to route by it
+	// (ruleslog), as the job did.
+	RulesTopic string
 	// OutDir receives decisions.jsonl, heatmaps.jsonl, late.jsonl and
 	// dlq.jsonl; it is created if missing. The default value is "out".
 	OutDir string
@@ -105,8 +112,11 @@ func (o *Options) EnsureDefaults() {
 // EnsureDefaults.
 func (o *Options) Validate() error {
 	var errs []error
-	if o.Config == nil {
-		errs = append(errs, errors.New("replay: needs rules (Options.Config)"))
+	if (o.Config == nil) == (o.RulesTopic == "") {
+		errs = append(errs, errors.New("replay: needs rules (Options.Config), or a distributed job's rules topic (Options.RulesTopic), not both"))
+	}
+	if o.RulesTopic != "" && o.Topic == "" {
+		errs = append(errs, errors.New("replay: a rules topic is for a replay of a topic"))
 	}
 	if (len(o.Inputs) == 0) == (o.Topic == "") {
 		errs = append(errs, errors.New("replay: needs either input files or a topic"))
@@ -137,6 +147,9 @@ type Summary struct {
 	// to Pebble because they did not fit the memory budget.
 	Spilled, SpilledTimers int64
 	Elapsed                time.Duration
+	// Rules are the rules at the end: Config's, or the last version of the
+	// rules topic.
+	Rules *rules.Config
 }
 
 // EventsPerSecond is the throughput of the run.
@@ -189,6 +202,17 @@ func Run(ctx context.Context, opts Options) (_ *Summary, err error) {
 		dbs[i], backends[i] = db, db
 	}
 
+	var versions *ruleslog.Log
+	if opts.RulesTopic != "" {
+		sec, err := kafkaconn.New(opts.Security)
+		if err != nil {
+			return nil, err
+		}
+		if versions, err = ruleslog.Read(ctx, opts.Brokers, sec, opts.RulesTopic); err != nil {
+			return nil, err
+		}
+		opts.Config = versions.Versions[0]
+	}
 	files, err := sink.OpenFiles(opts.OutDir)
 	if err != nil {
 		return nil, err
@@ -208,7 +232,7 @@ func Run(ctx context.Context, opts Options) (_ *Summary, err error) {
 	}
 
 	if opts.Topic != "" {
-		err = replayTopic(ctx, opts, e, prog)
+		err = replayTopic(ctx, opts, e, prog, versions)
 	} else {
 		err = replayFiles(ctx, opts, e, mem, prog)
 	}
@@ -228,7 +252,7 @@ func Run(ctx context.Context, opts Options) (_ *Summary, err error) {
 	if err := files.Commit(); err != nil {
 		return nil, err
 	}
-	sum := &Summary{Stats: e.Stats(), Sources: e.Sources(), Elapsed: opts.Now().Sub(start)}
+	sum := &Summary{Stats: e.Stats(), Sources: e.Sources(), Elapsed: opts.Now().Sub(start), Rules: e.Rules()}
 	sum.Spilled, sum.SpilledTimers = e.Spilled()
 	return sum, nil
 }

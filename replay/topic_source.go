@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 
 	"github.com/riskstream/riskstream/engine"
@@ -12,6 +13,7 @@ import (
 	"github.com/riskstream/riskstream/kafkaconn"
 	"github.com/riskstream/riskstream/kafkaio"
 	"github.com/riskstream/riskstream/observe"
+	"github.com/riskstream/riskstream/ruleslog"
 )
 
 // replayTopic runs the engine over the ranges of a topic through the live
@@ -19,7 +21,7 @@ import (
 // engine calls in the same order, so that the outputs are the live job's
 // record for record. The merge never times out here: a replay waits for
 // every partition, so its order depends on the topic alone.
-func replayTopic(ctx context.Context, opts Options, e *engine.Sharded, prog *observe.Progress) error {
+func replayTopic(ctx context.Context, opts Options, e *engine.Sharded, prog *observe.Progress, versions *ruleslog.Log) error {
 	sec, err := kafkaconn.New(opts.Security)
 	if err != nil {
 		return err
@@ -62,6 +64,7 @@ func replayTopic(ctx context.Context, opts Options, e *engine.Sharded, prog *obs
 	}
 	opts.Logger.Info("replaying a topic", "topic", opts.Topic, "from", opts.From, "to", opts.To,
 		"partitions", len(ranges), "offsets", records)
+	reloads := newReloads(versions, loop, ranges)
 	for open > 0 {
 		var f kafkaio.Fetch
 		select {
@@ -73,11 +76,20 @@ func replayTopic(ctx context.Context, opts Options, e *engine.Sharded, prog *obs
 			open--
 		}
 		loop.Push(f, 0)
-		if n, _ := loop.Take(0); n > 0 {
-			if err := loop.Run(0, nil); err != nil {
+		for {
+			if n, _ := loop.Take(0); n > 0 {
+				if err := loop.Run(0, nil); err != nil {
+					return err
+				}
+				prog.Update(e)
+			}
+			p, offset, stopped := loop.Stopped()
+			if !stopped {
+				break
+			}
+			if err := reloads.at(p, offset, opts.Logger); err != nil {
 				return err
 			}
-			prog.Update(e)
 		}
 	}
 	if loop.Buffered() > 0 {
@@ -94,4 +106,65 @@ func processShards(e *engine.Sharded) func(b *engine.Batch) error {
 		parallel.Do(len(shards), func(i int) { errs[i] = shards[i].Process(b) })
 		return errors.Join(errs...)
 	}
+}
+
+// reloads are the reloads of a distributed job's rules a replay of its
+// input makes (Options.RulesTopic): each version, in turn, before the
+// first record in the merge's order at or past where an input partition's
+// router began to route by it. With one input partition that is where
+// the job's states took it; with several, where the first of them did.
+type reloads struct {
+	log     *ruleslog.Log
+	loop    *job.Loop
+	version int64 // applied
+	parts   []int32
+}
+
+// newReloads sets the loop's stops for the versions of log after the
+// first (nil: none) on the partitions of ranges.
+func newReloads(log *ruleslog.Log, loop *job.Loop, ranges []kafkaio.TopicRange) *reloads {
+	r := &reloads{log: log, loop: loop, version: 1}
+	for _, tr := range ranges {
+		r.parts = append(r.parts, tr.Partition)
+	}
+	r.stop()
+	return r
+}
+
+// stop sets each partition's stop before the next version it switched to.
+func (r *reloads) stop() {
+	if r.log == nil {
+		return
+	}
+	for _, p := range r.parts {
+		for v := r.version + 1; v <= int64(len(r.log.Versions)); v++ {
+			if o, ok := r.log.SwitchAt(v, p); ok {
+				r.loop.StopBefore(p, o)
+				break
+			}
+		}
+	}
+}
+
+// at reloads, before the record at offset of partition p, every version
+// up to the last that p switched to at or before it.
+func (r *reloads) at(p int32, offset int64, log *slog.Logger) error {
+	last := r.version
+	for v := r.version + 1; v <= int64(len(r.log.Versions)); v++ {
+		if o, ok := r.log.SwitchAt(v, p); ok && o <= offset {
+			last = v
+		}
+	}
+	for ; r.version < last; r.version++ {
+		cfg := r.log.Versions[r.version] // version r.version+1
+		diff, err := r.loop.Reload(cfg)
+		if err != nil {
+			return fmt.Errorf("rules version %d: %w", r.version+1, err)
+		}
+		kept, restarted, removed, added := diff.Groups()
+		log.Info("rules reloaded where the job's routers began to route by them", "version", r.version+1, "partition", p, "offset", offset,
+			"kept", len(kept), "restarted", len(restarted), "removed", len(removed), "added", len(added))
+	}
+	r.stop()
+	return nil
 }

@@ -513,10 +513,8 @@ func (j *distJob) take(ctx context.Context, gen *kafka.Generation) error {
 	}
 	// The rules the routers route by from here: the former router may have
 	// taken them and died before it said so.
-	for _, p := range slices.Sorted(maps.Keys(j.inputs)) {
-		if err := j.sendRules(p); err != nil {
-			return err
-		}
+	if err := j.sendRules(); err != nil {
+		return err
 	}
 	// What the former holders wrote after their checkpoints is not
 	// written again.

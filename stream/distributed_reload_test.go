@@ -3,7 +3,6 @@ package stream
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -20,7 +19,9 @@ import (
 	"github.com/riskstream/riskstream/internal/testinput"
 	"github.com/riskstream/riskstream/kafkaio"
 	"github.com/riskstream/riskstream/produce"
+	"github.com/riskstream/riskstream/replay"
 	"github.com/riskstream/riskstream/rules"
+	"github.com/riskstream/riskstream/ruleslog"
 	"github.com/riskstream/riskstream/windows/slotstore"
 	"github.com/segmentio/kafka-go"
 )
@@ -92,7 +93,7 @@ func TestDistributedReload(t *testing.T) {
 	// written by something else than an instance, are skipped alike by
 	// every instance: the proposal after them is version 2.
 	changed := strings.Replace(string(after.Source), "out_of_orderness: 2s", "out_of_orderness: 9s", 1)
-	bad, _ := json.Marshal(rulesRecord{Version: 2, File: "bad.yaml", Source: changed})
+	_, bad := ruleslog.EncodeVersion(ruleslog.Version{Version: 2, File: "bad.yaml", Source: []byte(changed)})
 	client := &kafka.Client{Addr: kafka.TCP(broker)}
 	if _, err := kafkaio.Produce(context.Background(), client, "riskstream-rules", 0,
 		[]kafka.Record{{Key: kafka.NewBytes([]byte("x")), Value: kafka.NewBytes([]byte("not json"))}, {Key: kafka.NewBytes([]byte("2")), Value: kafka.NewBytes(bad)}}); err != nil {
@@ -113,9 +114,26 @@ func TestDistributedReload(t *testing.T) {
 	got := liveDecisions(t, broker)
 	slices.Sort(got)
 	compareDecisions(t, got, all)
+	// A replay of the topic with the job's rules topic reloads where the
+	// job did, and makes its decisions.
+	compareDecisions(t, got, replayWithRulesTopic(t, broker))
 	if n := sum("riskstream_rules_reloads_total", "applied"); n != 2 {
 		t.Errorf("reloads applied: %v over both instances, want one each", n)
 	}
+}
+
+// replayWithRulesTopic returns the decisions of a replay of the input
+// topic with the rules of the job's rules topic, sorted, without where
+// their events came from.
+func replayWithRulesTopic(t *testing.T, broker string) []string {
+	t.Helper()
+	out := t.TempDir()
+	runReplay(t, replay.Options{Brokers: []string{broker}, Topic: "requests", RulesTopic: "riskstream-rules", OutDir: out})
+	b, err := os.ReadFile(filepath.Join(out, "decisions.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return withoutSource(strings.Split(strings.TrimSpace(string(b)), "\n"))
 }
 
 // writeRules replaces a rules file, its modification time a second later
@@ -241,6 +259,7 @@ func TestDistributedReloadTakeover(t *testing.T) {
 	d.stopAll()
 	got = withoutSource(readTopic(t, d.addr, "decisions"))
 	compareDecisions(t, got, all)
+	compareDecisions(t, got, replayWithRulesTopic(t, d.addr))
 	if strings.Contains(d.logs[third].String(), "rules reloaded") {
 		t.Errorf("the instance started with the stale file reloaded the job's rules:\n%s", d.logs[third].String())
 	}

@@ -3,26 +3,19 @@ package stream
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
-	"strconv"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/riskstream/riskstream/engine"
 	"github.com/riskstream/riskstream/kafkaio"
 	"github.com/riskstream/riskstream/rules"
+	"github.com/riskstream/riskstream/ruleslog"
 	"github.com/segmentio/kafka-go"
 )
-
-// rulesRecord is a version of a distributed job's rules, as the rules
-// topic holds it (docs/format/repartition.md "Rules topic").
-type rulesRecord struct {
-	Version int64  `json:"version"`
-	File    string `json:"file"`
-	Source  string `json:"source"`
-}
 
 // proposeTimeout bounds a write of new rules to the rules topic.
 const proposeTimeout = 10 * time.Second
@@ -92,8 +85,8 @@ func (j *distJob) readRules(ctx context.Context) error {
 		from = kafka.FirstOffset
 	}
 	end, err := kafkaio.ReadRecords(ctx, j.sec.Dialer(), j.opts.Brokers, j.topics.Rules, 0, from, func(m *kafka.Message) error {
-		if r, cfg := j.nextRules(m); cfg != nil {
-			j.rules, j.rulesVersion, j.rulesWritten = cfg, r.Version, m.Time
+		if v, cfg := j.nextRules(m); cfg != nil {
+			j.rules, j.rulesVersion, j.rulesWritten = cfg, v.Version, m.Time
 		}
 		return nil
 	})
@@ -104,44 +97,39 @@ func (j *distJob) readRules(ctx context.Context) error {
 	return nil
 }
 
-// nextRules decodes m, a record of the rules topic, and returns its
-// rules when they are the version after the job's, nil when they are of
-// another (a proposal another instance's came before) or cannot be taken.
-func (j *distJob) nextRules(m *kafka.Message) (rulesRecord, *rules.Config) {
-	var r rulesRecord
-	if err := json.Unmarshal(m.Value, &r); err != nil {
+// nextRules decodes m, a record of the rules topic, and returns it when it
+// is a version of the rules, with the rules when they are the version
+// after the job's (ruleslog.Next); nil rules for another version (a
+// proposal another instance's came before), a switch, or what cannot be
+// taken.
+func (j *distJob) nextRules(m *kafka.Message) (*ruleslog.Version, *rules.Config) {
+	v, _, err := ruleslog.Decode(m.Value)
+	if err != nil {
 		j.log.Error("a record of the rules topic that is not a version of the rules, skipped", "topic", j.topics.Rules, "offset", m.Offset, "err", err)
-		return r, nil
+		return nil, nil
 	}
-	if r.Version != j.rulesVersion+1 {
-		return r, nil
+	if v == nil {
+		return nil, nil // a switch: for replays
 	}
-	cfg, err := rules.Parse(r.File, []byte(r.Source))
-	if err == nil && j.rules != nil {
-		err = rules.CheckReload(j.rules, cfg)
-	}
+	cfg, err := ruleslog.Next(v, j.rules, j.rulesVersion)
 	if err != nil {
 		// Written by something else than an instance, which checks them
 		// first: every instance skips it alike.
-		j.log.Error("a version of the rules that the job's cannot be reloaded to, skipped", "topic", j.topics.Rules, "offset", m.Offset,
-			"version", r.Version, "err", err)
-		return r, nil
+		j.log.Error("a version of the rules that the job's cannot be reloaded to, skipped", "topic", j.topics.Rules, "offset", m.Offset, "err", err)
+		return v, nil
 	}
-	return r, cfg
+	return v, cfg
 }
 
 // proposeRules writes cfg to the rules topic as the version after the
 // job's. Every instance takes it when it reads it (takeRules), unless
 // another instance's proposal of that version came first.
 func (j *distJob) proposeRules(ctx context.Context, cfg *rules.Config) error {
-	v, err := json.Marshal(rulesRecord{Version: j.rulesVersion + 1, File: cfg.File, Source: string(cfg.Source)})
-	if err != nil {
-		return err
-	}
+	key, value := ruleslog.EncodeVersion(ruleslog.Version{Version: j.rulesVersion + 1, File: cfg.File, Source: cfg.Source})
 	ctx, cancel := context.WithTimeout(ctx, proposeTimeout)
 	defer cancel()
-	_, err = kafkaio.Produce(ctx, j.client, j.topics.Rules, 0, []kafka.Record{{
-		Key: kafka.NewBytes([]byte(strconv.FormatInt(j.rulesVersion+1, 10))), Value: kafka.NewBytes(v), Time: j.opts.Now()}})
+	_, err := kafkaio.Produce(ctx, j.client, j.topics.Rules, 0, []kafka.Record{{
+		Key: kafka.NewBytes(key), Value: kafka.NewBytes(value), Time: j.opts.Now()}})
 	if err != nil {
 		return fmt.Errorf("writing the rules to %s: %w", j.topics.Rules, err)
 	}
@@ -204,16 +192,16 @@ func (j *distJob) followRules(f kafkaio.Fetch) error {
 	for i := range f.Msgs {
 		m := &f.Msgs[i]
 		j.rulesNext = m.Offset + 1
-		r, cfg := j.nextRules(m)
+		v, cfg := j.nextRules(m)
 		if cfg == nil {
-			if j.proposed != nil && r.Source == string(j.proposed) {
+			if v != nil && j.proposed != nil && bytes.Equal(v.Source, j.proposed) {
 				j.log.Warn("the rules this instance proposed were not taken: another instance's came first as that version; reload again to propose them anew",
-					"version", r.Version)
+					"version", v.Version)
 				j.proposed = nil
 			}
 			continue
 		}
-		if err := j.takeRules(cfg, r.Version); err != nil {
+		if err := j.takeRules(cfg, v.Version); err != nil {
 			return err
 		}
 		j.rulesWritten = m.Time
@@ -244,10 +232,8 @@ func (j *distJob) takeRules(cfg *rules.Config, version int64) error {
 	for _, warning := range cfg.Warnings {
 		j.log.Warn("rules: " + warning.String())
 	}
-	for p := range j.inputs {
-		if err := j.sendRules(p); err != nil {
-			return err
-		}
+	if err := j.sendRules(); err != nil {
+		return err
 	}
 	j.m.Reloads.WithLabelValues("applied").Inc()
 	logDiff(j.log, "rules reloaded: routed by the new version from now on, and applied by each state once every input partition is", diff,
@@ -255,14 +241,35 @@ func (j *distJob) takeRules(cfg *rules.Config, version int64) error {
 	return nil
 }
 
-// sendRules tells every partition of the repartition topic that input
-// partition p's records after those routed so far are routed by the job's
-// rules.
-func (j *distJob) sendRules(p int32) error {
-	in := j.inputs[p]
-	msg := engine.Message{Kind: engine.RulesMessage, Partition: p, Offset: max(in.next, 0) - 1,
-		Watermark: j.router.Watermark(p), Version: j.rulesVersion, Value: j.rules.Source}
-	return j.broadcast(&msg, "rules")
+// sendRules tells every partition of the repartition topic that the
+// records of each input partition routed here after those routed so far
+// are routed by the job's rules, and notes where in the rules topic, for
+// replays (ruleslog.Switch): the first note of a version and partition
+// stands, so a router that resumes from an earlier checkpoint and sends
+// them again does not move it. A note the brokers do not take is logged:
+// only a replay misses it.
+func (j *distJob) sendRules() error {
+	var notes []kafka.Record
+	for _, p := range slices.Sorted(maps.Keys(j.inputs)) {
+		in := j.inputs[p]
+		msg := engine.Message{Kind: engine.RulesMessage, Partition: p, Offset: max(in.next, 0) - 1,
+			Watermark: j.router.Watermark(p), Version: j.rulesVersion, Value: j.rules.Source}
+		if err := j.broadcast(&msg, "rules"); err != nil {
+			return err
+		}
+		key, value := ruleslog.EncodeSwitch(ruleslog.Switch{Version: j.rulesVersion, Partition: p, Offset: max(in.next, 0)})
+		notes = append(notes, kafka.Record{Key: kafka.NewBytes(key), Value: kafka.NewBytes(value), Time: j.opts.Now()})
+	}
+	if len(notes) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), proposeTimeout)
+	defer cancel()
+	if _, err := kafkaio.Produce(ctx, j.client, j.topics.Rules, 0, notes); err != nil {
+		j.log.Warn("where the routers began to route by the job's rules is not in the rules topic: a replay of the input reloads them elsewhere",
+			"topic", j.topics.Rules, "version", j.rulesVersion, "err", err)
+	}
+	return nil
 }
 
 // broadcast sends msg, a mark or rules message of an input partition, to

@@ -41,7 +41,7 @@ func newReplayCmd() *cobra.Command {
 	var report bool
 	var resolveSecurity func() error
 	cmd := &cobra.Command{
-		Use:   "replay --rules FILE [--out DIR] (INPUT... | --brokers HOST:PORT --topic TOPIC [--from POS] [--to POS])",
+		Use:   "replay (--rules FILE | --rules-topic TOPIC) [--out DIR] (INPUT... | --brokers HOST:PORT --topic TOPIC [--from POS] [--to POS])",
 		Short: "Run the job offline over recorded .jsonl or .jsonl.gz files (- for stdin), or over a Kafka topic",
 		Long: `Run the job offline, writing its outputs to files in --out.
 
@@ -74,6 +74,10 @@ where it ended when the replay began.
 				return errors.New("--topic needs --brokers")
 			case opts.Topic == "" && (from != "" || to != ""):
 				return errors.New("--from and --to are for a replay of a topic (--topic)")
+			case (rulesFile == "") == (opts.RulesTopic == ""):
+				return errors.New("name the rules: --rules FILE, or --rules-topic GROUP-rules for a distributed job's, not both")
+			case opts.RulesTopic != "" && opts.Topic == "":
+				return errors.New("--rules-topic is for a replay of a topic (--topic)")
 			}
 			var err error
 			if opts.From, err = kafkaio.ParsePosition(from); err != nil {
@@ -87,11 +91,12 @@ where it ended when the replay began.
 			}
 			setGCPercent()
 			memory.SetLimit(opts.MemoryBytes)
-			cfg, err := loadRules(rulesFile)
-			if err != nil {
-				return err
+			if rulesFile != "" {
+				if opts.Config, err = loadRules(rulesFile); err != nil {
+					return err
+				}
 			}
-			opts.Config, opts.Inputs, opts.Stdin = cfg, args, cmd.InOrStdin()
+			opts.Inputs, opts.Stdin = args, cmd.InOrStdin()
 			switch progress {
 			case "auto":
 				if isTerminal(os.Stderr) {
@@ -112,7 +117,7 @@ where it ended when the replay began.
 			if err != nil {
 				return err
 			}
-			printSummary(cmd.OutOrStdout(), cfg, opts.OutDir, sum)
+			printSummary(cmd.OutOrStdout(), sum.Rules, opts.OutDir, sum)
 			if report {
 				path, err := writeReport(opts.OutDir, "")
 				if err != nil {
@@ -124,7 +129,8 @@ where it ended when the replay began.
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&rulesFile, "rules", "", "rules file (YAML); required")
+	f.StringVar(&rulesFile, "rules", "", "rules file (YAML); required, but with --rules-topic")
+	f.StringVar(&opts.RulesTopic, "rules-topic", "", "with --topic: the rules topic of the distributed job that read it (GROUP-rules), whose versions the replay takes in place of --rules, each reloaded where the job's routers began to route by it")
 	f.StringVar(&opts.OutDir, "out", "out", "output folder, created if missing")
 	f.StringVar(&opts.StateDir, "state-dir", "", "Pebble state folder (default: a temporary folder, removed at the end)")
 	opts.MemoryBytes = memory.Default
@@ -139,7 +145,6 @@ where it ended when the replay began.
 	f.StringVar(&from, "from", "", "where the replay of --topic starts: OFFSET, PARTITION=OFFSET,... or an RFC 3339 time (default: each partition's start)")
 	f.StringVar(&to, "to", "", "where the replay of --topic ends, excluded: OFFSET, PARTITION=OFFSET,... or an RFC 3339 time (default: each partition's end when the replay begins)")
 	resolveSecurity = addSecurityFlags(cmd, &opts.Security)
-	cmd.MarkFlagRequired("rules")
 	return cmd
 }
 
