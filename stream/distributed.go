@@ -309,6 +309,7 @@ func (j *distJob) startOutputs(ctx context.Context) error {
 		if err := j.followOutputs(ctx); err != nil {
 			return err
 		}
+		j.log.Info("serving the console", "instance", j.m.URL+"/", "job", j.m.URL+"/job/", "metrics", j.m.URL+"/metrics")
 	}
 	j.startSink(o.Brokers)
 	j.writer = newOutputWriter(j.out, j.m.Latency, &j.m.Ready.Writing, j.log, j.opts.Now)
