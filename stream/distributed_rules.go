@@ -58,16 +58,7 @@ func (j *distJob) proposeOwnRules(ctx context.Context) error {
 	}
 	// As a single job restarted with another file: a start that would
 	// delete state takes --allow-dropped-state, a reload does not.
-	diff := rules.DiffIdentities(j.rules.Identities(), own.Identities())
-	_, restarted, removed, _ := diff.Groups()
-	if len(restarted)+len(removed) > 0 && !j.opts.AllowDroppedState {
-		var dropped []string
-		for _, id := range removed {
-			dropped = append(dropped, id.String()+" (removed)")
-		}
-		for _, id := range restarted {
-			dropped = append(dropped, id.String()+" (changed)")
-		}
+	if dropped := droppedState(rules.DiffIdentities(j.rules.Identities(), own.Identities())); len(dropped) > 0 && !j.opts.AllowDroppedState {
 		return fmt.Errorf("%s removes or changes rules of the job's rules (version %d, in %s): %s; their state would be deleted. "+
 			"Start with the job's rules to keep it, change the file of a running instance (or send it SIGHUP), or add --allow-dropped-state to delete it",
 			own.File, j.rulesVersion, j.topics.Rules, strings.Join(dropped, ", "))

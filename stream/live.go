@@ -323,10 +323,19 @@ func (j *liveJob) restore(context.Context) error {
 // (Flink refuses such a savepoint without --allowNonRestoredState). A
 // reload is a deliberate act, and drops them.
 func refuseDropped(d rules.Diff, o RunOptions) error {
-	_, restarted, removed, _ := d.Groups()
-	if len(restarted)+len(removed) == 0 || o.AllowDroppedState {
+	dropped := droppedState(d)
+	if len(dropped) == 0 || o.AllowDroppedState {
 		return nil
 	}
+	return fmt.Errorf("the state in %s was written with rules that %s removes or changes: %s; "+
+		"their state would be deleted. Start with the rules file the state was written with to keep it, "+
+		"or add --allow-dropped-state to delete it", o.StateDir, o.Config.File, strings.Join(dropped, ", "))
+}
+
+// droppedState names the rules and heatmaps whose state a change of
+// rules d deletes: those it removes, then those it changes.
+func droppedState(d rules.Diff) []string {
+	_, restarted, removed, _ := d.Groups()
 	var dropped []string
 	for _, id := range removed {
 		dropped = append(dropped, id.String()+" (removed)")
@@ -334,9 +343,7 @@ func refuseDropped(d rules.Diff, o RunOptions) error {
 	for _, id := range restarted {
 		dropped = append(dropped, id.String()+" (changed)")
 	}
-	return fmt.Errorf("the state in %s was written with rules that %s removes or changes: %s; "+
-		"their state would be deleted. Start with the rules file the state was written with to keep it, "+
-		"or add --allow-dropped-state to delete it", o.StateDir, o.Config.File, strings.Join(dropped, ", "))
+	return dropped
 }
 
 // health is what /healthz reports: the state store's health, then
