@@ -50,12 +50,14 @@ func EncodeVersion(v Version) (key, value []byte) {
 	return strconv.AppendInt(nil, v.Version, 10), value
 }
 
-// EncodeSwitch returns the key and value of s's record: the first
+// EncodeSwitch returns the key and value of s's record. The first
 // record of a version and partition counts (Read), so that a router
-// that resumes from an earlier checkpoint does not move it.
+// that resumes from an earlier checkpoint does not move it: the key names
+// the offset too, so that compaction, which keeps the last record of a
+// key, keeps the first.
 func EncodeSwitch(s Switch) (key, value []byte) {
 	value, _ = json.Marshal(record{Kind: "switch", Version: s.Version, Partition: s.Partition, Offset: s.Offset})
-	return fmt.Appendf(nil, "%d/%d", s.Version, s.Partition), value
+	return fmt.Appendf(nil, "%d/%d/%d", s.Version, s.Partition, s.Offset), value
 }
 
 // ErrNotARecord is returned by Decode for bytes that are neither.

@@ -21,7 +21,7 @@ func TestRecordsRoundTrip(t *testing.T) {
 	s := Switch{Version: 3, Partition: 2, Offset: 1500}
 	key, value = EncodeSwitch(s)
 	gotV, gotS, err = Decode(value)
-	if err != nil || gotV != nil || *gotS != s || string(key) != "3/2" {
+	if err != nil || gotV != nil || *gotS != s || string(key) != "3/2/1500" {
 		t.Errorf("switch: key %q, decoded %+v %+v %v", key, gotV, gotS, err)
 	}
 	for _, bad := range []string{"", "{", `{"kind":"other","version":1}`, `[]`} {

@@ -73,7 +73,7 @@ const metaChangelog = "changelog"
 // them over.
 func runDistributed(ctx context.Context, opts RunOptions) error {
 	j := &distJob{jobBase: jobBase{opts: opts, log: opts.Logger}, topics: kafkaio.InternalTopicsOf(opts.Group),
-		tasks: map[int]*ownedTask{}, inputs: map[int32]*routedInput{}}
+		tasks: map[int]*ownedTask{}, inputs: map[int32]*routedInput{}, switched: map[[2]int64]bool{}}
 	defer j.close()
 	for _, stage := range []func(context.Context) error{j.connect, j.lockState, j.loadRules, j.startOutputs, j.proposeOwnRules, j.joinGroup} {
 		if err := stage(ctx); err != nil {
@@ -128,6 +128,9 @@ type distJob struct {
 	rulesNext    int64
 	proposed     []byte
 	watch        *rulesWatch
+	// switched are the versions and input partitions whose switch the
+	// rules topic holds, as read and written.
+	switched     map[[2]int64]bool
 	rulesFetched chan kafkaio.Fetch
 	ready        bool // Ready was called
 	// standbys keep copies of partitions other instances hold, in this

@@ -94,13 +94,15 @@ func (j *distJob) readRules(ctx context.Context) error {
 // proposal another instance's came before), a switch, or what cannot be
 // taken.
 func (j *distJob) nextRules(m *kafka.Message) (*ruleslog.Version, *rules.Config) {
-	v, _, err := ruleslog.Decode(m.Value)
+	v, sw, err := ruleslog.Decode(m.Value)
 	if err != nil {
 		j.log.Error("a record of the rules topic that is not a version of the rules, skipped", "topic", j.topics.Rules, "offset", m.Offset, "err", err)
 		return nil, nil
 	}
-	if v == nil {
-		return nil, nil // a switch: for replays
+	if sw != nil {
+		// For replays: one of each version and partition is enough.
+		j.switched[[2]int64{sw.Version, int64(sw.Partition)}] = true
+		return nil, nil
 	}
 	cfg, err := ruleslog.Next(v, j.rules, j.rulesVersion)
 	if err != nil {
@@ -235,10 +237,10 @@ func (j *distJob) takeRules(cfg *rules.Config, version int64) error {
 // sendRules tells every partition of the repartition topic that the
 // records of each input partition routed here after those routed so far
 // are routed by the job's rules, and notes where in the rules topic, for
-// replays (ruleslog.Switch): the first note of a version and partition
-// stands, so a router that resumes from an earlier checkpoint and sends
-// them again does not move it. A note the brokers do not take is logged:
-// only a replay misses it.
+// replays (ruleslog.Switch), unless it holds a note of that version and
+// partition already: the first stands, so a router that resumes from an
+// earlier checkpoint and sends them again does not move it. A note the
+// brokers do not take is logged: only a replay misses it.
 func (j *distJob) sendRules() error {
 	var notes []kafka.Record
 	for _, p := range slices.Sorted(maps.Keys(j.inputs)) {
@@ -248,8 +250,11 @@ func (j *distJob) sendRules() error {
 		if err := j.broadcast(&msg, "rules"); err != nil {
 			return err
 		}
-		key, value := ruleslog.EncodeSwitch(ruleslog.Switch{Version: j.rulesVersion, Partition: p, Offset: max(in.next, 0)})
-		notes = append(notes, kafka.Record{Key: kafka.NewBytes(key), Value: kafka.NewBytes(value), Time: j.opts.Now()})
+		if id := [2]int64{j.rulesVersion, int64(p)}; !j.switched[id] {
+			j.switched[id] = true
+			key, value := ruleslog.EncodeSwitch(ruleslog.Switch{Version: j.rulesVersion, Partition: p, Offset: max(in.next, 0)})
+			notes = append(notes, kafka.Record{Key: kafka.NewBytes(key), Value: kafka.NewBytes(value), Time: j.opts.Now()})
+		}
 	}
 	if len(notes) == 0 {
 		return nil
