@@ -133,6 +133,8 @@ type distJob struct {
 	switched     map[[2]int64]bool
 	rulesFetched chan kafkaio.Fetch
 	ready        bool // Ready was called
+	// follower reads the outputs back for the whole job's console.
+	follower *outputFollower
 	// standbys keep copies of partitions other instances hold, in this
 	// generation.
 	standbys *standbys
@@ -305,13 +307,11 @@ func (j *distJob) startOutputs(ctx context.Context) error {
 	if o.Config.File != "" && (o.WatchRules || o.ReloadRules != nil) {
 		j.watch = newRulesWatch(j.ownRules)
 	}
-	if err = j.serveConsole(j.health, true); err != nil {
+	j.follower = newOutputFollower(ctx, j)
+	if err = j.serveConsole(j.health, j.follower.wanted); err != nil {
 		return err
 	}
 	if j.wholeJob != nil {
-		if err := j.followOutputs(ctx); err != nil {
-			return err
-		}
 		j.log.Info("serving the console", "instance", j.m.URL+"/", "job", j.m.URL+"/job/", "metrics", j.m.URL+"/metrics")
 	}
 	j.startSink(o.Brokers)

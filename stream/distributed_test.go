@@ -402,8 +402,14 @@ func TestDistributedThreeInstances(t *testing.T) {
 		t.Fatalf("produce: %v", err)
 	}
 	// Each instance's console of the whole job counts every decision,
-	// those of the state other instances hold too.
+	// those of the state other instances hold too; none reads the outputs
+	// back before its page is asked for.
 	waitRecords(t, d.addr, "decisions", len(want.decisions))
+	for i, l := range d.logs {
+		if strings.Contains(l.String(), "reads the output topics") {
+			t.Errorf("instance %d read the outputs back before its console of the whole job was asked for", i)
+		}
+	}
 	for i, addr := range consoles {
 		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 			n := 0
@@ -418,6 +424,11 @@ func TestDistributedThreeInstances(t *testing.T) {
 			if time.Now().After(deadline) {
 				t.Fatalf("instance %d's console of the whole job counts %d decisions (%v), want %d", i, n, totals, len(want.decisions))
 			}
+		}
+	}
+	for i, l := range d.logs {
+		if !strings.Contains(l.String(), "reads the output topics") {
+			t.Errorf("instance %d's console of the whole job never said it reads the outputs", i)
 		}
 	}
 	d.checkOutputs(want)

@@ -58,28 +58,33 @@ func (j *jobBase) now() int64 { return j.opts.Now().UnixMilli() }
 // stay nil: the console is fed only where a page can show it. The server
 // is closed with the job.
 //
-// With whole, the job is one of several instances: the console at / shows
-// what this instance holds, and a second one at /job/ the whole job as its
-// output topics show it, which the instance feeds (wholeJob).
-func (j *jobBase) serveConsole(health func() error, whole bool) error {
+// With wholeJob not nil, the job is one of several instances: the console
+// at / shows what this instance holds, and a second one at /job/ the whole
+// job as its output topics show it, which the instance feeds (wholeJob)
+// once asked for it: each request for the page calls wholeJob first.
+func (j *jobBase) serveConsole(health func() error, wholeJob func()) error {
 	o := j.opts
 	if o.MetricsAddr == "" {
 		return nil
 	}
 	opts := console.LiveOptions{SkewThreshold: o.Config.Skew.Threshold, Now: o.Now, Health: health}
-	if whole {
+	if wholeJob != nil {
 		opts.Title, opts.Subtitle = "riskstream live", "an instance of a distributed job"
 		opts.Links, opts.Self = []console.Link{{Label: "this instance", Href: "/"}, {Label: "the whole job", Href: "/job/"}}, "/"
 	}
 	live := console.NewLive(opts)
 	var handler http.Handler = live.Handler()
-	if whole {
+	if wholeJob != nil {
 		opts.Title, opts.Subtitle, opts.Self = "riskstream live", "the whole job, from its output topics", "/job/"
 		opts.FromOutputs, opts.Health = true, nil
 		j.wholeJob = console.NewLive(opts)
+		page := http.StripPrefix("/job", j.wholeJob.Handler())
 		mux := http.NewServeMux()
 		mux.Handle("/", handler)
-		mux.Handle("/job/", http.StripPrefix("/job", j.wholeJob.Handler()))
+		mux.Handle("/job/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			wholeJob()
+			page.ServeHTTP(w, r)
+		}))
 		handler = mux
 	}
 	srv, err := j.m.Serve(o.MetricsAddr, health, handler, o.ConsolePublic)

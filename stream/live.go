@@ -235,7 +235,7 @@ func (j *liveJob) startOutputs(context.Context) error {
 		j.watch = newRulesWatch(o.Config)
 	}
 	var err error
-	if err = j.serveConsole(j.health, false); err != nil {
+	if err = j.serveConsole(j.health, nil); err != nil {
 		return err
 	}
 	j.startSink(j.brokers)

@@ -14,15 +14,63 @@ import (
 // reading the outputs: the span of its charts.
 const wholeJobLookBack = 5 * time.Minute
 
-// followOutputs feeds the console of the whole job (jobBase.wholeJob)
-// from the output topics until the job ends: each instance of a
-// distributed job holds part of the state, but all write their decisions,
-// heatmaps, late and dlq records to the same topics. It reads them from
-// wholeJobLookBack ago, so that an instance started a minute ago shows
-// what the job did before, and samples them every consoleSampleEvery of
-// the records' timestamps, the time they were written, while it catches
-// up, and of its clock after.
-func (j *distJob) followOutputs(ctx context.Context) error {
+// outputFollower feeds the console of the whole job (jobBase.wholeJob)
+// from the output topics: each instance of a distributed job holds part
+// of the state, but all write their decisions, heatmaps, late and dlq
+// records to the same topics. It starts with the first request for the
+// page, so that an instance nobody looks at reads nothing back, and reads
+// from wholeJobLookBack before then, so that the page shows the last
+// minutes of the job at once. It samples every consoleSampleEvery of the
+// records' timestamps, the time they were written, while it catches up,
+// and of the clock after.
+type outputFollower struct {
+	j       *distJob
+	ctx     context.Context // the job's
+	mu      sync.Mutex
+	started bool
+	cancel  context.CancelFunc
+	reading sync.WaitGroup
+}
+
+// newOutputFollower returns the follower of j's outputs, which stops with
+// ctx or with the job.
+func newOutputFollower(ctx context.Context, j *distJob) *outputFollower {
+	ctx, cancel := context.WithCancel(ctx)
+	f := &outputFollower{j: j, ctx: ctx, cancel: cancel}
+	j.onClose(func() {
+		// Under the lock: no start after the job ended (wanted).
+		f.mu.Lock()
+		f.cancel()
+		f.mu.Unlock()
+		f.reading.Wait()
+	})
+	return f
+}
+
+// wanted starts following, unless it has: a page asked for the whole
+// job. Reading starts on a goroutine of its own; the page fills within a
+// second.
+func (f *outputFollower) wanted() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.started || f.ctx.Err() != nil {
+		return
+	}
+	f.started = true
+	f.reading.Go(func() {
+		if err := f.follow(); err != nil && f.ctx.Err() == nil {
+			f.j.log.Warn("the whole job's console cannot read the output topics; the next request for it tries again", "err", err)
+			f.mu.Lock()
+			f.started = false
+			f.mu.Unlock()
+		}
+	})
+}
+
+// follow reads the output topics into the whole job's console until the
+// job ends.
+func (f *outputFollower) follow() error {
+	j, ctx, reading := f.j, f.ctx, &f.reading
 	o := j.opts.Outputs
 	partitions, err := kafkaio.OutputPartitions(ctx, j.client, o.Names())
 	if err != nil {
@@ -32,12 +80,6 @@ func (j *distJob) followOutputs(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := context.WithCancel(ctx)
-	var reading sync.WaitGroup
-	j.onClose(func() {
-		stop()
-		reading.Wait()
-	})
 	feed := console.NewOutputFeed(j.wholeJob, consoleKeyLimit)
 	// A channel per output: a fetch does not name its topic. A topic
 	// named for two outputs is read as the first.
@@ -69,6 +111,7 @@ func (j *distJob) followOutputs(ctx context.Context) error {
 			fetchers++
 		}
 	}
+	j.log.Info("the whole job's console reads the output topics", "from", j.opts.Now().Add(-wholeJobLookBack).UTC().Format(time.RFC3339))
 	reading.Go(func() {
 		tick := time.NewTicker(consoleSampleEvery)
 		defer tick.Stop()
