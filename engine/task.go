@@ -54,6 +54,8 @@ type Task struct {
 	inputs  []int32
 	reached map[int32]int64
 	next    map[int64]*rules.Config
+	// aligning is Aligning, kept: every message asks.
+	aligning bool
 	// held are the messages of input partitions routed by rules not taken
 	// yet, in the order they came, each with that version.
 	held  []heldMessage
@@ -145,7 +147,7 @@ func (t *Task) Apply(m *Message) (bool, error) {
 	switch {
 	case m.Kind == RulesMessage:
 		return true, t.reachRules(m)
-	case t.reached[m.Partition] > t.version:
+	case t.aligning && t.reached[m.Partition] > t.version:
 		// Routed by rules the task does not apply yet.
 		t.held = append(t.held, heldMessage{version: t.reached[m.Partition], m: *m})
 		t.held[len(t.held)-1].m.Value = slices.Clone(m.Value)
@@ -221,6 +223,7 @@ func (t *Task) reachRules(m *Message) error {
 		t.next[m.Version] = cfg
 	}
 	t.reached[p] = m.Version
+	defer func() { t.aligning = t.Aligning() }()
 	for {
 		least := m.Version
 		for _, q := range t.inputs {
