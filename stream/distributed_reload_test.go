@@ -342,3 +342,36 @@ func TestDistributedStartWithDroppedRules(t *testing.T) {
 	}
 	stop()
 }
+
+// TestDistributedSIGHUP: without --watch-rules, an instance proposes its
+// rules file when it gets SIGHUP (RunOptions.ReloadRules), and not before.
+func TestDistributedSIGHUP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("live test")
+	}
+	broker := testbroker.Start(t, 1)
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(path, testinput.Rules(t).Source, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := rules.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hup := make(chan struct{})
+	reg := prometheus.NewRegistry()
+	stop := startJob(t, RunOptions{Brokers: []string{broker}, Distributed: true, RepartitionPartitions: 2,
+		CheckpointInterval: 100 * time.Millisecond, Registry: reg, Config: cfg, ReloadRules: hup})
+	defer stop()
+	writeRules(t, path, string(testinput.ReloadedRules(t).Source))
+	time.Sleep(600 * time.Millisecond) // more than a watch's look
+	if n := metricOf(t, reg, "riskstream_rules_reloads_total", "applied"); n != 0 {
+		t.Fatalf("reloaded %v times without SIGHUP or --watch-rules", n)
+	}
+	hup <- struct{}{}
+	for deadline := time.Now().Add(30 * time.Second); metricOf(t, reg, "riskstream_rules_reloads_total", "applied") != 1; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("SIGHUP did not reload the rules")
+		}
+	}
+}
