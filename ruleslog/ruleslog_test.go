@@ -54,3 +54,36 @@ func TestNext(t *testing.T) {
 		t.Error("a version that does not parse was taken")
 	}
 }
+
+// FuzzDecode: any bytes decode to a version, a switch or an error, never
+// a panic, and what decodes encodes to bytes that decode to the same.
+func FuzzDecode(f *testing.F) {
+	_, v := EncodeVersion(Version{Version: 2, File: "rules.yaml", Source: []byte("rules: []\n")})
+	_, s := EncodeSwitch(Switch{Version: 2, Partition: 3, Offset: 1500})
+	f.Add(v)
+	f.Add(s)
+	f.Add([]byte(`{"kind":"rules"}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, s, err := Decode(b)
+		switch {
+		case err != nil:
+			if v != nil || s != nil {
+				t.Fatalf("%q: an error and a record", b)
+			}
+		case v != nil:
+			_, again := EncodeVersion(*v)
+			v2, _, err := Decode(again)
+			if err != nil || v2.Version != v.Version || v2.File != v.File || string(v2.Source) != string(v.Source) {
+				t.Fatalf("%q decodes to %+v, which encodes to %q: %+v, %v", b, v, again, v2, err)
+			}
+		case s != nil:
+			_, again := EncodeSwitch(*s)
+			_, s2, err := Decode(again)
+			if err != nil || *s2 != *s {
+				t.Fatalf("%q decodes to %+v, which encodes to %q: %+v, %v", b, s, again, s2, err)
+			}
+		default:
+			t.Fatalf("%q: neither a record nor an error", b)
+		}
+	})
+}
