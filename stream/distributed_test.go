@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -25,6 +26,7 @@ import (
 	"github.com/riskstream/riskstream/produce"
 	"github.com/riskstream/riskstream/replay"
 	"github.com/riskstream/riskstream/rules"
+	"github.com/riskstream/riskstream/sink"
 )
 
 // waitRecords reads a one-partition topic until it holds n records or a
@@ -591,4 +593,24 @@ func TestDistributedAndSingleExclusive(t *testing.T) {
 	if !errors.As(err, &busy) {
 		t.Fatalf("a single instance beside a distributed one: %v, want ErrGroupBusy", err)
 	}
+}
+
+// FuzzDecodeRouterCheckpoint: a router checkpoint, which the instance that
+// takes an input partition over reads from the routers topic, decodes or
+// fails on any bytes, and what decodes encodes to bytes that decode to the
+// same.
+func FuzzDecodeRouterCheckpoint(f *testing.F) {
+	f.Add(encodeRouterCheckpoint("requests", 2, routerCheckpoint{next: 1500, clocks: []byte{2, 1, 'x'},
+		ends: []kafkaio.OutputEnd{{Partition: sink.Partition{Topic: "decisions", Partition: 0}, Offset: 7}}}))
+	f.Add([]byte{1, 2, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := decodeRouterCheckpoint("requests", 2, b)
+		if err != nil {
+			return
+		}
+		again, err := decodeRouterCheckpoint("requests", 2, encodeRouterCheckpoint("requests", 2, c))
+		if err != nil || again.next != c.next || !bytes.Equal(again.clocks, c.clocks) || len(again.ends) != len(c.ends) {
+			t.Fatalf("%x decodes to %+v, which encodes to bytes that decode to %+v (%v)", b, c, again, err)
+		}
+	})
 }
