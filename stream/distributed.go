@@ -301,6 +301,7 @@ func (j *distJob) startOutputs(ctx context.Context) error {
 	o := j.opts
 	j.m = observe.NewMetrics(o.Registry, o.Config, o.MetricLabelLimit)
 	j.dm = newDistMetrics(o.Registry)
+	j.dm.rulesVersion.Set(float64(j.rulesVersion))
 	// The console shows what this instance holds, and the whole job as
 	// the output topics show it.
 	var err error
@@ -1018,6 +1019,13 @@ func (j *distJob) tick() error {
 				return err
 			}
 		}
+		aligning := 0
+		for _, t := range j.tasks {
+			if t.task.Aligning() {
+				aligning++
+			}
+		}
+		j.dm.aligning.Set(float64(aligning))
 		j.publishSent()
 	}
 	for _, t := range j.tasks {
@@ -1307,6 +1315,9 @@ type distMetrics struct {
 	// throughTopic and local count the messages for the repartition
 	// topic's partitions sent through it and handed to a task held here.
 	throughTopic, local prometheus.Counter
+	// rulesVersion is the version of the job's rules the routers route
+	// by; aligning counts the states waiting for input partitions to.
+	rulesVersion, aligning prometheus.Gauge
 }
 
 func newDistMetrics(reg prometheus.Registerer) *distMetrics {
@@ -1332,7 +1343,12 @@ func newDistMetrics(reg prometheus.Registerer) *distMetrics {
 			Help: "Input records routed to the repartition topic's partitions."}),
 		split: prometheus.NewCounter(prometheus.CounterOpts{Name: "riskstream_late_split_sessions_total",
 			Help: "Events late unless a session merges them, whose session rules and heatmaps hold their state in more than one partition: the first partition decides for all."}),
+		rulesVersion: prometheus.NewGauge(prometheus.GaugeOpts{Name: "riskstream_rules_version",
+			Help: "The version of the job's rules (its rules topic) this instance routes by."}),
+		aligning: prometheus.NewGauge(prometheus.GaugeOpts{Name: "riskstream_rules_aligning_partitions",
+			Help: "Repartition partitions this instance holds whose state waits for every input partition to route by new rules, holding back what the others routed by them."}),
 	}
-	reg.MustRegister(m.rebalances, m.restoreSeconds, m.restoreBytes, m.changelogBytes, assigned, m.routed, m.split, messages)
+	reg.MustRegister(m.rebalances, m.restoreSeconds, m.restoreBytes, m.changelogBytes, assigned, m.routed, m.split, messages,
+		m.rulesVersion, m.aligning)
 	return m
 }

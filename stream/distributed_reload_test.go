@@ -106,6 +106,11 @@ func TestDistributedReload(t *testing.T) {
 			metricOf(t, regs[1], "riskstream_rules_reloads_total", "applied") == 1
 	})
 	t.Logf("both instances took the new rules %v after the file changed", time.Since(written).Round(time.Millisecond))
+	for i, reg := range regs {
+		if v := metricSum(t, reg, "riskstream_rules_version"); v != 2 {
+			t.Errorf("instance %d: riskstream_rules_version %v, want 2", i, v)
+		}
+	}
 	produceFile(t, broker, halves[1])
 	waitRecords(t, broker, "decisions", len(all))
 	for _, stop := range stops {

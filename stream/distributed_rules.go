@@ -229,6 +229,7 @@ func (j *distJob) takeRules(cfg *rules.Config, version int64) error {
 		return err
 	}
 	j.m.Reloads.WithLabelValues("applied").Inc()
+	j.dm.rulesVersion.Set(float64(version))
 	logDiff(j.log, "rules reloaded: routed by the new version from now on, and applied by each state once every input partition is", diff,
 		"version", version, "file", cfg.File, "took", j.opts.Now().Sub(start))
 	return nil
