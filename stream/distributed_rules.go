@@ -148,18 +148,13 @@ func (j *distJob) watchRules(ctx context.Context, hup bool) error {
 	if j.watch == nil || !hup && !(j.opts.WatchRules && j.watch.changed(j.opts.Now())) {
 		return nil
 	}
-	data, fi, err := j.watch.read()
+	data, changed, err := j.watch.reread(hup)
 	if err != nil {
 		j.log.Warn("rules file unreadable: the rules stay as they are", "file", j.watch.path, "err", err)
 		j.m.Reloads.WithLabelValues("refused").Inc()
 		return nil
 	}
-	j.watch.modTime, j.watch.size = fi.ModTime(), fi.Size()
-	if bytes.Equal(data, j.watch.data) && !hup {
-		return nil // touched, not changed
-	}
-	j.watch.data = data
-	if bytes.Equal(data, j.rules.Source) {
+	if !changed || bytes.Equal(data, j.rules.Source) {
 		return nil // the job's rules already
 	}
 	cfg, err := rules.Parse(j.watch.path, data)

@@ -31,13 +31,23 @@ func newRulesWatch(cfg *rules.Config) *rulesWatch {
 	return &rulesWatch{path: cfg.File, data: cfg.Source}
 }
 
-func (w *rulesWatch) read() ([]byte, os.FileInfo, error) {
+// reread reads the file again and returns its content, and whether it
+// changed since it was last read (or force, for SIGHUP). A file that
+// cannot be read is an error; the caller keeps its rules.
+func (w *rulesWatch) reread(force bool) (data []byte, changed bool, err error) {
 	fi, err := os.Stat(w.path)
 	if err != nil {
-		return nil, nil, err
+		return nil, false, err
 	}
-	data, err := os.ReadFile(w.path)
-	return data, fi, err
+	if data, err = os.ReadFile(w.path); err != nil {
+		return nil, false, err
+	}
+	w.modTime, w.size = fi.ModTime(), fi.Size()
+	if bytes.Equal(data, w.data) && !force {
+		return data, false, nil // touched, not changed
+	}
+	w.data = data
+	return data, true, nil
 }
 
 // changed reports, at most every rulesPollInterval, whether the file's
@@ -62,17 +72,15 @@ func (w *rulesWatch) changed(now time.Time) bool {
 // Only a failure of the state store is an error.
 func (j *liveJob) reloadRules(why string, force bool) error {
 	w := j.watch
-	data, fi, err := w.read()
+	data, changed, err := w.reread(force)
 	if err != nil {
 		j.log.Warn("rules file unreadable: the rules stay as they are", "file", w.path, "err", err)
 		j.m.Reloads.WithLabelValues("refused").Inc()
 		return nil
 	}
-	w.modTime, w.size = fi.ModTime(), fi.Size()
-	if bytes.Equal(data, w.data) && !force {
-		return nil // touched, not changed
+	if !changed {
+		return nil
 	}
-	w.data = data
 	cfg, err := rules.Parse(w.path, data)
 	var diff rules.Diff
 	var start time.Time

@@ -277,8 +277,8 @@ func TestRulesWatchSeesEditsBeforeStart(t *testing.T) {
 	if !w.changed(time.Now()) {
 		t.Fatal("the watch's first look finds nothing to read")
 	}
-	if data, _, err := w.read(); err != nil || bytes.Equal(data, w.data) {
-		t.Fatalf("the edit is taken for the rules parsed (err %v)", err)
+	if data, changed, err := w.reread(false); err != nil || !changed || !bytes.Equal(data, edited) {
+		t.Fatalf("the edit is taken for the rules parsed (changed %v, err %v)", changed, err)
 	}
 }
 
