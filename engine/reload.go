@@ -70,16 +70,26 @@ func (r *ruleSet) adopt(cfg *rules.Config, schema *event.Schema, next layout, di
 // as it is for any error.
 // The next Checkpoint records the new rules. It returns what changed.
 func (e *Engine) Reload(cfg *rules.Config) (rules.Diff, error) {
-	next, diff, schema, err := e.prepareReload(cfg)
+	dec, diff, err := e.reloadOperator(cfg, e.op, &e.clocks, &e.stats)
+	if err == nil {
+		e.dec = dec
+	}
+	return diff, err
+}
+
+// reloadOperator is Reload for the rules of one operator, op, and the
+// clocks c (nil: none) and counts st that follow them: it returns the
+// decoder of the new rules, and changes nothing on an error.
+func (r *ruleSet) reloadOperator(cfg *rules.Config, op *windows.Operator, c *clocks, st *Stats) (*Decoder, rules.Diff, error) {
+	next, diff, schema, err := r.prepareReload(cfg)
 	if err != nil {
-		return diff, err
+		return nil, diff, err
 	}
-	if err := e.op.Reload(cfg, schema, next.ids()); err != nil {
-		return diff, fmt.Errorf("engine: reload: %w", err)
+	if err := op.Reload(cfg, schema, next.ids()); err != nil {
+		return nil, diff, fmt.Errorf("engine: reload: %w", err)
 	}
-	e.adopt(cfg, schema, next, diff, &e.clocks, &e.stats)
-	e.dec = newDecoder(schema, e.op)
-	return diff, nil
+	r.adopt(cfg, schema, next, diff, c, st)
+	return newDecoder(schema, op), diff, nil
 }
 
 // Reload is Engine's Reload for every shard. No shard may be processing;

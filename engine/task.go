@@ -249,17 +249,11 @@ func (t *Task) reachRules(m *Message) error {
 // takeRules reloads the rules of version v and applies the messages held
 // back that were routed by them or earlier ones.
 func (t *Task) takeRules(v int64) error {
-	cfg := t.next[v]
-	next, diff, schema, err := t.prepareReload(cfg)
+	dec, _, err := t.reloadOperator(t.next[v], t.op, nil, &t.stats)
 	if err != nil {
 		return fmt.Errorf("engine: rules version %d: %w", v, err)
 	}
-	if err := t.op.Reload(cfg, schema, next.ids()); err != nil {
-		return fmt.Errorf("engine: rules version %d: %w", v, err)
-	}
-	t.adopt(cfg, schema, next, diff, nil, &t.stats)
-	t.dec = newDecoder(schema, t.op)
-	t.version = v
+	t.dec, t.version = dec, v
 	for w := range t.next {
 		if w <= v {
 			delete(t.next, w)
