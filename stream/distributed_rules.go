@@ -17,7 +17,8 @@ import (
 	"github.com/segmentio/kafka-go"
 )
 
-// proposeTimeout bounds a write of new rules to the rules topic.
+// proposeTimeout bounds a write to the rules topic: new rules, or where
+// the routers switched to them.
 const proposeTimeout = 10 * time.Second
 
 // loadRules reads the job's rules from the rules topic: the last version,
