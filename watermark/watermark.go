@@ -8,6 +8,7 @@ package watermark
 import (
 	"encoding/binary"
 	"math"
+	"slices"
 
 	"github.com/riskstream/riskstream/internal/corrupt"
 )
@@ -138,6 +139,30 @@ func (c *Combined) Partition(id int32) int64 {
 		}
 	}
 	return Min
+}
+
+// Partitions returns the ids of the partitions registered, in the order
+// they were.
+func (c *Combined) Partitions() []int32 {
+	ids := make([]int32, len(c.parts))
+	for i := range c.parts {
+		ids[i] = c.parts[i].id
+	}
+	return ids
+}
+
+// Absorb adds o's partitions that c does not have, with their generators
+// and activity, and lowers c's watermark to o's if it is behind: the
+// watermarks of partitions kept apart become one job's. The settings are
+// c's.
+func (c *Combined) Absorb(o *Combined) {
+	for _, p := range o.parts {
+		if !slices.ContainsFunc(c.parts, func(q partition) bool { return q.id == p.id }) {
+			p.gen.ooo = c.ooo
+			c.parts = append(c.parts, p)
+		}
+	}
+	c.current = min(c.current, o.current)
 }
 
 // MaxEventTime returns the largest event time any partition has seen, and

@@ -1,6 +1,9 @@
 package watermark
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 func TestGenerator(t *testing.T) {
 	g := NewGenerator(2000)
@@ -63,5 +66,29 @@ func TestAllIdle(t *testing.T) {
 	c.OnEvent(0, 1_000, 0)
 	if got := c.Advance(1_000); got != 999 {
 		t.Fatalf("watermark %d, want 999", got)
+	}
+}
+
+func TestCombinedAbsorb(t *testing.T) {
+	a, b := NewCombined(10, 1000), NewCombined(10, 1000)
+	a.OnEvent(0, 500, 0)
+	b.OnEvent(1, 200, 0)
+	b.OnEvent(0, 900, 0) // a partition both have: a's stays
+	a.Absorb(b)
+	if got := a.Partitions(); !slices.Equal(got, []int32{0, 1}) {
+		t.Fatalf("partitions %v, want [0 1]", got)
+	}
+	if a.Partition(0) != 489 || a.Partition(1) != 189 {
+		t.Errorf("partition watermarks %d, %d; want 489, 189", a.Partition(0), a.Partition(1))
+	}
+	if a.Current() != 189 {
+		t.Errorf("watermark %d, want 189: the slower partition's", a.Current())
+	}
+	// The absorbed partition holds the watermark back as one of a's own.
+	if wm := a.OnEvent(0, 2000, 1); wm != 189 {
+		t.Errorf("after partition 0 moves on: %d, want 189", wm)
+	}
+	if wm := a.OnEvent(1, 1500, 2); wm != 1489 {
+		t.Errorf("after partition 1 moves on: %d, want 1489", wm)
 	}
 }
