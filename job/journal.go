@@ -27,6 +27,13 @@ type JournalStore interface {
 	DropJournal(seqs []uint64) error
 }
 
+// Follower is what a Journal journals the runs of: a Merge, or the Loop
+// around one.
+type Follower interface {
+	Follow(runs []order.Run)
+	Following() []order.Run
+}
+
 // Journal keeps the merge's runs in a JournalStore.
 type Journal struct {
 	db JournalStore
@@ -42,7 +49,7 @@ func NewJournal(db JournalStore) *Journal { return &Journal{db: db} }
 
 // Load reads the runs a run before this one journaled after the
 // checkpoint restored, for l to follow, and returns how many.
-func (mj *Journal) Load(l *Loop) (int, error) {
+func (mj *Journal) Load(l Follower) (int, error) {
 	var runs []order.Run
 	err := mj.db.Journal(func(seq uint64, entry []byte) error {
 		r, err := order.DecodeRun(entry)
@@ -81,7 +88,7 @@ func (mj *Journal) Write(runs []order.Run) error {
 // Checkpoint adds to the checkpoint's pending writes the deletion of the
 // entries it covers. The runs l follows but has not taken yet are
 // journaled again, from where its merge is: they lie past the checkpoint.
-func (mj *Journal) Checkpoint(l *Loop) error {
+func (mj *Journal) Checkpoint(l Follower) error {
 	covered := mj.stored
 	mj.stored = nil
 	if err := mj.Write(l.Following()); err != nil {

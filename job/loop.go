@@ -15,15 +15,11 @@ package job
 import (
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 
 	"github.com/riskstream/riskstream/checkpoint"
 	"github.com/riskstream/riskstream/engine"
-	"github.com/riskstream/riskstream/kafkaio"
 	"github.com/riskstream/riskstream/order"
 	"github.com/riskstream/riskstream/rules"
-	"github.com/segmentio/kafka-go"
 )
 
 // Options configure a Loop.
@@ -47,6 +43,9 @@ type Options struct {
 	// its own.
 	Process func(b *engine.Batch) error
 }
+
+// errRestoreStarted refuses a restore into a loop or merge that has begun.
+var errRestoreStarted = errors.New("job: restore into a loop that has already run")
 
 // Forever is a partition wait that never runs out, with room for the
 // merge's sums.
@@ -89,33 +88,15 @@ func processInTurn(e *engine.Sharded) func(b *engine.Batch) error {
 // Loop takes a topic's records in the merge's order through the engine.
 // It is not safe for concurrent use: one goroutine drives it.
 type Loop struct {
+	*Merge
 	opts  Options
 	e     *engine.Sharded
-	merge *order.Merger[kafka.Message]
 	dec   *engine.Decoder
 	batch *engine.Batch
-	// offsets are the next offset of each partition: of the record after
-	// the last one taken, or the checkpoint's before any is.
-	offsets map[int32]int64
-	known   map[int32]bool // partitions added
 	// taken are the records Take took for Run, and arrived when the fetch
-	// of each arrived (arrivals).
-	taken    []engine.Record
-	arrived  []int64
-	arrivals arrivals
-	// stops are, per partition, the offset Take stops before (StopBefore);
-	// held is the record it stopped before, which the next Take takes
-	// first, and stopped says the last Take stopped.
-	stops   map[int32]int64
-	held    *heldRecord
-	stopped bool
-}
-
-// heldRecord is a record Take took from the merge and stopped before.
-type heldRecord struct {
-	rec     engine.Record
-	arrived int64
-	offset  int64
+	// of each arrived.
+	taken   []engine.Record
+	arrived []int64
 }
 
 // New returns a Loop with no partitions, at the start of the topic.
@@ -124,20 +105,14 @@ func New(opts Options) (*Loop, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	merge, err := order.New(order.Options[kafka.Message]{
-		Timestamp: kafkaio.MessageTime,
-		Wait:      opts.PartitionWait, BehindWait: opts.BehindWait,
-		OnTimeout: opts.OnWaitTimeout,
-		Release:   kafkaio.Recycle,
-		Offset:    func(m *kafka.Message) int64 { return m.Offset },
-	})
+	merge, err := NewMerge(MergeOptions{PartitionWait: opts.PartitionWait, BehindWait: opts.BehindWait,
+		OnWaitTimeout: opts.OnWaitTimeout})
 	if err != nil {
 		return nil, err
 	}
 	return &Loop{
-		opts: opts, e: opts.Engine, merge: merge,
+		Merge: merge, opts: opts, e: opts.Engine,
 		dec: opts.Engine.NewDecoder(), batch: opts.Engine.NewBatch(),
-		offsets: map[int32]int64{}, known: map[int32]bool{},
 	}, nil
 }
 
@@ -149,8 +124,8 @@ func (l *Loop) Engine() *engine.Sharded { return l.e }
 // nothing yet: the engine's state and where each partition is. Partitions
 // added afterwards start at their checkpointed offsets.
 func (l *Loop) Restore(m *checkpoint.Manifest) error {
-	if len(l.known) > 0 || l.e.Stats().Records > 0 {
-		return errors.New("job: restore into a loop that has already run")
+	if l.Merge.started() || l.e.Stats().Records > 0 {
+		return errRestoreStarted
 	}
 	for _, o := range m.Inputs {
 		if o.Topic != l.opts.Topic {
@@ -162,46 +137,18 @@ func (l *Loop) Restore(m *checkpoint.Manifest) error {
 	}
 	// The restore laid the rules' state out as the checkpoint had it.
 	l.dec, l.batch = l.e.NewDecoder(), l.e.NewBatch()
-	for _, o := range m.Inputs {
-		l.offsets[o.Partition] = o.Offset
-	}
-	return nil
+	return l.Merge.Restore(m.Inputs)
 }
-
-// Follow makes the merge take the records past the checkpoint restored in
-// the order of runs, the runs a run before took without partitions after
-// it (the journal).
-func (l *Loop) Follow(runs []order.Run) { l.merge.Follow(runs) }
 
 // AddPartition starts taking the records of partition p, whose watermark
 // starts at processing time now, unless it was added already. It returns
 // the offset to fetch p from: its checkpointed one, or kafka.FirstOffset.
 func (l *Loop) AddPartition(p int32, now int64) (from int64, added bool) {
-	if l.known[p] {
-		return 0, false
+	from, added = l.Merge.AddPartition(p)
+	if added {
+		l.e.AddPartition(p, now)
 	}
-	l.known[p] = true
-	l.e.AddPartition(p, now)
-	from, ok := l.offsets[p]
-	if !ok {
-		l.merge.AddPartition(p)
-		return kafka.FirstOffset, true
-	}
-	l.merge.AddPartitionAt(p, from)
-	return from, true
-}
-
-// Push hands the loop a fetch of partition f.Partition, at mergeNow on
-// the merge's clock (ms). A fetch with Done set ends its partition.
-func (l *Loop) Push(f kafkaio.Fetch, mergeNow int64) {
-	if f.Done {
-		l.merge.Done(f.Partition)
-		return
-	}
-	if len(f.Msgs) > 0 {
-		l.arrivals.fetched(f.Partition, f.Msgs[len(f.Msgs)-1].Offset, f.At)
-	}
-	l.merge.Push(f.Partition, f.Msgs, f.Behind, mergeNow)
+	return from, added
 }
 
 // Take takes every record the merge gives at mergeNow, for Run, and
@@ -209,53 +156,8 @@ func (l *Loop) Push(f kafkaio.Fetch, mergeNow int64) {
 // be durable (the journal) before any output of the records exists, for a
 // restart to take them in the same order.
 func (l *Loop) Take(mergeNow int64) (n int, runs []order.Run) {
-	rs, arrived := l.taken[:0], l.arrived[:0]
-	if h := l.held; h != nil {
-		l.held = nil
-		rs, arrived = append(rs, h.rec), append(arrived, h.arrived)
-		l.offsets[h.rec.Partition] = h.offset + 1
-	}
-	l.stopped = false
-	for {
-		m, p, ok := l.merge.Pop(mergeNow)
-		if !ok {
-			break
-		}
-		rec, at := kafkaio.Record(&m, p), l.arrivals.of(p, m.Offset)
-		if o, ok := l.stops[p]; ok && m.Offset >= o {
-			delete(l.stops, p)
-			l.held, l.stopped = &heldRecord{rec, at, m.Offset}, true
-			break
-		}
-		rs, arrived = append(rs, rec), append(arrived, at)
-		l.offsets[p] = m.Offset + 1
-	}
-	l.taken, l.arrived = rs, arrived
-	if len(rs) == 0 && !l.stopped {
-		return 0, nil
-	}
-	return len(rs), l.merge.TakeRuns()
-}
-
-// StopBefore makes Take stop before the first record of partition p at
-// offset or later, and take it first the next time: its caller can change
-// the rules between the two records (Reload), where a distributed job's
-// routers began to route by new ones (a replay of its input). A stop
-// replaces p's earlier one.
-func (l *Loop) StopBefore(p int32, offset int64) {
-	if l.stops == nil {
-		l.stops = map[int32]int64{}
-	}
-	l.stops[p] = offset
-}
-
-// Stopped reports whether the last Take stopped before a record
-// (StopBefore), and which: its partition and offset.
-func (l *Loop) Stopped() (p int32, offset int64, ok bool) {
-	if !l.stopped {
-		return 0, 0, false
-	}
-	return l.held.rec.Partition, l.held.offset, true
+	l.taken, l.arrived, runs = l.Merge.Take(mergeNow, l.taken[:0], l.arrived[:0])
+	return len(l.taken), runs
 }
 
 // Run runs the records Take took through the engine at processing time
@@ -306,10 +208,6 @@ func (l *Loop) Reload(cfg *rules.Config) (rules.Diff, error) {
 // and the windows that fire with them.
 func (l *Loop) Tick(now int64) error { return l.e.Tick(now) }
 
-// Offsets are the next offset of each partition taken from, or
-// restored: what a checkpoint now records, and what the group is told.
-func (l *Loop) Offsets() map[int32]int64 { return l.offsets }
-
 // Checkpoint returns the manifest of the loop's state now: the engine's
 // checkpoint, whose state writes it leaves pending in the engine's
 // stores, and where each partition is. The caller adds where the outputs
@@ -319,20 +217,5 @@ func (l *Loop) Checkpoint() (checkpoint.Manifest, error) {
 	if err != nil {
 		return checkpoint.Manifest{}, err
 	}
-	inputs := make([]checkpoint.Offset, 0, len(l.offsets))
-	for _, p := range slices.Sorted(maps.Keys(l.offsets)) {
-		inputs = append(inputs, checkpoint.Offset{Topic: l.opts.Topic, Partition: p, Offset: l.offsets[p]})
-	}
-	return checkpoint.Manifest{Engine: cp, Inputs: inputs}, nil
+	return checkpoint.Manifest{Engine: cp, Inputs: l.Merge.Inputs(l.opts.Topic)}, nil
 }
-
-// Following returns the runs being followed that the merge has not taken
-// yet: they lie past a checkpoint taken now, and are journaled again.
-func (l *Loop) Following() []order.Run { return l.merge.Following() }
-
-// Missed counts the runs followed that the merge could not take as they
-// were: records they name are gone or changed.
-func (l *Loop) Missed() int { return l.merge.Missed() }
-
-// Buffered is the number of records fetched and not taken yet.
-func (l *Loop) Buffered() int { return l.merge.Len() }
