@@ -38,7 +38,7 @@ func FuzzTaskRestore(f *testing.F) {
 	cfg := testinput.Rules(f)
 	newTask := func() *Task {
 		t, err := NewTask(TaskOptions{Config: cfg, RulesVersion: 1, Backend: slotstore.NewMemBackend(), Output: testinput.NewRecorder(),
-			Partition: 0, Partitions: 1, Topic: "requests", Inputs: []int32{0}})
+			Partition: 0, Partitions: 1, Topic: "requests"})
 		if err != nil {
 			f.Fatal(err)
 		}

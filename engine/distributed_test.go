@@ -13,11 +13,12 @@ import (
 	"github.com/riskstream/riskstream/windows/slotstore"
 )
 
-// The distributed property: one input partition routed by a Router to the
-// Tasks of n partitions, through the message encoding, with marks at random
-// points, messages sent again as a restarted router would, and the router
-// and tasks restored from checkpoints midway, gives the outputs of one
-// Engine:
+// The distributed property: the records of one to three input partitions,
+// in one order, routed by a Router to the Tasks of n partitions, through
+// the message encoding, with marks at random points, messages sent again
+// as a restarted router would, and the router and tasks restored from
+// checkpoints midway, gives the outputs of one Engine that takes the same
+// records in the same order:
 // the same dlq records in order, and the same decisions, heatmap records
 // and late records as multisets (tasks emit independently of each other).
 // The one allowed difference: an event late unless a session merges it,
@@ -32,12 +33,18 @@ func TestPropertyDistributedMatchesEngine(t *testing.T) {
 }
 
 func checkDistributed(c *propCase) error {
-	want, err := runEngine(c, slotstore.NewMemBackend(), 0, 0, false)
+	r := rand.New(rand.NewPCG(c.seed, 7))
+	inputs := 1 + r.IntN(3)
+	record := func(i int) Record {
+		p := int32(i % inputs)
+		return Record{Value: []byte(c.events[i].json()), Partition: p,
+			Prov: event.Provenance{Topic: "requests", Partition: p, Offset: int64(i)}}
+	}
+	want, err := runEngineOn(c, record)
 	if err != nil {
 		return fmt.Errorf("engine: %v", err)
 	}
-	r := rand.New(rand.NewPCG(c.seed, 7))
-	got, split, err := runDistributed(c, r)
+	got, split, err := runDistributed(c, r, record)
 	if err != nil {
 		return fmt.Errorf("distributed: %v", err)
 	}
@@ -98,6 +105,29 @@ type hmFull struct {
 
 func (f hmFull) String() string { return fmt.Sprintf("%v q=%v", f.hmCore, f.q) }
 
+// runEngineOn runs c's events through one Engine as the records record
+// makes of them.
+func runEngineOn(c *propCase, record func(i int) Record) (*capture, error) {
+	cfg, err := rules.Parse("rules.yaml", []byte(c.yaml()))
+	if err != nil {
+		return nil, err
+	}
+	out := &capture{}
+	e, err := New(Options{Config: cfg, Backend: slotstore.NewMemBackend(), Output: out})
+	if err != nil {
+		return nil, err
+	}
+	for i := range c.events {
+		rec := record(i)
+		if err := e.Process(&rec, 0); err != nil {
+			return nil, err
+		}
+	}
+	err = e.Finish()
+	out.stats = e.Stats()
+	return out, err
+}
+
 // route routes rec: its dlq or late record to out, its messages to send.
 func route(router *Router, rec *Record, out Output, send func(k int, m *Message) error) error {
 	routed := router.Route(rec, 0)
@@ -117,10 +147,10 @@ func route(router *Router, rec *Record, out Output, send func(k int, m *Message)
 	return nil
 }
 
-// runDistributed runs c's events as input partition 0 through a Router and
-// the Tasks of 1 to 5 partitions, and returns what they emitted and how
-// many split events the router saw.
-func runDistributed(c *propCase, r *rand.Rand) (*capture, int64, error) {
+// runDistributed runs c's events, as the records record makes of them,
+// through a Router and the Tasks of 1 to 5 partitions, and returns what
+// they emitted and how many split events the router saw.
+func runDistributed(c *propCase, r *rand.Rand, record func(i int) Record) (*capture, int64, error) {
 	cfg, err := rules.Parse("rules.yaml", []byte(c.yaml()))
 	if err != nil {
 		return nil, 0, err
@@ -136,7 +166,7 @@ func runDistributed(c *propCase, r *rand.Rand) (*capture, int64, error) {
 	tasks := make([]*Task, n)
 	newTask := func(k int) (*Task, error) {
 		return NewTask(TaskOptions{Config: cfg, Backend: backends[k], Output: out, Partition: k, Partitions: n,
-			Topic: "requests", Inputs: []int32{0}})
+			Topic: "requests"})
 	}
 	for k := range n {
 		backends[k] = slotstore.NewMemBackend()
@@ -161,14 +191,14 @@ func runDistributed(c *propCase, r *rand.Rand) (*capture, int64, error) {
 		return deliver(k, b)
 	}
 	for i := range c.events {
-		rec := Record{Value: []byte(c.events[i].json()), Prov: event.Provenance{Topic: "requests", Offset: int64(i)}}
+		rec := record(i)
 		if err := route(router, &rec, out, send); err != nil {
 			return nil, 0, err
 		}
 		if r.IntN(8) == 0 { // a mark to every partition
-			wm, idle := router.Mark(0, 0)
+			wm := router.Mark(0)
 			for k := range n {
-				if err := send(k, &Message{Kind: MarkMessage, Offset: int64(i), Watermark: wm, Idle: idle}); err != nil {
+				if err := send(k, &Message{Kind: MarkMessage, Partition: rec.Partition, Offset: rec.Prov.Offset, Watermark: wm}); err != nil {
 					return nil, 0, err
 				}
 			}
@@ -183,12 +213,12 @@ func runDistributed(c *propCase, r *rand.Rand) (*capture, int64, error) {
 			}
 		}
 		if r.IntN(25) == 0 { // the router restarts from a checkpoint
-			cp := router.Checkpoint(0)
+			cp := router.Checkpoint()
 			split += router.Stats().Split
 			if router, err = NewRouter(cfg, n, nil); err != nil {
 				return nil, 0, err
 			}
-			if err := router.Restore(0, cp); err != nil {
+			if err := router.Restore(cp); err != nil {
 				return nil, 0, err
 			}
 		}

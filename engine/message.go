@@ -16,10 +16,10 @@ type Message struct {
 	// the last record routed before it (-1 before any).
 	Partition int32
 	Offset    int64
-	// Watermark is, for a record, the input partition's watermark after
-	// it, and for a mark its watermark now.
+	// Watermark is, for a record, the job's watermark after it, and for a
+	// mark or rules message the watermark now.
 	Watermark int64
-	// Before is the input partition's watermark before the record.
+	// Before is the job's watermark before the record.
 	Before int64
 	// Time is the time that windows the record's event; Processing is set
 	// when that is its reference time (its source's clock is skewed).
@@ -43,7 +43,7 @@ type MessageKind byte
 const (
 	// RecordMessage carries an input record.
 	RecordMessage MessageKind = 1
-	// MarkMessage carries an input partition's watermark.
+	// MarkMessage carries the watermark.
 	MarkMessage MessageKind = 2
 	// RulesMessage carries the rules the input partition's records after
 	// it are routed by: a reload of the job's rules (Task.Apply).

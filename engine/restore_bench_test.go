@@ -38,7 +38,7 @@ rules:
 		b.Fatal(err)
 	}
 	out := &capture{}
-	task, err := NewTask(TaskOptions{Config: cfg, Backend: db, Output: out, Partitions: 1, Inputs: []int32{0},
+	task, err := NewTask(TaskOptions{Config: cfg, Backend: db, Output: out, Partitions: 1,
 		MemoryBytes: 256 << 20})
 	if err != nil {
 		b.Fatal(err)
@@ -83,7 +83,7 @@ rules:
 			b.Fatal(err)
 		}
 		begin := time.Now()
-		t, err := NewTask(TaskOptions{Config: cfg, Backend: db, Output: out, Partitions: 1, Inputs: []int32{0},
+		t, err := NewTask(TaskOptions{Config: cfg, Backend: db, Output: out, Partitions: 1,
 			MemoryBytes: 256 << 20})
 		if err != nil {
 			b.Fatal(err)

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 
 	"github.com/riskstream/riskstream/event"
@@ -12,28 +11,28 @@ import (
 )
 
 // Router is the first stage of a distributed job (docs/distributed.md):
-// for the input partitions an instance reads, it decodes and keys each
-// record, times it as the engine does (its source's skew, its partition's
-// watermark), and names the partitions of the repartition topic that hold
-// the state of its keys, where Tasks process it. It holds no window state:
-// each input partition's clocks are all it keeps, and checkpoints, so that
-// another instance can take the partition over.
+// it decodes and keys each record of the input, times it as the engine
+// does (its source's skew, the job's watermark), and names the partitions
+// of the repartition topic that hold the state of its keys, where Tasks
+// process it. It holds no window state: the clocks are all it keeps, and
+// checkpoints, so that another instance can take the routing over.
 //
-// The watermark a Router computes is its partition's own; the Tasks
-// combine those of every input partition. Skew is tracked per source
-// within each input partition, so scope: job degrades the sources of one
-// partition together.
+// One Router takes every input partition, in the order of the single
+// job's merge (job.Merge), with the single job's clocks: the watermark
+// over all input partitions, each source's skew over the whole input. So
+// every record reaches the Tasks with the time and watermarks it meets in
+// one engine, and the Tasks' outputs are the engine's.
 type Router struct {
 	cfg        *rules.Config
 	dec        *Decoder
 	partitions int
 	onTr       func(watermark.Transition)
-	inputs     map[int32]*clocks
-	ev         event.Event
-	refs       []windows.SlotRef
-	keys       []byte
-	routed     Routed
-	stats      RouterStats
+	clocks
+	ev     event.Event
+	refs   []windows.SlotRef
+	keys   []byte
+	routed Routed
+	stats  RouterStats
 }
 
 // RouterStats count what became of the records a Router took.
@@ -81,12 +80,12 @@ func NewRouter(cfg *rules.Config, partitions int, onTr func(watermark.Transition
 	if err != nil {
 		return nil, err
 	}
-	return &Router{cfg: cfg, dec: dec, partitions: partitions, onTr: onTr, inputs: make(map[int32]*clocks)}, nil
+	return &Router{cfg: cfg, dec: dec, partitions: partitions, onTr: onTr, clocks: newRouterClocks(cfg, onTr)}, nil
 }
 
 // Reload routes the records after it by cfg's rules, which rules.CheckReload
-// accepts in place of the router's: each input partition keeps its clocks,
-// whose settings a reload does not change.
+// accepts in place of the router's: the clocks stay, their settings
+// being what a reload does not change.
 func (r *Router) Reload(cfg *rules.Config) error {
 	if err := rules.CheckReload(r.cfg, cfg); err != nil {
 		return fmt.Errorf("engine: reload: %w", err)
@@ -96,9 +95,7 @@ func (r *Router) Reload(cfg *rules.Config) error {
 		return err
 	}
 	r.cfg, r.dec = cfg, dec
-	for _, c := range r.inputs {
-		c.maxAhead = cfg.Watermark.MaxAhead.Milliseconds()
-	}
+	r.maxAhead = cfg.Watermark.MaxAhead.Milliseconds()
 	return nil
 }
 
@@ -115,33 +112,31 @@ func newRouterDecoder(cfg *rules.Config) (*Decoder, error) {
 	return &Decoder{dec: event.NewDecoder(schema), keyer: keyer}, nil
 }
 
-// input returns input partition p's clocks, registering it at now.
-func (r *Router) input(p int32, now int64) *clocks {
-	c, ok := r.inputs[p]
-	if !ok {
-		nc := newClocks(r.cfg, r.onTr)
-		c = &nc
-		c.wm.AddPartition(p, now)
-		r.inputs[p] = c
-	}
+// newRouterClocks returns a Router's clocks for cfg: an Engine's without
+// dedupe, whose table of ids would not fit a checkpoint in a topic.
+func newRouterClocks(cfg *rules.Config, onTr func(watermark.Transition)) clocks {
+	c := newClocks(cfg, onTr)
+	c.dd = nil
 	return c
 }
 
-// AddPartition registers input partition p before its first record.
-func (r *Router) AddPartition(p int32, now int64) { r.input(p, now) }
+// AddPartition registers input partition p before its first record, at
+// processing time now: it holds the watermark back until it turns idle.
+func (r *Router) AddPartition(p int32, now int64) { r.wm.AddPartition(p, now) }
 
 // Inputs returns the input partitions the router has clocks of, in
 // increasing order.
-func (r *Router) Inputs() []int32 { return slices.Sorted(maps.Keys(r.inputs)) }
+func (r *Router) Inputs() []int32 { return slices.Sorted(slices.Values(r.wm.Partitions())) }
 
-// RemovePartition forgets input partition p: another instance took it.
-func (r *Router) RemovePartition(p int32) { delete(r.inputs, p) }
+// Reset forgets the clocks: the router routes nothing until partitions
+// are added or a checkpoint restored.
+func (r *Router) Reset() { r.clocks = newRouterClocks(r.cfg, r.onTr) }
 
 // Route decides what becomes of rec at processing time now. The result is
 // valid until the next call.
 func (r *Router) Route(rec *Record, now int64) *Routed {
 	r.stats.Records++
-	c := r.input(rec.Partition, now)
+	c := &r.clocks
 	out := &r.routed
 	*out = Routed{Partitions: out.Partitions[:0], Decider: -1,
 		Message: Message{Kind: RecordMessage, Partition: rec.Partition, Offset: rec.Prov.Offset, Value: rec.Value}}
@@ -206,53 +201,64 @@ func (r *Router) Route(rec *Record, now int64) *Routed {
 	return out
 }
 
-// Mark returns input partition p's watermark at processing time now and
-// whether the partition is idle, for a mark to every partition.
-func (r *Router) Mark(p int32, now int64) (wm int64, idle bool) {
-	c := r.input(p, now)
-	return c.wm.Advance(now), c.wm.Idle(p, now)
-}
+// Mark returns the watermark at processing time now, for a mark to every
+// partition: partitions silent for the idle timeout let it move.
+func (r *Router) Mark(now int64) int64 { return r.wm.Advance(now) }
 
-// Watermark returns input partition p's watermark, watermark.Min for a
+// Watermark returns the watermark.
+func (r *Router) Watermark() int64 { return r.wm.Current() }
+
+// Partition returns input partition p's own watermark, watermark.Min for a
 // partition the router does not have.
-func (r *Router) Watermark(p int32) int64 {
-	if c, ok := r.inputs[p]; ok {
-		return c.wm.Current()
-	}
-	return watermark.Min
-}
+func (r *Router) Partition(p int32) int64 { return r.wm.Partition(p) }
 
 // Stats returns the counts so far.
 func (r *Router) Stats() RouterStats { return r.stats }
 
-// Sources returns the clock skew of every source seen on the partitions
-// routed.
-func (r *Router) Sources() []watermark.SourceSkew {
-	var all []watermark.SourceSkew
-	for _, c := range r.inputs {
-		all = append(all, c.skew.Sources()...)
-	}
-	return all
-}
+// Sources returns the clock skew of every source seen.
+func (r *Router) Sources() []watermark.SourceSkew { return r.skew.Sources() }
 
-// routerCheckpointVersion is the first byte of a Router's checkpoint of
-// one input partition. Version 1 began with the fingerprint of the whole
-// rules file, and is restored only with the same rules.
+// routerCheckpointVersion is the first byte of a Router's checkpoint.
+// Version 1 began with the fingerprint of the whole rules file, and is
+// restored only with the same rules.
 const routerCheckpointVersion = 2
 
-// Checkpoint returns input partition p's clocks (its watermark and the
-// skew of its sources), to be stored with the offset they cover. They
-// depend on the rules' watermark settings only (rules.Config.StateSettings),
-// which a reload does not change: a router restores them under any rules
-// with the same.
-func (r *Router) Checkpoint(p int32) []byte {
-	c := r.input(p, 0)
+// Checkpoint returns the clocks (the watermark of every input partition
+// and the skew of every source), to be stored with the offsets they
+// cover. They depend on the rules' watermark settings only
+// (rules.Config.StateSettings), which a reload does not change: a router
+// restores them under any rules with the same.
+func (r *Router) Checkpoint() []byte {
 	return appendSections([]byte{routerCheckpointVersion}, []byte(r.cfg.StateSettings()),
-		c.wm.AppendBinary(nil), c.skew.AppendBinary(nil))
+		r.wm.AppendBinary(nil), r.skew.AppendBinary(nil))
 }
 
-// Restore resumes input partition p from what Checkpoint returned.
-func (r *Router) Restore(p int32, b []byte) error {
+// Restore resumes the clocks from what Checkpoint returned. Given more
+// than one checkpoint, each of some input partitions routed apart (as
+// routers kept one per input partition), their watermarks become one
+// job's (watermark.Combined.Absorb), and the skew of the sources is the
+// first checkpoint's: those of the others' sources start over.
+func (r *Router) Restore(checkpoints ...[]byte) error {
+	var all clocks
+	for i, b := range checkpoints {
+		c, err := r.decodeClocks(b)
+		if err != nil {
+			return err
+		}
+		if i == 0 {
+			all = c
+			continue
+		}
+		all.wm.Absorb(c.wm)
+	}
+	if len(checkpoints) > 0 {
+		r.clocks = all
+	}
+	return nil
+}
+
+// decodeClocks reads one checkpoint.
+func (r *Router) decodeClocks(b []byte) (clocks, error) {
 	var sections [][]byte
 	var err error
 	if len(b) > 0 && b[0] == 1 {
@@ -262,18 +268,17 @@ func (r *Router) Restore(p int32, b []byte) error {
 			fmt.Errorf("%w: watermark out_of_orderness, idle_timeout or allowed_lateness changed", ErrRulesChanged))
 	}
 	if err != nil {
-		return err
+		return clocks{}, err
 	}
-	nc := newClocks(r.cfg, r.onTr)
+	nc := newRouterClocks(r.cfg, r.onTr)
 	wm, rest, err := watermark.DecodeCombined(sections[1],
 		r.cfg.Watermark.OutOfOrderness.Milliseconds(), r.cfg.Watermark.IdleTimeout.Milliseconds())
 	if err != nil || len(rest) != 0 {
-		return fmt.Errorf("engine: router checkpoint watermark: %v", err)
+		return clocks{}, fmt.Errorf("engine: router checkpoint watermark: %v", err)
 	}
 	nc.wm = wm
 	if nc.skew, err = watermark.DecodeSkewTracker(sections[2], watermark.SkewOptionsFrom(r.cfg.Skew)); err != nil {
-		return fmt.Errorf("engine: router checkpoint skew: %w", err)
+		return clocks{}, fmt.Errorf("engine: router checkpoint skew: %w", err)
 	}
-	r.inputs[p] = &nc
-	return nil
+	return nc, nil
 }

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -16,25 +15,23 @@ import (
 
 // Task is the second stage of a distributed job (docs/distributed.md): the
 // window state of the keys of one partition of the repartition topic. It
-// takes the Messages Routers send that partition, in the order they come:
-// a record updates the windows of the keys the partition holds, a mark
-// moves an input partition's watermark. Its watermark is the minimum over
-// the input partitions (watermark.Valve), set to the record's input
-// partition's watermark before each record, so that with one input
-// partition every record meets the watermark it met in one engine, and
-// the outputs are the same.
+// takes the Messages the Router sends that partition, in the order they
+// come, which is the order the Router took the input in: a record updates
+// the windows of the keys the partition holds, a mark moves the
+// watermark, a rules message changes the rules. Before each record the
+// watermark moves to the one the record met in the Router, and after it
+// to the one the record made, so that every record meets the watermark it
+// met in one engine, and the outputs are the same.
 //
 // A record is applied once: a Task keeps the offset of the last record of
 // each input partition it applied and ignores records at or before it, so
 // that what a Router sends again after it restarts from a checkpoint (or
-// what two instances routing one partition in turn both sent) is skipped.
+// what two instances routing in turn both sent) is skipped.
 //
-// The job's rules change by version: each Router sends a RulesMessage to
-// every partition when it routes by new rules, and a Task takes them once
-// every input partition has sent it, as Flink aligns a checkpoint's
-// barriers: until then it holds back the messages of the input partitions
-// routed by the new rules, and applies them after the reload, keeping the
-// state of the rules whose definition is unchanged (Engine.Reload).
+// The job's rules change by version: the Router sends a RulesMessage to
+// every partition at the point of the input where it begins to route by
+// new rules, and each Task reloads there, keeping the state of the rules
+// whose definition is unchanged (Engine.Reload).
 type Task struct {
 	ruleSet
 	// version is the version of the rules the task applies.
@@ -44,29 +41,23 @@ type Task struct {
 	partitions int
 	op         *windows.Operator
 	dec        *Decoder
-	valve      *watermark.Valve
+	// valve holds the watermark the Router sent last, on one channel: it
+	// never goes back.
+	valve *watermark.Valve
 	// applied is, per input partition, the offset of the last record or
 	// mark applied.
 	applied map[int32]int64
-	// inputs are the input partitions whose rules messages a reload
-	// waits for; reached is the version of the last one each sent, and
-	// next the rules of the versions sent and not taken yet.
-	inputs  []int32
-	reached map[int32]int64
-	next    map[int64]*rules.Config
-	// aligning is Aligning, kept: every message asks.
-	aligning bool
-	// held are the messages of input partitions routed by rules not taken
-	// yet, in the order they came, each with that version.
-	held  []heldMessage
-	out   Output
-	count countingOutput
-	stats Stats
-	ev    event.Event
-	refs  []windows.SlotRef
-	keys  []byte
-	prov  event.Provenance
+	out     Output
+	count   countingOutput
+	stats   Stats
+	ev      event.Event
+	refs    []windows.SlotRef
+	keys    []byte
+	prov    event.Provenance
 }
+
+// routerChannel is the valve's one channel: the Router's.
+const routerChannel = 0
 
 // TaskOptions configure a Task.
 type TaskOptions struct {
@@ -84,9 +75,6 @@ type TaskOptions struct {
 	Partition, Partitions int
 	// Topic is the input topic, for the records' provenance.
 	Topic string
-	// Inputs are the input topic's partitions, each holding the watermark
-	// back until it reports.
-	Inputs []int32
 	// MemoryBytes and CacheSlots bound the window state in memory; see
 	// windows.Options.
 	MemoryBytes int64
@@ -106,9 +94,8 @@ func NewTask(opts TaskOptions) (*Task, error) {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	t := &Task{ruleSet: newRuleSet(opts.Config, schema), version: opts.RulesVersion, topic: opts.Topic,
-		partition: opts.Partition, partitions: opts.Partitions, valve: watermark.NewValve(opts.Inputs),
-		applied: make(map[int32]int64), inputs: slices.Clone(opts.Inputs), reached: make(map[int32]int64),
-		next: make(map[int64]*rules.Config), out: opts.Output}
+		partition: opts.Partition, partitions: opts.Partitions, valve: watermark.NewValve([]int32{routerChannel}),
+		applied: make(map[int32]int64), out: opts.Output}
 	t.stats.Decisions = make([]int64, len(opts.Config.Rules))
 	t.count = countingOutput{Output: opts.Output, stats: &t.stats}
 	t.op, err = windows.New(opts.Config, schema, opts.Backend, &t.count, windows.Options{
@@ -144,37 +131,19 @@ func (t *Task) Applied(p int32) int64 {
 // (skipped). An error comes only from the state backend, or a record that
 // does not decode as it did when it was routed.
 func (t *Task) Apply(m *Message) (bool, error) {
-	switch {
-	case m.Kind == RulesMessage:
-		return true, t.reachRules(m)
-	case t.aligning && t.reached[m.Partition] > t.version:
-		// Routed by rules the task does not apply yet.
-		t.held = append(t.held, heldMessage{version: t.reached[m.Partition], m: *m})
-		t.held[len(t.held)-1].m.Value = slices.Clone(m.Value)
-		return true, nil
-	}
-	return t.apply(m)
-}
-
-// heldMessage is a message held back until the task takes the rules of
-// version, by which it was routed.
-type heldMessage struct {
-	version int64
-	m       Message
-}
-
-// apply applies a message routed by the rules the task applies.
-func (t *Task) apply(m *Message) (bool, error) {
-	if m.Kind == MarkMessage {
+	switch m.Kind {
+	case RulesMessage:
+		return true, t.takeRules(m)
+	case MarkMessage:
 		if last, ok := t.applied[m.Partition]; !ok || m.Offset > last {
 			t.applied[m.Partition] = m.Offset
 		}
-		return true, t.op.AdvanceWatermark(t.valve.Set(m.Partition, m.Watermark, m.Idle))
+		return true, t.op.AdvanceWatermark(t.valve.Set(routerChannel, m.Watermark, false))
 	}
 	if !t.fresh(m.Partition, m.Offset) {
 		return false, nil
 	}
-	if err := t.op.AdvanceWatermark(t.valve.Set(m.Partition, m.Before, false)); err != nil {
+	if err := t.op.AdvanceWatermark(t.valve.Set(routerChannel, m.Before, false)); err != nil {
 		return true, err
 	}
 	refs, keys, err := t.dec.Decode(m.Value, &t.ev, t.refs[:0], t.keys[:0])
@@ -204,90 +173,30 @@ func (t *Task) apply(m *Message) (bool, error) {
 		res = windows.Unmatched // another partition tells
 	}
 	settle(&t.stats, t.out, res, m.Value, t.op.Watermark(), &t.prov)
-	return true, t.op.AdvanceWatermark(t.valve.Set(m.Partition, m.Watermark, false))
+	return true, t.op.AdvanceWatermark(t.valve.Set(routerChannel, m.Watermark, false))
 }
 
-// reachRules notes that input partition m.Partition routes by the rules of
-// m.Version from now on, and takes every version all input partitions
-// have reached.
-func (t *Task) reachRules(m *Message) error {
-	p := m.Partition
-	if m.Version <= max(t.reached[p], t.version) {
-		return nil // sent again, by a router that restarted
+// takeRules reloads the rules of a rules message, unless the task applies
+// them or later ones already: a Router that restarted from a checkpoint
+// sends them again.
+func (t *Task) takeRules(m *Message) error {
+	if m.Version <= t.version {
+		return nil
 	}
-	if t.next[m.Version] == nil {
-		cfg, err := rules.Parse(fmt.Sprintf("rules version %d", m.Version), m.Value)
-		if err != nil {
-			return fmt.Errorf("engine: rules version %d from input partition %d: %w", m.Version, p, err)
-		}
-		t.next[m.Version] = cfg
-	}
-	t.reached[p] = m.Version
-	defer func() { t.aligning = t.Aligning() }()
-	for {
-		least := m.Version
-		for _, q := range t.inputs {
-			least = min(least, max(t.reached[q], t.version))
-		}
-		if least <= t.version {
-			return nil
-		}
-		// The first version after the task's that every input partition
-		// reached: the rules in between, in turn, as the routers took them.
-		v := least
-		for w := range t.next {
-			if w > t.version && w < v {
-				v = w
-			}
-		}
-		if err := t.takeRules(v); err != nil {
-			return err
-		}
-	}
-}
-
-// takeRules reloads the rules of version v and applies the messages held
-// back that were routed by them or earlier ones.
-func (t *Task) takeRules(v int64) error {
-	dec, _, err := t.reloadOperator(t.next[v], t.op, nil, &t.stats)
+	cfg, err := rules.Parse(fmt.Sprintf("rules version %d", m.Version), m.Value)
 	if err != nil {
-		return fmt.Errorf("engine: rules version %d: %w", v, err)
+		return fmt.Errorf("engine: rules version %d: %w", m.Version, err)
 	}
-	t.dec, t.version = dec, v
-	for w := range t.next {
-		if w <= v {
-			delete(t.next, w)
-		}
+	dec, _, err := t.reloadOperator(cfg, t.op, nil, &t.stats)
+	if err != nil {
+		return fmt.Errorf("engine: rules version %d: %w", m.Version, err)
 	}
-	held := t.held
-	t.held = nil
-	for i := range held {
-		h := &held[i]
-		if h.version > v {
-			t.held = append(t.held, *h)
-			continue
-		}
-		if _, err := t.apply(&h.m); err != nil {
-			return err
-		}
-	}
+	t.dec, t.version = dec, m.Version
 	return nil
 }
 
 // RulesVersion returns the version of the rules the task applies.
 func (t *Task) RulesVersion() int64 { return t.version }
-
-// Aligning reports whether some input partition routes by rules the task
-// does not apply yet: its messages are held back, and a checkpoint must
-// wait.
-func (t *Task) Aligning() bool {
-	for _, v := range t.reached {
-		if v > t.version {
-			return true
-		}
-	}
-	return false
-}
 
 // DeleteRetired deletes up to n of the stored states of the rules a reload
 // removed or changed, as Engine's DeleteRetired, which says why it must
@@ -326,19 +235,11 @@ func (t *Task) Stats() Stats {
 // layout, and is restored only with the same rules.
 const taskCheckpointVersion = 2
 
-// ErrAligning is returned by Checkpoint while a reload waits for input
-// partitions (Aligning): the messages held back are in no checkpoint.
-var ErrAligning = errors.New("engine: a reload of the rules is waiting for input partitions")
-
 // Checkpoint writes every changed window state to the backend and returns
 // the rest of the task's state (its rules and their version, the layout
 // of their state, watermarks, the offsets applied per input partition,
-// counters), to be stored with it. It fails with ErrAligning while
-// Aligning.
+// counters), to be stored with it.
 func (t *Task) Checkpoint() ([]byte, error) {
-	if t.Aligning() {
-		return nil, ErrAligning
-	}
 	op, err := t.op.Checkpoint(nil)
 	if err != nil {
 		return nil, err
@@ -416,7 +317,9 @@ func (t *Task) Restore(b []byte) error {
 	if err != nil || len(rest) != 0 {
 		return fmt.Errorf("engine: task checkpoint watermarks: %v", err)
 	}
-	t.valve = valve
+	// A checkpoint of a task that took a router per input partition
+	// has a channel each: the job's watermark was the least of them.
+	t.valve.Set(routerChannel, valve.Current(), false)
 	ab := sections[5]
 	n, k := binary.Uvarint(ab)
 	if k <= 0 || n > uint64(len(ab)) {

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -15,7 +14,7 @@ import (
 )
 
 // TestTaskReloadMatchesEngine: a reload of a distributed job's rules, a
-// rules message from the router of the one input partition to every
+// rules message from the router of three input partitions to every
 // partition, with tasks restored from checkpoints before and after it and
 // messages delivered again, gives the outputs of one Engine reloaded at
 // the same record: the state of the rules whose definition is unchanged
@@ -24,20 +23,24 @@ func TestTaskReloadMatchesEngine(t *testing.T) {
 	before, after := loadTwoRules(t)
 	lines := testinput.BundledLines(t)
 	cut := len(lines) / 2
-	prov := func(i int) event.Provenance { return event.Provenance{Topic: "requests", Offset: int64(i)} }
+	record := func(i int) Record {
+		p := int32(i % 3)
+		return Record{Value: lines[i], Partition: p, Prov: event.Provenance{Topic: "requests", Partition: p, Offset: int64(i)}}
+	}
 
 	rec := testinput.NewRecorder()
 	e, err := New(Options{Config: before, Backend: slotstore.NewMemBackend(), Output: rec})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, l := range lines {
+	for i := range lines {
 		if i == cut {
 			if _, err := e.Reload(after); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := e.Process(&Record{Value: l, Prov: prov(i)}, 0); err != nil {
+		rec := record(i)
+		if err := e.Process(&rec, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -58,7 +61,7 @@ func TestTaskReloadMatchesEngine(t *testing.T) {
 		for k := range n {
 			backends[k] = slotstore.NewMemBackend()
 			if tasks[k], err = NewTask(TaskOptions{Config: before, RulesVersion: 1, Backend: backends[k], Output: out,
-				Partition: k, Partitions: n, Topic: "requests", Inputs: []int32{0}}); err != nil {
+				Partition: k, Partitions: n, Topic: "requests"}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -93,27 +96,27 @@ func TestTaskReloadMatchesEngine(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tasks[k], err = NewTask(TaskOptions{Config: cfg, RulesVersion: version, Backend: backends[k], Output: out,
-				Partition: k, Partitions: n, Topic: "requests", Inputs: []int32{0}}); err != nil {
+				Partition: k, Partitions: n, Topic: "requests"}); err != nil {
 				t.Fatal(err)
 			}
 			if err := tasks[k].Restore(cp); err != nil {
 				t.Fatal(err)
 			}
 		}
-		for i, l := range lines {
+		for i := range lines {
 			if i == cut {
 				if err := router.Reload(after); err != nil {
 					t.Fatal(err)
 				}
 				for k := range n {
-					send(k, &Message{Kind: RulesMessage, Offset: int64(i - 1), Watermark: router.Watermark(0), Version: 2, Value: after.Source})
+					send(k, &Message{Kind: RulesMessage, Offset: int64(i - 1), Watermark: router.Watermark(), Version: 2, Value: after.Source})
 					if tasks[k].RulesVersion() != 2 {
 						t.Fatalf("%d partitions: partition %d applies rules version %d after the rules message, want 2", n, k, tasks[k].RulesVersion())
 					}
 				}
 				restart(r.IntN(n))
 			}
-			rec := Record{Value: l, Prov: prov(i)}
+			rec := record(i)
 			if err := route(router, &rec, out, func(k int, m *Message) error { send(k, m); return nil }); err != nil {
 				t.Fatal(err)
 			}
@@ -143,11 +146,11 @@ func TestTaskReloadMatchesEngine(t *testing.T) {
 	}
 }
 
-// TestTaskAlignsReloads: with two input partitions, a task takes new rules
-// once both have sent them. Meanwhile it applies the records of the one
-// still routed by the old rules, and holds back those of the other, which
-// it applies after the reload; it cannot checkpoint until then.
-func TestTaskAlignsReloads(t *testing.T) {
+// TestTaskReloadsAtRulesMessage: a task takes new rules where the rules
+// message comes, between two records, keeping the state of an unchanged
+// rule; a rules message sent again, by a router restarted from a
+// checkpoint, changes nothing.
+func TestTaskReloadsAtRulesMessage(t *testing.T) {
 	parse := func(threshold int) *rules.Config {
 		cfg, err := rules.Parse("rules.yaml", fmt.Appendf(nil, `
 rules:
@@ -161,7 +164,7 @@ rules:
 	before, after := parse(100), parse(0) // after: every event decides
 	rec := testinput.NewRecorder()
 	task, err := NewTask(TaskOptions{Config: before, RulesVersion: 1, Backend: slotstore.NewMemBackend(), Output: rec,
-		Partition: 0, Partitions: 1, Topic: "requests", Inputs: []int32{0, 1}})
+		Partition: 0, Partitions: 1, Topic: "requests"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,43 +177,34 @@ rules:
 			t.Fatal(err)
 		}
 	}
-	rulesFrom := func(p int32) {
-		if _, err := task.Apply(&Message{Kind: RulesMessage, Partition: p, Offset: offsets[p] - 1, Version: 2, Value: after.Source}); err != nil {
+	sendRules := func(version int64, cfg *rules.Config) {
+		if _, err := task.Apply(&Message{Kind: RulesMessage, Partition: 1, Offset: offsets[1] - 1, Version: version, Value: cfg.Source}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	record(0, "a")
 	record(1, "b")
-	rulesFrom(0)
-	record(0, "c") // routed by the new rules: held back
-	record(1, "d") // by the old ones: applied now
-	if !task.Aligning() || task.RulesVersion() != 1 {
-		t.Fatalf("after one partition's rules message: aligning %v, version %d; want true, 1", task.Aligning(), task.RulesVersion())
-	}
-	if _, err := task.Checkpoint(); !errors.Is(err, ErrAligning) {
-		t.Errorf("checkpoint while aligning: %v, want ErrAligning", err)
-	}
 	if out := rec.Take(); out != "" {
-		t.Errorf("decided under the old rules, or took the held record:\n%s", out)
+		t.Errorf("decided under the old rules:\n%s", out)
 	}
-	rulesFrom(1)
-	if task.Aligning() || task.RulesVersion() != 2 {
-		t.Fatalf("after both partitions' rules messages: aligning %v, version %d; want false, 2", task.Aligning(), task.RulesVersion())
+	sendRules(2, after)
+	if task.RulesVersion() != 2 {
+		t.Fatalf("after the rules message: version %d, want 2", task.RulesVersion())
 	}
-	record(1, "e")
-	// c, held back, and e decide under the new rules; the count is the
-	// key's state, kept through the reload: a b d before, then c and e.
+	record(0, "c")
+	sendRules(1, before) // an older version, sent again: ignored
+	sendRules(2, after)  // the same, sent again: ignored
+	record(1, "d")
+	// c and d decide under the new rules; the count is the key's state,
+	// kept through the reload: a and b before, then c and d.
 	out := rec.Take()
-	for _, want := range []string{`"event_id":"c"`, `"value":4`, `"event_id":"e"`, `"value":5`} {
+	for _, want := range []string{`"event_id":"c"`, `"value":3`, `"event_id":"d"`, `"value":4`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("after the reload the outputs lack %s:\n%s", want, out)
 		}
 	}
-	if strings.Index(out, `"event_id":"c"`) > strings.Index(out, `"event_id":"e"`) {
-		t.Errorf("the held record was applied after a later one:\n%s", out)
-	}
-	if _, err := task.Checkpoint(); err != nil {
-		t.Errorf("checkpoint after the reload: %v", err)
+	if task.RulesVersion() != 2 {
+		t.Errorf("after rules sent again: version %d, want 2", task.RulesVersion())
 	}
 }
 

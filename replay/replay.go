@@ -54,7 +54,7 @@ type Options struct {
 	// RulesTopic, if set, is the rules topic of the distributed job that
 	// read Topic (GROUP-rules): the replay takes its rules from there, the
 	// first version in place of Config, and reloads each later one before
-	// the record where the job's routers began to route by it
+	// the record where the job's router began to route by it
 	// (ruleslog), as the job did.
 	RulesTopic string
 	// OutDir receives decisions.jsonl, heatmaps.jsonl, late.jsonl and

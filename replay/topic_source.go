@@ -162,7 +162,7 @@ func (r *reloads) at(p int32, offset int64, log *slog.Logger) error {
 			return fmt.Errorf("rules version %d: %w", r.version+1, err)
 		}
 		kept, restarted, removed, added := diff.Groups()
-		log.Info("rules reloaded where the job's routers began to route by them", "version", r.version+1, "partition", p, "offset", offset,
+		log.Info("rules reloaded where the job's router began to route by them", "version", r.version+1, "partition", p, "offset", offset,
 			"kept", len(kept), "restarted", len(restarted), "removed", len(removed), "added", len(added))
 	}
 	r.stop()

@@ -1,8 +1,8 @@
 // Package ruleslog reads and writes a distributed job's rules topic
 // (docs/distributed.md "Changing the rules"): the versions of the job's
-// rules, one after the other, and where each input partition's router
-// began to route by each, so that a replay of the input topic reloads the
-// rules where the job did.
+// rules, one after the other, and where the job's router began to route
+// by each, so that a replay of the input topic reloads the rules where the
+// job did.
 package ruleslog
 
 import (
@@ -26,8 +26,9 @@ type Version struct {
 	Source  []byte
 }
 
-// Switch says that input partition Partition's records from Offset on
-// are routed by the rules of Version.
+// Switch says that the records the router took from the first at or past
+// Offset of input partition Partition on are routed by the rules of
+// Version: it notes each input partition's next offset where it switched.
 type Switch struct {
 	Version   int64
 	Partition int32

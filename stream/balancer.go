@@ -17,8 +17,12 @@ import (
 // the partitions it must, and the others keep their state in memory
 // instead of restoring it. Each member says which partitions it holds in
 // its join metadata (held).
+//
+// The partitions of the topic undivided (the input) go to one member
+// together: the one that held most of them, else the first.
 type stickyBalancer struct {
-	mu sync.Mutex
+	undivided string
+	mu        sync.Mutex
 	// holds are the partitions the instance holds, by topic.
 	holds map[string][]int
 }
@@ -119,6 +123,16 @@ func (b *stickyBalancer) AssignGroups(members []kafka.GroupMember, partitions []
 		if len(takers) == 0 {
 			continue
 		}
+		if topic == b.undivided {
+			one := takers[0]
+			for _, i := range takers {
+				if heldOf(holds[i][topic], ps) > heldOf(holds[one][topic], ps) {
+					one = i
+				}
+			}
+			out[members[one].ID][topic] = ps
+			continue
+		}
 		// Each taker gets base partitions, and extra of them one more:
 		// first those they held, the extra ones too, then the rest.
 		base, extra := len(ps)/len(takers), len(ps)%len(takers)
@@ -181,6 +195,26 @@ func (b *stickyBalancer) AssignGroups(members []kafka.GroupMember, partitions []
 			id := members[owner[p]].ID
 			out[id][topic] = append(out[id][topic], p)
 		}
+	}
+	return out
+}
+
+// heldOf counts the partitions of ps among held.
+func heldOf(held, ps []int) int {
+	n := 0
+	for _, p := range held {
+		if slices.Contains(ps, p) {
+			n++
+		}
+	}
+	return n
+}
+
+// ints returns ps as ints, the group's partition numbers.
+func ints(ps []int32) []int {
+	out := make([]int, len(ps))
+	for i, p := range ps {
+		out[i] = int(p)
 	}
 	return out
 }

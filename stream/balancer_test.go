@@ -145,3 +145,40 @@ func TestStickyBalancerPrefersStandby(t *testing.T) {
 		t.Fatalf("assignment %v, want a: 0 1 5 and b: 2 3 4", got)
 	}
 }
+
+// TestStickyBalancerUndivided: the input topic's partitions go to one
+// member together, the one that held most of them; when it leaves, to
+// another one, together again.
+func TestStickyBalancerUndivided(t *testing.T) {
+	const input = "requests"
+	var ps []kafka.Partition
+	for p := range 4 {
+		ps = append(ps, kafka.Partition{Topic: input, ID: p})
+	}
+	member := func(id string, held ...int) kafka.GroupMember {
+		b := &stickyBalancer{}
+		b.held(input, held)
+		data, _ := b.UserData()
+		return kafka.GroupMember{ID: id, Topics: []string{input}, UserData: data}
+	}
+	balancer := &stickyBalancer{undivided: input}
+	for _, c := range []struct {
+		members []kafka.GroupMember
+		want    string
+	}{
+		{[]kafka.GroupMember{member("b"), member("a"), member("c")}, "a"},
+		{[]kafka.GroupMember{member("a"), member("b", 0, 1, 2, 3), member("c")}, "b"},
+		{[]kafka.GroupMember{member("a", 0), member("c", 1, 2)}, "c"}, // the router left: who held most
+	} {
+		got := balancer.AssignGroups(c.members, ps)
+		for id, a := range got {
+			want := []int(nil)
+			if id == c.want {
+				want = []int{0, 1, 2, 3}
+			}
+			if !slices.Equal(a[input], want) {
+				t.Errorf("members %v: %s gets %v, want %v", c.members, id, a[input], want)
+			}
+		}
+	}
+}

@@ -135,6 +135,6 @@ func (j *distJob) sample(now int64) console.Sample {
 	if least > watermark.Min && least < watermark.Max {
 		s.Watermark = least
 	}
-	s.Partitions = partitionSamples(j.opts.Topic, j.fetchers, j.router.Watermark, now)
+	s.Partitions = partitionSamples(j.opts.Topic, j.fetchers, j.router.Partition, now)
 	return s
 }

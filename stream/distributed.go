@@ -65,15 +65,15 @@ const (
 const metaChangelog = "changelog"
 
 // runDistributed is Run with RunOptions.Distributed: several instances
-// share the job through one consumer group (docs/distributed.md). Each
-// reads the input partitions the group gives it and routes their records
-// to a repartition topic by key (engine.Router); each holds the window
+// share the job through one consumer group (docs/distributed.md). One
+// reads every input partition, in the single job's order, and routes the
+// records to a repartition topic by key (engine.Router); each holds the window
 // state of the repartition partitions the group gives it (engine.Task),
 // checkpointed to a changelog topic so that another instance can take
 // them over.
 func runDistributed(ctx context.Context, opts RunOptions) error {
 	j := &distJob{jobBase: jobBase{opts: opts, log: opts.Logger}, topics: kafkaio.InternalTopicsOf(opts.Group),
-		tasks: map[int]*ownedTask{}, inputs: map[int32]*routedInput{}, switched: map[[2]int64]bool{}}
+		tasks: map[int]*ownedTask{}, switched: map[[2]int64]bool{}}
 	defer j.close()
 	for _, stage := range []func(context.Context) error{j.connect, j.lockState, j.loadRules, j.startOutputs, j.proposeOwnRules, j.joinGroup} {
 		if err := stage(ctx); err != nil {
@@ -88,7 +88,6 @@ type distJob struct {
 	jobBase
 	client     *kafka.Client
 	topics     kafkaio.InternalTopics
-	inputParts []int32 // the input topic's partitions, for the tasks' valves
 	dm         *distMetrics
 	hop        *sink.Kafka
 	hopWriter  *outputWriter
@@ -111,8 +110,9 @@ type distJob struct {
 	// generation to the next while the group gives them to this
 	// instance.
 	tasks map[int]*ownedTask
-	// inputs are the input partitions routed in this generation.
-	inputs map[int32]*routedInput
+	// routing is the input this instance routes in this generation, nil
+	// when another instance does.
+	routing *routing
 
 	inputFetched, repFetched chan kafkaio.Fetch
 	lastMarks                time.Time
@@ -228,20 +228,18 @@ func (o *taskOutput) DLQ(raw []byte, reason string, p *event.Provenance) {
 	o.Kafka.DLQ(raw, reason, p)
 }
 
-// local reports whether the router may hand the task input partition p's
-// next record or mark directly, skipping the repartition topic: the task
-// has applied everything of p that went through the topic, what a former
-// router of p sent included. Before, the task would skip what the topic
-// still held of p as already applied.
-func (t *ownedTask) local(p int32) bool { return t.task.Applied(p) >= t.throughTopic[p] }
-
-// routedInput is an input partition this instance routes.
-type routedInput struct {
-	next int64 // the next offset to read
-	// mark is the last mark sent, and when.
-	markWM   int64
-	markIdle bool
-	markAt   time.Time
+// local reports whether the router may hand the task its next message
+// directly, skipping the repartition topic: the task has applied
+// everything that went to it through the topic, what a former router
+// sent included. Before, it would apply a message handed to it before
+// earlier ones the topic still held, or skip those as already applied.
+func (t *ownedTask) local() bool {
+	for p, o := range t.throughTopic {
+		if t.task.Applied(p) < o {
+			return false
+		}
+	}
+	return true
 }
 
 func (j *distJob) close() {
@@ -268,12 +266,8 @@ func (j *distJob) connect(ctx context.Context) error {
 		return fmt.Errorf("stream: brokers %v (%v): %w", j.opts.Brokers, j.sec, err)
 	}
 	j.client = &kafka.Client{Addr: kafka.TCP(j.opts.Brokers...), Transport: j.sec.Transport(), Timeout: 10 * time.Second}
-	ps, err := kafkaio.ReadPartitions(ctx, j.sec.Dialer(), j.opts.Brokers[0], j.opts.Topic)
-	if err != nil {
+	if _, err := kafkaio.ReadPartitions(ctx, j.sec.Dialer(), j.opts.Brokers[0], j.opts.Topic); err != nil {
 		return err
-	}
-	for _, p := range ps {
-		j.inputParts = append(j.inputParts, int32(p))
 	}
 	if err := kafkaio.CheckOutputTopics(ctx, j.client, j.opts.Outputs); err != nil {
 		return err
@@ -350,7 +344,7 @@ func (j *distJob) joinGroup(ctx context.Context) error {
 			return fmt.Errorf("consumer group %q is held by a riskstream instance without --distributed (%v), which reads the whole input: stop it first or use another --group", busy.Group, busy.Members)
 		}
 	}
-	j.balancer = &stickyBalancer{}
+	j.balancer = &stickyBalancer{undivided: j.opts.Topic}
 	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
 		ID: j.opts.Group, Brokers: j.opts.Brokers, Topics: []string{j.opts.Topic, j.topics.Repartition},
 		Dialer: j.sec.Dialer(), HeartbeatInterval: distHeartbeat, SessionTimeout: distSessionTimeout,
@@ -446,7 +440,7 @@ func (j *distJob) runGeneration(ctx, genCtx context.Context, gen *kafka.Generati
 }
 
 // take opens the tasks of the repartition partitions the generation gives
-// and restores the routers of its input partitions, closing the tasks it
+// and restores the router of its input partitions, closing the tasks it
 // no longer gives.
 func (j *distJob) take(ctx context.Context, gen *kafka.Generation) error {
 	start := j.opts.Now()
@@ -477,46 +471,34 @@ func (j *distJob) take(ctx context.Context, gen *kafka.Generation) error {
 		j.tasks[k] = t
 		ends = append(ends, t.ends)
 	}
-	// Every input partition resumes from its checkpoint in the routers
-	// topic, the ones this instance routed too: it checkpointed them when
-	// the last generation ended, and another may have since.
-	clear(j.inputs)
-	for _, p := range j.router.Inputs() {
-		j.router.RemovePartition(p)
-	}
-	var inputs []int
+	// The input resumes from the router's checkpoint in the routers topic,
+	// also when this instance routed it: it checkpointed it when the last
+	// generation ended, and another may have routed it since.
+	var inputs []int32
 	for _, a := range gen.Assignments[j.opts.Topic] {
-		inputs = append(inputs, a.ID)
+		inputs = append(inputs, int32(a.ID))
 	}
 	slices.Sort(inputs)
-	cps, err := j.readRouterCheckpoints(ctx)
+	routers, err := j.readRoutersTopic(ctx)
 	if err != nil {
 		return err
 	}
-	now := j.now()
-	for _, id := range inputs {
-		p := int32(id)
-		in := &routedInput{next: kafka.FirstOffset, markWM: watermark.Min}
-		if cp, ok := cps[p]; ok {
-			if err := j.router.Restore(p, cp.clocks); err != nil {
-				return fmt.Errorf("input partition %d: %w", p, err)
-			}
-			in.next = cp.next
-			ends = append(ends, cp.ends)
-		} else {
-			j.router.AddPartition(p, now)
-		}
-		j.inputs[p] = in
+	routerEnds, err := j.startRouting(inputs, routers)
+	if err != nil {
+		return err
 	}
-	// What the routers sent before reaches the tasks through the
+	ends = append(ends, routerEnds)
+	// What the router sent before reaches the tasks through the
 	// repartition topic first (ownedTask.local).
 	for _, t := range j.tasks {
-		t.throughTopic = make(map[int32]int64, len(j.inputs))
-		for p, in := range j.inputs {
-			t.throughTopic[p] = max(in.next-1, -1)
+		t.throughTopic = map[int32]int64{}
+		if j.routing != nil {
+			for p, from := range j.routing.from {
+				t.throughTopic[p] = max(from-1, -1)
+			}
 		}
 	}
-	// The rules the routers route by from here: the former router may have
+	// The rules the router routes by from here: the former router may have
 	// taken them and died before it said so.
 	if err := j.sendRules(); err != nil {
 		return err
@@ -527,7 +509,7 @@ func (j *distJob) take(ctx context.Context, gen *kafka.Generation) error {
 	if err != nil {
 		return err
 	}
-	j.balancer.held(j.opts.Topic, inputs)
+	j.balancer.held(j.opts.Topic, ints(inputs))
 	j.balancer.held(j.topics.Repartition, slices.Sorted(maps.Keys(mine)))
 	var standby []int
 	if j.opts.StandbyReplicas > 0 {
@@ -612,7 +594,7 @@ func (j *distJob) openTask(ctx context.Context, k int) (t *ownedTask, err error)
 		}
 	}
 	t.task, err = engine.NewTask(engine.TaskOptions{Config: cfg, RulesVersion: version, Backend: db, Output: t.out,
-		Partition: k, Partitions: j.opts.RepartitionPartitions, Topic: j.opts.Topic, Inputs: j.inputParts,
+		Partition: k, Partitions: j.opts.RepartitionPartitions, Topic: j.opts.Topic,
 		CacheSlots: j.opts.CacheSlots, MemoryBytes: j.mem.State / int64(max(1, j.assigned))})
 	if err != nil || !ok {
 		return t, err
@@ -704,27 +686,13 @@ func writeChangelogPosition(db *state.DB, p changelogPosition) error {
 	return db.Commit(true)
 }
 
-// routerCheckpoint is one input partition's router checkpoint, as the
-// routers topic holds it: a checkpoint manifest whose engine part is the
-// router's clocks and whose one input is the partition's next offset.
-type routerCheckpoint struct {
-	next   int64
-	clocks []byte
-	ends   []kafkaio.OutputEnd
-}
-
-func encodeRouterCheckpoint(topic string, p int32, c routerCheckpoint) []byte {
-	m := checkpoint.Manifest{Engine: c.clocks, Inputs: []checkpoint.Offset{{Topic: topic, Partition: p, Offset: c.next}},
-		Outputs: kafkaio.EndOffsets(c.ends)}
-	return m.AppendBinary(nil)
-}
-
-// decodeRouterCheckpoint reads the router checkpoint of input partition p
-// of topic; a value of the layout before the manifest (its first byte 1)
-// reads the same.
-func decodeRouterCheckpoint(topic string, p int32, b []byte) (routerCheckpoint, error) {
+// decodeApartCheckpoint reads the router checkpoint of input partition p
+// of topic of the layout that routed each input partition apart: a
+// manifest with one input, or, before the manifest, a value whose first
+// byte is 1.
+func decodeApartCheckpoint(topic string, p int32, b []byte) (routerCheckpoint, error) {
 	if len(b) > 0 && b[0] == 1 {
-		return decodeLegacyRouterCheckpoint(b)
+		return decodeLegacyRouterCheckpoint(topic, p, b)
 	}
 	m, err := checkpoint.Decode(b)
 	if err != nil {
@@ -733,19 +701,20 @@ func decodeRouterCheckpoint(topic string, p int32, b []byte) (routerCheckpoint, 
 	if len(m.Inputs) != 1 || m.Inputs[0].Topic != topic || m.Inputs[0].Partition != p {
 		return routerCheckpoint{}, fmt.Errorf("a router checkpoint of %v, not of %s partition %d: the routers topic is another job's", m.Inputs, topic, p)
 	}
-	return routerCheckpoint{next: m.Inputs[0].Offset, clocks: m.Engine, ends: kafkaio.EndsOf(m.Outputs)}, nil
+	return routerCheckpoint{inputs: m.Inputs, clocks: m.Engine, ends: kafkaio.EndsOf(m.Outputs)}, nil
 }
 
 // decodeLegacyRouterCheckpoint reads a router checkpoint of the layout
 // before the manifest (docs/format/repartition.md "Routers topic").
-func decodeLegacyRouterCheckpoint(b []byte) (routerCheckpoint, error) {
+func decodeLegacyRouterCheckpoint(topic string, p int32, b []byte) (routerCheckpoint, error) {
 	var c routerCheckpoint
 	bad := corrupt.Errorf("stream: corrupt router checkpoint")
 	b = b[1:]
-	var n int
-	if c.next, n = binary.Varint(b); n <= 0 {
+	next, n := binary.Varint(b)
+	if n <= 0 {
 		return c, bad
 	}
+	c.inputs = []checkpoint.Offset{{Topic: topic, Partition: p, Offset: next}}
 	b = b[n:]
 	l, n := binary.Uvarint(b)
 	if n <= 0 || l > uint64(len(b)-n) {
@@ -763,28 +732,6 @@ func decodeLegacyRouterCheckpoint(b []byte) (routerCheckpoint, error) {
 	return c, nil
 }
 
-// readRouterCheckpoints returns the last checkpoint of every input
-// partition in the routers topic.
-func (j *distJob) readRouterCheckpoints(ctx context.Context) (map[int32]routerCheckpoint, error) {
-	cps := map[int32]routerCheckpoint{}
-	_, err := kafkaio.ReadRecords(ctx, j.sec.Dialer(), j.opts.Brokers, j.topics.Routers, 0, kafka.FirstOffset, func(m *kafka.Message) error {
-		p, err := strconv.Atoi(string(m.Key))
-		if err != nil {
-			return nil // not a router's
-		}
-		cp, err := decodeRouterCheckpoint(j.opts.Topic, int32(p), m.Value)
-		if err != nil {
-			return fmt.Errorf("input partition %d: %w", p, err)
-		}
-		cps[int32(p)] = cp
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("router checkpoints in %s: %w", j.topics.Routers, err)
-	}
-	return cps, nil
-}
-
 // startFetchers starts reading the input partitions routed and the
 // repartition partitions held.
 func (j *distJob) startFetchers(ctx context.Context, reading *sync.WaitGroup) {
@@ -792,10 +739,12 @@ func (j *distJob) startFetchers(ctx context.Context, reading *sync.WaitGroup) {
 	j.fetchers = j.fetchers[:0]
 	rulesFetcher := kafkaio.NewFetcher(j.opts.Brokers, j.sec.Dialer(), j.topics.Rules, 0, j.rulesNext, -1, j.rulesFetched, j.log, j.opts.Now)
 	reading.Go(func() { rulesFetcher.Run(ctx) })
-	for p, in := range j.inputs {
-		f := kafkaio.NewFetcher(j.opts.Brokers, j.sec.Dialer(), j.opts.Topic, int(p), in.next, -1, j.inputFetched, j.log, j.opts.Now)
-		j.fetchers = append(j.fetchers, f)
-		reading.Go(func() { f.Run(ctx) })
+	if j.routing != nil {
+		for p, from := range j.routing.from {
+			f := kafkaio.NewFetcher(j.opts.Brokers, j.sec.Dialer(), j.opts.Topic, int(p), from, -1, j.inputFetched, j.log, j.opts.Now)
+			j.fetchers = append(j.fetchers, f)
+			reading.Go(func() { f.Run(ctx) })
+		}
 	}
 	for k, t := range j.tasks {
 		f := kafkaio.NewFetcher(j.opts.Brokers, j.sec.Dialer(), j.topics.Repartition, k, t.next, -1, j.repFetched, j.log, j.opts.Now)
@@ -818,19 +767,19 @@ func (j *distJob) loop(ctx, genCtx context.Context, gen *kafka.Generation) error
 		case <-genCtx.Done():
 			return nil
 		case f := <-j.inputFetched:
-			if err := j.route(f); err != nil {
+			if err := j.work(func() error { return j.route(f) }); err != nil {
 				return err
 			}
 		case f := <-j.repFetched:
-			if err := j.apply(f); err != nil {
+			if err := j.work(func() error { return j.apply(f) }); err != nil {
 				return err
 			}
 		case f := <-j.rulesFetched:
-			if err := j.followRules(f); err != nil {
+			if err := j.work(func() error { return j.followRules(f) }); err != nil {
 				return err
 			}
 		case <-j.opts.ReloadRules:
-			if err := j.watchRules(ctx, true); err != nil {
+			if err := j.work(func() error { return j.watchRules(ctx, true) }); err != nil {
 				return err
 			}
 		case err := <-j.writer.done:
@@ -842,16 +791,16 @@ func (j *distJob) loop(ctx, genCtx context.Context, gen *kafka.Generation) error
 				return err
 			}
 		case <-tick.C:
-			if err := j.tick(); err != nil {
+			if err := j.work(j.tick); err != nil {
 				return err
 			}
-			if err := j.watchRules(ctx, false); err != nil {
+			if err := j.work(func() error { return j.watchRules(ctx, false) }); err != nil {
 				return err
 			}
 		case <-checkpoints.timer.C:
 		}
 		if checkpoints.due(j.opts.Now()) {
-			if err := j.checkpoint(ctx, gen); err != nil {
+			if err := j.work(func() error { return j.checkpoint(ctx, gen) }); err != nil {
 				return err
 			}
 		}
@@ -860,46 +809,15 @@ func (j *distJob) loop(ctx, genCtx context.Context, gen *kafka.Generation) error
 	}
 }
 
-// route routes the records of an input fetch: to the tasks this instance
-// holds directly, once they may take them so (ownedTask.local), and to
-// the others through the repartition topic. The tasks apply what they were
-// handed once the whole fetch is routed, at the same time.
-func (j *distJob) route(f kafkaio.Fetch) error {
-	defer kafkaio.Recycle(f.Msgs)
-	in := j.inputs[f.Partition]
-	if in == nil {
-		return nil
+// work runs fn, counting its time as the loop's work: the merge's clock
+// does not count it (routing.mergeNow).
+func (j *distJob) work(fn func() error) error {
+	start := j.opts.Now()
+	err := fn()
+	if j.routing != nil {
+		j.routing.away += j.opts.Now().Sub(start)
 	}
-	now := j.now()
-	for i := range f.Msgs {
-		m := &f.Msgs[i]
-		rec := kafkaio.Record(m, f.Partition)
-		r := j.router.Route(&rec, now)
-		switch {
-		case r.Invalid != nil:
-			j.out.DLQ(rec.Value, r.Invalid.Error(), &rec.Prov)
-		case r.Late:
-			j.out.Late(rec.Value, r.Message.Before, &rec.Prov)
-		}
-		for _, k := range r.Partitions {
-			msg := r.Message
-			msg.Decider = k == r.Decider
-			if t := j.tasks[int(k)]; t != nil && !j.opts.hopAll {
-				if t.local(f.Partition) {
-					t.handed = append(t.handed, localMessage{msg, m.Time.UnixMilli()})
-					j.sentLocal++
-					continue
-				}
-				t.throughTopic[f.Partition] = m.Offset
-			}
-			j.buf = engine.AppendMessage(j.buf[:0], &msg)
-			j.hop.Send(j.topics.Repartition, int(k), j.buf, m.Time)
-			j.sentTopic++
-		}
-		in.next = m.Offset + 1
-	}
-	j.publishRouter()
-	return j.applyLocal()
+	return err
 }
 
 // applyLocal has every task apply the messages the router handed it, the
@@ -1005,27 +923,14 @@ func (j *distJob) applyFetched(t *ownedTask) error {
 // ahead.
 func (j *distJob) tick() error {
 	nowT := j.opts.Now()
+	if err := j.routeTaken(); err != nil { // merge waits that ran out
+		return err
+	}
 	if nowT.Sub(j.lastMarks) >= markInterval {
 		j.lastMarks = nowT
-		now := j.now()
-		for p, in := range j.inputs {
-			wm, idle := j.router.Mark(p, now)
-			if wm == in.markWM && idle == in.markIdle && nowT.Sub(in.markAt) < heartbeatMarks {
-				continue
-			}
-			in.markWM, in.markIdle, in.markAt = wm, idle, nowT
-			mark := engine.Message{Kind: engine.MarkMessage, Partition: p, Offset: max(in.next, 0) - 1, Watermark: wm, Idle: idle}
-			if err := j.broadcast(&mark, "mark"); err != nil {
-				return err
-			}
+		if err := j.sendMark(nowT); err != nil {
+			return err
 		}
-		aligning := 0
-		for _, t := range j.tasks {
-			if t.task.Aligning() {
-				aligning++
-			}
-		}
-		j.dm.aligning.Set(float64(aligning))
 		j.publishSent()
 	}
 	for _, t := range j.tasks {
@@ -1051,14 +956,6 @@ func (j *distJob) tick() error {
 // and each input partition routed (the routers topic), then commits the
 // offsets to the group for lag tools.
 func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
-	for _, t := range j.tasks {
-		if t.task.Aligning() {
-			// What it holds back is in no checkpoint; nor, then, what the
-			// routers handed the states directly.
-			j.log.Debug("checkpoint put off: a state waits for input partitions to route by new rules", "partition", t.partition)
-			return nil
-		}
-	}
 	start := j.opts.Now()
 	// The whole checkpoint holds the loop: its changelog writes too.
 	defer func() { j.m.CheckpointPause.Observe(j.opts.Now().Sub(start).Seconds()) }()
@@ -1070,7 +967,7 @@ func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 	}
 	// The outputs written since the former holders' checkpoints are made
 	// again by the states, once they apply records past their own
-	// checkpoints: the records they apply count, not those the routers
+	// checkpoints: the records they apply count, not those the router
 	// route again, which the states skip as applied (EndTracker.settle).
 	var applied int64
 	for _, t := range j.tasks {
@@ -1133,36 +1030,32 @@ func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 		}
 	}
 	if failed {
-		// The routers stay at their last checkpoint too: records handed to
+		// The router stays at its last checkpoint too: records handed to
 		// a task directly since are in no topic, and a restart must route
 		// them again.
 		j.log.Error("router checkpoints not written, as a partition's was not")
 		return nil
 	}
-	if len(j.inputs) > 0 {
-		var recs []kafka.Record
-		for _, p := range slices.Sorted(maps.Keys(j.inputs)) {
-			in := j.inputs[p]
-			if in.next < 0 {
-				continue // nothing read yet
-			}
-			cp := encodeRouterCheckpoint(j.opts.Topic, p, routerCheckpoint{next: in.next, clocks: j.router.Checkpoint(p), ends: ends})
-			recs = append(recs, kafka.Record{Key: kafka.NewBytes([]byte(strconv.Itoa(int(p)))), Value: kafka.NewBytes(cp)})
-			offsets[j.opts.Topic][int(p)] = in.next
+	recs, err := j.routerRecords(ends)
+	if err != nil {
+		return err
+	}
+	if len(recs) > 0 {
+		err := j.retry(ctx, "router checkpoint", func(ctx context.Context) error {
+			_, err := kafkaio.Produce(ctx, j.client, j.topics.Routers, 0, recs)
+			return err
+		})
+		var tooLarge *ErrCheckpointTooLarge
+		if errors.As(err, &tooLarge) {
+			return err
 		}
-		if len(recs) > 0 {
-			err := j.retry(ctx, "router checkpoint", func(ctx context.Context) error {
-				_, err := kafkaio.Produce(ctx, j.client, j.topics.Routers, 0, recs)
-				return err
-			})
-			var tooLarge *ErrCheckpointTooLarge
-			if errors.As(err, &tooLarge) {
-				return err
-			}
-			if err != nil {
-				j.log.Error("router checkpoint not written: the previous one stays in force", "err", err)
-				return nil
-			}
+		if err != nil {
+			j.log.Error("router checkpoint not written: the previous one stays in force", "err", err)
+			return nil
+		}
+		j.routing.routerWritten()
+		for p, o := range j.routing.merge.Offsets() {
+			offsets[j.opts.Topic][int(p)] = o
 		}
 	}
 	if err := gen.CommitOffsets(offsets); err != nil {
@@ -1206,7 +1099,7 @@ func (j *distJob) publishGauges() {
 	}
 	j.m.SetStateBytes(bytes)
 	j.m.Skews(j.router.Sources())
-	j.m.Lags(j.opts.Topic, j.fetchers, j.router.Watermark, j.now())
+	j.m.Lags(j.opts.Topic, j.fetchers, j.router.Partition, j.now())
 }
 
 // ErrCheckpointTooLarge is returned when an internal topic refuses a
@@ -1315,9 +1208,9 @@ type distMetrics struct {
 	// throughTopic and local count the messages for the repartition
 	// topic's partitions sent through it and handed to a task held here.
 	throughTopic, local prometheus.Counter
-	// rulesVersion is the version of the job's rules the routers route
-	// by; aligning counts the states waiting for input partitions to.
-	rulesVersion, aligning prometheus.Gauge
+	// rulesVersion is the version of the job's rules the router routes
+	// by.
+	rulesVersion prometheus.Gauge
 }
 
 func newDistMetrics(reg prometheus.Registerer) *distMetrics {
@@ -1345,10 +1238,8 @@ func newDistMetrics(reg prometheus.Registerer) *distMetrics {
 			Help: "Events late unless a session merges them, whose session rules and heatmaps hold their state in more than one partition: the first partition decides for all."}),
 		rulesVersion: prometheus.NewGauge(prometheus.GaugeOpts{Name: "riskstream_rules_version",
 			Help: "The version of the job's rules (its rules topic) this instance routes by."}),
-		aligning: prometheus.NewGauge(prometheus.GaugeOpts{Name: "riskstream_rules_aligning_partitions",
-			Help: "Repartition partitions this instance holds whose state waits for every input partition to route by new rules, holding back what the others routed by them."}),
 	}
 	reg.MustRegister(m.rebalances, m.restoreSeconds, m.restoreBytes, m.changelogBytes, assigned, m.routed, m.split, messages,
-		m.rulesVersion, m.aligning)
+		m.rulesVersion)
 	return m
 }

@@ -18,7 +18,7 @@ import (
 )
 
 // proposeTimeout bounds a write to the rules topic: new rules, or where
-// the routers switched to them.
+// the router switched to them.
 const proposeTimeout = 10 * time.Second
 
 // loadRules reads the job's rules from the rules topic: the last version,
@@ -199,9 +199,9 @@ func (j *distJob) followRules(f kafkaio.Fetch) error {
 }
 
 // takeRules makes cfg, of version, the job's rules on this instance: its
-// routers route by them from their next record, and say so to every
-// partition of the repartition topic (a rules message), whose states take
-// them once every input partition's router has (engine.Task).
+// router, if it routes, routes by them from its next record, and says so
+// to every partition of the repartition topic (a rules message), whose
+// states take them there (engine.Task).
 func (j *distJob) takeRules(cfg *rules.Config, version int64) error {
 	start := j.opts.Now()
 	if err := j.router.Reload(cfg); err != nil {
@@ -226,30 +226,36 @@ func (j *distJob) takeRules(cfg *rules.Config, version int64) error {
 	}
 	j.m.Reloads.WithLabelValues("applied").Inc()
 	j.dm.rulesVersion.Set(float64(version))
-	logDiff(j.log, "rules reloaded: routed by the new version from now on, and applied by each state once every input partition is", diff,
+	logDiff(j.log, "rules reloaded: routed by the new version from now on, and applied by each state at the same record", diff,
 		"version", version, "file", cfg.File, "took", j.opts.Now().Sub(start))
 	return nil
 }
 
 // sendRules tells every partition of the repartition topic that the
-// records of each input partition routed here after those routed so far
-// are routed by the job's rules, and notes where in the rules topic, for
-// replays (ruleslog.Switch), unless it holds a note of that version and
-// partition already: the first stands, so a router that resumes from an
-// earlier checkpoint and sends them again does not move it. A note the
-// brokers do not take is logged: only a replay misses it.
+// records routed here after those routed so far are routed by the job's
+// rules, and notes where in the rules topic, for replays and for a router
+// that resumes (ruleslog.Switch): each input partition's next offset,
+// unless the topic holds a note of that version and partition already.
+// The first stands, so a router that resumes from an earlier checkpoint
+// and sends them again does not move it. A note the brokers do not take
+// is logged: only a replay misses it.
 func (j *distJob) sendRules() error {
+	rt := j.routing
+	if rt == nil {
+		return nil
+	}
+	p, last := rt.position()
+	msg := engine.Message{Kind: engine.RulesMessage, Partition: p, Offset: last,
+		Watermark: j.router.Watermark(), Version: j.rulesVersion, Value: j.rules.Source}
+	if err := j.broadcast(&msg, "rules"); err != nil {
+		return err
+	}
 	var notes []kafka.Record
-	for _, p := range slices.Sorted(maps.Keys(j.inputs)) {
-		in := j.inputs[p]
-		msg := engine.Message{Kind: engine.RulesMessage, Partition: p, Offset: max(in.next, 0) - 1,
-			Watermark: j.router.Watermark(p), Version: j.rulesVersion, Value: j.rules.Source}
-		if err := j.broadcast(&msg, "rules"); err != nil {
-			return err
-		}
+	offsets := rt.merge.Offsets()
+	for _, p := range slices.Sorted(maps.Keys(rt.from)) {
 		if id := [2]int64{j.rulesVersion, int64(p)}; !j.switched[id] {
 			j.switched[id] = true
-			key, value := ruleslog.EncodeSwitch(ruleslog.Switch{Version: j.rulesVersion, Partition: p, Offset: max(in.next, 0)})
+			key, value := ruleslog.EncodeSwitch(ruleslog.Switch{Version: j.rulesVersion, Partition: p, Offset: max(offsets[p], 0)})
 			notes = append(notes, kafka.Record{Key: kafka.NewBytes(key), Value: kafka.NewBytes(value), Time: j.opts.Now()})
 		}
 	}
@@ -259,24 +265,23 @@ func (j *distJob) sendRules() error {
 	ctx, cancel := context.WithTimeout(context.Background(), proposeTimeout)
 	defer cancel()
 	if _, err := kafkaio.Produce(ctx, j.client, j.topics.Rules, 0, notes); err != nil {
-		j.log.Warn("where the routers began to route by the job's rules is not in the rules topic: a replay of the input reloads them elsewhere",
+		j.log.Warn("where the router began to route by the job's rules is not in the rules topic: a replay of the input reloads them elsewhere",
 			"topic", j.topics.Rules, "version", j.rulesVersion, "err", err)
 	}
 	return nil
 }
 
-// broadcast sends msg, a mark or rules message of an input partition, to
-// every partition of the repartition topic: directly to the states this
-// instance holds that take that input partition's messages so
-// (ownedTask.local), through the topic to the others.
+// broadcast sends msg, a mark or rules message, to every partition of the
+// repartition topic: directly to the states this instance holds that take
+// messages so (ownedTask.local), through the topic to the others.
 func (j *distJob) broadcast(msg *engine.Message, what string) error {
 	j.buf = engine.AppendMessage(j.buf[:0], msg)
 	now := j.opts.Now()
 	for k := range j.opts.RepartitionPartitions {
 		if t := j.tasks[k]; t != nil && !j.opts.hopAll {
-			if t.local(msg.Partition) {
+			if t.local() {
 				if err := j.applyOne(t, msg); err != nil {
-					return fmt.Errorf("%s of input partition %d, for repartition partition %d: %w", what, msg.Partition, k, err)
+					return fmt.Errorf("%s for repartition partition %d: %w", what, k, err)
 				}
 				j.sentLocal++
 				continue
@@ -298,7 +303,7 @@ func (j *distJob) applyOne(t *ownedTask, m *engine.Message) error {
 	}
 	if v := t.task.RulesVersion(); v != version {
 		t.retiredReady = false // until a checkpoint after the reload (engine.Engine.DeleteRetired)
-		j.log.Info("a repartition partition's state applies new rules: every input partition routes by them", "partition", t.partition, "version", v)
+		j.log.Info("a repartition partition's state applies new rules", "partition", t.partition, "version", v)
 	}
 	return nil
 }

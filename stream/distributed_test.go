@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riskstream/riskstream/checkpoint"
 	"github.com/riskstream/riskstream/gen"
 	"github.com/riskstream/riskstream/internal/kafkatest"
 	"github.com/riskstream/riskstream/internal/testbroker"
@@ -519,6 +521,91 @@ func TestDistributedTakeover(t *testing.T) {
 	}
 }
 
+// TestDistributedPartitionedTakeover: three instances share a job whose
+// input has four partitions, arriving while they run; the instance that
+// routes the input is killed mid-stream, another takes the routing over
+// from its checkpoint, and a fourth instance joins. The outputs are those
+// of a replay of the topic, which takes its partitions in the single
+// job's order, each record once: decisions by id and value, heatmaps,
+// late and dlq.
+func TestDistributedPartitionedTakeover(t *testing.T) {
+	if testing.Short() || !kafkatest.Faults() {
+		t.Skipf("fault injection: set %s=1", kafkatest.FaultsEnv)
+	}
+	const events = 60_000
+	d, _, produced := newDistributedRunOn(t, startPartitionedBroker(t), events, 8000)
+	for range 3 {
+		d.start()
+	}
+	time.Sleep(3 * time.Second)
+	router := -1
+	for i, l := range d.logs {
+		took := tookInput.FindAllStringSubmatch(l.String(), -1)
+		if len(took) > 0 && took[len(took)-1][1] == "0 1 2 3" {
+			router = i
+		}
+	}
+	if router < 0 {
+		t.Fatal("no instance routes the four input partitions")
+	}
+	d.cmds[router].Process.Signal(syscall.SIGKILL)
+	d.cmds[router].Wait()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		routes := false
+		for i, l := range d.logs {
+			took := tookInput.FindAllStringSubmatch(l.String(), -1)
+			routes = routes || i != router && len(took) > 0 && took[len(took)-1][1] == "0 1 2 3"
+		}
+		if routes {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no survivor took the routing over:\n%s\n%s", d.logs[(router+1)%3], d.logs[(router+2)%3])
+		}
+	}
+	d.start()
+	if err := <-produced; err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+	d.checkOutputs(replayTopicOf(t, d.addr, d.rules, 4))
+}
+
+// replayTopicOf is what a replay of the input topic, of the given number
+// of partitions, makes with the rules file rulesFile, sorted; its maxTS
+// is the least of the partitions' largest ts, where the watermark stops
+// once every partition is idle.
+func replayTopicOf(t *testing.T, addr, rulesFile string, partitions int) replayed {
+	t.Helper()
+	cfg, err := rules.Load(rulesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	runReplay(t, replay.Options{Config: cfg, Brokers: []string{addr}, Topic: "requests", OutDir: out})
+	lines := func(name string) []string {
+		b, err := os.ReadFile(filepath.Join(out, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls := strings.Split(strings.TrimSpace(string(b)), "\n")
+		slices.Sort(ls)
+		return ls
+	}
+	r := replayed{decisions: withoutSource(lines("decisions.jsonl")), heatmaps: lines("heatmaps.jsonl"),
+		late: withoutProvenance(lines("late.jsonl")), dlq: withoutProvenance(lines("dlq.jsonl")), maxTS: math.MaxInt64}
+	for p := range partitions {
+		var most int64
+		for _, m := range readPartition(t, addr, "requests", p) {
+			if ts := eventTS.FindSubmatch(m.Value); ts != nil {
+				v, _ := strconv.ParseInt(string(ts[1]), 10, 64)
+				most = max(most, v)
+			}
+		}
+		r.maxTS = min(r.maxTS, most)
+	}
+	return r
+}
+
 // TestDistributedKilledBeforeCheckpoint: the only instance is killed once
 // it has written every decision, before its first periodic checkpoint;
 // the next is killed after checkpointing partway through making those
@@ -595,22 +682,27 @@ func TestDistributedAndSingleExclusive(t *testing.T) {
 	}
 }
 
-// FuzzDecodeRouterCheckpoint: a router checkpoint, which the instance that
-// takes an input partition over reads from the routers topic, decodes or
-// fails on any bytes, and what decodes encodes to bytes that decode to the
-// same.
+// FuzzDecodeRouterCheckpoint: the router's checkpoint, which the instance
+// that takes the routing over reads from the routers topic, and an input
+// partition's of the layout that routed them apart, decode or fail on any
+// bytes, and what decodes encodes to bytes that decode to the same.
 func FuzzDecodeRouterCheckpoint(f *testing.F) {
-	f.Add(encodeRouterCheckpoint("requests", 2, routerCheckpoint{next: 1500, clocks: []byte{2, 1, 'x'},
-		ends: []kafkaio.OutputEnd{{Partition: sink.Partition{Topic: "decisions", Partition: 0}, Offset: 7}}}))
+	f.Add(encodeRouterCheckpoint(routerCheckpoint{inputs: []checkpoint.Offset{{Topic: "requests", Partition: 2, Offset: 1500}},
+		clocks: []byte{2, 1, 'x'}, ends: []kafkaio.OutputEnd{{Partition: sink.Partition{Topic: "decisions", Partition: 0}, Offset: 7}}}))
 	f.Add([]byte{1, 2, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		c, err := decodeRouterCheckpoint("requests", 2, b)
-		if err != nil {
-			return
-		}
-		again, err := decodeRouterCheckpoint("requests", 2, encodeRouterCheckpoint("requests", 2, c))
-		if err != nil || again.next != c.next || !bytes.Equal(again.clocks, c.clocks) || len(again.ends) != len(c.ends) {
-			t.Fatalf("%x decodes to %+v, which encodes to bytes that decode to %+v (%v)", b, c, again, err)
+		for _, decode := range []func([]byte) (routerCheckpoint, error){
+			func(b []byte) (routerCheckpoint, error) { return decodeRouterCheckpoint("requests", b) },
+			func(b []byte) (routerCheckpoint, error) { return decodeApartCheckpoint("requests", 2, b) },
+		} {
+			c, err := decode(b)
+			if err != nil {
+				continue
+			}
+			again, err := decodeRouterCheckpoint("requests", encodeRouterCheckpoint(c))
+			if err != nil || !slices.Equal(again.inputs, c.inputs) || !bytes.Equal(again.clocks, c.clocks) || len(again.ends) != len(c.ends) {
+				t.Fatalf("%x decodes to %+v, which encodes to bytes that decode to %+v (%v)", b, c, again, err)
+			}
 		}
 	})
 }

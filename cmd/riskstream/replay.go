@@ -130,7 +130,7 @@ where it ended when the replay began.
 	}
 	f := cmd.Flags()
 	f.StringVar(&rulesFile, "rules", "", "rules file (YAML); required, but with --rules-topic")
-	f.StringVar(&opts.RulesTopic, "rules-topic", "", "with --topic: the rules topic of the distributed job that read it (GROUP-rules), whose versions the replay takes in place of --rules, each reloaded where the job's routers began to route by it")
+	f.StringVar(&opts.RulesTopic, "rules-topic", "", "with --topic: the rules topic of the distributed job that read it (GROUP-rules), whose versions the replay takes in place of --rules, each reloaded where the job's router began to route by it")
 	f.StringVar(&opts.OutDir, "out", "out", "output folder, created if missing")
 	f.StringVar(&opts.StateDir, "state-dir", "", "Pebble state folder (default: a temporary folder, removed at the end)")
 	opts.MemoryBytes = memory.Default

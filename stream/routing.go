@@ -1,0 +1,403 @@
+package stream
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/riskstream/riskstream/checkpoint"
+	"github.com/riskstream/riskstream/engine"
+	"github.com/riskstream/riskstream/internal/corrupt"
+	"github.com/riskstream/riskstream/job"
+	"github.com/riskstream/riskstream/kafkaio"
+	"github.com/riskstream/riskstream/watermark"
+	"github.com/segmentio/kafka-go"
+)
+
+// routing is the input routed by this instance in a generation: every
+// partition of the input topic, which the group gives one instance
+// (stickyBalancer.undivided), taken in the single job's order (job.Merge)
+// and timed by the single job's clocks (engine.Router). Records of
+// different input partitions then reach every repartition partition in
+// the order the single job takes them in, with the watermarks they meet
+// there, and the states' outputs are the single job's.
+type routing struct {
+	merge   *job.Merge
+	journal *job.Journal
+	runs    *routerJournal
+	// from is where each input partition's fetcher starts.
+	from map[int32]int64
+	// started and away make the merge's clock, which counts only the
+	// time the loop waits for something to do (the single job's, see
+	// liveJob.mergeNow).
+	started time.Time
+	away    time.Duration
+	// markWM and markAt are the last mark's watermark and when it was
+	// sent; marked is the input partition the next mark names.
+	markWM int64
+	markAt time.Time
+	marked int
+	// apart are the input partitions with checkpoints of the layout that
+	// routed them apart, deleted with the first checkpoint.
+	apart []int32
+	// recs and arrived are Take's scratch.
+	recs    []engine.Record
+	arrived []int64
+}
+
+// mergeNow is the merge's clock at now, in ms.
+func (rt *routing) mergeNow(now time.Time) int64 {
+	return (now.Sub(rt.started) - rt.away).Milliseconds()
+}
+
+// position returns an input partition and the offset of its last record
+// routed (-1 before any), for a mark or rules message: each says that the
+// messages of the partition's records up to there were sent before it
+// (engine.Task.Applied). Marks name the partitions in turn.
+func (rt *routing) position() (p int32, last int64) {
+	parts := slices.Sorted(maps.Keys(rt.from))
+	if len(parts) == 0 {
+		return 0, -1
+	}
+	rt.marked = (rt.marked + 1) % len(parts)
+	p = parts[rt.marked]
+	if next, ok := rt.merge.Offsets()[p]; ok {
+		return p, max(next, 0) - 1
+	}
+	return p, -1
+}
+
+// routerKey is the key of the router's checkpoint in the routers topic.
+// The keys of the journal's entries begin with journalKeyPrefix; a key
+// that is a number is an input partition's checkpoint of the layout that
+// routed each input partition apart.
+const (
+	routerKey        = "router"
+	journalKeyPrefix = "journal/"
+)
+
+// routerCheckpoint is the router's checkpoint, as the routers topic holds
+// it: a checkpoint manifest whose engine part is the version of the rules
+// the router routes by (a uvarint) and its clocks, and whose inputs are
+// where each input partition's next record is.
+type routerCheckpoint struct {
+	inputs []checkpoint.Offset
+	// rules is the version of the job's rules the router routes by, 0 in
+	// a checkpoint of an input partition routed apart, which has none.
+	rules  int64
+	clocks []byte
+	ends   []kafkaio.OutputEnd
+}
+
+func encodeRouterCheckpoint(c routerCheckpoint) []byte {
+	engine := append(binary.AppendUvarint(nil, uint64(c.rules)), c.clocks...)
+	m := checkpoint.Manifest{Engine: engine, Inputs: c.inputs, Outputs: kafkaio.EndOffsets(c.ends)}
+	return m.AppendBinary(nil)
+}
+
+// decodeRouterCheckpoint reads a router checkpoint of topic.
+func decodeRouterCheckpoint(topic string, b []byte) (routerCheckpoint, error) {
+	m, err := checkpoint.Decode(b)
+	if err != nil {
+		return routerCheckpoint{}, err
+	}
+	for _, in := range m.Inputs {
+		if in.Topic != topic {
+			return routerCheckpoint{}, fmt.Errorf("a router checkpoint of topic %s, not %s: the routers topic is another job's", in.Topic, topic)
+		}
+	}
+	version, n := binary.Uvarint(m.Engine)
+	if n <= 0 || version > math.MaxInt64 {
+		return routerCheckpoint{}, corrupt.Errorf("stream: corrupt router checkpoint: its rules version")
+	}
+	return routerCheckpoint{inputs: m.Inputs, rules: int64(version), clocks: m.Engine[n:], ends: kafkaio.EndsOf(m.Outputs)}, nil
+}
+
+// routersTopic is what the routers topic holds: the router's checkpoint,
+// or those of input partitions routed apart, and the merge's journal.
+type routersTopic struct {
+	router  *routerCheckpoint
+	apart   map[int32]routerCheckpoint
+	journal map[uint64][]byte
+}
+
+// readRoutersTopic reads the routers topic to its end; of each key, the
+// last record counts, and an empty one deletes it.
+func (j *distJob) readRoutersTopic(ctx context.Context) (*routersTopic, error) {
+	rt := &routersTopic{apart: map[int32]routerCheckpoint{}, journal: map[uint64][]byte{}}
+	_, err := kafkaio.ReadRecords(ctx, j.sec.Dialer(), j.opts.Brokers, j.topics.Routers, 0, kafka.FirstOffset, func(m *kafka.Message) error {
+		key, deleted := string(m.Key), len(m.Value) == 0
+		if key == routerKey {
+			if deleted {
+				rt.router = nil
+				return nil
+			}
+			cp, err := decodeRouterCheckpoint(j.opts.Topic, m.Value)
+			if err != nil {
+				return fmt.Errorf("router checkpoint: %w", err)
+			}
+			rt.router = &cp
+			return nil
+		}
+		if s, ok := strings.CutPrefix(key, journalKeyPrefix); ok {
+			seq, err := strconv.ParseUint(s, 10, 64)
+			switch {
+			case err != nil:
+			case deleted:
+				delete(rt.journal, seq)
+			default:
+				rt.journal[seq] = m.Value
+			}
+			return nil
+		}
+		p, err := strconv.Atoi(key)
+		switch {
+		case err != nil:
+			return nil // not a router's
+		case deleted:
+			delete(rt.apart, int32(p))
+			return nil
+		}
+		cp, err := decodeApartCheckpoint(j.opts.Topic, int32(p), m.Value)
+		if err != nil {
+			return fmt.Errorf("input partition %d: %w", p, err)
+		}
+		rt.apart[int32(p)] = cp
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("router checkpoints in %s: %w", j.topics.Routers, err)
+	}
+	return rt, nil
+}
+
+// startRouting makes this instance the router of the input partitions
+// the generation gives it, resuming from the routers topic: the router's
+// checkpoint, or those of partitions routed apart (their watermarks become
+// one, engine.Router.Restore), and the merge's journal. It returns the
+// output ends the checkpoints recorded.
+func (j *distJob) startRouting(inputs []int32, topic *routersTopic) ([]kafkaio.OutputEnd, error) {
+	j.router.Reset()
+	j.routing = nil
+	if len(inputs) == 0 {
+		return nil, nil
+	}
+	merge, err := job.NewMerge(job.MergeOptions{PartitionWait: j.opts.PartitionWait.Milliseconds(),
+		BehindWait: behindWait.Milliseconds(), OnWaitTimeout: func(p int32, waited int64) { j.m.WaitTimeouts.Inc() }})
+	if err != nil {
+		return nil, err
+	}
+	rt := &routing{merge: merge, from: map[int32]int64{}, started: j.opts.Now(), markWM: watermark.Min,
+		runs: &routerJournal{j: j, entries: topic.journal}}
+	var ends []kafkaio.OutputEnd
+	switch {
+	case topic.router != nil:
+		if err := j.router.Restore(topic.router.clocks); err != nil {
+			return nil, fmt.Errorf("router checkpoint: %w", err)
+		}
+		if err := merge.Restore(topic.router.inputs); err != nil {
+			return nil, err
+		}
+		ends = topic.router.ends
+	case len(topic.apart) > 0:
+		var clocks [][]byte
+		var offsets []checkpoint.Offset
+		for _, p := range slices.Sorted(maps.Keys(topic.apart)) {
+			cp := topic.apart[p]
+			clocks, offsets = append(clocks, cp.clocks), append(offsets, cp.inputs...)
+			ends = append(ends, cp.ends...)
+		}
+		if err := j.router.Restore(clocks...); err != nil {
+			return nil, fmt.Errorf("router checkpoints of input partitions routed apart: %w", err)
+		}
+		if err := merge.Restore(offsets); err != nil {
+			return nil, err
+		}
+		rt.apart = slices.Sorted(maps.Keys(topic.apart))
+		j.log.Info("resuming the router checkpoints of input partitions routed apart (an earlier layout): their offsets and watermarks go on; the sources' clock skew is estimated anew but for the first partition's",
+			"partitions", slices.Sorted(maps.Keys(topic.apart)))
+	}
+	now := j.now()
+	for _, p := range inputs {
+		from, _ := merge.AddPartition(p)
+		j.router.AddPartition(p, now)
+		rt.from[p] = from
+	}
+	rt.journal = job.NewJournal(rt.runs)
+	n, err := rt.journal.Load(merge)
+	if err != nil {
+		return nil, err
+	}
+	if n > 0 {
+		j.log.Info("following the merge's journal: the records after the router's checkpoint are routed in the order they were", "runs", n)
+	}
+	j.routing = rt
+	return ends, nil
+}
+
+// route hands an input fetch to the merge, with those fetched since, and
+// routes what the merge gives.
+func (j *distJob) route(f kafkaio.Fetch) error {
+	rt := j.routing
+	if rt == nil {
+		kafkaio.Recycle(f.Msgs)
+		return nil
+	}
+	// Everything fetched goes into the merge first, as in the single job.
+	rt.merge.Push(f, rt.mergeNow(j.opts.Now()))
+	for more := true; more; {
+		select {
+		case f := <-j.inputFetched:
+			rt.merge.Push(f, rt.mergeNow(j.opts.Now()))
+		default:
+			more = false
+		}
+	}
+	return j.routeTaken()
+}
+
+// routeTaken routes the records the merge gives now: to the tasks this
+// instance holds directly, once they may take them so (ownedTask.local),
+// and to the others through the repartition topic. The tasks apply what
+// they were handed once all are routed, at the same time.
+func (j *distJob) routeTaken() error {
+	rt := j.routing
+	if rt == nil {
+		return nil
+	}
+	recs, arrived, runs := rt.merge.Take(rt.mergeNow(j.opts.Now()), rt.recs[:0], rt.arrived[:0])
+	defer func() {
+		clear(recs) // drop the records' bytes
+		rt.recs, rt.arrived = recs[:0], arrived[:0]
+	}()
+	if len(recs) == 0 {
+		return nil
+	}
+	// Durable before any output of these records exists.
+	if err := rt.journal.Write(runs); err != nil {
+		return err
+	}
+	now := j.now()
+	for i := range recs {
+		rec := &recs[i]
+		r := j.router.Route(rec, now)
+		switch {
+		case r.Invalid != nil:
+			j.out.DLQ(rec.Value, r.Invalid.Error(), &rec.Prov)
+		case r.Late:
+			j.out.Late(rec.Value, r.Message.Before, &rec.Prov)
+		}
+		sent := time.UnixMilli(rec.Reference)
+		for _, k := range r.Partitions {
+			msg := r.Message
+			msg.Decider = k == r.Decider
+			if t := j.tasks[int(k)]; t != nil && !j.opts.hopAll {
+				if t.local() {
+					t.handed = append(t.handed, localMessage{msg, rec.Reference})
+					j.sentLocal++
+					continue
+				}
+				t.throughTopic[rec.Partition] = rec.Prov.Offset
+			}
+			j.buf = engine.AppendMessage(j.buf[:0], &msg)
+			j.hop.Send(j.topics.Repartition, int(k), j.buf, sent)
+			j.sentTopic++
+		}
+	}
+	j.publishRouter()
+	return j.applyLocal()
+}
+
+// sendMark sends every repartition partition a mark of the watermark, when
+// it moved or a heartbeat is due.
+func (j *distJob) sendMark(nowT time.Time) error {
+	rt := j.routing
+	if rt == nil {
+		return nil
+	}
+	wm := j.router.Mark(j.now())
+	if wm == rt.markWM && nowT.Sub(rt.markAt) < heartbeatMarks {
+		return nil
+	}
+	rt.markWM, rt.markAt = wm, nowT
+	p, last := rt.position()
+	mark := engine.Message{Kind: engine.MarkMessage, Partition: p, Offset: last, Watermark: wm}
+	return j.broadcast(&mark, "mark")
+}
+
+// routerRecords returns the records of a router checkpoint with the
+// output ends ends, for the routers topic: the checkpoint, and the
+// deletions of the journal's entries it covers and of the checkpoints of
+// input partitions routed apart, which it replaces. None before the
+// first record is read.
+func (j *distJob) routerRecords(ends []kafkaio.OutputEnd) ([]kafka.Record, error) {
+	rt := j.routing
+	if rt == nil || len(rt.merge.Offsets()) == 0 {
+		return nil, nil
+	}
+	if err := rt.journal.Checkpoint(rt.merge); err != nil {
+		return nil, err
+	}
+	cp := encodeRouterCheckpoint(routerCheckpoint{inputs: rt.merge.Inputs(j.opts.Topic), clocks: j.router.Checkpoint(), ends: ends})
+	recs := append([]kafka.Record{{Key: kafka.NewBytes([]byte(routerKey)), Value: kafka.NewBytes(cp)}}, rt.runs.drops...)
+	for _, p := range rt.apart {
+		recs = append(recs, kafka.Record{Key: kafka.NewBytes([]byte(strconv.Itoa(int(p))))})
+	}
+	return recs, nil
+}
+
+// routerJournal keeps the router's merge journal (job.Journal) in the
+// routers topic, each entry a record keyed journal/SEQ, so that whoever
+// routes next follows it: the router's checkpoint is there too.
+type routerJournal struct {
+	j *distJob
+	// entries are those read when routing began; drops, the deletions of
+	// entries the next checkpoint covers, written with it.
+	entries map[uint64][]byte
+	drops   []kafka.Record
+}
+
+// AppendJournal writes entries, retried as a checkpoint's writes are.
+func (s *routerJournal) AppendJournal(first uint64, entries [][]byte) error {
+	recs := make([]kafka.Record, len(entries))
+	for i, e := range entries {
+		recs[i] = kafka.Record{Key: kafka.NewBytes(journalKey(first + uint64(i))), Value: kafka.NewBytes(e), Time: s.j.opts.Now()}
+	}
+	return s.j.retry(context.Background(), "merge journal", func(ctx context.Context) error {
+		_, err := kafkaio.Produce(ctx, s.j.client, s.j.topics.Routers, 0, recs)
+		return err
+	})
+}
+
+// Journal calls fn with the entries read when routing began.
+func (s *routerJournal) Journal(fn func(seq uint64, entry []byte) error) error {
+	for _, seq := range slices.Sorted(maps.Keys(s.entries)) {
+		if err := fn(seq, s.entries[seq]); err != nil {
+			return err
+		}
+	}
+	s.entries = nil
+	return nil
+}
+
+// DropJournal deletes the entries seqs with the next router checkpoint.
+func (s *routerJournal) DropJournal(seqs []uint64) error {
+	for _, seq := range seqs {
+		s.drops = append(s.drops, kafka.Record{Key: kafka.NewBytes(journalKey(seq))})
+	}
+	return nil
+}
+
+// routerWritten notes a router checkpoint written: the deletions it
+// carried are done.
+func (rt *routing) routerWritten() {
+	rt.runs.drops, rt.apart = nil, nil
+}
+
+func journalKey(seq uint64) []byte { return strconv.AppendUint([]byte(journalKeyPrefix), seq, 10) }
