@@ -110,61 +110,39 @@ func processShards(e *engine.Sharded) func(b *engine.Batch) error {
 
 // reloads are the reloads of a distributed job's rules a replay of its
 // input makes (Options.RulesTopic): each version, in turn, before the
-// first record in the merge's order at or past where an input partition's
-// router began to route by it. With one input partition that is where
-// the job's states took it; with several, where the first of them did.
+// first record in the merge's order where the job's router began to route
+// by it (job.Switches), which is where every state of the job took it.
 type reloads struct {
-	log     *ruleslog.Log
-	loop    *job.Loop
-	version int64 // applied
-	parts   []int32
+	log      *ruleslog.Log
+	loop     *job.Loop
+	switches *job.Switches
 }
 
 // newReloads sets the loop's stops for the versions of log after the
 // first (nil: none) on the partitions of ranges.
 func newReloads(log *ruleslog.Log, loop *job.Loop, ranges []kafkaio.TopicRange) *reloads {
-	r := &reloads{log: log, loop: loop, version: 1}
-	for _, tr := range ranges {
-		r.parts = append(r.parts, tr.Partition)
+	r := &reloads{log: log, loop: loop}
+	if log != nil {
+		var parts []int32
+		for _, tr := range ranges {
+			parts = append(parts, tr.Partition)
+		}
+		r.switches = job.NewSwitches(log, loop.Merge, 1, parts)
 	}
-	r.stop()
 	return r
 }
 
-// stop sets each partition's stop before the next version it switched to.
-func (r *reloads) stop() {
-	if r.log == nil {
-		return
-	}
-	for _, p := range r.parts {
-		for v := r.version + 1; v <= int64(len(r.log.Versions)); v++ {
-			if o, ok := r.log.SwitchAt(v, p); ok {
-				r.loop.StopBefore(p, o)
-				break
-			}
-		}
-	}
-}
-
-// at reloads, before the record at offset of partition p, every version
-// up to the last that p switched to at or before it.
+// at reloads, before the record at offset of partition p, the versions
+// the job's router switched to there.
 func (r *reloads) at(p int32, offset int64, log *slog.Logger) error {
-	last := r.version
-	for v := r.version + 1; v <= int64(len(r.log.Versions)); v++ {
-		if o, ok := r.log.SwitchAt(v, p); ok && o <= offset {
-			last = v
-		}
-	}
-	for ; r.version < last; r.version++ {
-		cfg := r.log.Versions[r.version] // version r.version+1
-		diff, err := r.loop.Reload(cfg)
+	for _, v := range r.switches.At(p, offset) {
+		diff, err := r.loop.Reload(r.log.Rules(v))
 		if err != nil {
-			return fmt.Errorf("rules version %d: %w", r.version+1, err)
+			return fmt.Errorf("rules version %d: %w", v, err)
 		}
 		kept, restarted, removed, added := diff.Groups()
-		log.Info("rules reloaded where the job's router began to route by them", "version", r.version+1, "partition", p, "offset", offset,
+		log.Info("rules reloaded where the job's router began to route by them", "version", v, "partition", p, "offset", offset,
 			"kept", len(kept), "restarted", len(restarted), "removed", len(removed), "added", len(added))
 	}
-	r.stop()
 	return nil
 }

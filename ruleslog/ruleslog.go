@@ -107,6 +107,30 @@ type Log struct {
 	first map[[2]int64]int64
 }
 
+// NewLog returns a Log with no versions: a rules topic read from its
+// start builds it up (Add, Note).
+func NewLog() *Log { return &Log{first: map[[2]int64]int64{}} }
+
+// Last returns the last version taken, 0 before the first.
+func (l *Log) Last() int64 { return int64(len(l.Versions)) }
+
+// Rules returns the rules of version, which must have been taken.
+func (l *Log) Rules(version int64) *rules.Config { return l.Versions[version-1] }
+
+// Add takes cfg as the next version.
+func (l *Log) Add(cfg *rules.Config) { l.Versions = append(l.Versions, cfg) }
+
+// Note records s unless a switch of its version and partition was noted
+// before: the first counts. It reports whether s was the first.
+func (l *Log) Note(s Switch) bool {
+	id := [2]int64{s.Version, int64(s.Partition)}
+	if _, ok := l.first[id]; ok {
+		return false
+	}
+	l.first[id] = s.Offset
+	return true
+}
+
 // SwitchAt returns where input partition p began to route by the rules of
 // version, and false when the topic does not say.
 func (l *Log) SwitchAt(version int64, p int32) (int64, bool) {
@@ -117,20 +141,20 @@ func (l *Log) SwitchAt(version int64, p int32) (int64, bool) {
 // Read reads the rules topic to its end. Records that are not versions a
 // job would take are skipped, as every instance skips them.
 func Read(ctx context.Context, brokers []string, sec *kafkaconn.Security, topic string) (*Log, error) {
-	l := &Log{first: map[[2]int64]int64{}}
-	var current *rules.Config
+	l := NewLog()
 	_, err := kafkaio.ReadRecords(ctx, sec.Dialer(), brokers, topic, 0, kafka.FirstOffset, func(m *kafka.Message) error {
 		v, s, err := Decode(m.Value)
 		switch {
 		case err != nil:
 		case s != nil:
-			id := [2]int64{s.Version, int64(s.Partition)}
-			if _, ok := l.first[id]; !ok {
-				l.first[id] = s.Offset
-			}
+			l.Note(*s)
 		default:
-			if cfg, err := Next(v, current, int64(len(l.Versions))); err == nil && cfg != nil {
-				l.Versions, current = append(l.Versions, cfg), cfg
+			var current *rules.Config
+			if l.Last() > 0 {
+				current = l.Rules(l.Last())
+			}
+			if cfg, err := Next(v, current, l.Last()); err == nil && cfg != nil {
+				l.Add(cfg)
 			}
 		}
 		return nil
