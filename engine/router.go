@@ -128,10 +128,6 @@ func (r *Router) AddPartition(p int32, now int64) { r.wm.AddPartition(p, now) }
 // increasing order.
 func (r *Router) Inputs() []int32 { return slices.Sorted(slices.Values(r.wm.Partitions())) }
 
-// Reset forgets the clocks: the router routes nothing until partitions
-// are added or a checkpoint restored.
-func (r *Router) Reset() { r.clocks = newRouterClocks(r.cfg, r.onTr) }
-
 // Route decides what becomes of rec at processing time now. The result is
 // valid until the next call.
 func (r *Router) Route(rec *Record, now int64) *Routed {

@@ -22,6 +22,7 @@ import (
 	"github.com/riskstream/riskstream/memory"
 	"github.com/riskstream/riskstream/observe"
 	"github.com/riskstream/riskstream/rules"
+	"github.com/riskstream/riskstream/ruleslog"
 	"github.com/riskstream/riskstream/windows"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -73,7 +74,7 @@ const metaChangelog = "changelog"
 // them over.
 func runDistributed(ctx context.Context, opts RunOptions) error {
 	j := &distJob{jobBase: jobBase{opts: opts, log: opts.Logger}, topics: kafkaio.InternalTopicsOf(opts.Group),
-		tasks: map[int]*ownedTask{}, switched: map[[2]int64]bool{}}
+		tasks: map[int]*ownedTask{}, history: ruleslog.NewLog()}
 	defer j.close()
 	for _, stage := range []func(context.Context) error{j.connect, j.lockState, j.loadRules, j.startOutputs, j.proposeOwnRules, j.joinGroup} {
 		if err := stage(ctx); err != nil {
@@ -128,9 +129,9 @@ type distJob struct {
 	rulesNext    int64
 	proposed     []byte
 	watch        *rulesWatch
-	// switched are the versions and input partitions whose switch the
-	// rules topic holds, as read and written.
-	switched     map[[2]int64]bool
+	// history is what the rules topic holds, as read and written: every
+	// version, and where the router switched to each.
+	history      *ruleslog.Log
 	rulesFetched chan kafkaio.Fetch
 	ready        bool // Ready was called
 	// follower reads the outputs back for the whole job's console.
@@ -321,11 +322,29 @@ func (j *distJob) startOutputs(ctx context.Context) error {
 	j.hopWriter = newOutputWriter(j.hop, nil, nil, j.log, j.opts.Now)
 	j.onClose(j.hopWriter.close)
 	j.ends = kafkaio.NewEndTracker(j.client, o.Outputs.Names(), j.out, j.log)
-	j.router, err = engine.NewRouter(o.Config, o.RepartitionPartitions, func(tr watermark.Transition) {
+	j.router, err = j.newRouter(o.Config)
+	return err
+}
+
+// newRouter returns a router of the input by cfg, which logs and counts
+// the sources' transitions.
+func (j *distJob) newRouter(cfg *rules.Config) (*engine.Router, error) {
+	return engine.NewRouter(cfg, j.opts.RepartitionPartitions, func(tr watermark.Transition) {
 		observe.LogTransition(j.log, tr)
 		j.m.SourceTransition(tr.Source)
 	})
-	return err
+}
+
+// replaceRouter makes a new router by cfg the instance's, once what the
+// last one counted is in the metrics.
+func (j *distJob) replaceRouter(cfg *rules.Config) error {
+	r, err := j.newRouter(cfg)
+	if err != nil {
+		return err
+	}
+	j.publishRouter()
+	j.router, j.routerStats = r, engine.RouterStats{}
+	return nil
 }
 
 // joinGroup joins the consumer group for the input and repartition
@@ -499,8 +518,12 @@ func (j *distJob) take(ctx context.Context, gen *kafka.Generation) error {
 		}
 	}
 	// The rules the router routes by from here: the former router may have
-	// taken them and died before it said so.
+	// taken them and died before it said so. Then the job's last ones,
+	// unless it follows where the former router switched.
 	if err := j.sendRules(); err != nil {
+		return err
+	}
+	if err := j.catchUpRules(); err != nil {
 		return err
 	}
 	// What the former holders wrote after their checkpoints is not

@@ -270,6 +270,45 @@ func TestDistributedReloadTakeover(t *testing.T) {
 	}
 }
 
+// TestDistributedRouterResumesBeforeReload: the only instance takes new
+// rules halfway through the bundled input and is killed once it has
+// written every decision, before any periodic checkpoint of its router;
+// the next instance routes the input again from its start, by the first
+// rules up to where the first instance switched (the rules topic's note)
+// and by the new ones after: its outputs are what was written, and none is
+// written again with another value.
+func TestDistributedRouterResumesBeforeReload(t *testing.T) {
+	if testing.Short() || !kafkatest.Faults() {
+		t.Skipf("fault injection: set %s=1", kafkatest.FaultsEnv)
+	}
+	before, after, halves, _, first, all := reloadCase(t)
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(path, before.Source, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := &distributedRun{t: t, bin: buildBinary(t), addr: testbroker.Start(t, 1), rules: path}
+	killed := d.start("--checkpoint-interval", "1h")
+	produceFile(t, d.addr, halves[0])
+	waitRecords(t, d.addr, "decisions", len(first))
+	writeRules(t, path, string(after.Source))
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(d.logs[killed].String(), "rules reloaded"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no reload:\n%s", d.logs[killed].String())
+		}
+	}
+	produceFile(t, d.addr, halves[1])
+	killOnceWritten(t, d.cmds[killed], d.logs[killed], d.addr, len(all))
+	next := d.start()
+	waitCheckpointed(t, d.addr, 1, int64(len(testinput.BundledLines(t))), d.logs[next])
+	d.stopAll()
+	if !strings.Contains(d.logs[next].String(), "routing by its rules up to where they changed") {
+		t.Errorf("the second instance did not route by the first rules up to the switch:\n%s", d.logs[next].String())
+	}
+	got := withoutSource(readTopic(t, d.addr, "decisions"))
+	compareDecisions(t, got, all)
+	compareDecisions(t, got, replayWithRulesTopic(t, d.addr))
+}
+
 // reloadCase is the case of the reload tests: the bundled rules before,
 // testdata/rules-reloaded.yaml after, the bundled input's halves in two
 // files (the first of cut lines), and what one engine decides on the

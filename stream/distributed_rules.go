@@ -79,6 +79,7 @@ func (j *distJob) readRules(ctx context.Context) error {
 	end, err := kafkaio.ReadRecords(ctx, j.sec.Dialer(), j.opts.Brokers, j.topics.Rules, 0, from, func(m *kafka.Message) error {
 		if v, cfg := j.nextRules(m); cfg != nil {
 			j.rules, j.rulesVersion, j.rulesWritten = cfg, v.Version, m.Time
+			j.history.Add(cfg)
 		}
 		return nil
 	})
@@ -101,8 +102,9 @@ func (j *distJob) nextRules(m *kafka.Message) (*ruleslog.Version, *rules.Config)
 		return nil, nil
 	}
 	if sw != nil {
-		// For replays: one of each version and partition is enough.
-		j.switched[[2]int64{sw.Version, int64(sw.Partition)}] = true
+		// For replays and resuming routers: the first of each version
+		// and partition counts.
+		j.history.Note(*sw)
 		return nil, nil
 	}
 	cfg, err := ruleslog.Next(v, j.rules, j.rulesVersion)
@@ -204,13 +206,9 @@ func (j *distJob) followRules(f kafkaio.Fetch) error {
 // states take them there (engine.Task).
 func (j *distJob) takeRules(cfg *rules.Config, version int64) error {
 	start := j.opts.Now()
-	if err := j.router.Reload(cfg); err != nil {
-		// The instance that wrote them checked them: this one's build
-		// disagrees.
-		return fmt.Errorf("rules version %d: %w", version, err)
-	}
 	diff := rules.DiffIdentities(j.rules.Identities(), cfg.Identities())
 	j.rules, j.rulesVersion, j.opts.Config = cfg, version, cfg
+	j.history.Add(cfg)
 	if bytes.Equal(j.proposed, cfg.Source) {
 		j.proposed = nil
 	}
@@ -221,7 +219,7 @@ func (j *distJob) takeRules(cfg *rules.Config, version int64) error {
 	for _, warning := range cfg.Warnings {
 		j.log.Warn("rules: " + warning.String())
 	}
-	if err := j.sendRules(); err != nil {
+	if err := j.catchUpRules(); err != nil {
 		return err
 	}
 	j.m.Reloads.WithLabelValues("applied").Inc()
@@ -231,58 +229,78 @@ func (j *distJob) takeRules(cfg *rules.Config, version int64) error {
 	return nil
 }
 
+// catchUpRules makes the router route by the job's last rules from its
+// next record, unless it follows where its predecessor switched
+// (routing.switches) and has a switch to reach yet.
+func (j *distJob) catchUpRules() error {
+	rt := j.routing
+	if rt == nil || rt.version == j.rulesVersion || rt.switches != nil && rt.switches.Pending() {
+		return nil
+	}
+	return j.routeBy(j.rulesVersion)
+}
+
+// routeBy makes the router route by the job's rules of version from its
+// next record, and sends them to the states there.
+func (j *distJob) routeBy(version int64) error {
+	if err := j.router.Reload(j.history.Rules(version)); err != nil {
+		// The instance that wrote them checked them: this one's build
+		// disagrees.
+		return fmt.Errorf("rules version %d: %w", version, err)
+	}
+	j.routing.version = version
+	return j.sendRules()
+}
+
 // sendRules tells every partition of the repartition topic that the
-// records routed here after those routed so far are routed by the job's
-// rules, and notes where in the rules topic, for replays and for a router
-// that resumes (ruleslog.Switch): each input partition's next offset,
-// unless the topic holds a note of that version and partition already.
-// The first stands, so a router that resumes from an earlier checkpoint
-// and sends them again does not move it. A note the brokers do not take
-// is logged: only a replay misses it.
+// records routed after those routed so far are routed by the rules of the
+// version the router routes by. It notes first where, in the rules topic
+// (ruleslog.Switch, each input partition's next offset), unless the topic
+// holds a note of that version and partition already: the first stands,
+// so a router that resumes from an earlier checkpoint and sends them
+// again does not move it, and one that resumes from before it switches
+// there (routing.switches), whether or not its predecessor sent the
+// states the rules. A note the brokers do not take is logged: only a
+// replay, or a router resuming before the switch, misses it.
 func (j *distJob) sendRules() error {
 	rt := j.routing
 	if rt == nil {
 		return nil
 	}
-	p, last := rt.position()
-	msg := engine.Message{Kind: engine.RulesMessage, Partition: p, Offset: last,
-		Watermark: j.router.Watermark(), Version: j.rulesVersion, Value: j.rules.Source}
-	if err := j.broadcast(&msg, "rules"); err != nil {
-		return err
-	}
 	var notes []kafka.Record
 	offsets := rt.merge.Offsets()
 	for _, p := range slices.Sorted(maps.Keys(rt.from)) {
-		if id := [2]int64{j.rulesVersion, int64(p)}; !j.switched[id] {
-			j.switched[id] = true
-			key, value := ruleslog.EncodeSwitch(ruleslog.Switch{Version: j.rulesVersion, Partition: p, Offset: max(offsets[p], 0)})
+		sw := ruleslog.Switch{Version: rt.version, Partition: p, Offset: max(offsets[p], 0)}
+		if j.history.Note(sw) {
+			key, value := ruleslog.EncodeSwitch(sw)
 			notes = append(notes, kafka.Record{Key: kafka.NewBytes(key), Value: kafka.NewBytes(value), Time: j.opts.Now()})
 		}
 	}
-	if len(notes) == 0 {
-		return nil
+	if len(notes) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), proposeTimeout)
+		defer cancel()
+		if _, err := kafkaio.Produce(ctx, j.client, j.topics.Rules, 0, notes); err != nil {
+			j.log.Warn("where the router began to route by the job's rules is not in the rules topic: a replay of the input reloads them elsewhere",
+				"topic", j.topics.Rules, "version", rt.version, "err", err)
+		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), proposeTimeout)
-	defer cancel()
-	if _, err := kafkaio.Produce(ctx, j.client, j.topics.Rules, 0, notes); err != nil {
-		j.log.Warn("where the router began to route by the job's rules is not in the rules topic: a replay of the input reloads them elsewhere",
-			"topic", j.topics.Rules, "version", j.rulesVersion, "err", err)
-	}
-	return nil
+	p, last := rt.position()
+	msg := engine.Message{Kind: engine.RulesMessage, Partition: p, Offset: last,
+		Watermark: j.router.Watermark(), Version: rt.version, Value: j.history.Rules(rt.version).Source}
+	return j.broadcast(&msg)
 }
 
 // broadcast sends msg, a mark or rules message, to every partition of the
-// repartition topic: directly to the states this instance holds that take
-// messages so (ownedTask.local), through the topic to the others.
-func (j *distJob) broadcast(msg *engine.Message, what string) error {
+// repartition topic: through the topic, or to the states this instance
+// holds that take messages so (ownedTask.local) directly, after the
+// messages handed to them before, which they apply first.
+func (j *distJob) broadcast(msg *engine.Message) error {
 	j.buf = engine.AppendMessage(j.buf[:0], msg)
 	now := j.opts.Now()
 	for k := range j.opts.RepartitionPartitions {
 		if t := j.tasks[k]; t != nil && !j.opts.hopAll {
 			if t.local() {
-				if err := j.applyOne(t, msg); err != nil {
-					return fmt.Errorf("%s for repartition partition %d: %w", what, k, err)
-				}
+				t.handed = append(t.handed, localMessage{msg: *msg})
 				j.sentLocal++
 				continue
 			}
@@ -291,7 +309,7 @@ func (j *distJob) broadcast(msg *engine.Message, what string) error {
 		j.hop.Send(j.topics.Repartition, k, j.buf, now)
 		j.sentTopic++
 	}
-	return nil
+	return j.applyLocal()
 }
 
 // applyOne applies a message to task t, saying when it makes t take new

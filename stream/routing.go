@@ -33,6 +33,12 @@ type routing struct {
 	runs    *routerJournal
 	// from is where each input partition's fetcher starts.
 	from map[int32]int64
+	// version is the version of the job's rules the router routes by.
+	// Resumed from a checkpoint older than a switch to later ones, it
+	// follows switches: the merge stops where its predecessor switched,
+	// and it switches there.
+	version  int64
+	switches *job.Switches
 	// started and away make the merge's clock, which counts only the
 	// time the loop waits for something to do (the single job's, see
 	// liveJob.mergeNow).
@@ -183,17 +189,32 @@ func (j *distJob) readRoutersTopic(ctx context.Context) (*routersTopic, error) {
 // one, engine.Router.Restore), and the merge's journal. It returns the
 // output ends the checkpoints recorded.
 func (j *distJob) startRouting(inputs []int32, topic *routersTopic) ([]kafkaio.OutputEnd, error) {
-	j.router.Reset()
 	j.routing = nil
 	if len(inputs) == 0 {
-		return nil, nil
+		// Nothing routed here: no sources' skew nor watermarks to show.
+		return nil, j.replaceRouter(j.rules)
+	}
+	// The rules the checkpoint was routed by, up to where the former
+	// router switched to later ones; without a checkpoint, from the first
+	// version, where the first router switched to the rules it began with.
+	// Checkpoints of partitions routed apart name no version: the job's
+	// last rules, from where they resume.
+	version := j.rulesVersion
+	switch cp := topic.router; {
+	case cp != nil && cp.rules > 0:
+		version = min(cp.rules, version)
+	case cp == nil && len(topic.apart) == 0:
+		version = 1
+	}
+	if err := j.replaceRouter(j.history.Rules(version)); err != nil {
+		return nil, err
 	}
 	merge, err := job.NewMerge(job.MergeOptions{PartitionWait: j.opts.PartitionWait.Milliseconds(),
 		BehindWait: behindWait.Milliseconds(), OnWaitTimeout: func(p int32, waited int64) { j.m.WaitTimeouts.Inc() }})
 	if err != nil {
 		return nil, err
 	}
-	rt := &routing{merge: merge, from: map[int32]int64{}, started: j.opts.Now(), markWM: watermark.Min,
+	rt := &routing{merge: merge, from: map[int32]int64{}, version: version, started: j.opts.Now(), markWM: watermark.Min,
 		runs: &routerJournal{j: j, entries: topic.journal}}
 	var ends []kafkaio.OutputEnd
 	switch {
@@ -228,6 +249,11 @@ func (j *distJob) startRouting(inputs []int32, topic *routersTopic) ([]kafkaio.O
 		from, _ := merge.AddPartition(p)
 		j.router.AddPartition(p, now)
 		rt.from[p] = from
+	}
+	if version < j.rulesVersion {
+		rt.switches = job.NewSwitches(j.history, merge, version, inputs)
+		j.log.Info("the router's checkpoint is older than the job's rules: routing by its rules up to where they changed",
+			"version", version, "job", j.rulesVersion)
 	}
 	rt.journal = job.NewJournal(rt.runs)
 	n, err := rt.journal.Load(merge)
@@ -271,14 +297,36 @@ func (j *distJob) routeTaken() error {
 	if rt == nil {
 		return nil
 	}
+	for {
+		if err := j.routeRecords(); err != nil {
+			return err
+		}
+		p, offset, stopped := rt.merge.Stopped()
+		if !stopped {
+			break
+		}
+		// Where the former router switched rules.
+		for _, v := range rt.switches.At(p, offset) {
+			if err := j.routeBy(v); err != nil {
+				return err
+			}
+		}
+		if err := j.catchUpRules(); err != nil {
+			return err
+		}
+	}
+	j.publishRouter()
+	return j.applyLocal()
+}
+
+// routeRecords routes the records the merge gives now, up to a stop.
+func (j *distJob) routeRecords() error {
+	rt := j.routing
 	recs, arrived, runs := rt.merge.Take(rt.mergeNow(j.opts.Now()), rt.recs[:0], rt.arrived[:0])
 	defer func() {
 		clear(recs) // drop the records' bytes
 		rt.recs, rt.arrived = recs[:0], arrived[:0]
 	}()
-	if len(recs) == 0 {
-		return nil
-	}
 	// Durable before any output of these records exists.
 	if err := rt.journal.Write(runs); err != nil {
 		return err
@@ -310,8 +358,7 @@ func (j *distJob) routeTaken() error {
 			j.sentTopic++
 		}
 	}
-	j.publishRouter()
-	return j.applyLocal()
+	return nil
 }
 
 // sendMark sends every repartition partition a mark of the watermark, when
@@ -328,7 +375,7 @@ func (j *distJob) sendMark(nowT time.Time) error {
 	rt.markWM, rt.markAt = wm, nowT
 	p, last := rt.position()
 	mark := engine.Message{Kind: engine.MarkMessage, Partition: p, Offset: last, Watermark: wm}
-	return j.broadcast(&mark, "mark")
+	return j.broadcast(&mark)
 }
 
 // routerRecords returns the records of a router checkpoint with the
@@ -344,7 +391,8 @@ func (j *distJob) routerRecords(ends []kafkaio.OutputEnd) ([]kafka.Record, error
 	if err := rt.journal.Checkpoint(rt.merge); err != nil {
 		return nil, err
 	}
-	cp := encodeRouterCheckpoint(routerCheckpoint{inputs: rt.merge.Inputs(j.opts.Topic), clocks: j.router.Checkpoint(), ends: ends})
+	cp := encodeRouterCheckpoint(routerCheckpoint{inputs: rt.merge.Inputs(j.opts.Topic), rules: rt.version,
+		clocks: j.router.Checkpoint(), ends: ends})
 	recs := append([]kafka.Record{{Key: kafka.NewBytes([]byte(routerKey)), Value: kafka.NewBytes(cp)}}, rt.runs.drops...)
 	for _, p := range rt.apart {
 		recs = append(recs, kafka.Record{Key: kafka.NewBytes([]byte(strconv.Itoa(int(p))))})
