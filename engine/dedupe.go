@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/riskstream/riskstream/internal/corrupt"
 	"github.com/riskstream/riskstream/watermark"
@@ -40,6 +41,12 @@ type dedupe struct {
 	ids          idTable
 	store        slotstore.Backend // nil: nothing stored (replay)
 	key          []byte
+	// value is stored with the next id remembered: nil in one job; a
+	// distributed job's router stores where its record is (Router), and
+	// keep, when set, says which stored ids a restore keeps by their
+	// values.
+	value []byte
+	keep  func(value []byte) bool
 	// duplicates counts the events dropped.
 	duplicates int64
 }
@@ -93,7 +100,7 @@ func (d *dedupe) seen(h [2]uint64, wm int64) (bool, error) {
 	}
 	d.ids.add(e, h, d.gen)
 	if d.store != nil {
-		if err := d.store.Set(d.idKey(d.gen, h), nil); err != nil {
+		if err := d.store.Set(d.idKey(d.gen, h), d.value); err != nil {
 			return false, fmt.Errorf("engine: remember an event id: %w", err)
 		}
 	}
@@ -120,10 +127,15 @@ func (d *dedupe) advance(wm int64) error {
 			}
 			h := [2]uint64{e[0], e[1] &^ 0xff}
 			if d.store != nil {
-				if err := d.store.Delete(d.idKey(preWatermark, h)); err != nil {
-					return fmt.Errorf("engine: remember an event id: %w", err)
+				v, _, err := d.store.Get(d.idKey(preWatermark, h))
+				if err == nil {
+					v = slices.Clone(v)
+					err = d.store.Delete(d.idKey(preWatermark, h))
 				}
-				if err := d.store.Set(d.idKey(g, h), nil); err != nil {
+				if err == nil {
+					err = d.store.Set(d.idKey(g, h), v)
+				}
+				if err != nil {
 					return fmt.Errorf("engine: remember an event id: %w", err)
 				}
 			}
@@ -182,12 +194,24 @@ func (d *dedupe) forgetAll() error { return d.drop(func(byte) bool { return fals
 
 // idKey is the store key of id hash h of generation gen.
 func (d *dedupe) idKey(gen int64, h [2]uint64) []byte {
-	k := append(d.key[:0], idPrefix...)
-	k = binary.BigEndian.AppendUint64(k, uint64(gen))
-	k = binary.BigEndian.AppendUint64(k, h[0])
-	k = binary.BigEndian.AppendUint64(k, h[1])
-	d.key = k
-	return k
+	d.key = appendIDKey(d.key[:0], gen, h)
+	return d.key
+}
+
+// appendIDKey appends the store key of id hash h of generation gen.
+func appendIDKey(dst []byte, gen int64, h [2]uint64) []byte {
+	dst = append(dst, idPrefix...)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(gen))
+	dst = binary.BigEndian.AppendUint64(dst, h[0])
+	return binary.BigEndian.AppendUint64(dst, h[1])
+}
+
+// parseIDKey splits a store key of an id (appendIDKey).
+func parseIDKey(k []byte) (gen int64, h [2]uint64, ok bool) {
+	if len(k) != idKeyLen || string(k[:len(idPrefix)]) != string(idPrefix) {
+		return 0, h, false
+	}
+	return int64(binary.BigEndian.Uint64(k[2:])), [2]uint64{binary.BigEndian.Uint64(k[10:]), binary.BigEndian.Uint64(k[18:])}, true
 }
 
 // idKeyLen is the length of an idKey.
@@ -203,7 +227,7 @@ func (d *dedupe) appendBinary(dst []byte) []byte {
 
 // restore reads what appendBinary wrote and loads the stored ids of the
 // two generations; others, which a forget after the checkpoint had deleted
-// but not committed, are deleted. Without b (a checkpoint of a job that
+// but not committed, are deleted, and so are those keep rejects. Without b (a checkpoint of a job that
 // did not deduplicate) it starts afresh, deleting any ids stored.
 func (d *dedupe) restore(b []byte) error {
 	v := [3]int64{preWatermark, preWatermark, 0}
@@ -224,13 +248,12 @@ func (d *dedupe) restore(b []byte) error {
 	if d.store == nil {
 		return nil
 	}
-	err := d.store.Seek(idPrefix, func(k, _ []byte) (bool, error) {
-		if len(k) != idKeyLen || string(k[:len(idPrefix)]) != string(idPrefix) {
+	err := d.store.Seek(idPrefix, func(k, v []byte) (bool, error) {
+		gen, h, ok := parseIDKey(k)
+		if !ok {
 			return false, nil
 		}
-		h := [2]uint64{binary.BigEndian.Uint64(k[10:]), binary.BigEndian.Uint64(k[18:])}
-		gen := int64(binary.BigEndian.Uint64(k[2:]))
-		if gen != d.gen && gen != d.prevGen {
+		if gen != d.gen && gen != d.prevGen || d.keep != nil && !d.keep(v) {
 			return true, d.store.Delete(k)
 		}
 		if e := d.ids.find(h); *e == ([2]uint64{}) {

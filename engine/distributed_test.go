@@ -35,9 +35,20 @@ func TestPropertyDistributedMatchesEngine(t *testing.T) {
 func checkDistributed(c *propCase) error {
 	r := rand.New(rand.NewPCG(c.seed, 7))
 	inputs := 1 + r.IntN(3)
+	// Some records are an earlier one's event sent again, which dedupe
+	// drops within its horizon.
+	again := map[int]int{}
+	for i := 1; i < len(c.events); i++ {
+		if r.IntN(20) == 0 {
+			again[i] = r.IntN(i)
+		}
+	}
 	record := func(i int) Record {
-		p := int32(i % inputs)
-		return Record{Value: []byte(c.events[i].json()), Partition: p,
+		p, e := int32(i%inputs), i
+		if j, ok := again[i]; ok {
+			e = j
+		}
+		return Record{Value: []byte(c.events[e].json()), Partition: p,
 			Prov: event.Provenance{Topic: "requests", Partition: p, Offset: int64(i)}}
 	}
 	want, err := runEngineOn(c, record)
@@ -130,7 +141,10 @@ func runEngineOn(c *propCase, record func(i int) Record) (*capture, error) {
 
 // route routes rec: its dlq or late record to out, its messages to send.
 func route(router *Router, rec *Record, out Output, send func(k int, m *Message) error) error {
-	routed := router.Route(rec, 0)
+	routed, err := router.Route(rec, 0)
+	if err != nil {
+		return err
+	}
 	switch {
 	case routed.Invalid != nil:
 		out.DLQ(rec.Value, routed.Invalid.Error(), &rec.Prov)
@@ -162,6 +176,8 @@ func runDistributed(c *propCase, r *rand.Rand, record func(i int) Record) (*capt
 	if err != nil {
 		return nil, 0, err
 	}
+	ids, topic := NewIDLog(), idTopic{} // the router's dedupe, and where its checkpoints write it
+	router.StoreIDs(ids)
 	backends := make([]slotstore.Backend, n)
 	tasks := make([]*Task, n)
 	newTask := func(k int) (*Task, error) {
@@ -213,12 +229,20 @@ func runDistributed(c *propCase, r *rand.Rand, record func(i int) Record) (*capt
 			}
 		}
 		if r.IntN(25) == 0 { // the router restarts from a checkpoint
-			cp := router.Checkpoint()
+			cp, err := router.Checkpoint()
+			if err != nil {
+				return nil, 0, err
+			}
+			topic.write(ids)
+			if ids, err = topic.read(); err != nil {
+				return nil, 0, err
+			}
 			split += router.Stats().Split
 			if router, err = NewRouter(cfg, n, nil); err != nil {
 				return nil, 0, err
 			}
-			if err := router.Restore(cp); err != nil {
+			router.StoreIDs(ids)
+			if err := router.Restore(nil, cp); err != nil {
 				return nil, 0, err
 			}
 		}
@@ -283,4 +307,138 @@ func FuzzDecodeMessage(f *testing.F) {
 			t.Fatalf("%x decodes to %+v, which encodes to bytes that decode to %+v (%v)", b, m, again, err)
 		}
 	})
+}
+
+// idTopic is the blobs of a router's IDLog written and not deleted, by
+// generation, as the compacted topic of a distributed job keeps them.
+type idTopic map[int64][][]byte
+
+// write writes what l has to write at a checkpoint.
+func (topic idTopic) write(l *IDLog) {
+	blobs, forgotten, rewritten := l.Take()
+	if rewritten {
+		clear(topic)
+	}
+	for _, g := range forgotten {
+		delete(topic, g)
+	}
+	delete(topic, PreWatermark) // its blobs replace those before
+	for _, b := range blobs {
+		topic[b.Gen] = append(topic[b.Gen], b.Entries)
+	}
+	l.Done(true)
+}
+
+// read returns an IDLog of what the topic holds.
+func (topic idTopic) read() (*IDLog, error) {
+	l := NewIDLog()
+	for g, blobs := range topic {
+		for _, b := range blobs {
+			if err := l.Load(g, b); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return l, nil
+}
+
+// TestRouterDedupeRestore: a router drops an event sent again within the
+// horizon. Its ids go to blobs (IDLog), written at each checkpoint before
+// the checkpoint itself: restored from a checkpoint with the blobs of a
+// later one, whose own record was not written, it takes the records past
+// its checkpoint again as new, and still drops the events of records
+// before it sent again; the generations it forgets as the watermark moves
+// on are deleted from the blobs.
+func TestRouterDedupeRestore(t *testing.T) {
+	cfg, err := rules.Parse("rules.yaml", []byte(`
+watermark: {out_of_orderness: 0s}
+dedupe: {horizon: 10s}
+rules:
+  - {name: r, key: [user], window: {type: tumbling, size: 60s}, aggregate: count, threshold: 100, action: deny}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic := idTopic{}
+	checkpoint := topic.write
+	newRouter := func() (*Router, *IDLog) {
+		r, err := NewRouter(cfg, 2, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := topic.read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.StoreIDs(l)
+		return r, l
+	}
+	route := func(r *Router, offset int64, id int, ts int64) bool {
+		rec := Record{Value: fmt.Appendf(nil, `{"id":"e%d","ts":%d,"user":"u1"}`, id, 1_732_150_000_000+ts),
+			Prov: event.Provenance{Topic: "requests", Offset: offset}}
+		routed, err := r.Route(&rec, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return routed.Duplicate
+	}
+	r, log := newRouter()
+	for o := range 6 {
+		if route(r, int64(o), o, int64(o)) {
+			t.Fatalf("event %d taken as a duplicate", o)
+		}
+	}
+	if !route(r, 6, 2, 2) {
+		t.Fatal("event 2 sent again was not dropped")
+	}
+	cp, err := r.Checkpoint() // covers offsets 0 to 6
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkpoint(log)
+	for o := 7; o < 10; o++ {
+		route(r, int64(o), o, int64(o))
+	}
+	checkpoint(log) // its blobs written, its record not
+	r, log = newRouter()
+	if err := r.Restore(map[int32]int64{0: 7}, cp); err != nil {
+		t.Fatal(err)
+	}
+	for o := 7; o < 10; o++ {
+		if route(r, int64(o), o, int64(o)) {
+			t.Errorf("offset %d, routed again after the restore, taken as a duplicate", o)
+		}
+	}
+	if !route(r, 10, 4, 4) {
+		t.Error("event 4, of a record before the checkpoint, sent again after the restore was not dropped")
+	}
+	if got := r.Stats().Duplicates; got != 1 {
+		t.Errorf("the restored router counted %d duplicates, want 1", got)
+	}
+	// The watermark moves on by three horizons: the generations of the
+	// ids above are forgotten, and their blobs deleted; of the two ids
+	// taken after, the first was taken at the old watermark (dedupe runs
+	// before the event moves it), and is forgotten with them.
+	route(r, 11, 100, 30_000)
+	route(r, 12, 101, 30_001)
+	if _, err := r.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	checkpoint(log)
+	n := 0
+	for _, blobs := range topic {
+		for _, b := range blobs {
+			log.eachEntry(b, func([2]uint64, []byte) { n++ })
+		}
+	}
+	if n != 1 {
+		t.Errorf("the blobs hold %d ids after the watermark moved on, want 1: %v", n, topic)
+	}
+	r, _ = newRouter()
+	if err := r.Restore(map[int32]int64{0: 13}, cp); err != nil {
+		t.Fatal(err)
+	}
+	if route(r, 13, 2, 2) {
+		t.Error("event 2, forgotten, sent again was dropped")
+	}
 }

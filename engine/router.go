@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/binary"
 	"fmt"
 	"slices"
 
@@ -8,6 +9,7 @@ import (
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/watermark"
 	"github.com/riskstream/riskstream/windows"
+	"github.com/riskstream/riskstream/windows/slotstore"
 )
 
 // Router is the first stage of a distributed job (docs/distributed.md):
@@ -19,9 +21,10 @@ import (
 //
 // One Router takes every input partition, in the order of the single
 // job's merge (job.Merge), with the single job's clocks: the watermark
-// over all input partitions, each source's skew over the whole input. So
-// every record reaches the Tasks with the time and watermarks it meets in
-// one engine, and the Tasks' outputs are the engine's.
+// over all input partitions, each source's skew over the whole input, and
+// dedupe, which drops an event whose id was taken within dedupe.horizon.
+// So every record reaches the Tasks with the time and watermarks it meets
+// in one engine, and the Tasks' outputs are the engine's.
 type Router struct {
 	cfg        *rules.Config
 	dec        *Decoder
@@ -48,12 +51,18 @@ type RouterStats struct {
 	// session rules or heatmaps in more than one partition: the partition
 	// of the first decides alone (docs/distributed.md "Late events").
 	Split int64
+	// Duplicates counts the records dropped because their event's id was
+	// taken within dedupe.horizon; they count in Records too.
+	Duplicates int64
 }
 
 // Routed is where a Router sends a record.
 type Routed struct {
 	// Invalid is why the record goes to the dlq output, or nil.
 	Invalid error
+	// Duplicate is set when the record's event was taken already
+	// (dedupe): it goes nowhere.
+	Duplicate bool
 	// Late is set when the record goes to the late output, with the
 	// watermark Message.Before.
 	Late bool
@@ -80,7 +89,7 @@ func NewRouter(cfg *rules.Config, partitions int, onTr func(watermark.Transition
 	if err != nil {
 		return nil, err
 	}
-	return &Router{cfg: cfg, dec: dec, partitions: partitions, onTr: onTr, clocks: newRouterClocks(cfg, onTr)}, nil
+	return &Router{cfg: cfg, dec: dec, partitions: partitions, onTr: onTr, clocks: newClocks(cfg, onTr)}, nil
 }
 
 // Reload routes the records after it by cfg's rules, which rules.CheckReload
@@ -112,13 +121,12 @@ func newRouterDecoder(cfg *rules.Config) (*Decoder, error) {
 	return &Decoder{dec: event.NewDecoder(schema), keyer: keyer}, nil
 }
 
-// newRouterClocks returns a Router's clocks for cfg: an Engine's without
-// dedupe, whose table of ids would not fit a checkpoint in a topic.
-func newRouterClocks(cfg *rules.Config, onTr func(watermark.Transition)) clocks {
-	c := newClocks(cfg, onTr)
-	c.dd = nil
-	return c
-}
+// StoreIDs makes the ids dedupe remembers stored in b as they are taken,
+// each with the input partition and offset of its record, for
+// checkpoints: a store that the router's checkpoint writes first, and
+// whose ids of records past that checkpoint a Restore leaves out. Call it
+// before Restore.
+func (r *Router) StoreIDs(b slotstore.Backend) { r.storeIDs(b) }
 
 // AddPartition registers input partition p before its first record, at
 // processing time now: it holds the watermark back until it turns idle.
@@ -129,8 +137,9 @@ func (r *Router) AddPartition(p int32, now int64) { r.wm.AddPartition(p, now) }
 func (r *Router) Inputs() []int32 { return slices.Sorted(slices.Values(r.wm.Partitions())) }
 
 // Route decides what becomes of rec at processing time now. The result is
-// valid until the next call.
-func (r *Router) Route(rec *Record, now int64) *Routed {
+// valid until the next call. An error comes only from the store of the
+// ids dedupe remembers.
+func (r *Router) Route(rec *Record, now int64) (*Routed, error) {
 	r.stats.Records++
 	c := &r.clocks
 	out := &r.routed
@@ -144,7 +153,19 @@ func (r *Router) Route(rec *Record, now int64) *Routed {
 	if err != nil {
 		r.stats.Invalid++
 		out.Invalid, out.Message.Watermark = err, c.wm.Current()
-		return out
+		return out, nil
+	}
+	if c.dd != nil {
+		c.dd.value = binary.AppendVarint(binary.AppendVarint(c.dd.value[:0], int64(rec.Partition)), rec.Prov.Offset)
+		dup, err := c.duplicate(&r.ev)
+		if err != nil {
+			return nil, err
+		}
+		if dup {
+			r.stats.Duplicates++
+			out.Duplicate = true
+			return out, nil
+		}
 	}
 	keyer := r.dec.keyer
 	m := &out.Message
@@ -194,7 +215,7 @@ func (r *Router) Route(rec *Record, now int64) *Routed {
 			r.stats.Split++
 		}
 	}
-	return out
+	return out, nil
 }
 
 // Mark returns the watermark at processing time now, for a mark to every
@@ -219,42 +240,74 @@ func (r *Router) Sources() []watermark.SourceSkew { return r.skew.Sources() }
 // restored only with the same rules.
 const routerCheckpointVersion = 2
 
-// Checkpoint returns the clocks (the watermark of every input partition
-// and the skew of every source), to be stored with the offsets they
-// cover. They depend on the rules' watermark settings only
-// (rules.Config.StateSettings), which a reload does not change: a router
-// restores them under any rules with the same.
-func (r *Router) Checkpoint() []byte {
-	return appendSections([]byte{routerCheckpointVersion}, []byte(r.cfg.StateSettings()),
-		r.wm.AppendBinary(nil), r.skew.AppendBinary(nil))
+// Checkpoint returns the clocks (the watermark of every input partition,
+// the skew of every source, and what dedupe keeps beside the ids it
+// stores, which it forgets as the watermark leaves them behind), to be
+// stored with the offsets they cover. They depend on the rules' watermark
+// settings only (rules.Config.StateSettings), which a reload does not
+// change: a router restores them under any rules with the same.
+func (r *Router) Checkpoint() ([]byte, error) {
+	if err := r.expireIDs(); err != nil {
+		return nil, err
+	}
+	sections := [][]byte{[]byte(r.cfg.StateSettings()), r.wm.AppendBinary(nil), r.skew.AppendBinary(nil)}
+	if r.dd != nil {
+		// A fourth section, which a checkpoint without dedupe leaves out.
+		sections = append(sections, r.dd.appendBinary(nil))
+	}
+	return appendSections([]byte{routerCheckpointVersion}, sections...), nil
 }
 
-// Restore resumes the clocks from what Checkpoint returned. Given more
-// than one checkpoint, each of some input partitions routed apart (as
-// routers kept one per input partition), their watermarks become one
-// job's (watermark.Combined.Absorb), and the skew of the sources is the
-// first checkpoint's: those of the others' sources start over.
-func (r *Router) Restore(checkpoints ...[]byte) error {
+// Restore resumes the clocks from what Checkpoint returned, with resume
+// the next offset of each input partition the checkpoint covers: the ids
+// the store holds of records at or past them are forgotten, their records
+// to be taken again. Given more than one checkpoint, each of some input
+// partitions routed apart (as routers kept one per input partition),
+// their watermarks become one job's (watermark.Combined.Absorb), the skew
+// of the sources is the first checkpoint's (those of the others' sources
+// start over), and dedupe starts afresh, as without a checkpoint of its.
+func (r *Router) Restore(resume map[int32]int64, checkpoints ...[]byte) error {
 	var all clocks
+	var ids []byte // what dedupe kept, nil for none
 	for i, b := range checkpoints {
-		c, err := r.decodeClocks(b)
+		c, dd, err := r.decodeClocks(b)
 		if err != nil {
 			return err
 		}
 		if i == 0 {
-			all = c
+			all, ids = c, dd
 			continue
 		}
 		all.wm.Absorb(c.wm)
+		ids = nil
 	}
-	if len(checkpoints) > 0 {
-		r.clocks = all
+	if len(checkpoints) == 0 {
+		if r.dd == nil {
+			return nil
+		}
+		return r.dd.restore(nil) // afresh: the store's ids are of no checkpoint
 	}
-	return nil
+	all.dd, all.onTr = r.dd, r.onTr
+	r.clocks = all
+	if r.dd == nil {
+		return nil
+	}
+	r.dd.keep = func(v []byte) bool {
+		p, n := binary.Varint(v)
+		o, k := binary.Varint(v[max(n, 0):])
+		if n <= 0 || k <= 0 {
+			return true
+		}
+		next, ok := resume[int32(p)]
+		return !ok || o < next
+	}
+	defer func() { r.dd.keep = nil }()
+	return r.dd.restore(ids)
 }
 
-// decodeClocks reads one checkpoint.
-func (r *Router) decodeClocks(b []byte) (clocks, error) {
+// decodeClocks reads one checkpoint: its clocks, and what its dedupe kept
+// (nil without).
+func (r *Router) decodeClocks(b []byte) (clocks, []byte, error) {
 	var sections [][]byte
 	var err error
 	if len(b) > 0 && b[0] == 1 {
@@ -264,17 +317,21 @@ func (r *Router) decodeClocks(b []byte) (clocks, error) {
 			fmt.Errorf("%w: watermark out_of_orderness, idle_timeout or allowed_lateness changed", ErrRulesChanged))
 	}
 	if err != nil {
-		return clocks{}, err
+		return clocks{}, nil, err
 	}
-	nc := newRouterClocks(r.cfg, r.onTr)
+	nc := newClocks(r.cfg, r.onTr)
 	wm, rest, err := watermark.DecodeCombined(sections[1],
 		r.cfg.Watermark.OutOfOrderness.Milliseconds(), r.cfg.Watermark.IdleTimeout.Milliseconds())
 	if err != nil || len(rest) != 0 {
-		return clocks{}, fmt.Errorf("engine: router checkpoint watermark: %v", err)
+		return clocks{}, nil, fmt.Errorf("engine: router checkpoint watermark: %v", err)
 	}
 	nc.wm = wm
 	if nc.skew, err = watermark.DecodeSkewTracker(sections[2], watermark.SkewOptionsFrom(r.cfg.Skew)); err != nil {
-		return clocks{}, fmt.Errorf("engine: router checkpoint skew: %w", err)
+		return clocks{}, nil, fmt.Errorf("engine: router checkpoint skew: %w", err)
 	}
-	return nc, nil
+	var ids []byte
+	if len(sections) > 3 {
+		ids = sections[3]
+	}
+	return nc, ids, nil
 }

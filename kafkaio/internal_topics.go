@@ -19,9 +19,12 @@ type InternalTopics struct {
 	// Changelog holds each repartition partition's window state, as of
 	// its last checkpoint: compacted.
 	Changelog string
-	// Routers holds the checkpoint of each input partition's router (its
-	// offset and clocks): compacted, one partition.
+	// Routers holds the router's checkpoint (its offsets and clocks) and
+	// the journal of its merge: compacted, one partition.
 	Routers string
+	// RouterIDs holds the event ids the router's dedupe remembers, a blob
+	// per generation of ids and checkpoint: compacted, one partition.
+	RouterIDs string
 	// Rules holds every version of the job's rules, in order: compacted
 	// (each version its own key), one partition.
 	Rules string
@@ -30,7 +33,7 @@ type InternalTopics struct {
 // InternalTopicsOf names the internal topics of the consumer group group.
 func InternalTopicsOf(group string) InternalTopics {
 	return InternalTopics{Repartition: group + "-repartition", Changelog: group + "-changelog", Routers: group + "-routers",
-		Rules: group + "-rules"}
+		RouterIDs: group + "-router-ids", Rules: group + "-rules"}
 }
 
 // minCompactionLag is the changelog's min.compaction.lag.ms: how long
@@ -61,6 +64,7 @@ func (t InternalTopics) layouts(partitions int) []topicLayout {
 		{t.Repartition, partitions, false},
 		{t.Changelog, partitions, true},
 		{t.Routers, 1, true},
+		{t.RouterIDs, 1, true},
 		{t.Rules, 1, true},
 	}
 }

@@ -502,7 +502,7 @@ func (j *distJob) take(ctx context.Context, gen *kafka.Generation) error {
 	if err != nil {
 		return err
 	}
-	routerEnds, err := j.startRouting(inputs, routers)
+	routerEnds, err := j.startRouting(ctx, inputs, routers)
 	if err != nil {
 		return err
 	}
@@ -571,9 +571,7 @@ func (j *distJob) openTask(ctx context.Context, k int) (t *ownedTask, err error)
 		t.db.Close() // another instance held it meanwhile
 	}
 	dir := filepath.Join(j.tasksDir(), strconv.Itoa(k))
-	so := j.storeOptions()
-	so.Dir = dir
-	db, local, err := openStore(so, end)
+	db, end, epoch, err := j.openChangelogged(ctx, log, end, dir, "a repartition partition's", "partition", k)
 	if err != nil {
 		return nil, err
 	}
@@ -582,25 +580,6 @@ func (j *distJob) openTask(ctx context.Context, k int) (t *ownedTask, err error)
 			db.Close()
 		}
 	}()
-	epoch := max(j.generation, local.epoch)
-	if local.end == end {
-		j.log.Info("a repartition partition's local store is current: nothing to restore", "partition", k, "at", end)
-	} else {
-		start := j.opts.Now()
-		pos, st, err := log.restore(ctx, db, local, j.generation)
-		if err != nil {
-			return nil, fmt.Errorf("restore from %s/%d: %w", log.topic, k, err)
-		}
-		if err := writeChangelogPosition(db, pos); err != nil {
-			return nil, err
-		}
-		end, epoch = pos.end, pos.epoch
-		took := j.opts.Now().Sub(start)
-		j.dm.restoreSeconds.Observe(took.Seconds())
-		j.dm.restoreBytes.Add(float64(st.bytes))
-		j.log.Info("restored a repartition partition's state from its changelog", "partition", k, "records", st.records,
-			"bytes", st.bytes, "from", max(local.end, 0), "rewritten", st.repaired, "took", took.Round(time.Millisecond))
-	}
 	t = &ownedTask{partition: k, db: db, log: log, next: kafka.FirstOffset, changelogEnd: end, epoch: epoch,
 		out: &taskOutput{mu: &j.outMu}}
 	t.out.jobOutput = jobOutput{j.out, j.m, j.console, j.decisionKeys, &t.out.times}
@@ -633,6 +612,42 @@ func (j *distJob) openTask(ctx context.Context, k int) (t *ownedTask, err error)
 	}
 	t.ends = kafkaio.EndsOf(m.Outputs)
 	return t, nil
+}
+
+// openChangelogged opens the store in dir, of which log holds the
+// checkpoints, up to end: the local store if the changelog still ends
+// where its last checkpoint left it, else brought up to date from the
+// changelog (what was written after its own last checkpoint, or the whole
+// changelog into an empty store). It returns the store, where the
+// changelog ends and the generation its next writes carry. whose names
+// the store in the log, with attrs.
+func (j *distJob) openChangelogged(ctx context.Context, log changelog, end int64, dir, whose string, attrs ...any) (*state.DB, int64, int32, error) {
+	so := j.storeOptions()
+	so.Dir = dir
+	db, local, err := openStore(so, end)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	epoch := max(j.generation, local.epoch)
+	if local.end == end {
+		j.log.Info(whose+" local store is current: nothing to restore", append(attrs, "at", end)...)
+		return db, end, epoch, nil
+	}
+	start := j.opts.Now()
+	pos, st, err := log.restore(ctx, db, local, j.generation)
+	if err == nil {
+		err = writeChangelogPosition(db, pos)
+	}
+	if err != nil {
+		db.Close()
+		return nil, 0, 0, fmt.Errorf("restore from %s/%d: %w", log.topic, log.partition, err)
+	}
+	took := j.opts.Now().Sub(start)
+	j.dm.restoreSeconds.Observe(took.Seconds())
+	j.dm.restoreBytes.Add(float64(st.bytes))
+	j.log.Info("restored "+whose+" state from its changelog", append(attrs, "records", st.records,
+		"bytes", st.bytes, "from", max(local.end, 0), "rewritten", st.repaired, "took", took.Round(time.Millisecond))...)
+	return db, pos.end, pos.epoch, nil
 }
 
 // checkpointRules returns the rules a task's checkpoint b was written
@@ -1064,11 +1079,21 @@ func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 		return err
 	}
 	if len(recs) > 0 {
-		err := j.retry(ctx, "router checkpoint", func(ctx context.Context) error {
+		// The router's event ids first: those it restores never lack one
+		// of a record before the checkpoint.
+		err := j.writeRouterIDs(ctx)
+		var tooLarge *ErrCheckpointTooLarge
+		switch {
+		case errors.As(err, &tooLarge):
+			return err
+		case err != nil:
+			j.log.Error("router checkpoint not written, as its event ids were not: the previous one stays in force", "err", err)
+			return nil
+		}
+		err = j.retry(ctx, "router checkpoint", func(ctx context.Context) error {
 			_, err := kafkaio.Produce(ctx, j.client, j.topics.Routers, 0, recs)
 			return err
 		})
-		var tooLarge *ErrCheckpointTooLarge
 		if errors.As(err, &tooLarge) {
 			return err
 		}
@@ -1180,11 +1205,12 @@ func (j *distJob) retry(ctx context.Context, what string, fn func(ctx context.Co
 func (j *distJob) publishRouter() {
 	s := j.router.Stats()
 	p := j.routerStats
-	routed := func(s engine.RouterStats) int64 { return s.Records - s.Invalid - s.Unmatched - s.Late }
+	routed := func(s engine.RouterStats) int64 { return s.Records - s.Invalid - s.Unmatched - s.Late - s.Duplicates }
 	j.m.Events.WithLabelValues("ok").Add(float64(routed(s) - routed(p)))
 	j.m.Events.WithLabelValues("invalid").Add(float64(s.Invalid - p.Invalid))
 	j.m.Events.WithLabelValues("unmatched").Add(float64(s.Unmatched - p.Unmatched))
 	j.m.Events.WithLabelValues("late").Add(float64(s.Late - p.Late))
+	j.m.Events.WithLabelValues("duplicate").Add(float64(s.Duplicates - p.Duplicates))
 	j.dm.routed.Add(float64(s.Records - p.Records))
 	j.dm.split.Add(float64(s.Split - p.Split))
 	j.routerStats = s

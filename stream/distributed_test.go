@@ -262,6 +262,12 @@ func newDistributedRun(t *testing.T, events int, rate float64) (*distributedRun,
 
 // newDistributedRunOn is newDistributedRun on the broker at addr.
 func newDistributedRunOn(t *testing.T, addr string, events int, rate float64) (*distributedRun, replayed, chan error) {
+	return newDistributedRunOf(t, addr, events, rate, func(input string) string { return input })
+}
+
+// newDistributedRunOf is newDistributedRunOn with the generated input
+// file changed by edit first.
+func newDistributedRunOf(t *testing.T, addr string, events int, rate float64, edit func(input string) string) (*distributedRun, replayed, chan error) {
 	path := filepath.Join(t.TempDir(), "rules.yaml")
 	if err := os.WriteFile(path, []byte(distributedRules), 0o600); err != nil {
 		t.Fatal(err)
@@ -274,7 +280,7 @@ func newDistributedRunOn(t *testing.T, addr string, events int, rate float64) (*
 	// jobs run.
 	o := gen.DefaultOptions()
 	o.Events, o.Rate = events, 400
-	input := generatedWith(t, o)
+	input := edit(generatedWith(t, o))
 	d := &distributedRun{t: t, bin: buildBinary(t), addr: addr, rules: path}
 	want := replayOf(t, cfg, input)
 	produced := make(chan error, 1)
@@ -522,18 +528,22 @@ func TestDistributedTakeover(t *testing.T) {
 }
 
 // TestDistributedPartitionedTakeover: three instances share a job whose
-// input has four partitions, arriving while they run; the instance that
-// routes the input is killed mid-stream, another takes the routing over
-// from its checkpoint, and a fourth instance joins. The outputs are those
-// of a replay of the topic, which takes its partitions in the single
-// job's order, each record once: decisions by id and value, heatmaps,
-// late and dlq.
+// input has four partitions, arriving while they run, with some events
+// sent again, as a producer retrying does; the instance that routes the
+// input is killed mid-stream, another takes the routing over from its
+// checkpoint (and the event ids its dedupe remembers), and a fourth
+// instance joins. The outputs are those of a replay of the topic, which
+// takes its partitions in the single job's order and drops the events
+// sent again, each record once: decisions by id and value, heatmaps, late
+// and dlq.
 func TestDistributedPartitionedTakeover(t *testing.T) {
 	if testing.Short() || !kafkatest.Faults() {
 		t.Skipf("fault injection: set %s=1", kafkatest.FaultsEnv)
 	}
 	const events = 60_000
-	d, _, produced := newDistributedRunOn(t, startPartitionedBroker(t), events, 8000)
+	d, _, produced := newDistributedRunOf(t, startPartitionedBroker(t), events, 8000, func(input string) string {
+		return withResent(t, input, 40)
+	})
 	for range 3 {
 		d.start()
 	}
@@ -568,6 +578,29 @@ func TestDistributedPartitionedTakeover(t *testing.T) {
 		t.Fatalf("produce: %v", err)
 	}
 	d.checkOutputs(replayTopicOf(t, d.addr, d.rules, 4))
+}
+
+// withResent writes input again with every n-th line sent again three
+// lines later, and returns the new file's path.
+func withResent(t *testing.T, input string, n int) string {
+	t.Helper()
+	b, err := os.ReadFile(input)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	var out []string
+	for i, l := range lines {
+		out = append(out, l)
+		if i >= 3 && (i-3)%n == 0 {
+			out = append(out, lines[i-3])
+		}
+	}
+	path := filepath.Join(t.TempDir(), "resent.jsonl")
+	if err := os.WriteFile(path, []byte(strings.Join(out, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // replayTopicOf is what a replay of the input topic, of the given number

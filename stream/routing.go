@@ -49,6 +49,12 @@ type routing struct {
 	markWM int64
 	markAt time.Time
 	marked int
+	// ids are the event ids the router's dedupe took, to write at each
+	// checkpoint; idKeys, the keys of the records of each generation of
+	// them in the ids topic; idBlobs counts the records written.
+	ids     *engine.IDLog
+	idKeys  map[int64][]string
+	idBlobs int
 	// apart are the input partitions with checkpoints of the layout that
 	// routed them apart, deleted with the first checkpoint.
 	apart []int32
@@ -188,7 +194,7 @@ func (j *distJob) readRoutersTopic(ctx context.Context) (*routersTopic, error) {
 // checkpoint, or those of partitions routed apart (their watermarks become
 // one, engine.Router.Restore), and the merge's journal. It returns the
 // output ends the checkpoints recorded.
-func (j *distJob) startRouting(inputs []int32, topic *routersTopic) ([]kafkaio.OutputEnd, error) {
+func (j *distJob) startRouting(ctx context.Context, inputs []int32, topic *routersTopic) ([]kafkaio.OutputEnd, error) {
 	j.routing = nil
 	if len(inputs) == 0 {
 		// Nothing routed here: no sources' skew nor watermarks to show.
@@ -209,17 +215,26 @@ func (j *distJob) startRouting(inputs []int32, topic *routersTopic) ([]kafkaio.O
 	if err := j.replaceRouter(j.history.Rules(version)); err != nil {
 		return nil, err
 	}
+	ids, idKeys, err := j.readRouterIDs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	j.router.StoreIDs(ids)
 	merge, err := job.NewMerge(job.MergeOptions{PartitionWait: j.opts.PartitionWait.Milliseconds(),
 		BehindWait: behindWait.Milliseconds(), OnWaitTimeout: func(p int32, waited int64) { j.m.WaitTimeouts.Inc() }})
 	if err != nil {
 		return nil, err
 	}
 	rt := &routing{merge: merge, from: map[int32]int64{}, version: version, started: j.opts.Now(), markWM: watermark.Min,
-		runs: &routerJournal{j: j, entries: topic.journal}}
+		runs: &routerJournal{j: j, entries: topic.journal}, ids: ids, idKeys: idKeys}
 	var ends []kafkaio.OutputEnd
 	switch {
 	case topic.router != nil:
-		if err := j.router.Restore(topic.router.clocks); err != nil {
+		resume := map[int32]int64{}
+		for _, in := range topic.router.inputs {
+			resume[in.Partition] = in.Offset
+		}
+		if err := j.router.Restore(resume, topic.router.clocks); err != nil {
 			return nil, fmt.Errorf("router checkpoint: %w", err)
 		}
 		if err := merge.Restore(topic.router.inputs); err != nil {
@@ -234,7 +249,7 @@ func (j *distJob) startRouting(inputs []int32, topic *routersTopic) ([]kafkaio.O
 			clocks, offsets = append(clocks, cp.clocks), append(offsets, cp.inputs...)
 			ends = append(ends, cp.ends...)
 		}
-		if err := j.router.Restore(clocks...); err != nil {
+		if err := j.router.Restore(nil, clocks...); err != nil {
 			return nil, fmt.Errorf("router checkpoints of input partitions routed apart: %w", err)
 		}
 		if err := merge.Restore(offsets); err != nil {
@@ -243,6 +258,11 @@ func (j *distJob) startRouting(inputs []int32, topic *routersTopic) ([]kafkaio.O
 		rt.apart = slices.Sorted(maps.Keys(topic.apart))
 		j.log.Info("resuming the router checkpoints of input partitions routed apart (an earlier layout): their offsets and watermarks go on; the sources' clock skew is estimated anew but for the first partition's",
 			"partitions", slices.Sorted(maps.Keys(topic.apart)))
+	default:
+		// From the input's start: the store's ids are of no checkpoint.
+		if err := j.router.Restore(nil); err != nil {
+			return nil, err
+		}
 	}
 	now := j.now()
 	for _, p := range inputs {
@@ -334,7 +354,10 @@ func (j *distJob) routeRecords() error {
 	now := j.now()
 	for i := range recs {
 		rec := &recs[i]
-		r := j.router.Route(rec, now)
+		r, err := j.router.Route(rec, now)
+		if err != nil {
+			return fmt.Errorf("input partition %d offset %d: %w", rec.Partition, rec.Prov.Offset, err)
+		}
 		switch {
 		case r.Invalid != nil:
 			j.out.DLQ(rec.Value, r.Invalid.Error(), &rec.Prov)
@@ -391,13 +414,99 @@ func (j *distJob) routerRecords(ends []kafkaio.OutputEnd) ([]kafka.Record, error
 	if err := rt.journal.Checkpoint(rt.merge); err != nil {
 		return nil, err
 	}
+	clocks, err := j.router.Checkpoint()
+	if err != nil {
+		return nil, err
+	}
 	cp := encodeRouterCheckpoint(routerCheckpoint{inputs: rt.merge.Inputs(j.opts.Topic), rules: rt.version,
-		clocks: j.router.Checkpoint(), ends: ends})
+		clocks: clocks, ends: ends})
 	recs := append([]kafka.Record{{Key: kafka.NewBytes([]byte(routerKey)), Value: kafka.NewBytes(cp)}}, rt.runs.drops...)
 	for _, p := range rt.apart {
 		recs = append(recs, kafka.Record{Key: kafka.NewBytes([]byte(strconv.Itoa(int(p))))})
 	}
 	return recs, nil
+}
+
+// The router's dedupe keeps the event ids it remembers in memory, and
+// each router checkpoint writes those taken since the last to the
+// router's ids topic first (engine.IDLog: a record per generation of ids),
+// then its own record to the routers topic, so that the ids restored never
+// lack one of a record before the checkpoint; those of records after it,
+// which a checkpoint whose record was not written leaves, the router
+// forgets as it restores (engine.Router.Restore).
+
+// idsKeyPrefix starts the keys of the router's ids topic: ids/GEN/G/N,
+// with the generation of the ids, the group's generation and a count of
+// the records the router wrote.
+const idsKeyPrefix = "ids/"
+
+// readRouterIDs reads the router's ids topic into an IDLog, and returns
+// the keys of the records of each generation it holds.
+func (j *distJob) readRouterIDs(ctx context.Context) (*engine.IDLog, map[int64][]string, error) {
+	live := map[string][]byte{}
+	_, err := kafkaio.ReadRecords(ctx, j.sec.Dialer(), j.opts.Brokers, j.topics.RouterIDs, 0, kafka.FirstOffset, func(m *kafka.Message) error {
+		if len(m.Value) == 0 {
+			delete(live, string(m.Key))
+		} else {
+			live[string(m.Key)] = m.Value
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("the router's event ids in %s: %w", j.topics.RouterIDs, err)
+	}
+	ids, keys := engine.NewIDLog(), map[int64][]string{}
+	for _, k := range slices.Sorted(maps.Keys(live)) {
+		rest, ok := strings.CutPrefix(k, idsKeyPrefix)
+		gen, err := strconv.ParseInt(strings.SplitN(rest, "/", 2)[0], 10, 64)
+		if !ok || err != nil {
+			continue // not the router's
+		}
+		keys[gen] = append(keys[gen], k)
+		if err := ids.Load(gen, live[k]); err != nil {
+			return nil, nil, fmt.Errorf("the router's event ids in %s, %s: %w", j.topics.RouterIDs, k, err)
+		}
+	}
+	return ids, keys, nil
+}
+
+// writeRouterIDs writes the event ids the router took since its last
+// checkpoint to its ids topic, and deletes those it forgot.
+func (j *distJob) writeRouterIDs(ctx context.Context) error {
+	rt := j.routing
+	blobs, forgotten, rewritten := rt.ids.Take()
+	keys := maps.Clone(rt.idKeys)
+	var recs []kafka.Record
+	drop := func(g int64) {
+		for _, k := range keys[g] {
+			recs = append(recs, kafka.Record{Key: kafka.NewBytes([]byte(k))})
+		}
+		delete(keys, g)
+	}
+	if rewritten {
+		for g := range keys {
+			drop(g)
+		}
+	}
+	for _, g := range forgotten {
+		drop(g)
+	}
+	drop(engine.PreWatermark) // its blobs replace those before
+	for _, b := range blobs {
+		rt.idBlobs++
+		k := fmt.Sprintf("%s%d/%d/%d", idsKeyPrefix, b.Gen, j.generation, rt.idBlobs)
+		keys[b.Gen] = append(keys[b.Gen], k)
+		recs = append(recs, kafka.Record{Key: kafka.NewBytes([]byte(k)), Value: kafka.NewBytes(b.Entries)})
+	}
+	err := j.retry(ctx, "the router's event ids", func(ctx context.Context) error {
+		_, err := kafkaio.Produce(ctx, j.client, j.topics.RouterIDs, 0, recs)
+		return err
+	})
+	rt.ids.Done(err == nil)
+	if err == nil {
+		rt.idKeys = keys
+	}
+	return err
 }
 
 // routerJournal keeps the router's merge journal (job.Journal) in the

@@ -1,0 +1,252 @@
+package engine
+
+import (
+	"encoding/binary"
+	"errors"
+	"maps"
+	"slices"
+
+	"github.com/riskstream/riskstream/internal/corrupt"
+)
+
+// IDLog is the store of a Router's dedupe (Router.StoreIDs) when its
+// checkpoints go to Kafka: the ids it takes stay in the Router's table, in
+// memory, and the IDLog collects them as blobs, one per generation of ids
+// since the last checkpoint, for its caller to write out (Take) and to
+// read back at a restore (Load), with the generations dedupe forgot, whose
+// blobs it deletes. A blob costs a few bytes per id and one record per
+// checkpoint, where a store of one key per id cost a write, a compaction
+// and a changelog record each.
+//
+// Each entry is an id's hash (16 bytes) and the value dedupe stored with
+// it (a uvarint length, then the bytes): the input partition and offset of
+// its record, by which a restore forgets the ids of records past the
+// checkpoint it restores.
+type IDLog struct {
+	// pending are the entries taken since the last Take, by generation;
+	// taking holds those of the last Take until Done.
+	pending, taking map[int64][]byte
+	// pre are the ids of the generation before the first watermark, with
+	// their values: dedupe moves them to the first generation when the
+	// watermark comes (Get).
+	pre map[[2]uint64][]byte
+	// forgotten are the generations dedupe forgot since the last Take.
+	forgotten map[int64]bool
+	// loaded are the entries Load read, until a restore takes them (Seek);
+	// rewritten says a restore put those it kept in pending, so that the
+	// blobs read are to be deleted.
+	loaded    map[int64][]byte
+	rewritten bool
+	// restoring is set during a restore's Seek, and deleted when it
+	// forgot the id it was shown.
+	restoring, deleted bool
+	key                []byte
+}
+
+// NewIDLog returns an empty IDLog.
+func NewIDLog() *IDLog {
+	return &IDLog{pending: map[int64][]byte{}, pre: map[[2]uint64][]byte{}, forgotten: map[int64]bool{}, loaded: map[int64][]byte{}}
+}
+
+// PreWatermark is the generation of the ids taken before the first
+// watermark. Its blob, unlike the others, holds every such id, and
+// replaces the last one written.
+const PreWatermark = preWatermark
+
+// IDBlob is ids of one generation to write out, at most IDBlobBytes.
+type IDBlob struct {
+	Gen     int64
+	Entries []byte
+}
+
+// IDBlobBytes bounds a blob: a record of a topic whose max.message.bytes
+// is Kafka's default takes it.
+const IDBlobBytes = 512 << 10
+
+// Take returns the blobs to write at a checkpoint, the generations
+// forgotten since the last, whose blobs are to be deleted, and whether a
+// restore rewrote every blob read (they are all to be deleted). The blobs
+// of PreWatermark hold every id of that generation, and replace those
+// written before. Done says whether they were written.
+func (l *IDLog) Take() (blobs []IDBlob, forgotten []int64, rewritten bool) {
+	l.taking, l.pending = l.pending, map[int64][]byte{}
+	for _, g := range slices.Sorted(maps.Keys(l.taking)) {
+		blobs = appendBlobs(blobs, g, l.taking[g])
+	}
+	var pre []byte
+	for h, v := range l.pre {
+		pre = appendIDEntry(pre, h, v)
+	}
+	blobs = appendBlobs(blobs, PreWatermark, pre)
+	forgotten = slices.Sorted(maps.Keys(l.forgotten))
+	return blobs, forgotten, l.rewritten
+}
+
+// appendBlobs appends the entries of generation g as blobs of at most
+// IDBlobBytes, cut between entries.
+func appendBlobs(blobs []IDBlob, g int64, entries []byte) []IDBlob {
+	for len(entries) > 0 {
+		n := 0
+		for n < len(entries) && n < IDBlobBytes {
+			l, k := binary.Uvarint(entries[n+16:])
+			n += 16 + k + int(l)
+		}
+		blobs = append(blobs, IDBlob{Gen: g, Entries: entries[:n]})
+		entries = entries[n:]
+	}
+	return blobs
+}
+
+// Done ends a Take: written, what it returned is durable; else it is
+// returned again, with what came since, by the next Take.
+func (l *IDLog) Done(written bool) {
+	if written {
+		clear(l.forgotten)
+		l.rewritten = false
+	} else {
+		for g, e := range l.taking {
+			if !l.forgotten[g] {
+				l.pending[g] = append(e, l.pending[g]...)
+			}
+		}
+	}
+	l.taking = nil
+}
+
+// Load adds a blob read back, before Router.Restore.
+func (l *IDLog) Load(gen int64, entries []byte) error {
+	if gen == PreWatermark {
+		return l.eachEntry(entries, func(h [2]uint64, v []byte) { l.pre[h] = slices.Clone(v) })
+	}
+	if err := l.eachEntry(entries, func([2]uint64, []byte) {}); err != nil {
+		return err
+	}
+	l.loaded[gen] = append(l.loaded[gen], entries...)
+	return nil
+}
+
+// errIDLog reports a blob that does not decode.
+var errIDLog = corrupt.Errorf("engine: corrupt blob of event ids")
+
+// eachEntry calls fn with every entry of b.
+func (l *IDLog) eachEntry(b []byte, fn func(h [2]uint64, value []byte)) error {
+	for len(b) > 0 {
+		if len(b) < 16 {
+			return errIDLog
+		}
+		h := [2]uint64{binary.BigEndian.Uint64(b), binary.BigEndian.Uint64(b[8:])}
+		n, k := binary.Uvarint(b[16:])
+		if k <= 0 || n > uint64(len(b)-16-k) {
+			return errIDLog
+		}
+		fn(h, b[16+k:16+k+int(n)])
+		b = b[16+k+int(n):]
+	}
+	return nil
+}
+
+func appendIDEntry(dst []byte, h [2]uint64, value []byte) []byte {
+	dst = binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(dst, h[0]), h[1])
+	dst = binary.AppendUvarint(dst, uint64(len(value)))
+	return append(dst, value...)
+}
+
+// idKey is dedupe's key of id h of generation gen.
+func (l *IDLog) idKey(gen int64, h [2]uint64) []byte {
+	l.key = appendIDKey(l.key[:0], gen, h)
+	return l.key
+}
+
+// Get returns the value of an id of the generation before the first
+// watermark: the others are not kept here.
+func (l *IDLog) Get(key []byte) ([]byte, bool, error) {
+	if gen, h, ok := parseIDKey(key); ok && gen == PreWatermark {
+		v, found := l.pre[h]
+		return v, found, nil
+	}
+	return nil, false, nil
+}
+
+// GetSorted calls fn with what Get returns for each of keys.
+func (l *IDLog) GetSorted(keys [][]byte, fn func(i int, value []byte, found bool) error) error {
+	for i, k := range keys {
+		v, found, _ := l.Get(k)
+		if err := fn(i, v, found); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Set notes an id taken.
+func (l *IDLog) Set(key, value []byte) error {
+	gen, h, ok := parseIDKey(key)
+	switch {
+	case !ok:
+		return errors.New("engine: an IDLog stores event ids only")
+	case gen == PreWatermark:
+		l.pre[h] = slices.Clone(value)
+	default:
+		l.pending[gen] = appendIDEntry(l.pending[gen], h, value)
+	}
+	return nil
+}
+
+// Delete notes an id forgotten: dedupe forgets generations whole, but at
+// a restore (Seek), where it forgets ids one by one.
+func (l *IDLog) Delete(key []byte) error {
+	gen, h, ok := parseIDKey(key)
+	switch {
+	case !ok:
+	case l.restoring:
+		l.deleted = true
+	case gen == PreWatermark:
+		delete(l.pre, h)
+	default:
+		l.forgotten[gen] = true
+		delete(l.pending, gen)
+	}
+	return nil
+}
+
+// Seek is a restore's: it calls fn with every id loaded (Load), in no
+// order, then takes those fn did not delete as pending, so that the next
+// Take writes them again and the blobs read are deleted.
+func (l *IDLog) Seek(start []byte, fn func(key, value []byte) (bool, error)) error {
+	loaded := l.loaded
+	l.loaded = map[int64][]byte{}
+	l.restoring = true
+	defer func() { l.restoring = false }()
+	kept := map[int64][]byte{}
+	for _, g := range slices.Sorted(maps.Keys(loaded)) {
+		var err error
+		if e := l.eachEntry(loaded[g], func(h [2]uint64, v []byte) {
+			if err != nil {
+				return
+			}
+			l.deleted = false
+			if _, err = fn(l.idKey(g, h), v); err == nil && !l.deleted {
+				kept[g] = appendIDEntry(kept[g], h, v)
+			}
+		}); e != nil {
+			return e
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for h, v := range l.pre {
+		l.deleted = false
+		if _, err := fn(l.idKey(PreWatermark, h), v); err != nil {
+			return err
+		}
+		if l.deleted {
+			delete(l.pre, h)
+		}
+	}
+	for g, e := range kept {
+		l.pending[g] = append(e, l.pending[g]...)
+	}
+	l.rewritten = true
+	return nil
+}

@@ -1,0 +1,90 @@
+package engine
+
+import (
+	"encoding/binary"
+	"testing"
+)
+
+// TestIDLogTake: the ids taken come out of Take as blobs of at most
+// IDBlobBytes (and one entry), cut between entries, each once; a Take not
+// written comes out again with what came since, one written does not, and
+// a generation forgotten before its blobs were written is not written.
+func TestIDLogTake(t *testing.T) {
+	l := NewIDLog()
+	value := binary.AppendVarint(binary.AppendVarint(nil, 3), 1<<40)
+	set := func(gen int64, n int, from uint64) {
+		for i := range uint64(n) {
+			if err := l.Set(appendIDKey(nil, gen, [2]uint64{from + i + 1, (from + i) << 8}), value); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	count := func(blobs []IDBlob) map[int64]int {
+		n := map[int64]int{}
+		for _, b := range blobs {
+			if len(b.Entries) > IDBlobBytes+16+1+len(value) {
+				t.Errorf("a blob of %d bytes", len(b.Entries))
+			}
+			if err := l.eachEntry(b.Entries, func(h [2]uint64, v []byte) {
+				if string(v) != string(value) {
+					t.Errorf("id %v with value %x", h, v)
+				}
+				n[b.Gen]++
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return n
+	}
+	set(7, 60_000, 0)
+	set(8, 10, 1_000_000)
+	blobs, forgotten, _ := l.Take()
+	if n := count(blobs); n[7] != 60_000 || n[8] != 10 || len(blobs) < 3 || len(forgotten) != 0 {
+		t.Fatalf("first take: %v ids in %d blobs, forgotten %v", n, len(blobs), forgotten)
+	}
+	l.Done(false)
+	set(8, 5, 2_000_000)
+	if err := l.Delete(appendIDKey(nil, 7, [2]uint64{1, 0})); err != nil { // generation 7 forgotten
+		t.Fatal(err)
+	}
+	blobs, forgotten, _ = l.Take()
+	if n := count(blobs); n[7] != 0 || n[8] != 15 || len(forgotten) != 1 || forgotten[0] != 7 {
+		t.Fatalf("after a take not written: %v ids, forgotten %v", n, forgotten)
+	}
+	l.Done(true)
+	blobs, forgotten, _ = l.Take()
+	if n := count(blobs); len(n) != 0 || len(forgotten) != 0 {
+		t.Fatalf("after a take written: %v ids, forgotten %v", n, forgotten)
+	}
+	l.Done(true)
+	if err := l.Load(9, []byte{1, 2, 3}); err == nil {
+		t.Error("a cut blob loaded")
+	}
+}
+
+// FuzzIDLogLoad: a blob of the router's ids topic loads or fails on any
+// bytes, and what loads is what a restore is shown, written again alike.
+func FuzzIDLogLoad(f *testing.F) {
+	f.Add(appendIDEntry(appendIDEntry(nil, [2]uint64{1, 2 << 8}, []byte{6, 8}), [2]uint64{3, 4 << 8}, nil))
+	f.Add([]byte{1, 2, 3})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		l := NewIDLog()
+		if err := l.Load(5, b); err != nil {
+			return
+		}
+		var again []byte
+		if err := l.Seek(idPrefix, func(k, v []byte) (bool, error) {
+			gen, h, ok := parseIDKey(k)
+			if !ok || gen != 5 {
+				t.Fatalf("shown key %x", k)
+			}
+			again = appendIDEntry(again, h, v)
+			return true, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if string(again) != string(b) {
+			t.Fatalf("%x loads as %x", b, again)
+		}
+	})
+}
