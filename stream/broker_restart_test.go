@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/riskstream/riskstream/broker"
@@ -128,4 +129,58 @@ func TestFetcherRecoveryGrace(t *testing.T) {
 	if !ok || len(got.Msgs) != 1 || got.Behind {
 		t.Fatalf("the producer's record: %+v, %v; want it, caught up", got, ok)
 	}
+}
+
+// TestDistributedBrokerRestart is TestBrokerRestart with two instances of
+// a distributed job: the broker, which holds the input, the repartition
+// and internal topics and the group, stops for two seconds in the middle
+// of the run. The decisions are a replay's of the topic, none twice.
+func TestDistributedBrokerRestart(t *testing.T) {
+	if testing.Short() || !kafkatest.Faults() {
+		t.Skipf("fault injection: set %s=1", kafkatest.FaultsEnv)
+	}
+	cfg, err := rules.Load(threeKeysRules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	input := generated(t, 60_000)
+	opts := restartableBroker(t)
+	opts.Topics["requests"] = 4
+	addr := opts.Addr
+	b, err := broker.Start(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	produced := make(chan error, 1)
+	go func() {
+		_, err := produce.Run(context.Background(), produce.Options{File: input, Brokers: []string{addr}, Rate: 10_000})
+		produced <- err
+	}()
+	var stops []func()
+	for range 2 {
+		stops = append(stops, startJob(t, RunOptions{Config: cfg, Brokers: []string{addr}, Distributed: true,
+			RepartitionPartitions: 4, CheckpointInterval: 50 * time.Millisecond, Registry: prometheus.NewRegistry()}))
+	}
+	time.Sleep(3 * time.Second)
+	if n := committed(t, addr, 4); n <= 0 || n >= 60_000 {
+		t.Fatalf("%d records committed when the broker stopped: not the middle of the run", n)
+	}
+	b.Close()
+	time.Sleep(2 * time.Second)
+	if b, err = broker.Start(opts); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { b.Close() }()
+	if err := <-produced; err != nil {
+		t.Fatal(err)
+	}
+	// The routed records reach the other instance's states through the
+	// repartition topic after the input's offsets are committed: wait for
+	// the decisions themselves.
+	want := withoutSource(topicReplayDecisions(t, addr, cfg))
+	waitRecords(t, addr, "decisions", len(want))
+	for _, stop := range stops {
+		stop()
+	}
+	compareDecisions(t, withoutSource(readTopic(t, addr, "decisions")), want)
 }

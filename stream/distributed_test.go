@@ -471,6 +471,18 @@ func fromStandby(logs []*testinput.LockedBuffer, skip int) bool {
 	return false
 }
 
+// router returns the instance but skip that routes the input (the
+// partitions of its last generation), -1 when none does.
+func (d *distributedRun) router(skip int) int {
+	for i, l := range d.logs {
+		took := tookInput.FindAllStringSubmatch(l.String(), -1)
+		if i != skip && len(took) > 0 && took[len(took)-1][1] != "" {
+			return i
+		}
+	}
+	return -1
+}
+
 // tookInput finds the input partitions an instance took in a generation.
 var tookInput = regexp.MustCompile(`took partitions.* input="?\[([0-9 ]*)\]`)
 
@@ -494,13 +506,7 @@ func TestDistributedTakeover(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	// The instance routing the input goes: the new router resumes from its
 	// checkpoint, and the tasks take what it sends again once.
-	killed := -1
-	for i, l := range d.logs {
-		took := tookInput.FindAllStringSubmatch(l.String(), -1)
-		if len(took) > 0 && took[len(took)-1][1] == "0" {
-			killed = i
-		}
-	}
+	killed := d.router(-1)
 	if killed < 0 {
 		t.Fatal("no instance routes the input")
 	}
@@ -548,27 +554,16 @@ func TestDistributedPartitionedTakeover(t *testing.T) {
 		d.start()
 	}
 	time.Sleep(3 * time.Second)
-	router := -1
-	for i, l := range d.logs {
-		took := tookInput.FindAllStringSubmatch(l.String(), -1)
-		if len(took) > 0 && took[len(took)-1][1] == "0 1 2 3" {
-			router = i
-		}
-	}
+	router := d.router(-1)
 	if router < 0 {
-		t.Fatal("no instance routes the four input partitions")
+		t.Fatal("no instance routes the input")
+	}
+	if took := tookInput.FindAllStringSubmatch(d.logs[router].String(), -1); took[len(took)-1][1] != "0 1 2 3" {
+		t.Fatalf("the router routes input partitions %s, want all four together", took[len(took)-1][1])
 	}
 	d.cmds[router].Process.Signal(syscall.SIGKILL)
 	d.cmds[router].Wait()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		routes := false
-		for i, l := range d.logs {
-			took := tookInput.FindAllStringSubmatch(l.String(), -1)
-			routes = routes || i != router && len(took) > 0 && took[len(took)-1][1] == "0 1 2 3"
-		}
-		if routes {
-			break
-		}
+	for deadline := time.Now().Add(30 * time.Second); d.router(router) < 0; time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no survivor took the routing over:\n%s\n%s", d.logs[(router+1)%3], d.logs[(router+2)%3])
 		}
