@@ -39,9 +39,9 @@ import (
 // default: room for a dozen instances, each holding one partition or more.
 const DefaultRepartitionPartitions = 12
 
-// markInterval is how often a router tells every repartition partition
-// where its input partitions' watermarks are (Flink's watermark interval),
-// when they moved; heartbeatMarks is how often it does when they did not.
+// markInterval is how often the router tells every repartition partition
+// where the watermark is (Flink's watermark interval), when it moved;
+// heartbeatMarks is how often it does when it did not.
 const (
 	markInterval   = 100 * time.Millisecond
 	heartbeatMarks = time.Second

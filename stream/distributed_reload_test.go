@@ -260,9 +260,9 @@ func TestDistributedReloadTakeover(t *testing.T) {
 			len(tookPartitions.FindAllStringSubmatch(d.logs[third].String(), -1)) > 0
 	})
 	produceFile(t, d.addr, halves[1])
-	got := waitRecords(t, d.addr, "decisions", len(all))
+	waitRecords(t, d.addr, "decisions", len(all))
 	d.stopAll()
-	got = withoutSource(readTopic(t, d.addr, "decisions"))
+	got := withoutSource(readTopic(t, d.addr, "decisions"))
 	compareDecisions(t, got, all)
 	compareDecisions(t, got, replayWithRulesTopic(t, d.addr))
 	if strings.Contains(d.logs[third].String(), "rules reloaded") {
