@@ -24,6 +24,24 @@ func TestBrokerRestart(t *testing.T) {
 	if testing.Short() || !kafkatest.Faults() {
 		t.Skipf("fault injection: set %s=1", kafkatest.FaultsEnv)
 	}
+	// The producer reconnects each partition on its own after the restart,
+	// and sends what it held, older than what the others have by then: at
+	// the default --partition-wait the job waits for them as long as the
+	// partitions have nothing since the outage (recoveryGrace).
+	var stop func()
+	addr, cfg := restartBrokerMidRun(t, 2*time.Second, func(o RunOptions) { stop = startJob(t, o) })
+	waitCheckpointed(t, addr, 4, 60_000, nil)
+	stop()
+	compareDecisions(t, readTopic(t, addr, "decisions"), topicReplayDecisions(t, addr, cfg))
+}
+
+// restartBrokerMidRun starts a broker of 4 input partitions, the sending
+// of 60,000 generated events to it at 10,000 a second, and the job, with
+// start given its options; after wait it stops the broker for two
+// seconds, then waits until every event is sent, and returns the broker's
+// address and the job's rules.
+func restartBrokerMidRun(t *testing.T, wait time.Duration, start func(RunOptions)) (string, *rules.Config) {
+	t.Helper()
 	cfg, err := rules.Load(threeKeysRules)
 	if err != nil {
 		t.Fatal(err)
@@ -41,12 +59,8 @@ func TestBrokerRestart(t *testing.T) {
 		_, err := produce.Run(context.Background(), produce.Options{File: input, Brokers: []string{addr}, Rate: 10_000})
 		produced <- err
 	}()
-	// The producer reconnects each partition on its own after the restart,
-	// and sends what it held, older than what the others have by then: at
-	// the default --partition-wait the job waits for them as long as the
-	// partitions have nothing since the outage (recoveryGrace).
-	stop := startJob(t, RunOptions{Config: cfg, Brokers: []string{addr}, CheckpointInterval: 50 * time.Millisecond})
-	time.Sleep(2 * time.Second)
+	start(RunOptions{Config: cfg, Brokers: []string{addr}, CheckpointInterval: 50 * time.Millisecond})
+	time.Sleep(wait)
 	if n := committed(t, addr, 4); n <= 0 || n >= 60_000 {
 		t.Fatalf("%d records committed when the broker stopped: not the middle of the run", n)
 	}
@@ -55,13 +69,11 @@ func TestBrokerRestart(t *testing.T) {
 	if b, err = broker.Start(opts); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { b.Close() }()
+	t.Cleanup(func() { b.Close() })
 	if err := <-produced; err != nil {
 		t.Fatal(err)
 	}
-	waitCheckpointed(t, addr, 4, 60_000, nil)
-	stop()
-	compareDecisions(t, readTopic(t, addr, "decisions"), topicReplayDecisions(t, addr, cfg))
+	return addr, cfg
 }
 
 // restartableBroker returns the options of a broker that can be stopped
@@ -139,41 +151,14 @@ func TestDistributedBrokerRestart(t *testing.T) {
 	if testing.Short() || !kafkatest.Faults() {
 		t.Skipf("fault injection: set %s=1", kafkatest.FaultsEnv)
 	}
-	cfg, err := rules.Load(threeKeysRules)
-	if err != nil {
-		t.Fatal(err)
-	}
-	input := generated(t, 60_000)
-	opts := restartableBroker(t)
-	opts.Topics["requests"] = 4
-	addr := opts.Addr
-	b, err := broker.Start(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	produced := make(chan error, 1)
-	go func() {
-		_, err := produce.Run(context.Background(), produce.Options{File: input, Brokers: []string{addr}, Rate: 10_000})
-		produced <- err
-	}()
 	var stops []func()
-	for range 2 {
-		stops = append(stops, startJob(t, RunOptions{Config: cfg, Brokers: []string{addr}, Distributed: true,
-			RepartitionPartitions: 4, CheckpointInterval: 50 * time.Millisecond, Registry: prometheus.NewRegistry()}))
-	}
-	time.Sleep(3 * time.Second)
-	if n := committed(t, addr, 4); n <= 0 || n >= 60_000 {
-		t.Fatalf("%d records committed when the broker stopped: not the middle of the run", n)
-	}
-	b.Close()
-	time.Sleep(2 * time.Second)
-	if b, err = broker.Start(opts); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { b.Close() }()
-	if err := <-produced; err != nil {
-		t.Fatal(err)
-	}
+	addr, cfg := restartBrokerMidRun(t, 3*time.Second, func(o RunOptions) {
+		o.Distributed, o.RepartitionPartitions = true, 4
+		for range 2 {
+			o.Registry = prometheus.NewRegistry()
+			stops = append(stops, startJob(t, o))
+		}
+	})
 	// The routed records reach the other instance's states through the
 	// repartition topic after the input's offsets are committed: wait for
 	// the decisions themselves.

@@ -296,19 +296,7 @@ var eventTS = regexp.MustCompile(`"ts":(\d+)`)
 // replayOf is what replay makes of input with cfg.
 func replayOf(t *testing.T, cfg *rules.Config, input string) replayed {
 	t.Helper()
-	out := t.TempDir()
-	runReplay(t, replay.Options{Config: cfg, Inputs: []string{input}, OutDir: out})
-	lines := func(name string) []string {
-		b, err := os.ReadFile(filepath.Join(out, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls := strings.Split(strings.TrimSpace(string(b)), "\n")
-		slices.Sort(ls)
-		return ls
-	}
-	r := replayed{decisions: lines("decisions.jsonl"), heatmaps: lines("heatmaps.jsonl"),
-		late: withoutProvenance(lines("late.jsonl")), dlq: withoutProvenance(lines("dlq.jsonl"))}
+	r := replayedWith(t, replay.Options{Config: cfg, Inputs: []string{input}})
 	b, err := os.ReadFile(input)
 	if err != nil {
 		t.Fatal(err)
@@ -318,6 +306,25 @@ func replayOf(t *testing.T, cfg *rules.Config, input string) replayed {
 		r.maxTS = max(r.maxTS, ts)
 	}
 	return r
+}
+
+// replayedWith runs a replay with opts and returns its outputs, sorted,
+// without the provenance of decisions (a topic's), late and dlq records.
+func replayedWith(t *testing.T, opts replay.Options) replayed {
+	t.Helper()
+	opts.OutDir = t.TempDir()
+	runReplay(t, opts)
+	lines := func(name string) []string {
+		b, err := os.ReadFile(filepath.Join(opts.OutDir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls := strings.Split(strings.TrimSpace(string(b)), "\n")
+		slices.Sort(ls)
+		return ls
+	}
+	return replayed{decisions: withoutSource(lines("decisions.jsonl")), heatmaps: lines("heatmaps.jsonl"),
+		late: withoutProvenance(lines("late.jsonl")), dlq: withoutProvenance(lines("dlq.jsonl"))}
 }
 
 // provenance is where a late or dlq record's input came from: a file's
@@ -608,19 +615,8 @@ func replayTopicOf(t *testing.T, addr, rulesFile string, partitions int) replaye
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := t.TempDir()
-	runReplay(t, replay.Options{Config: cfg, Brokers: []string{addr}, Topic: "requests", OutDir: out})
-	lines := func(name string) []string {
-		b, err := os.ReadFile(filepath.Join(out, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls := strings.Split(strings.TrimSpace(string(b)), "\n")
-		slices.Sort(ls)
-		return ls
-	}
-	r := replayed{decisions: withoutSource(lines("decisions.jsonl")), heatmaps: lines("heatmaps.jsonl"),
-		late: withoutProvenance(lines("late.jsonl")), dlq: withoutProvenance(lines("dlq.jsonl")), maxTS: math.MaxInt64}
+	r := replayedWith(t, replay.Options{Config: cfg, Brokers: []string{addr}, Topic: "requests"})
+	r.maxTS = math.MaxInt64
 	for p := range partitions {
 		var most int64
 		for _, m := range readPartition(t, addr, "requests", p) {
