@@ -185,8 +185,9 @@ type ownedTask struct {
 	// throughTopic is, per input partition this instance routes, the
 	// offset up to which the task must have applied the partition's
 	// records and marks from the repartition topic before the router
-	// hands it the next ones directly (local).
+	// hands it the next ones directly (local); direct says it has.
 	throughTopic map[int32]int64
+	direct       bool
 }
 
 // localMessage is a message handed to a task directly, with its record's
@@ -235,11 +236,17 @@ func (o *taskOutput) DLQ(raw []byte, reason string, p *event.Provenance) {
 // sent included. Before, it would apply a message handed to it before
 // earlier ones the topic still held, or skip those as already applied.
 func (t *ownedTask) local() bool {
+	if t.direct {
+		return true
+	}
 	for p, o := range t.throughTopic {
 		if t.task.Applied(p) < o {
 			return false
 		}
 	}
+	// From here on the router hands it every message: no more go through
+	// the topic.
+	t.direct = true
 	return true
 }
 
@@ -510,7 +517,7 @@ func (j *distJob) take(ctx context.Context, gen *kafka.Generation) error {
 	// What the router sent before reaches the tasks through the
 	// repartition topic first (ownedTask.local).
 	for _, t := range j.tasks {
-		t.throughTopic = map[int32]int64{}
+		t.throughTopic, t.direct = map[int32]int64{}, false
 		if j.routing != nil {
 			for p, from := range j.routing.from {
 				t.throughTopic[p] = max(from-1, -1)
