@@ -127,6 +127,58 @@ func TestDistributedReload(t *testing.T) {
 	}
 }
 
+// TestDistributedReloadPartitioned: two instances on an input of four
+// partitions take new rules halfway through the bundled input; a replay of
+// the topic with the job's rules topic, which takes the partitions in the
+// single job's order and reloads where the job's router switched, makes
+// the job's decisions, each once.
+func TestDistributedReloadPartitioned(t *testing.T) {
+	if testing.Short() {
+		t.Skip("live test")
+	}
+	before, after, halves, cut, _, _ := reloadCase(t)
+	broker := startPartitionedBroker(t)
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(path, before.Source, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := rules.Load(path) // the file both instances watch
+	if err != nil {
+		t.Fatal(err)
+	}
+	var regs []*prometheus.Registry
+	for range 2 {
+		reg := prometheus.NewRegistry()
+		regs = append(regs, reg)
+		stop := startJob(t, RunOptions{Brokers: []string{broker}, Distributed: true, RepartitionPartitions: 4,
+			CheckpointInterval: 100 * time.Millisecond, Registry: reg, Config: cfg, WatchRules: true})
+		defer stop()
+	}
+	waitFor := func(what string, done func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(time.Minute); !done(); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("waited a minute for %s", what)
+			}
+		}
+	}
+	produceFile(t, broker, halves[0])
+	waitFor("the first half routed", func() bool {
+		return metricSum(t, regs[0], "riskstream_routed_records_total")+metricSum(t, regs[1], "riskstream_routed_records_total") >= float64(cut)
+	})
+	writeRules(t, path, string(after.Source))
+	waitFor("both instances to take the new rules", func() bool {
+		return metricOf(t, regs[0], "riskstream_rules_reloads_total", "applied") == 1 &&
+			metricOf(t, regs[1], "riskstream_rules_reloads_total", "applied") == 1
+	})
+	produceFile(t, broker, halves[1])
+	want := replayWithRulesTopic(t, broker)
+	waitRecords(t, broker, "decisions", len(want))
+	got := liveDecisions(t, broker)
+	slices.Sort(got)
+	compareDecisions(t, got, want)
+}
+
 // replayWithRulesTopic returns the decisions of a replay of the input
 // topic with the rules of the job's rules topic, sorted, without where
 // their events came from.
