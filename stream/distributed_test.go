@@ -401,9 +401,9 @@ func withoutSource(ds []string) []string {
 }
 
 // TestDistributedThreeInstances: three instances share a job whose input
-// (one partition, so that its order is defined) arrives while they run,
-// with three rules keyed by unrelated attributes: their decisions are
-// replay's, each written once.
+// (one partition, so that a replay of the file has the topic's order)
+// arrives while they run, with three rules keyed by unrelated attributes:
+// their decisions are replay's, each written once.
 func TestDistributedThreeInstances(t *testing.T) {
 	if testing.Short() || !kafkatest.Faults() {
 		t.Skipf("seconds of consumer group rebalances: set %s=1", kafkatest.FaultsEnv)
