@@ -91,7 +91,7 @@ which is plaintext: the TLS and SASL flags then are refused.
 	addBrokersFlag(cmd, &opts.Brokers, "start an embedded broker on 127.0.0.1:9092")
 	f.StringVar(&opts.Topic, "topic", stream.DefaultTopic, "input topic")
 	f.StringVar(&opts.Group, "group", stream.DefaultGroup, "consumer group: joined to keep a second instance out (with --distributed, shared by the instances), and given the checkpointed offsets for lag tools")
-	f.BoolVar(&opts.Distributed, "distributed", false, "share the job with the other instances of --group: each routes some input partitions by key to the repartition topic and holds the state of some of its partitions (docs/distributed.md); needs --brokers")
+	f.BoolVar(&opts.Distributed, "distributed", false, "share the job with the other instances of --group: one routes the input by key to the repartition topic, in the single job's order, and each holds the state of some of its partitions (docs/distributed.md); needs --brokers")
 	f.IntVar(&opts.StandbyReplicas, "standby-replicas", 1, "with --distributed: standby copies of each repartition partition's state kept on other instances, which take it over without reading its whole changelog; 0 for none")
 	f.IntVar(&opts.RepartitionPartitions, "repartition-partitions", stream.DefaultRepartitionPartitions, "with --distributed: partitions of the internal repartition and changelog topics, the most instances that hold state; fixed once the topics exist")
 	f.StringVar(&opts.Outputs.Decisions, "decisions-topic", sink.Decisions, "output topic for decisions")
