@@ -44,6 +44,11 @@ type jobBase struct {
 	// fetchers read the input partitions (and a distributed instance's
 	// repartition partitions).
 	fetchers []*kafkaio.Fetcher
+	// waitTimeouts counts merge waits that ran out since they were last
+	// logged, and lastTimeoutLog is when that was (ms), if timeoutLogged.
+	waitTimeouts   int
+	lastTimeoutLog int64
+	timeoutLogged  bool
 }
 
 // onClose adds fn to what is undone when the job ends.
@@ -51,6 +56,28 @@ func (j *jobBase) onClose(fn func()) { j.closers = append(j.closers, fn) }
 
 // now is processing time in ms.
 func (j *jobBase) now() int64 { return j.opts.Now().UnixMilli() }
+
+// waitTimedOut logs and counts a merge wait that ran out: the order of
+// records across partitions may then depend on when they arrived. It logs
+// at most every 10 s, with the count since.
+func (j *jobBase) waitTimedOut(p int32, waited int64) {
+	j.m.WaitTimeouts.Inc()
+	j.waitTimeouts++
+	// Routine at low rates, where partitions fall silent in turn: the
+	// first is explained at INFO, then a count at most every 10 minutes;
+	// riskstream_partition_wait_timeouts_total has every one.
+	now := j.now()
+	switch {
+	case !j.timeoutLogged:
+		j.log.Info("went on without a partition that had nothing to read for --partition-wait, as at low rates: a record it receives later with an earlier time is taken after the others' (riskstream_partition_wait_timeouts_total counts these)",
+			"partition", p, "waited", time.Duration(waited)*time.Millisecond)
+	case now-j.lastTimeoutLog >= 600_000:
+		j.log.Info("went on without partitions that had nothing to read for --partition-wait", "times", j.waitTimeouts)
+	default:
+		return
+	}
+	j.waitTimeouts, j.lastTimeoutLog, j.timeoutLogged = 0, now, true
+}
 
 // serveConsole serves, with an address in --metrics-addr, the job's
 // metrics, /healthz (health), /readyz and the console, and sets the

@@ -221,7 +221,7 @@ func (j *distJob) startRouting(ctx context.Context, inputs []int32, topic *route
 	}
 	j.router.StoreIDs(ids)
 	merge, err := job.NewMerge(job.MergeOptions{PartitionWait: j.opts.PartitionWait.Milliseconds(),
-		BehindWait: behindWait.Milliseconds(), OnWaitTimeout: func(p int32, waited int64) { j.m.WaitTimeouts.Inc() }})
+		BehindWait: behindWait.Milliseconds(), OnWaitTimeout: j.waitTimedOut})
 	if err != nil {
 		return nil, err
 	}
