@@ -58,8 +58,8 @@ func (j *jobBase) onClose(fn func()) { j.closers = append(j.closers, fn) }
 func (j *jobBase) now() int64 { return j.opts.Now().UnixMilli() }
 
 // waitTimedOut logs and counts a merge wait that ran out: the order of
-// records across partitions may then depend on when they arrived. It logs
-// at most every 10 s, with the count since.
+// records across partitions may then depend on when they arrived. The
+// single job's merge and a distributed job's router call it.
 func (j *jobBase) waitTimedOut(p int32, waited int64) {
 	j.m.WaitTimeouts.Inc()
 	j.waitTimeouts++
