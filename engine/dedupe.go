@@ -227,8 +227,9 @@ func (d *dedupe) appendBinary(dst []byte) []byte {
 
 // restore reads what appendBinary wrote and loads the stored ids of the
 // two generations; others, which a forget after the checkpoint had deleted
-// but not committed, are deleted, and so are those keep rejects. Without b (a checkpoint of a job that
-// did not deduplicate) it starts afresh, deleting any ids stored.
+// but not committed, are deleted, and so are those keep rejects. Without
+// b (a checkpoint of a job that did not deduplicate) it starts afresh,
+// deleting any ids stored.
 func (d *dedupe) restore(b []byte) error {
 	v := [3]int64{preWatermark, preWatermark, 0}
 	if b != nil {

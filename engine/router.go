@@ -132,10 +132,6 @@ func (r *Router) StoreIDs(b slotstore.Backend) { r.storeIDs(b) }
 // processing time now: it holds the watermark back until it turns idle.
 func (r *Router) AddPartition(p int32, now int64) { r.wm.AddPartition(p, now) }
 
-// Inputs returns the input partitions the router has clocks of, in
-// increasing order.
-func (r *Router) Inputs() []int32 { return slices.Sorted(slices.Values(r.wm.Partitions())) }
-
 // Route decides what becomes of rec at processing time now. The result is
 // valid until the next call. An error comes only from the store of the
 // ids dedupe remembers.

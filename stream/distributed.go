@@ -578,7 +578,9 @@ func (j *distJob) openTask(ctx context.Context, k int) (t *ownedTask, err error)
 		t.db.Close() // another instance held it meanwhile
 	}
 	dir := filepath.Join(j.tasksDir(), strconv.Itoa(k))
-	db, end, epoch, err := j.openChangelogged(ctx, log, end, dir, "a repartition partition's", "partition", k)
+	so := j.storeOptions()
+	so.Dir = dir
+	db, local, err := openStore(so, end)
 	if err != nil {
 		return nil, err
 	}
@@ -587,6 +589,25 @@ func (j *distJob) openTask(ctx context.Context, k int) (t *ownedTask, err error)
 			db.Close()
 		}
 	}()
+	epoch := max(j.generation, local.epoch)
+	if local.end == end {
+		j.log.Info("a repartition partition's local store is current: nothing to restore", "partition", k, "at", end)
+	} else {
+		start := j.opts.Now()
+		pos, st, err := log.restore(ctx, db, local, j.generation)
+		if err != nil {
+			return nil, fmt.Errorf("restore from %s/%d: %w", log.topic, k, err)
+		}
+		if err := writeChangelogPosition(db, pos); err != nil {
+			return nil, err
+		}
+		end, epoch = pos.end, pos.epoch
+		took := j.opts.Now().Sub(start)
+		j.dm.restoreSeconds.Observe(took.Seconds())
+		j.dm.restoreBytes.Add(float64(st.bytes))
+		j.log.Info("restored a repartition partition's state from its changelog", "partition", k, "records", st.records,
+			"bytes", st.bytes, "from", max(local.end, 0), "rewritten", st.repaired, "took", took.Round(time.Millisecond))
+	}
 	t = &ownedTask{partition: k, db: db, log: log, next: kafka.FirstOffset, changelogEnd: end, epoch: epoch,
 		out: &taskOutput{mu: &j.outMu}}
 	t.out.jobOutput = jobOutput{j.out, j.m, j.console, j.decisionKeys, &t.out.times}
@@ -619,42 +640,6 @@ func (j *distJob) openTask(ctx context.Context, k int) (t *ownedTask, err error)
 	}
 	t.ends = kafkaio.EndsOf(m.Outputs)
 	return t, nil
-}
-
-// openChangelogged opens the store in dir, of which log holds the
-// checkpoints, up to end: the local store if the changelog still ends
-// where its last checkpoint left it, else brought up to date from the
-// changelog (what was written after its own last checkpoint, or the whole
-// changelog into an empty store). It returns the store, where the
-// changelog ends and the generation its next writes carry. whose names
-// the store in the log, with attrs.
-func (j *distJob) openChangelogged(ctx context.Context, log changelog, end int64, dir, whose string, attrs ...any) (*state.DB, int64, int32, error) {
-	so := j.storeOptions()
-	so.Dir = dir
-	db, local, err := openStore(so, end)
-	if err != nil {
-		return nil, 0, 0, err
-	}
-	epoch := max(j.generation, local.epoch)
-	if local.end == end {
-		j.log.Info(whose+" local store is current: nothing to restore", append(attrs, "at", end)...)
-		return db, end, epoch, nil
-	}
-	start := j.opts.Now()
-	pos, st, err := log.restore(ctx, db, local, j.generation)
-	if err == nil {
-		err = writeChangelogPosition(db, pos)
-	}
-	if err != nil {
-		db.Close()
-		return nil, 0, 0, fmt.Errorf("restore from %s/%d: %w", log.topic, log.partition, err)
-	}
-	took := j.opts.Now().Sub(start)
-	j.dm.restoreSeconds.Observe(took.Seconds())
-	j.dm.restoreBytes.Add(float64(st.bytes))
-	j.log.Info("restored "+whose+" state from its changelog", append(attrs, "records", st.records,
-		"bytes", st.bytes, "from", max(local.end, 0), "rewritten", st.repaired, "took", took.Round(time.Millisecond))...)
-	return db, pos.end, pos.epoch, nil
 }
 
 // checkpointRules returns the rules a task's checkpoint b was written

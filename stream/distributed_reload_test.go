@@ -71,24 +71,16 @@ func TestDistributedReload(t *testing.T) {
 		}
 		return n
 	}
-	waitFor := func(what string, done func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(time.Minute); !done(); time.Sleep(20 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("waited a minute for %s", what)
-			}
-		}
-	}
 
 	produceFile(t, broker, halves[0])
-	waitFor("the first half routed and decided", func() bool {
+	waitUntil(t, "the first half routed and decided", func() bool {
 		return sum("riskstream_routed_records_total") >= float64(cut) && len(readTopic(t, broker, "decisions")) >= len(first)
 	})
 	// A file with another watermark is refused by the instance that reads
 	// it, and changes nothing.
 	refused := strings.Replace(string(before.Source), "out_of_orderness: 2s", "out_of_orderness: 5s", 1)
 	writeRules(t, files[1], refused)
-	waitFor("the refusal", func() bool { return metricOf(t, regs[1], "riskstream_rules_reloads_total", "refused") == 1 })
+	waitUntil(t, "the refusal", func() bool { return metricOf(t, regs[1], "riskstream_rules_reloads_total", "refused") == 1 })
 	// Records of the rules topic that are not rules the job may take,
 	// written by something else than an instance, are skipped alike by
 	// every instance: the proposal after them is version 2.
@@ -101,7 +93,7 @@ func TestDistributedReload(t *testing.T) {
 	}
 	writeRules(t, files[0], string(after.Source))
 	written := time.Now()
-	waitFor("both instances to take the new rules", func() bool {
+	waitUntil(t, "both instances to take the new rules", func() bool {
 		return metricOf(t, regs[0], "riskstream_rules_reloads_total", "applied") == 1 &&
 			metricOf(t, regs[1], "riskstream_rules_reloads_total", "applied") == 1
 	})
@@ -154,20 +146,12 @@ func TestDistributedReloadPartitioned(t *testing.T) {
 			CheckpointInterval: 100 * time.Millisecond, Registry: reg, Config: cfg, WatchRules: true})
 		defer stop()
 	}
-	waitFor := func(what string, done func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(time.Minute); !done(); time.Sleep(20 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("waited a minute for %s", what)
-			}
-		}
-	}
 	produceFile(t, broker, halves[0])
-	waitFor("the first half routed", func() bool {
+	waitUntil(t, "the first half routed", func() bool {
 		return metricSum(t, regs[0], "riskstream_routed_records_total")+metricSum(t, regs[1], "riskstream_routed_records_total") >= float64(cut)
 	})
 	writeRules(t, path, string(after.Source))
-	waitFor("both instances to take the new rules", func() bool {
+	waitUntil(t, "both instances to take the new rules", func() bool {
 		return metricOf(t, regs[0], "riskstream_rules_reloads_total", "applied") == 1 &&
 			metricOf(t, regs[1], "riskstream_rules_reloads_total", "applied") == 1
 	})
@@ -177,6 +161,16 @@ func TestDistributedReloadPartitioned(t *testing.T) {
 	got := liveDecisions(t, broker)
 	slices.Sort(got)
 	compareDecisions(t, got, want)
+}
+
+// waitUntil polls done until it holds, failing after a minute.
+func waitUntil(t *testing.T, what string, done func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !done(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited a minute for %s", what)
+		}
+	}
 }
 
 // replayWithRulesTopic returns the decisions of a replay of the input

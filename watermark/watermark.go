@@ -141,16 +141,6 @@ func (c *Combined) Partition(id int32) int64 {
 	return Min
 }
 
-// Partitions returns the ids of the partitions registered, in the order
-// they were.
-func (c *Combined) Partitions() []int32 {
-	ids := make([]int32, len(c.parts))
-	for i := range c.parts {
-		ids[i] = c.parts[i].id
-	}
-	return ids
-}
-
 // Absorb adds o's partitions that c does not have, with their generators
 // and activity, and lowers c's watermark to o's if it is behind: the
 // watermarks of partitions kept apart become one job's. The settings are
