@@ -131,7 +131,7 @@ func BenchmarkRouter(b *testing.B) {
 	for b.Loop() {
 		p := int32(i % 4)
 		rec := Record{Value: lines[i%len(lines)], Partition: p, Prov: event.Provenance{Topic: "requests", Partition: p, Offset: int64(i)}}
-		routed, _ := r.Route(&rec, 0)
+		routed, _ := r.Route(&rec, 0, nil)
 		for range routed.Partitions {
 			buf = AppendMessage(buf[:0], &routed.Message)
 		}

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/riskstream/riskstream/event"
+	"github.com/riskstream/riskstream/internal/testinput"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/watermark"
 	"github.com/riskstream/riskstream/windows/slotstore"
@@ -139,9 +141,10 @@ func runEngineOn(c *propCase, record func(i int) Record) (*capture, error) {
 	return out, err
 }
 
-// route routes rec: its dlq or late record to out, its messages to send.
-func route(router *Router, rec *Record, out Output, send func(k int, m *Message) error) error {
-	routed, err := router.Route(rec, 0)
+// route routes rec, its event decoded into into (nil: the router's own):
+// its dlq or late record to out, its messages to send.
+func route(router *Router, rec *Record, into *Decoded, out Output, send func(k int, m *Message) error) error {
+	routed, err := router.Route(rec, 0, into)
 	if err != nil {
 		return err
 	}
@@ -206,9 +209,23 @@ func runDistributed(c *propCase, r *rand.Rand, record func(i int) Record) (*capt
 		sent[k] = append(sent[k], b)
 		return deliver(k, b)
 	}
+	// handOver gives a message to its partition as a router hands it to a
+	// task of its own process: with the event it decoded.
+	handOver := func(ev *Decoded) func(k int, m *Message) error {
+		return func(k int, m *Message) error {
+			sent[k] = append(sent[k], AppendMessage(nil, m))
+			_, err := tasks[k].ApplyDecoded(m, ev)
+			return err
+		}
+	}
 	for i := range c.events {
 		rec := record(i)
-		if err := route(router, &rec, out, send); err != nil {
+		into, to := (*Decoded)(nil), send
+		if r.IntN(2) == 0 { // handed over decoded
+			into = new(Decoded)
+			to = handOver(into)
+		}
+		if err := route(router, &rec, into, out, to); err != nil {
 			return nil, 0, err
 		}
 		if r.IntN(8) == 0 { // a mark to every partition
@@ -376,7 +393,7 @@ rules:
 	route := func(r *Router, offset int64, id int, ts int64) bool {
 		rec := Record{Value: fmt.Appendf(nil, `{"id":"e%d","ts":%d,"user":"u1"}`, id, 1_732_150_000_000+ts),
 			Prov: event.Provenance{Topic: "requests", Offset: offset}}
-		routed, err := r.Route(&rec, 0)
+		routed, err := r.Route(&rec, 0, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -440,5 +457,59 @@ rules:
 	}
 	if route(r, 13, 2, 2) {
 		t.Error("event 2, forgotten, sent again was dropped")
+	}
+}
+
+// TestApplyDecodedOtherFields hands a task events a router decoded by
+// rules that read fewer fields than the task's: the task decodes the
+// records itself, and decides as when it is handed none.
+func TestApplyDecodedOtherFields(t *testing.T) {
+	parse := func(src string) *rules.Config {
+		cfg, err := rules.Parse("rules.yaml", []byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	routed := parse(`
+rules:
+  - {name: n, key: [user], window: {type: tumbling, size: 60s}, aggregate: count, threshold: 1, action: deny}
+`)
+	applied := parse(`
+rules:
+  - {name: n, key: [user], window: {type: tumbling, size: 60s}, aggregate: count, threshold: 1, action: deny}
+  - {name: s, key: [user], window: {type: tumbling, size: 60s}, aggregate: "sum:amount", threshold: 10, action: review}
+`)
+	router, err := NewRouter(routed, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outs [2]*testinput.Recorder
+	var tasks [2]*Task
+	for i := range tasks {
+		outs[i] = testinput.NewRecorder()
+		if tasks[i], err = NewTask(TaskOptions{Config: applied, Backend: slotstore.NewMemBackend(), Output: outs[i],
+			Partition: 0, Partitions: 1, Topic: "requests"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for o := range 6 {
+		rec := Record{Value: fmt.Appendf(nil, `{"id":"e%d","ts":%d,"user":"u1","amount":%d}`, o, 1_732_150_000_000+o, 4*o),
+			Prov: event.Provenance{Topic: "requests", Offset: int64(o)}}
+		var ev Decoded
+		r, err := router.Route(&rec, 0, &ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tasks[0].Apply(&r.Message); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tasks[1].ApplyDecoded(&r.Message, &ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, got := outs[0].Take(), outs[1].Take()
+	if !strings.Contains(want, `"rule":"s"`) || got != want {
+		t.Errorf("handed the router's events, the task wrote\n%s\nwant\n%s", got, want)
 	}
 }

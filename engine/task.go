@@ -54,6 +54,11 @@ type Task struct {
 	refs    []windows.SlotRef
 	keys    []byte
 	prov    event.Provenance
+	// routerSchema is the schema of the last event handed to the task
+	// decoded (ApplyDecoded), and sameSchema whether the task's decoder
+	// reads records the same.
+	routerSchema *event.Schema
+	sameSchema   bool
 }
 
 // routerChannel is the valve's one channel: the Router's.
@@ -130,7 +135,12 @@ func (t *Task) Applied(p int32) int64 {
 // Apply takes one message. It returns false for a record applied before
 // (skipped). An error comes only from the state backend, or a record that
 // does not decode as it did when it was routed.
-func (t *Task) Apply(m *Message) (bool, error) {
+func (t *Task) Apply(m *Message) (bool, error) { return t.ApplyDecoded(m, nil) }
+
+// ApplyDecoded is Apply of a record message with its event as a Router in
+// this process decoded it (nil: none), which the task takes instead of
+// decoding the record when its rules read the same fields.
+func (t *Task) ApplyDecoded(m *Message, d *Decoded) (bool, error) {
 	switch m.Kind {
 	case RulesMessage:
 		return true, t.takeRules(m)
@@ -146,9 +156,18 @@ func (t *Task) Apply(m *Message) (bool, error) {
 	if err := t.op.AdvanceWatermark(t.valve.Set(routerChannel, m.Before, false)); err != nil {
 		return true, err
 	}
-	refs, keys, err := t.dec.Decode(m.Value, &t.ev, t.refs[:0], t.keys[:0])
-	if err != nil {
-		return true, fmt.Errorf("engine: record %d/%d was routed but does not decode: %w", m.Partition, m.Offset, err)
+	ev := &t.ev
+	var refs []windows.SlotRef
+	var keys []byte
+	if d != nil && t.decodesAs(d.schema) {
+		ev = &d.Event
+		refs, keys = t.dec.keyer.Append(t.refs[:0], t.keys[:0], ev)
+	} else {
+		var err error
+		refs, keys, err = t.dec.Decode(m.Value, ev, t.refs[:0], t.keys[:0])
+		if err != nil {
+			return true, fmt.Errorf("engine: record %d/%d was routed but does not decode: %w", m.Partition, m.Offset, err)
+		}
 	}
 	// Only the state of the keys this partition holds.
 	mine := refs[:0]
@@ -159,7 +178,7 @@ func (t *Task) Apply(m *Message) (bool, error) {
 	}
 	t.refs, t.keys = mine, keys
 	t.prov = event.Provenance{Topic: t.topic, Partition: m.Partition, Offset: m.Offset}
-	t.count.ev, t.count.prov = &t.ev, &t.prov
+	t.count.ev, t.count.prov = ev, &t.prov
 	t.stats.Records++
 	if m.Processing {
 		t.stats.Retimed++
@@ -174,6 +193,14 @@ func (t *Task) Apply(m *Message) (bool, error) {
 	}
 	settle(&t.stats, t.out, res, m.Value, t.op.Watermark(), &t.prov)
 	return true, t.op.AdvanceWatermark(t.valve.Set(routerChannel, m.Watermark, false))
+}
+
+// decodesAs reports whether the task decodes records as schema does.
+func (t *Task) decodesAs(schema *event.Schema) bool {
+	if schema != t.routerSchema {
+		t.routerSchema, t.sameSchema = schema, schema.Equal(t.dec.dec.Schema())
+	}
+	return t.sameSchema
 }
 
 // takeRules reloads the rules of a rules message, unless the task applies
@@ -191,7 +218,7 @@ func (t *Task) takeRules(m *Message) error {
 	if err != nil {
 		return fmt.Errorf("engine: rules version %d: %w", m.Version, err)
 	}
-	t.dec, t.version = dec, m.Version
+	t.dec, t.version, t.routerSchema = dec, m.Version, nil
 	return nil
 }
 

@@ -117,7 +117,16 @@ func TestTaskReloadMatchesEngine(t *testing.T) {
 				restart(r.IntN(n))
 			}
 			rec := record(i)
-			if err := route(router, &rec, out, func(k int, m *Message) error { send(k, m); return nil }); err != nil {
+			into, to := (*Decoded)(nil), func(k int, m *Message) error { send(k, m); return nil }
+			if r.IntN(2) == 0 { // handed over decoded, by the rules the router routes by
+				into = new(Decoded)
+				to = func(k int, m *Message) error {
+					sent[k] = append(sent[k], AppendMessage(nil, m))
+					_, err := tasks[k].ApplyDecoded(m, into)
+					return err
+				}
+			}
+			if err := route(router, &rec, into, out, to); err != nil {
 				t.Fatal(err)
 			}
 			if r.IntN(50) == 0 { // a partition gets the messages since one again, a rules message among them

@@ -53,6 +53,9 @@ func NewDecoder(s *Schema) *Decoder {
 	return &Decoder{schema: s, raws: make([]rawValue, int(numSpecial)+len(s.fields)), nGuesses: guessFirst}
 }
 
+// Schema returns the schema d decodes by.
+func (d *Decoder) Schema() *Schema { return d.schema }
+
 // Places in Decoder.guesses.
 const (
 	guessStart = 0 // follow is the guess for a record's first key

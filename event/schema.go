@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -192,6 +193,10 @@ func (s *Schema) Index(name string) (int, bool) {
 	}
 	return -1, false
 }
+
+// Equal reports whether s and o extract the same attributes, so that an
+// event decoded by either is what the other would decode.
+func (s *Schema) Equal(o *Schema) bool { return s == o || slices.Equal(s.fields, o.fields) }
 
 // Fields returns the attributes in Event.Attrs order, duplicates merged. The
 // slice is a copy.

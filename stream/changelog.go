@@ -44,8 +44,8 @@ const changelogHeader = "generation"
 // changelogRequestBytes bounds the records of one produce request, well
 // under Kafka's default max.message.bytes (1 MiB): a record batch counts
 // each record's overhead and header too (changelogRecordOverhead). A
-// record larger on its own goes alone, within the changelog's
-// max.message.bytes (changelogMaxMessageBytes).
+// record larger on its own goes alone, within the changelog topic's
+// max.message.bytes.
 const (
 	changelogRequestBytes   = 256 << 10
 	changelogRecordOverhead = 64

@@ -73,7 +73,7 @@ const metaChangelog = "changelog"
 // checkpointed to a changelog topic so that another instance can take
 // them over.
 func runDistributed(ctx context.Context, opts RunOptions) error {
-	j := &distJob{jobBase: jobBase{opts: opts, log: opts.Logger}, topics: kafkaio.InternalTopicsOf(opts.Group),
+	j := &distJob{jobBase: jobBase{opts: opts, log: opts.Logger}, topics: kafkaio.InternalTopicsOf(opts.Group), localDone: make(chan error, 1),
 		tasks: map[int]*ownedTask{}, history: ruleslog.NewLog()}
 	defer j.close()
 	for _, stage := range []func(context.Context) error{j.connect, j.lockState, j.loadRules, j.startOutputs, j.proposeOwnRules, j.joinGroup} {
@@ -101,8 +101,8 @@ type distJob struct {
 	// since the metrics were last published: through the topic, and
 	// handed to a task held here.
 	sentTopic, sentLocal int64
-	// working is the scratch of applyLocal and apply: the tasks with
-	// messages to apply; fetches is apply's, the fetches taken at once.
+	// working is apply's scratch: the tasks with fetches to apply;
+	// fetches, the fetches taken at once.
 	working     []*ownedTask
 	fetches     []kafkaio.Fetch
 	routerStats engine.RouterStats // last published
@@ -142,9 +142,14 @@ type distJob struct {
 	// healthDBs are the stores of the partitions held, for /healthz,
 	// which reads them on the metrics server's goroutines.
 	healthMu sync.Mutex
-	// outMu is held by each output of a task (taskOutput): the tasks apply
-	// what the router handed them at once.
-	outMu     sync.Mutex
+	// outMu is held by each output of a task (taskOutput), the router's
+	// and the writer's: the tasks apply what the router handed them at
+	// once, while the loop routes the next records (startLocal).
+	outMu sync.Mutex
+	// local are the tasks applying what startLocal gave them, which tell
+	// localDone when they are done.
+	local     []*ownedTask
+	localDone chan error
 	healthDBs []*state.DB
 	// assigned is how many repartition partitions this generation
 	// gives: the state's share of the memory plan is split among them.
@@ -178,6 +183,9 @@ type ownedTask struct {
 	// is routed.
 	out    *taskOutput
 	handed []localMessage
+	// applying are the messages handed before, which the task applies
+	// while the router hands it the next (distJob.startLocal).
+	applying []localMessage
 	// fetched are the fetches of the task's repartition partition being
 	// applied, and msg the message being decoded from them.
 	fetched []kafkaio.Fetch
@@ -191,10 +199,11 @@ type ownedTask struct {
 }
 
 // localMessage is a message handed to a task directly, with its record's
-// reference time.
+// reference time and, for a record, its event as the router decoded it.
 type localMessage struct {
 	msg engine.Message
 	ref int64
+	ev  *engine.Decoded
 }
 
 // taskOutput is a task's way to the job's one output, which the tasks that
@@ -785,11 +794,13 @@ func (j *distJob) startFetchers(ctx context.Context, reading *sync.WaitGroup) {
 
 // loop processes what the fetchers bring until the generation ends or the
 // job stops.
-func (j *distJob) loop(ctx, genCtx context.Context, gen *kafka.Generation) error {
+func (j *distJob) loop(ctx, genCtx context.Context, gen *kafka.Generation) (err error) {
 	tick := time.NewTicker(tickInterval)
 	defer tick.Stop()
 	checkpoints := newCheckpointClock(j.opts.CheckpointInterval, j.opts.Now())
 	defer checkpoints.stop()
+	// The tasks the group may take away next are not left applying.
+	defer func() { err = errors.Join(err, j.settleLocal()) }()
 	for {
 		select {
 		case <-ctx.Done():
@@ -801,15 +812,15 @@ func (j *distJob) loop(ctx, genCtx context.Context, gen *kafka.Generation) error
 				return err
 			}
 		case f := <-j.repFetched:
-			if err := j.work(func() error { return j.apply(f) }); err != nil {
+			if err := j.settled(func() error { return j.apply(f) }); err != nil {
 				return err
 			}
 		case f := <-j.rulesFetched:
-			if err := j.work(func() error { return j.followRules(f) }); err != nil {
+			if err := j.settled(func() error { return j.followRules(f) }); err != nil {
 				return err
 			}
 		case <-j.opts.ReloadRules:
-			if err := j.work(func() error { return j.watchRules(ctx, true) }); err != nil {
+			if err := j.settled(func() error { return j.watchRules(ctx, true) }); err != nil {
 				return err
 			}
 		case err := <-j.writer.done:
@@ -821,22 +832,35 @@ func (j *distJob) loop(ctx, genCtx context.Context, gen *kafka.Generation) error
 				return err
 			}
 		case <-tick.C:
-			if err := j.work(j.tick); err != nil {
+			if err := j.settled(j.tick); err != nil {
 				return err
 			}
-			if err := j.work(func() error { return j.watchRules(ctx, false) }); err != nil {
+			if err := j.settled(func() error { return j.watchRules(ctx, false) }); err != nil {
 				return err
 			}
 		case <-checkpoints.timer.C:
 		}
 		if checkpoints.due(j.opts.Now()) {
-			if err := j.work(func() error { return j.checkpoint(ctx, gen) }); err != nil {
+			if err := j.settled(func() error { return j.checkpoint(ctx, gen) }); err != nil {
 				return err
 			}
 		}
+		j.outMu.Lock() // the tasks may be writing outputs
 		j.writer.start()
+		j.outMu.Unlock()
 		j.hopWriter.start()
 	}
+}
+
+// settled is work of fn once the tasks applied what they were handed:
+// everything but routing reads or changes the tasks.
+func (j *distJob) settled(fn func() error) error {
+	return j.work(func() error {
+		if err := j.settleLocal(); err != nil {
+			return err
+		}
+		return fn()
+	})
 }
 
 // work runs fn, counting its time as the loop's work: the merge's clock
@@ -850,37 +874,67 @@ func (j *distJob) work(fn func() error) error {
 	return err
 }
 
-// applyLocal has every task apply the messages the router handed it, the
-// tasks at once, each in the order they were handed.
+// applyLocal has every task apply the messages the router handed it, and
+// returns once they have.
 func (j *distJob) applyLocal() error {
-	work := j.working[:0]
+	if err := j.settleLocal(); err != nil {
+		return err
+	}
+	j.startLocal()
+	return j.settleLocal()
+}
+
+// startLocal has every task apply the messages the router handed it, the
+// tasks at once, each in the order they were handed, on goroutines of
+// their own: the loop goes on routing meanwhile, and settleLocal waits for
+// them. Nothing else on the loop may touch a task or the outputs while
+// they apply; one apply is in flight at most.
+func (j *distJob) startLocal() {
+	if j.routing != nil {
+		j.routing.flipDecoded()
+	}
+	work := j.local[:0]
 	for _, t := range j.tasks {
 		if len(t.handed) > 0 {
+			t.handed, t.applying = t.applying[:0], t.handed
 			work = append(work, t)
 		}
 	}
-	j.working = work
+	j.local = work
 	if len(work) == 0 {
+		return
+	}
+	go func() {
+		errs := make([]error, len(work))
+		parallel.Do(len(work), func(i int) {
+			t := work[i]
+			for k := range t.applying {
+				l := &t.applying[k]
+				t.out.times = sink.DecisionTimes{Ref: l.ref}
+				if err := j.applyOne(t, &l.msg, l.ev); err != nil {
+					errs[i] = fmt.Errorf("input partition %d offset %d, handed to its state directly: %w", l.msg.Partition, l.msg.Offset, err)
+					break
+				}
+			}
+		})
+		j.localDone <- errors.Join(errs...)
+	}()
+}
+
+// settleLocal waits for the tasks applying what startLocal gave them, if
+// any, and returns the first error.
+func (j *distJob) settleLocal() error {
+	if len(j.local) == 0 {
 		return nil
 	}
-	errs := make([]error, len(work))
-	parallel.Do(len(work), func(i int) {
-		t := work[i]
-		for k := range t.handed {
-			l := &t.handed[k]
-			t.out.times = sink.DecisionTimes{Ref: l.ref}
-			if err := j.applyOne(t, &l.msg); err != nil {
-				errs[i] = fmt.Errorf("input partition %d offset %d, handed to its state directly: %w", l.msg.Partition, l.msg.Offset, err)
-				break
-			}
-		}
-		clear(t.handed) // drop the records' bytes
-		t.handed = t.handed[:0]
-	})
-	for _, t := range work {
+	err := <-j.localDone
+	for _, t := range j.local {
+		clear(t.applying) // drop the records' bytes
+		t.applying = t.applying[:0]
 		j.publishTask(t)
 	}
-	return errors.Join(errs...)
+	j.local = j.local[:0]
+	return err
 }
 
 // applyAtOnce is the most fetches of repartition partitions apply takes
@@ -940,7 +994,7 @@ func (j *distJob) applyFetched(t *ownedTask) error {
 				continue
 			}
 			t.out.times = sink.DecisionTimes{Ref: m.Time.UnixMilli()}
-			if err := j.applyOne(t, &t.msg); err != nil {
+			if err := j.applyOne(t, &t.msg, nil); err != nil {
 				return fmt.Errorf("repartition partition %d offset %d: %w", f.Partition, m.Offset, err)
 			}
 			t.next = m.Offset + 1
@@ -954,6 +1008,9 @@ func (j *distJob) applyFetched(t *ownedTask) error {
 func (j *distJob) tick() error {
 	nowT := j.opts.Now()
 	if err := j.routeTaken(); err != nil { // merge waits that ran out
+		return err
+	}
+	if err := j.settleLocal(); err != nil { // what follows reads the tasks
 		return err
 	}
 	if nowT.Sub(j.lastMarks) >= markInterval {

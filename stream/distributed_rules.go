@@ -314,9 +314,9 @@ func (j *distJob) broadcast(msg *engine.Message) error {
 
 // applyOne applies a message to task t, saying when it makes t take new
 // rules.
-func (j *distJob) applyOne(t *ownedTask, m *engine.Message) error {
+func (j *distJob) applyOne(t *ownedTask, m *engine.Message, ev *engine.Decoded) error {
 	version := t.task.RulesVersion()
-	if _, err := t.task.Apply(m); err != nil {
+	if _, err := t.task.ApplyDecoded(m, ev); err != nil {
 		return err
 	}
 	if v := t.task.RulesVersion(); v != version {

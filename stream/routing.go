@@ -61,7 +61,34 @@ type routing struct {
 	// recs and arrived are Take's scratch.
 	recs    []engine.Record
 	arrived []int64
+	// decoded are the events of the records handed to tasks directly,
+	// which they take instead of decoding the records again: on one side
+	// those handed since the tasks last started applying (the first
+	// handed of them), on the other those the tasks may still be applying
+	// (distJob.startLocal).
+	decoded [2][]*engine.Decoded
+	side    int
+	handed  int
 }
+
+// nextDecoded returns the event to decode the next record into: free
+// until the record is handed to a task (useDecoded).
+func (rt *routing) nextDecoded() *engine.Decoded {
+	d := &rt.decoded[rt.side]
+	if rt.handed == len(*d) {
+		*d = append(*d, new(engine.Decoded))
+	}
+	return (*d)[rt.handed]
+}
+
+// useDecoded keeps the event nextDecoded returned for the tasks it was
+// handed to, until they apply it.
+func (rt *routing) useDecoded() { rt.handed++ }
+
+// flipDecoded leaves the events handed so far to the tasks, which start
+// applying them, and decodes the next records into the others, which the
+// tasks applied.
+func (rt *routing) flipDecoded() { rt.side, rt.handed = rt.side^1, 0 }
 
 // mergeNow is the merge's clock at now, in ms.
 func (rt *routing) mergeNow(now time.Time) int64 {
@@ -317,6 +344,16 @@ func (j *distJob) routeTaken() error {
 	if rt == nil {
 		return nil
 	}
+	for _, t := range j.tasks {
+		if !t.direct {
+			// Whether the router may hand it records reads what it
+			// applied: not while it applies.
+			if err := j.settleLocal(); err != nil {
+				return err
+			}
+			break
+		}
+	}
 	for {
 		if err := j.routeRecords(); err != nil {
 			return err
@@ -336,7 +373,13 @@ func (j *distJob) routeTaken() error {
 		}
 	}
 	j.publishRouter()
-	return j.applyLocal()
+	// The tasks apply what they were handed while the loop goes on: the
+	// next records are routed meanwhile.
+	if err := j.settleLocal(); err != nil {
+		return err
+	}
+	j.startLocal()
+	return nil
 }
 
 // routeRecords routes the records the merge gives now, up to a stop.
@@ -354,23 +397,30 @@ func (j *distJob) routeRecords() error {
 	now := j.now()
 	for i := range recs {
 		rec := &recs[i]
-		r, err := j.router.Route(rec, now)
+		ev := rt.nextDecoded()
+		r, err := j.router.Route(rec, now, ev)
 		if err != nil {
 			return fmt.Errorf("input partition %d offset %d: %w", rec.Partition, rec.Prov.Offset, err)
 		}
 		switch {
 		case r.Invalid != nil:
+			j.outMu.Lock()
 			j.out.DLQ(rec.Value, r.Invalid.Error(), &rec.Prov)
+			j.outMu.Unlock()
 		case r.Late:
+			j.outMu.Lock()
 			j.out.Late(rec.Value, r.Message.Before, &rec.Prov)
+			j.outMu.Unlock()
 		}
 		sent := time.UnixMilli(rec.Reference)
+		handed := false
 		for _, k := range r.Partitions {
 			msg := r.Message
 			msg.Decider = k == r.Decider
 			if t := j.tasks[int(k)]; t != nil && !j.opts.hopAll {
 				if t.local() {
-					t.handed = append(t.handed, localMessage{msg, rec.Reference})
+					t.handed = append(t.handed, localMessage{msg, rec.Reference, ev})
+					handed = true
 					j.sentLocal++
 					continue
 				}
@@ -379,6 +429,9 @@ func (j *distJob) routeRecords() error {
 			j.buf = engine.AppendMessage(j.buf[:0], &msg)
 			j.hop.Send(j.topics.Repartition, int(k), j.buf, sent)
 			j.sentTopic++
+		}
+		if handed {
+			rt.useDecoded()
 		}
 	}
 	return nil
