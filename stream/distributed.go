@@ -1063,23 +1063,14 @@ func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 	ends := j.ends.AtCheckpoint(applied)
 	offsets := map[string]map[int]int64{j.opts.Topic: {}, j.topics.Repartition: {}}
 	held := slices.Sorted(maps.Keys(j.tasks))
-	for _, k := range held {
-		t := j.tasks[k]
-		cp, err := t.task.Checkpoint()
-		if err != nil {
-			return err
-		}
-		m := checkpoint.Manifest{Engine: cp, Outputs: kafkaio.EndOffsets(ends),
-			Inputs: []checkpoint.Offset{{Topic: j.topics.Repartition, Partition: int32(k), Offset: t.next}}}
-		if err := checkpoint.Write(t.db, &m); err != nil {
-			return err
-		}
-	}
-	// Each partition's changelog, then its store, at the same time as the
-	// others': a checkpoint waits for the slowest, not for their sum.
+	// Each partition's state goes to its store's pending writes, then to
+	// its changelog, then to its store, at the same time as the others':
+	// a checkpoint waits for the slowest, not for their sum.
 	type written struct {
 		end, bytes int64
-		err        error
+		// failed is why the state could not be checkpointed at all; err,
+		// why its checkpoint was not written.
+		failed, err error
 	}
 	results := make([]written, len(held))
 	var writing sync.WaitGroup
@@ -1087,6 +1078,16 @@ func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 		t := j.tasks[k]
 		writing.Go(func() {
 			r := &results[i]
+			cp, err := t.task.Checkpoint()
+			if err == nil {
+				m := checkpoint.Manifest{Engine: cp, Outputs: kafkaio.EndOffsets(ends),
+					Inputs: []checkpoint.Offset{{Topic: j.topics.Repartition, Partition: int32(k), Offset: t.next}}}
+				err = checkpoint.Write(t.db, &m)
+			}
+			if err != nil {
+				r.failed = err
+				return
+			}
 			r.err = j.retry(ctx, "changelog", func(ctx context.Context) (err error) {
 				r.end, r.bytes, err = t.log.write(ctx, t.db, t.epoch)
 				return err
@@ -1097,6 +1098,11 @@ func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 		})
 	}
 	writing.Wait()
+	for _, r := range results {
+		if r.failed != nil {
+			return r.failed
+		}
+	}
 	failed := false
 	for i, k := range held {
 		t, r := j.tasks[k], results[i]
