@@ -125,6 +125,12 @@ func TestPropertyShardedMatchesEngine(t *testing.T) {
 	})
 }
 
+// raceShort reports whether the tests run under the race detector with
+// -short, as CI's race run does: it is there for the goroutines, which the
+// plain run's cases already cover semantically, so the slowest tests take
+// fewer of their cases, each about ten times slower under the detector.
+func raceShort() bool { return race.Enabled && testing.Short() }
+
 // TestBatchGrow checks that a fresh batch grown for its records takes them
 // with no allocation but the decoder's, as a reused batch does: replay's
 // first batches are all fresh.
