@@ -94,7 +94,7 @@ type distJob struct {
 	hopWriter  *outputWriter
 	router     *engine.Router
 	cg         *kafka.ConsumerGroup
-	balancer   *stickyBalancer
+	balancer   *kafkaio.StickyBalancer
 	generation int32
 	buf        []byte
 	// sent counts the messages for the repartition topic's partitions
@@ -379,7 +379,7 @@ func (j *distJob) joinGroup(ctx context.Context) error {
 			return fmt.Errorf("consumer group %q is held by a riskstream instance without --distributed (%v), which reads the whole input: stop it first or use another --group", busy.Group, busy.Members)
 		}
 	}
-	j.balancer = &stickyBalancer{undivided: j.opts.Topic}
+	j.balancer = &kafkaio.StickyBalancer{Undivided: j.opts.Topic}
 	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
 		ID: j.opts.Group, Brokers: j.opts.Brokers, Topics: []string{j.opts.Topic, j.topics.Repartition},
 		Dialer: j.sec.Dialer(), HeartbeatInterval: distHeartbeat, SessionTimeout: distSessionTimeout,
@@ -548,8 +548,8 @@ func (j *distJob) take(ctx context.Context, gen *kafka.Generation) error {
 	if err != nil {
 		return err
 	}
-	j.balancer.held(j.opts.Topic, ints(inputs))
-	j.balancer.held(j.topics.Repartition, slices.Sorted(maps.Keys(mine)))
+	j.balancer.Held(j.opts.Topic, ints(inputs))
+	j.balancer.Held(j.topics.Repartition, slices.Sorted(maps.Keys(mine)))
 	var standby []int
 	if j.opts.StandbyReplicas > 0 {
 		if standby, err = j.standbyPartitions(ctx, gen); err != nil {
@@ -557,7 +557,7 @@ func (j *distJob) take(ctx context.Context, gen *kafka.Generation) error {
 		}
 		j.standbys = startStandbys(standby, j.changelogOf, j.tasksDir(), j.storeOptions(), j.log)
 	}
-	j.balancer.held(standbyTopic(j.topics.Repartition), standby)
+	j.balancer.Held(kafkaio.StandbyTopic(j.topics.Repartition), standby)
 	j.healthMu.Lock()
 	for _, t := range j.tasks {
 		j.healthDBs = append(j.healthDBs, t.db)
@@ -1346,4 +1346,13 @@ func newDistMetrics(reg prometheus.Registerer) *distMetrics {
 	reg.MustRegister(m.rebalances, m.restoreSeconds, m.restoreBytes, m.changelogBytes, assigned, m.routed, m.split, messages,
 		m.rulesVersion)
 	return m
+}
+
+// ints returns ps as ints, the group's partition numbers.
+func ints(ps []int32) []int {
+	out := make([]int, len(ps))
+	for i, p := range ps {
+		out[i] = int(p)
+	}
+	return out
 }

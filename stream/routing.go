@@ -22,7 +22,7 @@ import (
 
 // routing is the input routed by this instance in a generation: every
 // partition of the input topic, which the group gives one instance
-// (stickyBalancer.undivided), taken in the single job's order (job.Merge)
+// (kafkaio.StickyBalancer.Undivided), taken in the single job's order (job.Merge)
 // and timed by the single job's clocks (engine.Router). Records of
 // different input partitions then reach every repartition partition in
 // the order the single job takes them in, with the watermarks they meet

@@ -1,4 +1,4 @@
-package stream
+package kafkaio
 
 import (
 	"fmt"
@@ -33,13 +33,13 @@ func TestStickyBalancer(t *testing.T) {
 		}
 		var members []kafka.GroupMember
 		for id, held := range holds {
-			b := &stickyBalancer{}
-			b.held(topic, held)
+			b := &StickyBalancer{}
+			b.Held(topic, held)
 			data, _ := b.UserData()
 			members = append(members, kafka.GroupMember{ID: id, Topics: []string{topic}, UserData: data})
 		}
 		r.Shuffle(len(members), func(i, j int) { members[i], members[j] = members[j], members[i] })
-		got := (&stickyBalancer{}).AssignGroups(members, ps)
+		got := (&StickyBalancer{}).AssignGroups(members, ps)
 		owners := map[int]string{}
 		lo, hi := partitions, 0
 		for id, a := range got {
@@ -86,41 +86,6 @@ func TestStickyBalancer(t *testing.T) {
 	}
 }
 
-// TestStandbysOf: every partition has its replicas on other members than
-// its owner, spread evenly, and a dead member's partitions have standby
-// copies on every other member.
-func TestStandbysOf(t *testing.T) {
-	assigned := map[string][]int{"a": {0, 1, 2, 3}, "b": {4, 5, 6, 7}, "c": {8, 9, 10, 11}}
-	copies := map[int][]string{}
-	for m := range assigned {
-		for _, p := range standbysOf(assigned, m, 1) {
-			if slices.Contains(assigned[m], p) {
-				t.Errorf("%s keeps a standby copy of its own partition %d", m, p)
-			}
-			copies[p] = append(copies[p], m)
-		}
-	}
-	for p := range 12 {
-		if len(copies[p]) != 1 {
-			t.Errorf("partition %d has standby copies on %v, want one", p, copies[p])
-		}
-	}
-	// a's partitions are warm on b and c, two each.
-	on := map[string]int{}
-	for _, p := range assigned["a"] {
-		on[copies[p][0]]++
-	}
-	if on["b"] != 2 || on["c"] != 2 {
-		t.Errorf("a's partitions are warm on %v, want two on b and two on c", on)
-	}
-	if got := standbysOf(map[string][]int{"a": {0, 1}}, "a", 1); len(got) != 0 {
-		t.Errorf("a member alone keeps standby copies %v", got)
-	}
-	if got := standbysOf(assigned, "a", 2); len(got) != 8 {
-		t.Errorf("with 2 replicas a keeps %d standby copies, want the 8 partitions of b and c", len(got))
-	}
-}
-
 // TestStickyBalancerPrefersStandby: the partitions of a member that left
 // go to the members with standby copies of them.
 func TestStickyBalancerPrefersStandby(t *testing.T) {
@@ -130,14 +95,14 @@ func TestStickyBalancerPrefersStandby(t *testing.T) {
 		ps = append(ps, kafka.Partition{Topic: topic, ID: p})
 	}
 	member := func(id string, held, standby []int) kafka.GroupMember {
-		b := &stickyBalancer{}
-		b.held(topic, held)
-		b.held(standbyTopic(topic), standby)
+		b := &StickyBalancer{}
+		b.Held(topic, held)
+		b.Held(StandbyTopic(topic), standby)
 		data, _ := b.UserData()
 		return kafka.GroupMember{ID: id, Topics: []string{topic}, UserData: data}
 	}
 	// c, which held 4 and 5, is gone; a has a standby copy of 5, b of 4.
-	got := (&stickyBalancer{}).AssignGroups([]kafka.GroupMember{
+	got := (&StickyBalancer{}).AssignGroups([]kafka.GroupMember{
 		member("a", []int{0, 1}, []int{5, 2}),
 		member("b", []int{2, 3}, []int{4, 0}),
 	}, ps)
@@ -156,12 +121,12 @@ func TestStickyBalancerUndivided(t *testing.T) {
 		ps = append(ps, kafka.Partition{Topic: input, ID: p})
 	}
 	member := func(id string, held ...int) kafka.GroupMember {
-		b := &stickyBalancer{}
-		b.held(input, held)
+		b := &StickyBalancer{}
+		b.Held(input, held)
 		data, _ := b.UserData()
 		return kafka.GroupMember{ID: id, Topics: []string{input}, UserData: data}
 	}
-	balancer := &stickyBalancer{undivided: input}
+	balancer := &StickyBalancer{Undivided: input}
 	for _, c := range []struct {
 		members []kafka.GroupMember
 		want    string

@@ -1,4 +1,4 @@
-package stream
+package kafkaio
 
 import (
 	"encoding/binary"
@@ -10,27 +10,30 @@ import (
 	"github.com/segmentio/kafka-go"
 )
 
-// stickyBalancer assigns the partitions of a distributed job's topics to
+// StickyBalancer, a kafka.GroupBalancer, assigns the partitions of a
+// distributed job's topics to
 // the instances of its group as evenly as kafka-go's range balancer, but
 // leaves each partition with the instance that held it when it can
 // (Kafka's sticky assignor): an instance that joins or leaves moves only
 // the partitions it must, and the others keep their state in memory
 // instead of restoring it. Each member says which partitions it holds in
-// its join metadata (held).
+// its join metadata (Held).
 //
-// The partitions of the topic undivided (the input) go to one member
+// The partitions of the topic Undivided (the input) go to one member
 // together: the one that held most of them, else the first.
-type stickyBalancer struct {
-	undivided string
+type StickyBalancer struct {
+	// Undivided is the topic whose partitions go to one member.
+	Undivided string
 	mu        sync.Mutex
 	// holds are the partitions the instance holds, by topic.
 	holds map[string][]int
 }
 
-func (b *stickyBalancer) ProtocolName() string { return "riskstream-sticky" }
+// ProtocolName names the balancer in the group protocol.
+func (b *StickyBalancer) ProtocolName() string { return "riskstream-sticky" }
 
-// held records the partitions the instance holds, for its next join.
-func (b *stickyBalancer) held(topic string, partitions []int) {
+// Held records the partitions the instance holds, for its next join.
+func (b *StickyBalancer) Held(topic string, partitions []int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.holds == nil {
@@ -41,7 +44,7 @@ func (b *stickyBalancer) held(topic string, partitions []int) {
 
 // UserData encodes the partitions held: per topic, its name, then the
 // partitions, as uvarints.
-func (b *stickyBalancer) UserData() ([]byte, error) {
+func (b *StickyBalancer) UserData() ([]byte, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var out []byte
@@ -56,9 +59,9 @@ func (b *stickyBalancer) UserData() ([]byte, error) {
 	return out, nil
 }
 
-// standbyTopic names, in a member's holds, the partitions of topic it
+// StandbyTopic names, in a member's holds, the partitions of topic it
 // keeps standby copies of.
-func standbyTopic(topic string) string { return topic + "/standby" }
+func StandbyTopic(topic string) string { return topic + "/standby" }
 
 // decodeHolds reads what UserData wrote; what does not decode holds
 // nothing.
@@ -97,7 +100,7 @@ func decodeHolds(b []byte) map[string][]int {
 // AssignGroups gives each member at most its even share of each topic's
 // partitions (the share rounded up), first those it held, then the rest
 // to the members with the fewest, members in ID order.
-func (b *stickyBalancer) AssignGroups(members []kafka.GroupMember, partitions []kafka.Partition) kafka.GroupMemberAssignments {
+func (b *StickyBalancer) AssignGroups(members []kafka.GroupMember, partitions []kafka.Partition) kafka.GroupMemberAssignments {
 	members = slices.Clone(members)
 	slices.SortFunc(members, func(x, y kafka.GroupMember) int { return strings.Compare(x.ID, y.ID) })
 	byTopic := map[string][]int{}
@@ -123,7 +126,7 @@ func (b *stickyBalancer) AssignGroups(members []kafka.GroupMember, partitions []
 		if len(takers) == 0 {
 			continue
 		}
-		if topic == b.undivided {
+		if topic == b.Undivided {
 			one := takers[0]
 			for _, i := range takers {
 				if heldOf(holds[i][topic], ps) > heldOf(holds[one][topic], ps) {
@@ -168,7 +171,7 @@ func (b *stickyBalancer) AssignGroups(members []kafka.GroupMember, partitions []
 			// takes it over without reading its whole changelog.
 			best := -1
 			for _, i := range takers {
-				if count[i] < base && slices.Contains(holds[i][standbyTopic(topic)], p) {
+				if count[i] < base && slices.Contains(holds[i][StandbyTopic(topic)], p) {
 					best = i
 					break
 				}
@@ -208,13 +211,4 @@ func heldOf(held, ps []int) int {
 		}
 	}
 	return n
-}
-
-// ints returns ps as ints, the group's partition numbers.
-func ints(ps []int32) []int {
-	out := make([]int, len(ps))
-	for i, p := range ps {
-		out[i] = int(p)
-	}
-	return out
 }
