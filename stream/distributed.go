@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/riskstream/riskstream/changelog"
 	"github.com/riskstream/riskstream/checkpoint"
 	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/internal/corrupt"
@@ -59,11 +60,6 @@ const (
 	distSessionTimeout   = 6 * time.Second
 	distRebalanceTimeout = 30 * time.Second
 )
-
-// metaChangelog is the meta key of where the changelog partition ended
-// after the checkpoint the store holds: the store is current when the log
-// still ends there (nobody wrote after it).
-const metaChangelog = "changelog"
 
 // runDistributed is Run with RunOptions.Distributed: several instances
 // share the job through one consumer group (docs/distributed.md). One
@@ -138,7 +134,7 @@ type distJob struct {
 	follower *outputFollower
 	// standbys keep copies of partitions other instances hold, in this
 	// generation.
-	standbys *standbys
+	standbys *changelog.Standbys
 	// healthDBs are the stores of the partitions held, for /healthz,
 	// which reads them on the metrics server's goroutines.
 	healthMu sync.Mutex
@@ -164,7 +160,7 @@ type ownedTask struct {
 	retiredReady bool
 	db           *state.DB
 	task         *engine.Task
-	log          changelog
+	log          changelog.Log
 	// next is the next offset of the repartition partition to read.
 	next int64
 	// changelogEnd is where the changelog partition ended after this
@@ -260,7 +256,7 @@ func (t *ownedTask) local() bool {
 }
 
 func (j *distJob) close() {
-	j.standbys.close()
+	j.standbys.Close()
 	for _, t := range j.tasks {
 		t.db.Close()
 	}
@@ -484,7 +480,7 @@ func (j *distJob) take(ctx context.Context, gen *kafka.Generation) error {
 	j.healthMu.Unlock()
 	// The standby copies are this instance's to take over, or another's
 	// to keep now.
-	j.standbys.close()
+	j.standbys.Close()
 	j.standbys = nil
 	mine := map[int]bool{}
 	for _, a := range gen.Assignments[j.topics.Repartition] {
@@ -555,7 +551,7 @@ func (j *distJob) take(ctx context.Context, gen *kafka.Generation) error {
 		if standby, err = j.standbyPartitions(ctx, gen); err != nil {
 			j.log.Warn("finding which partitions to keep standby copies of; none this generation", "err", err)
 		}
-		j.standbys = startStandbys(standby, j.changelogOf, j.tasksDir(), j.storeOptions(), j.log)
+		j.standbys = changelog.StartStandbys(standby, j.changelogOf, j.tasksDir(), j.storeOptions(), j.log)
 	}
 	j.balancer.Held(kafkaio.StandbyTopic(j.topics.Repartition), standby)
 	j.healthMu.Lock()
@@ -576,7 +572,7 @@ func (j *distJob) take(ctx context.Context, gen *kafka.Generation) error {
 // since its own, if it has one, else from the changelog's start).
 func (j *distJob) openTask(ctx context.Context, k int) (t *ownedTask, err error) {
 	log := j.changelogOf(k)
-	end, err := log.end(ctx)
+	end, err := log.End(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -589,7 +585,7 @@ func (j *distJob) openTask(ctx context.Context, k int) (t *ownedTask, err error)
 	dir := filepath.Join(j.tasksDir(), strconv.Itoa(k))
 	so := j.storeOptions()
 	so.Dir = dir
-	db, local, err := openStore(so, end)
+	db, local, err := changelog.OpenStore(so, end)
 	if err != nil {
 		return nil, err
 	}
@@ -598,24 +594,24 @@ func (j *distJob) openTask(ctx context.Context, k int) (t *ownedTask, err error)
 			db.Close()
 		}
 	}()
-	epoch := max(j.generation, local.epoch)
-	if local.end == end {
+	epoch := max(j.generation, local.Epoch)
+	if local.End == end {
 		j.log.Info("a repartition partition's local store is current: nothing to restore", "partition", k, "at", end)
 	} else {
 		start := j.opts.Now()
-		pos, st, err := log.restore(ctx, db, local, j.generation)
+		pos, st, err := log.Restore(ctx, db, local, j.generation)
 		if err != nil {
-			return nil, fmt.Errorf("restore from %s/%d: %w", log.topic, k, err)
+			return nil, fmt.Errorf("restore from %s/%d: %w", log.Topic, k, err)
 		}
-		if err := writeChangelogPosition(db, pos); err != nil {
+		if err := changelog.WritePosition(db, pos); err != nil {
 			return nil, err
 		}
-		end, epoch = pos.end, pos.epoch
+		end, epoch = pos.End, pos.Epoch
 		took := j.opts.Now().Sub(start)
 		j.dm.restoreSeconds.Observe(took.Seconds())
-		j.dm.restoreBytes.Add(float64(st.bytes))
-		j.log.Info("restored a repartition partition's state from its changelog", "partition", k, "records", st.records,
-			"bytes", st.bytes, "from", max(local.end, 0), "rewritten", st.repaired, "took", took.Round(time.Millisecond))
+		j.dm.restoreBytes.Add(float64(st.Bytes))
+		j.log.Info("restored a repartition partition's state from its changelog", "partition", k, "records", st.Records,
+			"bytes", st.Bytes, "from", max(local.End, 0), "rewritten", st.Repaired, "took", took.Round(time.Millisecond))
 	}
 	t = &ownedTask{partition: k, db: db, log: log, next: kafka.FirstOffset, changelogEnd: end, epoch: epoch,
 		out: &taskOutput{mu: &j.outMu}}
@@ -701,28 +697,8 @@ func (j *distJob) storeOptions() state.Options {
 }
 
 // changelogOf returns the changelog of repartition partition k.
-func (j *distJob) changelogOf(k int) changelog {
-	return changelog{client: j.client, brokers: j.opts.Brokers, dialer: j.sec.Dialer(), topic: j.topics.Changelog, partition: k}
-}
-
-// readChangelogPosition returns the store's changelog position, or
-// kafka.FirstOffset and -1 for a store that has none.
-func readChangelogPosition(db *state.DB) (changelogPosition, error) {
-	raw, ok, err := db.Meta(metaChangelog)
-	if err != nil || !ok || len(raw) != 12 {
-		return noPosition, err
-	}
-	return changelogPosition{end: int64(binary.BigEndian.Uint64(raw)), epoch: int32(binary.BigEndian.Uint32(raw[8:]))}, nil
-}
-
-// writeChangelogPosition stores p with the store's pending writes and
-// commits them.
-func writeChangelogPosition(db *state.DB, p changelogPosition) error {
-	raw := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint64(nil, uint64(p.end)), uint32(p.epoch))
-	if err := db.SetMeta(metaChangelog, raw); err != nil {
-		return err
-	}
-	return db.Commit(true)
+func (j *distJob) changelogOf(k int) changelog.Log {
+	return changelog.Log{Client: j.client, Brokers: j.opts.Brokers, Dialer: j.sec.Dialer(), Topic: j.topics.Changelog, Partition: k}
 }
 
 // decodeApartCheckpoint reads the router checkpoint of input partition p
@@ -1089,11 +1065,11 @@ func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 				return
 			}
 			r.err = j.retry(ctx, "changelog", func(ctx context.Context) (err error) {
-				r.end, r.bytes, err = t.log.write(ctx, t.db, t.epoch)
+				r.end, r.bytes, err = t.log.Write(ctx, t.db, t.epoch)
 				return err
 			})
 			if r.err == nil {
-				r.err = writeChangelogPosition(t.db, changelogPosition{r.end, t.epoch})
+				r.err = changelog.WritePosition(t.db, changelog.Position{End: r.end, Epoch: t.epoch})
 			}
 		})
 	}

@@ -23,8 +23,6 @@ import (
 	"github.com/riskstream/riskstream/internal/testbroker"
 	"github.com/riskstream/riskstream/internal/testinput"
 	"github.com/riskstream/riskstream/produce"
-	"github.com/riskstream/riskstream/state"
-	"github.com/segmentio/kafka-go"
 )
 
 var (
@@ -34,7 +32,6 @@ var (
 	distDirect      = flag.Bool("dist.direct", false, "BenchmarkDistributedCatchUp: run the single job (no repartition hop) instead")
 	distInstances   = flag.Int("dist.instances", 1, "BenchmarkDistributedCatchUp: distributed instances, in this process")
 	distHop         = flag.Bool("dist.hop", false, "BenchmarkDistributedCatchUp: send every record through the repartition topic, the instance's own partitions' too")
-	restoreBytes    = flag.Int64("restore.bytes", 256<<20, "BenchmarkChangelogRestore: bytes of state in the changelog")
 )
 
 // BenchmarkDistributedCatchUp measures what distribution costs one
@@ -104,59 +101,6 @@ func cpuTime(t testing.TB) time.Duration {
 		t.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// BenchmarkChangelogRestore measures a takeover's restore: -restore.bytes
-// of window state (keys of 24 bytes, values of 512) checkpointed to a
-// changelog partition on the embedded broker, then rebuilt into an empty
-// store, as an instance taking the partition over does. s/GB is the
-// restore's time per GiB of keys and values.
-//
-//	go test ./stream/ -run '^$' -bench BenchmarkChangelogRestore -benchtime 1x [-restore.bytes N]
-func BenchmarkChangelogRestore(b *testing.B) {
-	ctx := context.Background()
-	addr, client, topics := withInternalTopics(b, "bench", 1)
-	log := changelog{client: client, brokers: []string{addr}, dialer: &kafka.Dialer{}, topic: topics.Changelog}
-	src, err := state.Open(state.Options{Dir: b.TempDir(), AtomicCheckpoints: true, DisableWAL: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer src.Close()
-	value := bytes.Repeat([]byte{7}, 512)
-	var written int64
-	for i := 0; written < *restoreBytes; i++ {
-		key := fmt.Appendf(nil, "\x00\x00user-%016d\x00", i)
-		if err := src.Set(key, value); err != nil {
-			b.Fatal(err)
-		}
-		written += int64(len(key) + len(value))
-		if i%100_000 == 99_999 { // a checkpoint every 100,000 states
-			if _, _, err := log.write(ctx, src, 1); err != nil {
-				b.Fatal(err)
-			}
-			if err := src.Commit(false); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	if _, _, err := log.write(ctx, src, 1); err != nil {
-		b.Fatal(err)
-	}
-	for b.Loop() {
-		dst, err := state.Open(state.Options{Dir: b.TempDir(), AtomicCheckpoints: true})
-		if err != nil {
-			b.Fatal(err)
-		}
-		start := time.Now()
-		_, st, err := log.restore(ctx, dst, noPosition, 2)
-		if err != nil {
-			b.Fatal(err)
-		}
-		took := time.Since(start)
-		dst.Close()
-		b.ReportMetric(float64(st.bytes)/(1<<20), "MiB")
-		b.ReportMetric(took.Seconds()/(float64(st.bytes)/(1<<30)), "s/GiB")
-	}
 }
 
 var (

@@ -1,17 +1,15 @@
-package stream
+package changelog
 
 import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/riskstream/riskstream/internal/kafkatest"
 	"github.com/riskstream/riskstream/internal/testbroker"
-	"github.com/riskstream/riskstream/internal/testinput"
 	"github.com/riskstream/riskstream/kafkaio"
 	"github.com/riskstream/riskstream/state"
 	"github.com/segmentio/kafka-go"
@@ -28,7 +26,7 @@ func TestChangelogRestore(t *testing.T) {
 	}
 	ctx := context.Background()
 	addr, client, topics := withInternalTopics(t, "g", 2)
-	log := changelog{client: client, brokers: []string{addr}, dialer: &kafka.Dialer{}, topic: topics.Changelog, partition: 1}
+	log := Log{Client: client, Brokers: []string{addr}, Dialer: &kafka.Dialer{}, Topic: topics.Changelog, Partition: 1}
 	open := func() *state.DB {
 		db, err := state.Open(state.Options{Dir: t.TempDir(), AtomicCheckpoints: true})
 		if err != nil {
@@ -53,7 +51,7 @@ func TestChangelogRestore(t *testing.T) {
 		if err := db.SetMeta("checkpoint", []byte(meta)); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := log.write(ctx, db, gen); err != nil {
+		if _, _, err := log.Write(ctx, db, gen); err != nil {
 			t.Fatal(err)
 		}
 		if err := db.Commit(true); err != nil {
@@ -73,7 +71,7 @@ func TestChangelogRestore(t *testing.T) {
 			}
 			recs = append(recs, r)
 		}
-		if _, err := kafkaio.Produce(ctx, client, log.topic, log.partition, recs); err != nil {
+		if _, err := kafkaio.Produce(ctx, client, log.Topic, log.Partition, recs); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -103,17 +101,17 @@ func TestChangelogRestore(t *testing.T) {
 	unfinished(1, map[string]string{"a": "a3", "d": "d3"})
 
 	second := open()
-	pos2, st, err := log.restore(ctx, second, noPosition, 2)
-	end := pos2.end
+	pos2, st, err := log.Restore(ctx, second, NoPosition, 2)
+	end := pos2.End
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]string{"a": "a2", "b": "", "c": "c1", "d": ""}
 	check(second, "two", want)
-	if st.repaired != 2 {
-		t.Errorf("%d keys written again, want 2 (a and d, of the unfinished checkpoint)", st.repaired)
+	if st.Repaired != 2 {
+		t.Errorf("%d keys written again, want 2 (a and d, of the unfinished checkpoint)", st.Repaired)
 	}
-	if now, _ := log.end(ctx); now != end {
+	if now, _ := log.End(ctx); now != end {
 		t.Errorf("restore says the log ends at %d, it ends at %d", end, now)
 	}
 
@@ -123,32 +121,32 @@ func TestChangelogRestore(t *testing.T) {
 	checkpoint(second, 2, "three", map[string]string{"c": "c4"})
 
 	third := open()
-	pos3, st, err := log.restore(ctx, third, noPosition, 3)
+	pos3, st, err := log.Restore(ctx, third, NoPosition, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want["c"] = "c4"
 	check(third, "three", want)
-	if st.repaired != 1 {
-		t.Errorf("%d keys written again, want 1 (a, of the instance that lost the partition)", st.repaired)
+	if st.Repaired != 1 {
+		t.Errorf("%d keys written again, want 1 (a, of the instance that lost the partition)", st.Repaired)
 	}
 
 	// The third instance checkpoints and leaves; the second takes the
 	// partition back, from where its store is, and dies while
 	// checkpointing; the third takes it back from where its own store is.
-	checkpoint(third, pos3.epoch, "four", map[string]string{"b": "b5", "e": "e5"})
-	end4, _ := log.end(ctx)
-	if _, st, err = log.restore(ctx, second, pos2, 5); err != nil {
+	checkpoint(third, pos3.Epoch, "four", map[string]string{"b": "b5", "e": "e5"})
+	end4, _ := log.End(ctx)
+	if _, st, err = log.Restore(ctx, second, pos2, 5); err != nil {
 		t.Fatal(err)
 	}
 	want["b"], want["e"] = "b5", "e5"
 	check(second, "four", want)
-	if st.records != end4-end {
-		t.Errorf("the second read %d records, want the %d after its own checkpoint", st.records, end4-end)
+	if st.Records != end4-end {
+		t.Errorf("the second read %d records, want the %d after its own checkpoint", st.Records, end4-end)
 	}
 	checkpoint(second, 5, "five", map[string]string{"a": "a6"})
 	unfinished(5, map[string]string{"c": "c7", "e": ""})
-	if _, _, err = log.restore(ctx, third, changelogPosition{end4, pos3.epoch}, 6); err != nil {
+	if _, _, err = log.Restore(ctx, third, Position{end4, pos3.Epoch}, 6); err != nil {
 		t.Fatal(err)
 	}
 	want["a"] = "a6"
@@ -156,10 +154,10 @@ func TestChangelogRestore(t *testing.T) {
 
 	// The log cleaner keeps the last record of each key: the changelog
 	// holds the same state afterwards.
-	compacted := changelog{client: client, brokers: []string{addr}, dialer: &kafka.Dialer{}, topic: topics.Changelog, partition: 0}
+	compacted := Log{Client: client, Brokers: []string{addr}, Dialer: &kafka.Dialer{}, Topic: topics.Changelog, Partition: 0}
 	compact(t, log, compacted)
 	fourth := open()
-	if _, _, err = compacted.restore(ctx, fourth, noPosition, 4); err != nil {
+	if _, _, err = compacted.Restore(ctx, fourth, NoPosition, 4); err != nil {
 		t.Fatal(err)
 	}
 	check(fourth, "five", want)
@@ -167,7 +165,7 @@ func TestChangelogRestore(t *testing.T) {
 
 // compact writes to an empty partition to what the log cleaner leaves of
 // from: the last record of each key, in their order.
-func compact(t *testing.T, from, to changelog) {
+func compact(t *testing.T, from, to Log) {
 	t.Helper()
 	var all []kafka.Message
 	last := map[string]int{}
@@ -189,40 +187,10 @@ func compact(t *testing.T, from, to changelog) {
 		}
 		recs = append(recs, r)
 	}
-	if _, err := kafkaio.Produce(context.Background(), to.client, to.topic, to.partition, recs); err != nil {
+	if _, err := kafkaio.Produce(context.Background(), to.Client, to.Topic, to.Partition, recs); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("compacted %d records to %d", len(all), len(recs))
-}
-
-// TestInternalTopicLayoutRefused: a job whose internal topics exist with
-// another layout than it needs refuses to start, saying which and how.
-func TestInternalTopicLayoutRefused(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a broker")
-	}
-	ctx := context.Background()
-	addr, client, topics := withInternalTopics(t, "riskstream", 3)
-	if err := kafkaio.EnsureInternalTopics(ctx, client, topics, 3); err != nil {
-		t.Fatalf("the same layout again: %v", err)
-	}
-	err := Run(ctx, RunOptions{Config: testinput.Rules(t), Brokers: []string{addr}, StateDir: t.TempDir(),
-		Distributed: true, RepartitionPartitions: 4})
-	var layout *kafkaio.LayoutError
-	if !errors.As(err, &layout) || layout.Topic != "riskstream-repartition" || layout.Have != "3" || layout.Want != "4" {
-		t.Fatalf("Run = %v, want a kafkaio.LayoutError on riskstream-repartition, 3 partitions for 4", err)
-	}
-	// A changelog that is not compacted would lose state.
-	other := kafkaio.InternalTopicsOf("other")
-	if _, err := client.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{Topic: other.Changelog,
-		NumPartitions: 3, ReplicationFactor: -1}}}); err != nil {
-		t.Fatal(err)
-	}
-	err = kafkaio.EnsureInternalTopics(ctx, client, other, 3)
-	if !errors.As(err, &layout) || layout.Topic != "other-changelog" || layout.What != "cleanup.policy" {
-		t.Fatalf("ensureInternalTopics = %v, want a kafkaio.LayoutError on other-changelog's cleanup.policy", err)
-	}
-	t.Log(err)
 }
 
 // TestChangelogLargeCheckpoint: a checkpoint of more writes than a broker
@@ -234,7 +202,7 @@ func TestChangelogLargeCheckpoint(t *testing.T) {
 	}
 	ctx := context.Background()
 	addr, client, topics := withInternalTopics(t, "g", 1)
-	log := changelog{client: client, brokers: []string{addr}, dialer: &kafka.Dialer{}, topic: topics.Changelog}
+	log := Log{Client: client, Brokers: []string{addr}, Dialer: &kafka.Dialer{}, Topic: topics.Changelog}
 	src, err := state.Open(state.Options{Dir: t.TempDir(), AtomicCheckpoints: true})
 	if err != nil {
 		t.Fatal(err)
@@ -249,7 +217,7 @@ func TestChangelogLargeCheckpoint(t *testing.T) {
 	if err := src.Set([]byte("large"), large); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := log.write(ctx, src, 1); err != nil {
+	if _, _, err := log.Write(ctx, src, 1); err != nil {
 		t.Fatal(err)
 	}
 	dst, err := state.Open(state.Options{Dir: t.TempDir(), AtomicCheckpoints: true})
@@ -257,7 +225,7 @@ func TestChangelogLargeCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dst.Close()
-	if _, _, err := log.restore(ctx, dst, noPosition, 2); err != nil {
+	if _, _, err := log.Restore(ctx, dst, NoPosition, 2); err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range []string{"k00000", "k29999", "large"} {

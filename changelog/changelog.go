@@ -1,4 +1,4 @@
-package stream
+package changelog
 
 import (
 	"context"
@@ -51,37 +51,37 @@ const (
 	changelogRecordOverhead = 64
 )
 
-// changelog is one partition of the changelog topic.
-type changelog struct {
-	client    *kafka.Client
-	brokers   []string
-	dialer    *kafka.Dialer
-	topic     string
-	partition int
+// Log is one partition of the changelog topic.
+type Log struct {
+	Client    *kafka.Client
+	Brokers   []string
+	Dialer    *kafka.Dialer
+	Topic     string
+	Partition int
 }
 
-// end returns the offset after the partition's last record.
-func (c *changelog) end(ctx context.Context) (int64, error) {
-	resp, err := c.client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{
-		c.topic: {kafka.LastOffsetOf(c.partition)}}})
+// End returns the offset after the partition's last record.
+func (c *Log) End(ctx context.Context) (int64, error) {
+	resp, err := c.Client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{
+		c.Topic: {kafka.LastOffsetOf(c.Partition)}}})
 	if err != nil {
-		return 0, fmt.Errorf("end of %s/%d: %w", c.topic, c.partition, err)
+		return 0, fmt.Errorf("end of %s/%d: %w", c.Topic, c.Partition, err)
 	}
-	for _, p := range resp.Topics[c.topic] {
-		if p.Partition == c.partition {
+	for _, p := range resp.Topics[c.Topic] {
+		if p.Partition == c.Partition {
 			if p.Error != nil {
-				return 0, fmt.Errorf("end of %s/%d: %w", c.topic, c.partition, p.Error)
+				return 0, fmt.Errorf("end of %s/%d: %w", c.Topic, c.Partition, p.Error)
 			}
 			return p.LastOffset, nil
 		}
 	}
-	return 0, fmt.Errorf("end of %s/%d: not in the answer", c.topic, c.partition)
+	return 0, fmt.Errorf("end of %s/%d: not in the answer", c.Topic, c.Partition)
 }
 
-// write copies db's pending writes, the checkpoint its next commit makes
+// Write copies db's pending writes, the checkpoint its next commit makes
 // durable, to the changelog, then the marker, and returns the log's end
 // after the marker and the bytes written.
-func (c *changelog) write(ctx context.Context, db *state.DB, generation int32) (end, bytes int64, err error) {
+func (c *Log) Write(ctx context.Context, db *state.DB, generation int32) (end, bytes int64, err error) {
 	header := []kafka.Header{{Key: changelogHeader, Value: binary.BigEndian.AppendUint32(nil, uint32(generation))}}
 	var batch []kafka.Record
 	size := 0
@@ -89,9 +89,9 @@ func (c *changelog) write(ctx context.Context, db *state.DB, generation int32) (
 		if len(batch) == 0 {
 			return nil
 		}
-		base, err := kafkaio.Produce(ctx, c.client, c.topic, c.partition, batch)
+		base, err := kafkaio.Produce(ctx, c.Client, c.Topic, c.Partition, batch)
 		if err != nil {
-			return fmt.Errorf("changelog %s/%d: %w", c.topic, c.partition, err)
+			return fmt.Errorf("changelog %s/%d: %w", c.Topic, c.Partition, err)
 		}
 		end = base + int64(len(batch))
 		batch, size = batch[:0], 0
@@ -124,27 +124,52 @@ func (c *changelog) write(ctx context.Context, db *state.DB, generation int32) (
 	return end, bytes, flush()
 }
 
-// restoreStats say what a restore read.
-type restoreStats struct {
-	records, bytes int64
-	// repaired counts the keys of unfinished checkpoints written again.
-	repaired int
+// RestoreStats say what a restore read.
+type RestoreStats struct {
+	Records, Bytes int64
+	// Repaired counts the keys of unfinished checkpoints written again.
+	Repaired int
 }
 
-// changelogPosition is where a store's checkpoint ends in its changelog
+// Position is where a store's checkpoint ends in its changelog
 // partition, and the generation of the marker that ended it.
-type changelogPosition struct {
-	end   int64
-	epoch int32
+type Position struct {
+	End   int64
+	Epoch int32
 }
 
-// noPosition is the position of a store that holds no checkpoint.
-var noPosition = changelogPosition{end: kafka.FirstOffset, epoch: -1}
+// NoPosition is the position of a store that holds no checkpoint.
+var NoPosition = Position{End: kafka.FirstOffset, Epoch: -1}
+
+// metaChangelog is the meta key of where the changelog partition ended
+// after the checkpoint the store holds: the store is current when the log
+// still ends there (nobody wrote after it).
+const metaChangelog = "changelog"
+
+// ReadPosition returns the store's position in its changelog, or
+// kafka.FirstOffset and -1 for a store that has none.
+func ReadPosition(db *state.DB) (Position, error) {
+	raw, ok, err := db.Meta(metaChangelog)
+	if err != nil || !ok || len(raw) != 12 {
+		return NoPosition, err
+	}
+	return Position{End: int64(binary.BigEndian.Uint64(raw)), Epoch: int32(binary.BigEndian.Uint32(raw[8:]))}, nil
+}
+
+// WritePosition stores p with the store's pending writes and
+// commits them.
+func WritePosition(db *state.DB, p Position) error {
+	raw := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint64(nil, uint64(p.End)), uint32(p.Epoch))
+	if err := db.SetMeta(metaChangelog, raw); err != nil {
+		return err
+	}
+	return db.Commit(true)
+}
 
 // followed is what follow did.
 type followed struct {
 	// next is the position after the last checkpoint applied.
-	next changelogPosition
+	next Position
 	// end is the log's end, as far as it was read.
 	end int64
 	// left holds the keys of the writes left out that no later checkpoint
@@ -152,7 +177,7 @@ type followed struct {
 	left map[string]bool
 	// maxGen is the largest generation read.
 	maxGen int32
-	restoreStats
+	RestoreStats
 }
 
 // follow applies to db, which holds the checkpoint ending at at, the
@@ -164,13 +189,13 @@ type followed struct {
 //
 // A standby copy follows the changelog so; the instance that holds the
 // partition then repairs what was left out (restore).
-func (c *changelog) follow(ctx context.Context, db *state.DB, at changelogPosition) (f followed, err error) {
+func (c *Log) follow(ctx context.Context, db *state.DB, at Position) (f followed, err error) {
 	type rec struct{ key, value []byte }
 	var (
 		tail   []rec
 		loaded int
 	)
-	f = followed{next: at, left: map[string]bool{}, maxGen: at.epoch}
+	f = followed{next: at, left: map[string]bool{}, maxGen: at.Epoch}
 	leaveOut := func(rs []rec) {
 		for _, r := range rs {
 			f.left[string(r.key)] = true
@@ -185,16 +210,16 @@ func (c *changelog) follow(ctx context.Context, db *state.DB, at changelogPositi
 			loaded += len(r.key) + len(r.value)
 		}
 		tail = tail[:0]
-		f.next = changelogPosition{end: marker + 1, epoch: f.maxGen}
+		f.next = Position{End: marker + 1, Epoch: f.maxGen}
 		if loaded >= 8<<20 { // keep the pending writes small
 			loaded = 0
 			return db.Commit(false)
 		}
 		return nil
 	}
-	f.end, err = c.readFrom(ctx, at.end, func(m *kafka.Message) error {
-		f.records++
-		f.bytes += int64(len(m.Key) + len(m.Value))
+	f.end, err = c.readFrom(ctx, at.End, func(m *kafka.Message) error {
+		f.Records++
+		f.Bytes += int64(len(m.Key) + len(m.Value))
 		g := int32(-1)
 		for _, h := range m.Headers {
 			if h.Key == changelogHeader && len(h.Value) == 4 {
@@ -224,7 +249,7 @@ func (c *changelog) follow(ctx context.Context, db *state.DB, at changelogPositi
 	return f, db.Commit(true)
 }
 
-// restore brings db, which holds the checkpoint ending at at (noPosition
+// Restore brings db, which holds the checkpoint ending at at (NoPosition
 // for an empty store), up to the changelog's last finished checkpoint
 // (follow), for the instance that now holds the partition. It then
 // writes the keys follow left out again, with the values the restored
@@ -233,50 +258,50 @@ func (c *changelog) follow(ctx context.Context, db *state.DB, at changelogPositi
 // the next checkpoints, are of generation epoch: generation, or more than
 // any generation in the log (a group whose generations started over). It
 // returns the store's position: the log's end.
-func (c *changelog) restore(ctx context.Context, db *state.DB, at changelogPosition, generation int32) (changelogPosition, restoreStats, error) {
+func (c *Log) Restore(ctx context.Context, db *state.DB, at Position, generation int32) (Position, RestoreStats, error) {
 	f, err := c.follow(ctx, db, at)
 	if err != nil {
-		return at, f.restoreStats, err
+		return at, f.RestoreStats, err
 	}
 	epoch := max(generation, f.maxGen+1)
 	if len(f.left) == 0 {
 		// What follows the last checkpoint applied, if anything, is
 		// markers of instances that lost the partition.
-		return changelogPosition{f.end, epoch}, f.restoreStats, nil
+		return Position{f.end, epoch}, f.RestoreStats, nil
 	}
 	// Write the left-out keys again, with their restored values (or
 	// deleted), then a marker, as a checkpoint of this epoch.
 	for key := range f.left {
 		v, found, err := db.Stored([]byte(key))
 		if err != nil {
-			return at, f.restoreStats, err
+			return at, f.RestoreStats, err
 		}
 		if !found {
 			v = nil
 		}
 		if err := db.Load([]byte(key), v); err != nil {
-			return at, f.restoreStats, err
+			return at, f.RestoreStats, err
 		}
 	}
-	f.repaired = len(f.left)
-	end, _, err := c.write(ctx, db, epoch)
+	f.Repaired = len(f.left)
+	end, _, err := c.Write(ctx, db, epoch)
 	if err != nil {
-		return at, f.restoreStats, err
+		return at, f.RestoreStats, err
 	}
-	return changelogPosition{end, epoch}, f.restoreStats, db.Commit(true)
+	return Position{end, epoch}, f.RestoreStats, db.Commit(true)
 }
 
 // read calls fn with every record of the partition, from its first to its
 // end as of the call, and returns that end.
-func (c *changelog) read(ctx context.Context, fn func(m *kafka.Message) error) (int64, error) {
+func (c *Log) read(ctx context.Context, fn func(m *kafka.Message) error) (int64, error) {
 	return c.readFrom(ctx, kafka.FirstOffset, fn)
 }
 
 // readFrom is read from offset from on.
-func (c *changelog) readFrom(ctx context.Context, from int64, fn func(m *kafka.Message) error) (int64, error) {
-	end, err := kafkaio.ReadRecords(ctx, c.dialer, c.brokers, c.topic, c.partition, from, fn)
+func (c *Log) readFrom(ctx context.Context, from int64, fn func(m *kafka.Message) error) (int64, error) {
+	end, err := kafkaio.ReadRecords(ctx, c.Dialer, c.Brokers, c.Topic, c.Partition, from, fn)
 	if err != nil {
-		return 0, fmt.Errorf("%s/%d: %w", c.topic, c.partition, err)
+		return 0, fmt.Errorf("%s/%d: %w", c.Topic, c.Partition, err)
 	}
 	return end, nil
 }

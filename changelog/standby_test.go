@@ -1,4 +1,4 @@
-package stream
+package changelog
 
 import (
 	"slices"
@@ -12,7 +12,7 @@ func TestStandbysOf(t *testing.T) {
 	assigned := map[string][]int{"a": {0, 1, 2, 3}, "b": {4, 5, 6, 7}, "c": {8, 9, 10, 11}}
 	copies := map[int][]string{}
 	for m := range assigned {
-		for _, p := range standbysOf(assigned, m, 1) {
+		for _, p := range StandbysOf(assigned, m, 1) {
 			if slices.Contains(assigned[m], p) {
 				t.Errorf("%s keeps a standby copy of its own partition %d", m, p)
 			}
@@ -32,10 +32,10 @@ func TestStandbysOf(t *testing.T) {
 	if on["b"] != 2 || on["c"] != 2 {
 		t.Errorf("a's partitions are warm on %v, want two on b and two on c", on)
 	}
-	if got := standbysOf(map[string][]int{"a": {0, 1}}, "a", 1); len(got) != 0 {
+	if got := StandbysOf(map[string][]int{"a": {0, 1}}, "a", 1); len(got) != 0 {
 		t.Errorf("a member alone keeps standby copies %v", got)
 	}
-	if got := standbysOf(assigned, "a", 2); len(got) != 8 {
+	if got := StandbysOf(assigned, "a", 2); len(got) != 8 {
 		t.Errorf("with 2 replicas a keeps %d standby copies, want the 8 partitions of b and c", len(got))
 	}
 }
