@@ -3,6 +3,5 @@
 // of the changelog topic (Log.Write), a store rebuilt or brought up to date
 // from it when an instance takes the partition over (Log.Restore), and
 // standby copies that follow the changelogs of partitions other instances
-// hold (Standbys). docs/distributed.md "Takeover" and "Standby copies"
-// describe them.
+// hold (Standbys). docs/distributed.md "Takeover" describes them.
 package changelog

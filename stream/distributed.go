@@ -853,10 +853,9 @@ func (j *distJob) work(fn func() error) error {
 // applyLocal has every task apply the messages the router handed it, and
 // returns once they have.
 func (j *distJob) applyLocal() error {
-	if err := j.settleLocal(); err != nil {
+	if err := j.startLocal(); err != nil {
 		return err
 	}
-	j.startLocal()
 	return j.settleLocal()
 }
 
@@ -864,8 +863,12 @@ func (j *distJob) applyLocal() error {
 // tasks at once, each in the order they were handed, on goroutines of
 // their own: the loop goes on routing meanwhile, and settleLocal waits for
 // them. Nothing else on the loop may touch a task or the outputs while
-// they apply; one apply is in flight at most.
-func (j *distJob) startLocal() {
+// they apply. One apply is in flight at most: it first waits for the one
+// before, and returns its errors.
+func (j *distJob) startLocal() error {
+	if err := j.settleLocal(); err != nil {
+		return err
+	}
 	if j.routing != nil {
 		j.routing.flipDecoded()
 	}
@@ -878,7 +881,7 @@ func (j *distJob) startLocal() {
 	}
 	j.local = work
 	if len(work) == 0 {
-		return
+		return nil
 	}
 	go func() {
 		errs := make([]error, len(work))
@@ -895,10 +898,11 @@ func (j *distJob) startLocal() {
 		})
 		j.localDone <- errors.Join(errs...)
 	}()
+	return nil
 }
 
 // settleLocal waits for the tasks applying what startLocal gave them, if
-// any, and returns the first error.
+// any, and returns their errors.
 func (j *distJob) settleLocal() error {
 	if len(j.local) == 0 {
 		return nil

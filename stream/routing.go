@@ -375,11 +375,7 @@ func (j *distJob) routeTaken() error {
 	j.publishRouter()
 	// The tasks apply what they were handed while the loop goes on: the
 	// next records are routed meanwhile.
-	if err := j.settleLocal(); err != nil {
-		return err
-	}
-	j.startLocal()
-	return nil
+	return j.startLocal()
 }
 
 // routeRecords routes the records the merge gives now, up to a stop.
