@@ -3,7 +3,6 @@ package stream
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -17,7 +16,6 @@ import (
 	"github.com/riskstream/riskstream/changelog"
 	"github.com/riskstream/riskstream/checkpoint"
 	"github.com/riskstream/riskstream/event"
-	"github.com/riskstream/riskstream/internal/corrupt"
 	"github.com/riskstream/riskstream/internal/parallel"
 	"github.com/riskstream/riskstream/kafkaio"
 	"github.com/riskstream/riskstream/memory"
@@ -87,7 +85,7 @@ type distJob struct {
 	topics     kafkaio.InternalTopics
 	dm         *distMetrics
 	hop        *sink.Kafka
-	hopWriter  *outputWriter
+	hopWriter  *sink.Writer
 	router     *engine.Router
 	cg         *kafka.ConsumerGroup
 	balancer   *kafkaio.StickyBalancer
@@ -323,16 +321,16 @@ func (j *distJob) startOutputs(ctx context.Context) error {
 		j.log.Info("serving the console", "instance", j.m.URL+"/", "job", j.m.URL+"/job/", "metrics", j.m.URL+"/metrics")
 	}
 	j.startSink(o.Brokers)
-	j.writer = newOutputWriter(j.out, j.m.Latency, &j.m.Ready.Writing, j.log, j.opts.Now)
-	j.onClose(j.writer.close)
+	j.writer = sink.NewWriter(j.out, sink.WriterOptions{Latency: j.m.Latency, Writing: &j.m.Ready.Writing, Log: j.log, Now: j.opts.Now})
+	j.onClose(j.writer.Close)
 	// The repartition topic has a writer of its own: its messages, many
 	// more than the outputs, go in large batches, and a write of outputs
 	// does not wait behind them.
 	j.hop = sink.NewKafka(o.Brokers, sink.Topics{}, sink.Transport(j.sec.Transport()), sink.Logger(j.log),
 		sink.DirectTopics(j.topics.Repartition), sink.BatchSize(hopBatchSize))
 	j.onClose(func() { j.hop.Close() })
-	j.hopWriter = newOutputWriter(j.hop, nil, nil, j.log, j.opts.Now)
-	j.onClose(j.hopWriter.close)
+	j.hopWriter = sink.NewWriter(j.hop, sink.WriterOptions{Log: j.log, Now: j.opts.Now})
+	j.onClose(j.hopWriter.Close)
 	j.ends = kafkaio.NewEndTracker(j.client, o.Outputs.Names(), j.out, j.log)
 	j.router, err = j.newRouter(o.Config)
 	return err
@@ -616,7 +614,7 @@ func (j *distJob) openTask(ctx context.Context, k int) (t *ownedTask, err error)
 	t = &ownedTask{partition: k, db: db, log: log, next: kafka.FirstOffset, changelogEnd: end, epoch: epoch,
 		out: &taskOutput{mu: &j.outMu}}
 	t.out.jobOutput = jobOutput{j.out, j.m, j.console, j.decisionKeys, &t.out.times}
-	m, ok, err := checkpoint.Read(db, legacyTaskOffset(j.topics.Repartition, k))
+	m, ok, err := checkpoint.Read(db, checkpoint.TaskInputBeforeManifest(j.topics.Repartition, k))
 	if err != nil {
 		return nil, err
 	}
@@ -665,22 +663,6 @@ func checkpointRules(b []byte, cfg *rules.Config, version int64) (*rules.Config,
 	return c, v, nil
 }
 
-// legacyTaskOffset decodes the input offset of a task's checkpoint written
-// before the manifest: one varint, the next offset of its repartition
-// partition, or none.
-func legacyTaskOffset(topic string, k int) func([]byte) ([]checkpoint.Offset, error) {
-	return func(b []byte) ([]checkpoint.Offset, error) {
-		if len(b) == 0 {
-			return nil, nil
-		}
-		next, n := binary.Varint(b)
-		if n <= 0 {
-			return nil, corrupt.Errorf("stream: corrupt repartition offset in checkpoint")
-		}
-		return []checkpoint.Offset{{Topic: topic, Partition: int32(k), Offset: next}}, nil
-	}
-}
-
 // tasksDir holds the stores of the repartition partitions, held or
 // standby, one folder each.
 func (j *distJob) tasksDir() string { return filepath.Join(j.opts.StateDir, "tasks") }
@@ -699,52 +681,6 @@ func (j *distJob) storeOptions() state.Options {
 // changelogOf returns the changelog of repartition partition k.
 func (j *distJob) changelogOf(k int) changelog.Log {
 	return changelog.Log{Client: j.client, Brokers: j.opts.Brokers, Dialer: j.sec.Dialer(), Topic: j.topics.Changelog, Partition: k}
-}
-
-// decodeApartCheckpoint reads the router checkpoint of input partition p
-// of topic of the layout that routed each input partition apart: a
-// manifest with one input, or, before the manifest, a value whose first
-// byte is 1.
-func decodeApartCheckpoint(topic string, p int32, b []byte) (routerCheckpoint, error) {
-	if len(b) > 0 && b[0] == 1 {
-		return decodeLegacyRouterCheckpoint(topic, p, b)
-	}
-	m, err := checkpoint.Decode(b)
-	if err != nil {
-		return routerCheckpoint{}, err
-	}
-	if len(m.Inputs) != 1 || m.Inputs[0].Topic != topic || m.Inputs[0].Partition != p {
-		return routerCheckpoint{}, fmt.Errorf("a router checkpoint of %v, not of %s partition %d: the routers topic is another job's", m.Inputs, topic, p)
-	}
-	return routerCheckpoint{inputs: m.Inputs, clocks: m.Engine, ends: kafkaio.EndsOf(m.Outputs)}, nil
-}
-
-// decodeLegacyRouterCheckpoint reads a router checkpoint of the layout
-// before the manifest (docs/format/repartition.md "Routers topic").
-func decodeLegacyRouterCheckpoint(topic string, p int32, b []byte) (routerCheckpoint, error) {
-	var c routerCheckpoint
-	bad := corrupt.Errorf("stream: corrupt router checkpoint")
-	b = b[1:]
-	next, n := binary.Varint(b)
-	if n <= 0 {
-		return c, bad
-	}
-	c.inputs = []checkpoint.Offset{{Topic: topic, Partition: p, Offset: next}}
-	b = b[n:]
-	l, n := binary.Uvarint(b)
-	if n <= 0 || l > uint64(len(b)-n) {
-		return c, bad
-	}
-	c.clocks, b = b[n:n+int(l)], b[n+int(l):]
-	offs, rest, err := checkpoint.DecodeOffsets(b)
-	if err != nil {
-		return c, err
-	}
-	if len(rest) > 0 {
-		return c, bad
-	}
-	c.ends = kafkaio.EndsOf(offs)
-	return c, nil
 }
 
 // startFetchers starts reading the input partitions routed and the
@@ -799,12 +735,12 @@ func (j *distJob) loop(ctx, genCtx context.Context, gen *kafka.Generation) (err 
 			if err := j.settled(func() error { return j.watchRules(ctx, true) }); err != nil {
 				return err
 			}
-		case err := <-j.writer.done:
-			if err := j.writer.finished(err); err != nil {
+		case err := <-j.writer.Done():
+			if err := j.writer.Finished(err); err != nil {
 				return err
 			}
-		case err := <-j.hopWriter.done:
-			if err := j.hopWriter.finished(err); err != nil {
+		case err := <-j.hopWriter.Done():
+			if err := j.hopWriter.Finished(err); err != nil {
 				return err
 			}
 		case <-tick.C:
@@ -822,9 +758,9 @@ func (j *distJob) loop(ctx, genCtx context.Context, gen *kafka.Generation) (err 
 			}
 		}
 		j.outMu.Lock() // the tasks may be writing outputs
-		j.writer.start()
+		j.writer.Start()
 		j.outMu.Unlock()
-		j.hopWriter.start()
+		j.hopWriter.Start()
 	}
 }
 
@@ -1026,10 +962,10 @@ func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 	start := j.opts.Now()
 	// The whole checkpoint holds the loop: its changelog writes too.
 	defer func() { j.m.CheckpointPause.Observe(j.opts.Now().Sub(start).Seconds()) }()
-	if err := j.hopWriter.drain(); err != nil {
+	if err := j.hopWriter.Drain(); err != nil {
 		return err
 	}
-	if err := j.writer.drain(); err != nil {
+	if err := j.writer.Drain(); err != nil {
 		return err
 	}
 	// The outputs written since the former holders' checkpoints are made
@@ -1212,7 +1148,7 @@ const checkpointTimeout = 20 * time.Second
 func (j *distJob) retry(ctx context.Context, what string, fn func(ctx context.Context) error) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), checkpointTimeout)
 	defer cancel()
-	backoff := outputBackoffMin
+	backoff := sink.WriteBackoffMin
 	for {
 		err := fn(ctx)
 		if err == nil {
@@ -1231,7 +1167,7 @@ func (j *distJob) retry(ctx context.Context, what string, fn func(ctx context.Co
 		case <-ctx.Done():
 		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, outputBackoffMax)
+		backoff = min(2*backoff, sink.WriteBackoffMax)
 	}
 }
 

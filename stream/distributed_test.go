@@ -1,7 +1,6 @@
 package stream
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -19,7 +18,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/riskstream/riskstream/checkpoint"
 	"github.com/riskstream/riskstream/gen"
 	"github.com/riskstream/riskstream/internal/kafkatest"
 	"github.com/riskstream/riskstream/internal/testbroker"
@@ -28,7 +26,6 @@ import (
 	"github.com/riskstream/riskstream/produce"
 	"github.com/riskstream/riskstream/replay"
 	"github.com/riskstream/riskstream/rules"
-	"github.com/riskstream/riskstream/sink"
 )
 
 // waitRecords reads a one-partition topic until it holds n records or a
@@ -704,29 +701,4 @@ func TestDistributedAndSingleExclusive(t *testing.T) {
 	if !errors.As(err, &busy) {
 		t.Fatalf("a single instance beside a distributed one: %v, want ErrGroupBusy", err)
 	}
-}
-
-// FuzzDecodeRouterCheckpoint: the router's checkpoint, which the instance
-// that takes the routing over reads from the routers topic, and an input
-// partition's of the layout that routed them apart, decode or fail on any
-// bytes, and what decodes encodes to bytes that decode to the same.
-func FuzzDecodeRouterCheckpoint(f *testing.F) {
-	f.Add(encodeRouterCheckpoint(routerCheckpoint{inputs: []checkpoint.Offset{{Topic: "requests", Partition: 2, Offset: 1500}},
-		clocks: []byte{2, 1, 'x'}, ends: []kafkaio.OutputEnd{{Partition: sink.Partition{Topic: "decisions", Partition: 0}, Offset: 7}}}))
-	f.Add([]byte{1, 2, 0})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		for _, decode := range []func([]byte) (routerCheckpoint, error){
-			func(b []byte) (routerCheckpoint, error) { return decodeRouterCheckpoint("requests", b) },
-			func(b []byte) (routerCheckpoint, error) { return decodeApartCheckpoint("requests", 2, b) },
-		} {
-			c, err := decode(b)
-			if err != nil {
-				continue
-			}
-			again, err := decodeRouterCheckpoint("requests", encodeRouterCheckpoint(c))
-			if err != nil || !slices.Equal(again.inputs, c.inputs) || !bytes.Equal(again.clocks, c.clocks) || len(again.ends) != len(c.ends) {
-				t.Fatalf("%x decodes to %+v, which encodes to bytes that decode to %+v (%v)", b, c, again, err)
-			}
-		}
-	})
 }

@@ -39,7 +39,7 @@ type jobBase struct {
 	// out is the outputs' sink, writer its writer, ends where its
 	// partitions end, for checkpoints.
 	out    *sink.Kafka
-	writer *outputWriter
+	writer *sink.Writer
 	ends   *kafkaio.EndTracker
 	// fetchers read the input partitions (and a distributed instance's
 	// repartition partitions).

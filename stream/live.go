@@ -292,7 +292,7 @@ func (j *liveJob) processShards(b *engine.Batch) error {
 // restore loads the last checkpoint, if any: the engine's state, the input
 // offsets, and where the outputs ended.
 func (j *liveJob) restore(context.Context) error {
-	m, ok, err := checkpoint.Read(j.db, legacyLiveOffsets(j.opts.Topic))
+	m, ok, err := checkpoint.Read(j.db, checkpoint.SingleInputsBeforeManifest(j.opts.Topic))
 	if err != nil || !ok {
 		return err
 	}
@@ -467,13 +467,13 @@ func (j *liveJob) startFetching(ctx context.Context) error {
 	// Outputs are written by their own goroutine, in order, while the loop
 	// goes on: a decision leaves as soon as it exists, and what is made
 	// while a write is in flight goes out together in the next one.
-	j.writer = newOutputWriter(j.out, j.m.Latency, &j.m.Ready.Writing, j.log, j.opts.Now)
-	j.writer.measureJob(j.m.JobLatency, j.m.DecisionStages, j.opts.decisionTimed)
-	j.onClose(j.writer.close)
+	j.writer = sink.NewWriter(j.out, sink.WriterOptions{Latency: j.m.Latency, JobLatency: j.m.JobLatency,
+		Stages: j.m.DecisionStages, Timed: j.opts.decisionTimed, Writing: &j.m.Ready.Writing, Log: j.log, Now: j.opts.Now})
+	j.onClose(j.writer.Close)
 	// A stop waits for the outputs a while, then gives up on them: the job
 	// ends with an error and no checkpoint covers them, so the next run
 	// makes them again.
-	stopWaiting := context.AfterFunc(ctx, func() { time.AfterFunc(stopOutputGrace, j.writer.stopRetrying) })
+	stopWaiting := context.AfterFunc(ctx, func() { time.AfterFunc(stopOutputGrace, j.writer.StopRetrying) })
 	j.onClose(func() { stopWaiting() })
 	// A checkpoint is committed and synced on another goroutine (the loop
 	// goes on meanwhile), and only then are its offsets given to the
@@ -543,8 +543,8 @@ func (j *liveJob) run(ctx context.Context) error {
 			if err := j.work(j.process); err != nil {
 				return err
 			}
-		case err := <-j.writer.done:
-			if err := j.writer.finished(err); err != nil {
+		case err := <-j.writer.Done():
+			if err := j.writer.Finished(err); err != nil {
 				return err
 			}
 		case err := <-j.commitFailed:
@@ -578,7 +578,7 @@ func (j *liveJob) run(ctx context.Context) error {
 				return err
 			}
 		}
-		j.writer.start()
+		j.writer.Start()
 	}
 }
 
@@ -618,7 +618,7 @@ func (j *liveJob) process() error {
 		// A decision's latency is measured from its record's timestamp;
 		// what the records before made goes out at once.
 		j.times = sink.DecisionTimes{Ref: ref, Arrived: arrived, Popped: poppedNS, Made: made}
-		j.writer.start()
+		j.writer.Start()
 	})
 }
 
@@ -697,7 +697,7 @@ func (j *liveJob) stop() error {
 func (j *liveJob) checkpoint(durable bool) error {
 	start := j.opts.Now()
 	defer j.paused(start)
-	if err := j.writer.drain(); err != nil {
+	if err := j.writer.Drain(); err != nil {
 		return err
 	}
 	ends := j.ends.AtCheckpoint(j.e.Stats().Records)

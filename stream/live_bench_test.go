@@ -255,11 +255,11 @@ func reportJobLatency(b *testing.B, timed []timedDecision, ckpt, gc []interval) 
 		return
 	}
 	total := make([]time.Duration, len(timed))
-	var stages [len(decisionStages)][]time.Duration
+	var stages [len(sink.DecisionStages)][]time.Duration
 	for i := range timed {
 		t := &timed[i]
 		total[i] = time.Duration(t.acked - t.Arrived)
-		for k, d := range stageDurations(&t.DecisionTimes, t.written, t.acked) {
+		for k, d := range sink.StageDurations(&t.DecisionTimes, t.written, t.acked) {
 			stages[k] = append(stages[k], d)
 		}
 	}
@@ -268,14 +268,14 @@ func reportJobLatency(b *testing.B, timed []timedDecision, ckpt, gc []interval) 
 	b.ReportMetric(quantileMs(sorted, 0.5), "job-p50-ms")
 	b.ReportMetric(quantileMs(sorted, 0.99), "job-p99-ms")
 	b.ReportMetric(quantileMs(sorted, 0.999), "job-p999-ms")
-	for k, name := range decisionStages {
+	for k, name := range sink.DecisionStages {
 		slices.Sort(stages[k])
 		b.ReportMetric(quantileMs(stages[k], 0.99), name+"-p99-ms")
 	}
 	p99 := sorted[int(0.99*float64(len(sorted)-1))]
 	var (
 		tail         int
-		tailStages   [len(decisionStages)]time.Duration
+		tailStages   [len(sink.DecisionStages)]time.Duration
 		inCkpt, inGC int
 	)
 	overlaps := func(spans []interval, from, to int64) bool {
@@ -287,7 +287,7 @@ func reportJobLatency(b *testing.B, timed []timedDecision, ckpt, gc []interval) 
 		}
 		t := &timed[i]
 		tail++
-		for k, d := range stageDurations(&t.DecisionTimes, t.written, t.acked) {
+		for k, d := range sink.StageDurations(&t.DecisionTimes, t.written, t.acked) {
 			tailStages[k] += d
 		}
 		if overlaps(ckpt, t.Arrived, t.acked) {
@@ -297,7 +297,7 @@ func reportJobLatency(b *testing.B, timed []timedDecision, ckpt, gc []interval) 
 			inGC++
 		}
 	}
-	for k, name := range decisionStages {
+	for k, name := range sink.DecisionStages {
 		b.ReportMetric(float64(tailStages[k])/float64(tail)/float64(time.Millisecond), "tail-"+name+"-ms")
 	}
 	b.ReportMetric(100*float64(inCkpt)/float64(tail), "tail-in-checkpoint-%")

@@ -2,10 +2,8 @@ package stream
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,7 +11,6 @@ import (
 
 	"github.com/riskstream/riskstream/checkpoint"
 	"github.com/riskstream/riskstream/engine"
-	"github.com/riskstream/riskstream/internal/corrupt"
 	"github.com/riskstream/riskstream/job"
 	"github.com/riskstream/riskstream/kafkaio"
 	"github.com/riskstream/riskstream/watermark"
@@ -121,55 +118,18 @@ const (
 	journalKeyPrefix = "journal/"
 )
 
-// routerCheckpoint is the router's checkpoint, as the routers topic holds
-// it: a checkpoint manifest whose engine part is the version of the rules
-// the router routes by (a uvarint) and its clocks, and whose inputs are
-// where each input partition's next record is.
-type routerCheckpoint struct {
-	inputs []checkpoint.Offset
-	// rules is the version of the job's rules the router routes by, 0 in
-	// a checkpoint of an input partition routed apart, which has none.
-	rules  int64
-	clocks []byte
-	ends   []kafkaio.OutputEnd
-}
-
-func encodeRouterCheckpoint(c routerCheckpoint) []byte {
-	engine := append(binary.AppendUvarint(nil, uint64(c.rules)), c.clocks...)
-	m := checkpoint.Manifest{Engine: engine, Inputs: c.inputs, Outputs: kafkaio.EndOffsets(c.ends)}
-	return m.AppendBinary(nil)
-}
-
-// decodeRouterCheckpoint reads a router checkpoint of topic.
-func decodeRouterCheckpoint(topic string, b []byte) (routerCheckpoint, error) {
-	m, err := checkpoint.Decode(b)
-	if err != nil {
-		return routerCheckpoint{}, err
-	}
-	for _, in := range m.Inputs {
-		if in.Topic != topic {
-			return routerCheckpoint{}, fmt.Errorf("a router checkpoint of topic %s, not %s: the routers topic is another job's", in.Topic, topic)
-		}
-	}
-	version, n := binary.Uvarint(m.Engine)
-	if n <= 0 || version > math.MaxInt64 {
-		return routerCheckpoint{}, corrupt.Errorf("stream: corrupt router checkpoint: its rules version")
-	}
-	return routerCheckpoint{inputs: m.Inputs, rules: int64(version), clocks: m.Engine[n:], ends: kafkaio.EndsOf(m.Outputs)}, nil
-}
-
 // routersTopic is what the routers topic holds: the router's checkpoint,
 // or those of input partitions routed apart, and the merge's journal.
 type routersTopic struct {
-	router  *routerCheckpoint
-	apart   map[int32]routerCheckpoint
+	router  *checkpoint.Router
+	apart   map[int32]checkpoint.Router
 	journal map[uint64][]byte
 }
 
 // readRoutersTopic reads the routers topic to its end; of each key, the
 // last record counts, and an empty one deletes it.
 func (j *distJob) readRoutersTopic(ctx context.Context) (*routersTopic, error) {
-	rt := &routersTopic{apart: map[int32]routerCheckpoint{}, journal: map[uint64][]byte{}}
+	rt := &routersTopic{apart: map[int32]checkpoint.Router{}, journal: map[uint64][]byte{}}
 	_, err := kafkaio.ReadRecords(ctx, j.sec.Dialer(), j.opts.Brokers, j.topics.Routers, 0, kafka.FirstOffset, func(m *kafka.Message) error {
 		key, deleted := string(m.Key), len(m.Value) == 0
 		if key == routerKey {
@@ -177,7 +137,7 @@ func (j *distJob) readRoutersTopic(ctx context.Context) (*routersTopic, error) {
 				rt.router = nil
 				return nil
 			}
-			cp, err := decodeRouterCheckpoint(j.opts.Topic, m.Value)
+			cp, err := checkpoint.DecodeRouter(j.opts.Topic, m.Value)
 			if err != nil {
 				return fmt.Errorf("router checkpoint: %w", err)
 			}
@@ -203,7 +163,7 @@ func (j *distJob) readRoutersTopic(ctx context.Context) (*routersTopic, error) {
 			delete(rt.apart, int32(p))
 			return nil
 		}
-		cp, err := decodeApartCheckpoint(j.opts.Topic, int32(p), m.Value)
+		cp, err := checkpoint.DecodeApart(j.opts.Topic, int32(p), m.Value)
 		if err != nil {
 			return fmt.Errorf("input partition %d: %w", p, err)
 		}
@@ -234,8 +194,8 @@ func (j *distJob) startRouting(ctx context.Context, inputs []int32, topic *route
 	// last rules, from where they resume.
 	version := j.rulesVersion
 	switch cp := topic.router; {
-	case cp != nil && cp.rules > 0:
-		version = min(cp.rules, version)
+	case cp != nil && cp.Rules > 0:
+		version = min(cp.Rules, version)
 	case cp == nil && len(topic.apart) == 0:
 		version = 1
 	}
@@ -258,23 +218,23 @@ func (j *distJob) startRouting(ctx context.Context, inputs []int32, topic *route
 	switch {
 	case topic.router != nil:
 		resume := map[int32]int64{}
-		for _, in := range topic.router.inputs {
+		for _, in := range topic.router.Inputs {
 			resume[in.Partition] = in.Offset
 		}
-		if err := j.router.Restore(resume, topic.router.clocks); err != nil {
+		if err := j.router.Restore(resume, topic.router.Clocks); err != nil {
 			return nil, fmt.Errorf("router checkpoint: %w", err)
 		}
-		if err := merge.Restore(topic.router.inputs); err != nil {
+		if err := merge.Restore(topic.router.Inputs); err != nil {
 			return nil, err
 		}
-		ends = topic.router.ends
+		ends = kafkaio.EndsOf(topic.router.Outputs)
 	case len(topic.apart) > 0:
 		var clocks [][]byte
 		var offsets []checkpoint.Offset
 		for _, p := range slices.Sorted(maps.Keys(topic.apart)) {
 			cp := topic.apart[p]
-			clocks, offsets = append(clocks, cp.clocks), append(offsets, cp.inputs...)
-			ends = append(ends, cp.ends...)
+			clocks, offsets = append(clocks, cp.Clocks), append(offsets, cp.Inputs...)
+			ends = append(ends, kafkaio.EndsOf(cp.Outputs)...)
 		}
 		if err := j.router.Restore(nil, clocks...); err != nil {
 			return nil, fmt.Errorf("router checkpoints of input partitions routed apart: %w", err)
@@ -467,8 +427,8 @@ func (j *distJob) routerRecords(ends []kafkaio.OutputEnd) ([]kafka.Record, error
 	if err != nil {
 		return nil, err
 	}
-	cp := encodeRouterCheckpoint(routerCheckpoint{inputs: rt.merge.Inputs(j.opts.Topic), rules: rt.version,
-		clocks: clocks, ends: ends})
+	r := checkpoint.Router{Inputs: rt.merge.Inputs(j.opts.Topic), Rules: rt.version, Clocks: clocks, Outputs: kafkaio.EndOffsets(ends)}
+	cp := r.AppendBinary(nil)
 	recs := append([]kafka.Record{{Key: kafka.NewBytes([]byte(routerKey)), Value: kafka.NewBytes(cp)}}, rt.runs.drops...)
 	for _, p := range rt.apart {
 		recs = append(recs, kafka.Record{Key: kafka.NewBytes([]byte(strconv.Itoa(int(p))))})

@@ -1,15 +1,12 @@
 package stream
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
 	"runtime"
 	"time"
 
-	"github.com/riskstream/riskstream/checkpoint"
-	"github.com/riskstream/riskstream/internal/corrupt"
 	"github.com/riskstream/riskstream/memory"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -306,26 +303,6 @@ func (o *RunOptions) Validate() error {
 // surprise. Start `riskstream broker` or a real cluster and give its
 // address.
 var ErrEmbeddedSecurity = errors.New("stream: TLS and SASL need --brokers: the embedded development broker (started without --brokers) is plaintext only")
-
-// legacyLiveOffsets decodes the input offsets of a single job's checkpoint
-// written before the manifest: varint pairs of partition and offset.
-func legacyLiveOffsets(topic string) func([]byte) ([]checkpoint.Offset, error) {
-	return func(b []byte) ([]checkpoint.Offset, error) {
-		var offs []checkpoint.Offset
-		for len(b) > 0 {
-			p, n := binary.Varint(b)
-			if n <= 0 {
-				return nil, corrupt.Errorf("stream: corrupt offsets in checkpoint")
-			}
-			o, k := binary.Varint(b[n:])
-			if k <= 0 {
-				return nil, corrupt.Errorf("stream: corrupt offsets in checkpoint")
-			}
-			offs, b = append(offs, checkpoint.Offset{Topic: topic, Partition: int32(p), Offset: o}), b[n+k:]
-		}
-		return offs, nil
-	}
-}
 
 // stopBound is the longest a stop takes, whatever the brokers do: the
 // wait for unacknowledged outputs (stopOutputGrace), the final checkpoint,

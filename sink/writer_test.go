@@ -1,4 +1,4 @@
-package stream
+package sink
 
 import (
 	"log/slog"
@@ -10,25 +10,24 @@ import (
 	"github.com/riskstream/riskstream/broker"
 	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/internal/kafkatest"
-	"github.com/riskstream/riskstream/sink"
 )
 
-func newTestOutputWriter(addr string) (*outputWriter, *sink.Kafka) {
-	out := sink.NewKafka([]string{addr}, sink.DefaultTopics)
+func newTestWriter(addr string) (*Writer, *Kafka) {
+	out := NewKafka([]string{addr}, DefaultTopics)
 	latency := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "latency"})
-	return newOutputWriter(out, latency, nil, slog.New(slog.DiscardHandler), nil), out
+	return NewWriter(out, WriterOptions{Latency: latency, Log: slog.New(slog.DiscardHandler)}), out
 }
 
-// TestOutputWriterRidesOutAnOutage: outputs made while no broker is
+// TestWriterRidesOutAnOutage: outputs made while no broker is
 // reachable are written once it is, by retrying, and the writer reports no
 // error.
-func TestOutputWriterRidesOutAnOutage(t *testing.T) {
+func TestWriterRidesOutAnOutage(t *testing.T) {
 	addr := kafkatest.FreeAddr(t)
-	w, out := newTestOutputWriter(addr)
+	w, out := newTestWriter(addr)
 	defer out.Close()
-	defer w.close()
+	defer w.Close()
 	out.DLQ([]byte(`{"bad"`), "not JSON", &event.Provenance{Offset: 1})
-	w.start()
+	w.Start()
 	// Longer than the writer's own attempts at a metadata request, which
 	// fail at once while nothing listens.
 	time.Sleep(time.Second)
@@ -38,25 +37,25 @@ func TestOutputWriterRidesOutAnOutage(t *testing.T) {
 	}
 	defer b.Close()
 	out.DLQ([]byte(`{"worse"`), "not JSON", &event.Provenance{Offset: 2})
-	if err := w.drain(); err != nil {
+	if err := w.Drain(); err != nil {
 		t.Fatal(err)
 	}
-	got := readTopic(t, addr, "dlq")
+	got := kafkatest.Values(kafkatest.ReadPartition(t, addr, "dlq", 0, time.Minute))
 	if len(got) != 2 || !strings.Contains(got[0], `"offset":1`) || !strings.Contains(got[1], `"offset":2`) {
 		t.Fatalf("dlq after the outage: %q", got)
 	}
 }
 
-// TestOutputWriterGivesUp: once told to stop retrying, a write that cannot
+// TestWriterGivesUp: once told to stop retrying, a write that cannot
 // reach a broker returns its error, so that a stop ends.
-func TestOutputWriterGivesUp(t *testing.T) {
-	w, out := newTestOutputWriter(kafkatest.FreeAddr(t))
+func TestWriterGivesUp(t *testing.T) {
+	w, out := newTestWriter(kafkatest.FreeAddr(t))
 	defer out.Close()
-	defer w.close()
+	defer w.Close()
 	out.DLQ([]byte(`{"bad"`), "not JSON", &event.Provenance{Offset: 1})
-	w.start()
-	time.AfterFunc(300*time.Millisecond, w.stopRetrying)
-	err := w.drain()
+	w.Start()
+	time.AfterFunc(300*time.Millisecond, w.StopRetrying)
+	err := w.Drain()
 	if err == nil || !strings.Contains(err.Error(), "gave up") {
 		t.Fatalf("drain without a broker: %v", err)
 	}
