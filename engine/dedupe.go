@@ -146,20 +146,23 @@ func (d *dedupe) advance(wm int64) error {
 	}
 	// At g, the ids of gen are still remembered if g follows it; every
 	// other was taken a horizon or more before wm.
-	kept, current := g == d.gen+1, byte(d.gen)
-	if err := d.drop(func(tag byte) bool { return kept && tag == current }); err != nil {
+	keep := noTag
+	if g == d.gen+1 {
+		keep = int(byte(d.gen))
+	}
+	if err := d.drop(keep); err != nil {
 		return err
 	}
 	d.prevGen, d.gen = g-1, g
 	return nil
 }
 
-// drop forgets the ids whose generation's tag keep rejects, in the table
-// and the store.
-func (d *dedupe) drop(keep func(tag byte) bool) error {
+// drop forgets the ids but those whose generation's tag is keep (none
+// when it is noTag), in the table and the store.
+func (d *dedupe) drop(keep int) error {
 	if d.store != nil {
 		for _, e := range d.ids.slots {
-			if e == ([2]uint64{}) || keep(byte(e[1])) {
+			if e == ([2]uint64{}) || int(byte(e[1])) == keep {
 				continue
 			}
 			if err := d.store.Delete(d.idKey(d.genOf(byte(e[1])), [2]uint64{e[0], e[1] &^ 0xff})); err != nil {
@@ -167,9 +170,12 @@ func (d *dedupe) drop(keep func(tag byte) bool) error {
 			}
 		}
 	}
-	d.ids.rebuild(len(d.ids.slots), keep)
+	d.ids.keepOnly(keep)
 	return nil
 }
+
+// noTag is no generation's tag: drop(noTag) forgets every id.
+const noTag = -1
 
 // genOf is the generation of an entry tagged tag: the current or the
 // previous one.
@@ -190,7 +196,7 @@ func floorDiv(a, b int64) int64 {
 }
 
 // forgetAll forgets every id remembered.
-func (d *dedupe) forgetAll() error { return d.drop(func(byte) bool { return false }) }
+func (d *dedupe) forgetAll() error { return d.drop(noTag) }
 
 // idKey is the store key of id hash h of generation gen.
 func (d *dedupe) idKey(gen int64, h [2]uint64) []byte {
@@ -245,7 +251,7 @@ func (d *dedupe) restore(b []byte) error {
 		}
 	}
 	d.gen, d.prevGen, d.duplicates = v[0], v[1], v[2]
-	d.ids.rebuild(len(d.ids.slots), func(byte) bool { return false })
+	d.ids.keepOnly(noTag)
 	if d.store == nil {
 		return nil
 	}
@@ -277,8 +283,6 @@ func (d *dedupe) restore(b []byte) error {
 type idTable struct {
 	slots [][2]uint64
 	n     int
-	// spare is the slots of the last rebuild, reused by the next.
-	spare [][2]uint64
 }
 
 // find returns the slot of h (tags aside), or the empty slot where it
@@ -301,7 +305,7 @@ func (t *idTable) find(h [2]uint64) *[2]uint64 {
 func (t *idTable) add(e *[2]uint64, h [2]uint64, gen int64) {
 	*e = [2]uint64{h[0], h[1] | uint64(byte(gen))}
 	if t.n++; 2*t.n > len(t.slots) {
-		t.rebuild(2*len(t.slots), nil)
+		t.grow(2 * len(t.slots))
 	}
 }
 
@@ -314,24 +318,13 @@ func (t *idTable) slotAddr(h [2]uint64) uintptr {
 	return prefetch.Addr(&t.slots[h[0]&uint64(len(t.slots)-1)])
 }
 
-// rebuild lays the table out again over size slots, with the entries keep
-// says to (all when keep is nil).
-func (t *idTable) rebuild(size int, keep func(tag byte) bool) {
+// grow lays the table out again over size slots.
+func (t *idTable) grow(size int) {
 	old := t.slots
-	if len(t.spare) == size {
-		t.slots = t.spare
-		clear(t.slots)
-	} else {
-		t.slots = make([][2]uint64, size)
-	}
-	t.spare = old
-	t.n = 0
-	if size == 0 {
-		return
-	}
+	t.slots = make([][2]uint64, size)
 	mask := uint64(size - 1)
 	for _, e := range old {
-		if e == ([2]uint64{}) || keep != nil && !keep(byte(e[1])) {
+		if e == ([2]uint64{}) {
 			continue
 		}
 		i := e[0] & mask
@@ -339,6 +332,43 @@ func (t *idTable) rebuild(size int, keep func(tag byte) bool) {
 			i = (i + 1) & mask
 		}
 		t.slots[i] = e
-		t.n++
+	}
+}
+
+// keepOnly forgets the entries but those tagged keep (none when it is
+// noTag), in place: one pass over the slots, starting after an empty one,
+// that takes each entry out and puts those kept back where a lookup from
+// their first slot finds them. Every slot between that first slot and the
+// entry's own was taken when the entry went in and has been passed by
+// then, so the entry lands at or before its own slot, and the lookups of
+// the entries after it still find them.
+func (t *idTable) keepOnly(keep int) {
+	if keep == noTag || t.n == 0 {
+		clear(t.slots)
+		t.n = 0
+		return
+	}
+	size := len(t.slots)
+	mask := uint64(size - 1)
+	start := 0
+	for t.slots[start] != ([2]uint64{}) {
+		start++ // a table at most half full has an empty slot
+	}
+	for k := 1; k <= size; k++ {
+		j := uint64(start+k) & mask
+		e := t.slots[j]
+		if e == ([2]uint64{}) {
+			continue
+		}
+		t.slots[j] = [2]uint64{}
+		if int(byte(e[1])) != keep {
+			t.n--
+			continue
+		}
+		i := e[0] & mask
+		for t.slots[i] != ([2]uint64{}) {
+			i = (i + 1) & mask
+		}
+		t.slots[i] = e
 	}
 }
