@@ -27,7 +27,8 @@ var forbiddenImports = []string{"os", "net", "net/http", "github.com/segmentio/k
 	"github.com/riskstream/riskstream/sink", "github.com/riskstream/riskstream/stream",
 	"github.com/riskstream/riskstream/state", "github.com/riskstream/riskstream/broker",
 	"github.com/riskstream/riskstream/replay", "github.com/riskstream/riskstream/kafkaio",
-	"github.com/riskstream/riskstream/observe", "github.com/riskstream/riskstream/memory"}
+	"github.com/riskstream/riskstream/observe", "github.com/riskstream/riskstream/memory",
+	"github.com/riskstream/riskstream/driver"}
 
 func TestPureCore(t *testing.T) {
 	for _, pkg := range pure {
@@ -71,7 +72,7 @@ func checkFile(t *testing.T, path string) {
 		for _, bad := range forbiddenImports {
 			if p == bad || strings.HasPrefix(p, bad+"/") {
 				if !(path == filepath.Join("..", "..", "rules", "load.go") && p == "os") {
-					t.Errorf("%s imports %s: I/O belongs at the edges (stream/, replay/, kafkaio/, observe/, state/, sink/, cmd/)", fset.Position(imp.Pos()), p)
+					t.Errorf("%s imports %s: I/O belongs at the edges (stream/, replay/, driver/, kafkaio/, observe/, state/, sink/, cmd/)", fset.Position(imp.Pos()), p)
 				}
 			}
 		}
@@ -170,7 +171,7 @@ func TestOneCorruptionMarker(t *testing.T) {
 
 // oneClock are the edge packages whose clock is the job's (RunOptions.Now,
 // replay.Options.Now), injected, so that tests can move it.
-var oneClock = []string{"stream", "replay", "kafkaio", "observe"}
+var oneClock = []string{"stream", "replay", "kafkaio", "observe", "driver"}
 
 // TestOneClock: the edges read the wall clock only through the clock they
 // are given. A socket's deadline is the exception: the kernel holds it
