@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/riskstream/riskstream/driver"
 	"github.com/riskstream/riskstream/engine"
 	"github.com/riskstream/riskstream/internal/parallel"
 	"github.com/riskstream/riskstream/job"
@@ -65,32 +66,33 @@ func replayTopic(ctx context.Context, opts Options, e *engine.Sharded, prog *obs
 	opts.Logger.Info("replaying a topic", "topic", opts.Topic, "from", opts.From, "to", opts.To,
 		"partitions", len(ranges), "offsets", records)
 	reloads := newReloads(versions, loop, ranges)
-	for open > 0 {
-		var f kafkaio.Fetch
-		select {
-		case f = <-fetched:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		if f.Done {
-			open--
-		}
-		loop.Push(f, 0)
-		for {
-			if n, _ := loop.Take(0); n > 0 {
-				if err := loop.Run(0, nil); err != nil {
+	err = driver.Run(ctx, driver.Options{
+		Sources: []driver.Source{{Fetched: fetched, Take: func(f kafkaio.Fetch) error {
+			if f.Done {
+				open--
+			}
+			loop.Push(f, 0)
+			for {
+				if n, _ := loop.Take(0); n > 0 {
+					if err := loop.Run(0, nil); err != nil {
+						return err
+					}
+					prog.Update(e)
+				}
+				p, offset, stopped := loop.Stopped()
+				if !stopped {
+					return nil
+				}
+				if err := reloads.at(p, offset, opts.Logger); err != nil {
 					return err
 				}
-				prog.Update(e)
 			}
-			p, offset, stopped := loop.Stopped()
-			if !stopped {
-				break
-			}
-			if err := reloads.at(p, offset, opts.Logger); err != nil {
-				return err
-			}
-		}
+		}}},
+		Stop:     ctx.Err,
+		Finished: func() bool { return open == 0 },
+	})
+	if err != nil {
+		return err
 	}
 	if loop.Buffered() > 0 {
 		return errors.New("records left in the merge after every partition ended")

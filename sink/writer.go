@@ -60,6 +60,9 @@ type WriterOptions struct {
 	// and 0 when none is: how long the brokers have kept the job waiting,
 	// for health checks.
 	Writing *atomic.Int64
+	// Lock, if set, is held while Start takes the sink's pending outputs:
+	// for a sink that other goroutines write to meanwhile.
+	Lock sync.Locker
 	// Log takes the retries; the default discards them.
 	Log *slog.Logger
 	// Now is the job's clock: when a write started and was acknowledged.
@@ -200,7 +203,14 @@ func (w *Writer) StopRetrying() {
 
 // Start hands the sink's pending outputs to the writer if it is free.
 func (w *Writer) Start() {
-	if w.busy || w.out.Pending() == 0 {
+	if w.busy {
+		return
+	}
+	if w.opts.Lock != nil {
+		w.opts.Lock.Lock()
+		defer w.opts.Lock.Unlock()
+	}
+	if w.out.Pending() == 0 {
 		return
 	}
 	w.todo <- w.out.Detach()
@@ -218,7 +228,8 @@ func (w *Writer) Finished(err error) error {
 	return err
 }
 
-// Drain returns once every output made so far is acknowledged.
+// Drain returns once every output made so far is acknowledged. Nothing
+// else may write to the sink meanwhile.
 func (w *Writer) Drain() error {
 	for w.busy || w.out.Pending() > 0 {
 		if w.busy {

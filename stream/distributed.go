@@ -15,6 +15,7 @@ import (
 
 	"github.com/riskstream/riskstream/changelog"
 	"github.com/riskstream/riskstream/checkpoint"
+	"github.com/riskstream/riskstream/driver"
 	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/internal/parallel"
 	"github.com/riskstream/riskstream/kafkaio"
@@ -321,7 +322,7 @@ func (j *distJob) startOutputs(ctx context.Context) error {
 		j.log.Info("serving the console", "instance", j.m.URL+"/", "job", j.m.URL+"/job/", "metrics", j.m.URL+"/metrics")
 	}
 	j.startSink(o.Brokers)
-	j.writer = sink.NewWriter(j.out, sink.WriterOptions{Latency: j.m.Latency, Writing: &j.m.Ready.Writing, Log: j.log, Now: j.opts.Now})
+	j.writer = sink.NewWriter(j.out, sink.WriterOptions{Latency: j.m.Latency, Writing: &j.m.Ready.Writing, Lock: &j.outMu, Log: j.log, Now: j.opts.Now})
 	j.onClose(j.writer.Close)
 	// The repartition topic has a writer of its own: its messages, many
 	// more than the outputs, go in large batches, and a write of outputs
@@ -705,62 +706,56 @@ func (j *distJob) startFetchers(ctx context.Context, reading *sync.WaitGroup) {
 }
 
 // loop processes what the fetchers bring until the generation ends or the
-// job stops.
+// job stops: the loop (driver.Run) configured for an instance of a
+// distributed job, which routes the input partitions it was given and
+// applies the repartition partitions it holds.
 func (j *distJob) loop(ctx, genCtx context.Context, gen *kafka.Generation) (err error) {
-	tick := time.NewTicker(tickInterval)
-	defer tick.Stop()
-	checkpoints := newCheckpointClock(j.opts.CheckpointInterval, j.opts.Now())
-	defer checkpoints.stop()
 	// The tasks the group may take away next are not left applying.
 	defer func() { err = errors.Join(err, j.settleLocal()) }()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-genCtx.Done():
-			return nil
-		case f := <-j.inputFetched:
-			if err := j.work(func() error { return j.route(f) }); err != nil {
-				return err
-			}
-		case f := <-j.repFetched:
-			if err := j.settled(func() error { return j.apply(f) }); err != nil {
-				return err
-			}
-		case f := <-j.rulesFetched:
-			if err := j.settled(func() error { return j.followRules(f) }); err != nil {
-				return err
-			}
-		case <-j.opts.ReloadRules:
-			if err := j.settled(func() error { return j.watchRules(ctx, true) }); err != nil {
-				return err
-			}
-		case err := <-j.writer.Done():
-			if err := j.writer.Finished(err); err != nil {
-				return err
-			}
-		case err := <-j.hopWriter.Done():
-			if err := j.hopWriter.Finished(err); err != nil {
-				return err
-			}
-		case <-tick.C:
+	runCtx, cancel := context.WithCancel(genCtx)
+	defer cancel()
+	defer context.AfterFunc(ctx, cancel)()
+	mail := make(chan driver.Mail, 1)
+	go forwardReloads(runCtx, j.opts.ReloadRules, mail, func() error {
+		return j.settled(func() error { return j.watchRules(ctx, true) })
+	})
+	return driver.Run(runCtx, driver.Options{
+		Sources: []driver.Source{
+			{Fetched: j.inputFetched, Take: func(f kafkaio.Fetch) error { return j.work(func() error { return j.route(f) }) }},
+			{Fetched: j.repFetched, Take: func(f kafkaio.Fetch) error { return j.settled(func() error { return j.apply(f) }) }},
+			{Fetched: j.rulesFetched, Take: func(f kafkaio.Fetch) error { return j.settled(func() error { return j.followRules(f) }) }},
+		},
+		// The output writer's sink is written by the tasks too
+		// (sink.WriterOptions.Lock).
+		Writers:      []*sink.Writer{j.writer, j.hopWriter},
+		Mail:         mail,
+		TickInterval: tickInterval,
+		Tick: func(time.Time) error {
 			if err := j.settled(j.tick); err != nil {
 				return err
 			}
-			if err := j.settled(func() error { return j.watchRules(ctx, false) }); err != nil {
-				return err
-			}
-		case <-checkpoints.timer.C:
+			return j.settled(func() error { return j.watchRules(ctx, false) })
+		},
+		CheckpointInterval: j.opts.CheckpointInterval,
+		Checkpoint:         func() error { return j.settled(func() error { return j.checkpoint(ctx, gen) }) },
+		Now:                j.opts.Now,
+	})
+}
+
+// forwardReloads sends reload to mail for each request on reloads, until
+// ctx ends.
+func forwardReloads(ctx context.Context, reloads <-chan struct{}, mail chan<- driver.Mail, reload driver.Mail) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-reloads:
 		}
-		if checkpoints.due(j.opts.Now()) {
-			if err := j.settled(func() error { return j.checkpoint(ctx, gen) }); err != nil {
-				return err
-			}
+		select {
+		case mail <- reload:
+		case <-ctx.Done():
+			return
 		}
-		j.outMu.Lock() // the tasks may be writing outputs
-		j.writer.Start()
-		j.outMu.Unlock()
-		j.hopWriter.Start()
 	}
 }
 

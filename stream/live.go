@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskstream/riskstream/broker"
 	"github.com/riskstream/riskstream/checkpoint"
+	"github.com/riskstream/riskstream/driver"
 	"github.com/riskstream/riskstream/engine"
 	"github.com/riskstream/riskstream/internal/parallel"
 	"github.com/riskstream/riskstream/job"
@@ -96,10 +97,6 @@ type liveJob struct {
 	started     time.Time
 	away        time.Duration
 	unheldSince time.Time
-
-	// checkpoints says when the next checkpoint is due, which also paces
-	// the write-back.
-	checkpoints *checkpointClock
 
 	// watch follows the rules file, nil when it is not reloaded; hup
 	// asks the next tick to reload it; retiredDeleted counts the stored
@@ -502,19 +499,9 @@ func (j *liveJob) addFetchers(partitions []int) {
 }
 
 // run processes what the fetchers bring until the job ends, ticking
-// processing time and checkpointing on the way.
+// processing time and checkpointing on the way: the loop (driver.Run)
+// configured for one instance that holds the whole input.
 func (j *liveJob) run(ctx context.Context) error {
-	j.checkpoints = newCheckpointClock(j.opts.CheckpointInterval, j.opts.Now())
-	defer j.checkpoints.stop()
-	// Processing time moves idle partitions' watermarks and fires windows
-	// even when no record arrives, and ends the merge's waits.
-	tick := time.NewTicker(tickInterval)
-	defer tick.Stop()
-	discover := time.NewTicker(j.opts.PartitionDiscovery)
-	defer discover.Stop()
-	// Partitions are listed off the loop: a broker that does not answer
-	// must not hold the records of the others, or a stop.
-	discovered, discovering := make(chan []int, 1), false
 	if !j.restored {
 		// A first run checkpoints before it takes a record: killed before
 		// its first periodic checkpoint, it restarts knowing where the
@@ -523,62 +510,58 @@ func (j *liveJob) run(ctx context.Context) error {
 			return err
 		}
 	}
-	for {
+	mail := make(chan driver.Mail, 4)
+	hear, stopHearing := context.WithCancel(ctx)
+	defer stopHearing()
+	go j.forwardFailure(hear, mail)
+	// A reload is done at the next tick, which comes only while the group
+	// is held.
+	go forwardReloads(hear, j.opts.ReloadRules, mail, func() error { j.hup = true; return nil })
+	go j.discover(hear, mail)
+	return driver.Run(ctx, driver.Options{
 		// While the group is not held (between two of its generations),
 		// nothing is processed: another instance may hold it by now.
-		input, tick10ms := j.fetched, tick.C
-		held, groupChanged := j.member.Held()
-		j.noteHeld(held)
-		if !held {
-			input, tick10ms = nil, nil
-		}
-		select {
-		case <-groupChanged:
-		case err := <-j.member.Lost:
-			return err
-		case <-ctx.Done():
-			return j.stop()
-		case f := <-input:
+		Sources: []driver.Source{{Fetched: j.fetched, Held: true, Take: func(f kafkaio.Fetch) error {
 			j.push(f)
-			if err := j.work(j.process); err != nil {
-				return err
-			}
-		case err := <-j.writer.Done():
-			if err := j.writer.Finished(err); err != nil {
-				return err
-			}
-		case err := <-j.commitFailed:
-			return err
-		case <-j.db.Failed():
-			// A write Pebble could not complete, a stalled disk, a corrupt
-			// file: the store takes no more writes.
-			return j.db.Err()
-		case <-tick10ms:
-			if err := j.work(j.tick); err != nil {
-				return err
-			}
-		case <-j.checkpoints.timer.C:
-		case <-discover.C:
-			if !discovering {
-				discovering = true
-				go j.discover(ctx, discovered)
-			}
-		case ps := <-discovered:
-			discovering = false
-			n := len(j.fetchers)
-			if j.addFetchers(ps); len(j.fetchers) > n {
-				j.log.Info("reading new partitions", "topic", j.opts.Topic, "partitions", len(j.fetchers))
-			}
-		case <-j.opts.ReloadRules:
-			// At the next tick, which comes only while the group is held.
-			j.hup = true
-		}
-		if j.checkpoints.due(j.opts.Now()) {
-			if err := j.work(func() error { return j.checkpoint(false) }); err != nil {
-				return err
-			}
-		}
-		j.writer.Start()
+			return j.work(j.process)
+		}}},
+		Held: func() (bool, <-chan struct{}) {
+			held, changed := j.member.Held()
+			j.noteHeld(held)
+			return held, changed
+		},
+		Writers: []*sink.Writer{j.writer},
+		Mail:    mail,
+		// Processing time moves idle partitions' watermarks and fires
+		// windows even when no record arrives, and ends the merge's waits.
+		TickInterval:       tickInterval,
+		Tick:               func(next time.Time) error { return j.work(func() error { return j.tick(next) }) },
+		CheckpointInterval: j.opts.CheckpointInterval,
+		Checkpoint:         func() error { return j.work(func() error { return j.checkpoint(false) }) },
+		Stop:               j.stop,
+		Now:                j.opts.Now,
+	})
+}
+
+// forwardFailure sends the loop the first failure other goroutines
+// report, which ends it: the group lost, a commit or the store failed.
+func (j *liveJob) forwardFailure(ctx context.Context, mail chan<- driver.Mail) {
+	var failed driver.Mail
+	select {
+	case <-ctx.Done():
+		return
+	case err := <-j.member.Lost:
+		failed = func() error { return err }
+	case err := <-j.commitFailed:
+		failed = func() error { return err }
+	case <-j.db.Failed():
+		// A write Pebble could not complete, a stalled disk, a corrupt
+		// file: the store takes no more writes.
+		failed = j.db.Err
+	}
+	select {
+	case mail <- failed:
+	case <-ctx.Done():
 	}
 }
 
@@ -623,8 +606,9 @@ func (j *liveJob) process() error {
 }
 
 // tick moves processing time: merge waits that ran out, idle partitions'
-// watermarks, and some of the next checkpoint's writes.
-func (j *liveJob) tick() error {
+// watermarks, and some of the next checkpoint's writes, which is due at
+// nextCheckpoint.
+func (j *liveJob) tick(nextCheckpoint time.Time) error {
 	if err := j.process(); err != nil {
 		return err
 	}
@@ -654,18 +638,43 @@ func (j *liveJob) tick() error {
 	}
 	// Spread the next checkpoint's writes over the interval: it pauses
 	// the loop for what is left.
-	ticksLeft := max(1, int(j.checkpoints.next.Sub(j.opts.Now())/tickInterval))
+	ticksLeft := max(1, int(nextCheckpoint.Sub(j.opts.Now())/tickInterval))
 	return j.e.WriteBack(max(writeBackPerTick, (j.e.Changed()+ticksLeft-1)/ticksLeft))
 }
 
-// discover lists the input topic's partitions, for the loop to start
-// fetching those added, and sends them to found (none when it cannot).
-func (j *liveJob) discover(ctx context.Context, found chan<- []int) {
-	ps, err := kafkaio.ReadPartitions(ctx, j.sec.Dialer(), j.brokers[0], j.opts.Topic)
-	if err != nil && ctx.Err() == nil {
-		j.log.Warn("listing partitions", "topic", j.opts.Topic, "err", err)
+// discover lists the input topic's partitions every
+// RunOptions.PartitionDiscovery, off the loop (a broker that does not
+// answer must not hold the records of the others, or a stop), until ctx
+// ends, and has the loop start fetching those added.
+func (j *liveJob) discover(ctx context.Context, mail chan<- driver.Mail) {
+	every := time.NewTicker(j.opts.PartitionDiscovery)
+	defer every.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-every.C:
+		}
+		ps, err := kafkaio.ReadPartitions(ctx, j.sec.Dialer(), j.brokers[0], j.opts.Topic)
+		if err != nil {
+			if ctx.Err() == nil {
+				j.log.Warn("listing partitions", "topic", j.opts.Topic, "err", err)
+			}
+			continue
+		}
+		found := func() error {
+			n := len(j.fetchers)
+			if j.addFetchers(ps); len(j.fetchers) > n {
+				j.log.Info("reading new partitions", "topic", j.opts.Topic, "partitions", len(j.fetchers))
+			}
+			return nil
+		}
+		select {
+		case mail <- found:
+		case <-ctx.Done():
+			return
+		}
 	}
-	found <- ps
 }
 
 // stop ends the job cleanly: fetching stops, what was fetched and can be

@@ -33,38 +33,6 @@ const retiredPerTick = 512
 // waits, idle partitions, write-back.
 const tickInterval = 10 * time.Millisecond
 
-// checkpointClock says when a periodic checkpoint is due. A loop asks it
-// after whatever it did, not only when its timer wins the loop's select:
-// select picks at random among ready cases, so under steady input a
-// checkpoint could fall several intervals behind (Kafka Streams likewise
-// commits when the interval has passed after each round of processing).
-// The timer only wakes an idle loop.
-type checkpointClock struct {
-	interval time.Duration
-	next     time.Time
-	timer    *time.Timer
-}
-
-// newCheckpointClock starts the clock at now: the first checkpoint is due
-// an interval later.
-func newCheckpointClock(interval time.Duration, now time.Time) *checkpointClock {
-	return &checkpointClock{interval: interval, next: now.Add(interval), timer: time.NewTimer(interval)}
-}
-
-// due reports whether a checkpoint is due at now; if so, the next one is
-// due an interval later.
-func (c *checkpointClock) due(now time.Time) bool {
-	if now.Before(c.next) {
-		return false
-	}
-	c.next = now.Add(c.interval)
-	c.timer.Reset(c.interval)
-	return true
-}
-
-// stop stops the timer.
-func (c *checkpointClock) stop() { c.timer.Stop() }
-
 // stopOutputGrace is how long a stop waits for outputs the brokers do not
 // acknowledge (an outage) before the job ends without its final
 // checkpoint.

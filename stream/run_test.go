@@ -495,32 +495,6 @@ func writeInput(t testing.TB, addr string, msgs ...kafka.Message) {
 	}
 }
 
-// TestCheckpointClockDue: a checkpoint is due once an interval has passed
-// since the last one, whenever the loop asks, and the next is due an
-// interval after it was taken, not after it was first due.
-func TestCheckpointClockDue(t *testing.T) {
-	start := time.UnixMilli(1_000_000)
-	c := newCheckpointClock(time.Second, start)
-	defer c.stop()
-	for _, step := range []struct {
-		at   time.Duration // since start
-		want bool
-	}{
-		{0, false},
-		{999 * time.Millisecond, false},
-		{1500 * time.Millisecond, true}, // due since 1s, asked late
-		{2 * time.Second, false},        // next due at 2.5s
-		{2499 * time.Millisecond, false},
-		{2500 * time.Millisecond, true},
-		{2500 * time.Millisecond, false},
-		{10 * time.Second, true},
-	} {
-		if got := c.due(start.Add(step.at)); got != step.want {
-			t.Fatalf("due at +%v = %v, want %v", step.at, got, step.want)
-		}
-	}
-}
-
 // TestMergeClockAway: the merge's clock leaves out the loop's work and the
 // time the group is not held, when the loop takes in nothing: a record
 // held for a caught-up partition is still held after a rebalance that took
@@ -556,23 +530,6 @@ func TestMergeClockAway(t *testing.T) {
 	merge.Push(1, []int64{10}, false, j.mergeNow())
 	if ts, p, ok := merge.Pop(j.mergeNow()); !ok || ts != 10 {
 		t.Fatalf("popped %d of partition %d (%v), want partition 1's 10 first", ts, p, ok)
-	}
-}
-
-// TestCheckpointClockWakes: the timer wakes an idle loop an interval after
-// the last checkpoint.
-func TestCheckpointClockWakes(t *testing.T) {
-	c := newCheckpointClock(20*time.Millisecond, time.Now())
-	defer c.stop()
-	for range 2 {
-		select {
-		case <-c.timer.C:
-		case <-time.After(5 * time.Second):
-			t.Fatal("the timer did not fire")
-		}
-		if !c.due(time.Now()) {
-			t.Fatal("woken before the checkpoint was due")
-		}
 	}
 }
 
