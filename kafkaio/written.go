@@ -297,7 +297,7 @@ type EndTracker struct {
 	topics  []string
 	out     TrackedOutputs
 	log     *slog.Logger
-	unknown bool // warned that outputEnds fails, until it works again
+	unknown bool // warned that reading the ends fails, until it works again
 	// base are where the output partitions ended when first read, before
 	// the sink's acknowledged writes.
 	base map[sink.Partition]int64
