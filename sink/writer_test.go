@@ -3,6 +3,7 @@ package sink
 import (
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -58,5 +59,36 @@ func TestWriterGivesUp(t *testing.T) {
 	err := w.Drain()
 	if err == nil || !strings.Contains(err.Error(), "gave up") {
 		t.Fatalf("drain without a broker: %v", err)
+	}
+}
+
+// TestWriterLock: a writer given a Lock takes the sink's outputs only
+// while it holds it, so that other goroutines may write to the sink
+// meanwhile.
+func TestWriterLock(t *testing.T) {
+	out := NewKafka([]string{kafkatest.FreeAddr(t)}, DefaultTopics)
+	defer out.Close()
+	var mu sync.Mutex
+	w := NewWriter(out, WriterOptions{Lock: &mu, Log: slog.New(slog.DiscardHandler)})
+	defer w.Close()
+	mu.Lock() // another goroutine writing to the sink
+	out.DLQ([]byte(`{"bad"`), "not JSON", &event.Provenance{Offset: 1})
+	started := make(chan struct{})
+	go func() {
+		w.Start()
+		close(started)
+	}()
+	select {
+	case <-started:
+		t.Fatal("Start took the outputs while the lock was held")
+	case <-time.After(50 * time.Millisecond):
+	}
+	mu.Unlock()
+	<-started
+	mu.Lock()
+	pending := out.Pending()
+	mu.Unlock()
+	if pending != 0 {
+		t.Fatalf("%d outputs pending after Start, want them taken", pending)
 	}
 }
