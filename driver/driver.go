@@ -80,6 +80,13 @@ type Options struct {
 	Now func() time.Time
 }
 
+// EnsureDefaults fills in zero fields with their default values.
+func (o *Options) EnsureDefaults() {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
 // Validate reports the options that cannot work.
 func (o *Options) Validate() error {
 	var errs []error
@@ -109,11 +116,9 @@ func (o *Options) Validate() error {
 // Run runs the loop until ctx ends (then Stop), Finished says so, or a
 // step fails.
 func Run(ctx context.Context, opts Options) error {
+	opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
 		return err
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
 	}
 	var tick <-chan time.Time
 	if opts.Tick != nil {
