@@ -397,18 +397,21 @@ func keyAtQuantile(pos, neg []int, zero int, q float64) (key, sign int) {
 	return keyAtRank(pos, rank-float64(zero)-negCount), 1
 }
 
-// Inline reports whether a holds its values inline, not in a sketch: a
-// BinSet takes them.
-func (a *Acc) Inline() bool { return a.sketch == nil }
-
-// BinSet is the values of several accumulators that hold them inline,
-// by their bins, kept in order as accumulators are added: its Quantile is
-// what Quantile gives for their merge, without a sketch to fill. The zero
-// value is empty.
+// BinSet is the values of several accumulators by their bins, kept in
+// order as accumulators are added: its Quantile is what Quantile gives for
+// their merge, without a sketch to fill. An accumulator that holds its
+// values inline gives them all; one with a sketch gives the bins of its
+// highest values (fewValues of them) and the count of the others, which
+// is enough for a quantile among the merge's fewValues highest values.
+// The zero value is empty.
 type BinSet struct {
 	pos, neg []int // keys, ascending: positive values', negative values' (of |v|)
 	zero     int
-	lo, hi   float64
+	// hidden is how many positive values s counts but does not hold. Once
+	// there are any, s holds the fewValues highest positive values of all
+	// it counts, and only them: each accumulator gave its own highest.
+	hidden int64
+	lo, hi float64
 	// value is the value of the bin of key, when valued.
 	valued bool
 	key    int
@@ -416,15 +419,27 @@ type BinSet struct {
 }
 
 // Reset empties s, keeping its space.
-func (s *BinSet) Reset() { s.pos, s.neg, s.zero = s.pos[:0], s.neg[:0], 0 }
+func (s *BinSet) Reset() { s.pos, s.neg, s.zero, s.hidden = s.pos[:0], s.neg[:0], 0, 0 }
 
-// Len is how many values s holds.
-func (s *BinSet) Len() int { return len(s.pos) + len(s.neg) + s.zero }
+// Len is how many values s counts.
+func (s *BinSet) Len() int64 { return int64(len(s.pos)+len(s.neg)+s.zero) + s.hidden }
 
-// Add adds a's values to s, and reports false, adding none, when a holds
-// them in a sketch.
+// Bins is how many bins a BinSet holds of a, and false when it cannot take
+// a: a sketch with a value that is zero or negative, whose highest values'
+// bins a does not keep.
+func (a *Acc) Bins() (int, bool) {
+	if a.sketch == nil {
+		return int(a.Count), true
+	}
+	n := a.topLen()
+	return n, n == 0 || a.few[0] != noTop
+}
+
+// Add adds a's values to s, and reports false, adding none, when s cannot
+// take them (Bins).
 func (s *BinSet) Add(a *Acc) bool {
-	if a.sketch != nil {
+	n, ok := a.Bins()
+	if !ok {
 		return false
 	}
 	if a.Count == 0 {
@@ -436,17 +451,34 @@ func (s *BinSet) Add(a *Acc) bool {
 	if s.Len() == 0 || a.Max > s.hi {
 		s.hi = a.Max
 	}
-	for _, b := range a.few[:a.Count] {
+	for _, b := range a.few[:n] {
 		switch {
 		case b > 0:
-			s.pos = insertSorted(s.pos, int(b)-1+minIndex)
+			s.addPositive(int(b) - 1 + minIndex)
 		case b < 0:
 			s.neg = insertSorted(s.neg, int(-b)-1+minIndex)
 		default:
 			s.zero++
 		}
 	}
+	s.hidden += a.Count - int64(n)
+	if k := len(s.pos) - fewValues; s.hidden > 0 && k > 0 {
+		// Only the fewValues highest can be a quantile now.
+		copy(s.pos, s.pos[k:])
+		s.pos, s.hidden = s.pos[:fewValues], s.hidden+int64(k)
+	}
 	return true
+}
+
+// addPositive adds a positive value's key: held, or, once s hides values
+// and it is no higher than the fewValues highest, counted among those
+// hidden.
+func (s *BinSet) addPositive(key int) {
+	if s.hidden > 0 && len(s.pos) >= fewValues && key <= s.pos[len(s.pos)-fewValues] {
+		s.hidden++
+		return
+	}
+	s.pos = insertSorted(s.pos, key)
 }
 
 // insertSorted inserts k into keys, ascending: by a step of insertion sort
@@ -466,18 +498,40 @@ func insertSorted(keys []int, k int) []int {
 	return keys
 }
 
-// Quantile is Quantile of the merge of the accumulators added.
-func (s *BinSet) Quantile(q float64) float64 {
+// Quantile is Quantile of the merge of the accumulators added; ok is false
+// when the quantile falls among values s does not hold. Of the merge's
+// positive values, those s holds include the fewValues highest: each
+// accumulator's values above the fewValues-th highest of the merge are
+// fewValues at most, all of which it gave.
+func (s *BinSet) Quantile(q float64) (v float64, ok bool) {
 	if s.Len() == 0 {
-		return 0
+		return 0, true
 	}
-	key, sign := keyAtQuantile(s.pos, s.neg, s.zero, q)
+	key, sign := 0, 1
+	if s.hidden == 0 {
+		key, sign = keyAtQuantile(s.pos, s.neg, s.zero, q)
+	} else {
+		// As keyAtQuantile, the positive values' ranks counting those
+		// hidden below the ones held: the rank, counted from the highest.
+		rank := float64(q * float64(s.Len()-1))
+		below := float64(len(s.neg) + s.zero)
+		if rank < below {
+			return 0, false
+		}
+		positives := int64(len(s.pos)) + s.hidden
+		i := min(int64(rank-below), positives-1)
+		fromTop := positives - 1 - i
+		if fromTop >= fewValues {
+			return 0, false
+		}
+		key = s.pos[int64(len(s.pos))-1-fromTop]
+	}
 	// A bin's value costs an exponential; the windows of one event mostly
 	// share their quantile's bin.
 	if !s.valued || key != s.key {
 		s.valued, s.key, s.value = true, key, indexMapping.Value(key)
 	}
-	return math.Min(math.Max(float64(sign)*s.value, s.lo), s.hi)
+	return math.Min(math.Max(float64(sign)*s.value, s.lo), s.hi), true
 }
 
 // keyAtRank is a store's KeyAtRank over its keys, sorted, one per value:

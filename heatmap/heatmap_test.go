@@ -487,3 +487,68 @@ func TestTopQuantileMatchesSketch(t *testing.T) {
 	}
 	t.Logf("%d of %d answers from the highest values", top, sketched)
 }
+
+// TestBinSetMatchesMerge: a BinSet of accumulators, some holding their
+// values inline and some in a sketch, answers every quantile it answers
+// (ok) as Quantile of their merge does, answers every one when none has a
+// sketch, and answers quantiles near the top with sketches among them.
+func TestBinSetMatchesMerge(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	var set BinSet
+	answered, withHidden := 0, 0
+	for trial := range 3000 {
+		set.Reset()
+		merged := New(len(bounds))
+		sketches := false
+		positive := r.IntN(4) > 0
+		for range 1 + r.IntN(6) {
+			a := New(len(bounds))
+			n := 1 + r.IntN(8)
+			if r.IntN(3) == 0 {
+				n = fewValues + 1 + r.IntN(60)
+			}
+			for range n {
+				v := math.Round(math.Exp(r.Float64()*8)*10) / 10
+				if !positive && r.IntN(8) == 0 {
+					v = -v
+				}
+				a.Add(v, false, bounds, nil)
+			}
+			sketches = sketches || !a.Inline()
+			if !set.Add(a) {
+				if positive {
+					t.Fatalf("trial %d: an accumulator of positive values refused", trial)
+				}
+				set.Reset()
+				merged = nil
+				break
+			}
+			merged.Merge(a)
+		}
+		if merged == nil {
+			continue
+		}
+		for _, q := range []float64{0, 0.5, 0.9, 0.99, 0.999, 1} {
+			got, ok := set.Quantile(q)
+			if !ok {
+				if !sketches {
+					t.Fatalf("trial %d: p%v unanswered with no sketch", trial, q*100)
+				}
+				continue
+			}
+			answered++
+			if set.hidden > 0 {
+				withHidden++
+			}
+			if want := merged.Quantile(q); got != want {
+				t.Fatalf("trial %d: p%v = %v, the merge's %v (hidden %d)", trial, q*100, got, want, set.hidden)
+			}
+		}
+	}
+	if withHidden < 1000 {
+		t.Fatalf("%d of %d answers had values hidden: the test misses the case", withHidden, answered)
+	}
+}
+
+// Inline reports whether a holds its values inline, not in a sketch.
+func (a *Acc) Inline() bool { return a.sketch == nil }

@@ -157,26 +157,29 @@ type topsAsker struct {
 // compare them with the merge.
 var noTops = false
 
-// fewMergeMax is the most values bestQuantileFew takes: a cold key's
-// windows, whose panes hold their values inline.
+// fewMergeMax is the most bins bestQuantileFew takes: a cold key's
+// windows, whose panes hold their few values inline, or the bins of their
+// highest values beside a sketch.
 const fewMergeMax = 256
 
 // bestQuantileFew is bestQuantile for windows that are suffixes of panes
-// that hold their few values inline, fewMergeMax at most in all, as a
-// cold key's are: their values' bins, kept in order as panes are added
-// from the latest back (heatmap.BinSet), give each window's quantile as a
-// merge would, without a sketch to fill and clear. ok is false when the
-// panes do not qualify.
+// whose bins, fewMergeMax at most in all, give their quantiles, as a cold
+// key's do: kept in order as panes are added from the latest back
+// (heatmap.BinSet), the bins give each window's quantile as a merge
+// would, without a sketch to fill and clear; a pane with a sketch gives
+// the bins of its highest values, which serve a quantile near the top. ok
+// is false when the panes do not qualify.
 func (op *Operator) bestQuantileFew(sp *slot.Spec, panes []slot.Win, ws []sweptWindow, first int64) (int64, float64, bool) {
-	hi, total := ws[0].hi, int64(0)
+	hi, bins := ws[0].hi, 0
 	// Each pane's distribution is a load of its own, out of the CPU cache
 	// for a cold key: checked in a loop of their own, the loads overlap.
 	for j := ws[0].lo; j < hi; j++ {
 		h := panes[j].Heatmap()
-		if h == nil || !h.Inline() {
+		if h == nil {
 			return 0, 0, false
 		}
-		if total += h.Count; total > fewMergeMax {
+		n, ok := h.Bins()
+		if bins += n; !ok || bins > fewMergeMax {
 			return 0, 0, false
 		}
 	}
@@ -197,7 +200,11 @@ func (op *Operator) bestQuantileFew(sp *slot.Spec, panes []slot.Win, ws []sweptW
 			}
 		}
 		if !valued {
-			v, valued = set.Quantile(sp.Q), true
+			var ok bool
+			if v, ok = set.Quantile(sp.Q); !ok {
+				return 0, 0, false // among values the set does not hold
+			}
+			valued = true
 		}
 		if v >= best {
 			best, bestStart = v, w.start
