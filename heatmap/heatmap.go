@@ -481,6 +481,13 @@ func (s *BinSet) addPositive(key int) {
 	s.pos = insertSorted(s.pos, key)
 }
 
+// TopQuantile reports whether quantile q of n values falls among their
+// fewValues highest, which a BinSet holds of accumulators with a sketch.
+func TopQuantile(q float64, n int64) bool {
+	rank := float64(q * float64(n-1))
+	return n-1-int64(max(rank, 0)) < fewValues
+}
+
 // insertSorted inserts k into keys, ascending: by a step of insertion sort
 // into a few keys, the most a cold key's windows hold, where a binary
 // search and a move cost more than the shifts.

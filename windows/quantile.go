@@ -170,16 +170,20 @@ const fewMergeMax = 256
 // the bins of its highest values, which serve a quantile near the top. ok
 // is false when the panes do not qualify.
 func (op *Operator) bestQuantileFew(sp *slot.Spec, panes []slot.Win, ws []sweptWindow, first int64) (int64, float64, bool) {
-	hi, bins := ws[0].hi, 0
+	hi, bins, values, sketched := ws[0].hi, 0, int64(0), false
 	// Each pane's distribution is a load of its own, out of the CPU cache
 	// for a cold key: checked in a loop of their own, the loads overlap.
+	// With a sketch among them, the widest window's quantile must be among
+	// its highest values (so are the others', of fewer values): a hot key's
+	// is not, and is refused at its first panes.
 	for j := ws[0].lo; j < hi; j++ {
 		h := panes[j].Heatmap()
 		if h == nil {
 			return 0, 0, false
 		}
 		n, ok := h.Bins()
-		if bins += n; !ok || bins > fewMergeMax {
+		bins, values, sketched = bins+n, values+h.Count, sketched || int64(n) < h.Count
+		if !ok || bins > fewMergeMax || sketched && !heatmap.TopQuantile(sp.Q, values) {
 			return 0, 0, false
 		}
 	}
