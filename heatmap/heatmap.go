@@ -152,18 +152,19 @@ func (a *Acc) topQuantile(q float64) (float64, bool) {
 	if n == 0 || a.few[0] == noTop {
 		return 0, false
 	}
-	// As GetValueAtQuantile, over positive values only: the key of the
-	// value at position rank from the lowest (KeyAtRank), or the highest
-	// past the last.
-	rank := float64(q * (float64(a.Count) - 1))
-	if rank < 0 {
-		rank = 0
-	}
-	fromTop := max(0, a.Count-1-int64(rank))
-	if fromTop >= int64(n) {
+	i := fromTop(q, a.Count)
+	if i >= int64(n) {
 		return 0, false
 	}
-	return indexMapping.Value(int(a.few[fromTop]) - 1 + minIndex), true
+	return indexMapping.Value(int(a.few[i]) - 1 + minIndex), true
+}
+
+// fromTop is where the value GetValueAtQuantile gives for quantile q of n
+// values is among them, counted from the highest (0): the key of the
+// value at position rank q×(n−1) from the lowest (KeyAtRank).
+func fromTop(q float64, n int64) int64 {
+	rank := float64(q * float64(n-1))
+	return max(0, n-1-int64(max(rank, 0)))
 }
 
 // rebuildTop sets the highest values' bins from the sketch, as decoded:
@@ -483,10 +484,7 @@ func (s *BinSet) addPositive(key int) {
 
 // TopQuantile reports whether quantile q of n values falls among their
 // fewValues highest, which a BinSet holds of accumulators with a sketch.
-func TopQuantile(q float64, n int64) bool {
-	rank := float64(q * float64(n-1))
-	return n-1-int64(max(rank, 0)) < fewValues
-}
+func TopQuantile(q float64, n int64) bool { return fromTop(q, n) < fewValues }
 
 // insertSorted inserts k into keys, ascending: by a step of insertion sort
 // into a few keys, the most a cold key's windows hold, where a binary
@@ -518,20 +516,16 @@ func (s *BinSet) Quantile(q float64) (v float64, ok bool) {
 	if s.hidden == 0 {
 		key, sign = keyAtQuantile(s.pos, s.neg, s.zero, q)
 	} else {
-		// As keyAtQuantile, the positive values' ranks counting those
-		// hidden below the ones held: the rank, counted from the highest.
-		rank := float64(q * float64(s.Len()-1))
-		below := float64(len(s.neg) + s.zero)
-		if rank < below {
+		// The quantile must be among the highest positive values, which
+		// s holds: the values hidden are below them.
+		if float64(q*float64(s.Len()-1)) < float64(len(s.neg)+s.zero) {
 			return 0, false
 		}
-		positives := int64(len(s.pos)) + s.hidden
-		i := min(int64(rank-below), positives-1)
-		fromTop := positives - 1 - i
-		if fromTop >= fewValues {
+		i := fromTop(q, s.Len())
+		if i >= fewValues {
 			return 0, false
 		}
-		key = s.pos[int64(len(s.pos))-1-fromTop]
+		key = s.pos[int64(len(s.pos))-1-i]
 	}
 	// A bin's value costs an exponential; the windows of one event mostly
 	// share their quantile's bin.
