@@ -133,8 +133,6 @@ func Run(ctx context.Context, opts Options) error {
 		defer checkpoints.stop()
 		checkpointWake = checkpoints.timer.C
 	}
-	var sources [MaxSources]Source
-	copy(sources[:], opts.Sources)
 	var writers [MaxWriters]<-chan error
 	for i, w := range opts.Writers {
 		writers[i] = w.Done()
@@ -147,6 +145,8 @@ func Run(ctx context.Context, opts Options) error {
 		if opts.Held != nil {
 			held, heldChanged = opts.Held()
 		}
+		// A source the options do not have, or that waits, has no
+		// channel: its case never runs.
 		var fetched [MaxSources]<-chan kafkaio.Fetch
 		for i, s := range opts.Sources {
 			if held || !s.Held {
@@ -166,11 +166,11 @@ func Run(ctx context.Context, opts Options) error {
 			return nil
 		case <-heldChanged:
 		case f := <-fetched[0]:
-			err = sources[0].Take(f)
+			err = opts.Sources[0].Take(f)
 		case f := <-fetched[1]:
-			err = sources[1].Take(f)
+			err = opts.Sources[1].Take(f)
 		case f := <-fetched[2]:
-			err = sources[2].Take(f)
+			err = opts.Sources[2].Take(f)
 		case err = <-writers[0]:
 			err = opts.Writers[0].Finished(err)
 		case err = <-writers[1]:

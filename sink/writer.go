@@ -25,8 +25,7 @@ import (
 type Writer struct {
 	out  *Kafka
 	opts WriterOptions
-	// stages observe the parts of each decision's latency in the job, by
-	// DecisionStages (see MeasureJob).
+	// stages are opts.Stages' observers, by DecisionStages.
 	stages [len(DecisionStages)]prometheus.Observer
 	todo   chan Batch
 	done   chan error
