@@ -76,7 +76,13 @@ type Options struct {
 	// Finished, if set, ends the loop, with no error, once it reports
 	// true before a step: a replay's every partition ended.
 	Finished func() bool
-	// Now is the clock of the checkpoints. The default is time.Now.
+	// Worked, if set, is told how long each step took, its checkpoint
+	// included: time the loop could not take in fetches, which a merge's
+	// clock leaves out so that the loop's own work does not count against
+	// a partition's wait.
+	Worked func(took time.Duration)
+	// Now is the clock of the steps and the checkpoints. The default is
+	// time.Now.
 	Now func() time.Time
 }
 
@@ -112,6 +118,16 @@ func (o *Options) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// The steps the loop's select picks; stepNone only wakes it (for a due
+// checkpoint, or a change of Held).
+const (
+	stepNone = iota
+	stepFetch
+	stepWritten
+	stepMail
+	stepTick
+)
 
 // Run runs the loop until ctx ends (then Stop), Finished says so, or a
 // step fails.
@@ -157,7 +173,15 @@ func Run(ctx context.Context, opts Options) error {
 		if !held {
 			ticked = nil
 		}
-		var err error
+		// The select only picks the step, so that its time is the step's,
+		// not the wait's.
+		var (
+			step  int
+			which int
+			f     kafkaio.Fetch
+			wrote error
+			mail  Mail
+		)
 		select {
 		case <-ctx.Done():
 			if opts.Stop != nil {
@@ -165,21 +189,33 @@ func Run(ctx context.Context, opts Options) error {
 			}
 			return nil
 		case <-heldChanged:
-		case f := <-fetched[0]:
-			err = opts.Sources[0].Take(f)
-		case f := <-fetched[1]:
-			err = opts.Sources[1].Take(f)
-		case f := <-fetched[2]:
-			err = opts.Sources[2].Take(f)
-		case err = <-writers[0]:
-			err = opts.Writers[0].Finished(err)
-		case err = <-writers[1]:
-			err = opts.Writers[1].Finished(err)
-		case mail := <-opts.Mail:
-			err = mail()
+		case f = <-fetched[0]:
+			step, which = stepFetch, 0
+		case f = <-fetched[1]:
+			step, which = stepFetch, 1
+		case f = <-fetched[2]:
+			step, which = stepFetch, 2
+		case wrote = <-writers[0]:
+			step, which = stepWritten, 0
+		case wrote = <-writers[1]:
+			step, which = stepWritten, 1
+		case mail = <-opts.Mail:
+			step = stepMail
 		case <-ticked:
-			err = opts.Tick(checkpoints.nextDue())
+			step = stepTick
 		case <-checkpointWake:
+		}
+		began := opts.Now()
+		var err error
+		switch step {
+		case stepFetch:
+			err = opts.Sources[which].Take(f)
+		case stepWritten:
+			err = opts.Writers[which].Finished(wrote)
+		case stepMail:
+			err = mail()
+		case stepTick:
+			err = opts.Tick(checkpoints.nextDue())
 		}
 		if err != nil {
 			return err
@@ -188,6 +224,9 @@ func Run(ctx context.Context, opts Options) error {
 			if err := opts.Checkpoint(); err != nil {
 				return err
 			}
+		}
+		if opts.Worked != nil {
+			opts.Worked(opts.Now().Sub(began))
 		}
 		for _, w := range opts.Writers {
 			w.Start()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -198,5 +199,40 @@ func TestValidate(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%v: want %q", err, want)
 		}
+	}
+}
+
+// TestRunWorked: Worked is told each step's time, its checkpoint
+// included, and not the time the loop waited for it.
+func TestRunWorked(t *testing.T) {
+	var clock atomic.Int64 // ms
+	clock.Store(1_000_000)
+	now := func() time.Time { return time.UnixMilli(clock.Load()) }
+	fetched := make(chan kafkaio.Fetch)
+	go func() {
+		fetched <- kafkaio.Fetch{}
+		time.Sleep(20 * time.Millisecond) // the loop waits in its select
+		clock.Add(60_000)
+		fetched <- kafkaio.Fetch{}
+	}()
+	var worked []time.Duration
+	err := Run(context.Background(), Options{
+		Sources: []Source{{Fetched: fetched, Take: func(kafkaio.Fetch) error {
+			clock.Add(300)
+			return nil
+		}}},
+		CheckpointInterval: 500 * time.Millisecond,
+		Checkpoint:         func() error { clock.Add(50); return nil },
+		Worked:             func(took time.Duration) { worked = append(worked, took) },
+		Finished:           func() bool { return len(worked) == 2 },
+		Now:                now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 300 ms; then, a minute later, 300 ms and the checkpoint then due,
+	// 50 ms.
+	if want := []time.Duration{300 * time.Millisecond, 350 * time.Millisecond}; !slices.Equal(worked, want) {
+		t.Fatalf("worked %v, want %v", worked, want)
 	}
 }

@@ -721,7 +721,7 @@ func (j *distJob) loop(ctx, genCtx context.Context, gen *kafka.Generation) (err 
 	})
 	return driver.Run(runCtx, driver.Options{
 		Sources: []driver.Source{
-			{Fetched: j.inputFetched, Take: func(f kafkaio.Fetch) error { return j.work(func() error { return j.route(f) }) }},
+			{Fetched: j.inputFetched, Take: j.route},
 			{Fetched: j.repFetched, Take: func(f kafkaio.Fetch) error { return j.settled(func() error { return j.apply(f) }) }},
 			{Fetched: j.rulesFetched, Take: func(f kafkaio.Fetch) error { return j.settled(func() error { return j.followRules(f) }) }},
 		},
@@ -738,6 +738,7 @@ func (j *distJob) loop(ctx, genCtx context.Context, gen *kafka.Generation) (err 
 		},
 		CheckpointInterval: j.opts.CheckpointInterval,
 		Checkpoint:         func() error { return j.settled(func() error { return j.checkpoint(ctx, gen) }) },
+		Worked:             j.worked,
 		Now:                j.opts.Now,
 	})
 }
@@ -759,26 +760,21 @@ func forwardReloads(ctx context.Context, reloads <-chan struct{}, mail chan<- dr
 	}
 }
 
-// settled is work of fn once the tasks applied what they were handed:
+// settled runs fn once the tasks applied what they were handed:
 // everything but routing reads or changes the tasks.
 func (j *distJob) settled(fn func() error) error {
-	return j.work(func() error {
-		if err := j.settleLocal(); err != nil {
-			return err
-		}
-		return fn()
-	})
+	if err := j.settleLocal(); err != nil {
+		return err
+	}
+	return fn()
 }
 
-// work runs fn, counting its time as the loop's work: the merge's clock
-// does not count it (routing.mergeNow).
-func (j *distJob) work(fn func() error) error {
-	start := j.opts.Now()
-	err := fn()
+// worked counts a step of the loop that took took as the router's time
+// away: the merge's clock does not count it (routing.mergeNow).
+func (j *distJob) worked(took time.Duration) {
 	if j.routing != nil {
-		j.routing.away += j.opts.Now().Sub(start)
+		j.routing.away += took
 	}
-	return err
 }
 
 // applyLocal has every task apply the messages the router handed it, and

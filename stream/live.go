@@ -142,13 +142,8 @@ func (j *liveJob) close() {
 // less the time the loop was away from the fetchers (see away).
 func (j *liveJob) mergeNow() int64 { return (j.opts.Now().Sub(j.started) - j.away).Milliseconds() }
 
-// work runs fn, counting its time as the loop's work.
-func (j *liveJob) work(fn func() error) error {
-	start := j.opts.Now()
-	err := fn()
-	j.away += j.opts.Now().Sub(start)
-	return err
-}
+// worked counts a step of the loop that took took as away.
+func (j *liveJob) worked(took time.Duration) { j.away += took }
 
 // noteHeld notes whether the group is held now, for the merge's clock:
 // the time from when it is first seen not held until it is seen held
@@ -523,7 +518,7 @@ func (j *liveJob) run(ctx context.Context) error {
 		// nothing is processed: another instance may hold it by now.
 		Sources: []driver.Source{{Fetched: j.fetched, Held: true, Take: func(f kafkaio.Fetch) error {
 			j.push(f)
-			return j.work(j.process)
+			return j.process()
 		}}},
 		Held: func() (bool, <-chan struct{}) {
 			held, changed := j.member.Held()
@@ -535,10 +530,11 @@ func (j *liveJob) run(ctx context.Context) error {
 		// Processing time moves idle partitions' watermarks and fires
 		// windows even when no record arrives, and ends the merge's waits.
 		TickInterval:       tickInterval,
-		Tick:               func(next time.Time) error { return j.work(func() error { return j.tick(next) }) },
+		Tick:               j.tick,
 		CheckpointInterval: j.opts.CheckpointInterval,
-		Checkpoint:         func() error { return j.work(func() error { return j.checkpoint(false) }) },
+		Checkpoint:         func() error { return j.checkpoint(false) },
 		Stop:               j.stop,
+		Worked:             j.worked,
 		Now:                j.opts.Now,
 	})
 }
