@@ -287,10 +287,13 @@ func (m *Merger[T]) Pop(now int64) (rec T, p int32, ok bool) {
 	if m.opts.Offset != nil {
 		m.note()
 	}
-	rec = best.fetches[0][best.head]
+	// Offset is given the buffered record, not rec: the address of rec
+	// would move rec to the heap, an allocation for every record taken.
+	at := &best.fetches[0][best.head]
 	if m.opts.Offset != nil {
-		best.next = m.opts.Offset(&rec) + 1
+		best.next = m.opts.Offset(at) + 1
 	}
+	rec = *at
 	best.head++
 	m.buffered--
 	if best.head == len(best.fetches[0]) {

@@ -446,3 +446,48 @@ func TestOrderByPrefixMaximum(t *testing.T) {
 		}
 	}
 }
+
+// TestPopAllocatesPerFetchNotPerRecord: taking a record allocates
+// nothing; what a Merger allocates comes with fetches.
+func TestPopAllocatesPerFetchNotPerRecord(t *testing.T) {
+	const perFetch = 100
+	m, err := New(Options[rec]{
+		Timestamp: func(r *rec) int64 { return r.ts },
+		Offset:    func(r *rec) int64 { return int64(r.offset) },
+		Wait:      1 << 40, BehindWait: 1 << 40,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.AddPartition(0)
+	m.AddPartition(1)
+	// Two slices a partition, taken in turn: the records a fetch leaves
+	// in the Merger are those of the last one.
+	var fetches [2][2][]rec
+	for p := range fetches {
+		for k := range fetches[p] {
+			fetches[p][k] = make([]rec, perFetch)
+		}
+	}
+	round, ts := 0, int64(0)
+	allocs := testing.AllocsPerRun(100, func() {
+		for p := range fetches {
+			f := fetches[p][round%2]
+			for i := range f {
+				f[i] = rec{p: int32(p), offset: round*perFetch + i, ts: ts + int64(i)}
+			}
+			m.Push(int32(p), f, false, 0)
+		}
+		round, ts = round+1, ts+perFetch
+		taken := 0
+		for _, _, ok := m.Pop(0); ok; _, _, ok = m.Pop(0) {
+			taken++
+		}
+		if taken < 2*perFetch-2 {
+			t.Fatalf("Pop took %d records of %d", taken, 2*perFetch)
+		}
+	})
+	if allocs > 4 {
+		t.Errorf("%.0f allocations for two fetches of %d records, want at most 4", allocs, perFetch)
+	}
+}
