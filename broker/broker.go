@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"log/slog"
+	"maps"
 	"net"
 	"slices"
 	"strings"
@@ -59,6 +60,13 @@ type Options struct {
 	// them before any other request. The default value is none: no
 	// authentication.
 	Users []User
+	// Appending, if set, is called for each partition's records in a
+	// produce request, on the broker's loop, just before the broker
+	// appends them: records is how many the request carries. What it is
+	// for is measuring when records reach the broker (stream's
+	// BenchmarkLive tells the producers' delivery from the job's own
+	// latency by it). It must not call back into the broker.
+	Appending func(topic string, partition int32, records int)
 }
 
 // User is a SASL user of the broker.
@@ -146,14 +154,14 @@ func Start(opts Options) (*Broker, error) {
 			return nil, fmt.Errorf("start broker: create topic %s: %w", topic, err)
 		}
 	}
-	if len(appendTime) > 0 {
+	if len(appendTime) > 0 || opts.Appending != nil {
 		// Produce v13+ names topics by ID; collect them now, because the
 		// control hook runs on the cluster's loop and must not call back
 		// into the cluster.
-		appendTimeIDs := make(map[[16]byte]bool)
-		for t := range appendTime {
+		names := make(map[[16]byte]string, len(opts.Topics))
+		for _, t := range slices.Concat(slices.Collect(maps.Keys(opts.Topics)), opts.LogAppendTime) {
 			if info := c.TopicInfo(t); info != nil {
-				appendTimeIDs[info.TopicID] = true
+				names[info.TopicID] = t
 			}
 		}
 		// kfake accepts the message.timestamp.type config but only stamps
@@ -167,11 +175,17 @@ func Start(opts Options) (*Broker, error) {
 			if pr, ok := req.(*kmsg.ProduceRequest); ok {
 				for i := range pr.Topics {
 					t := &pr.Topics[i]
-					if !appendTime[t.Topic] && !appendTimeIDs[t.TopicID] {
-						continue
+					name := t.Topic
+					if name == "" {
+						name = names[t.TopicID]
 					}
 					for j := range t.Partitions {
-						markLogAppendTime(t.Partitions[j].Records)
+						if appendTime[name] {
+							markLogAppendTime(t.Partitions[j].Records)
+						}
+						if opts.Appending != nil {
+							opts.Appending(name, t.Partitions[j].Partition, countRecords(t.Partitions[j].Records))
+						}
 					}
 				}
 			}
@@ -198,6 +212,10 @@ const (
 	crcOff         = 17
 	attrsOff       = 21
 	timestampType  = 0x0008 // attributes bit: LogAppendTime
+	// recordsCountOff is where the batch's number of records is, after
+	// lastOffsetDelta, the first and greatest timestamps, the producer id
+	// and epoch and the base sequence.
+	recordsCountOff = 57
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -219,6 +237,21 @@ func markLogAppendTime(records []byte) {
 		}
 		records = records[n:]
 	}
+}
+
+// countRecords counts the records of the v2 batches in records; it stops
+// at anything it does not understand, which the broker rejects.
+func countRecords(records []byte) int {
+	n := 0
+	for len(records) >= recordsCountOff+4 {
+		size := int(int32(binary.BigEndian.Uint32(records[batchLengthOff:]))) + 12
+		if size < recordsCountOff+4 || size > len(records) || records[magicOff] != 2 {
+			break
+		}
+		n += int(int32(binary.BigEndian.Uint32(records[recordsCountOff:])))
+		records = records[size:]
+	}
+	return n
 }
 
 // slogLogger adapts kfake's printf-style logger to slog. kfake logs every

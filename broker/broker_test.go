@@ -2,12 +2,15 @@ package broker
 
 import (
 	"context"
+	"maps"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/riskstream/riskstream/internal/kafkatest"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // roundTrip writes msgs to topic and reads the same number back from
@@ -116,5 +119,52 @@ func TestDataDirPersists(t *testing.T) {
 	got := roundTrip(t, b.Addr(), "requests")
 	if string(got[0].Value) != "1" || string(got[2].Value) != "3" {
 		t.Errorf("after restart read %q..%q, want 1..3", got[0].Value, got[2].Value)
+	}
+}
+
+// TestAppending checks that the hook sees every record produced, by
+// partition, both from kafka-go (topics by name) and from kgo (by topic
+// ID on newer produce versions).
+func TestAppending(t *testing.T) {
+	var (
+		mu  sync.Mutex
+		got = map[string]map[int32]int{}
+	)
+	b, err := Start(Options{Addr: "127.0.0.1:0", Topics: map[string]int32{"requests": 2, "decisions": 1},
+		Appending: func(topic string, partition int32, records int) {
+			mu.Lock()
+			defer mu.Unlock()
+			if got[topic] == nil {
+				got[topic] = map[int32]int{}
+			}
+			got[topic][partition] += records
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	w := &kafka.Writer{Addr: kafka.TCP(b.Addr()), Topic: "requests", BatchTimeout: 5 * time.Millisecond,
+		Balancer: balancerFunc(func(m kafka.Message, _ ...int) int { return int(m.Value[0] - '0') })}
+	if err := w.WriteMessages(context.Background(), kafka.Message{Value: []byte("0")},
+		kafka.Message{Value: []byte("1")}, kafka.Message{Value: []byte("1")}); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.DefaultProduceTopic("decisions"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for range 5 {
+		cl.Produce(context.Background(), &kgo.Record{Value: []byte("d")}, nil)
+	}
+	if err := cl.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := map[string]map[int32]int{"requests": {0: 1, 1: 2}, "decisions": {0: 5}}
+	if !maps.EqualFunc(got, want, maps.Equal) {
+		t.Errorf("appended %v, want %v", got, want)
 	}
 }

@@ -5,10 +5,12 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
 	"regexp"
 	"runtime/debug"
 	"runtime/pprof"
 	"slices"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -79,7 +81,8 @@ func BenchmarkLive(b *testing.B) {
 	}
 	for b.Loop() {
 		var addr string
-		labelled("broker", func() { addr = testbroker.Start(b, int32(*livePartitions)) })
+		appended := &appendLog{}
+		labelled("broker", func() { addr = testbroker.StartAppending(b, int32(*livePartitions), appended.note) })
 		var stop func()
 		reg := prometheus.NewRegistry()
 		wait := *liveWait
@@ -147,15 +150,25 @@ func BenchmarkLive(b *testing.B) {
 		if len(arrivals) == 0 {
 			b.Fatal("no decision arrived")
 		}
-		var sent map[string]time.Time
-		labelled("setup", func() { sent = recordTimes(b, addr, "requests", *livePartitions) })
+		var inputs [][]kafka.Message
+		labelled("setup", func() {
+			for p := range *livePartitions {
+				inputs = append(inputs, readPartition(b, addr, "requests", p))
+			}
+		})
+		sent := map[string]recordAt{}
+		for p, msgs := range inputs {
+			for i, m := range msgs {
+				sent[string(m.Key)] = recordAt{p, i}
+			}
+		}
 		lat := make([]time.Duration, 0, len(arrivals))
 		for _, a := range arrivals {
-			ts, ok := sent[a.key]
+			at, ok := sent[a.key]
 			if !ok {
 				b.Fatalf("decision for an event never sent: %s", a.key)
 			}
-			lat = append(lat, a.at.Sub(ts))
+			lat = append(lat, a.at.Sub(inputs[at.partition][at.offset].Time))
 		}
 		slices.Sort(lat)
 		q := func(p float64) float64 { return quantileMs(lat, p) }
@@ -163,7 +176,7 @@ func BenchmarkLive(b *testing.B) {
 		// The first run's checkpoint, before its first record, held no
 		// record back.
 		ckptPause = slices.DeleteFunc(ckptPause, func(p interval) bool { return p.from < start.UnixNano() })
-		reportJobLatency(b, timed, ckptPause, gcs)
+		reportJobLatency(b, timed, ckptPause, gcs, upstreamWaits(b, timed, arrivals, sent, inputs, appended.byOffset()))
 		jobMu.Unlock()
 		lastAt := arrivals[len(arrivals)-1].at
 		b.ReportMetric(float64(len(lat)), "decisions")
@@ -253,7 +266,11 @@ type interval struct{ from, to int64 }
 // tail comes from: for the slowest 1% of decisions, the mean of each
 // stage, and the share that overlapped a checkpoint's pause of the loop or
 // a pause of the garbage collector.
-func reportJobLatency(b *testing.B, timed []timedDecision, ckpt, gc []interval) {
+//
+// upstream, when known (one per decision), is the part of each decision's
+// merge wait spent on records not yet at the broker (upstreamWaits):
+// job-own-* is the job's latency without it.
+func reportJobLatency(b *testing.B, timed []timedDecision, ckpt, gc []interval, upstream []time.Duration) {
 	if len(timed) == 0 {
 		return
 	}
@@ -271,6 +288,18 @@ func reportJobLatency(b *testing.B, timed []timedDecision, ckpt, gc []interval) 
 	b.ReportMetric(quantileMs(sorted, 0.5), "job-p50-ms")
 	b.ReportMetric(quantileMs(sorted, 0.99), "job-p99-ms")
 	b.ReportMetric(quantileMs(sorted, 0.999), "job-p999-ms")
+	if upstream != nil {
+		own := make([]time.Duration, len(total))
+		for i := range total {
+			own[i] = total[i] - upstream[i]
+		}
+		slices.Sort(own)
+		b.ReportMetric(quantileMs(own, 0.5), "job-own-p50-ms")
+		b.ReportMetric(quantileMs(own, 0.99), "job-own-p99-ms")
+		b.ReportMetric(quantileMs(own, 0.999), "job-own-p999-ms")
+		up := slices.Sorted(slices.Values(upstream))
+		b.ReportMetric(quantileMs(up, 0.99), "merge-upstream-p99-ms")
+	}
 	for k, name := range sink.DecisionStages {
 		slices.Sort(stages[k])
 		b.ReportMetric(quantileMs(stages[k], 0.99), name+"-p99-ms")
@@ -404,15 +433,104 @@ func readArrivals(ctx context.Context, addr, topic string) []arrival {
 	}
 }
 
-// recordTimes reads every record of topic's partitions back and returns
-// their timestamps by key.
-func recordTimes(t testing.TB, addr, topic string, partitions int) map[string]time.Time {
-	t.Helper()
-	times := map[string]time.Time{}
-	for p := range partitions {
-		for _, m := range readPartition(t, addr, topic, p) {
-			times[string(m.Key)] = m.Time
+// recordAt is where an input record is: its partition and offset.
+type recordAt struct{ partition, offset int }
+
+// appendLog notes when each produce request's input records reached the
+// broker (broker.Options.Appending).
+type appendLog struct {
+	mu sync.Mutex
+	// runs are, by partition, the produce requests' record counts and
+	// when the broker appended them (Unix ns), in offset order.
+	runs [][]appendRun
+}
+
+type appendRun struct {
+	records int
+	at      int64
+}
+
+func (l *appendLog) note(topic string, partition int32, records int) {
+	if topic != "requests" {
+		return
+	}
+	at := time.Now().UnixNano()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for int(partition) >= len(l.runs) {
+		l.runs = append(l.runs, nil)
+	}
+	l.runs[partition] = append(l.runs[partition], appendRun{records, at})
+}
+
+// byOffset returns, by partition, when the broker appended each offset.
+func (l *appendLog) byOffset() [][]int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([][]int64, len(l.runs))
+	for p, runs := range l.runs {
+		for _, r := range runs {
+			for range r.records {
+				out[p] = append(out[p], r.at)
+			}
 		}
 	}
-	return times
+	return out
+}
+
+// upstreamWaits returns, for each timed decision, how much of its merge
+// wait was spent on records that had not reached the broker: the merge
+// releases a record once every other partition has one after it in the
+// merge's order (order's TestOrderByPrefixMaximum: by the greatest
+// timestamp of its partition so far, then the partition), and until the
+// first such record was appended, no job could have released it. What
+// follows the append (the fetch, the loop) stays the job's. A record no
+// later record released (the end of the traffic) waited on the producers
+// for all of its merge wait. It returns nil, and says why, when the
+// decisions cannot be matched with their records.
+func upstreamWaits(b *testing.B, timed []timedDecision, arrivals []arrival, where map[string]recordAt,
+	inputs [][]kafka.Message, appendedAt [][]int64) []time.Duration {
+	if len(timed) != len(arrivals) || len(appendedAt) != len(inputs) {
+		b.Logf("upstream waits unknown: %d timed decisions, %d arrived; %d partitions appended, %d read",
+			len(timed), len(arrivals), len(appendedAt), len(inputs))
+		return nil
+	}
+	prefixMax := make([][]int64, len(inputs))
+	for p, msgs := range inputs {
+		if len(appendedAt[p]) != len(msgs) {
+			b.Logf("upstream waits unknown: partition %d: %d records appended, %d read", p, len(appendedAt[p]), len(msgs))
+			return nil
+		}
+		m := int64(math.MinInt64)
+		for _, msg := range msgs {
+			m = max(m, msg.Time.UnixMilli())
+			prefixMax[p] = append(prefixMax[p], m)
+		}
+	}
+	out := make([]time.Duration, len(timed))
+	for i, t := range timed {
+		at := where[arrivals[i].key]
+		if inputs[at.partition][at.offset].Time.UnixMilli() != t.Ref {
+			b.Logf("upstream waits unknown: decision %d is not for the record of its key", i)
+			return nil
+		}
+		pm := prefixMax[at.partition][at.offset]
+		released := int64(math.MinInt64)
+		for q := range inputs {
+			if q == at.partition {
+				continue
+			}
+			// The first record of q after the decision's in the merge.
+			j := sort.Search(len(prefixMax[q]), func(j int) bool {
+				return prefixMax[q][j] > pm || prefixMax[q][j] == pm && q > at.partition
+			})
+			if j == len(prefixMax[q]) {
+				released = math.MaxInt64
+				break
+			}
+			released = max(released, appendedAt[q][j])
+		}
+		out[i] = time.Duration(min(max(released-t.Arrived, 0), t.Popped-t.Arrived))
+	}
+	return out
 }
