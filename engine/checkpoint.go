@@ -32,6 +32,9 @@ func (e *Engine) Checkpoint() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := e.writeIDs(); err != nil {
+		return nil, err
+	}
 	return e.clocks.checkpoint(e.cfg, &e.layout, op, &e.stats), nil
 }
 
@@ -48,6 +51,10 @@ func (e *Sharded) Checkpoint() ([]byte, error) {
 	errs := make([]error, len(e.shards))
 	e.parallel(len(e.shards), func(i int) { ops[i], errs[i] = e.shards[i].op.Checkpoint(nil) })
 	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	// Shard 0's store, whose shard is done.
+	if err := e.writeIDs(); err != nil {
 		return nil, err
 	}
 	// Every shard has the same watermark, and heatmaps, the only windows
@@ -233,6 +240,11 @@ func (c *clocks) restore(cfg *rules.Config, b []byte, st *Stats, op func(ids []i
 		var dd []byte
 		if len(sections) > 6 {
 			dd = sections[6]
+		}
+		if c.ids != nil {
+			if err := c.ids.load(); err != nil {
+				return layout{}, rules.Diff{}, err
+			}
 		}
 		if err := c.dd.restore(dd); err != nil {
 			return layout{}, rules.Diff{}, err

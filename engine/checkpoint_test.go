@@ -1,10 +1,12 @@
 package engine
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -290,11 +292,15 @@ func TestShardedCheckpointRestore(t *testing.T) {
 	}
 }
 
-// TestDedupeRestart: the ids dedupe remembers are stored with the
-// checkpoint and read back by a restore, so that a record sent again
-// after a restart is still dropped; ids of generations rotated out are
-// deleted from the store, which holds at most two generations' ids.
-func TestDedupeRestart(t *testing.T) {
+// dedupeStore is a store of a checkpointing engine with a dedupe of 1 s
+// over one rule, reopened at will.
+type dedupeStore struct {
+	t   *testing.T
+	cfg *rules.Config
+	dir string
+}
+
+func newDedupeStore(t *testing.T) *dedupeStore {
 	cfg, err := rules.Parse("rules.yaml", []byte(`
 watermark: {out_of_orderness: 0s}
 dedupe: {horizon: 1s}
@@ -304,55 +310,193 @@ rules:
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	open := func() (*state.DB, *Engine) {
-		db, err := state.Open(state.Options{Dir: dir, AtomicCheckpoints: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, err := New(Options{Config: cfg, Backend: db, Output: testinput.NewRecorder()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return db, e
+	return &dedupeStore{t: t, cfg: cfg, dir: t.TempDir()}
+}
+
+func (s *dedupeStore) open() (*state.DB, *Engine) {
+	db, err := state.Open(state.Options{Dir: s.dir, AtomicCheckpoints: true})
+	if err != nil {
+		s.t.Fatal(err)
 	}
-	send := func(e *Engine, id string, ts int) {
-		t.Helper()
-		if err := e.Process(&Record{Value: fmt.Appendf(nil, `{"id":%q,"ts":%d,"user":"u"}`, id, ts)}, 0); err != nil {
-			t.Fatal(err)
+	e, err := New(Options{Config: s.cfg, Backend: db, Output: testinput.NewRecorder()})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return db, e
+}
+
+func (s *dedupeStore) send(e *Engine, id string, ts int) {
+	s.t.Helper()
+	if err := e.Process(&Record{Value: fmt.Appendf(nil, `{"id":%q,"ts":%d,"user":"u"}`, id, ts)}, 0); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// stored returns the ids db holds, in blobs, and the blobs' keys.
+func storedIDs(t *testing.T, db *state.DB) (ids int, blobs [][]byte) {
+	l := NewIDLog()
+	err := db.Seek(idBlobPrefix, func(k, v []byte) (bool, error) {
+		if string(k[:2]) != string(idBlobPrefix) {
+			return false, nil
 		}
+		blobs = append(blobs, slices.Clone(k))
+		return true, l.Load(int64(binary.BigEndian.Uint64(k[2:])), v)
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	stored := func(db *state.DB) int {
-		n := 0
-		db.Seek(idPrefix, func(k, _ []byte) (bool, error) {
-			if string(k[:2]) != string(idPrefix) {
-				return false, nil
-			}
-			n++
-			return true, nil
-		})
-		return n
+	for _, entries := range l.loaded {
+		l.eachEntry(entries, func([2]uint64, []byte) { ids++ })
 	}
-	db, e := open()
+	return ids, blobs
+}
+
+// TestDedupeRestart: the ids dedupe remembers are stored with the
+// checkpoint and read back by a restore, so that a record sent again
+// after a restart is still dropped; ids of generations rotated out are
+// deleted from the store, which holds at most two generations' ids.
+func TestDedupeRestart(t *testing.T) {
+	s := newDedupeStore(t)
+	db, e := s.open()
 	for i := range 5000 { // 5 s of event time: rotations delete old ids
-		send(e, fmt.Sprintf("e%d", i), i)
+		s.send(e, fmt.Sprintf("e%d", i), i)
 	}
 	cp := commitCheckpoint(t, db, e.Checkpoint)
-	if n := stored(db); n > 2100 || n < 1000 {
+	if n, _ := storedIDs(t, db); n > 2100 || n < 1000 {
 		t.Fatalf("%d ids stored, want those of one or two 1 s generations", n)
 	}
-	send(e, "after the checkpoint", 5000) // lost with the restart
+	s.send(e, "after the checkpoint", 5000) // lost with the restart
 	db.Close()
 
-	db, e = open()
+	db, e = s.open()
 	defer db.Close()
 	if err := e.Restore(cp); err != nil {
 		t.Fatal(err)
 	}
-	send(e, "e4990", 4990)                // taken before the checkpoint: dropped
-	send(e, "e10", 10)                    // forgotten long ago: taken
-	send(e, "after the checkpoint", 5000) // never committed: taken
+	s.send(e, "e4990", 4990)                // taken before the checkpoint: dropped
+	s.send(e, "e10", 10)                    // forgotten long ago: taken
+	s.send(e, "after the checkpoint", 5000) // never committed: taken
 	if st := e.Stats(); st.Duplicates != 1 || st.Accepted != 5002 {
 		t.Fatalf("after the restore: %d duplicates, %d accepted; want 1 and 5002", st.Duplicates, st.Accepted)
+	}
+}
+
+// TestDedupeBlobs: with a checkpoint every quarter of a generation, the
+// store holds a blob per checkpoint and generation, and the blobs of a
+// generation forgotten are deleted with the next checkpoint; a restore
+// rewrites the blobs it read into new ones.
+func TestDedupeBlobs(t *testing.T) {
+	s := newDedupeStore(t)
+	db, e := s.open()
+	var (
+		cp   []byte
+		want int
+	)
+	for i := range 5000 {
+		s.send(e, fmt.Sprintf("e%d", i), i)
+		if (i+1)%250 == 0 {
+			cp = commitCheckpoint(t, db, e.Checkpoint)
+			n, blobs := storedIDs(t, db)
+			// The watermark is i: generations i/1000 and the one before.
+			// An event is taken at the watermark of the events before
+			// it, one less than the last one's time; the checkpoint
+			// forgets at the watermark after event i.
+			gen := func(j int) int64 { return floorDiv(int64(max(j, 1)-2), 1000) }
+			want = 0
+			for j := 0; j <= i; j++ {
+				if gen(j) >= floorDiv(int64(i-1), 1000)-1 {
+					want++
+				}
+			}
+			if n != want {
+				t.Fatalf("after event %d: %d ids stored, want %d", i, n, want)
+			}
+			if len(blobs) > 10 {
+				t.Fatalf("after event %d: %d blobs, want at most one for each of the 5 checkpoints a generation spans, twice", i, len(blobs))
+			}
+		}
+	}
+	_, before := storedIDs(t, db)
+	db.Close()
+	db, e = s.open()
+	defer db.Close()
+	if err := e.Restore(cp); err != nil {
+		t.Fatal(err)
+	}
+	commitCheckpoint(t, db, e.Checkpoint)
+	n, after := storedIDs(t, db)
+	if n != want || len(after) > 2 || slices.ContainsFunc(after, func(k []byte) bool {
+		return slices.ContainsFunc(before, func(b []byte) bool { return bytes.Equal(b, k) })
+	}) {
+		t.Fatalf("after a restore and a checkpoint: %d ids in blobs %x, want %d in new blobs, one a generation (before: %x)", n, after, want, before)
+	}
+	s.send(e, "e4999", 4999)
+	if st := e.Stats(); st.Duplicates != 1 {
+		t.Fatalf("%d duplicates after the restore, want 1", st.Duplicates)
+	}
+}
+
+// TestDedupeRestoresIDsStoredOneByOne: a store where an earlier version
+// kept an id a key is restored with its ids, which the next checkpoint
+// writes as blobs, deleting the keys.
+func TestDedupeRestoresIDsStoredOneByOne(t *testing.T) {
+	s := newDedupeStore(t)
+	db, e := s.open()
+	for i := range 1500 {
+		s.send(e, fmt.Sprintf("e%d", i), i)
+	}
+	cp := commitCheckpoint(t, db, e.Checkpoint)
+	// Lay the blobs out as the earlier version stored them.
+	l := NewIDLog()
+	_, blobs := storedIDs(t, db)
+	for _, k := range blobs {
+		v, _, err := db.Get(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gen := int64(binary.BigEndian.Uint64(k[2:]))
+		l.eachEntry(v, func(h [2]uint64, _ []byte) {
+			if err := db.Set(appendIDKey(nil, gen, h), nil); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if err := db.Delete(k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Commit(true); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := storedIDs(t, db); n != 0 {
+		t.Fatalf("%d ids in blobs after laying them out one a key", n)
+	}
+	db.Close()
+
+	db, e = s.open()
+	defer db.Close()
+	if err := e.Restore(cp); err != nil {
+		t.Fatal(err)
+	}
+	s.send(e, "e1499", 1499)
+	s.send(e, "e1", 1) // of generation -1, forgotten
+	if st := e.Stats(); st.Duplicates != 1 {
+		t.Fatalf("%d duplicates after the restore, want 1", st.Duplicates)
+	}
+	commitCheckpoint(t, db, e.Checkpoint)
+	if n, _ := storedIDs(t, db); n != 1499 {
+		t.Fatalf("%d ids in blobs after a checkpoint, want the 1,499 of generations 0 and 1", n)
+	}
+	left := 0
+	if err := db.Seek(idPrefix, func(k, _ []byte) (bool, error) {
+		if string(k[:2]) != string(idPrefix) {
+			return false, nil
+		}
+		left++
+		return true, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 {
+		t.Fatalf("%d ids still stored one a key after a checkpoint", left)
 	}
 }

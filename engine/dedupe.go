@@ -8,7 +8,6 @@ import (
 
 	"github.com/riskstream/riskstream/internal/corrupt"
 	"github.com/riskstream/riskstream/watermark"
-	"github.com/riskstream/riskstream/windows/slotstore"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/riskstream/riskstream/internal/prefetch"
@@ -28,10 +27,11 @@ import (
 // replay forget an id at the same record, and a retry held up with the
 // input (a hung broker holds both) is still recognised.
 //
-// A job that checkpoints stores each id as it is remembered, under its
-// generation (idKey), in the state store the checkpoint commits: a
-// restart knows the ids its checkpoint covers, and a rotation deletes the
-// forgotten generation's.
+// A job that checkpoints keeps each id as it is remembered, under its
+// generation (idKey), in an IDLog, which its checkpoints write out (to the
+// state store, idBlobs; a distributed job's router, to a topic): a restart
+// knows the ids its checkpoint covers, and a rotation forgets the
+// generation's whole.
 type dedupe struct {
 	horizon int64
 	// gen is the generation of the ids taken now, the watermark divided by
@@ -39,7 +39,7 @@ type dedupe struct {
 	// one before.
 	gen, prevGen int64
 	ids          idTable
-	store        slotstore.Backend // nil: nothing stored (replay)
+	store        *IDLog // nil: nothing stored (replay)
 	key          []byte
 	// value is stored with the next id remembered: nil in one job; a
 	// distributed job's router stores where its record is (Router), and
@@ -55,9 +55,10 @@ type dedupe struct {
 // watermark (with several partitions, until each has had an event).
 const preWatermark = math.MinInt64
 
-// idPrefix starts the keys of remembered ids in the store: the spec id
-// 0xfffe, which no rule or heatmap has, below the timer entries' 0xffff
-// (docs/format/state.md).
+// idPrefix starts the key of a remembered id (idKey), which an IDLog
+// takes, and under which earlier versions stored each id in the state
+// store: the spec id 0xfffe, which no rule or heatmap has, below the timer
+// entries' 0xffff (docs/format/state.md).
 var idPrefix = []byte{0xff, 0xfe}
 
 // newDedupe returns the deduplication of horizon ms, nil for none; it
@@ -150,41 +151,26 @@ func (d *dedupe) advance(wm int64) error {
 	if g == d.gen+1 {
 		keep = int(byte(d.gen))
 	}
-	if err := d.drop(keep); err != nil {
-		return err
-	}
+	d.drop(keep)
 	d.prevGen, d.gen = g-1, g
 	return nil
 }
 
 // drop forgets the ids but those whose generation's tag is keep (none
-// when it is noTag), in the table and the store.
-func (d *dedupe) drop(keep int) error {
+// when it is noTag), in the table and, a generation at a time, the store.
+func (d *dedupe) drop(keep int) {
 	if d.store != nil {
-		for _, e := range d.ids.slots {
-			if e == ([2]uint64{}) || int(byte(e[1])) == keep {
-				continue
-			}
-			if err := d.store.Delete(d.idKey(d.genOf(byte(e[1])), [2]uint64{e[0], e[1] &^ 0xff})); err != nil {
-				return fmt.Errorf("engine: forget event ids: %w", err)
+		for _, g := range [...]int64{d.prevGen, d.gen} {
+			if int(byte(g)) != keep {
+				d.store.Forget(g)
 			}
 		}
 	}
 	d.ids.keepOnly(keep)
-	return nil
 }
 
 // noTag is no generation's tag: drop(noTag) forgets every id.
 const noTag = -1
-
-// genOf is the generation of an entry tagged tag: the current or the
-// previous one.
-func (d *dedupe) genOf(tag byte) int64 {
-	if tag == byte(d.gen) {
-		return d.gen
-	}
-	return d.prevGen
-}
 
 // floorDiv is a/b rounded down.
 func floorDiv(a, b int64) int64 {
@@ -196,7 +182,7 @@ func floorDiv(a, b int64) int64 {
 }
 
 // forgetAll forgets every id remembered.
-func (d *dedupe) forgetAll() error { return d.drop(noTag) }
+func (d *dedupe) forgetAll() { d.drop(noTag) }
 
 // idKey is the store key of id hash h of generation gen.
 func (d *dedupe) idKey(gen int64, h [2]uint64) []byte {

@@ -118,6 +118,9 @@ type clocks struct {
 	// dd drops events whose id was taken within dedupe.horizon; nil
 	// without.
 	dd *dedupe
+	// ids keeps dd's ids in a checkpointing engine's state store; nil
+	// when they are not stored, or stored by the caller (Router.StoreIDs).
+	ids *idBlobs
 }
 
 func newClocks(cfg *rules.Config, onTr func(watermark.Transition)) clocks {
@@ -160,18 +163,28 @@ func (c *clocks) expireIDs() error {
 
 // forgetIDs forgets every id dedupe remembers, at the end of the input,
 // as the watermark's end does every window.
-func (c *clocks) forgetIDs() error {
-	if c.dd == nil {
-		return nil
+func (c *clocks) forgetIDs() {
+	if c.dd != nil {
+		c.dd.forgetAll()
 	}
-	return c.dd.forgetAll()
 }
 
-// storeIDs makes the ids dedupe remembers stored in b, for checkpoints.
+// storeIDs makes the ids dedupe remembers stored in the state store b,
+// for checkpoints: as blobs (idBlobs).
 func (c *clocks) storeIDs(b slotstore.Backend) {
 	if c.dd != nil {
-		c.dd.store = b
+		c.ids = newIDBlobs(b)
+		c.dd.store = c.ids.log
 	}
+}
+
+// writeIDs writes the ids taken since the last checkpoint to the state
+// store, at a checkpoint.
+func (c *clocks) writeIDs() error {
+	if c.ids == nil {
+		return nil
+	}
+	return c.ids.write()
 }
 
 // reference returns the record's reference time: its Kafka record
@@ -374,9 +387,7 @@ func (e *Engine) Tick(now int64) error {
 // Finish ends the input: the watermark goes to +infinity, windows that have
 // not fired fire once, and state is flushed to the backend.
 func (e *Engine) Finish() error {
-	if err := e.forgetIDs(); err != nil {
-		return err
-	}
+	e.forgetIDs()
 	if err := e.op.AdvanceWatermark(e.wm.Finish()); err != nil {
 		return err
 	}

@@ -192,8 +192,9 @@ func (l *IDLog) Set(key, value []byte) error {
 	return nil
 }
 
-// Delete notes an id forgotten: dedupe forgets generations whole, but at
-// a restore (Seek), where it forgets ids one by one.
+// Delete notes an id forgotten: at a restore (Seek), or one of the
+// generation before the first watermark, which dedupe moves to the first
+// generation; otherwise its whole generation, as Forget.
 func (l *IDLog) Delete(key []byte) error {
 	gen, h, ok := parseIDKey(key)
 	switch {
@@ -203,10 +204,19 @@ func (l *IDLog) Delete(key []byte) error {
 	case gen == PreWatermark:
 		delete(l.pre, h)
 	default:
-		l.forgotten[gen] = true
-		delete(l.pending, gen)
+		l.Forget(gen)
 	}
 	return nil
+}
+
+// Forget notes generation gen forgotten: dedupe forgets generations whole.
+func (l *IDLog) Forget(gen int64) {
+	if gen == PreWatermark {
+		clear(l.pre)
+		return
+	}
+	l.forgotten[gen] = true
+	delete(l.pending, gen)
 }
 
 // Seek is a restore's: it calls fn with every id loaded (Load), in no

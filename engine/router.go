@@ -9,7 +9,6 @@ import (
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/watermark"
 	"github.com/riskstream/riskstream/windows"
-	"github.com/riskstream/riskstream/windows/slotstore"
 )
 
 // Router is the first stage of a distributed job (docs/distributed.md):
@@ -135,7 +134,11 @@ func newRouterDecoder(cfg *rules.Config) (*Decoder, error) {
 // checkpoints: a store that the router's checkpoint writes first, and
 // whose ids of records past that checkpoint a Restore leaves out. Call it
 // before Restore.
-func (r *Router) StoreIDs(b slotstore.Backend) { r.storeIDs(b) }
+func (r *Router) StoreIDs(b *IDLog) {
+	if r.dd != nil {
+		r.dd.store = b
+	}
+}
 
 // AddPartition registers input partition p before its first record, at
 // processing time now: it holds the watermark back until it turns idle.
