@@ -122,6 +122,7 @@ func (d *dedupe) advance(wm int64) error {
 	}
 	if d.gen == preWatermark {
 		// The ids taken before the first watermark count as taken at it.
+		d.ids.settle()
 		for i, e := range d.ids.slots {
 			if e == ([2]uint64{}) {
 				continue
@@ -266,20 +267,47 @@ func (d *dedupe) restore(b []byte) error {
 // the low byte of the second word; {0, 0} is an empty slot. One table for
 // both generations, so that a new id, the common case, costs one probe
 // sequence (a cache miss with many ids), not one per generation.
+//
+// A table grows a little at a time: the slots of the table it outgrew
+// (old) move to the new one a few at each id added, and lookups look in
+// both meanwhile. Moving half a million entries at once held the job's
+// loop for tens of milliseconds.
 type idTable struct {
 	slots [][2]uint64
 	n     int
+	// old is the table outgrown, whose slots from moved on are still to
+	// move; nil when none is. Its slots are left as they are, so that
+	// its lookups still work: an entry moved is found in slots first.
+	old   [][2]uint64
+	moved int
 }
 
+// movesPerAdd is how many of the outgrown table's slots move at each add:
+// with more than 2, the move is done before the new table is half full.
+const movesPerAdd = 4
+
 // find returns the slot of h (tags aside), or the empty slot where it
-// would go. The table must have a slot free.
+// would go. The table must have a slot free. A slot of the outgrown table
+// it returns is only to be read.
 func (t *idTable) find(h [2]uint64) *[2]uint64 {
 	if len(t.slots) == 0 {
 		t.slots = make([][2]uint64, 1024)
 	}
-	mask := uint64(len(t.slots) - 1)
+	e := probe(t.slots, h)
+	if *e == ([2]uint64{}) && t.old != nil {
+		if o := probe(t.old, h); *o != ([2]uint64{}) {
+			return o
+		}
+	}
+	return e
+}
+
+// probe returns the slot of h in slots, or the empty slot where it would
+// go.
+func probe(slots [][2]uint64, h [2]uint64) *[2]uint64 {
+	mask := uint64(len(slots) - 1)
 	for i := h[0] & mask; ; i = (i + 1) & mask {
-		e := &t.slots[i]
+		e := &slots[i]
 		if *e == ([2]uint64{}) || e[0] == h[0] && e[1]&^0xff == h[1] {
 			return e
 		}
@@ -287,11 +315,43 @@ func (t *idTable) find(h [2]uint64) *[2]uint64 {
 }
 
 // add puts h, of generation gen, in e, the empty slot find returned for
-// it, and grows the table past half full.
+// it; it moves some of an outgrown table's slots, and grows the table
+// past half full.
 func (t *idTable) add(e *[2]uint64, h [2]uint64, gen int64) {
 	*e = [2]uint64{h[0], h[1] | uint64(byte(gen))}
+	if t.old != nil {
+		t.move(movesPerAdd)
+	}
 	if t.n++; 2*t.n > len(t.slots) {
 		t.grow(2 * len(t.slots))
+	}
+}
+
+// grow starts laying the table out again over size slots.
+func (t *idTable) grow(size int) {
+	t.settle()
+	t.old, t.moved = t.slots, 0
+	t.slots = make([][2]uint64, size)
+}
+
+// move moves up to k of the outgrown table's slots.
+func (t *idTable) move(k int) {
+	end := min(t.moved+k, len(t.old))
+	for _, e := range t.old[t.moved:end] {
+		if e != ([2]uint64{}) {
+			*probe(t.slots, e) = e
+		}
+	}
+	if t.moved = end; t.moved == len(t.old) {
+		t.old = nil
+	}
+}
+
+// settle moves what is left of the outgrown table, so that every entry
+// is in slots.
+func (t *idTable) settle() {
+	if t.old != nil {
+		t.move(len(t.old))
 	}
 }
 
@@ -304,23 +364,6 @@ func (t *idTable) slotAddr(h [2]uint64) uintptr {
 	return prefetch.Addr(&t.slots[h[0]&uint64(len(t.slots)-1)])
 }
 
-// grow lays the table out again over size slots.
-func (t *idTable) grow(size int) {
-	old := t.slots
-	t.slots = make([][2]uint64, size)
-	mask := uint64(size - 1)
-	for _, e := range old {
-		if e == ([2]uint64{}) {
-			continue
-		}
-		i := e[0] & mask
-		for t.slots[i] != ([2]uint64{}) {
-			i = (i + 1) & mask
-		}
-		t.slots[i] = e
-	}
-}
-
 // keepOnly forgets the entries but those tagged keep (none when it is
 // noTag), in place: one pass over the slots, starting after an empty one,
 // that takes each entry out and puts those kept back where a lookup from
@@ -331,9 +374,10 @@ func (t *idTable) grow(size int) {
 func (t *idTable) keepOnly(keep int) {
 	if keep == noTag || t.n == 0 {
 		clear(t.slots)
-		t.n = 0
+		t.n, t.old = 0, nil
 		return
 	}
+	t.settle()
 	size := len(t.slots)
 	mask := uint64(size - 1)
 	start := 0

@@ -46,11 +46,13 @@ func TestDedupeMatchesReference(t *testing.T) {
 
 // TestIDTableKeepOnly: forgetting in place keeps exactly the entries of
 // the tag kept, each found again, in tables whose clusters wrap around
-// their end.
+// their end, some of them grown (past 16 entries) and still moving
+// their outgrown slots.
 func TestIDTableKeepOnly(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
+	moving := 0
 	for round := range 2000 {
-		tab := idTable{slots: make([][2]uint64, 64)}
+		tab := idTable{slots: make([][2]uint64, 32)}
 		want := map[[2]uint64]bool{} // entry (tag aside) -> kept
 		n := 1 + rng.IntN(31)
 		for len(want) < n {
@@ -68,6 +70,9 @@ func TestIDTableKeepOnly(t *testing.T) {
 		if round%10 == 0 {
 			keep = noTag
 		}
+		if tab.old != nil {
+			moving++
+		}
 		tab.keepOnly(keep)
 		kept := 0
 		for h, k := range want {
@@ -81,6 +86,36 @@ func TestIDTableKeepOnly(t *testing.T) {
 		}
 		if tab.n != kept {
 			t.Fatalf("round %d: %d entries counted, %d kept", round, tab.n, kept)
+		}
+	}
+	if moving < 100 {
+		t.Fatalf("%d rounds forgot while a grown table moved its slots, want more", moving)
+	}
+}
+
+// TestIDTableGrowsALittleAtATime: an add moves a few of the outgrown
+// table's slots, never all of them, and every entry is found throughout.
+func TestIDTableGrowsALittleAtATime(t *testing.T) {
+	var tab idTable
+	var added [][2]uint64
+	for i := range 100_000 {
+		h := idHash(fmt.Appendf(nil, "id-%d", i))
+		e := tab.find(h)
+		if *e != ([2]uint64{}) {
+			t.Fatalf("id %d found before it was added", i)
+		}
+		before := tab.moved
+		tab.add(e, h, 0)
+		added = append(added, h)
+		if tab.old != nil && tab.moved-before > movesPerAdd {
+			t.Fatalf("add %d moved %d slots", i, tab.moved-before)
+		}
+		if i%997 == 0 {
+			for k, h := range added {
+				if *tab.find(h) == ([2]uint64{}) {
+					t.Fatalf("after %d adds, id %d not found (table of %d slots, outgrown %d, moved %d)", i+1, k, len(tab.slots), len(tab.old), tab.moved)
+				}
+			}
 		}
 	}
 }
