@@ -8,6 +8,7 @@ import (
 	"math"
 	"regexp"
 	"runtime/debug"
+	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"sort"
@@ -94,6 +95,7 @@ func BenchmarkLive(b *testing.B) {
 			timed     []timedDecision
 			ckptPause []interval
 		)
+		schedBefore := schedLatencies()
 		gcCtx, stopGC := context.WithCancel(context.Background())
 		gcPauses := make(chan []interval, 1)
 		go func() { gcPauses <- watchGCPauses(gcCtx) }()
@@ -147,6 +149,7 @@ func BenchmarkLive(b *testing.B) {
 		stop()
 		stopGC()
 		gcs := <-gcPauses
+		reportSchedLatency(b, schedBefore, schedLatencies())
 		if len(arrivals) == 0 {
 			b.Fatal("no decision arrived")
 		}
@@ -349,6 +352,43 @@ func reportJobLatency(b *testing.B, timed []timedDecision, ckpt, gc []interval, 
 	}
 	b.ReportMetric(float64(len(gc)), "gc-pauses")
 	b.ReportMetric(float64(gcMax)/float64(time.Millisecond), "gc-pause-max-ms")
+}
+
+// schedLatencies reads the runtime's histogram of how long goroutines
+// waited, runnable, for a CPU.
+func schedLatencies() *metrics.Float64Histogram {
+	m := []metrics.Sample{{Name: "/sched/latencies:seconds"}}
+	metrics.Read(m)
+	return m[0].Value.Float64Histogram()
+}
+
+// reportSchedLatency reports the 99th percentile and the greatest of the
+// waits for a CPU between two readings of schedLatencies: the producer,
+// the broker and the job share the machine's cores, and a goroutine of the
+// job that is ready to run waits while theirs run.
+func reportSchedLatency(b *testing.B, before, after *metrics.Float64Histogram) {
+	counts := slices.Clone(after.Counts)
+	var total uint64
+	for i := range counts {
+		counts[i] -= before.Counts[i]
+		total += counts[i]
+	}
+	if total == 0 {
+		return
+	}
+	// Bucket i holds waits from Buckets[i] to Buckets[i+1]; the upper
+	// bound is reported.
+	at := func(q float64) float64 {
+		var n uint64
+		for i, c := range counts {
+			if n += c; float64(n) >= q*float64(total) {
+				return after.Buckets[i+1] * 1000
+			}
+		}
+		return math.Inf(1)
+	}
+	b.ReportMetric(at(0.99), "sched-wait-p99-ms")
+	b.ReportMetric(at(1), "sched-wait-max-ms")
 }
 
 // watchGCPauses collects the garbage collector's stop-the-world pauses
