@@ -93,9 +93,8 @@ func (d *dedupe) seen(h [2]uint64, wm int64) (bool, error) {
 	if err := d.advance(wm); err != nil {
 		return false, err
 	}
-	// Every entry is of gen or prevGen: advance drops the others.
-	e := d.ids.find(h)
-	if *e != ([2]uint64{}) {
+	e, found := d.ids.find(h)
+	if found {
 		d.duplicates++
 		return true, nil
 	}
@@ -123,7 +122,7 @@ func (d *dedupe) advance(wm int64) error {
 	if d.gen == preWatermark {
 		// The ids taken before the first watermark count as taken at it.
 		d.ids.settle()
-		for i, e := range d.ids.slots {
+		for i, e := range d.ids.slots { // no rotation yet: none is stale
 			if e == ([2]uint64{}) {
 				continue
 			}
@@ -144,34 +143,26 @@ func (d *dedupe) advance(wm int64) error {
 			d.ids.slots[i][1] = h[1] | uint64(byte(g))
 		}
 		d.prevGen, d.gen = g-1, g
+		d.ids.remember(d.gen, d.prevGen)
 		return nil
 	}
 	// At g, the ids of gen are still remembered if g follows it; every
 	// other was taken a horizon or more before wm.
-	keep := noTag
-	if g == d.gen+1 {
-		keep = int(byte(d.gen))
+	if d.store != nil {
+		d.store.Forget(d.prevGen)
+		if g != d.gen+1 {
+			d.store.Forget(d.gen)
+		}
 	}
-	d.drop(keep)
+	if g == d.gen+1 {
+		d.ids.rotate(g)
+	} else {
+		d.ids.clear()
+		d.ids.remember(g, g-1)
+	}
 	d.prevGen, d.gen = g-1, g
 	return nil
 }
-
-// drop forgets the ids but those whose generation's tag is keep (none
-// when it is noTag), in the table and, a generation at a time, the store.
-func (d *dedupe) drop(keep int) {
-	if d.store != nil {
-		for _, g := range [...]int64{d.prevGen, d.gen} {
-			if int(byte(g)) != keep {
-				d.store.Forget(g)
-			}
-		}
-	}
-	d.ids.keepOnly(keep)
-}
-
-// noTag is no generation's tag: drop(noTag) forgets every id.
-const noTag = -1
 
 // floorDiv is a/b rounded down.
 func floorDiv(a, b int64) int64 {
@@ -183,7 +174,13 @@ func floorDiv(a, b int64) int64 {
 }
 
 // forgetAll forgets every id remembered.
-func (d *dedupe) forgetAll() { d.drop(noTag) }
+func (d *dedupe) forgetAll() {
+	if d.store != nil {
+		d.store.Forget(d.prevGen)
+		d.store.Forget(d.gen)
+	}
+	d.ids.clear()
+}
 
 // idKey is the store key of id hash h of generation gen.
 func (d *dedupe) idKey(gen int64, h [2]uint64) []byte {
@@ -238,7 +235,8 @@ func (d *dedupe) restore(b []byte) error {
 		}
 	}
 	d.gen, d.prevGen, d.duplicates = v[0], v[1], v[2]
-	d.ids.keepOnly(noTag)
+	d.ids.clear()
+	d.ids.remember(d.gen, d.prevGen)
 	if d.store == nil {
 		return nil
 	}
@@ -250,7 +248,7 @@ func (d *dedupe) restore(b []byte) error {
 		if gen != d.gen && gen != d.prevGen || d.keep != nil && !d.keep(v) {
 			return true, d.store.Delete(k)
 		}
-		if e := d.ids.find(h); *e == ([2]uint64{}) {
+		if e, found := d.ids.find(h); !found {
 			d.ids.add(e, h, gen)
 		}
 		return true, nil
@@ -268,38 +266,64 @@ func (d *dedupe) restore(b []byte) error {
 // both generations, so that a new id, the common case, costs one probe
 // sequence (a cache miss with many ids), not one per generation.
 //
-// A table grows a little at a time: the slots of the table it outgrew
-// (old) move to the new one a few at each id added, and lookups look in
-// both meanwhile. Moving half a million entries at once held the job's
-// loop for tens of milliseconds.
+// Nothing in it is done all at once, for a record's sake:
+//   - A table grows a little at a time: the slots of the table it outgrew
+//     (old) move to the new one a few at each id added, and lookups look
+//     in both meanwhile. Moving half a million entries at once held the
+//     job's loop for tens of milliseconds.
+//   - A rotation only changes which tags are remembered (live): an entry
+//     of another tag is stale, a lookup takes it for absent, and a sweep
+//     removes the stale entries a few slots at each id added. A pass over
+//     a table of a million slots took 17 ms.
 type idTable struct {
 	slots [][2]uint64
-	n     int
+	// n counts the entries in slots and old, stale ones until they are
+	// swept.
+	n int
 	// old is the table outgrown, whose slots from moved on are still to
 	// move; nil when none is. Its slots are left as they are, so that
 	// its lookups still work: an entry moved is found in slots first.
 	old   [][2]uint64
 	moved int
+	// live are the tags of the generations remembered.
+	live [2]byte
+	// swept is the next slot the sweep looks at, and toSweep how many it
+	// has left to look at; 0 when no sweep is under way.
+	swept, toSweep int
 }
 
-// movesPerAdd is how many of the outgrown table's slots move at each add:
-// with more than 2, the move is done before the new table is half full.
-const movesPerAdd = 4
+// stepsPerAdd is how many slots of an outgrown table move, and how many
+// slots the sweep looks at, at each add: with more than 2, a move is done
+// before the new table is half full, and with 8, at a steady rate, a
+// sweep is done before the next rotation (a table has at most 4 slots per
+// id of the two generations), which otherwise finishes it at once.
+const stepsPerAdd = 8
 
-// find returns the slot of h (tags aside), or the empty slot where it
-// would go. The table must have a slot free. A slot of the outgrown table
-// it returns is only to be read.
-func (t *idTable) find(h [2]uint64) *[2]uint64 {
+// remember makes gen and prev the generations whose entries are live.
+func (t *idTable) remember(gen, prev int64) { t.live = [2]byte{byte(gen), byte(prev)} }
+
+// isLive reports whether e, not empty, is of a generation remembered.
+func (t *idTable) isLive(e [2]uint64) bool {
+	return byte(e[1]) == t.live[0] || byte(e[1]) == t.live[1]
+}
+
+// find returns the slot of h (tags aside) and whether it is live. When it
+// is not, the slot is where add puts h: empty, or h's stale entry. A slot
+// of the outgrown table it returns is only to be read.
+func (t *idTable) find(h [2]uint64) (*[2]uint64, bool) {
 	if len(t.slots) == 0 {
 		t.slots = make([][2]uint64, 1024)
 	}
 	e := probe(t.slots, h)
-	if *e == ([2]uint64{}) && t.old != nil {
-		if o := probe(t.old, h); *o != ([2]uint64{}) {
-			return o
+	if *e != ([2]uint64{}) {
+		return e, t.isLive(*e)
+	}
+	if t.old != nil {
+		if o := probe(t.old, h); *o != ([2]uint64{}) && t.isLive(*o) {
+			return o, true
 		}
 	}
-	return e
+	return e, false
 }
 
 // probe returns the slot of h in slots, or the empty slot where it would
@@ -314,32 +338,47 @@ func probe(slots [][2]uint64, h [2]uint64) *[2]uint64 {
 	}
 }
 
-// add puts h, of generation gen, in e, the empty slot find returned for
-// it; it moves some of an outgrown table's slots, and grows the table
-// past half full.
+// add puts h, of generation gen, in e, the slot find returned for it; it
+// moves some of an outgrown table's slots or sweeps some slots, and grows
+// the table past half full.
 func (t *idTable) add(e *[2]uint64, h [2]uint64, gen int64) {
+	taken := *e != ([2]uint64{}) // h's stale entry
 	*e = [2]uint64{h[0], h[1] | uint64(byte(gen))}
-	if t.old != nil {
-		t.move(movesPerAdd)
+	if taken {
+		return
+	}
+	switch {
+	case t.old != nil:
+		t.move(stepsPerAdd)
+	case t.toSweep > 0:
+		t.sweep(stepsPerAdd)
 	}
 	if t.n++; 2*t.n > len(t.slots) {
 		t.grow(2 * len(t.slots))
 	}
 }
 
-// grow starts laying the table out again over size slots.
+// grow starts laying the table out again over size slots. The move
+// leaves the stale entries behind, so a sweep under way ends.
 func (t *idTable) grow(size int) {
-	t.settle()
+	if t.old != nil { // not with more than 2 steps an add
+		t.move(len(t.old))
+	}
 	t.old, t.moved = t.slots, 0
 	t.slots = make([][2]uint64, size)
+	t.toSweep = 0
 }
 
-// move moves up to k of the outgrown table's slots.
+// move moves up to k of the outgrown table's slots, but stale entries.
 func (t *idTable) move(k int) {
 	end := min(t.moved+k, len(t.old))
 	for _, e := range t.old[t.moved:end] {
-		if e != ([2]uint64{}) {
+		switch {
+		case e == ([2]uint64{}):
+		case t.isLive(e):
 			*probe(t.slots, e) = e
+		default:
+			t.n--
 		}
 	}
 	if t.moved = end; t.moved == len(t.old) {
@@ -347,12 +386,81 @@ func (t *idTable) move(k int) {
 	}
 }
 
-// settle moves what is left of the outgrown table, so that every entry
-// is in slots.
+// settle ends what moves and sweeps are under way, so that every entry
+// is in slots and live.
 func (t *idTable) settle() {
 	if t.old != nil {
 		t.move(len(t.old))
 	}
+	t.sweep(t.toSweep)
+}
+
+// rotate makes gen the generation of the entries added from now on: those
+// of the generation before it stay live, and the others, stale, are swept
+// as entries are added. What a sweep under way had left to look at, it
+// looks at first: after it, only one generation's entries are stale, and a
+// tag comes back only 256 generations later.
+func (t *idTable) rotate(gen int64) {
+	t.settle()
+	t.remember(gen, gen-1)
+	if t.n == 0 {
+		return
+	}
+	// From after an empty slot (a table at most half full has one), so
+	// that no cluster the sweep starts in runs on from slots it will look
+	// at last.
+	t.swept = 0
+	for t.slots[t.swept] != ([2]uint64{}) {
+		t.swept++
+	}
+	t.toSweep = len(t.slots)
+}
+
+// sweep looks at up to k slots, removing the stale entries.
+func (t *idTable) sweep(k int) {
+	mask := len(t.slots) - 1
+	for ; k > 0 && t.toSweep > 0; k-- {
+		i := t.swept & mask
+		if e := t.slots[i]; e != ([2]uint64{}) && !t.isLive(e) {
+			t.remove(i)
+			t.n--
+			continue // the slot now holds what followed it, if anything
+		}
+		t.swept++
+		t.toSweep--
+	}
+}
+
+// remove empties slot i and moves back the entries after it in its
+// cluster that a lookup would no longer find (Knuth's algorithm R):
+// entries only move back, into slots the sweep has yet to look at or
+// looks at again.
+func (t *idTable) remove(i int) {
+	mask := len(t.slots) - 1
+	for {
+		t.slots[i] = [2]uint64{}
+		j := i
+		for {
+			j = (j + 1) & mask
+			e := t.slots[j]
+			if e == ([2]uint64{}) {
+				return
+			}
+			// e stays unless its home is cyclically outside (i, j].
+			home := int(e[0]) & mask
+			if i <= j && (home <= i || home > j) || i > j && home <= i && home > j {
+				t.slots[i] = e
+				i = j
+				break
+			}
+		}
+	}
+}
+
+// clear forgets every entry.
+func (t *idTable) clear() {
+	clear(t.slots)
+	t.n, t.old, t.toSweep = 0, nil, 0
 }
 
 // slotAddr is the address of the slot a lookup of h probes first, for a
@@ -362,43 +470,4 @@ func (t *idTable) slotAddr(h [2]uint64) uintptr {
 		return 0
 	}
 	return prefetch.Addr(&t.slots[h[0]&uint64(len(t.slots)-1)])
-}
-
-// keepOnly forgets the entries but those tagged keep (none when it is
-// noTag), in place: one pass over the slots, starting after an empty one,
-// that takes each entry out and puts those kept back where a lookup from
-// their first slot finds them. Every slot between that first slot and the
-// entry's own was taken when the entry went in and has been passed by
-// then, so the entry lands at or before its own slot, and the lookups of
-// the entries after it still find them.
-func (t *idTable) keepOnly(keep int) {
-	if keep == noTag || t.n == 0 {
-		clear(t.slots)
-		t.n, t.old = 0, nil
-		return
-	}
-	t.settle()
-	size := len(t.slots)
-	mask := uint64(size - 1)
-	start := 0
-	for t.slots[start] != ([2]uint64{}) {
-		start++ // a table at most half full has an empty slot
-	}
-	for k := 1; k <= size; k++ {
-		j := uint64(start+k) & mask
-		e := t.slots[j]
-		if e == ([2]uint64{}) {
-			continue
-		}
-		t.slots[j] = [2]uint64{}
-		if int(byte(e[1])) != keep {
-			t.n--
-			continue
-		}
-		i := e[0] & mask
-		for t.slots[i] != ([2]uint64{}) {
-			i = (i + 1) & mask
-		}
-		t.slots[i] = e
-	}
 }

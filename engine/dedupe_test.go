@@ -44,52 +44,78 @@ func TestDedupeMatchesReference(t *testing.T) {
 	}
 }
 
-// TestIDTableKeepOnly: forgetting in place keeps exactly the entries of
-// the tag kept, each found again, in tables whose clusters wrap around
-// their end, some of them grown (past 16 entries) and still moving
-// their outgrown slots.
-func TestIDTableKeepOnly(t *testing.T) {
+// TestIDTableRotate: after a rotation, exactly the entries of the
+// generation before stay found, while the sweep removes the others a few
+// slots at a time, in tables whose clusters wrap around their end, some
+// of them grown (past 16 entries) and still moving their outgrown slots;
+// an id of a stale entry is added again in its slot. Once swept, the
+// table counts the live entries only.
+func TestIDTableRotate(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	moving := 0
 	for round := range 2000 {
 		tab := idTable{slots: make([][2]uint64, 32)}
-		want := map[[2]uint64]bool{} // entry (tag aside) -> kept
-		n := 1 + rng.IntN(31)
-		for len(want) < n {
-			// Homes crowd the last slots, so that clusters wrap.
-			h := [2]uint64{uint64(56+rng.IntN(8)) | uint64(rng.IntN(1<<20))<<6 | 1<<40, uint64(rng.Uint32()) << 8}
-			if _, dup := want[h]; dup {
-				continue
+		tab.remember(1, 0)
+		tag := map[[2]uint64]int64{} // entry (tag aside) -> generation
+		hash := func() [2]uint64 {
+			for {
+				// Homes crowd the last slots, so that clusters wrap.
+				h := [2]uint64{uint64(56+rng.IntN(8)) | uint64(rng.IntN(1<<20))<<6 | 1<<40, uint64(rng.Uint32()) << 8}
+				if _, dup := tag[h]; !dup {
+					return h
+				}
 			}
-			tag := rng.IntN(2)
-			e := tab.find(h)
-			tab.add(e, h, int64(tag))
-			want[h] = tag == 1
 		}
-		keep := 1
-		if round%10 == 0 {
-			keep = noTag
+		add := func(h [2]uint64, gen int64) {
+			e, found := tab.find(h)
+			if found {
+				t.Fatalf("round %d: %x found before it was added", round, h)
+			}
+			tab.add(e, h, gen)
+			tag[h] = gen
+		}
+		for range 1 + rng.IntN(24) {
+			add(hash(), int64(rng.IntN(2)))
 		}
 		if tab.old != nil {
 			moving++
 		}
-		tab.keepOnly(keep)
-		kept := 0
-		for h, k := range want {
-			found := *tab.find(h) != [2]uint64{}
-			if k && keep != noTag {
-				kept++
+		tab.rotate(2)
+		check := func(when string) {
+			live := 0
+			for h, g := range tag {
+				_, found := tab.find(h)
+				if found != (g >= 1) {
+					t.Fatalf("round %d, %s: entry %x of generation %d found %v", round, when, h, g, found)
+				}
+				if found {
+					live++
+				}
 			}
-			if found != (k && keep != noTag) {
-				t.Fatalf("round %d: entry %x found %v after keepOnly(%d), kept %v", round, h, found, keep, k)
+			if tab.toSweep == 0 && tab.old == nil && tab.n != live {
+				t.Fatalf("round %d, %s: %d entries counted, %d live", round, when, tab.n, live)
 			}
 		}
-		if tab.n != kept {
-			t.Fatalf("round %d: %d entries counted, %d kept", round, tab.n, kept)
+		check("after the rotation")
+		for k := range 1 + rng.IntN(8) {
+			var stale [][2]uint64
+			for h, g := range tag {
+				if g == 0 {
+					stale = append(stale, h)
+				}
+			}
+			if len(stale) > 0 && rng.IntN(3) == 0 {
+				add(stale[rng.IntN(len(stale))], 2) // sent again after it was forgotten
+			} else if len(tag) < 30 {
+				add(hash(), 2)
+			}
+			check(fmt.Sprintf("after add %d", k))
 		}
+		tab.settle()
+		check("swept")
 	}
 	if moving < 100 {
-		t.Fatalf("%d rounds forgot while a grown table moved its slots, want more", moving)
+		t.Fatalf("%d rounds rotated while a grown table moved its slots, want more", moving)
 	}
 }
 
@@ -100,19 +126,19 @@ func TestIDTableGrowsALittleAtATime(t *testing.T) {
 	var added [][2]uint64
 	for i := range 100_000 {
 		h := idHash(fmt.Appendf(nil, "id-%d", i))
-		e := tab.find(h)
-		if *e != ([2]uint64{}) {
+		e, found := tab.find(h)
+		if found {
 			t.Fatalf("id %d found before it was added", i)
 		}
 		before := tab.moved
 		tab.add(e, h, 0)
 		added = append(added, h)
-		if tab.old != nil && tab.moved-before > movesPerAdd {
+		if tab.old != nil && tab.moved-before > stepsPerAdd {
 			t.Fatalf("add %d moved %d slots", i, tab.moved-before)
 		}
 		if i%997 == 0 {
 			for k, h := range added {
-				if *tab.find(h) == ([2]uint64{}) {
+				if _, found := tab.find(h); !found {
 					t.Fatalf("after %d adds, id %d not found (table of %d slots, outgrown %d, moved %d)", i+1, k, len(tab.slots), len(tab.old), tab.moved)
 				}
 			}
