@@ -9,14 +9,15 @@ import (
 	"github.com/riskstream/riskstream/internal/corrupt"
 )
 
-// IDLog is the store of a Router's dedupe (Router.StoreIDs) when its
-// checkpoints go to Kafka: the ids it takes stay in the Router's table, in
+// IDLog is the store of a dedupe's ids: a Router's (Router.StoreIDs),
+// whose checkpoints go to Kafka, and a checkpointing engine's (idBlobs,
+// to its state store). The ids taken stay in the dedupe's table, in
 // memory, and the IDLog collects them as blobs, one per generation of ids
 // since the last checkpoint, for its caller to write out (Take) and to
 // read back at a restore (Load), with the generations dedupe forgot, whose
-// blobs it deletes. A blob costs a few bytes per id and one record per
-// checkpoint, where a store of one key per id cost a write, a compaction
-// and a changelog record each.
+// blobs it deletes. A blob costs a few bytes per id and one record or key
+// per checkpoint, where a store of one key per id cost a write, a
+// compaction and a changelog record each.
 //
 // Each entry is an id's hash (16 bytes) and the value dedupe stored with
 // it (a uvarint length, then the bytes): the input partition and offset of
