@@ -100,9 +100,7 @@ func (d *dedupe) seen(h [2]uint64, wm int64) (bool, error) {
 	}
 	d.ids.add(e, h, d.gen)
 	if d.store != nil {
-		if err := d.store.Set(d.idKey(d.gen, h), d.value); err != nil {
-			return false, fmt.Errorf("engine: remember an event id: %w", err)
-		}
+		d.store.add(d.gen, h, d.value)
 	}
 	return false, nil
 }

@@ -182,15 +182,21 @@ func (l *IDLog) GetSorted(keys [][]byte, fn func(i int, value []byte, found bool
 // Set notes an id taken.
 func (l *IDLog) Set(key, value []byte) error {
 	gen, h, ok := parseIDKey(key)
-	switch {
-	case !ok:
+	if !ok {
 		return errors.New("engine: an IDLog stores event ids only")
-	case gen == PreWatermark:
-		l.pre[h] = slices.Clone(value)
-	default:
-		l.pending[gen] = appendIDEntry(l.pending[gen], h, value)
 	}
+	l.add(gen, h, value)
 	return nil
+}
+
+// add notes id h of generation gen taken, with value: Set without a key
+// to make and read back, for each id dedupe takes.
+func (l *IDLog) add(gen int64, h [2]uint64, value []byte) {
+	if gen == PreWatermark {
+		l.pre[h] = slices.Clone(value)
+		return
+	}
+	l.pending[gen] = appendIDEntry(l.pending[gen], h, value)
 }
 
 // Delete notes an id forgotten: at a restore (Seek), or one of the
