@@ -131,7 +131,7 @@ func BenchmarkRouter(b *testing.B) {
 	for b.Loop() {
 		p := int32(i % 4)
 		rec := Record{Value: lines[i%len(lines)], Partition: p, Prov: event.Provenance{Topic: "requests", Partition: p, Offset: int64(i)}}
-		routed, _ := r.Route(&rec, 0, nil)
+		routed := r.Route(&rec, 0, nil)
 		for range routed.Partitions {
 			buf = AppendMessage(buf[:0], &routed.Message)
 		}
@@ -266,10 +266,7 @@ func BenchmarkTaskApply(b *testing.B) {
 	var evs []*Decoded
 	for i, l := range lines {
 		ev := new(Decoded)
-		routed, err := r.Route(&Record{Value: l, Prov: event.Provenance{Topic: "requests", Offset: int64(i)}}, 0, ev)
-		if err != nil {
-			b.Fatal(err)
-		}
+		routed := r.Route(&Record{Value: l, Prov: event.Provenance{Topic: "requests", Offset: int64(i)}}, 0, ev)
 		if len(routed.Partitions) > 0 {
 			msgs, evs = append(msgs, routed.Message), append(evs, ev)
 		}

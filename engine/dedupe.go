@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"slices"
 
 	"github.com/riskstream/riskstream/internal/corrupt"
 	"github.com/riskstream/riskstream/watermark"
@@ -40,7 +39,6 @@ type dedupe struct {
 	gen, prevGen int64
 	ids          idTable
 	store        *IDLog // nil: nothing stored (replay)
-	key          []byte
 	// value is stored with the next id remembered: nil in one job; a
 	// distributed job's router stores where its record is (Router), and
 	// keep, when set, says which stored ids a restore keeps by their
@@ -89,33 +87,31 @@ func idHash(id []byte) [2]uint64 {
 
 // seen reports whether the event whose id hashes to h (idHash) was taken
 // within the horizon before the watermark wm, and remembers it if not.
-func (d *dedupe) seen(h [2]uint64, wm int64) (bool, error) {
-	if err := d.advance(wm); err != nil {
-		return false, err
-	}
+func (d *dedupe) seen(h [2]uint64, wm int64) bool {
+	d.advance(wm)
 	e, found := d.ids.find(h)
 	if found {
 		d.duplicates++
-		return true, nil
+		return true
 	}
 	d.ids.add(e, h, d.gen)
 	if d.store != nil {
 		d.store.add(d.gen, h, d.value)
 	}
-	return false, nil
+	return false
 }
 
 // advance moves the generations on to watermark wm: the ids of generations
 // before the one before wm's are forgotten. Generations are fixed spans of
 // the watermark, so that when this runs (at an event, at a checkpoint)
 // does not change what is remembered.
-func (d *dedupe) advance(wm int64) error {
+func (d *dedupe) advance(wm int64) {
 	g := int64(preWatermark)
 	if wm != watermark.Min {
 		g = floorDiv(wm, d.horizon)
 	}
 	if g == d.gen {
-		return nil
+		return
 	}
 	if d.gen == preWatermark {
 		// The ids taken before the first watermark count as taken at it.
@@ -126,23 +122,13 @@ func (d *dedupe) advance(wm int64) error {
 			}
 			h := [2]uint64{e[0], e[1] &^ 0xff}
 			if d.store != nil {
-				v, _, err := d.store.Get(d.idKey(preWatermark, h))
-				if err == nil {
-					v = slices.Clone(v)
-					err = d.store.Delete(d.idKey(preWatermark, h))
-				}
-				if err == nil {
-					err = d.store.Set(d.idKey(g, h), v)
-				}
-				if err != nil {
-					return fmt.Errorf("engine: remember an event id: %w", err)
-				}
+				d.store.movePre(h, g)
 			}
 			d.ids.slots[i][1] = h[1] | uint64(byte(g))
 		}
 		d.prevGen, d.gen = g-1, g
 		d.ids.remember(d.gen, d.prevGen)
-		return nil
+		return
 	}
 	// At g, the ids of gen are still remembered if g follows it; every
 	// other was taken a horizon or more before wm.
@@ -159,7 +145,6 @@ func (d *dedupe) advance(wm int64) error {
 		d.ids.remember(g, g-1)
 	}
 	d.prevGen, d.gen = g-1, g
-	return nil
 }
 
 // floorDiv is a/b rounded down.
@@ -178,12 +163,6 @@ func (d *dedupe) forgetAll() {
 		d.store.Forget(d.gen)
 	}
 	d.ids.clear()
-}
-
-// idKey is the store key of id hash h of generation gen.
-func (d *dedupe) idKey(gen int64, h [2]uint64) []byte {
-	d.key = appendIDKey(d.key[:0], gen, h)
-	return d.key
 }
 
 // appendIDKey appends the store key of id hash h of generation gen.

@@ -137,11 +137,8 @@ func newClocks(cfg *rules.Config, onTr func(watermark.Transition)) clocks {
 
 // duplicate reports whether ev was taken within dedupe.horizon, and
 // remembers it otherwise (see dedupe).
-func (c *clocks) duplicate(ev *event.Event) (bool, error) {
-	if c.dd == nil {
-		return false, nil
-	}
-	return c.dd.seen(idHash(ev.ID), c.wm.Current())
+func (c *clocks) duplicate(ev *event.Event) bool {
+	return c.dd != nil && c.dd.seen(idHash(ev.ID), c.wm.Current())
 }
 
 // duplicates is how many records dedupe dropped.
@@ -154,11 +151,10 @@ func (c *clocks) duplicates() int64 {
 
 // expireIDs forgets the ids the watermark has left behind, at a
 // checkpoint: an input gone quiet takes no event that would.
-func (c *clocks) expireIDs() error {
-	if c.dd == nil {
-		return nil
+func (c *clocks) expireIDs() {
+	if c.dd != nil {
+		c.dd.advance(c.wm.Current())
 	}
-	return c.dd.advance(c.wm.Current())
 }
 
 // forgetIDs forgets every id dedupe remembers, at the end of the input,
@@ -330,8 +326,8 @@ func (e *Engine) processDecoded(rec *Record, ev *event.Event, refs []windows.Slo
 		e.out.DLQ(rec.Value, decodeErr.Error(), &rec.Prov)
 		return nil
 	}
-	if dup, err := e.duplicate(ev); dup || err != nil {
-		return err
+	if e.duplicate(ev) {
+		return nil
 	}
 	t, processing, wm := e.observe(rec, ev, now)
 	if processing {

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"encoding/binary"
-	"errors"
 	"maps"
 	"slices"
 
@@ -158,45 +157,22 @@ func (l *IDLog) idKey(gen int64, h [2]uint64) []byte {
 	return l.key
 }
 
-// Get returns the value of an id of the generation before the first
-// watermark: the others are not kept here.
-func (l *IDLog) Get(key []byte) ([]byte, bool, error) {
-	if gen, h, ok := parseIDKey(key); ok && gen == PreWatermark {
-		v, found := l.pre[h]
-		return v, found, nil
-	}
-	return nil, false, nil
-}
-
-// GetSorted calls fn with what Get returns for each of keys.
-func (l *IDLog) GetSorted(keys [][]byte, fn func(i int, value []byte, found bool) error) error {
-	for i, k := range keys {
-		v, found, _ := l.Get(k)
-		if err := fn(i, v, found); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// Set notes an id taken.
-func (l *IDLog) Set(key, value []byte) error {
-	gen, h, ok := parseIDKey(key)
-	if !ok {
-		return errors.New("engine: an IDLog stores event ids only")
-	}
-	l.add(gen, h, value)
-	return nil
-}
-
-// add notes id h of generation gen taken, with value: Set without a key
-// to make and read back, for each id dedupe takes.
+// add notes id h of generation gen taken, with value.
 func (l *IDLog) add(gen int64, h [2]uint64, value []byte) {
 	if gen == PreWatermark {
 		l.pre[h] = slices.Clone(value)
 		return
 	}
 	l.pending[gen] = appendIDEntry(l.pending[gen], h, value)
+}
+
+// movePre notes id h, taken before the first watermark, as taken in
+// generation gen: dedupe moves those ids to the first generation when the
+// watermark comes.
+func (l *IDLog) movePre(h [2]uint64, gen int64) {
+	v := l.pre[h]
+	delete(l.pre, h)
+	l.add(gen, h, v)
 }
 
 // Delete notes an id forgotten: at a restore (Seek), or one of the

@@ -147,9 +147,8 @@ func (r *Router) AddPartition(p int32, now int64) { r.wm.AddPartition(p, now) }
 // Route decides what becomes of rec at processing time now. The result is
 // valid until the next call. The event is decoded into into, to be handed
 // to Tasks with the record (it stays valid as long as rec.Value), or with
-// into nil into the router's own, valid until the next call. An error
-// comes only from the store of the ids dedupe remembers.
-func (r *Router) Route(rec *Record, now int64, into *Decoded) (*Routed, error) {
+// into nil into the router's own, valid until the next call.
+func (r *Router) Route(rec *Record, now int64, into *Decoded) *Routed {
 	r.stats.Records++
 	c := &r.clocks
 	out := &r.routed
@@ -172,18 +171,14 @@ func (r *Router) Route(rec *Record, now int64, into *Decoded) (*Routed, error) {
 	if err != nil {
 		r.stats.Invalid++
 		out.Invalid, out.Message.Watermark = err, c.wm.Current()
-		return out, nil
+		return out
 	}
 	if c.dd != nil {
 		c.dd.value = binary.AppendVarint(binary.AppendVarint(c.dd.value[:0], int64(rec.Partition)), rec.Prov.Offset)
-		dup, err := c.duplicate(ev)
-		if err != nil {
-			return nil, err
-		}
-		if dup {
+		if c.duplicate(ev) {
 			r.stats.Duplicates++
 			out.Duplicate = true
-			return out, nil
+			return out
 		}
 	}
 	keyer := r.dec.keyer
@@ -234,7 +229,7 @@ func (r *Router) Route(rec *Record, now int64, into *Decoded) (*Routed, error) {
 			r.stats.Split++
 		}
 	}
-	return out, nil
+	return out
 }
 
 // Mark returns the watermark at processing time now, for a mark to every
@@ -265,16 +260,14 @@ const routerCheckpointVersion = 2
 // stored with the offsets they cover. They depend on the rules' watermark
 // settings only (rules.Config.StateSettings), which a reload does not
 // change: a router restores them under any rules with the same.
-func (r *Router) Checkpoint() ([]byte, error) {
-	if err := r.expireIDs(); err != nil {
-		return nil, err
-	}
+func (r *Router) Checkpoint() []byte {
+	r.expireIDs()
 	sections := [][]byte{[]byte(r.cfg.StateSettings()), r.wm.AppendBinary(nil), r.skew.AppendBinary(nil)}
 	if r.dd != nil {
 		// A fourth section, which a checkpoint without dedupe leaves out.
 		sections = append(sections, r.dd.appendBinary(nil))
 	}
-	return appendSections([]byte{routerCheckpointVersion}, sections...), nil
+	return appendSections([]byte{routerCheckpointVersion}, sections...)
 }
 
 // Restore resumes the clocks from what Checkpoint returned, with resume

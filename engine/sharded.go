@@ -349,11 +349,7 @@ func (e *Sharded) Time(b *Batch, now int64) error {
 				}
 				prefetch.Lines(e.idLines[:n])
 			}
-			dup, err := e.dd.seen(b.ids[i], e.wm.Current()) // hashed by Batch.Add
-			if err != nil {
-				return err
-			}
-			if dup {
+			if e.dd.seen(b.ids[i], e.wm.Current()) { // hashed by Batch.Add
 				b.errs[i] = errDuplicate
 			}
 		}

@@ -354,10 +354,7 @@ func (j *distJob) routeRecords() error {
 	for i := range recs {
 		rec := &recs[i]
 		ev := rt.nextDecoded()
-		r, err := j.router.Route(rec, now, ev)
-		if err != nil {
-			return fmt.Errorf("input partition %d offset %d: %w", rec.Partition, rec.Prov.Offset, err)
-		}
+		r := j.router.Route(rec, now, ev)
 		switch {
 		case r.Invalid != nil:
 			j.outMu.Lock()
@@ -423,10 +420,7 @@ func (j *distJob) routerRecords(ends []kafkaio.OutputEnd) ([]kafka.Record, error
 	if err := rt.journal.Checkpoint(rt.merge); err != nil {
 		return nil, err
 	}
-	clocks, err := j.router.Checkpoint()
-	if err != nil {
-		return nil, err
-	}
+	clocks := j.router.Checkpoint()
 	r := checkpoint.Router{Inputs: rt.merge.Inputs(j.opts.Topic), Rules: rt.version, Clocks: clocks, Outputs: kafkaio.EndOffsets(ends)}
 	cp := r.AppendBinary(nil)
 	recs := append([]kafka.Record{{Key: kafka.NewBytes([]byte(routerKey)), Value: kafka.NewBytes(cp)}}, rt.runs.drops...)
