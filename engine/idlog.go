@@ -97,6 +97,40 @@ func appendBlobs(blobs []IDBlob, g int64, entries []byte) []IDBlob {
 	return blobs
 }
 
+// IDBlobKeys are the keys of a store's blobs of ids, by generation: those
+// a checkpoint deletes, when their generation is forgotten or a restore
+// rewrote them.
+type IDBlobKeys[K any] map[int64][]K
+
+// Next returns, for what a Take returned, the keys of the blobs to delete,
+// the keys of its blobs (key names each, in order), and the keys once
+// both are written. k stays as it is, for a write that fails.
+func (k IDBlobKeys[K]) Next(blobs []IDBlob, forgotten []int64, rewritten bool, key func(IDBlob) K) (deleted, written []K, next IDBlobKeys[K]) {
+	next = maps.Clone(k)
+	if next == nil {
+		next = IDBlobKeys[K]{}
+	}
+	drop := func(g int64) {
+		deleted = append(deleted, next[g]...)
+		delete(next, g)
+	}
+	if rewritten {
+		forgotten = slices.Sorted(maps.Keys(next))
+	}
+	for _, g := range forgotten {
+		drop(g)
+	}
+	// The blobs of the generation before the first watermark hold every id
+	// of it, and replace those written before.
+	drop(PreWatermark)
+	for _, b := range blobs {
+		kb := key(b)
+		written = append(written, kb)
+		next[b.Gen] = append(next[b.Gen], kb)
+	}
+	return deleted, written, next
+}
+
 // Done ends a Take: written, what it returned is durable; else it is
 // returned again, with what came since, by the next Take.
 func (l *IDLog) Done(written bool) {

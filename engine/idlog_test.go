@@ -2,6 +2,9 @@ package engine
 
 import (
 	"encoding/binary"
+	"fmt"
+	"maps"
+	"slices"
 	"testing"
 )
 
@@ -93,4 +96,33 @@ func FuzzIDLogLoad(f *testing.F) {
 			t.Fatalf("%x loads as %x, which loads as %x (%v)", b, once, twice, err)
 		}
 	})
+}
+
+// TestIDBlobKeysNext: a checkpoint deletes the blobs of the generations
+// forgotten, every blob when a restore rewrote them, and always those of
+// the generation before the first watermark; the keys it started from
+// stay as they were, for a write that fails.
+func TestIDBlobKeysNext(t *testing.T) {
+	keys := IDBlobKeys[string]{1: {"a", "b"}, 2: {"c"}, PreWatermark: {"p"}}
+	n := 0
+	name := func(b IDBlob) string { n++; return fmt.Sprintf("%d/%d", b.Gen, n) }
+	blobs := []IDBlob{{Gen: 2}, {Gen: 3}, {Gen: PreWatermark}}
+	deleted, written, next := keys.Next(blobs, []int64{1}, false, name)
+	if want := []string{"a", "b", "p"}; !slices.Equal(deleted, want) {
+		t.Errorf("deleted %q, want %q", deleted, want)
+	}
+	if want := []string{"2/1", "3/2", fmt.Sprintf("%d/3", PreWatermark)}; !slices.Equal(written, want) {
+		t.Errorf("written %q, want %q", written, want)
+	}
+	want := IDBlobKeys[string]{2: {"c", "2/1"}, 3: {"3/2"}, PreWatermark: {written[2]}}
+	if !maps.EqualFunc(next, want, slices.Equal) {
+		t.Errorf("next %v, want %v", next, want)
+	}
+	if len(keys) != 3 || len(keys[1]) != 2 || len(keys[2]) != 1 {
+		t.Errorf("the keys started from changed: %v", keys)
+	}
+	deleted, _, next = next.Next(nil, nil, true, name)
+	if want := []string{written[2], "c", "2/1", "3/2"}; !slices.Equal(deleted, want) || len(next) != 0 {
+		t.Errorf("after a restore: deleted %q, left %v; want %q, none", deleted, next, want)
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"maps"
 	"slices"
 
 	"github.com/riskstream/riskstream/internal/corrupt"
@@ -27,7 +26,7 @@ type idBlobs struct {
 	store slotstore.Backend
 	// keys are the keys of the stored blobs, and of ids stored one key
 	// each, by generation.
-	keys map[int64][][]byte
+	keys IDBlobKeys[[]byte]
 	// seq numbers the blobs, so that each has a key of its own.
 	seq uint64
 }
@@ -42,7 +41,7 @@ var idBlobPrefix = []byte{0xff, 0xfd}
 const idBlobKeyLen = 2 + 8 + 8
 
 func newIDBlobs(store slotstore.Backend) *idBlobs {
-	return &idBlobs{log: NewIDLog(), store: store, keys: map[int64][][]byte{}}
+	return &idBlobs{log: NewIDLog(), store: store, keys: IDBlobKeys[[]byte]{}}
 }
 
 // write writes the ids taken since the last write as blobs, and deletes
@@ -53,34 +52,20 @@ func (s *idBlobs) write() error {
 	// The log's blobs are written now: a checkpoint whose commit fails
 	// stops the job.
 	defer s.log.Done(true)
-	drop := func(g int64) error {
-		for _, k := range s.keys[g] {
-			if err := s.store.Delete(k); err != nil {
-				return fmt.Errorf("engine: forget event ids: %w", err)
-			}
-		}
-		delete(s.keys, g)
-		return nil
-	}
-	gens := forgotten
-	if rewritten {
-		gens = append(gens, slices.Collect(maps.Keys(s.keys))...)
-	}
-	// The blobs of the generation before the first watermark hold every id
-	// of it, and replace those written before.
-	gens = append(gens, PreWatermark)
-	for _, g := range gens {
-		if err := drop(g); err != nil {
-			return err
-		}
-	}
-	for _, b := range blobs {
+	deleted, written, next := s.keys.Next(blobs, forgotten, rewritten, func(b IDBlob) []byte {
 		s.seq++
-		k := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(slices.Clone(idBlobPrefix), uint64(b.Gen)), s.seq)
-		if err := s.store.Set(k, b.Entries); err != nil {
+		return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(slices.Clone(idBlobPrefix), uint64(b.Gen)), s.seq)
+	})
+	s.keys = next
+	for _, k := range deleted {
+		if err := s.store.Delete(k); err != nil {
+			return fmt.Errorf("engine: forget event ids: %w", err)
+		}
+	}
+	for i, b := range blobs {
+		if err := s.store.Set(written[i], b.Entries); err != nil {
 			return fmt.Errorf("engine: remember event ids: %w", err)
 		}
-		s.keys[b.Gen] = append(s.keys[b.Gen], k)
 	}
 	return nil
 }

@@ -50,7 +50,7 @@ type routing struct {
 	// checkpoint; idKeys, the keys of the records of each generation of
 	// them in the ids topic; idBlobs counts the records written.
 	ids     *engine.IDLog
-	idKeys  map[int64][]string
+	idKeys  engine.IDBlobKeys[string]
 	idBlobs int
 	// apart are the input partitions with checkpoints of the layout that
 	// routed them apart, deleted with the first checkpoint.
@@ -445,7 +445,7 @@ const idsKeyPrefix = "ids/"
 
 // readRouterIDs reads the router's ids topic into an IDLog, and returns
 // the keys of the records of each generation it holds.
-func (j *distJob) readRouterIDs(ctx context.Context) (*engine.IDLog, map[int64][]string, error) {
+func (j *distJob) readRouterIDs(ctx context.Context) (*engine.IDLog, engine.IDBlobKeys[string], error) {
 	live := map[string][]byte{}
 	_, err := kafkaio.ReadRecords(ctx, j.sec.Dialer(), j.opts.Brokers, j.topics.RouterIDs, 0, kafka.FirstOffset, func(m *kafka.Message) error {
 		if len(m.Value) == 0 {
@@ -458,7 +458,7 @@ func (j *distJob) readRouterIDs(ctx context.Context) (*engine.IDLog, map[int64][
 	if err != nil {
 		return nil, nil, fmt.Errorf("the router's event ids in %s: %w", j.topics.RouterIDs, err)
 	}
-	ids, keys := engine.NewIDLog(), map[int64][]string{}
+	ids, keys := engine.NewIDLog(), engine.IDBlobKeys[string]{}
 	for _, k := range slices.Sorted(maps.Keys(live)) {
 		rest, ok := strings.CutPrefix(k, idsKeyPrefix)
 		gen, err := strconv.ParseInt(strings.SplitN(rest, "/", 2)[0], 10, 64)
@@ -478,28 +478,16 @@ func (j *distJob) readRouterIDs(ctx context.Context) (*engine.IDLog, map[int64][
 func (j *distJob) writeRouterIDs(ctx context.Context) error {
 	rt := j.routing
 	blobs, forgotten, rewritten := rt.ids.Take()
-	keys := maps.Clone(rt.idKeys)
-	var recs []kafka.Record
-	drop := func(g int64) {
-		for _, k := range keys[g] {
-			recs = append(recs, kafka.Record{Key: kafka.NewBytes([]byte(k))})
-		}
-		delete(keys, g)
-	}
-	if rewritten {
-		for g := range keys {
-			drop(g)
-		}
-	}
-	for _, g := range forgotten {
-		drop(g)
-	}
-	drop(engine.PreWatermark) // its blobs replace those before
-	for _, b := range blobs {
+	deleted, written, keys := rt.idKeys.Next(blobs, forgotten, rewritten, func(b engine.IDBlob) string {
 		rt.idBlobs++
-		k := fmt.Sprintf("%s%d/%d/%d", idsKeyPrefix, b.Gen, j.generation, rt.idBlobs)
-		keys[b.Gen] = append(keys[b.Gen], k)
-		recs = append(recs, kafka.Record{Key: kafka.NewBytes([]byte(k)), Value: kafka.NewBytes(b.Entries)})
+		return fmt.Sprintf("%s%d/%d/%d", idsKeyPrefix, b.Gen, j.generation, rt.idBlobs)
+	})
+	var recs []kafka.Record
+	for _, k := range deleted {
+		recs = append(recs, kafka.Record{Key: kafka.NewBytes([]byte(k))})
+	}
+	for i, b := range blobs {
+		recs = append(recs, kafka.Record{Key: kafka.NewBytes([]byte(written[i])), Value: kafka.NewBytes(b.Entries)})
 	}
 	err := j.retry(ctx, "the router's event ids", func(ctx context.Context) error {
 		_, err := kafkaio.Produce(ctx, j.client, j.topics.RouterIDs, 0, recs)
