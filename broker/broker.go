@@ -216,6 +216,9 @@ const (
 	// lastOffsetDelta, the first and greatest timestamps, the producer id
 	// and epoch and the base sequence.
 	recordsCountOff = 57
+	// batchHeaderLen is the length of a batch's header, which ends with
+	// the number of records.
+	batchHeaderLen = recordsCountOff + 4
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -224,33 +227,32 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // records, in place, and fixes each batch's CRC. Anything it does not
 // understand is left for the broker to reject.
 func markLogAppendTime(records []byte) {
-	for len(records) >= attrsOff+2 {
-		n := int(int32(binary.BigEndian.Uint32(records[batchLengthOff:]))) + 12
-		if n < attrsOff+2 || n > len(records) || records[magicOff] != 2 {
-			return
-		}
-		batch := records[:n]
+	eachBatch(records, func(batch []byte) {
 		attrs := binary.BigEndian.Uint16(batch[attrsOff:])
 		if attrs&timestampType == 0 {
 			binary.BigEndian.PutUint16(batch[attrsOff:], attrs|timestampType)
 			binary.BigEndian.PutUint32(batch[crcOff:], crc32.Checksum(batch[attrsOff:], castagnoli))
 		}
+	})
+}
+
+// eachBatch calls fn with each v2 batch in records, header and all. It
+// stops at anything it does not understand, which the broker rejects.
+func eachBatch(records []byte, fn func(batch []byte)) {
+	for len(records) >= batchHeaderLen {
+		n := int(int32(binary.BigEndian.Uint32(records[batchLengthOff:]))) + 12
+		if n < batchHeaderLen || n > len(records) || records[magicOff] != 2 {
+			return
+		}
+		fn(records[:n])
 		records = records[n:]
 	}
 }
 
-// countRecords counts the records of the v2 batches in records; it stops
-// at anything it does not understand, which the broker rejects.
+// countRecords counts the records of the v2 batches in records.
 func countRecords(records []byte) int {
 	n := 0
-	for len(records) >= recordsCountOff+4 {
-		size := int(int32(binary.BigEndian.Uint32(records[batchLengthOff:]))) + 12
-		if size < recordsCountOff+4 || size > len(records) || records[magicOff] != 2 {
-			break
-		}
-		n += int(int32(binary.BigEndian.Uint32(records[recordsCountOff:])))
-		records = records[size:]
-	}
+	eachBatch(records, func(batch []byte) { n += int(int32(binary.BigEndian.Uint32(batch[recordsCountOff:]))) })
 	return n
 }
 
