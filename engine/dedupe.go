@@ -27,7 +27,7 @@ import (
 // input (a hung broker holds both) is still recognised.
 //
 // A job that checkpoints keeps each id as it is remembered, under its
-// generation (idKey), in an IDLog, which its checkpoints write out (to the
+// generation, in an IDLog, which its checkpoints write out (to the
 // state store, idBlobs; a distributed job's router, to a topic): a restart
 // knows the ids its checkpoint covers, and a rotation forgets the
 // generation's whole.
@@ -53,9 +53,9 @@ type dedupe struct {
 // watermark (with several partitions, until each has had an event).
 const preWatermark = math.MinInt64
 
-// idPrefix starts the key of a remembered id (idKey), which an IDLog
-// takes, and under which earlier versions stored each id in the state
-// store: the spec id 0xfffe, which no rule or heatmap has, below the timer
+// idPrefix starts the key of a remembered id (appendIDKey), which an
+// IDLog's restore hands out, and under which earlier versions stored each
+// id in the state store: the spec id 0xfffe, which no rule or heatmap has, below the timer
 // entries' 0xffff (docs/format/state.md).
 var idPrefix = []byte{0xff, 0xfe}
 
@@ -181,7 +181,7 @@ func parseIDKey(k []byte) (gen int64, h [2]uint64, ok bool) {
 	return int64(binary.BigEndian.Uint64(k[2:])), [2]uint64{binary.BigEndian.Uint64(k[10:]), binary.BigEndian.Uint64(k[18:])}, true
 }
 
-// idKeyLen is the length of an idKey.
+// idKeyLen is the length of a key appendIDKey makes.
 const idKeyLen = 2 + 8 + 16
 
 // appendBinary appends what a checkpoint keeps of d besides the stored
