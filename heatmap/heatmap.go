@@ -413,10 +413,26 @@ type BinSet struct {
 	// it counts, and only them: each accumulator gave its own highest.
 	hidden int64
 	lo, hi float64
-	// value is the value of the bin of key, when valued.
-	valued bool
-	key    int
-	value  float64
+	// values caches bins' values, which cost an exponential each: the
+	// windows of one event mostly share their quantile's bin, and a
+	// stream's values fall in a few hundred bins.
+	values binValues
+}
+
+// binValues is a direct-mapped cache of bins' values, by key.
+type binValues [256]struct {
+	// key is the bin's key less minIndex, plus one: zero is empty.
+	key   int32
+	value float64
+}
+
+// of returns the value of key's bin.
+func (c *binValues) of(key int) float64 {
+	e := &c[uint(key)%uint(len(c))]
+	if tag := int32(key - minIndex + 1); e.key != tag {
+		e.key, e.value = tag, indexMapping.Value(key)
+	}
+	return e.value
 }
 
 // Reset empties s, keeping its space.
@@ -527,12 +543,7 @@ func (s *BinSet) Quantile(q float64) (v float64, ok bool) {
 		}
 		key = s.pos[int64(len(s.pos))-1-i]
 	}
-	// A bin's value costs an exponential; the windows of one event mostly
-	// share their quantile's bin.
-	if !s.valued || key != s.key {
-		s.valued, s.key, s.value = true, key, indexMapping.Value(key)
-	}
-	return math.Min(math.Max(float64(sign)*s.value, s.lo), s.hi), true
+	return math.Min(math.Max(float64(sign)*s.values.of(key), s.lo), s.hi), true
 }
 
 // keyAtRank is a store's KeyAtRank over its keys, sorted, one per value:
