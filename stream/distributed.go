@@ -945,29 +945,38 @@ func (j *distJob) tick() error {
 	return nil
 }
 
-// checkpoint makes every output and repartition message acknowledged,
+// checkpoint makes every repartition message and output acknowledged,
 // then checkpoints each task held (its changelog first, then its store)
 // and each input partition routed (the routers topic), then commits the
 // offsets to the group for lag tools.
 func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
-	start := j.opts.Now()
-	// The whole checkpoint holds the loop: its changelog writes too.
-	defer func() { j.m.CheckpointPause.Observe(j.opts.Now().Sub(start).Seconds()) }()
-	if err := j.hopWriter.Drain(); err != nil {
-		return err
-	}
-	if err := j.writer.Drain(); err != nil {
-		return err
-	}
-	// The outputs written since the former holders' checkpoints are made
-	// again by the states, once they apply records past their own
-	// checkpoints: the records they apply count, not those the router
-	// route again, which the states skip as applied (EndTracker.settle).
+	return j.jobBase.checkpoint(distCheckpointer{j, ctx, gen}, j.hopWriter, j.writer)
+}
+
+// distCheckpointer is a distributed instance's part in a checkpoint: the
+// store and changelog of each repartition partition it holds, then its
+// router's checkpoint, and the group of its generation.
+type distCheckpointer struct {
+	*distJob
+	ctx context.Context
+	gen *kafka.Generation
+}
+
+// appliedRecords counts the records the states applied, not those the
+// router routes again: the outputs written since the former holders'
+// checkpoints are made again by the states, once they apply records past
+// their own checkpoints, and the states skip as applied those they had
+// (EndTracker.settle).
+func (j *distJob) appliedRecords() int64 {
 	var applied int64
 	for _, t := range j.tasks {
 		applied += t.task.Stats().Records
 	}
-	ends := j.ends.AtCheckpoint(applied)
+	return applied
+}
+
+func (c distCheckpointer) persist(ends []kafkaio.OutputEnd, durable func(commitOffsets func())) error {
+	j, ctx := c.distJob, c.ctx
 	offsets := map[string]map[int]int64{j.opts.Topic: {}, j.topics.Repartition: {}}
 	held := slices.Sorted(maps.Keys(j.tasks))
 	// Each partition's state goes to its store's pending writes, then to
@@ -1068,15 +1077,11 @@ func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 			offsets[j.opts.Topic][int(p)] = o
 		}
 	}
-	if err := gen.CommitOffsets(offsets); err != nil {
-		j.log.Warn("committing offsets to the group, for lag tools; the checkpoint is not affected", "group", j.opts.Group, "err", err)
-	}
-	j.checkpointed(start)
-	j.publishGauges()
-	if now := j.opts.Now(); j.console != nil && now.Sub(j.lastSample) >= consoleSampleEvery {
-		j.lastSample = now
-		j.console.Add(j.sample(now.UnixMilli()))
-	}
+	durable(func() {
+		if err := c.gen.CommitOffsets(offsets); err != nil {
+			j.log.Warn("committing offsets to the group, for lag tools; the checkpoint is not affected", "group", j.opts.Group, "err", err)
+		}
+	})
 	return nil
 }
 

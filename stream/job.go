@@ -123,16 +123,6 @@ func (j *jobBase) serveConsole(health func() error, wholeJob func()) error {
 	return nil
 }
 
-// checkpointed notes that the checkpoint begun at start is durable: its
-// duration, its time, and the console's mark of it.
-func (j *jobBase) checkpointed(start time.Time) {
-	j.m.Checkpoint.Observe(j.opts.Now().Sub(start).Seconds())
-	j.m.LastCheckpoint.Set(float64(j.opts.Now().UnixMilli()) / 1000)
-	if j.console != nil {
-		j.console.Checkpointed(j.opts.Now())
-	}
-}
-
 // startSink makes the sink of the job's outputs to brokers, closed with
 // the job.
 func (j *jobBase) startSink(brokers []string) {

@@ -693,19 +693,26 @@ func (j *liveJob) stop() error {
 	return nil
 }
 
-// checkpoint makes sure every output is acknowledged, then commits state
-// and offsets in one batch: an output is never behind the checkpoint that
-// covers its input. A durable one (the first run's first, the final one)
-// is, and its offsets are the group's, when it returns; the others are
-// committed on another goroutine, and their offsets given to the group
-// once durable.
+// checkpoint checkpoints the job (jobBase.checkpoint). A durable one (the
+// first run's first, the final one) is, and its offsets are the group's,
+// when it returns; the others are committed on another goroutine, and
+// their offsets given to the group once durable.
 func (j *liveJob) checkpoint(durable bool) error {
-	start := j.opts.Now()
-	defer j.paused(start)
-	if err := j.writer.Drain(); err != nil {
-		return err
-	}
-	ends := j.ends.AtCheckpoint(j.e.Stats().Records)
+	return j.jobBase.checkpoint(liveCheckpointer{j, durable}, j.writer)
+}
+
+// liveCheckpointer is the single job's part in a checkpoint: its one store,
+// which holds its journal of the merge's order too. wait makes the loop
+// wait for the commit (a durable checkpoint).
+type liveCheckpointer struct {
+	*liveJob
+	wait bool
+}
+
+func (j *liveJob) appliedRecords() int64 { return j.e.Stats().Records }
+
+func (c liveCheckpointer) persist(ends []kafkaio.OutputEnd, durable func(commitOffsets func())) error {
+	j := c.liveJob
 	m, err := j.loop.Checkpoint()
 	if err != nil {
 		return err
@@ -722,45 +729,34 @@ func (j *liveJob) checkpoint(durable bool) error {
 			"runs", missed-j.journalMissed)
 		j.journalMissed = missed
 	}
-	if durable {
+	offsets := maps.Clone(j.loop.Offsets())
+	commitOffsets := func() {
+		if len(offsets) > 0 { // none before the first record
+			j.member.CommitOrWarn(offsets, j.opts.Group, j.log)
+		}
+	}
+	if c.wait {
 		if err := j.db.Commit(true); err != nil {
 			return err
 		}
-		if offsets := j.loop.Offsets(); len(offsets) > 0 { // none before the first record
-			j.member.CommitOrWarn(offsets, j.opts.Group, j.log)
-		}
-		j.checkpointed(start)
-	} else {
-		committed := maps.Clone(j.loop.Offsets())
-		j.db.CommitAsync(func(err error) {
-			if err != nil {
-				// The first failure is enough to stop the job.
-				select {
-				case j.commitFailed <- err:
-				default:
-				}
-				return
+		durable(commitOffsets)
+		return nil
+	}
+	j.db.CommitAsync(func(err error) {
+		if err != nil {
+			// The first failure is enough to stop the job.
+			select {
+			case j.commitFailed <- err:
+			default:
 			}
-			// Only now that the checkpoint is durable may the group see
-			// the offsets (never ahead of it).
-			j.member.CommitOrWarn(committed, j.opts.Group, j.log)
-			j.checkpointed(start)
-		})
-	}
-	j.m.Update(j.e, j.db)
-	j.m.Lags(j.opts.Topic, j.fetchers, j.e.PartitionWatermark, j.now())
-	if now := j.opts.Now(); j.console != nil && now.Sub(j.lastSample) >= consoleSampleEvery {
-		j.lastSample = now
-		j.console.Add(j.sample(now.UnixMilli()))
-	}
+			return
+		}
+		durable(commitOffsets)
+	})
 	return nil
 }
 
-// paused notes how long the checkpoint begun at start held the loop.
-func (j *liveJob) paused(start time.Time) {
-	end := j.opts.Now()
-	j.m.CheckpointPause.Observe(end.Sub(start).Seconds())
-	if j.opts.checkpointPaused != nil {
-		j.opts.checkpointPaused(start.UnixNano(), end.UnixNano())
-	}
+func (j *liveJob) publishGauges() {
+	j.m.Update(j.e, j.db)
+	j.m.Lags(j.opts.Topic, j.fetchers, j.e.PartitionWatermark, j.now())
 }
