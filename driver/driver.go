@@ -53,7 +53,10 @@ type Options struct {
 	// is started after every step, and its results are taken as they
 	// come; a write that failed ends the loop.
 	Writers []*sink.Writer
-	// Mail brings the steps other goroutines ask of the loop.
+	// Mail brings the steps other goroutines ask of the loop. Its closing
+	// ends the loop, with no error, once the steps sent before are
+	// taken: the end of a replay's input files, each batch of which is a
+	// step.
 	Mail <-chan Mail
 	// Held, if set, reports whether the job holds its input now (the live
 	// job's consumer group), and a channel that is closed when that may
@@ -129,8 +132,8 @@ const (
 	stepTick
 )
 
-// Run runs the loop until ctx ends (then Stop), Finished says so, or a
-// step fails.
+// Run runs the loop until ctx ends (then Stop), Finished says so, Mail is
+// closed, or a step fails.
 func Run(ctx context.Context, opts Options) error {
 	opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
@@ -181,6 +184,7 @@ func Run(ctx context.Context, opts Options) error {
 			f     kafkaio.Fetch
 			wrote error
 			mail  Mail
+			open  bool
 		)
 		select {
 		case <-ctx.Done():
@@ -199,7 +203,10 @@ func Run(ctx context.Context, opts Options) error {
 			step, which = stepWritten, 0
 		case wrote = <-writers[1]:
 			step, which = stepWritten, 1
-		case mail = <-opts.Mail:
+		case mail, open = <-opts.Mail:
+			if !open {
+				return nil
+			}
 			step = stepMail
 		case <-ticked:
 			step = stepTick

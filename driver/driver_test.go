@@ -139,6 +139,23 @@ func TestRunEnds(t *testing.T) {
 	}
 }
 
+// TestRunMailClosed: closing the mail ends the loop with no error, once
+// every step sent before it has run, in order.
+func TestRunMailClosed(t *testing.T) {
+	mail := make(chan Mail, 3)
+	var ran []int
+	for i := range 3 {
+		mail <- func() error { ran = append(ran, i); return nil }
+	}
+	close(mail)
+	if err := Run(context.Background(), Options{Mail: mail}); err != nil {
+		t.Fatalf("mail closed: %v, want no error", err)
+	}
+	if want := []int{0, 1, 2}; !slices.Equal(ran, want) {
+		t.Fatalf("steps %v, want %v", ran, want)
+	}
+}
+
 // TestRunCheckpoints: a checkpoint runs after the step during which its
 // interval passed, never within one, and the tick is told when the next
 // is due.

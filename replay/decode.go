@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/riskstream/riskstream/driver"
 	"github.com/riskstream/riskstream/engine"
 )
 
@@ -21,17 +22,18 @@ type batch struct {
 
 // decodeChunks decodes and keys the lines of every chunk from in on
 // workers goroutines, several chunks at once, then times each batch in
-// input order, hands it to every shard and sends it on merge. It closes
-// merge and the shards' channels when in is drained. Batches are recycled
-// through free.
+// input order, hands it to every shard and sends the loop its merge: a
+// step that calls merge with it. It closes steps and the shards' channels
+// when in is drained. Batches are recycled through free.
 //
 // Decoding is parallel because it is most of the per-record work outside
 // the shards: on one goroutine it would cap replay at what one core
 // decodes. Timing stays sequential: the watermark after each record
 // depends on every record before it.
-func decodeChunks(ctx context.Context, e *engine.Sharded, workers int, in <-chan *chunk, shards []chan *batch, merge chan<- *batch, free chan *batch) {
+func decodeChunks(ctx context.Context, e *engine.Sharded, workers int, in <-chan *chunk, shards []chan *batch,
+	steps chan<- driver.Mail, merge func(*batch) error, free chan *batch) {
 	defer func() {
-		close(merge)
+		close(steps)
 		for _, s := range shards {
 			close(s)
 		}
@@ -71,7 +73,7 @@ func decodeChunks(ctx context.Context, e *engine.Sharded, workers int, in <-chan
 			s <- b
 		}
 		select {
-		case merge <- b:
+		case steps <- func() error { return merge(b) }:
 		case <-ctx.Done():
 			return
 		}

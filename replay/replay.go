@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/riskstream/riskstream/driver"
 	"github.com/riskstream/riskstream/engine"
 	"github.com/riskstream/riskstream/internal/parallel"
 	"github.com/riskstream/riskstream/kafkaconn"
@@ -257,12 +258,14 @@ func Run(ctx context.Context, opts Options) (_ *Summary, err error) {
 	return sum, nil
 }
 
-// replayFiles runs the engine over the input files through a pipeline of
-// goroutines.
+// replayFiles runs the engine over the input files: a pipeline of
+// goroutines reads, decodes and processes them, and the loop (driver.Run)
+// merges each batch's outputs, in the files' order, as a step.
 func replayFiles(ctx context.Context, opts Options, e *engine.Sharded, mem memory.Plan, prog *observe.Progress) error {
 	// Stages: read (and gunzip); decode and key, a goroutine per core;
-	// time, in order; one goroutine per shard; merge, here. The outputs'
-	// order is the files' order of records, whatever the stages' timing.
+	// time, in order; one goroutine per shard; merge, on the loop. The
+	// outputs' order is the files' order of records, whatever the stages'
+	// timing.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// Queues between stages are 2 deep: enough to ride out one stage's
@@ -279,25 +282,14 @@ func replayFiles(ctx context.Context, opts Options, e *engine.Sharded, mem memor
 	// merging 1.
 	maxInFlight := 3*workers + 14
 	chunks, freeChunks := make(chan *chunk, 2), make(chan *chunk, maxInFlight)
-	merge, freeBatches := make(chan *batch, 2), make(chan *batch, maxInFlight)
+	steps, freeBatches := make(chan driver.Mail, 2), make(chan *batch, maxInFlight)
 	shardIn := make([]chan *batch, opts.Shards)
 	var shards sync.WaitGroup
 	for k, s := range e.Shards() {
 		shardIn[k] = make(chan *batch, 2)
 		shards.Go(func() { processShard(s, k, shardIn[k]) })
 	}
-	go readInputs(ctx, opts.Inputs, opts.Stdin, mem.Chunk, chunks, freeChunks)
-	go decodeChunks(ctx, e, workers, chunks, shardIn, merge, freeBatches)
-	defer func() {
-		// On an early return, stop the decoder and let the shards finish
-		// before their stores close.
-		cancel()
-		for range merge {
-		}
-		shards.Wait()
-	}()
-
-	for b := range merge {
+	merge := func(b *batch) error {
 		if b.c.err != nil {
 			return fmt.Errorf("input %s: %w", b.c.file, b.c.err)
 		}
@@ -312,11 +304,22 @@ func replayFiles(ctx context.Context, opts Options, e *engine.Sharded, mem memor
 		default:
 		}
 		prog.Update(e)
-		if err := ctx.Err(); err != nil {
-			return err
-		}
+		return nil
 	}
-	// The decoder stops early, closing merge, only when ctx is done; the
+	go readInputs(ctx, opts.Inputs, opts.Stdin, mem.Chunk, chunks, freeChunks)
+	go decodeChunks(ctx, e, workers, chunks, shardIn, steps, merge, freeBatches)
+	defer func() {
+		// On an early return, stop the decoder and let the shards finish
+		// before their stores close.
+		cancel()
+		for range steps {
+		}
+		shards.Wait()
+	}()
+	if err := driver.Run(ctx, driver.Options{Mail: steps}); err != nil {
+		return err
+	}
+	// The decoder stops early, closing steps, only when ctx is done; the
 	// shards may then still be at work.
 	return ctx.Err()
 }
