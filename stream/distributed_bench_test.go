@@ -23,6 +23,7 @@ import (
 	"github.com/riskstream/riskstream/internal/testbroker"
 	"github.com/riskstream/riskstream/internal/testinput"
 	"github.com/riskstream/riskstream/produce"
+	"github.com/riskstream/riskstream/stream/internal/jobbase"
 )
 
 var (
@@ -66,7 +67,7 @@ func BenchmarkDistributedCatchUp(b *testing.B) {
 		var stops []func()
 		for range max(*distInstances, 1) {
 			stops = append(stops, startJob(b, RunOptions{Config: cfg, Brokers: []string{addr}, Registry: prometheus.NewRegistry(),
-				Distributed: !*distDirect, RepartitionPartitions: *distRepartition, CheckpointInterval: time.Second, hopAll: *distHop}))
+				Distributed: !*distDirect, RepartitionPartitions: *distRepartition, CheckpointInterval: time.Second, Testing: jobbase.Testing{HopAll: *distHop}}))
 		}
 		for deadline := time.Now().Add(10 * time.Minute); int(recordsIn(b, addr, "decisions")) < want; time.Sleep(10 * time.Millisecond) {
 			if time.Now().After(deadline) {

@@ -26,6 +26,7 @@ import (
 	"github.com/riskstream/riskstream/produce"
 	"github.com/riskstream/riskstream/replay"
 	"github.com/riskstream/riskstream/rules"
+	"github.com/riskstream/riskstream/stream/internal/jobbase"
 )
 
 // waitRecords reads a one-partition topic until it holds n records or a
@@ -58,7 +59,7 @@ func testDistributedOneInstance(t *testing.T, want []string, hopAll bool) {
 	reg := prometheus.NewRegistry()
 	metrics := kafkatest.FreeAddr(t)
 	stop := startJob(t, RunOptions{Brokers: []string{addr}, Distributed: true, RepartitionPartitions: 4,
-		CheckpointInterval: 200 * time.Millisecond, Registry: reg, MetricsAddr: metrics, hopAll: hopAll})
+		CheckpointInterval: 200 * time.Millisecond, Registry: reg, MetricsAddr: metrics, Testing: jobbase.Testing{HopAll: hopAll}})
 	waitRecords(t, addr, "decisions", len(want))
 	got := liveDecisions(t, addr) // each says where its event came from
 	slices.Sort(got)

@@ -21,6 +21,7 @@ import (
 	"github.com/riskstream/riskstream/internal/testinput"
 	"github.com/riskstream/riskstream/observe"
 	"github.com/riskstream/riskstream/produce"
+	"github.com/riskstream/riskstream/stream/internal/jobbase"
 	"github.com/segmentio/kafka-go"
 )
 
@@ -130,7 +131,7 @@ func startBrokerProcess(t *testing.T, bin, addr, data string, partitions int) *e
 // TestFaultBrokerHang stops the broker, a process of its own, with SIGSTOP
 // while the job, another, consumes (a broker that hangs: connections open,
 // no answer): /healthz turns 503 once nothing has been answered for
-// stallAfter, and SIGTERM ends the job within stopBound. With the broker
+// stallAfter, and SIGTERM ends the job within jobbase.StopBound. With the broker
 // back, a restart makes every decision of the replay, none with another
 // value.
 func TestFaultBrokerHang(t *testing.T) {
@@ -184,8 +185,8 @@ func TestFaultBrokerHang(t *testing.T) {
 	select {
 	case err := <-exited:
 		t.Logf("stopped %s after SIGTERM, the broker hung: %v", time.Since(asked).Round(time.Millisecond), err)
-	case <-time.After(stopBound + 5*time.Second):
-		t.Fatalf("the job did not stop within %s of SIGTERM, the broker hung:\n%s", stopBound+5*time.Second, logs)
+	case <-time.After(jobbase.StopBound + 5*time.Second):
+		t.Fatalf("the job did not stop within %s of SIGTERM, the broker hung:\n%s", jobbase.StopBound+5*time.Second, logs)
 	}
 	b.Process.Signal(syscall.SIGCONT)
 	first := logs

@@ -15,15 +15,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskstream/riskstream/internal/kafkatest"
 	"github.com/riskstream/riskstream/internal/testbroker"
 	"github.com/riskstream/riskstream/internal/testinput"
 	"github.com/riskstream/riskstream/produce"
-
-	"github.com/cockroachdb/pebble/v2/vfs"
-	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/riskstream/riskstream/state"
+	"github.com/riskstream/riskstream/stream/internal/jobbase"
 )
 
 // faultFS is errorfs over the operating system's filesystem, with recycled
@@ -59,7 +59,7 @@ func startFaultyJob(t *testing.T, addr, stateDir, metrics string, so state.Optio
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, RunOptions{Config: testinput.Rules(t), Brokers: []string{addr}, StateDir: stateDir,
-			CheckpointInterval: 50 * time.Millisecond, MetricsAddr: metrics, state: so})
+			CheckpointInterval: 50 * time.Millisecond, MetricsAddr: metrics, Testing: jobbase.Testing{State: so}})
 	}()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if code, _ := getHealthz(metrics); code == 200 {

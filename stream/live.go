@@ -24,6 +24,8 @@ import (
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/state"
+	"github.com/riskstream/riskstream/stream/distributed"
+	"github.com/riskstream/riskstream/stream/internal/jobbase"
 	"github.com/riskstream/riskstream/watermark"
 	"github.com/riskstream/riskstream/windows/slotstore"
 	"github.com/segmentio/kafka-go"
@@ -36,16 +38,16 @@ import (
 // checkpoint (SIGINT/SIGTERM). A failure of the state store (a full or
 // stalled disk, a corrupt file) ends it at once with one error saying what
 // to do. docs/design.md maps its goroutines and the order of its writes.
-func Run(ctx context.Context, opts RunOptions) (err error) {
+func Run(ctx context.Context, opts jobbase.Options) (err error) {
 	defer func() { err = state.Explain(err, true) }()
 	opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
 		return err
 	}
 	if opts.Distributed {
-		return runDistributed(ctx, opts)
+		return distributed.Run(ctx, opts)
 	}
-	j := &liveJob{jobBase: jobBase{opts: opts, log: opts.Logger}, started: opts.Now()}
+	j := &liveJob{Base: jobbase.Base{Opts: opts, Log: opts.Logger}, started: opts.Now()}
 	defer j.close()
 	for _, stage := range []func(context.Context) error{
 		j.openState, j.startBroker, j.startOutputs, j.restore, j.verifyState, j.checkBrokers, j.skipWritten, j.joinGroup, j.startFetching,
@@ -63,7 +65,7 @@ func Run(ctx context.Context, opts RunOptions) (err error) {
 // the group member and Pebble's commits run on goroutines of their own
 // and reach it only through channels (docs/design.md).
 type liveJob struct {
-	jobBase
+	jobbase.Base
 	db      *state.DB
 	brokers []string
 	e       *engine.Sharded
@@ -102,7 +104,7 @@ type liveJob struct {
 	// asks the next tick to reload it; retiredDeleted counts the stored
 	// states deleted so far of the rules a reload or a restart removed or
 	// changed.
-	watch          *rulesWatch
+	watch          *jobbase.RulesWatch
 	hup            bool
 	retiredDeleted int
 
@@ -114,25 +116,25 @@ type liveJob struct {
 	commitFailed   chan error
 }
 
-// close runs the closers, the last registered first, within closeGrace
+// close runs the closers, the last registered first, within jobbase.CloseGrace
 // of the first: one that does not end by then (a connection or a write to
 // brokers that do not answer, which kafka-go waits for for minutes) is
-// left behind after a second, so that a stop ends within stopBound and
+// left behind after a second, so that a stop ends within jobbase.StopBound and
 // the state is still closed.
 func (j *liveJob) close() {
-	deadline := j.opts.Now().Add(closeGrace)
-	for i := len(j.closers) - 1; i >= 0; i-- {
+	deadline := j.Opts.Now().Add(jobbase.CloseGrace)
+	for i := len(j.Closers) - 1; i >= 0; i-- {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			j.closers[i]()
+			j.Closers[i]()
 		}()
-		wait := time.NewTimer(max(deadline.Sub(j.opts.Now()), time.Second))
+		wait := time.NewTimer(max(deadline.Sub(j.Opts.Now()), time.Second))
 		select {
 		case <-done:
 		case <-wait.C:
-			j.log.Warn("left behind a part of the job that did not end within the stop's grace (brokers that do not answer)",
-				"grace", closeGrace)
+			j.Log.Warn("left behind a part of the job that did not end within the stop's grace (brokers that do not answer)",
+				"grace", jobbase.CloseGrace)
 		}
 		wait.Stop()
 	}
@@ -140,7 +142,7 @@ func (j *liveJob) close() {
 
 // mergeNow is the merge's clock in ms: the time since the job started
 // less the time the loop was away from the fetchers (see away).
-func (j *liveJob) mergeNow() int64 { return (j.opts.Now().Sub(j.started) - j.away).Milliseconds() }
+func (j *liveJob) mergeNow() int64 { return (j.Opts.Now().Sub(j.started) - j.away).Milliseconds() }
 
 // worked counts a step of the loop that took took as away.
 func (j *liveJob) worked(took time.Duration) { j.away += took }
@@ -151,9 +153,9 @@ func (j *liveJob) worked(took time.Duration) { j.away += took }
 func (j *liveJob) noteHeld(held bool) {
 	switch {
 	case !held && j.unheldSince.IsZero():
-		j.unheldSince = j.opts.Now()
+		j.unheldSince = j.Opts.Now()
 	case held && !j.unheldSince.IsZero():
-		j.away += j.opts.Now().Sub(j.unheldSince)
+		j.away += j.Opts.Now().Sub(j.unheldSince)
 		j.unheldSince = time.Time{}
 	}
 }
@@ -162,16 +164,16 @@ func (j *liveJob) noteHeld(held bool) {
 // job on the same state refuses to start instead of corrupting it.
 func (j *liveJob) openState(context.Context) error {
 	var err error
-	if j.sec, err = kafkaconn.New(j.opts.Security); err != nil {
+	if j.Sec, err = kafkaconn.New(j.Opts.Security); err != nil {
 		return err
 	}
-	if j.mem, err = memory.NewPlan(j.opts.MemoryBytes, j.opts.Shards); err != nil {
+	if j.Mem, err = memory.NewPlan(j.Opts.MemoryBytes, j.Opts.Shards); err != nil {
 		return err
 	}
-	so := j.opts.state
-	so.Dir, so.AtomicCheckpoints, so.Logger = filepath.Join(j.opts.StateDir, "state"), true, j.log
+	so := j.Opts.Testing.State
+	so.Dir, so.AtomicCheckpoints, so.Logger = filepath.Join(j.Opts.StateDir, "state"), true, j.Log
 	if so.CacheBytes == 0 {
-		so.CacheBytes = j.mem.PebbleCache
+		so.CacheBytes = j.Mem.PebbleCache
 	}
 	db, err := state.Open(so)
 	if errors.Is(err, state.ErrFailed) {
@@ -181,18 +183,18 @@ func (j *liveJob) openState(context.Context) error {
 		return fmt.Errorf("%w (is another riskstream running on this --state-dir?)", err)
 	}
 	j.db = db
-	j.onClose(func() { db.Close() })
+	j.OnClose(func() { db.Close() })
 	return nil
 }
 
 // startBroker starts the embedded development broker when no brokers are
 // given.
 func (j *liveJob) startBroker(context.Context) error {
-	j.brokers = j.opts.Brokers
+	j.brokers = j.Opts.Brokers
 	if len(j.brokers) > 0 {
 		return nil
 	}
-	o := j.opts
+	o := j.Opts
 	topics := map[string]int32{o.Topic: 4}
 	for _, t := range o.Outputs.Names() {
 		topics[t] = 1
@@ -201,33 +203,33 @@ func (j *liveJob) startBroker(context.Context) error {
 		Addr:    o.EmbeddedAddr,
 		DataDir: filepath.Join(o.StateDir, "broker"),
 		Topics:  topics,
-		Logger:  j.log,
+		Logger:  j.Log,
 	})
 	if err != nil {
 		return fmt.Errorf("embedded broker: %w", err)
 	}
-	j.onClose(b.Close)
+	j.OnClose(b.Close)
 	j.brokers = []string{b.Addr()}
-	j.log.Warn("no --brokers: started an embedded Kafka-compatible broker for development, not for production",
+	j.Log.Warn("no --brokers: started an embedded Kafka-compatible broker for development, not for production",
 		"addr", b.Addr(), "data", filepath.Join(o.StateDir, "broker"))
 	return nil
 }
 
 // startOutputs serves the metrics and builds the sink and the engine.
 func (j *liveJob) startOutputs(context.Context) error {
-	o := j.opts
-	j.m = observe.NewMetrics(o.Registry, o.Config, o.MetricLabelLimit)
+	o := j.Opts
+	j.M = observe.NewMetrics(o.Registry, o.Config, o.MetricLabelLimit)
 	observe.RegisterStateMetrics(o.Registry, j.db)
 	if o.Config.File != "" && (o.WatchRules || o.ReloadRules != nil) {
-		j.watch = newRulesWatch(o.Config)
+		j.watch = jobbase.NewRulesWatch(o.Config)
 	}
 	var err error
-	if err = j.serveConsole(j.health, nil); err != nil {
+	if err = j.ServeConsole(j.health, nil); err != nil {
 		return err
 	}
-	j.startSink(j.brokers)
-	j.ends = kafkaio.NewEndTracker(&kafka.Client{Addr: kafka.TCP(j.brokers...), Transport: j.sec.Transport(), Timeout: 10 * time.Second},
-		o.Outputs.Names(), j.out, j.log)
+	j.StartSink(j.brokers)
+	j.Ends = kafkaio.NewEndTracker(&kafka.Client{Addr: kafka.TCP(j.brokers...), Transport: j.Sec.Transport(), Timeout: 10 * time.Second},
+		o.Outputs.Names(), j.Out, j.Log)
 	// The shards write their state through parts of the one store, so
 	// that a checkpoint of all of them is one atomic batch.
 	parts, err := j.db.Parts(o.Shards)
@@ -239,11 +241,11 @@ func (j *liveJob) startOutputs(context.Context) error {
 		backends[i] = p
 	}
 	j.e, err = engine.NewSharded(engine.Options{
-		Config: o.Config, Output: jobOutput{j.out, j.m, j.console, j.decisionKeys, &j.times}, MemoryBytes: j.mem.State, CacheSlots: o.CacheSlots,
+		Config: o.Config, Output: jobbase.Output{Kafka: j.Out, M: j.M, Live: j.Console, Keys: j.DecisionKeys, Times: &j.times}, MemoryBytes: j.Mem.State, CacheSlots: o.CacheSlots,
 		Checkpoints: true, Parallel: parallel.Do,
 		OnSkewTransition: func(tr watermark.Transition) {
-			observe.LogTransition(j.log, tr)
-			j.m.SourceTransition(tr.Source)
+			observe.LogTransition(j.Log, tr)
+			j.M.SourceTransition(tr.Source)
 		},
 	}, backends)
 	if err != nil {
@@ -257,12 +259,12 @@ func (j *liveJob) startOutputs(context.Context) error {
 				done <- s.Process(b)
 			}
 		}()
-		j.onClose(func() { close(in) })
+		j.OnClose(func() { close(in) })
 	}
 	j.loop, err = job.New(job.Options{
 		Engine: j.e, Topic: o.Topic,
-		PartitionWait: o.PartitionWait.Milliseconds(), BehindWait: behindWait.Milliseconds(),
-		OnWaitTimeout: j.waitTimedOut,
+		PartitionWait: o.PartitionWait.Milliseconds(), BehindWait: jobbase.BehindWait.Milliseconds(),
+		OnWaitTimeout: j.WaitTimedOut,
 		Process:       j.processShards,
 	})
 	return err
@@ -284,21 +286,21 @@ func (j *liveJob) processShards(b *engine.Batch) error {
 // restore loads the last checkpoint, if any: the engine's state, the input
 // offsets, and where the outputs ended.
 func (j *liveJob) restore(context.Context) error {
-	m, ok, err := checkpoint.Read(j.db, checkpoint.SingleInputsBeforeManifest(j.opts.Topic))
+	m, ok, err := checkpoint.Read(j.db, checkpoint.SingleInputsBeforeManifest(j.Opts.Topic))
 	if err != nil || !ok {
 		return err
 	}
 	j.restored = true
 	if err := j.loop.Restore(&m); err != nil {
-		return fmt.Errorf("state in %s: %w (give each input its own --state-dir)", j.opts.StateDir, err)
+		return fmt.Errorf("state in %s: %w (give each input its own --state-dir)", j.Opts.StateDir, err)
 	}
 	if d := j.e.Restored(); d.Changed() {
-		if err := refuseDropped(d, j.opts); err != nil {
+		if err := refuseDropped(d, j.Opts); err != nil {
 			return err
 		}
-		logDiff(j.log, "rules changed since the checkpoint", d, "file", j.opts.Config.File)
+		jobbase.LogDiff(j.Log, "rules changed since the checkpoint", d, "file", j.Opts.Config.File)
 	}
-	j.log.Info("resuming from checkpoint", "offsets", j.loop.Offsets(), "watermark", j.e.Watermark())
+	j.Log.Info("resuming from checkpoint", "offsets", j.loop.Offsets(), "watermark", j.e.Watermark())
 	j.checkpointEnds = kafkaio.EndsOf(m.Outputs)
 	return nil
 }
@@ -309,28 +311,14 @@ func (j *liveJob) restore(context.Context) error {
 // pointed at the wrong rules file is more often a mistake than a change
 // (Flink refuses such a savepoint without --allowNonRestoredState). A
 // reload is a deliberate act, and drops them.
-func refuseDropped(d rules.Diff, o RunOptions) error {
-	dropped := droppedState(d)
+func refuseDropped(d rules.Diff, o jobbase.Options) error {
+	dropped := jobbase.DroppedState(d)
 	if len(dropped) == 0 || o.AllowDroppedState {
 		return nil
 	}
 	return fmt.Errorf("the state in %s was written with rules that %s removes or changes: %s; "+
 		"their state would be deleted. Start with the rules file the state was written with to keep it, "+
 		"or add --allow-dropped-state to delete it", o.StateDir, o.Config.File, strings.Join(dropped, ", "))
-}
-
-// droppedState names the rules and heatmaps whose state a change of
-// rules d deletes: those it removes, then those it changes.
-func droppedState(d rules.Diff) []string {
-	_, restarted, removed, _ := d.Groups()
-	var dropped []string
-	for _, id := range removed {
-		dropped = append(dropped, id.String()+" (removed)")
-	}
-	for _, id := range restarted {
-		dropped = append(dropped, id.String()+" (changed)")
-	}
-	return dropped
 }
 
 // health is what /healthz reports: the state store's health, then
@@ -340,7 +328,7 @@ func (j *liveJob) health() error {
 	if err := j.db.Health(); err != nil {
 		return err
 	}
-	return j.m.Ready.Stalled(j.opts.Now())
+	return j.M.Ready.Stalled(j.Opts.Now())
 }
 
 // verifyState checks the checksums of every table of the state on a
@@ -353,29 +341,29 @@ func (j *liveJob) verifyState(context.Context) error {
 		Help: "Tables of the state whose checksums were verified since the job started."})
 	verified := prometheus.NewGauge(prometheus.GaugeOpts{Name: "riskstream_state_verified",
 		Help: "1 once the checksums of every table the state had at start are verified, else 0."})
-	j.opts.Registry.MustRegister(checked, verified)
-	start := j.opts.Now()
+	j.Opts.Registry.MustRegister(checked, verified)
+	start := j.Opts.Now()
 	ctx, cancel := context.WithCancel(context.Background())
 	var verifying sync.WaitGroup
-	j.m.Ready.Verifying()
+	j.M.Ready.Verifying()
 	verifying.Go(func() {
 		err := j.db.Verify(ctx, func(n, tables int) {
 			checked.Inc()
-			j.m.Ready.Verified(n, tables)
+			j.M.Ready.Verified(n, tables)
 		})
 		switch {
 		case err == nil:
-			j.m.Ready.Verified(0, 0)
+			j.M.Ready.Verified(0, 0)
 			verified.Set(1)
-			j.log.Info("verified the checksums of the state's tables", "took", j.opts.Now().Sub(start).Round(time.Millisecond))
+			j.Log.Info("verified the checksums of the state's tables", "took", j.Opts.Now().Sub(start).Round(time.Millisecond))
 		case ctx.Err() == nil && !errors.Is(err, state.ErrFailed):
 			// Not a corrupt table (which fails the store, and the job with
 			// it): the tables stay unverified, and the job not ready.
-			j.log.Warn("could not verify the state's tables", "err", err)
+			j.Log.Warn("could not verify the state's tables", "err", err)
 		}
 	})
-	j.onClose(verifying.Wait)
-	j.onClose(cancel)
+	j.OnClose(verifying.Wait)
+	j.OnClose(cancel)
 	return nil
 }
 
@@ -383,12 +371,12 @@ func (j *liveJob) verifyState(context.Context) error {
 // ends, which the sink does not write again, once the output topics are
 // known to exist.
 func (j *liveJob) skipWritten(ctx context.Context) error {
-	if err := kafkaio.CheckOutputTopics(ctx, j.ends.Client(), j.opts.Outputs); err != nil {
+	if err := kafkaio.CheckOutputTopics(ctx, j.Ends.Client(), j.Opts.Outputs); err != nil {
 		return err
 	}
-	n, err := j.ends.Restore(ctx, j.brokers, j.sec, [][]kafkaio.OutputEnd{j.checkpointEnds})
+	n, err := j.Ends.Restore(ctx, j.brokers, j.Sec, [][]kafkaio.OutputEnd{j.checkpointEnds})
 	if n > 0 {
-		j.log.Info("outputs written after the checkpoint are not written again", "messages", n)
+		j.Log.Info("outputs written after the checkpoint are not written again", "messages", n)
 	}
 	return err
 }
@@ -398,8 +386,8 @@ func (j *liveJob) skipWritten(ctx context.Context) error {
 // mismatch fails here, saying so, rather than as an EOF from whichever
 // client connects first. The state, local, is read first.
 func (j *liveJob) checkBrokers(ctx context.Context) error {
-	if err := j.sec.Check(ctx, j.brokers); err != nil {
-		return fmt.Errorf("stream: brokers %v (%v): %w", j.brokers, j.sec, err)
+	if err := j.Sec.Check(ctx, j.brokers); err != nil {
+		return fmt.Errorf("stream: brokers %v (%v): %w", j.brokers, j.Sec, err)
 	}
 	return nil
 }
@@ -411,23 +399,23 @@ func (j *liveJob) joinGroup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	j.member, err = kafkaio.JoinGroup(ctx, j.brokers, j.sec, j.opts.Group, j.opts.Topic, instance, j.log, j.opts.Now)
+	j.member, err = kafkaio.JoinGroup(ctx, j.brokers, j.Sec, j.Opts.Group, j.Opts.Topic, instance, j.Log, j.Opts.Now)
 	if err != nil {
 		return err
 	}
-	j.onClose(j.member.Close)
+	j.OnClose(j.member.Close)
 	keepCtx, stopKeeping := context.WithCancel(context.Background())
 	var keeping sync.WaitGroup
 	keeping.Go(func() { j.member.Keep(keepCtx) })
-	j.onClose(keeping.Wait)
-	j.onClose(stopKeeping)
+	j.OnClose(keeping.Wait)
+	j.OnClose(stopKeeping)
 	return nil
 }
 
 // startFetching starts a fetcher for every partition of the input topic
 // and the output writer.
 func (j *liveJob) startFetching(ctx context.Context) error {
-	partitions, err := kafkaio.ReadPartitions(ctx, j.sec.Dialer(), j.brokers[0], j.opts.Topic)
+	partitions, err := kafkaio.ReadPartitions(ctx, j.Sec.Dialer(), j.brokers[0], j.Opts.Topic)
 	if err != nil {
 		return err
 	}
@@ -438,41 +426,41 @@ func (j *liveJob) startFetching(ctx context.Context) error {
 			return err
 		}
 		if n > 0 {
-			j.log.Info("taking the records past the checkpoint in the order the run before took them, which waits that ran out had decided", "runs", n)
+			j.Log.Info("taking the records past the checkpoint in the order the run before took them, which waits that ran out had decided", "runs", n)
 		}
 	}
 	j.fetched = make(chan kafkaio.Fetch, 16)
 	j.readCtx, j.stopReading = context.WithCancel(ctx)
-	j.onClose(j.reading.Wait)
-	j.onClose(j.stopReading)
+	j.OnClose(j.reading.Wait)
+	j.OnClose(j.stopReading)
 	j.addFetchers(partitions)
-	j.m.Ready.Consuming(observe.FetchSources(j.fetchers)...)
-	if j.opts.Ready != nil {
-		j.opts.Ready(j.brokers)
+	j.M.Ready.Consuming(observe.FetchSources(j.Fetchers)...)
+	if j.Opts.Ready != nil {
+		j.Opts.Ready(j.brokers)
 	}
-	args := []any{"topic", j.opts.Topic, "partitions", len(partitions), "brokers", j.brokers, "partition_wait", j.opts.PartitionWait}
-	if j.m.URL != "" {
-		args = append(args, "console", j.m.URL+"/", "metrics", j.m.URL+"/metrics")
+	args := []any{"topic", j.Opts.Topic, "partitions", len(partitions), "brokers", j.brokers, "partition_wait", j.Opts.PartitionWait}
+	if j.M.URL != "" {
+		args = append(args, "console", j.M.URL+"/", "metrics", j.M.URL+"/metrics")
 	}
-	j.log.Info("consuming", args...)
+	j.Log.Info("consuming", args...)
 
 	// Outputs are written by their own goroutine, in order, while the loop
 	// goes on: a decision leaves as soon as it exists, and what is made
 	// while a write is in flight goes out together in the next one.
-	j.writer = sink.NewWriter(j.out, sink.WriterOptions{Latency: j.m.Latency, JobLatency: j.m.JobLatency,
-		Stages: j.m.DecisionStages, Timed: j.opts.decisionTimed, Writing: &j.m.Ready.Writing, Log: j.log, Now: j.opts.Now})
-	j.onClose(j.writer.Close)
+	j.Writer = sink.NewWriter(j.Out, sink.WriterOptions{Latency: j.M.Latency, JobLatency: j.M.JobLatency,
+		Stages: j.M.DecisionStages, Timed: j.Opts.Testing.DecisionTimed, Writing: &j.M.Ready.Writing, Log: j.Log, Now: j.Opts.Now})
+	j.OnClose(j.Writer.Close)
 	// A stop waits for the outputs a while, then gives up on them: the job
 	// ends with an error and no checkpoint covers them, so the next run
 	// makes them again.
-	stopWaiting := context.AfterFunc(ctx, func() { time.AfterFunc(stopOutputGrace, j.writer.StopRetrying) })
-	j.onClose(func() { stopWaiting() })
+	stopWaiting := context.AfterFunc(ctx, func() { time.AfterFunc(jobbase.StopOutputGrace, j.Writer.StopRetrying) })
+	j.OnClose(func() { stopWaiting() })
 	// A checkpoint is committed and synced on another goroutine (the loop
 	// goes on meanwhile), and only then are its offsets given to the
 	// group. Wait for the commit in flight before leaving, while the group
 	// member is still open.
 	j.commitFailed = make(chan error, 1)
-	j.onClose(func() { j.db.Wait() })
+	j.OnClose(func() { j.db.Wait() })
 	return nil
 }
 
@@ -480,15 +468,15 @@ func (j *liveJob) startFetching(ctx context.Context) error {
 // checkpointed offset or the beginning. It runs at start and then
 // periodically, so partitions added to the topic are picked up.
 func (j *liveJob) addFetchers(partitions []int) {
-	now := j.now()
+	now := j.NowMilli()
 	for _, p := range partitions {
 		start, added := j.loop.AddPartition(int32(p), now)
 		if !added {
 			continue
 		}
-		f := kafkaio.NewFetcher(j.brokers, j.sec.Dialer(), j.opts.Topic, p, start, -1, j.fetched, j.log, j.opts.Now)
-		j.fetchers = append(j.fetchers, f)
-		j.m.Ready.Track(f)
+		f := kafkaio.NewFetcher(j.brokers, j.Sec.Dialer(), j.Opts.Topic, p, start, -1, j.fetched, j.Log, j.Opts.Now)
+		j.Fetchers = append(j.Fetchers, f)
+		j.M.Ready.Track(f)
 		j.reading.Go(func() { f.Run(j.readCtx) })
 	}
 }
@@ -511,7 +499,7 @@ func (j *liveJob) run(ctx context.Context) error {
 	go j.forwardFailure(hear, mail)
 	// A reload is done at the next tick, which comes only while the group
 	// is held.
-	go forwardReloads(hear, j.opts.ReloadRules, mail, func() error { j.hup = true; return nil })
+	go jobbase.ForwardReloads(hear, j.Opts.ReloadRules, mail, func() error { j.hup = true; return nil })
 	go j.discover(hear, mail)
 	return driver.Run(ctx, driver.Options{
 		// While the group is not held (between two of its generations),
@@ -525,17 +513,17 @@ func (j *liveJob) run(ctx context.Context) error {
 			j.noteHeld(held)
 			return held, changed
 		},
-		Writers: []*sink.Writer{j.writer},
+		Writers: []*sink.Writer{j.Writer},
 		Mail:    mail,
 		// Processing time moves idle partitions' watermarks and fires
 		// windows even when no record arrives, and ends the merge's waits.
-		TickInterval:       tickInterval,
+		TickInterval:       jobbase.TickInterval,
 		Tick:               j.tick,
-		CheckpointInterval: j.opts.CheckpointInterval,
+		CheckpointInterval: j.Opts.CheckpointInterval,
 		Checkpoint:         func() error { return j.checkpoint(false) },
 		Stop:               j.stop,
 		Worked:             j.worked,
-		Now:                j.opts.Now,
+		Now:                j.Opts.Now,
 	})
 }
 
@@ -580,7 +568,7 @@ func (j *liveJob) process() error {
 			more = false
 		}
 	}
-	popped := j.opts.Now()
+	popped := j.Opts.Now()
 	n, runs := j.loop.Take(j.mergeNow())
 	if n == 0 {
 		return nil
@@ -592,12 +580,12 @@ func (j *liveJob) process() error {
 	poppedNS, made := popped.UnixNano(), int64(0)
 	return j.loop.Run(popped.UnixMilli(), func(ref, arrived int64) {
 		if made == 0 { // the shards are done: the outputs are merged
-			made = j.opts.Now().UnixNano()
+			made = j.Opts.Now().UnixNano()
 		}
 		// A decision's latency is measured from its record's timestamp;
 		// what the records before made goes out at once.
 		j.times = sink.DecisionTimes{Ref: ref, Arrived: arrived, Popped: poppedNS, Made: made}
-		j.writer.Start()
+		j.Writer.Start()
 	})
 }
 
@@ -615,35 +603,35 @@ func (j *liveJob) tick(nextCheckpoint time.Time) error {
 		if err := j.reloadRules("SIGHUP", true); err != nil {
 			return err
 		}
-	case j.opts.WatchRules && j.watch.changed(j.opts.Now()):
+	case j.Opts.WatchRules && j.watch.Changed(j.Opts.Now()):
 		if err := j.reloadRules("file changed", false); err != nil {
 			return err
 		}
 	}
-	if err := j.loop.Tick(j.now()); err != nil {
+	if err := j.loop.Tick(j.NowMilli()); err != nil {
 		return err
 	}
-	deleted, left, err := j.e.DeleteRetired(retiredPerTick)
+	deleted, left, err := j.e.DeleteRetired(jobbase.RetiredPerTick)
 	if err != nil {
 		return err
 	}
 	j.retiredDeleted += deleted
 	if left == 0 && j.retiredDeleted > 0 {
-		j.log.Info("deleted the stored state of the rules a reload or a restart removed or changed", "states", j.retiredDeleted)
+		j.Log.Info("deleted the stored state of the rules a reload or a restart removed or changed", "states", j.retiredDeleted)
 		j.retiredDeleted = 0
 	}
 	// Spread the next checkpoint's writes over the interval: it pauses
 	// the loop for what is left.
-	ticksLeft := max(1, int(nextCheckpoint.Sub(j.opts.Now())/tickInterval))
-	return j.e.WriteBack(max(writeBackPerTick, (j.e.Changed()+ticksLeft-1)/ticksLeft))
+	ticksLeft := max(1, int(nextCheckpoint.Sub(j.Opts.Now())/jobbase.TickInterval))
+	return j.e.WriteBack(max(jobbase.WriteBackPerTick, (j.e.Changed()+ticksLeft-1)/ticksLeft))
 }
 
 // discover lists the input topic's partitions every
-// RunOptions.PartitionDiscovery, off the loop (a broker that does not
+// jobbase.Options.PartitionDiscovery, off the loop (a broker that does not
 // answer must not hold the records of the others, or a stop), until ctx
 // ends, and has the loop start fetching those added.
 func (j *liveJob) discover(ctx context.Context, mail chan<- driver.Mail) {
-	every := time.NewTicker(j.opts.PartitionDiscovery)
+	every := time.NewTicker(j.Opts.PartitionDiscovery)
 	defer every.Stop()
 	for {
 		select {
@@ -651,17 +639,17 @@ func (j *liveJob) discover(ctx context.Context, mail chan<- driver.Mail) {
 			return
 		case <-every.C:
 		}
-		ps, err := kafkaio.ReadPartitions(ctx, j.sec.Dialer(), j.brokers[0], j.opts.Topic)
+		ps, err := kafkaio.ReadPartitions(ctx, j.Sec.Dialer(), j.brokers[0], j.Opts.Topic)
 		if err != nil {
 			if ctx.Err() == nil {
-				j.log.Warn("listing partitions", "topic", j.opts.Topic, "err", err)
+				j.Log.Warn("listing partitions", "topic", j.Opts.Topic, "err", err)
 			}
 			continue
 		}
 		found := func() error {
-			n := len(j.fetchers)
-			if j.addFetchers(ps); len(j.fetchers) > n {
-				j.log.Info("reading new partitions", "topic", j.opts.Topic, "partitions", len(j.fetchers))
+			n := len(j.Fetchers)
+			if j.addFetchers(ps); len(j.Fetchers) > n {
+				j.Log.Info("reading new partitions", "topic", j.Opts.Topic, "partitions", len(j.Fetchers))
 			}
 			return nil
 		}
@@ -678,7 +666,7 @@ func (j *liveJob) discover(ctx context.Context, mail chan<- driver.Mail) {
 // clean stop loses and repeats nothing. What the merge still holds back is
 // fetched again by the next run.
 func (j *liveJob) stop() error {
-	j.m.Ready.Stop()
+	j.M.Ready.Stop()
 	j.stopReading()
 	// process takes in what the fetchers had sent.
 	if held, _ := j.member.Held(); held {
@@ -689,16 +677,16 @@ func (j *liveJob) stop() error {
 	if err := j.checkpoint(true); err != nil {
 		return err
 	}
-	j.log.Info("stopped after a final checkpoint", "offsets", j.loop.Offsets())
+	j.Log.Info("stopped after a final checkpoint", "offsets", j.loop.Offsets())
 	return nil
 }
 
-// checkpoint checkpoints the job (jobBase.checkpoint). A durable one (the
+// checkpoint checkpoints the job (jobbase.Base.checkpoint). A durable one (the
 // first run's first, the final one) is, and its offsets are the group's,
 // when it returns; the others are committed on another goroutine, and
 // their offsets given to the group once durable.
 func (j *liveJob) checkpoint(durable bool) error {
-	return j.jobBase.checkpoint(liveCheckpointer{j, durable}, j.writer)
+	return j.Base.Checkpoint(liveCheckpointer{j, durable}, j.Writer)
 }
 
 // liveCheckpointer is the single job's part in a checkpoint: its one store,
@@ -709,9 +697,9 @@ type liveCheckpointer struct {
 	wait bool
 }
 
-func (j *liveJob) appliedRecords() int64 { return j.e.Stats().Records }
+func (j *liveJob) AppliedRecords() int64 { return j.e.Stats().Records }
 
-func (c liveCheckpointer) persist(ends []kafkaio.OutputEnd, durable func(commitOffsets func())) error {
+func (c liveCheckpointer) Persist(ends []kafkaio.OutputEnd, durable func(commitOffsets func())) error {
 	j := c.liveJob
 	m, err := j.loop.Checkpoint()
 	if err != nil {
@@ -725,14 +713,14 @@ func (c liveCheckpointer) persist(ends []kafkaio.OutputEnd, durable func(commitO
 		return err
 	}
 	if missed := j.loop.Missed(); missed > j.journalMissed {
-		j.log.Warn("the records past the checkpoint were not all taken in the order the run before took them: records it read are gone or changed; an output made again with another value is not written (riskstream_output_duplicates_changed_total)",
+		j.Log.Warn("the records past the checkpoint were not all taken in the order the run before took them: records it read are gone or changed; an output made again with another value is not written (riskstream_output_duplicates_changed_total)",
 			"runs", missed-j.journalMissed)
 		j.journalMissed = missed
 	}
 	offsets := maps.Clone(j.loop.Offsets())
 	commitOffsets := func() {
 		if len(offsets) > 0 { // none before the first record
-			j.member.CommitOrWarn(offsets, j.opts.Group, j.log)
+			j.member.CommitOrWarn(offsets, j.Opts.Group, j.Log)
 		}
 	}
 	if c.wait {
@@ -756,7 +744,7 @@ func (c liveCheckpointer) persist(ends []kafkaio.OutputEnd, durable func(commitO
 	return nil
 }
 
-func (j *liveJob) publishGauges() {
-	j.m.Update(j.e, j.db)
-	j.m.Lags(j.opts.Topic, j.fetchers, j.e.PartitionWatermark, j.now())
+func (j *liveJob) PublishGauges() {
+	j.M.Update(j.e, j.db)
+	j.M.Lags(j.Opts.Topic, j.Fetchers, j.e.PartitionWatermark, j.NowMilli())
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/riskstream/riskstream/internal/testbroker"
 	"github.com/riskstream/riskstream/produce"
 	"github.com/riskstream/riskstream/sink"
+	"github.com/riskstream/riskstream/stream/internal/jobbase"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -102,16 +103,17 @@ func BenchmarkLive(b *testing.B) {
 		labelled("job", func() {
 			stop = startJob(b, RunOptions{Brokers: []string{addr}, Registry: reg,
 				PartitionWait: wait, CheckpointInterval: *liveCheckpoint, Shards: *liveShards,
-				decisionTimed: func(t sink.DecisionTimes, written, acked int64) {
-					jobMu.Lock()
-					timed = append(timed, timedDecision{t, written, acked})
-					jobMu.Unlock()
-				},
-				checkpointPaused: func(from, to int64) {
-					jobMu.Lock()
-					ckptPause = append(ckptPause, interval{from, to})
-					jobMu.Unlock()
-				}})
+				Testing: jobbase.Testing{
+					DecisionTimed: func(t sink.DecisionTimes, written, acked int64) {
+						jobMu.Lock()
+						timed = append(timed, timedDecision{t, written, acked})
+						jobMu.Unlock()
+					},
+					CheckpointPaused: func(from, to int64) {
+						jobMu.Lock()
+						ckptPause = append(ckptPause, interval{from, to})
+						jobMu.Unlock()
+					}}})
 		})
 		arrivalsSoFar.Store(0)
 		seen := make(chan []arrival, 1)
@@ -254,7 +256,7 @@ func produceByRequest(addr, topic string, input []byte, rate float64, linger tim
 	return produce.Stats{Records: sent.Load(), Elapsed: time.Since(start)}, nil
 }
 
-// timedDecision is a decision's times in the job (RunOptions.decisionTimed).
+// timedDecision is a decision's times in the job (RunOptions.Testing.DecisionTimed).
 type timedDecision struct {
 	sink.DecisionTimes
 	written, acked int64

@@ -18,6 +18,7 @@ import (
 	"github.com/riskstream/riskstream/internal/testinput"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/state"
+	"github.com/riskstream/riskstream/stream/internal/jobbase"
 )
 
 // editedRules is the bundled rules file after an edit: pay-burst
@@ -273,11 +274,11 @@ func TestRulesWatchSeesEditsBeforeStart(t *testing.T) {
 	if err := os.WriteFile(path, edited, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	w := newRulesWatch(cfg)
-	if !w.changed(time.Now()) {
+	w := jobbase.NewRulesWatch(cfg)
+	if !w.Changed(time.Now()) {
 		t.Fatal("the watch's first look finds nothing to read")
 	}
-	if data, changed, err := w.reread(false); err != nil || !changed || !bytes.Equal(data, edited) {
+	if data, changed, err := w.Reread(false); err != nil || !changed || !bytes.Equal(data, edited) {
 		t.Fatalf("the edit is taken for the rules parsed (changed %v, err %v)", changed, err)
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/riskstream/riskstream/produce"
 	"github.com/riskstream/riskstream/replay"
 	"github.com/riskstream/riskstream/sink"
+	"github.com/riskstream/riskstream/stream/internal/jobbase"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
@@ -502,7 +503,7 @@ func writeInput(t testing.TB, addr string, msgs ...kafka.Message) {
 // the group went, and taken in once it is back, still goes first.
 func TestMergeClockAway(t *testing.T) {
 	now := time.UnixMilli(1_000_000)
-	j := &liveJob{jobBase: jobBase{opts: RunOptions{Now: func() time.Time { return now }}}, started: now}
+	j := &liveJob{Base: jobbase.Base{Opts: RunOptions{Now: func() time.Time { return now }}}, started: now}
 	merge, err := order.New(order.Options[int64]{Timestamp: func(ts *int64) int64 { return *ts }, Wait: 100})
 	if err != nil {
 		t.Fatal(err)

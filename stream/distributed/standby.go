@@ -1,4 +1,4 @@
-package stream
+package distributed
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 // assignment, as the coordinator describes it, gives every member's
 // partitions.
 func (j *distJob) standbyPartitions(ctx context.Context, gen *kafka.Generation) ([]int, error) {
-	resp, err := j.client.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{j.opts.Group}})
+	resp, err := j.client.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{j.Opts.Group}})
 	if err != nil {
 		return nil, err
 	}
@@ -31,7 +31,7 @@ func (j *distJob) standbyPartitions(ctx context.Context, gen *kafka.Generation) 
 		return nil, nil // the group moved on
 	}
 	var out []int
-	for _, k := range changelog.StandbysOf(assigned, gen.MemberID, j.opts.StandbyReplicas) {
+	for _, k := range changelog.StandbysOf(assigned, gen.MemberID, j.Opts.StandbyReplicas) {
 		if _, held := j.tasks[k]; !held {
 			out = append(out, k)
 		}

@@ -1,4 +1,4 @@
-package stream
+package jobbase
 
 import (
 	"errors"
@@ -19,7 +19,7 @@ import (
 	"github.com/segmentio/kafka-go"
 )
 
-// stepsCheckpointer is a checkpointer that notes the steps jobBase.checkpoint
+// stepsCheckpointer is a Checkpointer that notes the steps Base.Checkpoint
 // asks of it, and what the job's outputs were at each.
 type stepsCheckpointer struct {
 	out   *sink.Kafka
@@ -32,7 +32,7 @@ type stepsCheckpointer struct {
 	later     func()
 }
 
-func (c *stepsCheckpointer) appliedRecords() int64 {
+func (c *stepsCheckpointer) AppliedRecords() int64 {
 	if c.out.Pending() > 0 {
 		c.steps = append(c.steps, "ends noted before the outputs were drained")
 	}
@@ -40,7 +40,7 @@ func (c *stepsCheckpointer) appliedRecords() int64 {
 	return 0
 }
 
-func (c *stepsCheckpointer) persist(ends []kafkaio.OutputEnd, durable func(commitOffsets func())) error {
+func (c *stepsCheckpointer) Persist(ends []kafkaio.OutputEnd, durable func(commitOffsets func())) error {
 	c.steps, c.ends = append(c.steps, "persist"), ends
 	commit := func() { c.steps = append(c.steps, "offsets") }
 	switch c.persisted {
@@ -54,14 +54,14 @@ func (c *stepsCheckpointer) persist(ends []kafkaio.OutputEnd, durable func(commi
 	return nil
 }
 
-func (c *stepsCheckpointer) publishGauges() { c.steps = append(c.steps, "gauges") }
+func (c *stepsCheckpointer) PublishGauges() { c.steps = append(c.steps, "gauges") }
 
-func (c *stepsCheckpointer) sample(int64) console.Sample {
+func (c *stepsCheckpointer) Sample(int64) console.Sample {
 	c.steps = append(c.steps, "sample")
 	return console.Sample{}
 }
 
-// TestCheckpointSteps: a checkpoint takes docs/design.md's steps in their
+// TestCheckpointSteps: a checkpoint (Base.Checkpoint) takes docs/design.md's steps in their
 // order, for whatever a job writes: the outputs are acknowledged before
 // their ends are noted, and the ends persisted cover them; the input
 // offsets go to the group, and the checkpoint counts as taken, only once
@@ -76,20 +76,20 @@ func TestCheckpointSteps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := RunOptions{Brokers: []string{addr}, Config: cfg}
+	opts := Options{Brokers: []string{addr}, Config: cfg}
 	opts.EnsureDefaults()
 	now := time.UnixMilli(1_000_000)
 	opts.Now = func() time.Time { return now }
-	j := &jobBase{opts: opts, log: slog.New(slog.DiscardHandler),
-		m: observe.NewMetrics(prometheus.NewRegistry(), cfg, 100)}
-	j.startSink(opts.Brokers)
-	defer j.out.Close()
-	j.writer = sink.NewWriter(j.out, sink.WriterOptions{Now: opts.Now})
-	j.ends = kafkaio.NewEndTracker(&kafka.Client{Addr: kafka.TCP(addr), Timeout: 10 * time.Second},
-		opts.Outputs.Names(), j.out, j.log)
+	j := &Base{Opts: opts, Log: slog.New(slog.DiscardHandler),
+		M: observe.NewMetrics(prometheus.NewRegistry(), cfg, 100)}
+	j.StartSink(opts.Brokers)
+	defer j.Out.Close()
+	j.Writer = sink.NewWriter(j.Out, sink.WriterOptions{Now: opts.Now})
+	j.Ends = kafkaio.NewEndTracker(&kafka.Client{Addr: kafka.TCP(addr), Timeout: 10 * time.Second},
+		opts.Outputs.Names(), j.Out, j.Log)
 	lastCheckpoint := func() float64 {
 		var m dto.Metric
-		if err := j.m.LastCheckpoint.Write(&m); err != nil {
+		if err := j.M.LastCheckpoint.Write(&m); err != nil {
 			t.Fatal(err)
 		}
 		return m.GetGauge().GetValue()
@@ -109,10 +109,10 @@ func TestCheckpointSteps(t *testing.T) {
 		now = now.Add(time.Second)
 		// Two outputs made since the last checkpoint, not yet written.
 		for range 2 {
-			j.out.DLQ([]byte(`{}`), "test", &event.Provenance{})
+			j.Out.DLQ([]byte(`{}`), "test", &event.Provenance{})
 		}
-		cp := &stepsCheckpointer{out: j.out, persisted: c.persisted}
-		err := j.checkpoint(cp, j.writer)
+		cp := &stepsCheckpointer{out: j.Out, persisted: c.persisted}
+		err := j.Checkpoint(cp, j.Writer)
 		if (err != nil) != c.err {
 			t.Fatalf("%s: checkpoint: %v", c.persisted, err)
 		}

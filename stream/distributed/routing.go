@@ -1,4 +1,4 @@
-package stream
+package distributed
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/riskstream/riskstream/engine"
 	"github.com/riskstream/riskstream/job"
 	"github.com/riskstream/riskstream/kafkaio"
+	"github.com/riskstream/riskstream/stream/internal/jobbase"
 	"github.com/riskstream/riskstream/watermark"
 	"github.com/segmentio/kafka-go"
 )
@@ -38,7 +39,7 @@ type routing struct {
 	switches *job.Switches
 	// started and away make the merge's clock, which counts only the
 	// time the loop waits for something to do (the single job's, see
-	// liveJob.mergeNow).
+	// stream's liveJob.mergeNow).
 	started time.Time
 	away    time.Duration
 	// markWM and markAt are the last mark's watermark and when it was
@@ -130,14 +131,14 @@ type routersTopic struct {
 // last record counts, and an empty one deletes it.
 func (j *distJob) readRoutersTopic(ctx context.Context) (*routersTopic, error) {
 	rt := &routersTopic{apart: map[int32]checkpoint.Router{}, journal: map[uint64][]byte{}}
-	_, err := kafkaio.ReadRecords(ctx, j.sec.Dialer(), j.opts.Brokers, j.topics.Routers, 0, kafka.FirstOffset, func(m *kafka.Message) error {
+	_, err := kafkaio.ReadRecords(ctx, j.Sec.Dialer(), j.Opts.Brokers, j.topics.Routers, 0, kafka.FirstOffset, func(m *kafka.Message) error {
 		key, deleted := string(m.Key), len(m.Value) == 0
 		if key == routerKey {
 			if deleted {
 				rt.router = nil
 				return nil
 			}
-			cp, err := checkpoint.DecodeRouter(j.opts.Topic, m.Value)
+			cp, err := checkpoint.DecodeRouter(j.Opts.Topic, m.Value)
 			if err != nil {
 				return fmt.Errorf("router checkpoint: %w", err)
 			}
@@ -163,7 +164,7 @@ func (j *distJob) readRoutersTopic(ctx context.Context) (*routersTopic, error) {
 			delete(rt.apart, int32(p))
 			return nil
 		}
-		cp, err := checkpoint.DecodeApart(j.opts.Topic, int32(p), m.Value)
+		cp, err := checkpoint.DecodeApart(j.Opts.Topic, int32(p), m.Value)
 		if err != nil {
 			return fmt.Errorf("input partition %d: %w", p, err)
 		}
@@ -207,12 +208,12 @@ func (j *distJob) startRouting(ctx context.Context, inputs []int32, topic *route
 		return nil, err
 	}
 	j.router.StoreIDs(ids)
-	merge, err := job.NewMerge(job.MergeOptions{PartitionWait: j.opts.PartitionWait.Milliseconds(),
-		BehindWait: behindWait.Milliseconds(), OnWaitTimeout: j.waitTimedOut})
+	merge, err := job.NewMerge(job.MergeOptions{PartitionWait: j.Opts.PartitionWait.Milliseconds(),
+		BehindWait: jobbase.BehindWait.Milliseconds(), OnWaitTimeout: j.WaitTimedOut})
 	if err != nil {
 		return nil, err
 	}
-	rt := &routing{merge: merge, from: map[int32]int64{}, version: version, started: j.opts.Now(), markWM: watermark.Min,
+	rt := &routing{merge: merge, from: map[int32]int64{}, version: version, started: j.Opts.Now(), markWM: watermark.Min,
 		runs: &routerJournal{j: j, entries: topic.journal}, ids: ids, idKeys: idKeys}
 	var ends []kafkaio.OutputEnd
 	switch {
@@ -243,7 +244,7 @@ func (j *distJob) startRouting(ctx context.Context, inputs []int32, topic *route
 			return nil, err
 		}
 		rt.apart = slices.Sorted(maps.Keys(topic.apart))
-		j.log.Info("resuming the router checkpoints of input partitions routed apart (an earlier layout): their offsets and watermarks go on; the sources' clock skew is estimated anew but for the first partition's",
+		j.Log.Info("resuming the router checkpoints of input partitions routed apart (an earlier layout): their offsets and watermarks go on; the sources' clock skew is estimated anew but for the first partition's",
 			"partitions", slices.Sorted(maps.Keys(topic.apart)))
 	default:
 		// From the input's start: the store's ids are of no checkpoint.
@@ -251,7 +252,7 @@ func (j *distJob) startRouting(ctx context.Context, inputs []int32, topic *route
 			return nil, err
 		}
 	}
-	now := j.now()
+	now := j.NowMilli()
 	for _, p := range inputs {
 		from, _ := merge.AddPartition(p)
 		j.router.AddPartition(p, now)
@@ -259,7 +260,7 @@ func (j *distJob) startRouting(ctx context.Context, inputs []int32, topic *route
 	}
 	if version < j.rulesVersion {
 		rt.switches = job.NewSwitches(j.history, merge, version, inputs)
-		j.log.Info("the router's checkpoint is older than the job's rules: routing by its rules up to where they changed",
+		j.Log.Info("the router's checkpoint is older than the job's rules: routing by its rules up to where they changed",
 			"version", version, "job", j.rulesVersion)
 	}
 	rt.journal = job.NewJournal(rt.runs)
@@ -268,7 +269,7 @@ func (j *distJob) startRouting(ctx context.Context, inputs []int32, topic *route
 		return nil, err
 	}
 	if n > 0 {
-		j.log.Info("following the merge's journal: the records after the router's checkpoint are routed in the order they were", "runs", n)
+		j.Log.Info("following the merge's journal: the records after the router's checkpoint are routed in the order they were", "runs", n)
 	}
 	j.routing = rt
 	return ends, nil
@@ -283,11 +284,11 @@ func (j *distJob) route(f kafkaio.Fetch) error {
 		return nil
 	}
 	// Everything fetched goes into the merge first, as in the single job.
-	rt.merge.Push(f, rt.mergeNow(j.opts.Now()))
+	rt.merge.Push(f, rt.mergeNow(j.Opts.Now()))
 	for more := true; more; {
 		select {
 		case f := <-j.inputFetched:
-			rt.merge.Push(f, rt.mergeNow(j.opts.Now()))
+			rt.merge.Push(f, rt.mergeNow(j.Opts.Now()))
 		default:
 			more = false
 		}
@@ -341,7 +342,7 @@ func (j *distJob) routeTaken() error {
 // routeRecords routes the records the merge gives now, up to a stop.
 func (j *distJob) routeRecords() error {
 	rt := j.routing
-	recs, arrived, runs := rt.merge.Take(rt.mergeNow(j.opts.Now()), rt.recs[:0], rt.arrived[:0])
+	recs, arrived, runs := rt.merge.Take(rt.mergeNow(j.Opts.Now()), rt.recs[:0], rt.arrived[:0])
 	defer func() {
 		clear(recs) // drop the records' bytes
 		rt.recs, rt.arrived = recs[:0], arrived[:0]
@@ -350,7 +351,7 @@ func (j *distJob) routeRecords() error {
 	if err := rt.journal.Write(runs); err != nil {
 		return err
 	}
-	now := j.now()
+	now := j.NowMilli()
 	for i := range recs {
 		rec := &recs[i]
 		ev := rt.nextDecoded()
@@ -358,11 +359,11 @@ func (j *distJob) routeRecords() error {
 		switch {
 		case r.Invalid != nil:
 			j.outMu.Lock()
-			j.out.DLQ(rec.Value, r.Invalid.Error(), &rec.Prov)
+			j.Out.DLQ(rec.Value, r.Invalid.Error(), &rec.Prov)
 			j.outMu.Unlock()
 		case r.Late:
 			j.outMu.Lock()
-			j.out.Late(rec.Value, r.Message.Before, &rec.Prov)
+			j.Out.Late(rec.Value, r.Message.Before, &rec.Prov)
 			j.outMu.Unlock()
 		}
 		sent := time.UnixMilli(rec.Reference)
@@ -370,7 +371,7 @@ func (j *distJob) routeRecords() error {
 		for _, k := range r.Partitions {
 			msg := r.Message
 			msg.Decider = k == r.Decider
-			if t := j.tasks[int(k)]; t != nil && !j.opts.hopAll {
+			if t := j.tasks[int(k)]; t != nil && !j.Opts.Testing.HopAll {
 				if t.local() {
 					t.handed = append(t.handed, localMessage{msg, rec.Reference, ev})
 					handed = true
@@ -397,7 +398,7 @@ func (j *distJob) sendMark(nowT time.Time) error {
 	if rt == nil {
 		return nil
 	}
-	wm := j.router.Mark(j.now())
+	wm := j.router.Mark(j.NowMilli())
 	if wm == rt.markWM && nowT.Sub(rt.markAt) < heartbeatMarks {
 		return nil
 	}
@@ -421,7 +422,7 @@ func (j *distJob) routerRecords(ends []kafkaio.OutputEnd) ([]kafka.Record, error
 		return nil, err
 	}
 	clocks := j.router.Checkpoint()
-	r := checkpoint.Router{Inputs: rt.merge.Inputs(j.opts.Topic), Rules: rt.version, Clocks: clocks, Outputs: kafkaio.EndOffsets(ends)}
+	r := checkpoint.Router{Inputs: rt.merge.Inputs(j.Opts.Topic), Rules: rt.version, Clocks: clocks, Outputs: kafkaio.EndOffsets(ends)}
 	cp := r.AppendBinary(nil)
 	recs := append([]kafka.Record{{Key: kafka.NewBytes([]byte(routerKey)), Value: kafka.NewBytes(cp)}}, rt.runs.drops...)
 	for _, p := range rt.apart {
@@ -447,7 +448,7 @@ const idsKeyPrefix = "ids/"
 // the keys of the records of each generation it holds.
 func (j *distJob) readRouterIDs(ctx context.Context) (*engine.IDLog, engine.IDBlobKeys[string], error) {
 	live := map[string][]byte{}
-	_, err := kafkaio.ReadRecords(ctx, j.sec.Dialer(), j.opts.Brokers, j.topics.RouterIDs, 0, kafka.FirstOffset, func(m *kafka.Message) error {
+	_, err := kafkaio.ReadRecords(ctx, j.Sec.Dialer(), j.Opts.Brokers, j.topics.RouterIDs, 0, kafka.FirstOffset, func(m *kafka.Message) error {
 		if len(m.Value) == 0 {
 			delete(live, string(m.Key))
 		} else {
@@ -515,7 +516,7 @@ type routerJournal struct {
 func (s *routerJournal) AppendJournal(first uint64, entries [][]byte) error {
 	recs := make([]kafka.Record, len(entries))
 	for i, e := range entries {
-		recs[i] = kafka.Record{Key: kafka.NewBytes(journalKey(first + uint64(i))), Value: kafka.NewBytes(e), Time: s.j.opts.Now()}
+		recs[i] = kafka.Record{Key: kafka.NewBytes(journalKey(first + uint64(i))), Value: kafka.NewBytes(e), Time: s.j.Opts.Now()}
 	}
 	return s.j.retry(context.Background(), "merge journal", func(ctx context.Context) error {
 		_, err := kafkaio.Produce(ctx, s.j.client, s.j.topics.Routers, 0, recs)

@@ -1,4 +1,4 @@
-package stream
+package distributed
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/riskstream/riskstream/console"
 	"github.com/riskstream/riskstream/kafkaio"
+	"github.com/riskstream/riskstream/stream/internal/jobbase"
 	"github.com/segmentio/kafka-go"
 )
 
@@ -14,13 +15,13 @@ import (
 // reading the outputs: the span of its charts.
 const wholeJobLookBack = 5 * time.Minute
 
-// outputFollower feeds the console of the whole job (jobBase.wholeJob)
+// outputFollower feeds the console of the whole job (jobbase.Base.wholeJob)
 // from the output topics: each instance of a distributed job holds part
 // of the state, but all write their decisions, heatmaps, late and dlq
 // records to the same topics. It starts with the first request for the
 // page, so that an instance nobody looks at reads nothing back, and reads
 // from wholeJobLookBack before then, so that the page shows the last
-// minutes of the job at once. It samples every consoleSampleEvery of the
+// minutes of the job at once. It samples every jobbase.ConsoleSampleEvery of the
 // records' timestamps, the time they were written, while it catches up,
 // and of the clock after.
 type outputFollower struct {
@@ -37,7 +38,7 @@ type outputFollower struct {
 func newOutputFollower(ctx context.Context, j *distJob) *outputFollower {
 	ctx, cancel := context.WithCancel(ctx)
 	f := &outputFollower{j: j, ctx: ctx, cancel: cancel}
-	j.onClose(func() {
+	j.OnClose(func() {
 		// Under the lock: no start after the job ended (wanted).
 		f.mu.Lock()
 		f.cancel()
@@ -59,7 +60,7 @@ func (f *outputFollower) wanted() {
 	f.started = true
 	f.reading.Go(func() {
 		if err := f.follow(); err != nil && f.ctx.Err() == nil {
-			f.j.log.Warn("the whole job's console cannot read the output topics; the next request for it tries again", "err", err)
+			f.j.Log.Warn("the whole job's console cannot read the output topics; the next request for it tries again", "err", err)
 			f.mu.Lock()
 			f.started = false
 			f.mu.Unlock()
@@ -71,16 +72,16 @@ func (f *outputFollower) wanted() {
 // job ends.
 func (f *outputFollower) follow() error {
 	j, ctx, reading := f.j, f.ctx, &f.reading
-	o := j.opts.Outputs
+	o := j.Opts.Outputs
 	partitions, err := kafkaio.OutputPartitions(ctx, j.client, o.Names())
 	if err != nil {
 		return err
 	}
-	from, err := kafkaio.OffsetsAt(ctx, j.client, partitions, j.opts.Now().Add(-wholeJobLookBack))
+	from, err := kafkaio.OffsetsAt(ctx, j.client, partitions, j.Opts.Now().Add(-wholeJobLookBack))
 	if err != nil {
 		return err
 	}
-	feed := console.NewOutputFeed(j.wholeJob, consoleKeyLimit)
+	feed := console.NewOutputFeed(j.WholeJob, jobbase.ConsoleKeyLimit)
 	// A channel per output: a fetch does not name its topic. A topic
 	// named for two outputs is read as the first.
 	kinds := []struct {
@@ -106,19 +107,19 @@ func (f *outputFollower) follow() error {
 			if !ok {
 				next = kafka.LastOffset
 			}
-			f := kafkaio.NewFetcher(j.opts.Brokers, j.sec.Dialer(), k.topic, p, next, -1, fetched[i], j.log, j.opts.Now)
+			f := kafkaio.NewFetcher(j.Opts.Brokers, j.Sec.Dialer(), k.topic, p, next, -1, fetched[i], j.Log, j.Opts.Now)
 			reading.Go(func() { f.Run(ctx) })
 			fetchers++
 		}
 	}
-	j.log.Info("the whole job's console reads the output topics", "from", j.opts.Now().Add(-wholeJobLookBack).UTC().Format(time.RFC3339))
+	j.Log.Info("the whole job's console reads the output topics", "from", j.Opts.Now().Add(-wholeJobLookBack).UTC().Format(time.RFC3339))
 	reading.Go(func() {
-		tick := time.NewTicker(consoleSampleEvery)
+		tick := time.NewTicker(jobbase.ConsoleSampleEvery)
 		defer tick.Stop()
 		complained := false
 		var sampled time.Time
 		sample := func(at time.Time) {
-			if at.Sub(sampled) >= consoleSampleEvery {
+			if at.Sub(sampled) >= jobbase.ConsoleSampleEvery {
 				feed.Sample(at)
 				sampled = at
 			}
@@ -138,7 +139,7 @@ func (f *outputFollower) follow() error {
 				sample(m.Time)
 				if err := kinds[i].take(m.Value); err != nil && !complained {
 					complained = true
-					j.log.Warn("an output record the whole job's console cannot read, skipped (and any more, unsaid)",
+					j.Log.Warn("an output record the whole job's console cannot read, skipped (and any more, unsaid)",
 						"topic", kinds[i].topic, "partition", f.Partition, "offset", m.Offset, "err", err)
 				}
 			}
@@ -157,7 +158,7 @@ func (f *outputFollower) follow() error {
 				take(3, f)
 			case <-tick.C:
 				if len(caughtUp) == fetchers {
-					sample(j.opts.Now())
+					sample(j.Opts.Now())
 				}
 			}
 		}

@@ -1,4 +1,4 @@
-package stream
+package jobbase
 
 import (
 	"log/slog"
@@ -13,37 +13,38 @@ import (
 	"github.com/riskstream/riskstream/sink"
 )
 
-// jobBase is what the single job (liveJob) and an instance of a distributed
-// one (distJob) hold alike, and set up the same way.
-type jobBase struct {
-	opts RunOptions
-	log  *slog.Logger
-	// closers are undone in reverse order when the job ends.
-	closers []func()
+// Base is what the single job (stream's liveJob) and an instance of a
+// distributed one (package distributed) hold alike, and set up the same
+// way.
+type Base struct {
+	Opts Options
+	Log  *slog.Logger
+	// Closers are undone in reverse order when the job ends.
+	Closers []func()
 
-	sec *kafkaconn.Security
-	// mem shares the memory budget (a distributed instance splits the
+	Sec *kafkaconn.Security
+	// Mem shares the memory budget (a distributed instance splits the
 	// state's share among the repartition partitions it holds).
-	mem memory.Plan
-	m   *observe.Metrics
-	// console is what the page at / shows, decisionKeys the decisions per
+	Mem memory.Plan
+	M   *observe.Metrics
+	// Console is what the page at / shows, DecisionKeys the decisions per
 	// key since its last sample, and lastSample when that was; nil
-	// without --metrics-addr (serveConsole).
-	console      *console.Live
-	decisionKeys *console.DecisionKeys
+	// without --metrics-addr (ServeConsole).
+	Console      *console.Live
+	DecisionKeys *console.DecisionKeys
 	lastSample   time.Time
-	// wholeJob is the console of a distributed job's outputs, nil when
-	// there is none (serveConsole).
-	wholeJob *console.Live
+	// WholeJob is the console of a distributed job's outputs, nil when
+	// there is none (ServeConsole).
+	WholeJob *console.Live
 
-	// out is the outputs' sink, writer its writer, ends where its
+	// Out is the outputs' sink, Writer its writer, Ends where its
 	// partitions end, for checkpoints.
-	out    *sink.Kafka
-	writer *sink.Writer
-	ends   *kafkaio.EndTracker
-	// fetchers read the input partitions (and a distributed instance's
+	Out    *sink.Kafka
+	Writer *sink.Writer
+	Ends   *kafkaio.EndTracker
+	// Fetchers read the input partitions (and a distributed instance's
 	// repartition partitions).
-	fetchers []*kafkaio.Fetcher
+	Fetchers []*kafkaio.Fetcher
 	// waitTimeouts counts merge waits that ran out since they were last
 	// logged, and lastTimeoutLog is when that was (ms), if timeoutLogged.
 	waitTimeouts   int
@@ -51,35 +52,35 @@ type jobBase struct {
 	timeoutLogged  bool
 }
 
-// onClose adds fn to what is undone when the job ends.
-func (j *jobBase) onClose(fn func()) { j.closers = append(j.closers, fn) }
+// OnClose adds fn to what is undone when the job ends.
+func (j *Base) OnClose(fn func()) { j.Closers = append(j.Closers, fn) }
 
-// now is processing time in ms.
-func (j *jobBase) now() int64 { return j.opts.Now().UnixMilli() }
+// NowMilli is processing time in ms.
+func (j *Base) NowMilli() int64 { return j.Opts.Now().UnixMilli() }
 
-// waitTimedOut logs and counts a merge wait that ran out: the order of
+// WaitTimedOut logs and counts a merge wait that ran out: the order of
 // records across partitions may then depend on when they arrived. The
 // single job's merge and a distributed job's router call it.
-func (j *jobBase) waitTimedOut(p int32, waited int64) {
-	j.m.WaitTimeouts.Inc()
+func (j *Base) WaitTimedOut(p int32, waited int64) {
+	j.M.WaitTimeouts.Inc()
 	j.waitTimeouts++
 	// Routine at low rates, where partitions fall silent in turn: the
 	// first is explained at INFO, then a count at most every 10 minutes;
 	// riskstream_partition_wait_timeouts_total has every one.
-	now := j.now()
+	now := j.NowMilli()
 	switch {
 	case !j.timeoutLogged:
-		j.log.Info("went on without a partition that had nothing to read for --partition-wait, as at low rates: a record it receives later with an earlier time is taken after the others' (riskstream_partition_wait_timeouts_total counts these)",
+		j.Log.Info("went on without a partition that had nothing to read for --partition-wait, as at low rates: a record it receives later with an earlier time is taken after the others' (riskstream_partition_wait_timeouts_total counts these)",
 			"partition", p, "waited", time.Duration(waited)*time.Millisecond)
 	case now-j.lastTimeoutLog >= 600_000:
-		j.log.Info("went on without partitions that had nothing to read for --partition-wait", "times", j.waitTimeouts)
+		j.Log.Info("went on without partitions that had nothing to read for --partition-wait", "times", j.waitTimeouts)
 	default:
 		return
 	}
 	j.waitTimeouts, j.lastTimeoutLog, j.timeoutLogged = 0, now, true
 }
 
-// serveConsole serves, with an address in --metrics-addr, the job's
+// ServeConsole serves, with an address in --metrics-addr, the job's
 // metrics, /healthz (health), /readyz and the console, and sets the
 // console's feed and its count of decisions per key; without one they
 // stay nil: the console is fed only where a page can show it. The server
@@ -89,8 +90,8 @@ func (j *jobBase) waitTimedOut(p int32, waited int64) {
 // at / shows what this instance holds, and a second one at /job/ the whole
 // job as its output topics show it, which the instance feeds (wholeJob)
 // once asked for it: each request for the page calls wholeJob first.
-func (j *jobBase) serveConsole(health func() error, wholeJob func()) error {
-	o := j.opts
+func (j *Base) ServeConsole(health func() error, wholeJob func()) error {
+	o := j.Opts
 	if o.MetricsAddr == "" {
 		return nil
 	}
@@ -104,8 +105,8 @@ func (j *jobBase) serveConsole(health func() error, wholeJob func()) error {
 	if wholeJob != nil {
 		opts.Title, opts.Subtitle, opts.Self = "riskstream live", "the whole job, from its output topics", "/job/"
 		opts.FromOutputs, opts.Health = true, nil
-		j.wholeJob = console.NewLive(opts)
-		page := http.StripPrefix("/job", j.wholeJob.Handler())
+		j.WholeJob = console.NewLive(opts)
+		page := http.StripPrefix("/job", j.WholeJob.Handler())
 		mux := http.NewServeMux()
 		mux.Handle("/", handler)
 		mux.Handle("/job/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -114,20 +115,20 @@ func (j *jobBase) serveConsole(health func() error, wholeJob func()) error {
 		}))
 		handler = mux
 	}
-	srv, err := j.m.Serve(o.MetricsAddr, health, handler, o.ConsolePublic)
+	srv, err := j.M.Serve(o.MetricsAddr, health, handler, o.ConsolePublic)
 	if err != nil {
 		return err
 	}
-	j.onClose(func() { srv.Close() })
-	j.console, j.decisionKeys = live, console.NewDecisionKeys(consoleKeyLimit)
+	j.OnClose(func() { srv.Close() })
+	j.Console, j.DecisionKeys = live, console.NewDecisionKeys(ConsoleKeyLimit)
 	return nil
 }
 
-// startSink makes the sink of the job's outputs to brokers, closed with
+// StartSink makes the sink of the job's outputs to brokers, closed with
 // the job.
-func (j *jobBase) startSink(brokers []string) {
-	o := j.opts
-	j.out = sink.NewKafka(brokers, o.Outputs, sink.Transport(j.sec.Transport()),
-		sink.MaxMessageBytes(o.MaxMessageBytes), sink.Metrics(o.Registry), sink.Logger(j.log), sink.Clock(o.Now))
-	j.onClose(func() { j.out.Close() })
+func (j *Base) StartSink(brokers []string) {
+	o := j.Opts
+	j.Out = sink.NewKafka(brokers, o.Outputs, sink.Transport(j.Sec.Transport()),
+		sink.MaxMessageBytes(o.MaxMessageBytes), sink.Metrics(o.Registry), sink.Logger(j.Log), sink.Clock(o.Now))
+	j.OnClose(func() { j.Out.Close() })
 }

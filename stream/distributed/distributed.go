@@ -1,4 +1,4 @@
-package stream
+package distributed
 
 import (
 	"bytes"
@@ -13,31 +13,28 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskstream/riskstream/changelog"
 	"github.com/riskstream/riskstream/checkpoint"
+	"github.com/riskstream/riskstream/console"
 	"github.com/riskstream/riskstream/driver"
+	"github.com/riskstream/riskstream/engine"
 	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/internal/parallel"
+	"github.com/riskstream/riskstream/kafkaconn"
 	"github.com/riskstream/riskstream/kafkaio"
 	"github.com/riskstream/riskstream/memory"
 	"github.com/riskstream/riskstream/observe"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/ruleslog"
-	"github.com/riskstream/riskstream/windows"
-
-	"github.com/cockroachdb/pebble/v2/vfs"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/riskstream/riskstream/engine"
-	"github.com/riskstream/riskstream/kafkaconn"
 	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/state"
+	"github.com/riskstream/riskstream/stream/internal/jobbase"
 	"github.com/riskstream/riskstream/watermark"
+	"github.com/riskstream/riskstream/windows"
 	"github.com/segmentio/kafka-go"
 )
-
-// DefaultRepartitionPartitions is RunOptions.RepartitionPartitions'
-// default: room for a dozen instances, each holding one partition or more.
-const DefaultRepartitionPartitions = 12
 
 // markInterval is how often the router tells every repartition partition
 // where the watermark is (Flink's watermark interval), when it moved;
@@ -60,15 +57,15 @@ const (
 	distRebalanceTimeout = 30 * time.Second
 )
 
-// runDistributed is Run with RunOptions.Distributed: several instances
-// share the job through one consumer group (docs/distributed.md). One
+// Run runs an instance of a distributed job, which stream.Run starts for
+// options with Distributed: several instances share the job through one consumer group (docs/distributed.md). One
 // reads every input partition, in the single job's order, and routes the
 // records to a repartition topic by key (engine.Router); each holds the window
 // state of the repartition partitions the group gives it (engine.Task),
 // checkpointed to a changelog topic so that another instance can take
 // them over.
-func runDistributed(ctx context.Context, opts RunOptions) error {
-	j := &distJob{jobBase: jobBase{opts: opts, log: opts.Logger}, topics: kafkaio.InternalTopicsOf(opts.Group), localDone: make(chan error, 1),
+func Run(ctx context.Context, opts jobbase.Options) error {
+	j := &distJob{Base: jobbase.Base{Opts: opts, Log: opts.Logger}, topics: kafkaio.InternalTopicsOf(opts.Group), localDone: make(chan error, 1),
 		tasks: map[int]*ownedTask{}, history: ruleslog.NewLog()}
 	defer j.close()
 	for _, stage := range []func(context.Context) error{j.connect, j.lockState, j.loadRules, j.startOutputs, j.proposeOwnRules, j.joinGroup} {
@@ -81,7 +78,7 @@ func runDistributed(ctx context.Context, opts RunOptions) error {
 
 // distJob is one instance of a distributed job.
 type distJob struct {
-	jobBase
+	jobbase.Base
 	client     *kafka.Client
 	topics     kafkaio.InternalTopics
 	dm         *distMetrics
@@ -114,7 +111,7 @@ type distJob struct {
 	lastMarks                time.Time
 
 	// rules are the job's rules, of version rulesVersion, as read from the
-	// rules topic up to rulesNext (distributed_rules.go); proposed, the
+	// rules topic up to rulesNext (rules.go); proposed, the
 	// rules this instance proposed and has not seen taken; watch follows
 	// its rules file; rulesFetched brings the rules topic's records.
 	rules        *rules.Config
@@ -123,7 +120,7 @@ type distJob struct {
 	rulesVersion int64
 	rulesNext    int64
 	proposed     []byte
-	watch        *rulesWatch
+	watch        *jobbase.RulesWatch
 	// history is what the rules topic holds, as read and written: every
 	// version, and where the router switched to each.
 	history      *ruleslog.Log
@@ -205,7 +202,7 @@ type localMessage struct {
 // apply their local messages at once share: each call holds outMu, and
 // the decisions keep the times of the task's record.
 type taskOutput struct {
-	jobOutput
+	jobbase.Output
 	mu    *sync.Mutex
 	times sink.DecisionTimes
 }
@@ -213,13 +210,13 @@ type taskOutput struct {
 func (o *taskOutput) Decision(d *windows.Decision) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.jobOutput.Decision(d)
+	o.Output.Decision(d)
 }
 
 func (o *taskOutput) Heatmap(h *windows.HeatmapWindow) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.jobOutput.Heatmap(h)
+	o.Output.Heatmap(h)
 }
 
 func (o *taskOutput) Late(raw []byte, wm int64, p *event.Provenance) {
@@ -259,8 +256,8 @@ func (j *distJob) close() {
 	for _, t := range j.tasks {
 		t.db.Close()
 	}
-	for i := len(j.closers) - 1; i >= 0; i-- {
-		j.closers[i]()
+	for i := len(j.Closers) - 1; i >= 0; i-- {
+		j.Closers[i]()
 	}
 }
 
@@ -268,71 +265,71 @@ func (j *distJob) close() {
 // creates or checks the internal topics.
 func (j *distJob) connect(ctx context.Context) error {
 	var err error
-	if j.sec, err = kafkaconn.New(j.opts.Security); err != nil {
+	if j.Sec, err = kafkaconn.New(j.Opts.Security); err != nil {
 		return err
 	}
-	if j.mem, err = memory.NewPlan(j.opts.MemoryBytes, 1); err != nil {
+	if j.Mem, err = memory.NewPlan(j.Opts.MemoryBytes, 1); err != nil {
 		return err
 	}
-	if err := j.sec.Check(ctx, j.opts.Brokers); err != nil {
-		return fmt.Errorf("stream: brokers %v (%v): %w", j.opts.Brokers, j.sec, err)
+	if err := j.Sec.Check(ctx, j.Opts.Brokers); err != nil {
+		return fmt.Errorf("stream: brokers %v (%v): %w", j.Opts.Brokers, j.Sec, err)
 	}
-	j.client = &kafka.Client{Addr: kafka.TCP(j.opts.Brokers...), Transport: j.sec.Transport(), Timeout: 10 * time.Second}
-	if _, err := kafkaio.ReadPartitions(ctx, j.sec.Dialer(), j.opts.Brokers[0], j.opts.Topic); err != nil {
+	j.client = &kafka.Client{Addr: kafka.TCP(j.Opts.Brokers...), Transport: j.Sec.Transport(), Timeout: 10 * time.Second}
+	if _, err := kafkaio.ReadPartitions(ctx, j.Sec.Dialer(), j.Opts.Brokers[0], j.Opts.Topic); err != nil {
 		return err
 	}
-	if err := kafkaio.CheckOutputTopics(ctx, j.client, j.opts.Outputs); err != nil {
+	if err := kafkaio.CheckOutputTopics(ctx, j.client, j.Opts.Outputs); err != nil {
 		return err
 	}
-	return kafkaio.EnsureInternalTopics(ctx, j.client, j.topics, j.opts.RepartitionPartitions)
+	return kafkaio.EnsureInternalTopics(ctx, j.client, j.topics, j.Opts.RepartitionPartitions)
 }
 
 // lockState takes the state directory: two instances on one machine need
 // a directory each.
 func (j *distJob) lockState(context.Context) error {
-	if err := os.MkdirAll(j.opts.StateDir, 0o700); err != nil {
+	if err := os.MkdirAll(j.Opts.StateDir, 0o700); err != nil {
 		return err
 	}
-	lock, err := vfs.Default.Lock(filepath.Join(j.opts.StateDir, "LOCK"))
+	lock, err := vfs.Default.Lock(filepath.Join(j.Opts.StateDir, "LOCK"))
 	if err != nil {
-		return fmt.Errorf("state directory %s: %w (is another riskstream running on this --state-dir?)", j.opts.StateDir, err)
+		return fmt.Errorf("state directory %s: %w (is another riskstream running on this --state-dir?)", j.Opts.StateDir, err)
 	}
-	j.onClose(func() { lock.Close() })
+	j.OnClose(func() { lock.Close() })
 	return nil
 }
 
 // startOutputs serves the metrics and builds the sink, its writer and the
 // router.
 func (j *distJob) startOutputs(ctx context.Context) error {
-	o := j.opts
-	j.m = observe.NewMetrics(o.Registry, o.Config, o.MetricLabelLimit)
+	o := j.Opts
+	j.M = observe.NewMetrics(o.Registry, o.Config, o.MetricLabelLimit)
 	j.dm = newDistMetrics(o.Registry)
 	j.dm.rulesVersion.Set(float64(j.rulesVersion))
 	// The console shows what this instance holds, and the whole job as
 	// the output topics show it.
 	var err error
 	if o.Config.File != "" && (o.WatchRules || o.ReloadRules != nil) {
-		j.watch = newRulesWatch(j.ownRules)
+		j.watch = jobbase.NewRulesWatch(j.ownRules)
 	}
 	j.follower = newOutputFollower(ctx, j)
-	if err = j.serveConsole(j.health, j.follower.wanted); err != nil {
+	if err = j.ServeConsole(j.health, j.follower.wanted); err != nil {
 		return err
 	}
-	if j.wholeJob != nil {
-		j.log.Info("serving the console", "instance", j.m.URL+"/", "job", j.m.URL+"/job/", "metrics", j.m.URL+"/metrics")
+	if j.WholeJob != nil {
+		j.Log.Info("serving the console", "instance", j.M.URL+"/", "job", j.M.URL+"/job/", "metrics", j.M.URL+"/metrics")
 	}
-	j.startSink(o.Brokers)
-	j.writer = sink.NewWriter(j.out, sink.WriterOptions{Latency: j.m.Latency, Writing: &j.m.Ready.Writing, Lock: &j.outMu, Log: j.log, Now: j.opts.Now})
-	j.onClose(j.writer.Close)
+	j.StartSink(o.Brokers)
+	j.Writer = sink.NewWriter(j.Out, sink.WriterOptions{Latency: j.M.Latency, Writing: &j.M.Ready.Writing, Lock: &j.outMu, Log: j.Log, Now: j.Opts.Now})
+	j.OnClose(j.Writer.Close)
 	// The repartition topic has a writer of its own: its messages, many
 	// more than the outputs, go in large batches, and a write of outputs
 	// does not wait behind them.
-	j.hop = sink.NewKafka(o.Brokers, sink.Topics{}, sink.Transport(j.sec.Transport()), sink.Logger(j.log),
+	j.hop = sink.NewKafka(o.Brokers, sink.Topics{}, sink.Transport(j.Sec.Transport()), sink.Logger(j.Log),
 		sink.DirectTopics(j.topics.Repartition), sink.BatchSize(hopBatchSize))
-	j.onClose(func() { j.hop.Close() })
-	j.hopWriter = sink.NewWriter(j.hop, sink.WriterOptions{Log: j.log, Now: j.opts.Now})
-	j.onClose(j.hopWriter.Close)
-	j.ends = kafkaio.NewEndTracker(j.client, o.Outputs.Names(), j.out, j.log)
+	j.OnClose(func() { j.hop.Close() })
+	j.hopWriter = sink.NewWriter(j.hop, sink.WriterOptions{Log: j.Log, Now: j.Opts.Now})
+	j.OnClose(j.hopWriter.Close)
+	j.Ends = kafkaio.NewEndTracker(j.client, o.Outputs.Names(), j.Out, j.Log)
 	j.router, err = j.newRouter(o.Config)
 	return err
 }
@@ -340,9 +337,9 @@ func (j *distJob) startOutputs(ctx context.Context) error {
 // newRouter returns a router of the input by cfg, which logs and counts
 // the sources' transitions.
 func (j *distJob) newRouter(cfg *rules.Config) (*engine.Router, error) {
-	return engine.NewRouter(cfg, j.opts.RepartitionPartitions, func(tr watermark.Transition) {
-		observe.LogTransition(j.log, tr)
-		j.m.SourceTransition(tr.Source)
+	return engine.NewRouter(cfg, j.Opts.RepartitionPartitions, func(tr watermark.Transition) {
+		observe.LogTransition(j.Log, tr)
+		j.M.SourceTransition(tr.Source)
 	})
 }
 
@@ -362,7 +359,7 @@ func (j *distJob) replaceRouter(cfg *rules.Config) error {
 // topics, unless an instance without --distributed holds it: that one
 // reads the whole input itself.
 func (j *distJob) joinGroup(ctx context.Context) error {
-	members, _, err := kafkaio.GroupMembers(ctx, j.client, j.opts.Group)
+	members, _, err := kafkaio.GroupMembers(ctx, j.client, j.Opts.Group)
 	if err != nil {
 		return err
 	}
@@ -370,22 +367,22 @@ func (j *distJob) joinGroup(ctx context.Context) error {
 		// A member that is joining (the group rebalancing) shows no
 		// topics yet.
 		if len(m.MemberMetadata.Topics) > 0 && !slices.Contains(m.MemberMetadata.Topics, j.topics.Repartition) {
-			busy := kafkaio.BusyError(j.opts.Group, members)
+			busy := kafkaio.BusyError(j.Opts.Group, members)
 			return fmt.Errorf("consumer group %q is held by a riskstream instance without --distributed (%v), which reads the whole input: stop it first or use another --group", busy.Group, busy.Members)
 		}
 	}
-	j.balancer = &kafkaio.StickyBalancer{Undivided: j.opts.Topic}
+	j.balancer = &kafkaio.StickyBalancer{Undivided: j.Opts.Topic}
 	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
-		ID: j.opts.Group, Brokers: j.opts.Brokers, Topics: []string{j.opts.Topic, j.topics.Repartition},
-		Dialer: j.sec.Dialer(), HeartbeatInterval: distHeartbeat, SessionTimeout: distSessionTimeout,
+		ID: j.Opts.Group, Brokers: j.Opts.Brokers, Topics: []string{j.Opts.Topic, j.topics.Repartition},
+		Dialer: j.Sec.Dialer(), HeartbeatInterval: distHeartbeat, SessionTimeout: distSessionTimeout,
 		RebalanceTimeout: distRebalanceTimeout, JoinGroupBackoff: kafkaio.RejoinBackoff,
 		GroupBalancers: []kafka.GroupBalancer{j.balancer},
 	})
 	if err != nil {
-		return fmt.Errorf("join group %s: %w", j.opts.Group, err)
+		return fmt.Errorf("join group %s: %w", j.Opts.Group, err)
 	}
 	j.cg = cg
-	j.onClose(func() { cg.Close() })
+	j.OnClose(func() { cg.Close() })
 	return nil
 }
 
@@ -398,11 +395,11 @@ func (j *distJob) generations(ctx context.Context) error {
 		case ctx.Err() != nil:
 			return nil
 		case errors.Is(err, kafka.ErrGroupClosed):
-			return fmt.Errorf("group %s: %w", j.opts.Group, err)
+			return fmt.Errorf("group %s: %w", j.Opts.Group, err)
 		case err != nil:
 			// A rebalance or a coordinator move while joining: the group
 			// joins again on its own.
-			j.log.Debug("joining the group again", "group", j.opts.Group, "err", err)
+			j.Log.Debug("joining the group again", "group", j.Opts.Group, "err", err)
 			continue
 		}
 		result := make(chan error, 1)
@@ -413,7 +410,7 @@ func (j *distJob) generations(ctx context.Context) error {
 			if ctx.Err() != nil {
 				// Stopped while taking partitions: what was taken is
 				// checkpointed already, what was not is another's.
-				j.log.Info("stopped while taking partitions", "err", err)
+				j.Log.Info("stopped while taking partitions", "err", err)
 				return nil
 			}
 			return err
@@ -447,19 +444,19 @@ func (j *distJob) runGeneration(ctx, genCtx context.Context, gen *kafka.Generati
 	readCtx, stopReading := context.WithCancel(genCtx)
 	var reading sync.WaitGroup
 	j.startFetchers(readCtx, &reading)
-	j.m.Ready.Consuming(observe.FetchSources(j.fetchers)...)
-	j.m.Ready.TrackOnly(observe.FetchSources(j.fetchers)...)
-	if j.opts.Ready != nil && !j.ready {
+	j.M.Ready.Consuming(observe.FetchSources(j.Fetchers)...)
+	j.M.Ready.TrackOnly(observe.FetchSources(j.Fetchers)...)
+	if j.Opts.Ready != nil && !j.ready {
 		j.ready = true
-		j.opts.Ready(j.opts.Brokers)
+		j.Opts.Ready(j.Opts.Brokers)
 	}
 	err := j.loop(ctx, genCtx, gen)
 	if ctx.Err() != nil {
-		j.m.Ready.Stop()
+		j.M.Ready.Stop()
 	}
 	stopReading()
 	reading.Wait()
-	j.m.Ready.TrackOnly() // until the next generation's fetchers start
+	j.M.Ready.TrackOnly() // until the next generation's fetchers start
 	if err != nil {
 		return err
 	}
@@ -473,7 +470,7 @@ func (j *distJob) runGeneration(ctx, genCtx context.Context, gen *kafka.Generati
 // and restores the router of its input partitions, closing the tasks it
 // no longer gives.
 func (j *distJob) take(ctx context.Context, gen *kafka.Generation) error {
-	start := j.opts.Now()
+	start := j.Opts.Now()
 	j.healthMu.Lock()
 	j.healthDBs = nil // some are closed below
 	j.healthMu.Unlock()
@@ -505,7 +502,7 @@ func (j *distJob) take(ctx context.Context, gen *kafka.Generation) error {
 	// also when this instance routed it: it checkpointed it when the last
 	// generation ended, and another may have routed it since.
 	var inputs []int32
-	for _, a := range gen.Assignments[j.opts.Topic] {
+	for _, a := range gen.Assignments[j.Opts.Topic] {
 		inputs = append(inputs, int32(a.ID))
 	}
 	slices.Sort(inputs)
@@ -539,18 +536,18 @@ func (j *distJob) take(ctx context.Context, gen *kafka.Generation) error {
 	}
 	// What the former holders wrote after their checkpoints is not
 	// written again.
-	written, err := j.ends.Restore(ctx, j.opts.Brokers, j.sec, ends)
+	written, err := j.Ends.Restore(ctx, j.Opts.Brokers, j.Sec, ends)
 	if err != nil {
 		return err
 	}
-	j.balancer.Held(j.opts.Topic, ints(inputs))
+	j.balancer.Held(j.Opts.Topic, ints(inputs))
 	j.balancer.Held(j.topics.Repartition, slices.Sorted(maps.Keys(mine)))
 	var standby []int
-	if j.opts.StandbyReplicas > 0 {
+	if j.Opts.StandbyReplicas > 0 {
 		if standby, err = j.standbyPartitions(ctx, gen); err != nil {
-			j.log.Warn("finding which partitions to keep standby copies of; none this generation", "err", err)
+			j.Log.Warn("finding which partitions to keep standby copies of; none this generation", "err", err)
 		}
-		j.standbys = changelog.StartStandbys(standby, j.changelogOf, j.tasksDir(), j.storeOptions(), j.log)
+		j.standbys = changelog.StartStandbys(standby, j.changelogOf, j.tasksDir(), j.storeOptions(), j.Log)
 	}
 	j.balancer.Held(kafkaio.StandbyTopic(j.topics.Repartition), standby)
 	j.healthMu.Lock()
@@ -560,8 +557,8 @@ func (j *distJob) take(ctx context.Context, gen *kafka.Generation) error {
 	j.healthMu.Unlock()
 	j.dm.ownedInputs.Set(float64(len(inputs)))
 	j.dm.ownedPartitions.Set(float64(len(j.tasks)))
-	j.log.Info("took partitions", "generation", gen.ID, "input", inputs, "repartition", slices.Sorted(maps.Keys(mine)), "standby", standby,
-		"took", j.opts.Now().Sub(start).Round(time.Millisecond), "outputs_since_checkpoints", written)
+	j.Log.Info("took partitions", "generation", gen.ID, "input", inputs, "repartition", slices.Sorted(maps.Keys(mine)), "standby", standby,
+		"took", j.Opts.Now().Sub(start).Round(time.Millisecond), "outputs_since_checkpoints", written)
 	return nil
 }
 
@@ -595,9 +592,9 @@ func (j *distJob) openTask(ctx context.Context, k int) (t *ownedTask, err error)
 	}()
 	epoch := max(j.generation, local.Epoch)
 	if local.End == end {
-		j.log.Info("a repartition partition's local store is current: nothing to restore", "partition", k, "at", end)
+		j.Log.Info("a repartition partition's local store is current: nothing to restore", "partition", k, "at", end)
 	} else {
-		start := j.opts.Now()
+		start := j.Opts.Now()
 		pos, st, err := log.Restore(ctx, db, local, j.generation)
 		if err != nil {
 			return nil, fmt.Errorf("restore from %s/%d: %w", log.Topic, k, err)
@@ -606,15 +603,15 @@ func (j *distJob) openTask(ctx context.Context, k int) (t *ownedTask, err error)
 			return nil, err
 		}
 		end, epoch = pos.End, pos.Epoch
-		took := j.opts.Now().Sub(start)
+		took := j.Opts.Now().Sub(start)
 		j.dm.restoreSeconds.Observe(took.Seconds())
 		j.dm.restoreBytes.Add(float64(st.Bytes))
-		j.log.Info("restored a repartition partition's state from its changelog", "partition", k, "records", st.Records,
+		j.Log.Info("restored a repartition partition's state from its changelog", "partition", k, "records", st.Records,
 			"bytes", st.Bytes, "from", max(local.End, 0), "rewritten", st.Repaired, "took", took.Round(time.Millisecond))
 	}
 	t = &ownedTask{partition: k, db: db, log: log, next: kafka.FirstOffset, changelogEnd: end, epoch: epoch,
 		out: &taskOutput{mu: &j.outMu}}
-	t.out.jobOutput = jobOutput{j.out, j.m, j.console, j.decisionKeys, &t.out.times}
+	t.out.Output = jobbase.Output{Kafka: j.Out, M: j.M, Live: j.Console, Keys: j.DecisionKeys, Times: &t.out.times}
 	m, ok, err := checkpoint.Read(db, checkpoint.TaskInputBeforeManifest(j.topics.Repartition, k))
 	if err != nil {
 		return nil, err
@@ -628,8 +625,8 @@ func (j *distJob) openTask(ctx context.Context, k int) (t *ownedTask, err error)
 		}
 	}
 	t.task, err = engine.NewTask(engine.TaskOptions{Config: cfg, RulesVersion: version, Backend: db, Output: t.out,
-		Partition: k, Partitions: j.opts.RepartitionPartitions, Topic: j.opts.Topic,
-		CacheSlots: j.opts.CacheSlots, MemoryBytes: j.mem.State / int64(max(1, j.assigned))})
+		Partition: k, Partitions: j.Opts.RepartitionPartitions, Topic: j.Opts.Topic,
+		CacheSlots: j.Opts.CacheSlots, MemoryBytes: j.Mem.State / int64(max(1, j.assigned))})
 	if err != nil || !ok {
 		return t, err
 	}
@@ -666,41 +663,41 @@ func checkpointRules(b []byte, cfg *rules.Config, version int64) (*rules.Config,
 
 // tasksDir holds the stores of the repartition partitions, held or
 // standby, one folder each.
-func (j *distJob) tasksDir() string { return filepath.Join(j.opts.StateDir, "tasks") }
+func (j *distJob) tasksDir() string { return filepath.Join(j.Opts.StateDir, "tasks") }
 
 // storeOptions are the options of a repartition partition's store, but
 // its folder.
 func (j *distJob) storeOptions() state.Options {
-	so := j.opts.state
-	so.AtomicCheckpoints, so.Logger = true, j.log
+	so := j.Opts.Testing.State
+	so.AtomicCheckpoints, so.Logger = true, j.Log
 	if so.CacheBytes == 0 {
-		so.CacheBytes = max(8<<20, j.mem.PebbleCache/int64(max(1, j.assigned)))
+		so.CacheBytes = max(8<<20, j.Mem.PebbleCache/int64(max(1, j.assigned)))
 	}
 	return so
 }
 
 // changelogOf returns the changelog of repartition partition k.
 func (j *distJob) changelogOf(k int) changelog.Log {
-	return changelog.Log{Client: j.client, Brokers: j.opts.Brokers, Dialer: j.sec.Dialer(), Topic: j.topics.Changelog, Partition: k}
+	return changelog.Log{Client: j.client, Brokers: j.Opts.Brokers, Dialer: j.Sec.Dialer(), Topic: j.topics.Changelog, Partition: k}
 }
 
 // startFetchers starts reading the input partitions routed and the
 // repartition partitions held.
 func (j *distJob) startFetchers(ctx context.Context, reading *sync.WaitGroup) {
 	j.inputFetched, j.repFetched, j.rulesFetched = make(chan kafkaio.Fetch, 16), make(chan kafkaio.Fetch, 16), make(chan kafkaio.Fetch, 1)
-	j.fetchers = j.fetchers[:0]
-	rulesFetcher := kafkaio.NewFetcher(j.opts.Brokers, j.sec.Dialer(), j.topics.Rules, 0, j.rulesNext, -1, j.rulesFetched, j.log, j.opts.Now)
+	j.Fetchers = j.Fetchers[:0]
+	rulesFetcher := kafkaio.NewFetcher(j.Opts.Brokers, j.Sec.Dialer(), j.topics.Rules, 0, j.rulesNext, -1, j.rulesFetched, j.Log, j.Opts.Now)
 	reading.Go(func() { rulesFetcher.Run(ctx) })
 	if j.routing != nil {
 		for p, from := range j.routing.from {
-			f := kafkaio.NewFetcher(j.opts.Brokers, j.sec.Dialer(), j.opts.Topic, int(p), from, -1, j.inputFetched, j.log, j.opts.Now)
-			j.fetchers = append(j.fetchers, f)
+			f := kafkaio.NewFetcher(j.Opts.Brokers, j.Sec.Dialer(), j.Opts.Topic, int(p), from, -1, j.inputFetched, j.Log, j.Opts.Now)
+			j.Fetchers = append(j.Fetchers, f)
 			reading.Go(func() { f.Run(ctx) })
 		}
 	}
 	for k, t := range j.tasks {
-		f := kafkaio.NewFetcher(j.opts.Brokers, j.sec.Dialer(), j.topics.Repartition, k, t.next, -1, j.repFetched, j.log, j.opts.Now)
-		j.fetchers = append(j.fetchers, f)
+		f := kafkaio.NewFetcher(j.Opts.Brokers, j.Sec.Dialer(), j.topics.Repartition, k, t.next, -1, j.repFetched, j.Log, j.Opts.Now)
+		j.Fetchers = append(j.Fetchers, f)
 		reading.Go(func() { f.Run(ctx) })
 	}
 }
@@ -716,7 +713,7 @@ func (j *distJob) loop(ctx, genCtx context.Context, gen *kafka.Generation) (err 
 	defer cancel()
 	defer context.AfterFunc(ctx, cancel)()
 	mail := make(chan driver.Mail, 1)
-	go forwardReloads(runCtx, j.opts.ReloadRules, mail, func() error {
+	go jobbase.ForwardReloads(runCtx, j.Opts.ReloadRules, mail, func() error {
 		return j.settled(func() error { return j.watchRules(ctx, true) })
 	})
 	return driver.Run(runCtx, driver.Options{
@@ -727,37 +724,20 @@ func (j *distJob) loop(ctx, genCtx context.Context, gen *kafka.Generation) (err 
 		},
 		// The output writer's sink is written by the tasks too
 		// (sink.WriterOptions.Lock).
-		Writers:      []*sink.Writer{j.writer, j.hopWriter},
+		Writers:      []*sink.Writer{j.Writer, j.hopWriter},
 		Mail:         mail,
-		TickInterval: tickInterval,
+		TickInterval: jobbase.TickInterval,
 		Tick: func(time.Time) error {
 			if err := j.settled(j.tick); err != nil {
 				return err
 			}
 			return j.settled(func() error { return j.watchRules(ctx, false) })
 		},
-		CheckpointInterval: j.opts.CheckpointInterval,
+		CheckpointInterval: j.Opts.CheckpointInterval,
 		Checkpoint:         func() error { return j.settled(func() error { return j.checkpoint(ctx, gen) }) },
 		Worked:             j.worked,
-		Now:                j.opts.Now,
+		Now:                j.Opts.Now,
 	})
-}
-
-// forwardReloads sends reload to mail for each request on reloads, until
-// ctx ends.
-func forwardReloads(ctx context.Context, reloads <-chan struct{}, mail chan<- driver.Mail, reload driver.Mail) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-reloads:
-		}
-		select {
-		case mail <- reload:
-		case <-ctx.Done():
-			return
-		}
-	}
 }
 
 // settled runs fn once the tasks applied what they were handed:
@@ -896,7 +876,7 @@ func (j *distJob) applyFetched(t *ownedTask) error {
 		for i := range f.Msgs {
 			m := &f.Msgs[i]
 			if err := engine.DecodeMessage(m.Value, &t.msg); err != nil {
-				j.log.Error("not a repartition message, skipped", "topic", m.Topic, "partition", m.Partition, "offset", m.Offset, "err", err)
+				j.Log.Error("not a repartition message, skipped", "topic", m.Topic, "partition", m.Partition, "offset", m.Offset, "err", err)
 				t.next = m.Offset + 1
 				continue
 			}
@@ -913,7 +893,7 @@ func (j *distJob) applyFetched(t *ownedTask) error {
 // tick sends the marks due and writes some of the next checkpoint's state
 // ahead.
 func (j *distJob) tick() error {
-	nowT := j.opts.Now()
+	nowT := j.Opts.Now()
 	if err := j.routeTaken(); err != nil { // merge waits that ran out
 		return err
 	}
@@ -933,11 +913,11 @@ func (j *distJob) tick() error {
 			// corrupt file: the store takes no more writes.
 			return err
 		}
-		if err := t.task.WriteBack(writeBackPerTick); err != nil {
+		if err := t.task.WriteBack(jobbase.WriteBackPerTick); err != nil {
 			return err
 		}
 		if t.retiredReady {
-			if _, _, err := t.task.DeleteRetired(retiredPerTick); err != nil {
+			if _, _, err := t.task.DeleteRetired(jobbase.RetiredPerTick); err != nil {
 				return err
 			}
 		}
@@ -950,7 +930,7 @@ func (j *distJob) tick() error {
 // and each input partition routed (the routers topic), then commits the
 // offsets to the group for lag tools.
 func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
-	return j.jobBase.checkpoint(distCheckpointer{j, ctx, gen}, j.hopWriter, j.writer)
+	return j.Base.Checkpoint(distCheckpointer{j, ctx, gen}, j.hopWriter, j.Writer)
 }
 
 // distCheckpointer is a distributed instance's part in a checkpoint: the
@@ -967,7 +947,7 @@ type distCheckpointer struct {
 // checkpoints are made again by the states, once they apply records past
 // their own checkpoints, and the states skip as applied those they had
 // (EndTracker.settle).
-func (j *distJob) appliedRecords() int64 {
+func (j *distJob) AppliedRecords() int64 {
 	var applied int64
 	for _, t := range j.tasks {
 		applied += t.task.Stats().Records
@@ -975,9 +955,9 @@ func (j *distJob) appliedRecords() int64 {
 	return applied
 }
 
-func (c distCheckpointer) persist(ends []kafkaio.OutputEnd, durable func(commitOffsets func())) error {
+func (c distCheckpointer) Persist(ends []kafkaio.OutputEnd, durable func(commitOffsets func())) error {
 	j, ctx := c.distJob, c.ctx
-	offsets := map[string]map[int]int64{j.opts.Topic: {}, j.topics.Repartition: {}}
+	offsets := map[string]map[int]int64{j.Opts.Topic: {}, j.topics.Repartition: {}}
 	held := slices.Sorted(maps.Keys(j.tasks))
 	// Each partition's state goes to its store's pending writes, then to
 	// its changelog, then to its store, at the same time as the others':
@@ -1028,7 +1008,7 @@ func (c distCheckpointer) persist(ends []kafkaio.OutputEnd, durable func(commitO
 			return r.err
 		case r.err != nil:
 			// The store's writes stay pending, for the next checkpoint.
-			j.log.Error("checkpoint not written: the previous one stays in force", "partition", k, "err", r.err)
+			j.Log.Error("checkpoint not written: the previous one stays in force", "partition", k, "err", r.err)
 			failed = true
 			continue
 		}
@@ -1042,7 +1022,7 @@ func (c distCheckpointer) persist(ends []kafkaio.OutputEnd, durable func(commitO
 		// The router stays at its last checkpoint too: records handed to
 		// a task directly since are in no topic, and a restart must route
 		// them again.
-		j.log.Error("router checkpoints not written, as a partition's was not")
+		j.Log.Error("router checkpoints not written, as a partition's was not")
 		return nil
 	}
 	recs, err := j.routerRecords(ends)
@@ -1058,7 +1038,7 @@ func (c distCheckpointer) persist(ends []kafkaio.OutputEnd, durable func(commitO
 		case errors.As(err, &tooLarge):
 			return err
 		case err != nil:
-			j.log.Error("router checkpoint not written, as its event ids were not: the previous one stays in force", "err", err)
+			j.Log.Error("router checkpoint not written, as its event ids were not: the previous one stays in force", "err", err)
 			return nil
 		}
 		err = j.retry(ctx, "router checkpoint", func(ctx context.Context) error {
@@ -1069,17 +1049,17 @@ func (c distCheckpointer) persist(ends []kafkaio.OutputEnd, durable func(commitO
 			return err
 		}
 		if err != nil {
-			j.log.Error("router checkpoint not written: the previous one stays in force", "err", err)
+			j.Log.Error("router checkpoint not written: the previous one stays in force", "err", err)
 			return nil
 		}
 		j.routing.routerWritten()
 		for p, o := range j.routing.merge.Offsets() {
-			offsets[j.opts.Topic][int(p)] = o
+			offsets[j.Opts.Topic][int(p)] = o
 		}
 	}
 	durable(func() {
 		if err := c.gen.CommitOffsets(offsets); err != nil {
-			j.log.Warn("committing offsets to the group, for lag tools; the checkpoint is not affected", "group", j.opts.Group, "err", err)
+			j.Log.Warn("committing offsets to the group, for lag tools; the checkpoint is not affected", "group", j.Opts.Group, "err", err)
 		}
 	})
 	return nil
@@ -1097,24 +1077,24 @@ func (j *distJob) health() error {
 			return err
 		}
 	}
-	return j.m.Ready.Stalled(j.opts.Now())
+	return j.M.Ready.Stalled(j.Opts.Now())
 }
 
 // publishGauges sets the watermark gauge to the least watermark of the
 // partitions held and the state's size to that of their stores, and the
 // skews of the sources and the lags of the input partitions routed.
-func (j *distJob) publishGauges() {
+func (j *distJob) PublishGauges() {
 	least, bytes := watermark.Max, uint64(0)
 	for _, t := range j.tasks {
 		least = min(least, t.task.Watermark())
 		bytes += t.db.DiskBytes()
 	}
 	if least > watermark.Min && least < watermark.Max {
-		j.m.Watermark.Set(float64(least) / 1000)
+		j.M.Watermark.Set(float64(least) / 1000)
 	}
-	j.m.SetStateBytes(bytes)
-	j.m.Skews(j.router.Sources())
-	j.m.Lags(j.opts.Topic, j.fetchers, j.router.Partition, j.now())
+	j.M.SetStateBytes(bytes)
+	j.M.Skews(j.router.Sources())
+	j.M.Lags(j.Opts.Topic, j.Fetchers, j.router.Partition, j.NowMilli())
 }
 
 // ErrCheckpointTooLarge is returned when an internal topic refuses a
@@ -1158,7 +1138,7 @@ func (j *distJob) retry(ctx context.Context, what string, fn func(ctx context.Co
 		if ctx.Err() != nil {
 			return fmt.Errorf("%s: gave up after %v: %w", what, checkpointTimeout, err)
 		}
-		j.log.Warn("writing a checkpoint, retrying", "what", what, "in", backoff, "err", err)
+		j.Log.Warn("writing a checkpoint, retrying", "what", what, "in", backoff, "err", err)
 		select {
 		case <-ctx.Done():
 		case <-time.After(backoff):
@@ -1173,11 +1153,11 @@ func (j *distJob) publishRouter() {
 	s := j.router.Stats()
 	p := j.routerStats
 	routed := func(s engine.RouterStats) int64 { return s.Records - s.Invalid - s.Unmatched - s.Late - s.Duplicates }
-	j.m.Events.WithLabelValues("ok").Add(float64(routed(s) - routed(p)))
-	j.m.Events.WithLabelValues("invalid").Add(float64(s.Invalid - p.Invalid))
-	j.m.Events.WithLabelValues("unmatched").Add(float64(s.Unmatched - p.Unmatched))
-	j.m.Events.WithLabelValues("late").Add(float64(s.Late - p.Late))
-	j.m.Events.WithLabelValues("duplicate").Add(float64(s.Duplicates - p.Duplicates))
+	j.M.Events.WithLabelValues("ok").Add(float64(routed(s) - routed(p)))
+	j.M.Events.WithLabelValues("invalid").Add(float64(s.Invalid - p.Invalid))
+	j.M.Events.WithLabelValues("unmatched").Add(float64(s.Unmatched - p.Unmatched))
+	j.M.Events.WithLabelValues("late").Add(float64(s.Late - p.Late))
+	j.M.Events.WithLabelValues("duplicate").Add(float64(s.Duplicates - p.Duplicates))
 	j.dm.routed.Add(float64(s.Records - p.Records))
 	j.dm.split.Add(float64(s.Split - p.Split))
 	j.routerStats = s
@@ -1196,7 +1176,7 @@ func (j *distJob) publishSent() {
 func (j *distJob) publishTask(t *ownedTask) {
 	s := t.task.Stats()
 	p := t.published
-	j.m.Events.WithLabelValues("late_in_state").Add(float64(s.Late - p.Late))
+	j.M.Events.WithLabelValues("late_in_state").Add(float64(s.Late - p.Late))
 	// Counts follow rules by name through a reload (engine.Task.Stats).
 	before := map[string]int64{}
 	if t.publishedRules != nil {
@@ -1206,7 +1186,7 @@ func (j *distJob) publishTask(t *ownedTask) {
 	}
 	cfg := t.task.Rules()
 	for i, r := range cfg.Rules {
-		j.m.AddDecisions(&r, s.Decisions[i]-before[r.Name])
+		j.M.AddDecisions(&r, s.Decisions[i]-before[r.Name])
 	}
 	t.published, t.publishedRules = s, cfg
 }
@@ -1267,4 +1247,34 @@ func ints(ps []int32) []int {
 		out[i] = int(p)
 	}
 	return out
+}
+
+// sample is, for the console, what this instance of a distributed job
+// holds now (epoch ms): the input partitions it routes, the state of the
+// repartition partitions it holds, their decisions since it took them.
+func (j *distJob) Sample(now int64) console.Sample {
+	rs := j.router.Stats()
+	s := console.Sample{At: now, Records: rs.Records, Late: rs.Late, DLQ: rs.Invalid,
+		TopKeys: j.DecisionKeys.Take(jobbase.ConsoleTopKeys), Sources: jobbase.SourceSamples(j.router.Sources())}
+	// By rule name: during a reload the states may apply different
+	// versions of the rules.
+	counts := map[string]int64{}
+	least := watermark.Max
+	for _, t := range j.tasks {
+		ts := t.task.Stats()
+		for i, r := range t.task.Rules().Rules {
+			counts[r.Name] += ts.Decisions[i]
+		}
+		s.Late += ts.Late
+		s.StateBytes += int64(t.db.DiskBytes())
+		least = min(least, t.task.Watermark())
+	}
+	for _, r := range j.Opts.Config.Rules {
+		s.Decisions = append(s.Decisions, console.RuleCount{Rule: r.Name, Action: r.Action, Count: counts[r.Name]})
+	}
+	if least > watermark.Min && least < watermark.Max {
+		s.Watermark = least
+	}
+	s.Partitions = jobbase.PartitionSamples(j.Opts.Topic, j.Fetchers, j.router.Partition, now)
+	return s
 }

@@ -1,4 +1,4 @@
-package stream
+package distributed
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"github.com/riskstream/riskstream/kafkaio"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/ruleslog"
+	"github.com/riskstream/riskstream/stream/internal/jobbase"
 	"github.com/segmentio/kafka-go"
 )
 
@@ -25,13 +26,13 @@ const proposeTimeout = 10 * time.Second
 // which every instance applies (docs/distributed.md "Changing the
 // rules"). A job without any takes this instance's file as version 1.
 func (j *distJob) loadRules(ctx context.Context) error {
-	j.ownRules = j.opts.Config
+	j.ownRules = j.Opts.Config
 	for {
 		if err := j.readRules(ctx); err != nil {
 			return err
 		}
 		if j.rulesVersion > 0 {
-			j.opts.Config = j.rules
+			j.Opts.Config = j.rules
 			return nil
 		}
 		if err := j.proposeRules(ctx, j.ownRules); err != nil {
@@ -48,23 +49,23 @@ func (j *distJob) loadRules(ctx context.Context) error {
 func (j *distJob) proposeOwnRules(ctx context.Context) error {
 	own := j.ownRules
 	if bytes.Equal(own.Source, j.rules.Source) {
-		j.log.Info("the job's rules", "version", j.rulesVersion, "file", own.File)
+		j.Log.Info("the job's rules", "version", j.rulesVersion, "file", own.File)
 		return nil
 	}
 	fi, err := os.Stat(own.File)
 	if err != nil || !fi.ModTime().After(j.rulesWritten) {
-		j.log.Warn("this instance's rules file differs from the job's rules, which stand: it was not modified since they were written (edit it, or send SIGHUP, to make it the job's)",
+		j.Log.Warn("this instance's rules file differs from the job's rules, which stand: it was not modified since they were written (edit it, or send SIGHUP, to make it the job's)",
 			"file", own.File, "version", j.rulesVersion, "written", j.rulesWritten.UTC().Format(time.RFC3339))
 		return nil
 	}
 	// As a single job restarted with another file: a start that would
 	// delete state takes --allow-dropped-state, a reload does not.
-	if dropped := droppedState(rules.DiffIdentities(j.rules.Identities(), own.Identities())); len(dropped) > 0 && !j.opts.AllowDroppedState {
+	if dropped := jobbase.DroppedState(rules.DiffIdentities(j.rules.Identities(), own.Identities())); len(dropped) > 0 && !j.Opts.AllowDroppedState {
 		return fmt.Errorf("%s removes or changes rules of the job's rules (version %d, in %s): %s; their state would be deleted. "+
 			"Start with the job's rules to keep it, change the file of a running instance (or send it SIGHUP), or add --allow-dropped-state to delete it",
 			own.File, j.rulesVersion, j.topics.Rules, strings.Join(dropped, ", "))
 	}
-	j.log.Info("this instance's rules file was modified after the job's rules were written: proposing it as the next version",
+	j.Log.Info("this instance's rules file was modified after the job's rules were written: proposing it as the next version",
 		"file", own.File, "version", j.rulesVersion+1)
 	return j.reloadRules(ctx, own, "the rules file changed before the start")
 }
@@ -76,7 +77,7 @@ func (j *distJob) readRules(ctx context.Context) error {
 	if from == 0 {
 		from = kafka.FirstOffset
 	}
-	end, err := kafkaio.ReadRecords(ctx, j.sec.Dialer(), j.opts.Brokers, j.topics.Rules, 0, from, func(m *kafka.Message) error {
+	end, err := kafkaio.ReadRecords(ctx, j.Sec.Dialer(), j.Opts.Brokers, j.topics.Rules, 0, from, func(m *kafka.Message) error {
 		if v, cfg := j.nextRules(m); cfg != nil {
 			j.rules, j.rulesVersion, j.rulesWritten = cfg, v.Version, m.Time
 			j.history.Add(cfg)
@@ -98,7 +99,7 @@ func (j *distJob) readRules(ctx context.Context) error {
 func (j *distJob) nextRules(m *kafka.Message) (*ruleslog.Version, *rules.Config) {
 	v, sw, err := ruleslog.Decode(m.Value)
 	if err != nil {
-		j.log.Error("a record of the rules topic that is not a version of the rules, skipped", "topic", j.topics.Rules, "offset", m.Offset, "err", err)
+		j.Log.Error("a record of the rules topic that is not a version of the rules, skipped", "topic", j.topics.Rules, "offset", m.Offset, "err", err)
 		return nil, nil
 	}
 	if sw != nil {
@@ -111,7 +112,7 @@ func (j *distJob) nextRules(m *kafka.Message) (*ruleslog.Version, *rules.Config)
 	if err != nil {
 		// Written by something else than an instance, which checks them
 		// first: every instance skips it alike.
-		j.log.Error("a version of the rules that the job's cannot be reloaded to, skipped", "topic", j.topics.Rules, "offset", m.Offset, "err", err)
+		j.Log.Error("a version of the rules that the job's cannot be reloaded to, skipped", "topic", j.topics.Rules, "offset", m.Offset, "err", err)
 		return v, nil
 	}
 	return v, cfg
@@ -125,7 +126,7 @@ func (j *distJob) proposeRules(ctx context.Context, cfg *rules.Config) error {
 	ctx, cancel := context.WithTimeout(ctx, proposeTimeout)
 	defer cancel()
 	_, err := kafkaio.Produce(ctx, j.client, j.topics.Rules, 0, []kafka.Record{{
-		Key: kafka.NewBytes(key), Value: kafka.NewBytes(value), Time: j.opts.Now()}})
+		Key: kafka.NewBytes(key), Value: kafka.NewBytes(value), Time: j.Opts.Now()}})
 	if err != nil {
 		return fmt.Errorf("writing the rules to %s: %w", j.topics.Rules, err)
 	}
@@ -137,8 +138,8 @@ func (j *distJob) proposeRules(ctx context.Context, cfg *rules.Config) error {
 // counted, and the job's rules stay. Only a failed write is an error.
 func (j *distJob) reloadRules(ctx context.Context, cfg *rules.Config, why string) error {
 	if err := rules.CheckReload(j.rules, cfg); err != nil {
-		j.log.Warn("rules file refused: the job's rules stay as they are", "file", cfg.File, "why", why, "err", err)
-		j.m.Reloads.WithLabelValues("refused").Inc()
+		j.Log.Warn("rules file refused: the job's rules stay as they are", "file", cfg.File, "why", why, "err", err)
+		j.M.Reloads.WithLabelValues("refused").Inc()
 		return nil
 	}
 	j.proposed = cfg.Source
@@ -148,22 +149,22 @@ func (j *distJob) reloadRules(ctx context.Context, cfg *rules.Config, why string
 // watchRules reloads the rules file when SIGHUP asks or it changed (with
 // --watch-rules): when it differs from the job's rules, it proposes it.
 func (j *distJob) watchRules(ctx context.Context, hup bool) error {
-	if j.watch == nil || !hup && !(j.opts.WatchRules && j.watch.changed(j.opts.Now())) {
+	if j.watch == nil || !hup && !(j.Opts.WatchRules && j.watch.Changed(j.Opts.Now())) {
 		return nil
 	}
-	data, changed, err := j.watch.reread(hup)
+	data, changed, err := j.watch.Reread(hup)
 	if err != nil {
-		j.log.Warn("rules file unreadable: the rules stay as they are", "file", j.watch.path, "err", err)
-		j.m.Reloads.WithLabelValues("refused").Inc()
+		j.Log.Warn("rules file unreadable: the rules stay as they are", "file", j.watch.Path, "err", err)
+		j.M.Reloads.WithLabelValues("refused").Inc()
 		return nil
 	}
 	if !changed || bytes.Equal(data, j.rules.Source) {
 		return nil // the job's rules already
 	}
-	cfg, err := rules.Parse(j.watch.path, data)
+	cfg, err := rules.Parse(j.watch.Path, data)
 	if err != nil {
-		j.log.Warn("rules file refused: the job's rules stay as they are", "file", j.watch.path, "err", err)
-		j.m.Reloads.WithLabelValues("refused").Inc()
+		j.Log.Warn("rules file refused: the job's rules stay as they are", "file", j.watch.Path, "err", err)
+		j.M.Reloads.WithLabelValues("refused").Inc()
 		return nil
 	}
 	why := "file changed"
@@ -171,7 +172,7 @@ func (j *distJob) watchRules(ctx context.Context, hup bool) error {
 		why = "SIGHUP"
 	}
 	if err := j.reloadRules(ctx, cfg, why); err != nil {
-		j.log.Error("the rules file could not be proposed to the job: reload again (SIGHUP) once the brokers answer", "file", j.watch.path, "err", err)
+		j.Log.Error("the rules file could not be proposed to the job: reload again (SIGHUP) once the brokers answer", "file", j.watch.Path, "err", err)
 	}
 	return nil
 }
@@ -186,7 +187,7 @@ func (j *distJob) followRules(f kafkaio.Fetch) error {
 		v, cfg := j.nextRules(m)
 		if cfg == nil {
 			if v != nil && j.proposed != nil && bytes.Equal(v.Source, j.proposed) {
-				j.log.Warn("the rules this instance proposed were not taken: another instance's came first as that version; reload again to propose them anew",
+				j.Log.Warn("the rules this instance proposed were not taken: another instance's came first as that version; reload again to propose them anew",
 					"version", v.Version)
 				j.proposed = nil
 			}
@@ -205,27 +206,27 @@ func (j *distJob) followRules(f kafkaio.Fetch) error {
 // to every partition of the repartition topic (a rules message), whose
 // states take them there (engine.Task).
 func (j *distJob) takeRules(cfg *rules.Config, version int64) error {
-	start := j.opts.Now()
+	start := j.Opts.Now()
 	diff := rules.DiffIdentities(j.rules.Identities(), cfg.Identities())
-	j.rules, j.rulesVersion, j.opts.Config = cfg, version, cfg
+	j.rules, j.rulesVersion, j.Opts.Config = cfg, version, cfg
 	j.history.Add(cfg)
 	if bytes.Equal(j.proposed, cfg.Source) {
 		j.proposed = nil
 	}
-	j.m.Reload(cfg, engine.Stats{}, diff.KeptHeatmaps())
-	if j.console != nil {
-		j.console.Reload(diff)
+	j.M.Reload(cfg, engine.Stats{}, diff.KeptHeatmaps())
+	if j.Console != nil {
+		j.Console.Reload(diff)
 	}
 	for _, warning := range cfg.Warnings {
-		j.log.Warn("rules: " + warning.String())
+		j.Log.Warn("rules: " + warning.String())
 	}
 	if err := j.catchUpRules(); err != nil {
 		return err
 	}
-	j.m.Reloads.WithLabelValues("applied").Inc()
+	j.M.Reloads.WithLabelValues("applied").Inc()
 	j.dm.rulesVersion.Set(float64(version))
-	logDiff(j.log, "rules reloaded: routed by the new version from now on, and applied by each state at the same record", diff,
-		"version", version, "file", cfg.File, "took", j.opts.Now().Sub(start))
+	jobbase.LogDiff(j.Log, "rules reloaded: routed by the new version from now on, and applied by each state at the same record", diff,
+		"version", version, "file", cfg.File, "took", j.Opts.Now().Sub(start))
 	return nil
 }
 
@@ -273,14 +274,14 @@ func (j *distJob) sendRules() error {
 		sw := ruleslog.Switch{Version: rt.version, Partition: p, Offset: max(offsets[p], 0)}
 		if j.history.Note(sw) {
 			key, value := ruleslog.EncodeSwitch(sw)
-			notes = append(notes, kafka.Record{Key: kafka.NewBytes(key), Value: kafka.NewBytes(value), Time: j.opts.Now()})
+			notes = append(notes, kafka.Record{Key: kafka.NewBytes(key), Value: kafka.NewBytes(value), Time: j.Opts.Now()})
 		}
 	}
 	if len(notes) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), proposeTimeout)
 		defer cancel()
 		if _, err := kafkaio.Produce(ctx, j.client, j.topics.Rules, 0, notes); err != nil {
-			j.log.Warn("where the router began to route by the job's rules is not in the rules topic: a replay of the input reloads them elsewhere",
+			j.Log.Warn("where the router began to route by the job's rules is not in the rules topic: a replay of the input reloads them elsewhere",
 				"topic", j.topics.Rules, "version", rt.version, "err", err)
 		}
 	}
@@ -296,9 +297,9 @@ func (j *distJob) sendRules() error {
 // messages handed to them before, which they apply first.
 func (j *distJob) broadcast(msg *engine.Message) error {
 	j.buf = engine.AppendMessage(j.buf[:0], msg)
-	now := j.opts.Now()
-	for k := range j.opts.RepartitionPartitions {
-		if t := j.tasks[k]; t != nil && !j.opts.hopAll {
+	now := j.Opts.Now()
+	for k := range j.Opts.RepartitionPartitions {
+		if t := j.tasks[k]; t != nil && !j.Opts.Testing.HopAll {
 			if t.local() {
 				t.handed = append(t.handed, localMessage{msg: *msg})
 				j.sentLocal++
@@ -321,7 +322,7 @@ func (j *distJob) applyOne(t *ownedTask, m *engine.Message, ev *engine.Decoded) 
 	}
 	if v := t.task.RulesVersion(); v != version {
 		t.retiredReady = false // until a checkpoint after the reload (engine.Engine.DeleteRetired)
-		j.log.Info("a repartition partition's state applies new rules", "partition", t.partition, "version", v)
+		j.Log.Info("a repartition partition's state applies new rules", "partition", t.partition, "version", v)
 	}
 	return nil
 }
