@@ -65,7 +65,7 @@ const (
 // checkpointed to a changelog topic so that another instance can take
 // them over.
 func Run(ctx context.Context, opts jobbase.Options) error {
-	j := &distJob{Base: jobbase.Base{Opts: opts, Log: opts.Logger}, topics: kafkaio.InternalTopicsOf(opts.Group), localDone: make(chan error, 1),
+	j := &instance{Base: jobbase.Base{Opts: opts, Log: opts.Logger}, topics: kafkaio.InternalTopicsOf(opts.Group), localDone: make(chan error, 1),
 		tasks: map[int]*ownedTask{}, history: ruleslog.NewLog()}
 	defer j.close()
 	for _, stage := range []func(context.Context) error{j.connect, j.lockState, j.loadRules, j.startOutputs, j.proposeOwnRules, j.joinGroup} {
@@ -76,8 +76,8 @@ func Run(ctx context.Context, opts jobbase.Options) error {
 	return j.generations(ctx)
 }
 
-// distJob is one instance of a distributed job.
-type distJob struct {
+// instance is one instance of a distributed job: what Run runs.
+type instance struct {
 	jobbase.Base
 	client     *kafka.Client
 	topics     kafkaio.InternalTopics
@@ -176,7 +176,7 @@ type ownedTask struct {
 	out    *taskOutput
 	handed []localMessage
 	// applying are the messages handed before, which the task applies
-	// while the router hands it the next (distJob.startLocal).
+	// while the router hands it the next (instance.startLocal).
 	applying []localMessage
 	// fetched are the fetches of the task's repartition partition being
 	// applied, and msg the message being decoded from them.
@@ -251,7 +251,7 @@ func (t *ownedTask) local() bool {
 	return true
 }
 
-func (j *distJob) close() {
+func (j *instance) close() {
 	j.standbys.Close()
 	for _, t := range j.tasks {
 		t.db.Close()
@@ -263,7 +263,7 @@ func (j *distJob) close() {
 
 // connect checks the connection, reads the input topic's partitions, and
 // creates or checks the internal topics.
-func (j *distJob) connect(ctx context.Context) error {
+func (j *instance) connect(ctx context.Context) error {
 	var err error
 	if j.Sec, err = kafkaconn.New(j.Opts.Security); err != nil {
 		return err
@@ -286,7 +286,7 @@ func (j *distJob) connect(ctx context.Context) error {
 
 // lockState takes the state directory: two instances on one machine need
 // a directory each.
-func (j *distJob) lockState(context.Context) error {
+func (j *instance) lockState(context.Context) error {
 	if err := os.MkdirAll(j.Opts.StateDir, 0o700); err != nil {
 		return err
 	}
@@ -300,7 +300,7 @@ func (j *distJob) lockState(context.Context) error {
 
 // startOutputs serves the metrics and builds the sink, its writer and the
 // router.
-func (j *distJob) startOutputs(ctx context.Context) error {
+func (j *instance) startOutputs(ctx context.Context) error {
 	o := j.Opts
 	j.M = observe.NewMetrics(o.Registry, o.Config, o.MetricLabelLimit)
 	j.dm = newDistMetrics(o.Registry)
@@ -336,7 +336,7 @@ func (j *distJob) startOutputs(ctx context.Context) error {
 
 // newRouter returns a router of the input by cfg, which logs and counts
 // the sources' transitions.
-func (j *distJob) newRouter(cfg *rules.Config) (*engine.Router, error) {
+func (j *instance) newRouter(cfg *rules.Config) (*engine.Router, error) {
 	return engine.NewRouter(cfg, j.Opts.RepartitionPartitions, func(tr watermark.Transition) {
 		observe.LogTransition(j.Log, tr)
 		j.M.SourceTransition(tr.Source)
@@ -345,7 +345,7 @@ func (j *distJob) newRouter(cfg *rules.Config) (*engine.Router, error) {
 
 // replaceRouter makes a new router by cfg the instance's, once what the
 // last one counted is in the metrics.
-func (j *distJob) replaceRouter(cfg *rules.Config) error {
+func (j *instance) replaceRouter(cfg *rules.Config) error {
 	r, err := j.newRouter(cfg)
 	if err != nil {
 		return err
@@ -358,7 +358,7 @@ func (j *distJob) replaceRouter(cfg *rules.Config) error {
 // joinGroup joins the consumer group for the input and repartition
 // topics, unless an instance without --distributed holds it: that one
 // reads the whole input itself.
-func (j *distJob) joinGroup(ctx context.Context) error {
+func (j *instance) joinGroup(ctx context.Context) error {
 	members, _, err := kafkaio.GroupMembers(ctx, j.client, j.Opts.Group)
 	if err != nil {
 		return err
@@ -388,7 +388,7 @@ func (j *distJob) joinGroup(ctx context.Context) error {
 
 // generations runs one generation of the group after the other until the
 // job stops.
-func (j *distJob) generations(ctx context.Context) error {
+func (j *instance) generations(ctx context.Context) error {
 	for {
 		gen, err := j.cg.Next(ctx)
 		switch {
@@ -423,7 +423,7 @@ func (j *distJob) generations(ctx context.Context) error {
 
 // runGeneration takes the partitions the generation gives, processes them
 // until it ends, then checkpoints them.
-func (j *distJob) runGeneration(ctx, genCtx context.Context, gen *kafka.Generation) error {
+func (j *instance) runGeneration(ctx, genCtx context.Context, gen *kafka.Generation) error {
 	j.generation = gen.ID
 	j.dm.rebalances.Inc()
 	if err := j.take(ctx, gen); err != nil {
@@ -469,7 +469,7 @@ func (j *distJob) runGeneration(ctx, genCtx context.Context, gen *kafka.Generati
 // take opens the tasks of the repartition partitions the generation gives
 // and restores the router of its input partitions, closing the tasks it
 // no longer gives.
-func (j *distJob) take(ctx context.Context, gen *kafka.Generation) error {
+func (j *instance) take(ctx context.Context, gen *kafka.Generation) error {
 	start := j.Opts.Now()
 	j.healthMu.Lock()
 	j.healthDBs = nil // some are closed below
@@ -566,7 +566,7 @@ func (j *distJob) take(ctx context.Context, gen *kafka.Generation) error {
 // the last generation if nobody wrote its changelog since; else the local
 // store, brought up to the changelog's last checkpoint (of those written
 // since its own, if it has one, else from the changelog's start).
-func (j *distJob) openTask(ctx context.Context, k int) (t *ownedTask, err error) {
+func (j *instance) openTask(ctx context.Context, k int) (t *ownedTask, err error) {
 	log := j.changelogOf(k)
 	end, err := log.End(ctx)
 	if err != nil {
@@ -663,11 +663,11 @@ func checkpointRules(b []byte, cfg *rules.Config, version int64) (*rules.Config,
 
 // tasksDir holds the stores of the repartition partitions, held or
 // standby, one folder each.
-func (j *distJob) tasksDir() string { return filepath.Join(j.Opts.StateDir, "tasks") }
+func (j *instance) tasksDir() string { return filepath.Join(j.Opts.StateDir, "tasks") }
 
 // storeOptions are the options of a repartition partition's store, but
 // its folder.
-func (j *distJob) storeOptions() state.Options {
+func (j *instance) storeOptions() state.Options {
 	so := j.Opts.Testing.State
 	so.AtomicCheckpoints, so.Logger = true, j.Log
 	if so.CacheBytes == 0 {
@@ -677,13 +677,13 @@ func (j *distJob) storeOptions() state.Options {
 }
 
 // changelogOf returns the changelog of repartition partition k.
-func (j *distJob) changelogOf(k int) changelog.Log {
+func (j *instance) changelogOf(k int) changelog.Log {
 	return changelog.Log{Client: j.client, Brokers: j.Opts.Brokers, Dialer: j.Sec.Dialer(), Topic: j.topics.Changelog, Partition: k}
 }
 
 // startFetchers starts reading the input partitions routed and the
 // repartition partitions held.
-func (j *distJob) startFetchers(ctx context.Context, reading *sync.WaitGroup) {
+func (j *instance) startFetchers(ctx context.Context, reading *sync.WaitGroup) {
 	j.inputFetched, j.repFetched, j.rulesFetched = make(chan kafkaio.Fetch, 16), make(chan kafkaio.Fetch, 16), make(chan kafkaio.Fetch, 1)
 	j.Fetchers = j.Fetchers[:0]
 	rulesFetcher := kafkaio.NewFetcher(j.Opts.Brokers, j.Sec.Dialer(), j.topics.Rules, 0, j.rulesNext, -1, j.rulesFetched, j.Log, j.Opts.Now)
@@ -706,7 +706,7 @@ func (j *distJob) startFetchers(ctx context.Context, reading *sync.WaitGroup) {
 // job stops: the loop (driver.Run) configured for an instance of a
 // distributed job, which routes the input partitions it was given and
 // applies the repartition partitions it holds.
-func (j *distJob) loop(ctx, genCtx context.Context, gen *kafka.Generation) (err error) {
+func (j *instance) loop(ctx, genCtx context.Context, gen *kafka.Generation) (err error) {
 	// The tasks the group may take away next are not left applying.
 	defer func() { err = errors.Join(err, j.settleLocal()) }()
 	runCtx, cancel := context.WithCancel(genCtx)
@@ -742,7 +742,7 @@ func (j *distJob) loop(ctx, genCtx context.Context, gen *kafka.Generation) (err 
 
 // settled runs fn once the tasks applied what they were handed:
 // everything but routing reads or changes the tasks.
-func (j *distJob) settled(fn func() error) error {
+func (j *instance) settled(fn func() error) error {
 	if err := j.settleLocal(); err != nil {
 		return err
 	}
@@ -751,7 +751,7 @@ func (j *distJob) settled(fn func() error) error {
 
 // worked counts a step of the loop that took took as the router's time
 // away: the merge's clock does not count it (routing.mergeNow).
-func (j *distJob) worked(took time.Duration) {
+func (j *instance) worked(took time.Duration) {
 	if j.routing != nil {
 		j.routing.away += took
 	}
@@ -759,7 +759,7 @@ func (j *distJob) worked(took time.Duration) {
 
 // applyLocal has every task apply the messages the router handed it, and
 // returns once they have.
-func (j *distJob) applyLocal() error {
+func (j *instance) applyLocal() error {
 	if err := j.startLocal(); err != nil {
 		return err
 	}
@@ -772,7 +772,7 @@ func (j *distJob) applyLocal() error {
 // them. Nothing else on the loop may touch a task or the outputs while
 // they apply. One apply is in flight at most: it first waits for the one
 // before, and returns its errors.
-func (j *distJob) startLocal() error {
+func (j *instance) startLocal() error {
 	if err := j.settleLocal(); err != nil {
 		return err
 	}
@@ -810,7 +810,7 @@ func (j *distJob) startLocal() error {
 
 // settleLocal waits for the tasks applying what startLocal gave them, if
 // any, and returns their errors.
-func (j *distJob) settleLocal() error {
+func (j *instance) settleLocal() error {
 	if len(j.local) == 0 {
 		return nil
 	}
@@ -831,7 +831,7 @@ const applyAtOnce = 64
 // apply runs a fetch of a repartition partition through its task, with
 // the fetches of the others already fetched: each task its own, the
 // tasks at once, each on a goroutine.
-func (j *distJob) apply(f kafkaio.Fetch) error {
+func (j *instance) apply(f kafkaio.Fetch) error {
 	fetches := append(j.fetches[:0], f)
 	for more := true; more && len(fetches) < applyAtOnce; {
 		select {
@@ -864,7 +864,7 @@ func (j *distJob) apply(f kafkaio.Fetch) error {
 
 // applyFetched runs the fetches of t's repartition partition through t, in
 // the order they came.
-func (j *distJob) applyFetched(t *ownedTask) error {
+func (j *instance) applyFetched(t *ownedTask) error {
 	defer func() {
 		for _, f := range t.fetched {
 			kafkaio.Recycle(f.Msgs)
@@ -892,7 +892,7 @@ func (j *distJob) applyFetched(t *ownedTask) error {
 
 // tick sends the marks due and writes some of the next checkpoint's state
 // ahead.
-func (j *distJob) tick() error {
+func (j *instance) tick() error {
 	nowT := j.Opts.Now()
 	if err := j.routeTaken(); err != nil { // merge waits that ran out
 		return err
@@ -929,15 +929,15 @@ func (j *distJob) tick() error {
 // then checkpoints each task held (its changelog first, then its store)
 // and each input partition routed (the routers topic), then commits the
 // offsets to the group for lag tools.
-func (j *distJob) checkpoint(ctx context.Context, gen *kafka.Generation) error {
-	return j.Base.Checkpoint(distCheckpointer{j, ctx, gen}, j.hopWriter, j.Writer)
+func (j *instance) checkpoint(ctx context.Context, gen *kafka.Generation) error {
+	return j.Base.Checkpoint(instanceCheckpointer{j, ctx, gen}, j.hopWriter, j.Writer)
 }
 
-// distCheckpointer is a distributed instance's part in a checkpoint: the
+// instanceCheckpointer is a distributed instance's part in a checkpoint: the
 // store and changelog of each repartition partition it holds, then its
 // router's checkpoint, and the group of its generation.
-type distCheckpointer struct {
-	*distJob
+type instanceCheckpointer struct {
+	*instance
 	ctx context.Context
 	gen *kafka.Generation
 }
@@ -947,7 +947,7 @@ type distCheckpointer struct {
 // checkpoints are made again by the states, once they apply records past
 // their own checkpoints, and the states skip as applied those they had
 // (EndTracker.settle).
-func (j *distJob) AppliedRecords() int64 {
+func (j *instance) AppliedRecords() int64 {
 	var applied int64
 	for _, t := range j.tasks {
 		applied += t.task.Stats().Records
@@ -955,8 +955,8 @@ func (j *distJob) AppliedRecords() int64 {
 	return applied
 }
 
-func (c distCheckpointer) Persist(ends []kafkaio.OutputEnd, durable func(commitOffsets func())) error {
-	j, ctx := c.distJob, c.ctx
+func (c instanceCheckpointer) Persist(ends []kafkaio.OutputEnd, durable func(commitOffsets func())) error {
+	j, ctx := c.instance, c.ctx
 	offsets := map[string]map[int]int64{j.Opts.Topic: {}, j.topics.Repartition: {}}
 	held := slices.Sorted(maps.Keys(j.tasks))
 	// Each partition's state goes to its store's pending writes, then to
@@ -1069,7 +1069,7 @@ func (c distCheckpointer) Persist(ends []kafkaio.OutputEnd, durable func(commitO
 // while they work, else the first failure (/healthz): a store's, or a
 // fetch or an output write the brokers left unanswered for
 // observe.StallAfter, as the single job's.
-func (j *distJob) health() error {
+func (j *instance) health() error {
 	j.healthMu.Lock()
 	defer j.healthMu.Unlock()
 	for _, db := range j.healthDBs {
@@ -1083,7 +1083,7 @@ func (j *distJob) health() error {
 // publishGauges sets the watermark gauge to the least watermark of the
 // partitions held and the state's size to that of their stores, and the
 // skews of the sources and the lags of the input partitions routed.
-func (j *distJob) PublishGauges() {
+func (j *instance) PublishGauges() {
 	least, bytes := watermark.Max, uint64(0)
 	for _, t := range j.tasks {
 		least = min(least, t.task.Watermark())
@@ -1121,7 +1121,7 @@ const checkpointTimeout = 20 * time.Second
 // retry runs fn until it succeeds, with the output writer's backoffs, for
 // up to checkpointTimeout: the brokers of the internal topics may be
 // restarting.
-func (j *distJob) retry(ctx context.Context, what string, fn func(ctx context.Context) error) error {
+func (j *instance) retry(ctx context.Context, what string, fn func(ctx context.Context) error) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), checkpointTimeout)
 	defer cancel()
 	backoff := sink.WriteBackoffMin
@@ -1149,7 +1149,7 @@ func (j *distJob) retry(ctx context.Context, what string, fn func(ctx context.Co
 
 // publishRouter adds what the router counted since last time to the
 // metrics.
-func (j *distJob) publishRouter() {
+func (j *instance) publishRouter() {
 	s := j.router.Stats()
 	p := j.routerStats
 	routed := func(s engine.RouterStats) int64 { return s.Records - s.Invalid - s.Unmatched - s.Late - s.Duplicates }
@@ -1166,14 +1166,14 @@ func (j *distJob) publishRouter() {
 
 // publishSent adds the messages for the repartition topic's partitions
 // sent since last time to the metrics.
-func (j *distJob) publishSent() {
+func (j *instance) publishSent() {
 	j.dm.throughTopic.Add(float64(j.sentTopic))
 	j.dm.local.Add(float64(j.sentLocal))
 	j.sentTopic, j.sentLocal = 0, 0
 }
 
 // publishTask adds what a task counted since last time to the metrics.
-func (j *distJob) publishTask(t *ownedTask) {
+func (j *instance) publishTask(t *ownedTask) {
 	s := t.task.Stats()
 	p := t.published
 	j.M.Events.WithLabelValues("late_in_state").Add(float64(s.Late - p.Late))
@@ -1252,7 +1252,7 @@ func ints(ps []int32) []int {
 // sample is, for the console, what this instance of a distributed job
 // holds now (epoch ms): the input partitions it routes, the state of the
 // repartition partitions it holds, their decisions since it took them.
-func (j *distJob) Sample(now int64) console.Sample {
+func (j *instance) Sample(now int64) console.Sample {
 	rs := j.router.Stats()
 	s := console.Sample{At: now, Records: rs.Records, Late: rs.Late, DLQ: rs.Invalid,
 		TopKeys: j.DecisionKeys.Take(jobbase.ConsoleTopKeys), Sources: jobbase.SourceSamples(j.router.Sources())}

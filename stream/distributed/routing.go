@@ -63,7 +63,7 @@ type routing struct {
 	// which they take instead of decoding the records again: on one side
 	// those handed since the tasks last started applying (the first
 	// handed of them), on the other those the tasks may still be applying
-	// (distJob.startLocal).
+	// (instance.startLocal).
 	decoded [2][]*engine.Decoded
 	side    int
 	handed  int
@@ -129,7 +129,7 @@ type routersTopic struct {
 
 // readRoutersTopic reads the routers topic to its end; of each key, the
 // last record counts, and an empty one deletes it.
-func (j *distJob) readRoutersTopic(ctx context.Context) (*routersTopic, error) {
+func (j *instance) readRoutersTopic(ctx context.Context) (*routersTopic, error) {
 	rt := &routersTopic{apart: map[int32]checkpoint.Router{}, journal: map[uint64][]byte{}}
 	_, err := kafkaio.ReadRecords(ctx, j.Sec.Dialer(), j.Opts.Brokers, j.topics.Routers, 0, kafka.FirstOffset, func(m *kafka.Message) error {
 		key, deleted := string(m.Key), len(m.Value) == 0
@@ -182,7 +182,7 @@ func (j *distJob) readRoutersTopic(ctx context.Context) (*routersTopic, error) {
 // checkpoint, or those of partitions routed apart (their watermarks become
 // one, engine.Router.Restore), and the merge's journal. It returns the
 // output ends the checkpoints recorded.
-func (j *distJob) startRouting(ctx context.Context, inputs []int32, topic *routersTopic) ([]kafkaio.OutputEnd, error) {
+func (j *instance) startRouting(ctx context.Context, inputs []int32, topic *routersTopic) ([]kafkaio.OutputEnd, error) {
 	j.routing = nil
 	if len(inputs) == 0 {
 		// Nothing routed here: no sources' skew nor watermarks to show.
@@ -277,7 +277,7 @@ func (j *distJob) startRouting(ctx context.Context, inputs []int32, topic *route
 
 // route hands an input fetch to the merge, with those fetched since, and
 // routes what the merge gives.
-func (j *distJob) route(f kafkaio.Fetch) error {
+func (j *instance) route(f kafkaio.Fetch) error {
 	rt := j.routing
 	if rt == nil {
 		kafkaio.Recycle(f.Msgs)
@@ -300,7 +300,7 @@ func (j *distJob) route(f kafkaio.Fetch) error {
 // instance holds directly, once they may take them so (ownedTask.local),
 // and to the others through the repartition topic. The tasks apply what
 // they were handed once all are routed, at the same time.
-func (j *distJob) routeTaken() error {
+func (j *instance) routeTaken() error {
 	rt := j.routing
 	if rt == nil {
 		return nil
@@ -340,7 +340,7 @@ func (j *distJob) routeTaken() error {
 }
 
 // routeRecords routes the records the merge gives now, up to a stop.
-func (j *distJob) routeRecords() error {
+func (j *instance) routeRecords() error {
 	rt := j.routing
 	recs, arrived, runs := rt.merge.Take(rt.mergeNow(j.Opts.Now()), rt.recs[:0], rt.arrived[:0])
 	defer func() {
@@ -393,7 +393,7 @@ func (j *distJob) routeRecords() error {
 
 // sendMark sends every repartition partition a mark of the watermark, when
 // it moved or a heartbeat is due.
-func (j *distJob) sendMark(nowT time.Time) error {
+func (j *instance) sendMark(nowT time.Time) error {
 	rt := j.routing
 	if rt == nil {
 		return nil
@@ -413,7 +413,7 @@ func (j *distJob) sendMark(nowT time.Time) error {
 // deletions of the journal's entries it covers and of the checkpoints of
 // input partitions routed apart, which it replaces. None before the
 // first record is read.
-func (j *distJob) routerRecords(ends []kafkaio.OutputEnd) ([]kafka.Record, error) {
+func (j *instance) routerRecords(ends []kafkaio.OutputEnd) ([]kafka.Record, error) {
 	rt := j.routing
 	if rt == nil || len(rt.merge.Offsets()) == 0 {
 		return nil, nil
@@ -446,7 +446,7 @@ const idsKeyPrefix = "ids/"
 
 // readRouterIDs reads the router's ids topic into an IDLog, and returns
 // the keys of the records of each generation it holds.
-func (j *distJob) readRouterIDs(ctx context.Context) (*engine.IDLog, engine.IDBlobKeys[string], error) {
+func (j *instance) readRouterIDs(ctx context.Context) (*engine.IDLog, engine.IDBlobKeys[string], error) {
 	live := map[string][]byte{}
 	_, err := kafkaio.ReadRecords(ctx, j.Sec.Dialer(), j.Opts.Brokers, j.topics.RouterIDs, 0, kafka.FirstOffset, func(m *kafka.Message) error {
 		if len(m.Value) == 0 {
@@ -476,7 +476,7 @@ func (j *distJob) readRouterIDs(ctx context.Context) (*engine.IDLog, engine.IDBl
 
 // writeRouterIDs writes the event ids the router took since its last
 // checkpoint to its ids topic, and deletes those it forgot.
-func (j *distJob) writeRouterIDs(ctx context.Context) error {
+func (j *instance) writeRouterIDs(ctx context.Context) error {
 	rt := j.routing
 	blobs, forgotten, rewritten := rt.ids.Take()
 	deleted, written, keys := rt.idKeys.Next(blobs, forgotten, rewritten, func(b engine.IDBlob) string {
@@ -505,7 +505,7 @@ func (j *distJob) writeRouterIDs(ctx context.Context) error {
 // routers topic, each entry a record keyed journal/SEQ, so that whoever
 // routes next follows it: the router's checkpoint is there too.
 type routerJournal struct {
-	j *distJob
+	j *instance
 	// entries are those read when routing began; drops, the deletions of
 	// entries the next checkpoint covers, written with it.
 	entries map[uint64][]byte

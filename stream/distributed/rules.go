@@ -25,7 +25,7 @@ const proposeTimeout = 10 * time.Second
 // loadRules reads the job's rules from the rules topic: the last version,
 // which every instance applies (docs/distributed.md "Changing the
 // rules"). A job without any takes this instance's file as version 1.
-func (j *distJob) loadRules(ctx context.Context) error {
+func (j *instance) loadRules(ctx context.Context) error {
 	j.ownRules = j.Opts.Config
 	for {
 		if err := j.readRules(ctx); err != nil {
@@ -46,7 +46,7 @@ func (j *distJob) loadRules(ctx context.Context) error {
 // rules when it differs from them and was modified after they were
 // written; an older file is left, saying so: an instance restarted with
 // a stale copy does not take the job back.
-func (j *distJob) proposeOwnRules(ctx context.Context) error {
+func (j *instance) proposeOwnRules(ctx context.Context) error {
 	own := j.ownRules
 	if bytes.Equal(own.Source, j.rules.Source) {
 		j.Log.Info("the job's rules", "version", j.rulesVersion, "file", own.File)
@@ -72,7 +72,7 @@ func (j *distJob) proposeOwnRules(ctx context.Context) error {
 
 // readRules reads the rules topic from where it was last read to its end,
 // taking each next version.
-func (j *distJob) readRules(ctx context.Context) error {
+func (j *instance) readRules(ctx context.Context) error {
 	from := j.rulesNext
 	if from == 0 {
 		from = kafka.FirstOffset
@@ -96,7 +96,7 @@ func (j *distJob) readRules(ctx context.Context) error {
 // after the job's (ruleslog.Next); nil rules for another version (a
 // proposal another instance's came before), a switch, or what cannot be
 // taken.
-func (j *distJob) nextRules(m *kafka.Message) (*ruleslog.Version, *rules.Config) {
+func (j *instance) nextRules(m *kafka.Message) (*ruleslog.Version, *rules.Config) {
 	v, sw, err := ruleslog.Decode(m.Value)
 	if err != nil {
 		j.Log.Error("a record of the rules topic that is not a version of the rules, skipped", "topic", j.topics.Rules, "offset", m.Offset, "err", err)
@@ -121,7 +121,7 @@ func (j *distJob) nextRules(m *kafka.Message) (*ruleslog.Version, *rules.Config)
 // proposeRules writes cfg to the rules topic as the version after the
 // job's. Every instance takes it when it reads it (takeRules), unless
 // another instance's proposal of that version came first.
-func (j *distJob) proposeRules(ctx context.Context, cfg *rules.Config) error {
+func (j *instance) proposeRules(ctx context.Context, cfg *rules.Config) error {
 	key, value := ruleslog.EncodeVersion(ruleslog.Version{Version: j.rulesVersion + 1, File: cfg.File, Source: cfg.Source})
 	ctx, cancel := context.WithTimeout(ctx, proposeTimeout)
 	defer cancel()
@@ -136,7 +136,7 @@ func (j *distJob) proposeRules(ctx context.Context, cfg *rules.Config) error {
 // reloadRules proposes cfg as the job's next rules, when a reload may
 // replace the job's by them (rules.CheckReload); a refusal is logged and
 // counted, and the job's rules stay. Only a failed write is an error.
-func (j *distJob) reloadRules(ctx context.Context, cfg *rules.Config, why string) error {
+func (j *instance) reloadRules(ctx context.Context, cfg *rules.Config, why string) error {
 	if err := rules.CheckReload(j.rules, cfg); err != nil {
 		j.Log.Warn("rules file refused: the job's rules stay as they are", "file", cfg.File, "why", why, "err", err)
 		j.M.Reloads.WithLabelValues("refused").Inc()
@@ -148,7 +148,7 @@ func (j *distJob) reloadRules(ctx context.Context, cfg *rules.Config, why string
 
 // watchRules reloads the rules file when SIGHUP asks or it changed (with
 // --watch-rules): when it differs from the job's rules, it proposes it.
-func (j *distJob) watchRules(ctx context.Context, hup bool) error {
+func (j *instance) watchRules(ctx context.Context, hup bool) error {
 	if j.watch == nil || !hup && !(j.Opts.WatchRules && j.watch.Changed(j.Opts.Now())) {
 		return nil
 	}
@@ -179,7 +179,7 @@ func (j *distJob) watchRules(ctx context.Context, hup bool) error {
 
 // followRules takes the versions of the rules that a fetch of the rules
 // topic brings.
-func (j *distJob) followRules(f kafkaio.Fetch) error {
+func (j *instance) followRules(f kafkaio.Fetch) error {
 	defer kafkaio.Recycle(f.Msgs)
 	for i := range f.Msgs {
 		m := &f.Msgs[i]
@@ -205,7 +205,7 @@ func (j *distJob) followRules(f kafkaio.Fetch) error {
 // router, if it routes, routes by them from its next record, and says so
 // to every partition of the repartition topic (a rules message), whose
 // states take them there (engine.Task).
-func (j *distJob) takeRules(cfg *rules.Config, version int64) error {
+func (j *instance) takeRules(cfg *rules.Config, version int64) error {
 	start := j.Opts.Now()
 	diff := rules.DiffIdentities(j.rules.Identities(), cfg.Identities())
 	j.rules, j.rulesVersion, j.Opts.Config = cfg, version, cfg
@@ -233,7 +233,7 @@ func (j *distJob) takeRules(cfg *rules.Config, version int64) error {
 // catchUpRules makes the router route by the job's last rules from its
 // next record, unless it follows where its predecessor switched
 // (routing.switches) and has a switch to reach yet.
-func (j *distJob) catchUpRules() error {
+func (j *instance) catchUpRules() error {
 	rt := j.routing
 	if rt == nil || rt.version == j.rulesVersion || rt.switches != nil && rt.switches.Pending() {
 		return nil
@@ -243,7 +243,7 @@ func (j *distJob) catchUpRules() error {
 
 // routeBy makes the router route by the job's rules of version from its
 // next record, and sends them to the states there.
-func (j *distJob) routeBy(version int64) error {
+func (j *instance) routeBy(version int64) error {
 	if err := j.router.Reload(j.history.Rules(version)); err != nil {
 		// The instance that wrote them checked them: this one's build
 		// disagrees.
@@ -263,7 +263,7 @@ func (j *distJob) routeBy(version int64) error {
 // there (routing.switches), whether or not its predecessor sent the
 // states the rules. A note the brokers do not take is logged: only a
 // replay, or a router resuming before the switch, misses it.
-func (j *distJob) sendRules() error {
+func (j *instance) sendRules() error {
 	rt := j.routing
 	if rt == nil {
 		return nil
@@ -295,7 +295,7 @@ func (j *distJob) sendRules() error {
 // repartition topic: through the topic, or to the states this instance
 // holds that take messages so (ownedTask.local) directly, after the
 // messages handed to them before, which they apply first.
-func (j *distJob) broadcast(msg *engine.Message) error {
+func (j *instance) broadcast(msg *engine.Message) error {
 	j.buf = engine.AppendMessage(j.buf[:0], msg)
 	now := j.Opts.Now()
 	for k := range j.Opts.RepartitionPartitions {
@@ -315,7 +315,7 @@ func (j *distJob) broadcast(msg *engine.Message) error {
 
 // applyOne applies a message to task t, saying when it makes t take new
 // rules.
-func (j *distJob) applyOne(t *ownedTask, m *engine.Message, ev *engine.Decoded) error {
+func (j *instance) applyOne(t *ownedTask, m *engine.Message, ev *engine.Decoded) error {
 	version := t.task.RulesVersion()
 	if _, err := t.task.ApplyDecoded(m, ev); err != nil {
 		return err

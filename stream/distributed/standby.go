@@ -11,7 +11,7 @@ import (
 // keeps standby copies of in the group's current generation: the group's
 // assignment, as the coordinator describes it, gives every member's
 // partitions.
-func (j *distJob) standbyPartitions(ctx context.Context, gen *kafka.Generation) ([]int, error) {
+func (j *instance) standbyPartitions(ctx context.Context, gen *kafka.Generation) ([]int, error) {
 	resp, err := j.client.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{j.Opts.Group}})
 	if err != nil {
 		return nil, err

@@ -25,7 +25,7 @@ const wholeJobLookBack = 5 * time.Minute
 // records' timestamps, the time they were written, while it catches up,
 // and of the clock after.
 type outputFollower struct {
-	j       *distJob
+	j       *instance
 	ctx     context.Context // the job's
 	mu      sync.Mutex
 	started bool
@@ -35,7 +35,7 @@ type outputFollower struct {
 
 // newOutputFollower returns the follower of j's outputs, which stops with
 // ctx or with the job.
-func newOutputFollower(ctx context.Context, j *distJob) *outputFollower {
+func newOutputFollower(ctx context.Context, j *instance) *outputFollower {
 	ctx, cancel := context.WithCancel(ctx)
 	f := &outputFollower{j: j, ctx: ctx, cancel: cancel}
 	j.OnClose(func() {

@@ -12,7 +12,8 @@ import (
 // takes the steps docs/design.md gives ("Outputs, checkpoint, offsets"),
 // in that order, and asks the Checkpointer for what the single job
 // (stream's liveCheckpointer) and an instance of a distributed one
-// (package distributed's checkpointer) do differently: which stores they write, and how.
+// (package distributed's instanceCheckpointer) do differently: which
+// stores they write, and how.
 type Checkpointer interface {
 	// AppliedRecords is how many records the state has applied: the
 	// outputs' ends are noted at it (step 2).
