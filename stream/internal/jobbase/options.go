@@ -37,7 +37,8 @@ const TickInterval = 10 * time.Millisecond
 // checkpoint.
 const StopOutputGrace = 10 * time.Second
 
-// Options configure the live job.
+// Options configure the live job, single or an instance of a distributed
+// one (Distributed); stream names them RunOptions.
 type Options struct {
 	// Config is the validated rules file. Required.
 	Config *rules.Config
@@ -183,7 +184,7 @@ const BehindWait = 30 * time.Second
 // default: room for a dozen instances, each holding one partition or more.
 const DefaultRepartitionPartitions = 12
 
-// Defaults of Options (and of ReplayOptions, where they share a field).
+// Defaults of Options (and of replay.Options, where they share a field).
 const (
 	DefaultTopic              = "requests"
 	DefaultGroup              = "riskstream"
@@ -275,7 +276,7 @@ func (o *Options) Validate() error {
 	return errors.Join(errs...)
 }
 
-// ErrEmbeddedSecurity is returned by Run when Options ask for TLS or
+// ErrEmbeddedSecurity is returned by stream.Run when Options ask for TLS or
 // SASL without Brokers: the embedded development broker is plaintext, and
 // a job that silently ignored the security it was given would be a
 // surprise. Start `riskstream broker` or a real cluster and give its
