@@ -38,7 +38,7 @@ import (
 // checkpoint (SIGINT/SIGTERM). A failure of the state store (a full or
 // stalled disk, a corrupt file) ends it at once with one error saying what
 // to do. docs/design.md maps its goroutines and the order of its writes.
-func Run(ctx context.Context, opts jobbase.Options) (err error) {
+func Run(ctx context.Context, opts RunOptions) (err error) {
 	defer func() { err = state.Explain(err, true) }()
 	opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
@@ -311,7 +311,7 @@ func (j *liveJob) restore(context.Context) error {
 // pointed at the wrong rules file is more often a mistake than a change
 // (Flink refuses such a savepoint without --allowNonRestoredState). A
 // reload is a deliberate act, and drops them.
-func refuseDropped(d rules.Diff, o jobbase.Options) error {
+func refuseDropped(d rules.Diff, o RunOptions) error {
 	dropped := jobbase.DroppedState(d)
 	if len(dropped) == 0 || o.AllowDroppedState {
 		return nil
