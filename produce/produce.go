@@ -77,6 +77,73 @@ type Options struct {
 	// Logger receives the lines not sent, by file and line number (the
 	// first maxReportedLines, then a count); default slog.Default().
 	Logger *slog.Logger
+	// Now is the wall clock: the send times, the pace and the retimed
+	// reference times. The default is time.Now.
+	Now func() time.Time
+}
+
+// Defaults of Options.
+const (
+	// DefaultBroker is where `riskstream run` without brokers starts its
+	// development broker, and so where produce sends by default.
+	DefaultBroker = "127.0.0.1:9092"
+	DefaultTopic  = "requests"
+	DefaultKey    = "id"
+)
+
+// fastRate is the rate above which, as unpaced, batches must be large
+// (Options.BatchTimeout).
+const fastRate = 50_000
+
+// fast reports whether o sends fast enough that batches must be large:
+// unpaced, or over fastRate.
+func (o *Options) fast() bool { return o.Rate == 0 && !o.Retime || o.Rate > fastRate }
+
+// EnsureDefaults fills in zero fields with their default values.
+func (o *Options) EnsureDefaults() {
+	if len(o.Brokers) == 0 {
+		o.Brokers = []string{DefaultBroker}
+	}
+	if o.Topic == "" {
+		o.Topic = DefaultTopic
+	}
+	if o.Key == "" {
+		o.Key = DefaultKey
+	}
+	if o.MaxMessageBytes == 0 {
+		o.MaxMessageBytes = sink.DefaultMaxMessageBytes
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.BatchTimeout <= 0 {
+		o.BatchTimeout = time.Millisecond
+		if o.fast() {
+			o.BatchTimeout = 5 * time.Millisecond
+		}
+	}
+	if o.Stdin == nil {
+		o.Stdin = os.Stdin
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// Validate reports, all at once, the options that cannot work; Run calls
+// it after EnsureDefaults.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.File == "" {
+		errs = append(errs, errors.New("produce: no input file"))
+	}
+	if o.Rate < 0 {
+		errs = append(errs, fmt.Errorf("produce %s: negative rate %v", o.File, o.Rate))
+	}
+	if o.MaxMessageBytes < 0 {
+		errs = append(errs, fmt.Errorf("produce %s: negative maximum message size %d", o.File, o.MaxMessageBytes))
+	}
+	return errors.Join(errs...)
 }
 
 // Stats summarizes a Run call.
@@ -229,67 +296,35 @@ func (o *oversized) err(topic string) error {
 // broker refused only together with others (a batch over the topic's
 // max.message.bytes) are sent again one at a time, after the lines sent
 // meanwhile.
-// embeddedBrokerAddr is where 'riskstream run' without brokers starts its
-// development broker, and so where produce sends by default.
-const embeddedBrokerAddr = "127.0.0.1:9092"
-
 func Run(ctx context.Context, opts Options) (Stats, error) {
 	var st Stats
-	if opts.File == "" {
-		return st, errors.New("produce: no input file")
+	// tried is the development broker's address when no broker was
+	// named: a refusal then means it is not running.
+	var tried string
+	if len(opts.Brokers) == 0 {
+		tried = DefaultBroker
 	}
-	if opts.Rate < 0 {
-		return st, fmt.Errorf("produce %s: negative rate %v", opts.File, opts.Rate)
+	opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return st, err
 	}
 	sec, err := kafkaconn.New(opts.Security)
 	if err != nil {
 		return st, fmt.Errorf("produce %s: %w", opts.File, err)
 	}
-	// tried is the development broker's address when no broker was
-	// named: a refusal then means it is not running.
-	var tried string
-	if len(opts.Brokers) == 0 {
-		tried = embeddedBrokerAddr
-		opts.Brokers = []string{embeddedBrokerAddr}
-	}
-	if opts.Topic == "" {
-		opts.Topic = "requests"
-	}
-	if opts.Key == "" {
-		opts.Key = "id"
-	}
-	if opts.MaxMessageBytes < 0 {
-		return st, fmt.Errorf("produce %s: negative maximum message size %d", opts.File, opts.MaxMessageBytes)
-	}
-	if opts.MaxMessageBytes == 0 {
-		opts.MaxMessageBytes = sink.DefaultMaxMessageBytes
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
 	// kafka-go writes a partition's batches one at a time, each closed by
 	// its BatchTimeout or BatchSize: a partition moves at most a batch per
 	// round trip. A paced stream gets its records out within a
-	// millisecond; a fast one (over 50,000/s, or unpaced) needs batches
+	// millisecond; a fast one (over fastRate, or unpaced) needs batches
 	// that outgrow the round trips of a busy broker.
-	fast := opts.Rate == 0 && !opts.Retime || opts.Rate > 50_000
 	batchSize := 100
 	// minSleep is the least a paced producer sleeps: it hands the writer
 	// what it grouped before each sleep, and at a fast rate groups of a
 	// few dozen records would cap the rate by the writer's cost per call.
 	minSleep := 200 * time.Microsecond
-	if fast {
+	if opts.fast() {
 		batchSize = 1000
 		minSleep = 2 * time.Millisecond
-	}
-	if opts.BatchTimeout <= 0 {
-		opts.BatchTimeout = time.Millisecond
-		if fast {
-			opts.BatchTimeout = 5 * time.Millisecond
-		}
-	}
-	if opts.Stdin == nil {
-		opts.Stdin = os.Stdin
 	}
 
 	r, closeIn, err := infile.Open(opts.File, opts.Stdin)
@@ -319,7 +354,7 @@ func Run(ctx context.Context, opts Options) (Stats, error) {
 	defer conns.CloseIdleConnections()
 	w := &kafka.Writer{
 		Addr:      kafka.TCP(opts.Brokers...),
-		Transport: &metadataCache{RoundTripper: conns},
+		Transport: &metadataCache{RoundTripper: conns, now: opts.Now},
 		Topic:     opts.Topic,
 		// Murmur2 places keys on the same partitions as the Java client's
 		// default partitioner, so other tools agree on where a key lives.
@@ -376,7 +411,7 @@ func Run(ctx context.Context, opts Options) (Stats, error) {
 		mu.Unlock()
 	}
 
-	start := time.Now()
+	start := opts.Now()
 	var sent int64
 	// Records go to the writer in groups: kafka-go's WriteMessages costs
 	// about as much for one message as for a few hundred.
@@ -437,17 +472,17 @@ func Run(ctx context.Context, opts Options) (Stats, error) {
 				var ref int64
 				hasRef := false
 				if opts.Retime {
-					line, ref, hasRef = clock.retime(line, time.Now())
+					line, ref, hasRef = clock.retime(line, opts.Now())
 				}
 				// The group goes before a sleep: held back, its records
 				// would be late.
 				switch {
 				case opts.Rate > 0:
-					if err := pace(ctx, start, sent+int64(len(group)), opts.Rate, minSleep, send); err != nil {
+					if err := pace(ctx, opts.Now, start, sent+int64(len(group)), opts.Rate, minSleep, send); err != nil {
 						return err
 					}
 				case hasRef:
-					if err := sleepUntil(ctx, time.UnixMilli(ref), minSleep, send); err != nil {
+					if err := sleepUntil(ctx, opts.Now, time.UnixMilli(ref), minSleep, send); err != nil {
 						return err
 					}
 				}
@@ -461,7 +496,7 @@ func Run(ctx context.Context, opts Options) (Stats, error) {
 				}
 				m := kafka.Message{Key: key, Value: line, Time: lastTime, WriterData: lineNumber(lineNo)}
 				if m.Time.IsZero() {
-					m.Time = time.Now()
+					m.Time = opts.Now()
 				}
 				if ok && ingestTS.set {
 					m.Time = time.UnixMilli(ingestTS.ms)
@@ -469,7 +504,7 @@ func Run(ctx context.Context, opts Options) (Stats, error) {
 						lastTime = m.Time
 					}
 					if st.WithIngestTS == 0 && !opts.Retime {
-						hintOld(opts.Logger, m.Time)
+						hintOld(opts.Logger, m.Time, opts.Now())
 					}
 					st.WithIngestTS++
 				}
@@ -495,7 +530,7 @@ func Run(ctx context.Context, opts Options) (Stats, error) {
 	// Close flushes what is buffered and waits for every Completion call.
 	closeErr := w.Close()
 	resend()
-	st.Elapsed = time.Since(start)
+	st.Elapsed = opts.Now().Sub(start)
 	st.RetimedBy = time.Duration(clock.offset) * time.Millisecond
 
 	mu.Lock()
@@ -524,10 +559,11 @@ func Run(ctx context.Context, opts Options) (Stats, error) {
 // timestamp must be for Run to mention Retime.
 const oldCapture = time.Hour
 
-// hintOld logs, when first is older than oldCapture, that the records go
-// out with their old timestamps, and how to play them as live instead.
-func hintOld(log *slog.Logger, first time.Time) {
-	if age := time.Since(first); age > oldCapture {
+// hintOld logs, when first is older than oldCapture at now, that the
+// records go out with their old timestamps, and how to play them as live
+// instead.
+func hintOld(log *slog.Logger, first, now time.Time) {
+	if age := now.Sub(first); age > oldCapture {
 		log.Info("records are stamped with their recorded ingest_ts, the first "+age.Round(time.Second).String()+
 			" ago: the live job's latency and lag metrics will count that age; --retime plays them as live traffic",
 			"first", first.UTC().Format(time.RFC3339))
@@ -557,6 +593,8 @@ type metadataCache struct {
 	topics []string
 	last   *metadata.Response
 	at     time.Time
+	// now is the clock of at.
+	now func() time.Time
 }
 
 func (c *metadataCache) RoundTrip(ctx context.Context, addr net.Addr, req kafka.Request) (kafka.Response, error) {
@@ -565,7 +603,7 @@ func (c *metadataCache) RoundTrip(ctx context.Context, addr net.Addr, req kafka.
 		return c.RoundTripper.RoundTrip(ctx, addr, req)
 	}
 	c.mu.Lock()
-	if c.last != nil && time.Since(c.at) < time.Second && slices.Equal(c.topics, m.TopicNames) {
+	if c.last != nil && c.now().Sub(c.at) < time.Second && slices.Equal(c.topics, m.TopicNames) {
 		defer c.mu.Unlock()
 		return c.last, nil
 	}
@@ -576,7 +614,7 @@ func (c *metadataCache) RoundTrip(ctx context.Context, addr net.Addr, req kafka.
 		// Only a complete answer is kept: a topic still being created is
 		// asked for again.
 		c.mu.Lock()
-		c.topics, c.last, c.at = slices.Clone(m.TopicNames), r, time.Now()
+		c.topics, c.last, c.at = slices.Clone(m.TopicNames), r, c.now()
 		c.mu.Unlock()
 	}
 	return resp, err
@@ -588,21 +626,20 @@ func (c *metadataCache) RoundTrip(ctx context.Context, addr net.Addr, req kafka.
 // individual sleeps overshoot. It does not sleep for less than minSleep
 // (shorter sleeps cost more than they smooth): the schedule catches up on
 // the next one.
-func pace(ctx context.Context, start time.Time, n int64, rate float64, minSleep time.Duration, beforeSleep func() error) error {
-	return sleepUntil(ctx, start.Add(time.Duration(float64(n)/rate*float64(time.Second))), minSleep, beforeSleep)
+func pace(ctx context.Context, now func() time.Time, start time.Time, n int64, rate float64, minSleep time.Duration, beforeSleep func() error) error {
+	return sleepUntil(ctx, now, start.Add(time.Duration(float64(n)/rate*float64(time.Second))), minSleep, beforeSleep)
 }
 
 // sleepUntil sleeps until due, calling beforeSleep first if it sleeps; not
 // at all when due is less than minSleep away.
-func sleepUntil(ctx context.Context, due time.Time, minSleep time.Duration, beforeSleep func() error) error {
-	if time.Until(due) < minSleep {
+func sleepUntil(ctx context.Context, now func() time.Time, due time.Time, minSleep time.Duration, beforeSleep func() error) error {
+	if due.Sub(now()) < minSleep {
 		return nil
 	}
 	if err := beforeSleep(); err != nil {
 		return err
 	}
-	d := time.Until(due)
-	t := time.NewTimer(d)
+	t := time.NewTimer(due.Sub(now()))
 	defer t.Stop()
 	select {
 	case <-t.C:

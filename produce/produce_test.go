@@ -155,10 +155,10 @@ func TestProduceNoBroker(t *testing.T) {
 	if strings.Contains(msg, "dial tcp") {
 		t.Errorf("error %q repeats the dial step", msg)
 	}
-	if hint := kafkaconn.RefusedHint(err, embeddedBrokerAddr); !strings.Contains(hint, embeddedBrokerAddr) || !strings.Contains(hint, "riskstream run --rules FILE' (without --brokers)") {
+	if hint := kafkaconn.RefusedHint(err, DefaultBroker); !strings.Contains(hint, DefaultBroker) || !strings.Contains(hint, "riskstream run --rules FILE' (without --brokers)") {
 		t.Errorf("hint for the default address = %q", hint)
 	}
-	if hint := kafkaconn.RefusedHint(errors.New("tls: bad certificate"), embeddedBrokerAddr); hint != "" {
+	if hint := kafkaconn.RefusedHint(errors.New("tls: bad certificate"), DefaultBroker); hint != "" {
 		t.Errorf("hint for another error = %q, want none", hint)
 	}
 }
@@ -240,7 +240,7 @@ func (c *countingMetadata) RoundTrip(context.Context, net.Addr, kafka.Request) (
 // not kept.
 func TestMetadataCache(t *testing.T) {
 	inner := &countingMetadata{}
-	c := &metadataCache{RoundTripper: inner}
+	c := &metadataCache{RoundTripper: inner, now: time.Now}
 	req := &metadata.Request{TopicNames: []string{"t"}}
 	for range 3 {
 		if _, err := c.RoundTrip(context.Background(), nil, req); err != nil {
@@ -255,7 +255,7 @@ func TestMetadataCache(t *testing.T) {
 		t.Fatalf("another topic's request was answered from the cache")
 	}
 	failing := &countingMetadata{errorCode: 3}
-	c = &metadataCache{RoundTripper: failing}
+	c = &metadataCache{RoundTripper: failing, now: time.Now}
 	c.RoundTrip(context.Background(), nil, req)
 	c.RoundTrip(context.Background(), nil, req)
 	if failing.asked != 2 {
@@ -492,5 +492,66 @@ func TestProduceSameTopicTwice(t *testing.T) {
 				t.Fatalf("partition %d: a record stamped outside the capture's time: %s", p, rec)
 			}
 		}
+	}
+}
+
+// TestOptions: EnsureDefaults fills what is not set, the batch timeout by
+// the pace (large batches when unpaced or fast), and keeps what is;
+// Validate reports every problem at once.
+func TestOptions(t *testing.T) {
+	var o Options
+	o.EnsureDefaults()
+	if !slices.Equal(o.Brokers, []string{DefaultBroker}) || o.Topic != DefaultTopic || o.Key != DefaultKey ||
+		o.MaxMessageBytes <= 0 || o.Logger == nil || o.Stdin == nil || o.Now == nil || o.BatchTimeout != 5*time.Millisecond {
+		t.Fatalf("defaults: %+v", o)
+	}
+	for _, c := range []struct {
+		o    Options
+		want time.Duration
+	}{
+		{Options{Rate: 1000}, time.Millisecond},
+		{Options{Retime: true}, time.Millisecond},
+		{Options{Rate: 100_000}, 5 * time.Millisecond},
+		{Options{Rate: 1000, BatchTimeout: 3 * time.Millisecond}, 3 * time.Millisecond},
+	} {
+		c.o.EnsureDefaults()
+		if c.o.BatchTimeout != c.want {
+			t.Errorf("rate %v, retime %v: batch timeout %v, want %v", c.o.Rate, c.o.Retime, c.o.BatchTimeout, c.want)
+		}
+	}
+	kept := Options{File: "in.jsonl", Brokers: []string{"b:9092"}, Topic: "t", Key: "user", MaxMessageBytes: 2048}
+	kept.EnsureDefaults()
+	if kept.File != "in.jsonl" || kept.Brokers[0] != "b:9092" || kept.Topic != "t" || kept.Key != "user" || kept.MaxMessageBytes != 2048 {
+		t.Fatalf("set fields changed: %+v", kept)
+	}
+	if err := kept.Validate(); err != nil {
+		t.Fatalf("valid options: %v", err)
+	}
+	bad := Options{Rate: -1, MaxMessageBytes: -5}
+	err := bad.Validate()
+	for _, want := range []string{"no input file", "negative rate -1", "negative maximum message size -5"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate() = %v, want it to say %q", err, want)
+		}
+	}
+}
+
+// TestProduceClock: a record without ingest_ts is stamped by the clock the
+// options give, and the time taken is that clock's.
+func TestProduceClock(t *testing.T) {
+	addr := startBroker(t, 1)
+	at := time.UnixMilli(1_500_000_000_000)
+	now := func() time.Time { at = at.Add(time.Millisecond); return at }
+	st, err := Run(context.Background(), Options{File: "-", Stdin: strings.NewReader(`{"id":"r-1","ts":1}` + "\n"),
+		Brokers: []string{addr}, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := kafkatest.ReadMessages(t, nil, addr, "requests", 0, 1, time.Minute)
+	if ms := got[0].Time.UnixMilli(); ms <= 1_500_000_000_000 || ms > 1_500_000_000_000+st.Elapsed.Milliseconds() {
+		t.Fatalf("record stamped %d, want the given clock's time, from 1500000000000 within the %v it took", ms, st.Elapsed)
+	}
+	if st.Elapsed <= 0 || st.Elapsed > time.Second {
+		t.Fatalf("elapsed %v by the given clock, which moves a millisecond a reading", st.Elapsed)
 	}
 }

@@ -6,7 +6,6 @@ import (
 
 	"github.com/riskstream/riskstream/produce"
 	"github.com/riskstream/riskstream/sink"
-	"github.com/riskstream/riskstream/stream"
 	"github.com/spf13/cobra"
 )
 
@@ -67,8 +66,8 @@ age. Without --retime the records go as recorded (a faithful replay).
 	}
 	f := cmd.Flags()
 	addBrokersFlag(cmd, &o.Brokers, "the embedded broker that 'riskstream run' starts on 127.0.0.1:9092")
-	f.StringVar(&o.Topic, "topic", stream.DefaultTopic, "topic to publish to")
-	f.StringVar(&o.Key, "key", "id", "attribute whose value is the message key")
+	f.StringVar(&o.Topic, "topic", produce.DefaultTopic, "topic to publish to")
+	f.StringVar(&o.Key, "key", produce.DefaultKey, "attribute whose value is the message key")
 	f.Float64Var(&o.Rate, "rate", 0, "records per second, steady (0: as fast as possible, or with --retime at the recorded pace)")
 	f.BoolVar(&o.Retime, "retime", false, "shift every ts and ingest_ts so that the first record is now, keeping their spacing, and send at the recorded pace (unless --rate)")
 	f.IntVar(&o.MaxMessageBytes, "max-message-bytes", sink.DefaultMaxMessageBytes,

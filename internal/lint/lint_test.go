@@ -170,8 +170,9 @@ func TestOneCorruptionMarker(t *testing.T) {
 }
 
 // oneClock are the edge packages whose clock is the job's (RunOptions.Now,
-// replay.Options.Now), injected, so that tests can move it.
-var oneClock = []string{"stream", "stream/distributed", "stream/internal/jobbase", "replay", "kafkaio", "observe", "driver"}
+// replay.Options.Now, produce.Options.Now), injected, so that tests can
+// move it.
+var oneClock = []string{"stream", "stream/distributed", "stream/internal/jobbase", "replay", "kafkaio", "observe", "driver", "produce"}
 
 // TestOneClock: the edges read the wall clock only through the clock they
 // are given. A socket's deadline is the exception: the kernel holds it
