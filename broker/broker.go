@@ -88,21 +88,59 @@ type Broker struct {
 	addr    string
 }
 
+// EnsureDefaults fills in zero fields with their default values.
+func (o *Options) EnsureDefaults() {
+	if o.Addr == "" {
+		o.Addr = DefaultAddr
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Validate reports, all at once, the options that cannot work; Start
+// calls it after EnsureDefaults.
+func (o *Options) Validate() error {
+	var errs []error
+	for topic, n := range o.Topics {
+		if n < 1 {
+			errs = append(errs, fmt.Errorf("start broker: topic %s with %d partitions", topic, n))
+		}
+	}
+	for _, u := range o.Users {
+		m := mechanismOf(u)
+		switch {
+		case m == "":
+			errs = append(errs, fmt.Errorf("start broker: user %q: unknown SASL mechanism %q (want one of %s)",
+				u.Name, u.Mechanism, strings.Join(mechanisms, ", ")))
+		case u.Name == "" || u.Password == "":
+			errs = append(errs, fmt.Errorf("start broker: a %s user needs a name and a password", m))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// mechanismOf is u's SASL mechanism as kfake names it, "" for none it
+// knows.
+func mechanismOf(u User) string {
+	if i := slices.IndexFunc(mechanisms, func(m string) bool { return strings.EqualFold(m, u.Mechanism) }); i >= 0 {
+		return mechanisms[i]
+	}
+	return ""
+}
+
 // Start starts a single-node broker listening on opts.Addr over TCP and
 // creates opts.Topics. It returns once the broker accepts connections.
 func Start(opts Options) (*Broker, error) {
+	opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
 	addr := opts.Addr
-	if addr == "" {
-		addr = DefaultAddr
-	}
-	logger := opts.Logger
-	if logger == nil {
-		logger = slog.Default()
-	}
 	kopts := []kfake.Opt{
 		kfake.NumBrokers(1),
 		kfake.ClusterID("riskstream-dev"),
-		kfake.WithLogger(slogLogger{logger}),
+		kfake.WithLogger(slogLogger{opts.Logger}),
 		kfake.DefaultNumPartitions(1),
 		// kfake always listens on 127.0.0.1:<port>; the listen function
 		// lets us honour the host of opts.Addr too.
@@ -119,15 +157,7 @@ func Start(opts Options) (*Broker, error) {
 	if len(opts.Users) > 0 {
 		kopts = append(kopts, kfake.EnableSASL())
 		for _, u := range opts.Users {
-			i := slices.IndexFunc(mechanisms, func(m string) bool { return strings.EqualFold(m, u.Mechanism) })
-			if i < 0 {
-				return nil, fmt.Errorf("start broker: user %q: unknown SASL mechanism %q (want one of %s)",
-					u.Name, u.Mechanism, strings.Join(mechanisms, ", "))
-			}
-			if u.Name == "" || u.Password == "" {
-				return nil, fmt.Errorf("start broker: a %s user needs a name and a password", mechanisms[i])
-			}
-			kopts = append(kopts, kfake.Superuser(mechanisms[i], u.Name, u.Password))
+			kopts = append(kopts, kfake.Superuser(mechanismOf(u), u.Name, u.Password))
 		}
 	}
 	c, err := kfake.NewCluster(kopts...)

@@ -67,6 +67,25 @@ func TestUsersRefused(t *testing.T) {
 	}
 }
 
+// TestValidate: options that cannot work are reported all at once, before
+// the broker listens.
+func TestValidate(t *testing.T) {
+	o := Options{Topics: map[string]int32{"requests": 0}, Users: []User{{Mechanism: "GSSAPI", Name: "u", Password: "p"}, {Mechanism: "plain", Name: "v"}}}
+	o.EnsureDefaults()
+	if o.Addr != DefaultAddr || o.Logger == nil {
+		t.Fatalf("defaults: %+v", o)
+	}
+	err := o.Validate()
+	for _, want := range []string{"topic requests with 0 partitions", `unknown SASL mechanism "GSSAPI"`, "a PLAIN user needs a name and a password"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate() = %v, want it to say %q", err, want)
+		}
+	}
+	if err := (&Options{Topics: map[string]int32{"requests": 4}, Users: []User{{Mechanism: "scram-sha-512", Name: "u", Password: "p"}}}).Validate(); err != nil {
+		t.Errorf("valid options: %v", err)
+	}
+}
+
 // TestSASLHandshakeAdvertised: with users, the broker advertises the SASL
 // handshake from version 0, as Kafka does, which librdkafka needs to try
 // SASL at all; other versions are kfake's.
