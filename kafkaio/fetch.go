@@ -92,17 +92,51 @@ type Fetcher struct {
 	log        *slog.Logger
 }
 
-// NewFetcher returns a fetcher of one partition from offset next
-// (kafka.FirstOffset for the first, kafka.LastOffset for where the
-// partition ends when the fetcher first reaches it), up to end (-1 for no
-// end).
-func NewFetcher(brokers []string, dialer *kafka.Dialer, topic string, partition int, next, end int64, out chan<- Fetch, log *slog.Logger, now func() time.Time) *Fetcher {
-	if now == nil {
-		now = time.Now
+// FetcherOptions configure a Fetcher.
+type FetcherOptions struct {
+	// Brokers are the bootstrap addresses, and Dialer how to connect to
+	// them (TLS, SASL). Required.
+	Brokers []string
+	Dialer  *kafka.Dialer
+	// Topic and Partition are what the fetcher reads. Required.
+	Topic     string
+	Partition int
+	// From is the offset of the first record to read:
+	// kafka.FirstOffset for the partition's first, kafka.LastOffset for
+	// where the partition ends when the fetcher first reaches it.
+	From int64
+	// End, when positive, is the offset the fetcher stops at, having read
+	// the records before it (a replay's range); 0 reads on without end.
+	End int64
+	// Out receives the fetches. Required.
+	Out chan<- Fetch
+	// Log receives the fetcher's warnings; the default is slog.Default().
+	Log *slog.Logger
+	// Now is the job's clock, for when the leader last answered; the
+	// default is time.Now.
+	Now func() time.Time
+}
+
+// EnsureDefaults fills in zero fields with their default values.
+func (o *FetcherOptions) EnsureDefaults() {
+	if o.Log == nil {
+		o.Log = slog.Default()
 	}
-	f := &Fetcher{brokers: brokers, dialer: dialer, topic: topic, partition: partition,
-		next: next, end: end, out: out, saidBehind: true, log: log, now: now}
-	f.lastAnswer.Store(now().UnixNano())
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// NewFetcher returns a fetcher of one partition (FetcherOptions).
+func NewFetcher(o FetcherOptions) *Fetcher {
+	o.EnsureDefaults()
+	end := o.End
+	if end <= 0 {
+		end = -1
+	}
+	f := &Fetcher{brokers: o.Brokers, dialer: o.Dialer, topic: o.Topic, partition: o.Partition,
+		next: o.From, end: end, out: o.Out, saidBehind: true, log: o.Log, now: o.Now}
+	f.lastAnswer.Store(o.Now().UnixNano())
 	return f
 }
 

@@ -58,7 +58,8 @@ func replayTopic(ctx context.Context, opts Options, e *engine.Sharded, prog *obs
 			continue
 		}
 		loop.AddPartition(r.Partition, 0)
-		f := kafkaio.NewFetcher(opts.Brokers, sec.Dialer(), opts.Topic, int(r.Partition), r.From, r.End, fetched, opts.Logger, nil)
+		f := kafkaio.NewFetcher(kafkaio.FetcherOptions{Brokers: opts.Brokers, Dialer: sec.Dialer(), Topic: opts.Topic,
+			Partition: int(r.Partition), From: r.From, End: r.End, Out: fetched, Log: opts.Logger})
 		reading.Go(func() { f.Run(ctx) })
 		open++
 		records += r.End - r.From

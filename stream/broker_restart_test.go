@@ -2,7 +2,6 @@ package stream
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -104,7 +103,8 @@ func TestFetcherRecoveryGrace(t *testing.T) {
 	out := make(chan kafkaio.Fetch, 16)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	f := kafkaio.NewFetcher([]string{opts.Addr}, &kafka.Dialer{Timeout: time.Second}, "requests", 0, kafka.FirstOffset, -1, out, slog.Default(), nil)
+	f := kafkaio.NewFetcher(kafkaio.FetcherOptions{Brokers: []string{opts.Addr}, Dialer: &kafka.Dialer{Timeout: time.Second},
+		Topic: "requests", From: kafka.FirstOffset, Out: out})
 	go f.Run(ctx)
 	next := func(within time.Duration) (kafkaio.Fetch, bool) {
 		t.Helper()

@@ -474,7 +474,8 @@ func (j *liveJob) addFetchers(partitions []int) {
 		if !added {
 			continue
 		}
-		f := kafkaio.NewFetcher(j.brokers, j.Sec.Dialer(), j.Opts.Topic, p, start, -1, j.fetched, j.Log, j.Opts.Now)
+		f := kafkaio.NewFetcher(kafkaio.FetcherOptions{Brokers: j.brokers, Dialer: j.Sec.Dialer(), Topic: j.Opts.Topic,
+			Partition: p, From: start, Out: j.fetched, Log: j.Log, Now: j.Opts.Now})
 		j.Fetchers = append(j.Fetchers, f)
 		j.M.Ready.Track(f)
 		j.reading.Go(func() { f.Run(j.readCtx) })

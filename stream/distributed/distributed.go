@@ -686,17 +686,20 @@ func (j *instance) changelogOf(k int) changelog.Log {
 func (j *instance) startFetchers(ctx context.Context, reading *sync.WaitGroup) {
 	j.inputFetched, j.repFetched, j.rulesFetched = make(chan kafkaio.Fetch, 16), make(chan kafkaio.Fetch, 16), make(chan kafkaio.Fetch, 1)
 	j.Fetchers = j.Fetchers[:0]
-	rulesFetcher := kafkaio.NewFetcher(j.Opts.Brokers, j.Sec.Dialer(), j.topics.Rules, 0, j.rulesNext, -1, j.rulesFetched, j.Log, j.Opts.Now)
+	rulesFetcher := kafkaio.NewFetcher(kafkaio.FetcherOptions{Brokers: j.Opts.Brokers, Dialer: j.Sec.Dialer(), Topic: j.topics.Rules,
+		From: j.rulesNext, Out: j.rulesFetched, Log: j.Log, Now: j.Opts.Now})
 	reading.Go(func() { rulesFetcher.Run(ctx) })
 	if j.routing != nil {
 		for p, from := range j.routing.from {
-			f := kafkaio.NewFetcher(j.Opts.Brokers, j.Sec.Dialer(), j.Opts.Topic, int(p), from, -1, j.inputFetched, j.Log, j.Opts.Now)
+			f := kafkaio.NewFetcher(kafkaio.FetcherOptions{Brokers: j.Opts.Brokers, Dialer: j.Sec.Dialer(), Topic: j.Opts.Topic,
+				Partition: int(p), From: from, Out: j.inputFetched, Log: j.Log, Now: j.Opts.Now})
 			j.Fetchers = append(j.Fetchers, f)
 			reading.Go(func() { f.Run(ctx) })
 		}
 	}
 	for k, t := range j.tasks {
-		f := kafkaio.NewFetcher(j.Opts.Brokers, j.Sec.Dialer(), j.topics.Repartition, k, t.next, -1, j.repFetched, j.Log, j.Opts.Now)
+		f := kafkaio.NewFetcher(kafkaio.FetcherOptions{Brokers: j.Opts.Brokers, Dialer: j.Sec.Dialer(), Topic: j.topics.Repartition,
+			Partition: k, From: t.next, Out: j.repFetched, Log: j.Log, Now: j.Opts.Now})
 		j.Fetchers = append(j.Fetchers, f)
 		reading.Go(func() { f.Run(ctx) })
 	}

@@ -107,7 +107,8 @@ func (f *outputFollower) follow() error {
 			if !ok {
 				next = kafka.LastOffset
 			}
-			f := kafkaio.NewFetcher(j.Opts.Brokers, j.Sec.Dialer(), k.topic, p, next, -1, fetched[i], j.Log, j.Opts.Now)
+			f := kafkaio.NewFetcher(kafkaio.FetcherOptions{Brokers: j.Opts.Brokers, Dialer: j.Sec.Dialer(), Topic: k.topic,
+				Partition: p, From: next, Out: fetched[i], Log: j.Log, Now: j.Opts.Now})
 			reading.Go(func() { f.Run(ctx) })
 			fetchers++
 		}
