@@ -282,14 +282,14 @@ func replayFiles(ctx context.Context, opts Options, e *engine.Sharded, mem memor
 	// merging 1.
 	maxInFlight := 3*workers + 14
 	chunks, freeChunks := make(chan *chunk, 2), make(chan *chunk, maxInFlight)
-	steps, freeBatches := make(chan driver.Mail, 2), make(chan *batch, maxInFlight)
-	shardIn := make([]chan *batch, opts.Shards)
+	steps, freeInFlight := make(chan driver.Mail, 2), make(chan *inFlight, maxInFlight)
+	shardIn := make([]chan *inFlight, opts.Shards)
 	var shards sync.WaitGroup
 	for k, s := range e.Shards() {
-		shardIn[k] = make(chan *batch, 2)
+		shardIn[k] = make(chan *inFlight, 2)
 		shards.Go(func() { processShard(s, k, shardIn[k]) })
 	}
-	merge := func(b *batch) error {
+	merge := func(b *inFlight) error {
 		if b.c.err != nil {
 			return fmt.Errorf("input %s: %w", b.c.file, b.c.err)
 		}
@@ -300,14 +300,14 @@ func replayFiles(ctx context.Context, opts Options, e *engine.Sharded, mem memor
 		e.Merge(b.b, nil)
 		recycle(freeChunks, b.c)
 		select {
-		case freeBatches <- b:
+		case freeInFlight <- b:
 		default:
 		}
 		prog.Update(e)
 		return nil
 	}
 	go readInputs(ctx, opts.Inputs, opts.Stdin, mem.Chunk, chunks, freeChunks)
-	go decodeChunks(ctx, e, workers, chunks, shardIn, steps, merge, freeBatches)
+	go decodeChunks(ctx, e, workers, chunks, shardIn, steps, merge, freeInFlight)
 	defer func() {
 		// On an early return, stop the decoder and let the shards finish
 		// before their stores close.

@@ -8,11 +8,11 @@ import (
 	"github.com/riskstream/riskstream/engine"
 )
 
-// batch is a chunk's records on their way through the sharded engine:
+// inFlight is a chunk's records on their way through the sharded engine:
 // decoded and keyed on a decode worker, timed in input order, then
 // processed by every shard on goroutines of their own, then merged in
 // order.
-type batch struct {
+type inFlight struct {
 	c       *chunk
 	b       *engine.Batch
 	decoded sync.WaitGroup // the decode worker, until it is done
@@ -21,24 +21,24 @@ type batch struct {
 }
 
 // decodeChunks decodes and keys the lines of every chunk from in on
-// workers goroutines, several chunks at once, then times each batch in
-// input order, hands it to every shard and sends the loop its merge: a
-// step that calls merge with it. It closes steps and the shards' channels
-// when in is drained. Batches are recycled through free.
+// workers goroutines, several chunks at once, then times each in input
+// order, hands it to every shard and sends the loop its merge: a step that
+// calls merge with it. It closes steps and the shards' channels when in is
+// drained. What is in flight is recycled through free.
 //
 // Decoding is parallel because it is most of the per-record work outside
 // the shards: on one goroutine it would cap replay at what one core
 // decodes. Timing stays sequential: the watermark after each record
 // depends on every record before it.
-func decodeChunks(ctx context.Context, e *engine.Sharded, workers int, in <-chan *chunk, shards []chan *batch,
-	steps chan<- driver.Mail, merge func(*batch) error, free chan *batch) {
+func decodeChunks(ctx context.Context, e *engine.Sharded, workers int, in <-chan *chunk, shards []chan *inFlight,
+	steps chan<- driver.Mail, merge func(*inFlight) error, free chan *inFlight) {
 	defer func() {
 		close(steps)
 		for _, s := range shards {
 			close(s)
 		}
 	}()
-	work, ordered := make(chan *batch, workers), make(chan *batch, workers+1)
+	work, ordered := make(chan *inFlight, workers), make(chan *inFlight, workers+1)
 	for range workers {
 		go decodeWorker(e.NewDecoder(), work)
 	}
@@ -46,12 +46,12 @@ func decodeChunks(ctx context.Context, e *engine.Sharded, workers int, in <-chan
 		defer close(ordered)
 		defer close(work)
 		for c := range in {
-			var b *batch
+			var b *inFlight
 			select {
 			case b = <-free:
 				b.b.Reset()
 			default:
-				b = &batch{b: e.NewBatch(), errs: make([]error, len(shards))}
+				b = &inFlight{b: e.NewBatch(), errs: make([]error, len(shards))}
 			}
 			b.c = c
 			b.decoded.Add(1)
@@ -80,9 +80,9 @@ func decodeChunks(ctx context.Context, e *engine.Sharded, workers int, in <-chan
 	}
 }
 
-// decodeWorker decodes and keys the lines of every batch's chunk from work
-// with dec.
-func decodeWorker(dec *engine.Decoder, work <-chan *batch) {
+// decodeWorker decodes and keys the lines of the chunk of everything in
+// flight from work with dec.
+func decodeWorker(dec *engine.Decoder, work <-chan *inFlight) {
 	var rec engine.Record
 	for b := range work {
 		if c := b.c; c.err == nil && len(c.recs) > 0 {
@@ -103,9 +103,10 @@ func decodeWorker(dec *engine.Decoder, work <-chan *batch) {
 	}
 }
 
-// processShard runs one shard over every batch from in, in order, and
-// marks each done; after an error it only marks them.
-func processShard(s *engine.Shard, k int, in <-chan *batch) {
+// processShard runs one shard over the records of everything in flight
+// from in, in order, and marks each done; after an error it only marks
+// them.
+func processShard(s *engine.Shard, k int, in <-chan *inFlight) {
 	var failed error
 	for b := range in {
 		if failed == nil {
