@@ -500,3 +500,12 @@ func TestDedupeRestoresIDsStoredOneByOne(t *testing.T) {
 		t.Fatalf("%d ids still stored one a key after a checkpoint", left)
 	}
 }
+
+// appendIDKey appends the key under which earlier versions stored id hash
+// h of generation gen, one per key (parseIDKey reads it).
+func appendIDKey(dst []byte, gen int64, h [2]uint64) []byte {
+	dst = append(dst, idPrefix...)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(gen))
+	dst = binary.BigEndian.AppendUint64(dst, h[0])
+	return binary.BigEndian.AppendUint64(dst, h[1])
+}

@@ -53,10 +53,10 @@ type dedupe struct {
 // watermark (with several partitions, until each has had an event).
 const preWatermark = math.MinInt64
 
-// idPrefix starts the key of a remembered id (appendIDKey), which an
-// IDLog's restore hands out, and under which earlier versions stored each
-// id in the state store: the spec id 0xfffe, which no rule or heatmap has, below the timer
-// entries' 0xffff (docs/format/state.md).
+// idPrefix starts the key under which earlier versions stored each id in
+// the state store (parseIDKey), which a restore reads once: the spec id
+// 0xfffe, which no rule or heatmap has, below the timer entries' 0xffff
+// (docs/format/state.md).
 var idPrefix = []byte{0xff, 0xfe}
 
 // newDedupe returns the deduplication of horizon ms, nil for none; it
@@ -165,15 +165,8 @@ func (d *dedupe) forgetAll() {
 	d.ids.clear()
 }
 
-// appendIDKey appends the store key of id hash h of generation gen.
-func appendIDKey(dst []byte, gen int64, h [2]uint64) []byte {
-	dst = append(dst, idPrefix...)
-	dst = binary.BigEndian.AppendUint64(dst, uint64(gen))
-	dst = binary.BigEndian.AppendUint64(dst, h[0])
-	return binary.BigEndian.AppendUint64(dst, h[1])
-}
-
-// parseIDKey splits a store key of an id (appendIDKey).
+// parseIDKey splits the key of an id stored one per key: idPrefix, the
+// generation, the id's hash.
 func parseIDKey(k []byte) (gen int64, h [2]uint64, ok bool) {
 	if len(k) != idKeyLen || string(k[:len(idPrefix)]) != string(idPrefix) {
 		return 0, h, false
@@ -181,7 +174,7 @@ func parseIDKey(k []byte) (gen int64, h [2]uint64, ok bool) {
 	return int64(binary.BigEndian.Uint64(k[2:])), [2]uint64{binary.BigEndian.Uint64(k[10:]), binary.BigEndian.Uint64(k[18:])}, true
 }
 
-// idKeyLen is the length of a key appendIDKey makes.
+// idKeyLen is the length of the key of an id stored one per key.
 const idKeyLen = 2 + 8 + 16
 
 // appendBinary appends what a checkpoint keeps of d besides the stored
@@ -194,7 +187,7 @@ func (d *dedupe) appendBinary(dst []byte) []byte {
 
 // restore reads what appendBinary wrote and loads the stored ids of the
 // two generations; others, which a forget after the checkpoint had deleted
-// but not committed, are deleted, and so are those keep rejects. Without
+// but not committed, are forgotten, and so are those keep rejects. Without
 // b (a checkpoint of a job that did not deduplicate) it starts afresh,
 // deleting any ids stored.
 func (d *dedupe) restore(b []byte) error {
@@ -217,18 +210,14 @@ func (d *dedupe) restore(b []byte) error {
 	if d.store == nil {
 		return nil
 	}
-	err := d.store.Seek(idPrefix, func(k, v []byte) (bool, error) {
-		gen, h, ok := parseIDKey(k)
-		if !ok {
-			return false, nil
-		}
+	err := d.store.restore(func(gen int64, h [2]uint64, v []byte) bool {
 		if gen != d.gen && gen != d.prevGen || d.keep != nil && !d.keep(v) {
-			return true, d.store.Delete(k)
+			return false
 		}
 		if e, found := d.ids.find(h); !found {
 			d.ids.add(e, h, gen)
 		}
-		return true, nil
+		return true
 	})
 	if err != nil {
 		return fmt.Errorf("engine: restore event ids: %w", err)

@@ -28,19 +28,15 @@ type IDLog struct {
 	pending, taking map[int64][]byte
 	// pre are the ids of the generation before the first watermark, with
 	// their values: dedupe moves them to the first generation when the
-	// watermark comes (Get).
+	// watermark comes (movePre).
 	pre map[[2]uint64][]byte
 	// forgotten are the generations dedupe forgot since the last Take.
 	forgotten map[int64]bool
-	// loaded are the entries Load read, until a restore takes them (Seek);
-	// rewritten says a restore put those it kept in pending, so that the
-	// blobs read are to be deleted.
+	// loaded are the entries Load read, until a restore takes them
+	// (restore); rewritten says a restore put those it kept in pending,
+	// so that the blobs read are to be deleted.
 	loaded    map[int64][]byte
 	rewritten bool
-	// restoring is set during a restore's Seek, and deleted when it
-	// forgot the id it was shown.
-	restoring, deleted bool
-	key                []byte
 }
 
 // NewIDLog returns an empty IDLog.
@@ -185,12 +181,6 @@ func appendIDEntry(dst []byte, h [2]uint64, value []byte) []byte {
 	return append(dst, value...)
 }
 
-// idKey is dedupe's key of id h of generation gen.
-func (l *IDLog) idKey(gen int64, h [2]uint64) []byte {
-	l.key = appendIDKey(l.key[:0], gen, h)
-	return l.key
-}
-
 // add notes id h of generation gen taken, with value.
 func (l *IDLog) add(gen int64, h [2]uint64, value []byte) {
 	if gen == PreWatermark {
@@ -209,23 +199,6 @@ func (l *IDLog) movePre(h [2]uint64, gen int64) {
 	l.add(gen, h, v)
 }
 
-// Delete notes an id forgotten: at a restore (Seek), or one of the
-// generation before the first watermark, which dedupe moves to the first
-// generation; otherwise its whole generation, as Forget.
-func (l *IDLog) Delete(key []byte) error {
-	gen, h, ok := parseIDKey(key)
-	switch {
-	case !ok:
-	case l.restoring:
-		l.deleted = true
-	case gen == PreWatermark:
-		delete(l.pre, h)
-	default:
-		l.Forget(gen)
-	}
-	return nil
-}
-
 // Forget notes generation gen forgotten: dedupe forgets generations whole.
 func (l *IDLog) Forget(gen int64) {
 	if gen == PreWatermark {
@@ -236,43 +209,30 @@ func (l *IDLog) Forget(gen int64) {
 	delete(l.pending, gen)
 }
 
-// Seek is a restore's: it calls fn with every id loaded (Load), in no
-// order, then takes those fn did not delete as pending, so that the next
-// Take writes them again and the blobs read are deleted.
-func (l *IDLog) Seek(start []byte, fn func(key, value []byte) (bool, error)) error {
+// restore is dedupe's restore: it calls keep with every id loaded (Load)
+// and every id of the generation before the first watermark, in no order,
+// forgets those keep rejects, and takes the others as pending, so that the
+// next Take writes them again and the blobs read are deleted.
+func (l *IDLog) restore(keep func(gen int64, h [2]uint64, value []byte) bool) error {
 	loaded := l.loaded
 	l.loaded = map[int64][]byte{}
-	l.restoring = true
-	defer func() { l.restoring = false }()
-	kept := map[int64][]byte{}
 	for _, g := range slices.Sorted(maps.Keys(loaded)) {
-		var err error
-		if e := l.eachEntry(loaded[g], func(h [2]uint64, v []byte) {
-			if err != nil {
-				return
+		var kept []byte
+		if err := l.eachEntry(loaded[g], func(h [2]uint64, v []byte) {
+			if keep(g, h, v) {
+				kept = appendIDEntry(kept, h, v)
 			}
-			l.deleted = false
-			if _, err = fn(l.idKey(g, h), v); err == nil && !l.deleted {
-				kept[g] = appendIDEntry(kept[g], h, v)
-			}
-		}); e != nil {
-			return e
-		}
-		if err != nil {
+		}); err != nil {
 			return err
+		}
+		if len(kept) > 0 {
+			l.pending[g] = append(kept, l.pending[g]...)
 		}
 	}
 	for h, v := range l.pre {
-		l.deleted = false
-		if _, err := fn(l.idKey(PreWatermark, h), v); err != nil {
-			return err
-		}
-		if l.deleted {
+		if !keep(PreWatermark, h, v) {
 			delete(l.pre, h)
 		}
-	}
-	for g, e := range kept {
-		l.pending[g] = append(e, l.pending[g]...)
 	}
 	l.rewritten = true
 	return nil

@@ -45,9 +45,7 @@ func TestIDLogTake(t *testing.T) {
 	}
 	l.Done(false)
 	set(8, 5, 2_000_000)
-	if err := l.Delete(appendIDKey(nil, 7, [2]uint64{1, 0})); err != nil { // generation 7 forgotten
-		t.Fatal(err)
-	}
+	l.Forget(7)
 	blobs, forgotten, _ = l.Take()
 	if n := count(blobs); n[7] != 0 || n[8] != 15 || len(forgotten) != 1 || forgotten[0] != 7 {
 		t.Fatalf("after a take not written: %v ids, forgotten %v", n, forgotten)
@@ -76,13 +74,12 @@ func FuzzIDLogLoad(f *testing.F) {
 			return nil, err
 		}
 		var out []byte
-		err := l.Seek(idPrefix, func(k, v []byte) (bool, error) {
-			gen, h, ok := parseIDKey(k)
-			if !ok || gen != 5 {
-				t.Fatalf("shown key %x", k)
+		err := l.restore(func(gen int64, h [2]uint64, v []byte) bool {
+			if gen != 5 {
+				t.Fatalf("shown an id of generation %d", gen)
 			}
 			out = appendIDEntry(out, h, v)
-			return true, nil
+			return true
 		})
 		return out, err
 	}
