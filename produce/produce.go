@@ -23,6 +23,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/riskstream/riskstream/broker"
 	"github.com/riskstream/riskstream/event"
 	"github.com/riskstream/riskstream/internal/infile"
 	"github.com/riskstream/riskstream/kafkaconn"
@@ -86,9 +87,11 @@ type Options struct {
 const (
 	// DefaultBroker is where `riskstream run` without brokers starts its
 	// development broker, and so where produce sends by default.
-	DefaultBroker = "127.0.0.1:9092"
-	DefaultTopic  = "requests"
-	DefaultKey    = "id"
+	DefaultBroker = broker.DefaultAddr
+	// DefaultTopic is the live job's input topic by default
+	// (stream.DefaultTopic, which is this one).
+	DefaultTopic = "requests"
+	DefaultKey   = "id"
 )
 
 // fastRate is the rate above which, as unpaced, batches must be large

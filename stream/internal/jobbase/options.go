@@ -11,6 +11,7 @@ import (
 	"github.com/riskstream/riskstream/broker"
 	"github.com/riskstream/riskstream/kafkaconn"
 	"github.com/riskstream/riskstream/memory"
+	"github.com/riskstream/riskstream/produce"
 	"github.com/riskstream/riskstream/rules"
 	"github.com/riskstream/riskstream/sink"
 	"github.com/riskstream/riskstream/state"
@@ -186,7 +187,7 @@ const DefaultRepartitionPartitions = 12
 
 // Defaults of Options (and of replay.Options, where they share a field).
 const (
-	DefaultTopic              = "requests"
+	DefaultTopic              = produce.DefaultTopic // where produce sends
 	DefaultGroup              = "riskstream"
 	DefaultCheckpointInterval = time.Second
 	DefaultPartitionDiscovery = 10 * time.Second
