@@ -141,8 +141,7 @@ func (d *dedupe) advance(wm int64) {
 	if g == d.gen+1 {
 		d.ids.rotate(g)
 	} else {
-		d.ids.clear()
-		d.ids.remember(g, g-1)
+		d.ids.reset(g, g-1)
 	}
 	d.prevGen, d.gen = g-1, g
 }
@@ -162,7 +161,7 @@ func (d *dedupe) forgetAll() {
 		d.store.Forget(d.prevGen)
 		d.store.Forget(d.gen)
 	}
-	d.ids.clear()
+	d.ids.reset(d.gen, d.prevGen)
 }
 
 // parseIDKey splits the key of an id stored one per key: idPrefix, the
@@ -205,8 +204,7 @@ func (d *dedupe) restore(b []byte) error {
 		}
 	}
 	d.gen, d.prevGen, d.duplicates = v[0], v[1], v[2]
-	d.ids.clear()
-	d.ids.remember(d.gen, d.prevGen)
+	d.ids.reset(d.gen, d.prevGen)
 	if d.store == nil {
 		return nil
 	}
@@ -423,10 +421,12 @@ func (t *idTable) remove(i int) {
 	}
 }
 
-// clear forgets every entry.
-func (t *idTable) clear() {
+// reset forgets every entry, and makes gen and prev the generations of
+// those added from now on.
+func (t *idTable) reset(gen, prev int64) {
 	clear(t.slots)
 	t.n, t.old, t.toSweep = 0, nil, 0
+	t.remember(gen, prev)
 }
 
 // slotAddr is the address of the slot a lookup of h probes first, for a
